@@ -1,0 +1,304 @@
+/*
+ * codec.h - lanesched's wire contract in plain C.
+ *
+ * Everything the rest of the daemon (and the C clients) know about lanes.proto goes through this
+ * header: shape signatures, decode + validation, encode. No protobuf-c type appears here; the
+ * generated code is private to codec/.
+ *
+ * Ownership, in one place (each pointer below repeats which rule applies):
+ *
+ *  - decoded messages: codec_decode_<msg>() returns a struct the caller owns and must release with
+ *    codec_<msg>_destroy() (never free()). Every pointer inside it - strings, bytes, arrays - is
+ *    BORROWED: a view into the decoded message, valid until that destroy call and no longer, like
+ *    the data returned by LMDB's mdb_get(). Copy what must outlive it. The input buffer is not
+ *    referenced after decode returns; the caller may free or reuse it at once.
+ *  - decoded strings are NUL-terminated and never NULL (an absent string is ""). A string that
+ *    carries an embedded NUL on the wire is seen up to that NUL.
+ *  - decoded bytes have ptr == NULL exactly when len == 0.
+ *  - messages given to encode are BORROWED for the duration of the call only. A NULL string means
+ *    absent (same as ""); bytes/arrays may be NULL only with a zero length.
+ *  - encode output (*out_buf) is RETURNED TO THE CALLER, malloc'd, to be released with free(); it
+ *    is non-NULL on CODEC_OK even when *out_len is 0.
+ *  - on any status other than CODEC_OK, *out (decode) and *out_buf / *out_len (encode) are left
+ *    untouched.
+ *
+ * Proto3 has no presence for scalars: zero means absent. Consequently a shape signature of 0 cannot
+ * be sent (it reads as "no signature"); the empty component vector is still a valid shape when
+ * sent as its signature, XXH64 of zero bytes = 0xef46db3751d8e999.
+ */
+#ifndef LANESCHED_CODEC_H
+#define LANESCHED_CODEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- status ------------------------------------------------------------------------------- */
+
+/*
+ * X(NAME, "code_word", "human text"). The code word is stable: it goes into ItemResult.reason and
+ * into the stats' rejected-by-reason counters, so never rename one; add new entries at the end.
+ */
+#define CODEC_STATUS_MAP(X)                                                                     \
+    X(OK, "ok", "ok")                                                                           \
+    X(EMALFORMED, "malformed", "message is not a decodable protobuf")                           \
+    X(ENOMEM, "no_memory", "out of memory")                                                     \
+    X(EINVAL, "bad_argument", "invalid argument to the codec")                                  \
+    X(EBAD_MODEL, "bad_model", "model is empty or not the one this subject serves")             \
+    X(EZERO_TOKENS, "zero_tokens", "tokens must be greater than zero")                          \
+    X(EBAD_ID, "bad_id", "id is empty")                                                         \
+    X(EID_TOO_LONG, "id_too_long", "id is longer than 64 bytes")                                \
+    X(EPAYLOAD_TOO_LARGE, "payload_too_large", "payload is larger than the configured maximum") \
+    X(ESIGNATURE_MISMATCH, "signature_mismatch",                                                \
+      "signature does not match the signature of the component hashes")                         \
+    X(ENO_SHAPE, "no_shape", "neither component hashes nor a signature were given")             \
+    X(EZERO_BATCH_SIZE, "zero_batch_size", "max_batch_size must be greater than zero")          \
+    X(EZERO_BATCH_TOKENS, "zero_batch_tokens", "max_batch_tokens must be greater than zero")
+
+#define CODEC_STATUS_ENUM_(name, code, text) CODEC_##name,
+typedef enum { CODEC_STATUS_MAP(CODEC_STATUS_ENUM_) } codec_status_t;
+#undef CODEC_STATUS_ENUM_
+
+#define CODEC_STATUS_COUNT_(name, code, text) +1
+/* Number of codec_status_t values; they are 0 .. CODEC_STATUS_COUNT - 1. */
+enum { CODEC_STATUS_COUNT = 0 CODEC_STATUS_MAP(CODEC_STATUS_COUNT_) };
+#undef CODEC_STATUS_COUNT_
+
+/* Human text. Static storage (never free). Unknown values give "unknown status". */
+const char *codec_status_str(codec_status_t status);
+/* Stable lowercase code word. Static storage (never free). Unknown values give "unknown_status". */
+const char *codec_status_reason(codec_status_t status);
+
+/* ---- shape signatures --------------------------------------------------------------------- */
+
+/* h_i = XXH64(bytes, seed 0). bytes: borrowed; may be NULL when len == 0. */
+uint64_t codec_hash_component(const void *bytes, size_t len);
+
+/*
+ * XXH64(h_0 || ... || h_{n-1}, seed 0), each h_i written as 8 little-endian bytes whatever the
+ * host. Order matters. n == 0 gives 0xef46db3751d8e999. hashes: borrowed; may be NULL when n == 0.
+ */
+uint64_t codec_signature(const uint64_t *hashes, size_t n);
+
+/* ---- plain messages ----------------------------------------------------------------------- */
+
+#define CODEC_ID_MAX 64 /* bytes; longer ids are rejected with CODEC_EID_TOO_LONG */
+
+typedef struct {
+    const uint8_t *ptr; /* borrowed (see the ownership note at the top) */
+    size_t len;
+} codec_bytes_t;
+
+/* Numeric values are the wire contract (lanes.proto ItemStatus). */
+typedef enum {
+    CODEC_ITEM_ACCEPTED = 0,
+    CODEC_ITEM_DUPLICATE = 1,
+    CODEC_ITEM_REJECTED = 2,
+} codec_item_status_t;
+
+/*
+ * Numeric values are the wire contract (lanes.proto BatchStatus). A newer peer may send a value
+ * not listed here; decode passes it through unchanged, so treat unknown values as an error.
+ */
+typedef enum {
+    CODEC_BATCH_OK = 0,
+    CODEC_BATCH_EXPIRED = 1,
+    CODEC_BATCH_ERROR = 2,
+} codec_batch_status_t;
+
+/* WorkItem. */
+typedef struct {
+    codec_bytes_t id;                 /* borrowed */
+    const char *model;                /* borrowed */
+    const uint64_t *component_hashes; /* borrowed; n_component_hashes entries */
+    size_t n_component_hashes;
+    bool has_signature; /* decode: signature != 0; encode: send signature */
+    uint64_t signature; /* encode fails with CODEC_EINVAL if has_signature and 0 */
+    uint32_t tokens;
+    codec_bytes_t payload; /* borrowed */
+    const char *reply_to;  /* borrowed */
+    uint64_t created_unix_ns;
+    /* Decode output, ignored by encode: */
+    codec_status_t status; /* this item's validation result */
+    uint64_t shape;        /* resolved signature when status == CODEC_OK, else 0 */
+} codec_work_item_t;
+
+/* Submit. */
+typedef struct {
+    const codec_work_item_t *items; /* borrowed; n_items entries, in wire order */
+    size_t n_items;
+} codec_submit_t;
+
+/* ItemResult. */
+typedef struct {
+    codec_bytes_t id; /* borrowed */
+    codec_item_status_t status;
+    const char *reason; /* borrowed; a codec_status_reason() word or a caller's own */
+    const char *error;  /* borrowed; text for people */
+} codec_item_result_t;
+
+/* SubmitReply. */
+typedef struct {
+    const codec_item_result_t *results; /* borrowed; n_results entries, same order as the items */
+    size_t n_results;
+    const char *error; /* borrowed; set when the whole Submit was refused */
+} codec_submit_reply_t;
+
+/* Register. max_input_tokens 0 = unlimited. */
+typedef struct {
+    const char *model; /* borrowed */
+    uint32_t max_batch_size;
+    uint32_t max_batch_tokens;
+    uint32_t max_input_tokens;
+    const char *name; /* borrowed */
+} codec_register_t;
+
+/* Registered. */
+typedef struct {
+    const char *consumer_id;       /* borrowed */
+    const char *pull_subject;      /* borrowed */
+    const char *ack_subject;       /* borrowed */
+    const char *heartbeat_subject; /* borrowed */
+    const char *bye_subject;       /* borrowed */
+    uint32_t heartbeat_ms;
+    uint32_t dead_after_ms;
+    uint32_t ack_wait_ms;
+    const char *error; /* borrowed */
+} codec_registered_t;
+
+/* Pull. */
+typedef struct {
+    uint32_t max_batches;
+    uint32_t expires_ms;
+} codec_pull_t;
+
+/* BatchItem. */
+typedef struct {
+    codec_bytes_t id; /* borrowed */
+    uint32_t tokens;
+    codec_bytes_t payload; /* borrowed */
+    const char *reply_to;  /* borrowed */
+    uint32_t deliveries;
+} codec_batch_item_t;
+
+/* Batch. */
+typedef struct {
+    uint64_t batch_id;
+    const char *model; /* borrowed */
+    uint64_t signature;
+    uint32_t lane;
+    uint32_t pad_to;
+    const codec_batch_item_t *items; /* borrowed; n_items entries, in batch order */
+    size_t n_items;
+    codec_batch_status_t status;
+    const char *error; /* borrowed */
+} codec_batch_t;
+
+/* Ack. Positions index the batch's items. */
+typedef struct {
+    uint64_t batch_id;
+    bool all;
+    const uint32_t *ack; /* borrowed; n_ack entries */
+    size_t n_ack;
+    const uint32_t *nak; /* borrowed; n_nak entries */
+    size_t n_nak;
+    bool in_progress;
+} codec_ack_t;
+
+/* AckReply. */
+typedef struct {
+    uint32_t acked;
+    uint32_t returned;
+    uint32_t unknown;
+    const char *error; /* borrowed */
+} codec_ack_reply_t;
+
+/* Heartbeat. */
+typedef struct {
+    const uint64_t *in_progress; /* borrowed; n_in_progress batch ids */
+    size_t n_in_progress;
+} codec_heartbeat_t;
+
+/* ---- decode ------------------------------------------------------------------------------- */
+
+/* Per-subject limits applied to every submitted item. limits itself may be NULL (no limits). */
+typedef struct {
+    const char *model;  /* borrowed; NULL = any non-empty model; else each item's must equal it */
+    size_t max_payload; /* bytes; 0 = unlimited; a payload of exactly max_payload is accepted */
+} codec_limits_t;
+
+/*
+ * Every decoder: buf is borrowed (may be NULL when len == 0); *out is returned to the caller, who
+ * releases it with the matching destroy. Returns CODEC_EMALFORMED for bytes that are not the
+ * message, CODEC_ENOMEM, CODEC_EINVAL for a NULL out, or a validation status as stated.
+ */
+
+/*
+ * Returns CODEC_OK for any decodable Submit; each item then carries its own status, so one bad
+ * item never rejects the others. An item's status is the first rule it breaks, checked in this
+ * order: id empty (EBAD_ID); id over CODEC_ID_MAX bytes (EID_TOO_LONG); model empty or not
+ * limits->model (EBAD_MODEL); tokens == 0 (EZERO_TOKENS); payload over limits->max_payload
+ * (EPAYLOAD_TOO_LARGE); neither component hashes nor signature (ENO_SHAPE); both given and
+ * codec_signature(hashes) != signature (ESIGNATURE_MISMATCH). A valid item's shape is
+ * codec_signature(hashes) when hashes are given, else the signature.
+ */
+codec_status_t codec_decode_submit(const void *buf, size_t len, const codec_limits_t *limits,
+                                   codec_submit_t **out);
+void codec_submit_destroy(codec_submit_t *msg); /* NULL-safe */
+
+/* No field rules. */
+codec_status_t codec_decode_submit_reply(const void *buf, size_t len, codec_submit_reply_t **out);
+void codec_submit_reply_destroy(codec_submit_reply_t *msg); /* NULL-safe */
+
+/* Fails with EBAD_MODEL (empty model), EZERO_BATCH_SIZE, EZERO_BATCH_TOKENS, in that order. */
+codec_status_t codec_decode_register(const void *buf, size_t len, codec_register_t **out);
+void codec_register_destroy(codec_register_t *msg); /* NULL-safe */
+
+/* No field rules. */
+codec_status_t codec_decode_registered(const void *buf, size_t len, codec_registered_t **out);
+void codec_registered_destroy(codec_registered_t *msg); /* NULL-safe */
+
+/* No field rules. */
+codec_status_t codec_decode_pull(const void *buf, size_t len, codec_pull_t **out);
+void codec_pull_destroy(codec_pull_t *msg); /* NULL-safe */
+
+/* No field rules; status values outside codec_batch_status_t pass through. */
+codec_status_t codec_decode_batch(const void *buf, size_t len, codec_batch_t **out);
+void codec_batch_destroy(codec_batch_t *msg); /* NULL-safe */
+
+/* No field rules: which positions exist is the scheduler's business. */
+codec_status_t codec_decode_ack(const void *buf, size_t len, codec_ack_t **out);
+void codec_ack_destroy(codec_ack_t *msg); /* NULL-safe */
+
+/* No field rules. */
+codec_status_t codec_decode_ack_reply(const void *buf, size_t len, codec_ack_reply_t **out);
+void codec_ack_reply_destroy(codec_ack_reply_t *msg); /* NULL-safe */
+
+/* No field rules. */
+codec_status_t codec_decode_heartbeat(const void *buf, size_t len, codec_heartbeat_t **out);
+void codec_heartbeat_destroy(codec_heartbeat_t *msg); /* NULL-safe */
+
+/* ---- encode ------------------------------------------------------------------------------- */
+
+/*
+ * Every encoder: msg is borrowed for the call; *out_buf is returned to the caller (free()).
+ * Returns CODEC_EINVAL for NULL arguments, a NULL array or bytes pointer with a non-zero length,
+ * or a WorkItem with has_signature set and signature 0; CODEC_ENOMEM. Encoders do not validate
+ * content (a producer may deliberately send an item the daemon will reject).
+ */
+codec_status_t codec_encode_submit(const codec_submit_t *msg, uint8_t **out_buf, size_t *out_len);
+codec_status_t codec_encode_submit_reply(const codec_submit_reply_t *msg, uint8_t **out_buf,
+                                         size_t *out_len);
+codec_status_t codec_encode_register(const codec_register_t *msg, uint8_t **out_buf,
+                                     size_t *out_len);
+codec_status_t codec_encode_registered(const codec_registered_t *msg, uint8_t **out_buf,
+                                       size_t *out_len);
+codec_status_t codec_encode_pull(const codec_pull_t *msg, uint8_t **out_buf, size_t *out_len);
+codec_status_t codec_encode_batch(const codec_batch_t *msg, uint8_t **out_buf, size_t *out_len);
+codec_status_t codec_encode_ack(const codec_ack_t *msg, uint8_t **out_buf, size_t *out_len);
+codec_status_t codec_encode_ack_reply(const codec_ack_reply_t *msg, uint8_t **out_buf,
+                                      size_t *out_len);
+codec_status_t codec_encode_heartbeat(const codec_heartbeat_t *msg, uint8_t **out_buf,
+                                      size_t *out_len);
+
+#endif /* LANESCHED_CODEC_H */

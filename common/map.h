@@ -1,0 +1,63 @@
+/*
+ * map.h - an open-addressing hash map from a 128-bit key to a non-NULL pointer.
+ *
+ * Shared by the store (pending map, queue tables) and the scheduler (shape table), which both
+ * key by pairs of 64-bit values and need O(1) lookups on the hot path without a dependency.
+ *
+ * Ownership: the map owns its slot array only. Values are borrowed pointers the map never
+ * dereferences or frees. The map struct itself is caller memory (embed it), initialised with
+ * map_init and released with map_fini.
+ */
+#ifndef LANESCHED_MAP_H
+#define LANESCHED_MAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MAP_STATUS_MAP(X)         \
+    X(OK, "ok")                   \
+    X(ENOMEM, "out of memory")    \
+    X(ENOTFOUND, "key not found") \
+    X(EEXIST, "key already present")
+
+typedef enum {
+#define MAP_STATUS_ENUM(name, text) MAP_##name,
+    MAP_STATUS_MAP(MAP_STATUS_ENUM)
+#undef MAP_STATUS_ENUM
+        MAP_STATUS_COUNT
+} map_status_t;
+
+const char *map_status_str(map_status_t status);
+
+typedef struct {
+    uint64_t a;
+    uint64_t b;
+} map_key_t;
+
+typedef struct {
+    map_key_t key;
+    void *value; /* NULL marks an empty slot */
+} map_slot_t;
+
+typedef struct {
+    map_slot_t *slots;
+    size_t cap; /* a power of two, or 0 before the first insert */
+    size_t len;
+} map_t;
+
+void map_init(map_t *map);
+void map_fini(map_t *map);
+
+/* Returns the value stored under key, or NULL. */
+void *map_get(const map_t *map, map_key_t key);
+
+/* Makes room for `extra` more entries so the next `extra` puts cannot fail. */
+map_status_t map_reserve(map_t *map, size_t extra);
+
+/* Inserts key -> value (value non-NULL). MAP_EEXIST leaves the map unchanged. */
+map_status_t map_put(map_t *map, map_key_t key, void *value);
+
+/* Removes key; *out_value (may be NULL) receives the value it had. */
+map_status_t map_del(map_t *map, map_key_t key, void **out_value /* out */);
+
+#endif

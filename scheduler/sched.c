@@ -1,0 +1,379 @@
+/*
+ * sched.c - the life of an item and a batch: submit -> queued in a lane -> fill (peek, pack,
+ * guard) -> commit (store's three steps) -> in flight -> complete (tombstone) or return.
+ *
+ * Owns: the shape table (through shapes.c), the in-flight batch records, the fill scratch
+ * buffers and the counters. Borrows the store.
+ *
+ * Invariants:
+ *   1. tokens_received = tokens queued + tokens in flight + tokens_completed, at every step;
+ *      an item is in exactly one of those states (the store holds it, the lanes count it).
+ *   2. sched_fill changes nothing but the fill scratch and the model's current shape; an
+ *      uncommitted batch leaves its items queued, in place.
+ *   3. sched_commit accepts only the batch of the last sched_fill, and only if nothing mutated
+ *      since: its views would otherwise be stale.
+ *   4. Batch ids increase and are never reused, so an ack for a settled or unknown batch is
+ *      recognised and changes nothing.
+ *   5. Every batch passes the shape guard before sched_fill returns it.
+ *   6. Counters: routed counts every delivery (redeliveries again); completed counts an item's
+ *      first completion only.
+ *
+ * Rejected: committing at fill time. The consumer's channel may refuse the batch (publish
+ * fails, connection drops); committing before it took the batch would strand the items as
+ * pending for a consumer that never saw them.
+ */
+#include "scheduler/sched_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *sched_status_str(sched_status_t status)
+{
+    switch (status) {
+#define SCHED_STATUS_CASE(name, text) \
+    case SCHED_##name:                \
+        return text;
+        SCHED_STATUS_MAP(SCHED_STATUS_CASE)
+#undef SCHED_STATUS_CASE
+    default:
+        return "unknown scheduler status";
+    }
+}
+
+static uint64_t sched_now(const sched_t *s)
+{
+    return s->clock(s->clock_ctx);
+}
+
+sched_status_t sched_create(const sched_config_t *config, store_t *store, sched_t **out)
+{
+    if (config == NULL || config->clock == NULL || store == NULL || out == NULL ||
+        config->max_lanes > LANES_MAX)
+        return SCHED_EINVAL;
+    sched_t *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return SCHED_ENOMEM;
+    s->store = store;
+    s->max_lanes = config->max_lanes ? config->max_lanes : LANES_MAX;
+    s->clock = config->clock;
+    s->clock_ctx = config->clock_ctx;
+    s->next_batch_id = 1;
+    map_init(&s->shapes);
+    map_init(&s->inflight);
+    *out = s;
+    return SCHED_OK;
+}
+
+void sched_destroy(sched_t *s)
+{
+    if (s == NULL)
+        return;
+    for (size_t i = 0; i < s->inflight.cap; i++)
+        free(s->inflight.slots[i].value);
+    map_fini(&s->inflight);
+    shapes_destroy_all(s);
+    free(s->views);
+    free(s->tokens);
+    free(s);
+}
+
+sched_status_t sched_submit(sched_t *s, const sched_item_t *item, sched_placement_t *out)
+{
+    if (s == NULL || item == NULL || item->model == NULL || item->model[0] == '\0' ||
+        item->tokens == 0)
+        return SCHED_EINVAL;
+    s->filled_valid = 0;
+    sched_shape_t *shape;
+    uint32_t model_idx;
+    sched_status_t st = shapes_model_intern(s, item->model, &model_idx);
+    if (st == SCHED_OK)
+        st = shapes_intern(s, model_idx, item->signature, &shape);
+    if (st != SCHED_OK)
+        return st;
+
+    lanes_choice_t choice;
+    st = lanes_assign(shape->lanes, item->tokens, &choice);
+    if (st != SCHED_OK)
+        return st;
+    store_queue_t *queue = NULL;
+    if (choice.open) {
+        store_key_t key = {item->model, item->signature, choice.lane};
+        if (store_queue_open(s->store, &key, &queue) != STORE_OK)
+            return SCHED_ESTORE;
+    } else {
+        lanes_lane_t lane;
+        lanes_get(shape->lanes, choice.lane, &lane);
+        queue = lane.user;
+    }
+    uint64_t now = sched_now(s);
+    store_item_t si = {
+        .id = item->id,
+        .id_len = item->id_len,
+        .payload = item->payload,
+        .payload_len = item->payload_len,
+        .tokens = item->tokens,
+        .arrival_ns = now,
+    };
+    if (store_append(s->store, queue, &si, NULL) != STORE_OK)
+        return SCHED_ESTORE;
+    lanes_accept(shape->lanes, &choice, now);
+    if (choice.open) {
+        lanes_user_set(shape->lanes, choice.lane, queue);
+        s->counters.lanes_opened++;
+    } else {
+        s->counters.lane_reuses++;
+    }
+    s->counters.force_fits += (uint64_t)choice.force_fit;
+    s->counters.items_received++;
+    s->counters.tokens_received += item->tokens;
+    if (out != NULL)
+        *out = (sched_placement_t){choice.lane, choice.open, choice.force_fit};
+    return SCHED_OK;
+}
+
+static sched_status_t sched_scratch_reserve(sched_t *s, size_t n)
+{
+    if (n <= s->views_cap)
+        return SCHED_OK;
+    store_view_t *views = realloc(s->views, n * sizeof(*views));
+    if (views == NULL)
+        return SCHED_ENOMEM;
+    s->views = views;
+    uint32_t *tokens = realloc(s->tokens, n * sizeof(*tokens));
+    if (tokens == NULL)
+        return SCHED_ENOMEM;
+    s->tokens = tokens;
+    s->views_cap = n;
+    return SCHED_OK;
+}
+
+sched_status_t sched_fill(sched_t *s, const sched_consumer_t *consumer, sched_batch_t *out)
+{
+    if (s == NULL || consumer == NULL || consumer->model == NULL || out == NULL ||
+        consumer->contract.max_batch_size == 0 || consumer->contract.max_batch_tokens == 0)
+        return SCHED_EINVAL;
+    s->filled_valid = 0;
+    long model_idx = shapes_model_lookup(s, consumer->model);
+    if (model_idx < 0)
+        return SCHED_EEMPTY;
+    sched_model_t *model = s->models[model_idx];
+    sched_shape_t *shape = select_shape(s, model);
+    if (shape == NULL)
+        return SCHED_EEMPTY;
+    sched_status_t st = sched_scratch_reserve(s, consumer->contract.max_batch_size);
+    if (st != SCHED_OK)
+        return st;
+
+    uint32_t lane_id, prev;
+    for (int more = lanes_next_by_tokens(shape->lanes, NULL, &lane_id); more;
+         prev = lane_id, more = lanes_next_by_tokens(shape->lanes, &prev, &lane_id)) {
+        lanes_lane_t lane;
+        lanes_get(shape->lanes, lane_id, &lane);
+        size_t n = 0;
+        if (store_peek(s->store, lane.user, s->views, consumer->contract.max_batch_size, &n) !=
+                STORE_OK ||
+            n == 0)
+            continue;
+        for (size_t i = 0; i < n; i++)
+            s->tokens[i] = s->views[i].tokens;
+        packer_result_t pr;
+        st = packer_fill(&consumer->contract, s->tokens, n, &pr);
+        if (st != SCHED_OK)
+            return st;
+        s->filled = (sched_batch_t){
+            .batch_id = s->next_batch_id++,
+            .model_view = model->name,
+            .signature = shape->signature,
+            .lane = lane_id,
+            .pad_to = pr.pad_to,
+            .padded_tokens = pr.padded_tokens,
+            .real_tokens = pr.real_tokens,
+            .n = pr.count,
+            .items_view = s->views,
+        };
+        sched_guard_check(&s->filled, model->current->signature);
+        s->filled_shape = shape;
+        s->filled_valid = 1;
+        *out = s->filled;
+        return SCHED_OK;
+    }
+    return SCHED_EEMPTY;
+}
+
+sched_status_t sched_commit(sched_t *s, const sched_batch_t *batch)
+{
+    if (s == NULL || batch == NULL)
+        return SCHED_EINVAL;
+    if (!s->filled_valid || batch->batch_id != s->filled.batch_id)
+        return SCHED_EUNKNOWN;
+    const sched_batch_t *b = &s->filled;
+    sched_status_t st = SCHED_ENOMEM;
+    store_ref_t *refs = malloc(b->n * sizeof(*refs));
+    sched_inflight_t *rec = malloc(sizeof(*rec) + b->n * sizeof(rec->items[0]));
+    if (refs == NULL || rec == NULL || map_reserve(&s->inflight, 1) != MAP_OK)
+        goto out;
+    rec->batch_id = b->batch_id;
+    rec->shape = s->filled_shape;
+    rec->lane = b->lane;
+    rec->n = (uint32_t)b->n;
+    rec->unsettled = (uint32_t)b->n;
+    for (size_t i = 0; i < b->n; i++) {
+        refs[i] = b->items_view[i].ref;
+        rec->items[i] = (sched_inflight_item_t){refs[i], b->items_view[i].tokens, 0};
+    }
+    lanes_lane_t lane;
+    lanes_get(rec->shape->lanes, rec->lane, &lane);
+    if (store_commit(s->store, lane.user, refs, b->n) != STORE_OK) {
+        st = SCHED_ESTORE;
+        goto out;
+    }
+    lanes_note_dispatched(rec->shape->lanes, rec->lane, b->n, b->real_tokens);
+    map_put(&s->inflight, (map_key_t){rec->batch_id, 0}, rec);
+    s->counters.items_routed += b->n;
+    s->counters.tokens_routed += b->real_tokens;
+    s->counters.padded_tokens += b->padded_tokens;
+    s->counters.real_tokens += b->real_tokens;
+    s->filled_valid = 0;
+    rec = NULL;
+    st = SCHED_OK;
+out:
+    free(rec);
+    free(refs);
+    return st;
+}
+
+/* Looks up an in-flight batch and checks the positions, changing nothing. */
+static sched_status_t sched_inflight_find(sched_t *s, uint64_t batch_id, const uint32_t *positions,
+                                          size_t n, sched_inflight_t **out)
+{
+    sched_inflight_t *rec = map_get(&s->inflight, (map_key_t){batch_id, 0});
+    if (rec == NULL)
+        return SCHED_EUNKNOWN;
+    for (size_t i = 0; positions != NULL && i < n; i++) {
+        if (positions[i] >= rec->n)
+            return SCHED_EUNKNOWN;
+    }
+    *out = rec;
+    return SCHED_OK;
+}
+
+static void sched_inflight_settle(sched_t *s, sched_inflight_t *rec)
+{
+    if (rec->unsettled != 0)
+        return;
+    map_del(&s->inflight, (map_key_t){rec->batch_id, 0}, NULL);
+    free(rec);
+}
+
+sched_status_t sched_complete(sched_t *s, uint64_t batch_id, const uint32_t *positions, size_t n,
+                              uint32_t *out_done)
+{
+    if (s == NULL)
+        return SCHED_EINVAL;
+    s->filled_valid = 0;
+    sched_inflight_t *rec;
+    sched_status_t st = sched_inflight_find(s, batch_id, positions, n, &rec);
+    if (st != SCHED_OK)
+        return st;
+    size_t count = positions != NULL ? n : rec->n;
+    uint32_t done = 0;
+    for (size_t i = 0; i < count && st == SCHED_OK; i++) {
+        sched_inflight_item_t *it = &rec->items[positions != NULL ? positions[i] : i];
+        if (it->settled)
+            continue;
+        int completed = 0;
+        if (store_tombstone(s->store, it->ref, &completed) != STORE_OK) {
+            st = SCHED_ESTORE;
+            break;
+        }
+        it->settled = 1;
+        rec->unsettled--;
+        done++;
+        if (completed) {
+            s->counters.items_completed++;
+            s->counters.tokens_completed += it->tokens;
+        }
+    }
+    if (done != 0)
+        lanes_note_completed(rec->shape->lanes, rec->lane, done);
+    sched_inflight_settle(s, rec);
+    if (st == SCHED_OK && out_done != NULL)
+        *out_done = done;
+    return st;
+}
+
+sched_status_t sched_return(sched_t *s, uint64_t batch_id, const uint32_t *positions, size_t n,
+                            uint32_t *out_returned)
+{
+    if (s == NULL)
+        return SCHED_EINVAL;
+    s->filled_valid = 0;
+    sched_inflight_t *rec;
+    sched_status_t st = sched_inflight_find(s, batch_id, positions, n, &rec);
+    if (st != SCHED_OK)
+        return st;
+    size_t count = positions != NULL ? n : rec->n;
+    store_ref_t *refs = malloc(rec->n * sizeof(*refs));
+    uint32_t *idx = malloc(rec->n * sizeof(*idx));
+    uint32_t k = 0;
+    uint64_t tokens = 0;
+    st = SCHED_ENOMEM;
+    if (refs == NULL || idx == NULL)
+        goto out;
+    for (size_t i = 0; i < count; i++) {
+        uint32_t p = positions != NULL ? positions[i] : (uint32_t)i;
+        if (rec->items[p].settled)
+            continue;
+        rec->items[p].settled = 1; /* also dedupes a position named twice */
+        idx[k] = p;
+        refs[k++] = rec->items[p].ref;
+        tokens += rec->items[p].tokens;
+    }
+    if (store_return(s->store, refs, k) != STORE_OK) {
+        for (uint32_t i = 0; i < k; i++)
+            rec->items[idx[i]].settled = 0;
+        st = SCHED_ESTORE;
+        goto out;
+    }
+    rec->unsettled -= k;
+    if (k != 0)
+        lanes_note_returned(rec->shape->lanes, rec->lane, k, tokens);
+    s->counters.items_returned += k;
+    sched_inflight_settle(s, rec);
+    if (out_returned != NULL)
+        *out_returned = k;
+    st = SCHED_OK;
+out:
+    free(refs);
+    free(idx);
+    return st;
+}
+
+void sched_tick(sched_t *s)
+{
+    s->filled_valid = 0;
+    shapes_tick(s, sched_now(s));
+}
+
+const sched_counters_t *sched_counters(const sched_t *s)
+{
+    return &s->counters;
+}
+
+const lanes_t *sched_lanes_view(const sched_t *s, const char *model, uint64_t signature)
+{
+    long idx = shapes_model_lookup(s, model);
+    if (idx < 0)
+        return NULL;
+    const sched_shape_t *shape = map_get(&s->shapes, (map_key_t){signature, (uint64_t)idx});
+    return shape != NULL ? shape->lanes : NULL;
+}
+
+int sched_current_shape(const sched_t *s, const char *model, uint64_t *out_sig)
+{
+    long idx = shapes_model_lookup(s, model);
+    if (idx < 0 || s->models[idx]->current == NULL)
+        return 0;
+    *out_sig = s->models[idx]->current->signature;
+    return 1;
+}

@@ -1,0 +1,285 @@
+/*
+ * scheduler.h - the contract of lanesched's scheduling core.
+ *
+ * Three layers, each usable alone (the benchmark's simulator drives the first two directly):
+ *
+ *   lanes_*   rolling lanes of one shape: which lane an item of length L joins.
+ *   packer_*  how many items from the front of one lane fit a consumer's contract.
+ *   sched_*   the shape table, per-model sticky selection, the shape guard, and the life of a
+ *             batch (fill -> commit -> complete / return) over a store (store/store.h).
+ *
+ * No NATS here and no clock of its own: time comes from an injected clock, so every timing rule
+ * (the quiesce rule) is tested exactly.
+ */
+#ifndef LANESCHED_SCHEDULER_H
+#define LANESCHED_SCHEDULER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/store.h"
+
+#define SCHED_STATUS_MAP(X)                                           \
+    X(OK, "ok")                                                       \
+    X(ENOMEM, "out of memory")                                        \
+    X(EINVAL, "invalid argument")                                     \
+    X(EEMPTY, "no dispatchable work for this model")                  \
+    X(EUNKNOWN, "unknown or settled batch, or position out of range") \
+    X(ESTORE, "the store failed; see the store status")
+
+typedef enum {
+#define SCHED_STATUS_ENUM(name, text) SCHED_##name,
+    SCHED_STATUS_MAP(SCHED_STATUS_ENUM)
+#undef SCHED_STATUS_ENUM
+        SCHED_STATUS_COUNT
+} sched_status_t;
+
+/* Returns a static string; never NULL. */
+const char *sched_status_str(sched_status_t status);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Rolling lanes: the policy constants, each with the reason it has this value.               */
+
+/* Lane budget per shape. 128 was tried first: under sustained load every shape hit full
+ * pressure and waste climbed without limit; 2,048 keeps the threshold low for longer. */
+#define LANES_MAX 2048u
+/* Waste threshold when no lanes are in use: be strict while structure is cheap ... */
+#define LANES_THRESHOLD_MIN_PCT 1u
+/* ... rising linearly to this at full pressure: tolerate waste rather than run out of lanes. */
+#define LANES_THRESHOLD_MAX_PCT 10u
+/* A new lane needs at least this much waste: trivial waste on short prompts never opens one. */
+#define LANES_FLOOR_TOKENS 16u
+/* Waste above this opens a lane whatever the percentage: a long prompt never absorbs large
+ * padding just because its fraction looks small. */
+#define LANES_CAP_TOKENS 128u
+/* Quiesce a lane holding fewer than this many queued items ... */
+#define LANES_QUIESCE_ITEMS 4u
+/* ... that has had no arrival for this long, so idle lane ids return to the free list. */
+#define LANES_QUIESCE_IDLE_NS 5000000000ull
+/* How often the maintenance tick is meant to run (the daemon's timer). */
+#define LANES_TICK_NS 1000000000ull
+
+typedef struct lanes lanes_t;
+
+/* Called when a quiescing lane has drained and its id goes back to the free list. */
+typedef void (*lanes_release_fn)(void *ctx, uint32_t lane, void *lane_user);
+
+typedef enum { LANE_FREE = 0, LANE_ACTIVE, LANE_QUIESCING } lane_state_t;
+
+/* A snapshot of one lane, copied out. */
+typedef struct {
+    lane_state_t state;
+    uint32_t target; /* tokens; only ever rises while the lane lives */
+    uint64_t queued_items;
+    uint64_t queued_tokens;
+    uint64_t inflight_items;
+    uint64_t last_arrival_ns;
+    void *user; /* borrowed: what the owner attached with lanes_user_set */
+} lanes_lane_t;
+
+/* The decision for one item: join `lane`, opening it first when `open` is set. */
+typedef struct {
+    uint32_t lane;
+    uint32_t tokens;
+    uint32_t new_target; /* the lane's target after accepting */
+    int open;
+    int force_fit;  /* would have opened a lane, but the budget is used up */
+    int reactivate; /* force-fit into a quiescing lane: every lane in use was quiescing */
+} lanes_choice_t;
+
+typedef struct {
+    uint64_t opened;
+    uint64_t reuses; /* items into an existing lane */
+    uint64_t force_fits;
+    uint64_t quiesced;
+} lanes_counters_t;
+
+/* max_lanes: LANES_MAX in the daemon; the simulator also runs 128. The release callback may be
+ * NULL. *out is returned to the caller, freed with lanes_destroy. */
+sched_status_t lanes_create(uint32_t max_lanes, lanes_release_fn release, void *release_ctx,
+                            lanes_t **out /* out */);
+void lanes_destroy(lanes_t *lanes);
+
+/*
+ * The waste threshold at `in_use` lanes, as an exact fraction num/den:
+ * 1% + 9% * in_use / max_lanes. Exposed so tests pin the constants.
+ */
+void lanes_threshold(const lanes_t *lanes, uint32_t in_use, uint64_t *out_num /* out */,
+                     uint64_t *out_den /* out */);
+
+/* Decides where an item of `tokens` (> 0) goes. Changes nothing observable; it only reserves
+ * the memory lanes_accept may need, so that lanes_accept cannot fail. */
+sched_status_t lanes_assign(lanes_t *lanes, uint32_t tokens, lanes_choice_t *out /* out */);
+
+/* Applies a choice from lanes_assign (no other lanes_* mutation in between): opens the lane or
+ * raises its target, and counts the item as queued, arrived at now_ns. */
+void lanes_accept(lanes_t *lanes, const lanes_choice_t *choice, uint64_t now_ns);
+
+/* Attaches an owner pointer to a lane (the scheduler: the lane's store queue). */
+void lanes_user_set(lanes_t *lanes, uint32_t lane, void *user);
+
+/* Item movements the owner reports, so counts and the drain rule stay exact. */
+void lanes_note_dispatched(lanes_t *lanes, uint32_t lane, uint64_t items, uint64_t tokens);
+void lanes_note_completed(lanes_t *lanes, uint32_t lane, uint64_t items);
+void lanes_note_returned(lanes_t *lanes, uint32_t lane, uint64_t items, uint64_t tokens);
+
+/* Maintenance tick: quiesce idle sparse lanes, release drained ones. Returns how many lanes it
+ * quiesced now. */
+uint32_t lanes_tick(lanes_t *lanes, uint64_t now_ns);
+
+/*
+ * Walks the lanes that hold queued items in descending queued-token order (ties: lower id
+ * first). `prev` is NULL for the first lane, else the lane returned last (borrowed). Returns 1
+ * and sets *out_lane, or 0 when there is none left.
+ */
+int lanes_next_by_tokens(const lanes_t *lanes, const uint32_t *prev, uint32_t *out_lane /* out */);
+
+uint32_t lanes_in_use(const lanes_t *lanes);       /* active + quiescing */
+uint32_t lanes_sorted_count(const lanes_t *lanes); /* active lanes, the ones that take items */
+/* The idx-th active lane in ascending target order (idx < lanes_sorted_count). */
+uint32_t lanes_sorted_lane(const lanes_t *lanes, uint32_t idx);
+sched_status_t lanes_get(const lanes_t *lanes, uint32_t lane, lanes_lane_t *out /* out */);
+uint64_t lanes_queued_tokens(const lanes_t *lanes); /* dispatchable tokens of the shape */
+const lanes_counters_t *lanes_counters(const lanes_t *lanes);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Packer: the four-integer contract.                                                          */
+
+/* pad_to is a multiple of this: engines pad to it anyway, so rounding costs nothing real. */
+#define PACKER_PAD_MULTIPLE 8u
+
+typedef struct {
+    uint32_t max_batch_size;   /* items, > 0 */
+    uint32_t max_batch_tokens; /* padded tokens per batch, > 0 */
+    uint32_t max_input_tokens; /* not a filter: oversized items still go out (0 = none) */
+} packer_contract_t;
+
+typedef struct {
+    size_t count;           /* items taken from the front, >= 1 when n >= 1 */
+    uint32_t pad_to;        /* the batch's longest item rounded up to PACKER_PAD_MULTIPLE */
+    uint64_t padded_tokens; /* count * pad_to */
+    uint64_t real_tokens;
+    int over_budget; /* one item alone exceeds max_batch_tokens; it goes out by itself */
+} packer_result_t;
+
+/* Packs from the front of `tokens` (arrival order, n >= 1). */
+sched_status_t packer_fill(const packer_contract_t *contract, const uint32_t *tokens, size_t n,
+                           packer_result_t *out /* out */);
+
+/* Round `tokens` up to PACKER_PAD_MULTIPLE. */
+uint64_t packer_pad(uint64_t tokens);
+
+/* ------------------------------------------------------------------------------------------ */
+/* The scheduler: shapes, sticky selection, guard, batches.                                    */
+
+typedef uint64_t (*sched_clock_fn)(void *ctx); /* monotonic nanoseconds */
+
+typedef struct {
+    uint32_t max_lanes; /* 0 = LANES_MAX */
+    sched_clock_fn clock;
+    void *clock_ctx; /* borrowed */
+} sched_config_t;
+
+typedef struct sched sched_t;
+
+/* An item to submit. Every pointer is borrowed for the call (the store copies). */
+typedef struct {
+    const char *model;
+    uint64_t signature;
+    uint32_t tokens;
+    const uint8_t *id;
+    size_t id_len;
+    const uint8_t *payload;
+    size_t payload_len;
+} sched_item_t;
+
+typedef struct {
+    uint32_t lane;
+    int opened;
+    int force_fit;
+} sched_placement_t;
+
+typedef struct {
+    const char *model; /* borrowed for the call */
+    packer_contract_t contract;
+} sched_consumer_t;
+
+/*
+ * A packed batch. `items` is a view into the scheduler and the store, valid until the next
+ * sched_* call on the same scheduler. The batch id is unique for the scheduler's life.
+ */
+typedef struct {
+    uint64_t batch_id;
+    const char *model_view;
+    uint64_t signature;
+    uint32_t lane;
+    uint32_t pad_to;
+    uint64_t padded_tokens;
+    uint64_t real_tokens;
+    size_t n;
+    const store_view_t *items_view;
+} sched_batch_t;
+
+typedef struct {
+    uint64_t items_received, tokens_received;
+    uint64_t items_routed, tokens_routed; /* each delivery counts */
+    uint64_t items_completed, tokens_completed;
+    uint64_t items_returned;
+    uint64_t lanes_opened, lane_reuses, lanes_quiesced, force_fits;
+    uint64_t shape_switches;
+    uint64_t padded_tokens, real_tokens;
+} sched_counters_t;
+
+/* `store` is borrowed and must outlive the scheduler. *out is freed with sched_destroy. */
+sched_status_t sched_create(const sched_config_t *config, store_t *store, sched_t **out /* out */);
+/* Frees the scheduler. Batches still in flight stay pending in the store. NULL-safe. */
+void sched_destroy(sched_t *sched);
+
+/* Places one item: shape lookup (created on first sight), lane choice, store append. */
+sched_status_t sched_submit(sched_t *sched, const sched_item_t *item,
+                            sched_placement_t *out /* out, may be NULL */);
+
+/*
+ * Packs the next batch for a consumer: stays on the model's current shape while it has
+ * dispatchable tokens, else switches to the shape with the most; within the shape tries lanes
+ * in descending queued-token order. Peeks only: nothing moves until sched_commit. The shape
+ * guard runs on the batch before it is returned. SCHED_EEMPTY when the model has no work.
+ */
+sched_status_t sched_fill(sched_t *sched, const sched_consumer_t *consumer,
+                          sched_batch_t *out /* out */);
+
+/*
+ * Commits the batch last returned by sched_fill, once the consumer's channel has taken it:
+ * the store's three commit steps, then the batch is in flight under its id. A batch that is
+ * never committed (the publish failed) leaves nothing behind: its items are still queued.
+ */
+sched_status_t sched_commit(sched_t *sched, const sched_batch_t *batch);
+
+/* Completes positions of an in-flight batch (all of them when positions is NULL). Already
+ * settled positions are skipped, so repeating an ack is harmless. *out_done (may be NULL)
+ * counts the positions completed by this call. */
+sched_status_t sched_complete(sched_t *sched, uint64_t batch_id, const uint32_t *positions,
+                              size_t n, uint32_t *out_done /* out */);
+
+/* Returns positions (all when NULL) of an in-flight batch to the front of their lane. */
+sched_status_t sched_return(sched_t *sched, uint64_t batch_id, const uint32_t *positions, size_t n,
+                            uint32_t *out_returned /* out */);
+
+/* Maintenance tick (every LANES_TICK_NS): the lanes' quiesce rule on every shape. */
+void sched_tick(sched_t *sched);
+
+const sched_counters_t *sched_counters(const sched_t *sched);
+
+/* The lanes of a shape, or NULL if the scheduler has never seen it. Borrowed view. */
+const lanes_t *sched_lanes_view(const sched_t *sched, const char *model, uint64_t signature);
+
+/* The model's current shape: 0 with *out_sig untouched when it has none. */
+int sched_current_shape(const sched_t *sched, const char *model, uint64_t *out_sig /* out */);
+
+/*
+ * The shape guard: every item of the batch must carry `current`. On a mismatch it prints the
+ * offending batch and aborts the process: a poisoned prefix cache is worse than a restart.
+ */
+void sched_guard_check(const sched_batch_t *batch, uint64_t current);
+
+#endif

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# test.sh - THE test command: install dependencies, build in build/, run every test (all labels).
+# Works from any directory. Exits nonzero on any failure.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+"$ROOT/scripts/install-deps.sh"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build build -j"$(nproc)"
+ctest --test-dir build --output-on-failure

@@ -1,0 +1,40 @@
+/*
+ * store_int.h - private to store/: the backend vtable and the fields every backend shares.
+ * Never included from outside the module.
+ */
+#ifndef LANESCHED_STORE_INT_H
+#define LANESCHED_STORE_INT_H
+
+#include "store/store.h"
+
+/* The part of a lane queue every backend keeps; backends embed it first. */
+struct store_queue {
+    uint64_t id;
+    uint64_t queued_items;
+    uint64_t queued_tokens;
+    uint64_t pending_items;
+};
+
+struct store_ops {
+    void (*close)(store_t *store);
+    store_status_t (*queue_open)(store_t *store, const store_key_t *key, store_queue_t **out);
+    store_status_t (*queue_release)(store_t *store, store_queue_t *queue);
+    store_status_t (*append)(store_t *store, store_queue_t *queue, const store_item_t *item,
+                             store_ref_t *out_ref);
+    store_status_t (*peek)(store_t *store, store_queue_t *queue, store_view_t *views, size_t max,
+                           size_t *out_n);
+    store_status_t (*commit)(store_t *store, store_queue_t *queue, const store_ref_t *refs,
+                             size_t n);
+    store_status_t (*tombstone)(store_t *store, store_ref_t ref, int *out_completed);
+    store_status_t (*ret)(store_t *store, const store_ref_t *refs, size_t n);
+    uint64_t (*pending_count)(const store_t *store);
+    store_status_t (*current_shape_set)(store_t *store, const char *model, uint64_t signature);
+    store_status_t (*current_shape_get)(store_t *store, const char *model, int *out_has,
+                                        uint64_t *out_signature);
+};
+
+struct store {
+    const struct store_ops *ops;
+};
+
+#endif

@@ -1,0 +1,641 @@
+/*
+ * test_sched.c - shape table, sticky selection, the shape guard and the life of a batch over
+ * the memory store; and a seeded property test over random item streams.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "scheduler/scheduler.h"
+
+#define SEC 1000000000ull
+
+typedef struct {
+    uint64_t now;
+} fake_clock_t;
+
+static uint64_t fake_now(void *ctx)
+{
+    return ((fake_clock_t *)ctx)->now;
+}
+
+typedef struct {
+    fake_clock_t clock;
+    store_t *store;
+    sched_t *sched;
+    uint32_t next_id;
+} fixture_t;
+
+static int setup_with_lanes(void **state, uint32_t max_lanes)
+{
+    fixture_t *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    assert_int_equal(store_open_memory(&f->store), STORE_OK);
+    sched_config_t cfg = {.max_lanes = max_lanes, .clock = fake_now, .clock_ctx = &f->clock};
+    assert_int_equal(sched_create(&cfg, f->store, &f->sched), SCHED_OK);
+    *state = f;
+    return 0;
+}
+
+static int setup(void **state)
+{
+    return setup_with_lanes(state, 0);
+}
+
+static int teardown(void **state)
+{
+    fixture_t *f = *state;
+    sched_destroy(f->sched);
+    store_close(f->store);
+    free(f);
+    return 0;
+}
+
+/* Submits an item with a fresh id "i<N>"; returns its placement. */
+static sched_placement_t submit(fixture_t *f, const char *model, uint64_t sig, uint32_t tokens)
+{
+    char id[32];
+    int len = snprintf(id, sizeof(id), "i%u", f->next_id++);
+    sched_item_t it = {model, sig, tokens, (const uint8_t *)id, (size_t)len, NULL, 0};
+    sched_placement_t p;
+    assert_int_equal(sched_submit(f->sched, &it, &p), SCHED_OK);
+    return p;
+}
+
+static sched_consumer_t consumer(const char *model, uint32_t bs, uint32_t tokens)
+{
+    return (sched_consumer_t){model, {bs, tokens, 0}};
+}
+
+/* Fills and commits one batch; returns it (views valid until the next sched call). */
+static sched_batch_t take(fixture_t *f, const sched_consumer_t *c)
+{
+    sched_batch_t b;
+    assert_int_equal(sched_fill(f->sched, c, &b), SCHED_OK);
+    assert_int_equal(sched_commit(f->sched, &b), SCHED_OK);
+    return b;
+}
+
+static int id_is(const store_view_t *v, const char *id)
+{
+    return v->id_len == strlen(id) && memcmp(v->id_view, id, v->id_len) == 0;
+}
+
+static void test_items_of_different_shapes_never_share_a_lane_queue(void **state)
+{
+    fixture_t *f = *state;
+    submit(f, "m", 1, 100);
+    submit(f, "m", 2, 100);
+    submit(f, "other", 1, 100);
+    assert_non_null(sched_lanes_view(f->sched, "m", 1));
+    assert_non_null(sched_lanes_view(f->sched, "m", 2));
+    assert_non_null(sched_lanes_view(f->sched, "other", 1));
+    assert_null(sched_lanes_view(f->sched, "other", 2));
+    sched_consumer_t c = consumer("m", 64, 100000);
+    sched_batch_t b = take(f, &c);
+    assert_int_equal(b.n, 1); /* lengths equal, but shapes differ: one item per batch */
+    assert_int_equal(sched_counters(f->sched)->lanes_opened, 3);
+}
+
+static void test_sticky_selection_stays_on_current_shape(void **state)
+{
+    fixture_t *f = *state;
+    for (int i = 0; i < 4; i++)
+        submit(f, "m", 0xA, 100);
+    for (int i = 0; i < 2; i++)
+        submit(f, "m", 0xB, 100);
+    sched_consumer_t c = consumer("m", 1, 100000);
+    assert_true(take(f, &c).signature == 0xA); /* A has the most tokens */
+    /* B now has far more tokens than A, but A still has work: stay on A */
+    for (int i = 0; i < 20; i++)
+        submit(f, "m", 0xB, 100);
+    for (int i = 0; i < 3; i++)
+        assert_true(take(f, &c).signature == 0xA);
+    assert_int_equal(sched_counters(f->sched)->shape_switches, 0);
+    uint64_t cur = 0;
+    assert_true(sched_current_shape(f->sched, "m", &cur));
+    assert_true(cur == 0xA);
+    int has = 0;
+    uint64_t stored = 0;
+    assert_int_equal(store_current_shape_get(f->store, "m", &has, &stored), STORE_OK);
+    assert_true(has && stored == 0xA);
+}
+
+static void test_switches_to_shape_with_most_tokens_when_current_is_dry(void **state)
+{
+    fixture_t *f = *state;
+    submit(f, "m", 0xA, 500);
+    submit(f, "m", 0xB, 100);
+    submit(f, "m", 0xC, 100);
+    submit(f, "m", 0xC, 100);
+    submit(f, "m", 0xC, 100);
+    sched_consumer_t c = consumer("m", 1, 100000);
+    assert_true(take(f, &c).signature == 0xA); /* 500 > 300 > 100 */
+    assert_true(take(f, &c).signature == 0xC); /* A dry: C has 300, B 100 */
+    assert_int_equal(sched_counters(f->sched)->shape_switches, 1);
+    int has = 0;
+    uint64_t stored = 0;
+    store_current_shape_get(f->store, "m", &has, &stored);
+    assert_true(stored == 0xC);
+}
+
+static void test_tries_lanes_in_descending_queued_tokens(void **state)
+{
+    fixture_t *f = *state;
+    for (int i = 0; i < 3; i++)
+        submit(f, "m", 1, 100); /* lane 0: 300 tokens */
+    sched_placement_t p = submit(f, "m", 1, 1000);
+    assert_int_equal(p.lane, 1); /* lane 1: 1000 tokens */
+    sched_consumer_t c = consumer("m", 64, 100000);
+    sched_batch_t b = take(f, &c);
+    assert_int_equal(b.lane, 1);
+    b = take(f, &c);
+    assert_int_equal(b.lane, 0);
+    assert_int_equal(b.n, 3);
+}
+
+static void test_overflow_stays_at_front_in_arrival_order(void **state)
+{
+    fixture_t *f = *state;
+    for (int i = 0; i < 10; i++)
+        submit(f, "m", 1, 100);
+    sched_consumer_t c = consumer("m", 4, 100000);
+    sched_batch_t b = take(f, &c);
+    assert_int_equal(b.n, 4);
+    assert_true(id_is(&b.items_view[0], "i0") && id_is(&b.items_view[3], "i3"));
+    /* another consumer of the same model sees the overflow next, in order */
+    sched_consumer_t c2 = consumer("m", 8, 100000);
+    b = take(f, &c2);
+    assert_int_equal(b.n, 6);
+    for (int i = 0; i < 6; i++) {
+        char id[8];
+        snprintf(id, sizeof(id), "i%d", 4 + i);
+        assert_true(id_is(&b.items_view[i], id));
+    }
+}
+
+static void test_batch_respects_padded_token_budget(void **state)
+{
+    fixture_t *f = *state;
+    for (int i = 0; i < 10; i++)
+        submit(f, "m", 1, 100);
+    sched_consumer_t c = consumer("m", 64, 312);
+    sched_batch_t b = take(f, &c);
+    assert_int_equal(b.n, 3);
+    assert_int_equal(b.pad_to, 104);
+    assert_true(b.padded_tokens == 312);
+    assert_true(sched_counters(f->sched)->padded_tokens == 312);
+    assert_true(sched_counters(f->sched)->real_tokens == 300);
+}
+
+static void test_uncommitted_fill_leaves_items_queued(void **state)
+{
+    fixture_t *f = *state;
+    submit(f, "m", 1, 100);
+    submit(f, "m", 1, 100);
+    sched_consumer_t c = consumer("m", 64, 100000);
+    sched_batch_t b1, b2;
+    assert_int_equal(sched_fill(f->sched, &c, &b1), SCHED_OK);
+    uint64_t first_id = b1.batch_id;
+    assert_int_equal(sched_fill(f->sched, &c, &b2), SCHED_OK);
+    assert_int_equal(b2.n, 2);
+    assert_true(b2.batch_id > first_id); /* ids are never reused */
+    assert_true(sched_counters(f->sched)->items_routed == 0);
+    assert_true(store_pending_count(f->store) == 0);
+}
+
+static void test_commit_of_stale_fill_is_refused(void **state)
+{
+    fixture_t *f = *state;
+    submit(f, "m", 1, 100);
+    sched_consumer_t c = consumer("m", 64, 100000);
+    sched_batch_t b;
+    assert_int_equal(sched_fill(f->sched, &c, &b), SCHED_OK);
+    submit(f, "m", 1, 100); /* mutates: the fill's views may be stale */
+    assert_int_equal(sched_commit(f->sched, &b), SCHED_EUNKNOWN);
+    assert_true(store_pending_count(f->store) == 0);
+}
+
+static void test_fill_on_model_without_work_is_empty(void **state)
+{
+    fixture_t *f = *state;
+    sched_consumer_t c = consumer("nobody", 64, 100000);
+    sched_batch_t b;
+    assert_int_equal(sched_fill(f->sched, &c, &b), SCHED_EEMPTY);
+    submit(f, "m", 1, 100);
+    c = consumer("m", 64, 100000);
+    take(f, &c);
+    assert_int_equal(sched_fill(f->sched, &c, &b), SCHED_EEMPTY);
+}
+
+static void test_complete_twice_is_harmless_and_counted_once(void **state)
+{
+    fixture_t *f = *state;
+    submit(f, "m", 1, 100);
+    submit(f, "m", 1, 95);
+    sched_consumer_t c = consumer("m", 64, 100000);
+    sched_batch_t b = take(f, &c);
+    assert_int_equal(b.n, 2);
+    uint32_t pos0 = 0, done = 99;
+    assert_int_equal(sched_complete(f->sched, b.batch_id, &pos0, 1, &done), SCHED_OK);
+    assert_int_equal(done, 1);
+    assert_int_equal(sched_complete(f->sched, b.batch_id, &pos0, 1, &done), SCHED_OK);
+    assert_int_equal(done, 0);
+    assert_true(sched_counters(f->sched)->items_completed == 1);
+    assert_true(sched_counters(f->sched)->tokens_completed == 100);
+    assert_int_equal(sched_complete(f->sched, b.batch_id, NULL, 0, &done), SCHED_OK);
+    assert_int_equal(done, 1);
+    /* the batch is settled: a repeated ack names an unknown batch and changes nothing */
+    assert_int_equal(sched_complete(f->sched, b.batch_id, NULL, 0, &done), SCHED_EUNKNOWN);
+    assert_true(sched_counters(f->sched)->tokens_completed == 195);
+}
+
+static void test_ack_for_unknown_batch_or_position_changes_nothing(void **state)
+{
+    fixture_t *f = *state;
+    submit(f, "m", 1, 100);
+    sched_consumer_t c = consumer("m", 64, 100000);
+    sched_batch_t b = take(f, &c);
+    uint32_t bad[] = {0, 7};
+    assert_int_equal(sched_complete(f->sched, b.batch_id + 1000, NULL, 0, NULL), SCHED_EUNKNOWN);
+    assert_int_equal(sched_complete(f->sched, b.batch_id, bad, 2, NULL), SCHED_EUNKNOWN);
+    assert_int_equal(sched_return(f->sched, b.batch_id, bad, 2, NULL), SCHED_EUNKNOWN);
+    assert_true(sched_counters(f->sched)->items_completed == 0);
+    assert_true(store_pending_count(f->store) == 1);
+}
+
+static void test_returned_items_go_back_to_front_in_order(void **state)
+{
+    fixture_t *f = *state;
+    for (int i = 0; i < 6; i++)
+        submit(f, "m", 1, 100);
+    sched_consumer_t c = consumer("m", 3, 100000);
+    sched_batch_t a = take(f, &c);
+    uint64_t a_id = a.batch_id;
+    sched_batch_t b = take(f, &c);
+    uint64_t b_id = b.batch_id;
+    uint32_t returned = 0;
+    assert_int_equal(sched_return(f->sched, b_id, NULL, 0, &returned), SCHED_OK);
+    assert_int_equal(returned, 3);
+    assert_int_equal(sched_return(f->sched, a_id, NULL, 0, &returned), SCHED_OK);
+    submit(f, "m", 1, 100); /* i6 arrives after the returns */
+    c = consumer("m", 64, 100000);
+    sched_batch_t all = take(f, &c);
+    assert_int_equal(all.n, 7);
+    for (int i = 0; i < 7; i++) {
+        char id[8];
+        snprintf(id, sizeof(id), "i%d", i);
+        assert_true(id_is(&all.items_view[i], id));
+        assert_int_equal(all.items_view[i].deliveries, i < 6 ? 1 : 0);
+    }
+    assert_true(sched_counters(f->sched)->items_returned == 6);
+    assert_true(sched_counters(f->sched)->items_routed == 13);
+}
+
+static void test_quiesced_lane_is_released_after_drain(void **state)
+{
+    fixture_t *f = *state;
+    f->clock.now = 1 * SEC;
+    submit(f, "m", 1, 100);
+    f->clock.now = 6 * SEC;
+    sched_tick(f->sched);
+    assert_true(sched_counters(f->sched)->lanes_quiesced == 1);
+    const lanes_t *l = sched_lanes_view(f->sched, "m", 1);
+    assert_int_equal(lanes_in_use(l), 1);
+    sched_consumer_t c = consumer("m", 64, 100000);
+    sched_batch_t b = take(f, &c); /* the quiescing lane still drains */
+    assert_int_equal(b.n, 1);
+    assert_int_equal(sched_complete(f->sched, b.batch_id, NULL, 0, NULL), SCHED_OK);
+    assert_int_equal(lanes_in_use(l), 0);
+    /* its id comes back from the free list with a fresh queue */
+    sched_placement_t p = submit(f, "m", 1, 4000);
+    assert_true(p.opened);
+    assert_int_equal(p.lane, 0);
+    b = take(f, &c);
+    assert_int_equal(b.n, 1);
+    assert_int_equal(b.items_view[0].tokens, 4000);
+}
+
+static void test_tokens_received_equal_tokens_completed_after_drain(void **state)
+{
+    fixture_t *f = *state;
+    uint32_t lens[] = {17, 900, 33, 120, 4000, 64, 65, 66, 1, 2048};
+    for (int round = 0; round < 20; round++) {
+        for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
+            submit(f, round % 2 ? "a" : "b", (uint64_t)(i % 3), lens[i] + (uint32_t)round);
+    }
+    const char *models[] = {"a", "b"};
+    for (int m = 0; m < 2; m++) {
+        sched_consumer_t c = consumer(models[m], 8, 8192);
+        sched_batch_t b;
+        while (sched_fill(f->sched, &c, &b) == SCHED_OK) {
+            assert_int_equal(sched_commit(f->sched, &b), SCHED_OK);
+            assert_int_equal(sched_complete(f->sched, b.batch_id, NULL, 0, NULL), SCHED_OK);
+        }
+    }
+    const sched_counters_t *k = sched_counters(f->sched);
+    assert_true(k->items_received == 200);
+    assert_true(k->tokens_received == k->tokens_completed);
+    assert_true(k->items_completed == 200);
+    assert_true(store_pending_count(f->store) == 0);
+}
+
+static void test_submit_rejects_invalid_items(void **state)
+{
+    fixture_t *f = *state;
+    sched_item_t zero = {"m", 1, 0, (const uint8_t *)"x", 1, NULL, 0};
+    sched_item_t nomodel = {"", 1, 10, (const uint8_t *)"x", 1, NULL, 0};
+    assert_int_equal(sched_submit(f->sched, &zero, NULL), SCHED_EINVAL);
+    assert_int_equal(sched_submit(f->sched, &nomodel, NULL), SCHED_EINVAL);
+    assert_true(sched_counters(f->sched)->items_received == 0);
+}
+
+/* ---- the shape guard ---------------------------------------------------------------------- */
+
+static sched_batch_t guard_batch(store_view_t *items, size_t n, uint64_t sig)
+{
+    return (sched_batch_t){
+        .batch_id = 7, .model_view = "m", .signature = sig, .n = n, .items_view = items};
+}
+
+static void test_guard_passes_a_pure_batch(void **state)
+{
+    (void)state;
+    store_view_t items[3] = {{.signature = 42}, {.signature = 42}, {.signature = 42}};
+    sched_batch_t b = guard_batch(items, 3, 42);
+    sched_guard_check(&b, 42); /* returning at all is the assertion */
+    assert_int_equal(b.n, 3);
+}
+
+/* Runs the guard in a child so its abort is observed, not suffered. */
+static int guard_dies(const sched_batch_t *b, uint64_t current)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        (void)freopen("/dev/null", "w", stderr);
+        sched_guard_check(b, current);
+        _exit(0);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+}
+
+static void test_guard_aborts_on_signature_mismatch(void **state)
+{
+    (void)state;
+    store_view_t items[3] = {{.signature = 42}, {.signature = 43}, {.signature = 42}};
+    sched_batch_t b = guard_batch(items, 3, 42);
+    assert_true(guard_dies(&b, 42)); /* one foreign item */
+    items[1].signature = 42;
+    assert_false(guard_dies(&b, 42)); /* pure again: the child exits normally */
+    assert_true(guard_dies(&b, 41));  /* pure, but not the model's current shape */
+}
+
+/* ---- property test ------------------------------------------------------------------------ */
+
+enum { PT_QUEUED, PT_INFLIGHT, PT_DONE };
+
+typedef struct {
+    uint32_t tokens;
+    uint32_t model;
+    uint64_t sig;
+    int state;
+    int seen; /* scratch for the exactly-once check */
+} pt_item_t;
+
+typedef struct {
+    uint64_t batch_id;
+    uint32_t n;
+    uint32_t *items; /* indexes into the item table, by position */
+    uint8_t *settled;
+} pt_batch_t;
+
+static uint64_t pt_rng(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+static uint32_t pt_item_index(const store_view_t *v)
+{
+    char buf[32];
+    assert_true(v->id_len > 1 && v->id_len < sizeof(buf));
+    memcpy(buf, v->id_view, v->id_len);
+    buf[v->id_len] = '\0';
+    return (uint32_t)strtoul(buf + 1, NULL, 10);
+}
+
+static const char *pt_models[] = {"llama", "qwen"};
+
+/* Checks every invariant of the lanes against the item table kept by the test. */
+static void pt_check(fixture_t *f, pt_item_t *items, uint32_t n_items, uint32_t max_lanes)
+{
+    uint64_t queued_tokens = 0, inflight_tokens = 0, done_tokens = 0;
+    for (uint32_t i = 0; i < n_items; i++) {
+        items[i].seen = 0;
+        if (items[i].state == PT_QUEUED)
+            queued_tokens += items[i].tokens;
+        else if (items[i].state == PT_INFLIGHT)
+            inflight_tokens += items[i].tokens;
+        else
+            done_tokens += items[i].tokens;
+    }
+    const sched_counters_t *k = sched_counters(f->sched);
+    assert_true(k->tokens_received == queued_tokens + inflight_tokens + done_tokens);
+    assert_true(k->tokens_completed == done_tokens);
+
+    static store_view_t views[4096];
+    uint64_t lanes_queued = 0;
+    for (int m = 0; m < 2; m++) {
+        for (uint64_t sig = 0; sig < 6; sig++) {
+            const lanes_t *l = sched_lanes_view(f->sched, pt_models[m], sig);
+            if (l == NULL)
+                continue;
+            assert_true(lanes_in_use(l) <= max_lanes);
+            for (uint32_t i = 1; i < lanes_sorted_count(l); i++) {
+                lanes_lane_t a, b;
+                lanes_get(l, lanes_sorted_lane(l, i - 1), &a);
+                lanes_get(l, lanes_sorted_lane(l, i), &b);
+                assert_true(a.target <= b.target);
+            }
+            lanes_queued += lanes_queued_tokens(l);
+            lanes_lane_t lane;
+            for (uint32_t id = 0; lanes_get(l, id, &lane) == SCHED_OK; id++) {
+                if (lane.state == LANE_FREE)
+                    continue;
+                size_t n = 0;
+                assert_int_equal(store_peek(f->store, lane.user, views, 4096, &n), STORE_OK);
+                assert_int_equal(n, lane.queued_items);
+                for (size_t v = 0; v < n; v++) {
+                    uint32_t idx = pt_item_index(&views[v]);
+                    assert_true(idx < n_items);
+                    assert_int_equal(items[idx].state, PT_QUEUED);
+                    assert_true(items[idx].sig == sig && items[idx].model == (uint32_t)m);
+                    assert_true(views[v].tokens <= lane.target);
+                    items[idx].seen++;
+                }
+            }
+        }
+    }
+    assert_true(lanes_queued == queued_tokens);
+    for (uint32_t i = 0; i < n_items; i++)
+        assert_int_equal(items[i].seen, items[i].state == PT_QUEUED ? 1 : 0);
+}
+
+static uint32_t pt_length(uint64_t *rng)
+{
+    /* a spread of scales: short chat turns to long documents */
+    uint32_t scale = (uint32_t[]){40, 300, 1500, 6000}[pt_rng(rng) % 4];
+    return 1 + (uint32_t)(pt_rng(rng) % scale);
+}
+
+static void run_property(uint64_t seed, uint32_t max_lanes, uint32_t steps)
+{
+    fixture_t *f;
+    setup_with_lanes((void **)&f, max_lanes);
+    uint64_t rng = seed;
+    uint32_t cap_items = steps + 1;
+    pt_item_t *items = calloc(cap_items, sizeof(*items));
+    pt_batch_t *batches = calloc(steps + 1, sizeof(*batches));
+    assert_non_null(items);
+    assert_non_null(batches);
+    uint32_t n_items = 0, n_batches = 0;
+
+    for (uint32_t step = 0; step < steps; step++) {
+        uint64_t op = pt_rng(&rng) % 100;
+        f->clock.now += pt_rng(&rng) % (SEC / 2);
+        if (op < 55) {
+            pt_item_t *it = &items[n_items];
+            it->model = (uint32_t)(pt_rng(&rng) % 2);
+            it->sig = pt_rng(&rng) % 6;
+            it->tokens = pt_length(&rng);
+            it->state = PT_QUEUED;
+            f->next_id = n_items++;
+            submit(f, pt_models[it->model], it->sig, it->tokens);
+        } else if (op < 80) {
+            uint32_t bs = 1 + (uint32_t)(pt_rng(&rng) % 32);
+            uint32_t bt = 64 + (uint32_t)(pt_rng(&rng) % 16384);
+            sched_consumer_t c = consumer(pt_models[pt_rng(&rng) % 2], bs, bt);
+            sched_batch_t b;
+            sched_status_t st = sched_fill(f->sched, &c, &b);
+            if (st == SCHED_EEMPTY)
+                continue;
+            assert_int_equal(st, SCHED_OK);
+            assert_true(b.n >= 1 && b.n <= bs);
+            assert_true(b.padded_tokens <= bt || b.n == 1);
+            pt_batch_t *pb = &batches[n_batches++];
+            pb->batch_id = b.batch_id;
+            pb->n = (uint32_t)b.n;
+            pb->items = calloc(b.n, sizeof(uint32_t));
+            pb->settled = calloc(b.n, 1);
+            for (size_t i = 0; i < b.n; i++) {
+                uint32_t idx = pt_item_index(&b.items_view[i]);
+                assert_int_equal(items[idx].state, PT_QUEUED);
+                assert_true(items[idx].sig == b.signature);
+                assert_true(b.items_view[i].tokens <= b.pad_to);
+                pb->items[i] = idx;
+            }
+            if (pt_rng(&rng) % 10 == 0) {
+                pb->n = 0; /* the publish "failed": never committed */
+                continue;
+            }
+            assert_int_equal(sched_commit(f->sched, &b), SCHED_OK);
+            for (uint32_t i = 0; i < pb->n; i++)
+                items[pb->items[i]].state = PT_INFLIGHT;
+        } else if (op < 95 && n_batches > 0) {
+            pt_batch_t *pb = &batches[pt_rng(&rng) % n_batches];
+            if (pb->n == 0)
+                continue;
+            uint32_t pos = (uint32_t)(pt_rng(&rng) % pb->n);
+            int ret = pt_rng(&rng) % 4 == 0;
+            uint32_t moved = 0;
+            sched_status_t st = ret ? sched_return(f->sched, pb->batch_id, &pos, 1, &moved)
+                                    : sched_complete(f->sched, pb->batch_id, &pos, 1, &moved);
+            int all_settled = 1;
+            for (uint32_t i = 0; i < pb->n; i++)
+                all_settled &= pb->settled[i];
+            assert_int_equal(st, all_settled ? SCHED_EUNKNOWN : SCHED_OK);
+            assert_int_equal(moved, st == SCHED_OK && !pb->settled[pos] ? 1 : 0);
+            if (st == SCHED_OK && !pb->settled[pos]) {
+                pb->settled[pos] = 1;
+                items[pb->items[pos]].state = ret ? PT_QUEUED : PT_DONE;
+            }
+        } else {
+            sched_tick(f->sched);
+        }
+        pt_check(f, items, n_items, max_lanes ? max_lanes : LANES_MAX);
+    }
+    for (uint32_t i = 0; i < n_batches; i++) {
+        free(batches[i].items);
+        free(batches[i].settled);
+    }
+    free(batches);
+    free(items);
+    teardown((void **)&f);
+}
+
+static void test_property_random_streams_keep_every_invariant(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed <= 6; seed++)
+        run_property(seed, 0, 1500);
+}
+
+static void test_property_holds_under_full_lane_pressure(void **state)
+{
+    (void)state;
+    /* a budget of 4 lanes reaches force-fit within a few items per shape */
+    for (uint64_t seed = 100; seed <= 105; seed++)
+        run_property(seed, 4, 1500);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_items_of_different_shapes_never_share_a_lane_queue,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sticky_selection_stays_on_current_shape, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_switches_to_shape_with_most_tokens_when_current_is_dry,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tries_lanes_in_descending_queued_tokens, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_overflow_stays_at_front_in_arrival_order, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_batch_respects_padded_token_budget, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_uncommitted_fill_leaves_items_queued, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_commit_of_stale_fill_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fill_on_model_without_work_is_empty, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_complete_twice_is_harmless_and_counted_once, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_ack_for_unknown_batch_or_position_changes_nothing,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_returned_items_go_back_to_front_in_order, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_quiesced_lane_is_released_after_drain, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_tokens_received_equal_tokens_completed_after_drain,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_submit_rejects_invalid_items, setup, teardown),
+        cmocka_unit_test(test_guard_passes_a_pure_batch),
+        cmocka_unit_test(test_guard_aborts_on_signature_mismatch),
+        cmocka_unit_test(test_property_random_streams_keep_every_invariant),
+        cmocka_unit_test(test_property_holds_under_full_lane_pressure),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
