@@ -118,3 +118,30 @@ store_status_t store_current_shape_get(store_t *store, const char *model, int *o
         return STORE_EINVAL;
     return store->ops->current_shape_get(store, model, out_has, out_signature);
 }
+
+store_status_t store_flush(store_t *store)
+{
+    if (store == NULL)
+        return STORE_EINVAL;
+    return store->ops->flush(store);
+}
+
+uint64_t store_unflushed_bytes(const store_t *store)
+{
+    return store->ops->unflushed_bytes(store);
+}
+
+store_status_t store_queue_target_set(store_t *store, store_queue_t *queue, uint32_t target)
+{
+    if (store == NULL || queue == NULL)
+        return STORE_EINVAL;
+    return store->ops->queue_target_set(store, queue, target);
+}
+
+int store_queue_next(store_t *store, store_queue_t *prev, store_queue_t **out, store_key_t *out_key,
+                     uint32_t *out_target)
+{
+    if (store == NULL)
+        return 0;
+    return store->ops->queue_next(store, prev, out, out_key, out_target);
+}

@@ -38,7 +38,10 @@
     X(ESTALE, "commit does not match the head of the lane queue (peek is stale)")             \
     X(ENOTPENDING, "item is not pending (never committed, or already completed or returned)") \
     X(EBUSY, "lane queue still holds queued or pending items")                                \
-    X(EIO, "I/O error: the store is in an error state and acknowledges nothing more")
+    X(EIO, "I/O error: the store is in an error state and acknowledges nothing more")         \
+    X(ENOSPC, "no space left on the device: the item was not stored")                         \
+    X(ECORRUPT, "corrupt data found on disk")                                                 \
+    X(EINDEX, "LMDB index error")
 
 typedef enum {
 #define STORE_STATUS_ENUM(name, text) STORE_##name,
@@ -103,8 +106,83 @@ typedef struct {
  * store_close. */
 store_status_t store_open_memory(store_t **out /* out */);
 
-/* Closes the store and frees everything it owns, pending items included. NULL-safe. */
+/* What a disk store's appends survive once store_flush has returned. */
+typedef enum {
+    /* A crash of the process: each append is handed to the kernel (pwrite) as it is made, and
+     * the LMDB index commits without syncing. The default: no disk flush per batch. */
+    STORE_DURABLE_PROCESS = 0,
+    /* Power loss: flush fdatasync()s every touched segment, then commits the index with a sync.
+     * Appends made between two flushes share one sync (group commit); the caller bounds how long
+     * appends wait for it (see store_unflushed_bytes). */
+    STORE_DURABLE_POWER = 1,
+} store_durability_t;
+
+enum { STORE_LOG_INFO = 0, STORE_LOG_WARN = 1, STORE_LOG_ERROR = 2 };
+
+/* A log line from the store. `msg` is borrowed for the call. */
+typedef void (*store_log_fn)(void *ctx, int level, const char *msg);
+
+/* Default size at which a segment is sealed and a new one started for its lane: large enough
+ * that roll-over (a file create and two fsyncs) is rare, small enough that whole-file deletion
+ * reclaims space soon after a lane's old items complete. */
+#define STORE_SEGMENT_MAX_DEFAULT (64ull << 20)
+
+typedef struct {
+    const char *dir;            /* data directory, created if missing; borrowed for the call */
+    uint64_t segment_max_bytes; /* 0 = STORE_SEGMENT_MAX_DEFAULT */
+    store_durability_t durability;
+    uint64_t index_map_bytes; /* LMDB map size; 0 = 1 GiB */
+    store_log_fn log;         /* NULL = stderr */
+    void *log_ctx;            /* borrowed; must outlive the store */
+} store_disk_config_t;
+
+/* What recovery found and did at open. Every dropped byte is counted here and logged. */
+typedef struct {
+    uint64_t segments; /* segment files recovered */
+    uint64_t entries_live;
+    uint64_t entries_tombstoned;
+    uint64_t tokens_live;
+    uint64_t torn_tails; /* segments whose tail past the durable boundary was cut */
+    uint64_t torn_bytes;
+    uint64_t corrupt_regions; /* damaged stretches below the durable boundary, skipped */
+    uint64_t corrupt_bytes;
+    uint64_t damaged_state_words; /* entry intact, state word unreadable: treated as live */
+    uint64_t deleted_count_repairs;
+    uint64_t missing_files;        /* indexed segments without a file */
+    uint64_t missing_live_entries; /* live entries the index says those files held */
+    uint64_t adopted_files;        /* segment files the index did not know */
+    uint64_t quarantined_files;    /* files with an unreadable header, moved aside */
+    uint64_t removed_segments;     /* fully tombstoned segments deleted at open */
+    int index_rebuilt;             /* the LMDB index was missing or damaged */
+    uint64_t elapsed_ns;
+} store_recovery_t;
+
+/*
+ * Opens (creating if needed) a disk store in cfg->dir and recovers it: every live entry is
+ * queued again in its lane, in arrival order, so work pending before a crash is queued again.
+ * *out_report (may be NULL) receives what recovery found. *out is freed with store_close.
+ */
+store_status_t store_open_disk(const store_disk_config_t *cfg,
+                               store_recovery_t *out_report /* out */, store_t **out /* out */);
+
+/*
+ * Closes the store and frees everything it owns, pending items included. It does not flush:
+ * appends since the last store_flush were never acknowledged and are dropped at the next open,
+ * exactly as after a crash. NULL-safe.
+ */
 void store_close(store_t *store);
+
+/*
+ * Makes every append and tombstone so far durable at the configured level, then advances the
+ * readable boundary of each touched segment and records it in the index (one LMDB transaction).
+ * Appended items become visible to peek only after this returns STORE_OK. A failure puts the
+ * store in its error state (STORE_EIO from then on): a sync that failed is never retried.
+ * A no-op for the memory store.
+ */
+store_status_t store_flush(store_t *store);
+
+/* Bytes appended since the last flush (0 for the memory store): callers group-commit with it. */
+uint64_t store_unflushed_bytes(const store_t *store);
 
 /*
  * Opens (creating if needed) the queue of one lane. Calling it twice with the same key returns
@@ -150,6 +228,18 @@ store_status_t store_tombstone(store_t *store, store_ref_t ref, int *out_complet
  */
 store_status_t store_return(store_t *store, const store_ref_t *refs, size_t n);
 
+/* Records a lane's target length with its queue (the disk store keeps it in the index, so the
+ * lane comes back with the same target after a restart). Written at the next flush. */
+store_status_t store_queue_target_set(store_t *store, store_queue_t *queue, uint32_t target);
+
+/*
+ * Walks the open queues (after a disk open: every recovered lane), in no particular order.
+ * prev NULL starts; returns 0 at the end. out_key->model is a view valid until the store
+ * closes. Any out pointer may be NULL.
+ */
+int store_queue_next(store_t *store, store_queue_t *prev, store_queue_t **out /* out */,
+                     store_key_t *out_key /* out */, uint32_t *out_target /* out */);
+
 /* Queue totals: items and tokens queued (not pending). Either out pointer may be NULL. */
 void store_queue_count(const store_queue_t *queue, uint64_t *out_items, uint64_t *out_tokens);
 
@@ -163,5 +253,22 @@ uint64_t store_pending_count(const store_t *store);
 store_status_t store_current_shape_set(store_t *store, const char *model, uint64_t signature);
 store_status_t store_current_shape_get(store_t *store, const char *model, int *out_has /* out */,
                                        uint64_t *out_signature /* out */);
+
+/* ---- test-only fault injection (store/fault.c) -------------------------------------------- */
+
+typedef enum {
+    STORE_FAULT_WRITE = 0,
+    STORE_FAULT_FSYNC,
+    STORE_FAULT_RENAME,
+    STORE_FAULT_UNLINK,
+    STORE_FAULT_MDB_PUT,
+    STORE_FAULT_COUNT
+} store_fault_op_t;
+
+/* Makes the nth call of kind `op` from now on fail (nth >= 1; 0 disarms). Process-wide. */
+void store_fault_arm(store_fault_op_t op, unsigned long nth);
+void store_fault_disarm_all(void);
+/* How many faults of kind `op` have fired since the process started. */
+unsigned long store_fault_fired(store_fault_op_t op);
 
 #endif

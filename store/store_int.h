@@ -7,6 +7,8 @@
 
 #include "store/store.h"
 
+#include <sys/types.h>
+
 /* The part of a lane queue every backend keeps; backends embed it first. */
 struct store_queue {
     uint64_t id;
@@ -16,6 +18,11 @@ struct store_queue {
 };
 
 struct store_ops {
+    store_status_t (*flush)(store_t *store);
+    uint64_t (*unflushed_bytes)(const store_t *store);
+    store_status_t (*queue_target_set)(store_t *store, store_queue_t *queue, uint32_t target);
+    int (*queue_next)(store_t *store, store_queue_t *prev, store_queue_t **out, store_key_t *key,
+                      uint32_t *target);
     void (*close)(store_t *store);
     store_status_t (*queue_open)(store_t *store, const store_key_t *key, store_queue_t **out);
     store_status_t (*queue_release)(store_t *store, store_queue_t *queue);
@@ -36,5 +43,43 @@ struct store_ops {
 struct store {
     const struct store_ops *ops;
 };
+
+/* crc32c.c: CRC-32C continuing from `crc` (0 to start). */
+uint32_t store_crc32c(uint32_t crc, const void *data, size_t len);
+
+/* fault.c: the store's I/O goes through these so tests can fail the Nth call of a kind. */
+int store_fault_hit(store_fault_op_t op);
+ssize_t store_fault_pwrite(int fd, const void *buf, size_t len, off_t off);
+int store_fault_fsync(int fd, int data_only);
+int store_fault_renameat(int dirfd, const char *from, const char *to);
+int store_fault_unlinkat(int dirfd, const char *name);
+
+/*
+ * Corruption found on disk is reported with the source line that found it (SQLite's
+ * CORRUPT_BKPT), so a report can be traced to the exact check that fired.
+ */
+#define STORE_CORRUPT_BKPT __FILE__, __LINE__
+
+/* Little-endian field access for the on-disk formats. */
+static inline uint32_t store_get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint64_t store_get64(const uint8_t *p)
+{
+    return (uint64_t)store_get32(p) | (uint64_t)store_get32(p + 4) << 32;
+}
+static inline void store_put32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+static inline void store_put64(uint8_t *p, uint64_t v)
+{
+    store_put32(p, (uint32_t)v);
+    store_put32(p + 4, (uint32_t)(v >> 32));
+}
 
 #endif

@@ -1,0 +1,341 @@
+/*
+ * index.c - the disk store's LMDB index (layout: index_int.h).
+ *
+ * Owns the LMDB environment and its four databases. Knows rows, not policy: it never decides
+ * what a boundary or target should be, it records them.
+ *
+ * Invariants:
+ *   1. Rows are encoded field by field in little-endian order, never as struct dumps, so the
+ *      index is independent of compiler padding and host byte order.
+ *   2. Every put goes through one wrapper that the fault hook can fail (STORE_FAULT_MDB_PUT).
+ *   3. A write transaction is used by one caller at a time; the disk store batches every index
+ *      change of a flush into one transaction (never one per item).
+ *
+ * Rejected: a database per model (named databases are a fixed, small set in LMDB: mdb_env_set_
+ * maxdbs); keys carry the model instead. SQLite as the index: LMDB's single-writer mmap B-tree
+ * is what the design names, and needs no SQL for four key-value tables.
+ */
+#include "store/index_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+struct index {
+    MDB_env *env;
+    MDB_dbi segments, lanes, current, meta;
+};
+
+struct index_txn {
+    index_t *index;
+    MDB_txn *txn;
+};
+
+static const char meta_next_segment_id[] = "next_segment_id";
+
+const char *index_status_str(index_status_t status)
+{
+    switch (status) {
+#define INDEX_STATUS_CASE(name, text) \
+    case INDEX_##name:                \
+        return text;
+        INDEX_STATUS_MAP(INDEX_STATUS_CASE)
+#undef INDEX_STATUS_CASE
+    default:
+        return "unknown index status";
+    }
+}
+
+const char *index_lmdb_str(int rc)
+{
+    return mdb_strerror(rc);
+}
+
+index_status_t index_open(const char *path, uint64_t map_bytes, int nosync, index_t **out,
+                          int *out_lmdb_rc)
+{
+    index_status_t st = INDEX_ELMDB;
+    MDB_txn *txn = NULL;
+    int rc = 0;
+    index_t *ix = calloc(1, sizeof(*ix));
+    if (ix == NULL)
+        return INDEX_ENOMEM;
+    if (mkdir(path, 0755) != 0 && errno != EEXIST)
+        goto out;
+    if ((rc = mdb_env_create(&ix->env)) != 0 || (rc = mdb_env_set_maxdbs(ix->env, 4)) != 0 ||
+        (rc = mdb_env_set_mapsize(ix->env, map_bytes)) != 0)
+        goto out;
+    if ((rc = mdb_env_open(ix->env, path, nosync ? MDB_NOSYNC : 0, 0644)) != 0)
+        goto out;
+    if ((rc = mdb_txn_begin(ix->env, NULL, 0, &txn)) != 0 ||
+        (rc = mdb_dbi_open(txn, "segments", MDB_CREATE, &ix->segments)) != 0 ||
+        (rc = mdb_dbi_open(txn, "lanes", MDB_CREATE, &ix->lanes)) != 0 ||
+        (rc = mdb_dbi_open(txn, "current", MDB_CREATE, &ix->current)) != 0 ||
+        (rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &ix->meta)) != 0)
+        goto out;
+    rc = mdb_txn_commit(txn);
+    txn = NULL;
+    if (rc != 0)
+        goto out;
+    *out = ix;
+    ix = NULL;
+    st = INDEX_OK;
+out:
+    if (txn != NULL)
+        mdb_txn_abort(txn);
+    if (ix != NULL) {
+        if (ix->env != NULL)
+            mdb_env_close(ix->env);
+        free(ix);
+    }
+    if (st != INDEX_OK && out_lmdb_rc != NULL)
+        *out_lmdb_rc = rc;
+    return st;
+}
+
+void index_close(index_t *index)
+{
+    if (index == NULL)
+        return;
+    mdb_env_close(index->env);
+    free(index);
+}
+
+static size_t index_lane_key(uint8_t *key, const char *model, uint64_t signature, uint32_t lane)
+{
+    size_t n = strlen(model);
+    memcpy(key, model, n);
+    key[n++] = 0;
+    for (int i = 7; i >= 0; i--)
+        key[n++] = (uint8_t)(signature >> (i * 8));
+    for (int i = 3; i >= 0; i--)
+        key[n++] = (uint8_t)(lane >> (i * 8));
+    return n;
+}
+
+static void index_id_key(uint8_t *key, uint64_t id)
+{
+    for (int i = 0; i < 8; i++)
+        key[i] = (uint8_t)(id >> ((7 - i) * 8));
+}
+
+static int index_decode_segment(const MDB_val *k, const MDB_val *v, index_segment_row_t *row)
+{
+    const uint8_t *p = v->mv_data;
+    if (k->mv_size != 8 || v->mv_size < 68)
+        return 0;
+    uint32_t model_len = store_get32(p + 64);
+    if (model_len == 0 || model_len > SEG_MODEL_MAX || v->mv_size != 68 + model_len)
+        return 0;
+    const uint8_t *kp = k->mv_data;
+    uint64_t id = 0;
+    for (int i = 0; i < 8; i++)
+        id = id << 8 | kp[i];
+    *row = (index_segment_row_t){
+        .segment_id = id,
+        .sequence = store_get64(p),
+        .signature = store_get64(p + 8),
+        .created_ns = store_get64(p + 16),
+        .entries = store_get64(p + 24),
+        .tokens = store_get64(p + 32),
+        .readable = store_get64(p + 40),
+        .deleted = store_get64(p + 48),
+        .lane = store_get32(p + 56),
+        .sealed = (int)(store_get32(p + 60) & 1),
+    };
+    memcpy(row->model, p + 68, model_len);
+    row->model[model_len] = '\0';
+    return 1;
+}
+
+index_status_t index_load(index_t *index, index_visitor_t *vis)
+{
+    MDB_txn *txn = NULL;
+    MDB_cursor *cur = NULL;
+    MDB_val k, v;
+    index_status_t st = INDEX_ELMDB;
+    int rc;
+    if (mdb_txn_begin(index->env, NULL, MDB_RDONLY, &txn) != 0)
+        goto out;
+    vis->next_segment_id = 0;
+    k.mv_data = (void *)meta_next_segment_id;
+    k.mv_size = sizeof(meta_next_segment_id) - 1;
+    rc = mdb_get(txn, index->meta, &k, &v);
+    if (rc == 0 && v.mv_size == 8)
+        vis->next_segment_id = store_get64(v.mv_data);
+    else if (rc != MDB_NOTFOUND) {
+        st = INDEX_EDAMAGED;
+        goto out;
+    }
+
+    if (mdb_cursor_open(txn, index->segments, &cur) != 0)
+        goto out;
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        index_segment_row_t row;
+        if (!index_decode_segment(&k, &v, &row)) {
+            st = INDEX_EDAMAGED;
+            goto out;
+        }
+        if (vis->segment(vis->ctx, &row) != 0) {
+            st = INDEX_ENOMEM;
+            goto out;
+        }
+    }
+    mdb_cursor_close(cur);
+    cur = NULL;
+
+    if (mdb_cursor_open(txn, index->lanes, &cur) != 0)
+        goto out;
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        const uint8_t *kp = k.mv_data;
+        const uint8_t *nul = memchr(kp, 0, k.mv_size);
+        if (nul == NULL || nul == kp || (size_t)(nul - kp) > SEG_MODEL_MAX ||
+            k.mv_size != (size_t)(nul - kp) + 13 || v.mv_size != 4) {
+            st = INDEX_EDAMAGED;
+            goto out;
+        }
+        uint64_t sig = 0;
+        uint32_t lane = 0;
+        for (int i = 1; i <= 8; i++)
+            sig = sig << 8 | nul[i];
+        for (int i = 9; i <= 12; i++)
+            lane = lane << 8 | nul[i];
+        if (vis->lane(vis->ctx, (const char *)kp, sig, lane, store_get32(v.mv_data)) != 0) {
+            st = INDEX_ENOMEM;
+            goto out;
+        }
+    }
+    mdb_cursor_close(cur);
+    cur = NULL;
+
+    if (mdb_cursor_open(txn, index->current, &cur) != 0)
+        goto out;
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        char model[SEG_MODEL_MAX + 1];
+        if (k.mv_size == 0 || k.mv_size > SEG_MODEL_MAX || v.mv_size != 8 ||
+            memchr(k.mv_data, 0, k.mv_size) != NULL) {
+            st = INDEX_EDAMAGED;
+            goto out;
+        }
+        memcpy(model, k.mv_data, k.mv_size);
+        model[k.mv_size] = '\0';
+        if (vis->current(vis->ctx, model, store_get64(v.mv_data)) != 0) {
+            st = INDEX_ENOMEM;
+            goto out;
+        }
+    }
+    st = INDEX_OK;
+out:
+    if (cur != NULL)
+        mdb_cursor_close(cur);
+    if (txn != NULL)
+        mdb_txn_abort(txn);
+    return st;
+}
+
+index_status_t index_begin(index_t *index, index_txn_t **out)
+{
+    index_txn_t *t = malloc(sizeof(*t));
+    if (t == NULL)
+        return INDEX_ENOMEM;
+    t->index = index;
+    if (mdb_txn_begin(index->env, NULL, 0, &t->txn) != 0) {
+        free(t);
+        return INDEX_ELMDB;
+    }
+    *out = t;
+    return INDEX_OK;
+}
+
+index_status_t index_commit(index_txn_t *txn)
+{
+    int rc = mdb_txn_commit(txn->txn);
+    free(txn);
+    return rc == 0 ? INDEX_OK : INDEX_ELMDB;
+}
+
+void index_abort(index_txn_t *txn)
+{
+    if (txn == NULL)
+        return;
+    mdb_txn_abort(txn->txn);
+    free(txn);
+}
+
+static index_status_t index_put(index_txn_t *t, MDB_dbi dbi, void *key, size_t klen, void *val,
+                                size_t vlen)
+{
+    if (store_fault_hit(STORE_FAULT_MDB_PUT))
+        return INDEX_ELMDB;
+    MDB_val k = {klen, key}, v = {vlen, val};
+    return mdb_put(t->txn, dbi, &k, &v, 0) == 0 ? INDEX_OK : INDEX_ELMDB;
+}
+
+static index_status_t index_del(index_txn_t *t, MDB_dbi dbi, void *key, size_t klen)
+{
+    MDB_val k = {klen, key};
+    int rc = mdb_del(t->txn, dbi, &k, NULL);
+    return rc == 0 || rc == MDB_NOTFOUND ? INDEX_OK : INDEX_ELMDB;
+}
+
+index_status_t index_segment_put(index_txn_t *txn, const index_segment_row_t *row)
+{
+    uint8_t key[8], val[68 + SEG_MODEL_MAX];
+    size_t model_len = strlen(row->model);
+    index_id_key(key, row->segment_id);
+    store_put64(val, row->sequence);
+    store_put64(val + 8, row->signature);
+    store_put64(val + 16, row->created_ns);
+    store_put64(val + 24, row->entries);
+    store_put64(val + 32, row->tokens);
+    store_put64(val + 40, row->readable);
+    store_put64(val + 48, row->deleted);
+    store_put32(val + 56, row->lane);
+    store_put32(val + 60, row->sealed ? 1u : 0u);
+    store_put32(val + 64, (uint32_t)model_len);
+    memcpy(val + 68, row->model, model_len);
+    return index_put(txn, txn->index->segments, key, 8, val, 68 + model_len);
+}
+
+index_status_t index_segment_del(index_txn_t *txn, uint64_t segment_id)
+{
+    uint8_t key[8];
+    index_id_key(key, segment_id);
+    return index_del(txn, txn->index->segments, key, 8);
+}
+
+index_status_t index_lane_put(index_txn_t *txn, const char *model, uint64_t signature,
+                              uint32_t lane, uint32_t target)
+{
+    uint8_t key[SEG_MODEL_MAX + 13], val[4];
+    size_t klen = index_lane_key(key, model, signature, lane);
+    store_put32(val, target);
+    return index_put(txn, txn->index->lanes, key, klen, val, 4);
+}
+
+index_status_t index_lane_del(index_txn_t *txn, const char *model, uint64_t signature,
+                              uint32_t lane)
+{
+    uint8_t key[SEG_MODEL_MAX + 13];
+    size_t klen = index_lane_key(key, model, signature, lane);
+    return index_del(txn, txn->index->lanes, key, klen);
+}
+
+index_status_t index_current_put(index_txn_t *txn, const char *model, uint64_t signature)
+{
+    uint8_t val[8];
+    store_put64(val, signature);
+    return index_put(txn, txn->index->current, (void *)model, strlen(model), val, 8);
+}
+
+index_status_t index_meta_put(index_txn_t *txn, uint64_t next_segment_id)
+{
+    uint8_t val[8];
+    store_put64(val, next_segment_id);
+    return index_put(txn, txn->index->meta, (void *)meta_next_segment_id,
+                     sizeof(meta_next_segment_id) - 1, val, 8);
+}

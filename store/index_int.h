@@ -1,0 +1,98 @@
+/*
+ * index_int.h - private to store/: the LMDB index of the disk store.
+ *
+ * One LMDB environment in <data dir>/index with four named databases:
+ *
+ *   segments  key: segment id, u64 big-endian (so a cursor walks ids in order)
+ *             value (little-endian):
+ *               0 sequence u64 | 8 signature u64 | 16 created_ns u64 | 24 entries u64 |
+ *               32 tokens u64 | 40 readable u64 (durable boundary, bytes) | 48 deleted u64 |
+ *               56 lane u32 | 60 flags u32 (bit 0: sealed) | 64 model_len u32 | 68 model bytes
+ *   lanes     key: model bytes || 0x00 || signature u64 BE || lane u32 BE
+ *             value: target u32 LE (tokens)
+ *   current   key: model bytes; value: signature u64 LE (the model's current shape)
+ *   meta      key: "next_segment_id"; value: u64 LE
+ *
+ * The segments are the source of truth; the index makes recovery fast and holds the durable
+ * boundary (bytes past it were never acknowledged) and the lane targets. A missing or
+ * unreadable index is set aside and rebuilt from the segment files.
+ */
+#ifndef LANESCHED_INDEX_INT_H
+#define LANESCHED_INDEX_INT_H
+
+#include "store/segment_int.h"
+#include "store/store_int.h"
+
+#include <lmdb.h>
+
+#define INDEX_STATUS_MAP(X)      \
+    X(OK, "ok")                  \
+    X(ENOMEM, "out of memory")   \
+    X(ELMDB, "LMDB call failed") \
+    X(EDAMAGED, "index content is not readable")
+
+typedef enum {
+#define INDEX_STATUS_ENUM(name, text) INDEX_##name,
+    INDEX_STATUS_MAP(INDEX_STATUS_ENUM)
+#undef INDEX_STATUS_ENUM
+} index_status_t;
+
+const char *index_status_str(index_status_t status);
+
+typedef struct index index_t;
+typedef struct index_txn index_txn_t;
+
+typedef struct {
+    uint64_t segment_id;
+    uint64_t sequence;
+    uint64_t signature;
+    uint64_t created_ns;
+    uint64_t entries;
+    uint64_t tokens;
+    uint64_t readable;
+    uint64_t deleted;
+    uint32_t lane;
+    int sealed;
+    char model[SEG_MODEL_MAX + 1];
+} index_segment_row_t;
+
+/* Callbacks for index_load; each row is a copy the callback may keep. Return nonzero to stop
+ * (the load then fails with INDEX_ENOMEM). */
+typedef struct {
+    int (*segment)(void *ctx, const index_segment_row_t *row);
+    int (*lane)(void *ctx, const char *model, uint64_t signature, uint32_t lane, uint32_t target);
+    int (*current)(void *ctx, const char *model, uint64_t signature);
+    void *ctx;
+    uint64_t next_segment_id; /* out */
+} index_visitor_t;
+
+/*
+ * Opens the environment in `path` (created if missing). `nosync`: commits hand data to the
+ * kernel but do not fsync (survives a process crash, not power loss). On failure *out is
+ * untouched and *out_lmdb_rc (may be NULL) has LMDB's code.
+ */
+index_status_t index_open(const char *path, uint64_t map_bytes, int nosync, index_t **out /* out */,
+                          int *out_lmdb_rc /* out */);
+void index_close(index_t *index);
+
+/* Reads every row through the visitor. INDEX_EDAMAGED if a row does not decode. */
+index_status_t index_load(index_t *index, index_visitor_t *visitor);
+
+/* One write transaction; every put/del below goes into it. Commit or abort ends it. */
+index_status_t index_begin(index_t *index, index_txn_t **out /* out */);
+index_status_t index_commit(index_txn_t *txn);
+void index_abort(index_txn_t *txn);
+
+index_status_t index_segment_put(index_txn_t *txn, const index_segment_row_t *row);
+index_status_t index_segment_del(index_txn_t *txn, uint64_t segment_id);
+index_status_t index_lane_put(index_txn_t *txn, const char *model, uint64_t signature,
+                              uint32_t lane, uint32_t target);
+index_status_t index_lane_del(index_txn_t *txn, const char *model, uint64_t signature,
+                              uint32_t lane);
+index_status_t index_current_put(index_txn_t *txn, const char *model, uint64_t signature);
+index_status_t index_meta_put(index_txn_t *txn, uint64_t next_segment_id);
+
+/* The last LMDB error text, for logs (static storage). */
+const char *index_lmdb_str(int rc);
+
+#endif

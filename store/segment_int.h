@@ -1,0 +1,118 @@
+/*
+ * segment_int.h - private to store/: the segment file format. This header owns it.
+ *
+ * A segment holds the items of one (model, shape, lane) and is named by its segment id:
+ * <data dir>/segments/<id as 16 hex digits>.seg. The routing keys live once, in the header.
+ * All integers are little-endian. Every entry starts on an 8-byte boundary.
+ *
+ * Segment header (64 bytes + the model name padded to 8):
+ *
+ *   0        8        12       16               24               32       36       40
+ *   +--------+--------+--------+----------------+----------------+--------+--------+
+ *   | magic  |version |hdr_len | segment_id     | signature      | lane   |model_ln|
+ *   +--------+--------+--------+----------------+----------------+--------+--------+
+ *   40               48               56       60       64
+ *   +----------------+----------------+--------+--------+---------------------------+
+ *   | sequence       | created_ns     | crc32c |reserved| model bytes, 0-padded to 8|
+ *   +----------------+----------------+--------+--------+---------------------------+
+ *
+ *   magic       8 bytes "LANESEG\0"
+ *   version     u32, SEG_VERSION
+ *   hdr_len     u32, bytes: 64 + model_len rounded up to 8; the first entry starts here
+ *   segment_id  u64, unique in the data directory, never reused; equals the file name
+ *   signature   u64, the shape signature (XXH64) of every item in the file
+ *   lane        u32, lane id within the shape
+ *   model_len   u32, bytes of model name, 1..SEG_MODEL_MAX
+ *   sequence    u64, 0, 1, 2, ... per (model, shape, lane): arrival order across segments
+ *   created_ns  u64, wall clock at creation, nanoseconds since the Unix epoch
+ *   crc32c      u32, CRC-32C of the whole header (hdr_len bytes) with this field zero
+ *
+ * Entry (32 bytes + id + payload, padded to 8):
+ *
+ *   0        4        8        10       12       16               24       28       32
+ *   +--------+--------+--------+--------+--------+----------------+--------+--------+-------
+ *   | state  | length | id_len |reserved| tokens | arrival_ns     |pay_len | crc32c | id,
+ *   +--------+--------+--------+--------+--------+----------------+--------+--------+ payload
+ *
+ *   state       u32, SEG_STATE_LIVE or SEG_STATE_TOMB. The only field ever rewritten: a 4-byte
+ *               aligned pwrite, so a tombstone never tears the entry around it.
+ *   length      u32, bytes of the whole entry including padding; the next entry starts here
+ *   id_len      u16, bytes of item id, 0..64
+ *   tokens      u32, the item's token length (> 0)
+ *   arrival_ns  u64, when the store accepted it, nanoseconds since the Unix epoch
+ *   pay_len     u32, bytes of payload (the item as the producer sent it)
+ *   crc32c      u32, CRC-32C of: segment_id (u64) || bytes 4..28 of the entry || id || payload.
+ *               The state word is outside it, so a tombstone leaves the CRC valid, and a damaged
+ *               state word can only make an intact entry live again (a redelivery), never make
+ *               damaged bytes readable. The segment id inside it ties the entry to its file: a
+ *               payload that happens to contain bytes shaped like an entry does not verify.
+ */
+#ifndef LANESCHED_SEGMENT_INT_H
+#define LANESCHED_SEGMENT_INT_H
+
+#include "store/store.h"
+
+#define SEG_MAGIC          "LANESEG"
+#define SEG_VERSION        1u
+#define SEG_HEADER_FIXED   64u
+#define SEG_ENTRY_HEADER   32u
+#define SEG_ALIGN          8u
+#define SEG_MODEL_MAX      255u
+#define SEG_ID_MAX         64u
+#define SEG_STATE_LIVE     0x4556494Cu /* "LIVE" */
+#define SEG_STATE_TOMB     0x424D4F54u /* "TOMB" */
+#define SEG_STATE_OFFSET   0u
+#define SEG_FILE_SUFFIX    ".seg"
+#define SEG_FILE_NAME_SIZE 24 /* 16 hex digits + ".seg" + NUL, rounded up */
+
+typedef struct {
+    uint64_t segment_id;
+    uint64_t signature;
+    uint64_t sequence;
+    uint64_t created_ns;
+    uint32_t lane;
+    uint32_t header_len;
+    char model[SEG_MODEL_MAX + 1];
+} seg_header_t;
+
+typedef struct {
+    uint32_t state;
+    uint32_t length;
+    uint32_t id_len;
+    uint32_t tokens;
+    uint64_t arrival_ns;
+    uint32_t payload_len;
+} seg_entry_t;
+
+/* Bytes of a header for a model name of model_len bytes. */
+uint32_t seg_header_size(size_t model_len);
+
+/* Encodes h (model NUL-terminated) into buf, which has seg_header_size() bytes. */
+void seg_header_encode(const seg_header_t *h, uint8_t *buf);
+
+/* Decodes and verifies a header from the first `len` bytes of a file. STORE_ECORRUPT if the
+ * magic, version, lengths or CRC are wrong. */
+store_status_t seg_header_decode(const uint8_t *buf, size_t len, seg_header_t *out /* out */);
+
+/* Bytes of an entry with id_len and payload_len, including padding. */
+uint64_t seg_entry_size(size_t id_len, size_t payload_len);
+
+/* Encodes a live entry of `item` into buf (seg_entry_size() bytes, padding zeroed). */
+void seg_entry_encode(uint64_t segment_id, const store_item_t *item, uint64_t arrival_ns,
+                      uint8_t *buf);
+
+/*
+ * Checks the entry at buf, with `avail` bytes readable from buf: the length is sane and within
+ * avail and the CRC verifies. Returns 1 and fills *out if so, else 0 (out untouched). The state
+ * word is not judged here.
+ */
+int seg_entry_check(uint64_t segment_id, const uint8_t *buf, uint64_t avail,
+                    seg_entry_t *out /* out */);
+
+/* File name of a segment id into buf (SEG_FILE_NAME_SIZE bytes). */
+void seg_file_name(uint64_t segment_id, char *buf);
+
+/* Parses a segment file name; returns 1 and the id when `name` is one. */
+int seg_file_parse(const char *name, uint64_t *out_id /* out */);
+
+#endif
