@@ -99,12 +99,14 @@ void lanes_threshold(const lanes_t *lanes, uint32_t in_use, uint64_t *out_num, u
     *out_den = 100 * max;
 }
 
-/* Grows the arrays so that one more lane id can be minted. */
-static sched_status_t lanes_reserve(lanes_t *l)
+/* Grows every per-lane array to hold at least min_cap lane ids. */
+static sched_status_t lanes_grow(lanes_t *l, uint32_t min_cap)
 {
-    if (l->next_id < l->cap || l->n_free > 0 || l->next_id >= l->max_lanes)
+    if (min_cap <= l->cap)
         return SCHED_OK;
-    uint32_t cap = l->cap ? l->cap * 2 : 4;
+    uint32_t cap = l->cap ? l->cap : 4;
+    while (cap < min_cap)
+        cap *= 2;
     if (cap > l->max_lanes)
         cap = l->max_lanes;
     lane_t *lane = realloc(l->lane, cap * sizeof(*lane));
@@ -125,6 +127,14 @@ static sched_status_t lanes_reserve(lanes_t *l)
     l->free_ids = fr;
     l->cap = cap;
     return SCHED_OK;
+}
+
+/* Grows the arrays so that one more lane id can be minted. */
+static sched_status_t lanes_reserve(lanes_t *l)
+{
+    if (l->next_id < l->cap || l->n_free > 0 || l->next_id >= l->max_lanes)
+        return SCHED_OK;
+    return lanes_grow(l, l->next_id + 1);
 }
 
 /*
@@ -285,6 +295,43 @@ void lanes_accept(lanes_t *lanes, const lanes_choice_t *choice, uint64_t now_ns)
     ln->queued_tokens += choice->tokens;
     ln->last_arrival_ns = now_ns;
     l->queued_tokens += choice->tokens;
+}
+
+sched_status_t lanes_restore(lanes_t *lanes, uint32_t lane, uint32_t target, uint64_t queued_items,
+                             uint64_t queued_tokens, uint64_t now_ns)
+{
+    lanes_t *l = lanes;
+    if (l == NULL || lane >= l->max_lanes || target == 0 ||
+        (lane < l->next_id && l->lane[lane].state != LANE_FREE))
+        return SCHED_EINVAL;
+    if (lanes_grow(l, lane + 1) != SCHED_OK)
+        return SCHED_ENOMEM;
+    if (lane < l->next_id) {
+        for (uint32_t i = 0; i < l->n_free; i++) {
+            if (l->free_ids[i] == lane) {
+                l->free_ids[i] = l->free_ids[--l->n_free];
+                break;
+            }
+        }
+    } else {
+        /* ids skipped over were released before the restart: they are free */
+        for (uint32_t id = l->next_id; id < lane; id++) {
+            l->lane[id] = (lane_t){.state = LANE_FREE};
+            l->free_ids[l->n_free++] = id;
+        }
+        l->next_id = lane + 1;
+    }
+    l->lane[lane] = (lane_t){
+        .state = LANE_ACTIVE,
+        .target = target,
+        .queued_items = queued_items,
+        .queued_tokens = queued_tokens,
+        .last_arrival_ns = now_ns,
+    };
+    lanes_sorted_insert(l, lane);
+    l->in_use++;
+    l->queued_tokens += queued_tokens;
+    return SCHED_OK;
 }
 
 void lanes_user_set(lanes_t *lanes, uint32_t lane, void *user)

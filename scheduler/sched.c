@@ -45,6 +45,50 @@ static uint64_t sched_now(const sched_t *s)
     return s->clock(s->clock_ctx);
 }
 
+/*
+ * Rebuilds shapes and lanes from the queues a recovered store already holds. Empty queues are
+ * released (their lane ids are free); each model's current shape comes back from the store.
+ */
+static sched_status_t sched_restore(sched_t *s)
+{
+    uint64_t now = sched_now(s);
+    store_queue_t *q = NULL, *next;
+    store_key_t key;
+    uint32_t target;
+    for (int more = store_queue_next(s->store, NULL, &next, &key, &target); more;) {
+        q = next;
+        store_key_t k = key;
+        uint32_t t = target;
+        more = store_queue_next(s->store, q, &next, &key, &target);
+        uint64_t items, tokens;
+        store_queue_count(q, &items, &tokens);
+        if (items == 0) {
+            if (store_queue_release(s->store, q) != STORE_OK)
+                return SCHED_ESTORE;
+            continue;
+        }
+        uint32_t model_idx;
+        sched_shape_t *shape;
+        sched_status_t st = shapes_model_intern(s, k.model, &model_idx);
+        if (st == SCHED_OK)
+            st = shapes_intern(s, model_idx, k.signature, &shape);
+        if (st == SCHED_OK)
+            st = lanes_restore(shape->lanes, k.lane, t, items, tokens, now);
+        if (st != SCHED_OK)
+            return st;
+        lanes_user_set(shape->lanes, k.lane, q);
+    }
+    for (size_t i = 0; i < s->n_models; i++) {
+        int has = 0;
+        uint64_t sig = 0;
+        if (store_current_shape_get(s->store, s->models[i]->name, &has, &sig) != STORE_OK)
+            return SCHED_ESTORE;
+        if (has)
+            s->models[i]->current = map_get(&s->shapes, (map_key_t){sig, i});
+    }
+    return SCHED_OK;
+}
+
 sched_status_t sched_create(const sched_config_t *config, store_t *store, sched_t **out)
 {
     if (config == NULL || config->clock == NULL || store == NULL || out == NULL ||
@@ -60,6 +104,11 @@ sched_status_t sched_create(const sched_config_t *config, store_t *store, sched_
     s->next_batch_id = 1;
     map_init(&s->shapes);
     map_init(&s->inflight);
+    sched_status_t st = sched_restore(s);
+    if (st != SCHED_OK) {
+        sched_destroy(s);
+        return st;
+    }
     *out = s;
     return SCHED_OK;
 }
@@ -80,26 +129,27 @@ void sched_destroy(sched_t *s)
 sched_status_t sched_submit(sched_t *s, const sched_item_t *item, sched_placement_t *out)
 {
     if (s == NULL || item == NULL || item->model == NULL || item->model[0] == '\0' ||
-        item->tokens == 0)
+        item->tokens == 0 || item->tokens > SCHED_MAX_TOKENS)
         return SCHED_EINVAL;
     s->filled_valid = 0;
     sched_shape_t *shape;
     uint32_t model_idx;
+    lanes_choice_t choice;
+    store_queue_t *queue = NULL, *opened = NULL;
     sched_status_t st = shapes_model_intern(s, item->model, &model_idx);
     if (st == SCHED_OK)
         st = shapes_intern(s, model_idx, item->signature, &shape);
+    if (st == SCHED_OK)
+        st = lanes_assign(shape->lanes, item->tokens, &choice);
     if (st != SCHED_OK)
-        return st;
-
-    lanes_choice_t choice;
-    st = lanes_assign(shape->lanes, item->tokens, &choice);
-    if (st != SCHED_OK)
-        return st;
-    store_queue_t *queue = NULL;
+        goto out;
     if (choice.open) {
         store_key_t key = {item->model, item->signature, choice.lane};
-        if (store_queue_open(s->store, &key, &queue) != STORE_OK)
-            return SCHED_ESTORE;
+        if ((s->store_status = store_queue_open(s->store, &key, &opened)) != STORE_OK) {
+            st = SCHED_ESTORE;
+            goto out;
+        }
+        queue = opened;
     } else {
         lanes_lane_t lane;
         lanes_get(shape->lanes, choice.lane, &lane);
@@ -114,12 +164,20 @@ sched_status_t sched_submit(sched_t *s, const sched_item_t *item, sched_placemen
         .tokens = item->tokens,
         .arrival_ns = now,
     };
-    if (store_append(s->store, queue, &si, NULL) != STORE_OK)
-        return SCHED_ESTORE;
+    if ((s->store_status = store_append(s->store, queue, &si, NULL)) != STORE_OK) {
+        st = SCHED_ESTORE;
+        goto out;
+    }
     lanes_accept(shape->lanes, &choice, now);
+    /* The store records the target (only a change costs anything) so the lane comes back with
+     * it after a restart. It cannot fail here: the append just succeeded. */
+    lanes_lane_t placed;
+    lanes_get(shape->lanes, choice.lane, &placed);
+    (void)store_queue_target_set(s->store, queue, placed.target);
     if (choice.open) {
         lanes_user_set(shape->lanes, choice.lane, queue);
         s->counters.lanes_opened++;
+        opened = NULL;
     } else {
         s->counters.lane_reuses++;
     }
@@ -128,7 +186,10 @@ sched_status_t sched_submit(sched_t *s, const sched_item_t *item, sched_placemen
     s->counters.tokens_received += item->tokens;
     if (out != NULL)
         *out = (sched_placement_t){choice.lane, choice.open, choice.force_fit};
-    return SCHED_OK;
+out:
+    if (opened != NULL) /* a lane that never took its item must not leave a queue behind */
+        (void)store_queue_release(s->store, opened);
+    return st;
 }
 
 static sched_status_t sched_scratch_reserve(sched_t *s, size_t n)
@@ -157,28 +218,35 @@ sched_status_t sched_fill(sched_t *s, const sched_consumer_t *consumer, sched_ba
     if (model_idx < 0)
         return SCHED_EEMPTY;
     sched_model_t *model = s->models[model_idx];
-    sched_shape_t *shape = select_shape(s, model);
-    if (shape == NULL)
-        return SCHED_EEMPTY;
-    sched_status_t st = sched_scratch_reserve(s, consumer->contract.max_batch_size);
+    sched_shape_t *shape;
+    sched_status_t st = select_shape(s, model, &shape);
     if (st != SCHED_OK)
         return st;
+    /* No batch can hold more items than the budget fits at the smallest pad, whatever size the
+     * consumer asked for, so that bounds the peek (and the scratch a remote number can grow). */
+    uint64_t cap = consumer->contract.max_batch_tokens / PACKER_PAD_MULTIPLE;
+    if (cap == 0)
+        cap = 1;
+    if (cap > consumer->contract.max_batch_size)
+        cap = consumer->contract.max_batch_size;
 
     uint32_t lane_id, prev;
     for (int more = lanes_next_by_tokens(shape->lanes, NULL, &lane_id); more;
          prev = lane_id, more = lanes_next_by_tokens(shape->lanes, &prev, &lane_id)) {
         lanes_lane_t lane;
         lanes_get(shape->lanes, lane_id, &lane);
+        size_t want = lane.queued_items < cap ? (size_t)lane.queued_items : (size_t)cap;
+        if ((st = sched_scratch_reserve(s, want)) != SCHED_OK)
+            return st;
         size_t n = 0;
-        if (store_peek(s->store, lane.user, s->views, consumer->contract.max_batch_size, &n) !=
-                STORE_OK ||
-            n == 0)
-            continue;
+        if ((s->store_status = store_peek(s->store, lane.user, s->views, want, &n)) != STORE_OK)
+            return SCHED_ESTORE;
+        if (n == 0)
+            continue; /* appended but not yet flushed: not readable */
         for (size_t i = 0; i < n; i++)
             s->tokens[i] = s->views[i].tokens;
         packer_result_t pr;
-        st = packer_fill(&consumer->contract, s->tokens, n, &pr);
-        if (st != SCHED_OK)
+        if ((st = packer_fill(&consumer->contract, s->tokens, n, &pr)) != SCHED_OK)
             return st;
         s->filled = (sched_batch_t){
             .batch_id = s->next_batch_id++,
@@ -223,7 +291,7 @@ sched_status_t sched_commit(sched_t *s, const sched_batch_t *batch)
     }
     lanes_lane_t lane;
     lanes_get(rec->shape->lanes, rec->lane, &lane);
-    if (store_commit(s->store, lane.user, refs, b->n) != STORE_OK) {
+    if ((s->store_status = store_commit(s->store, lane.user, refs, b->n)) != STORE_OK) {
         st = SCHED_ESTORE;
         goto out;
     }
@@ -282,7 +350,7 @@ sched_status_t sched_complete(sched_t *s, uint64_t batch_id, const uint32_t *pos
         if (it->settled)
             continue;
         int completed = 0;
-        if (store_tombstone(s->store, it->ref, &completed) != STORE_OK) {
+        if ((s->store_status = store_tombstone(s->store, it->ref, &completed)) != STORE_OK) {
             st = SCHED_ESTORE;
             break;
         }
@@ -297,7 +365,7 @@ sched_status_t sched_complete(sched_t *s, uint64_t batch_id, const uint32_t *pos
     if (done != 0)
         lanes_note_completed(rec->shape->lanes, rec->lane, done);
     sched_inflight_settle(s, rec);
-    if (st == SCHED_OK && out_done != NULL)
+    if (out_done != NULL) /* also on ESTORE: those positions are completed and stay so */
         *out_done = done;
     return st;
 }
@@ -329,7 +397,7 @@ sched_status_t sched_return(sched_t *s, uint64_t batch_id, const uint32_t *posit
         refs[k++] = rec->items[p].ref;
         tokens += rec->items[p].tokens;
     }
-    if (store_return(s->store, refs, k) != STORE_OK) {
+    if ((s->store_status = store_return(s->store, refs, k)) != STORE_OK) {
         for (uint32_t i = 0; i < k; i++)
             rec->items[idx[i]].settled = 0;
         st = SCHED_ESTORE;
@@ -358,6 +426,11 @@ void sched_tick(sched_t *s)
 const sched_counters_t *sched_counters(const sched_t *s)
 {
     return &s->counters;
+}
+
+store_status_t sched_store_status(const sched_t *s)
+{
+    return s->store_status;
 }
 
 const lanes_t *sched_lanes_view(const sched_t *s, const char *model, uint64_t signature)

@@ -58,6 +58,7 @@ struct sched {
     uint32_t *tokens;
     size_t views_cap;
     sched_counters_t counters;
+    store_status_t store_status; /* the store's answer behind the last SCHED_ESTORE */
 };
 
 /* shapes.c */
@@ -71,7 +72,8 @@ sched_status_t shapes_intern(struct sched *s, uint32_t model_idx, uint64_t signa
 void shapes_destroy_all(struct sched *s);
 void shapes_tick(struct sched *s, uint64_t now_ns);
 
-/* select.c: the model's shape for the next batch (sticky), or NULL when it has no work. */
-sched_shape_t *select_shape(struct sched *s, sched_model_t *model);
+/* select.c: the model's shape for the next batch (sticky): SCHED_EEMPTY when it has no work,
+ * SCHED_ESTORE when recording a switch failed. */
+sched_status_t select_shape(struct sched *s, sched_model_t *model, sched_shape_t **out /* out */);
 
 #endif

@@ -102,7 +102,9 @@ void lanes_destroy(lanes_t *lanes);
 
 /*
  * The waste threshold at `in_use` lanes, as an exact fraction num/den:
- * 1% + 9% * in_use / max_lanes. Exposed so tests pin the constants.
+ * 1% + 9% * in_use / max_lanes. With the daemon's budget max_lanes is LANES_MAX (2,048); a
+ * smaller budget (the simulator's 128) reaches the 10% end at its own cap, as the article's
+ * earlier 128-lane broker did. Exposed so tests pin the constants.
  */
 void lanes_threshold(const lanes_t *lanes, uint32_t in_use, uint64_t *out_num /* out */,
                      uint64_t *out_den /* out */);
@@ -114,6 +116,14 @@ sched_status_t lanes_assign(lanes_t *lanes, uint32_t tokens, lanes_choice_t *out
 /* Applies a choice from lanes_assign (no other lanes_* mutation in between): opens the lane or
  * raises its target, and counts the item as queued, arrived at now_ns. */
 void lanes_accept(lanes_t *lanes, const lanes_choice_t *choice, uint64_t now_ns);
+
+/*
+ * Puts back a lane that existed before a restart, with its recorded target and the items the
+ * store recovered into it (active, last arrival now_ns). Ids below it that are not in use become
+ * free. SCHED_EINVAL if the id is beyond the budget or already in use, or target is 0.
+ */
+sched_status_t lanes_restore(lanes_t *lanes, uint32_t lane, uint32_t target, uint64_t queued_items,
+                             uint64_t queued_tokens, uint64_t now_ns);
 
 /* Attaches an owner pointer to a lane (the scheduler: the lane's store queue). */
 void lanes_user_set(lanes_t *lanes, uint32_t lane, void *user);
@@ -230,20 +240,30 @@ typedef struct {
     uint64_t padded_tokens, real_tokens;
 } sched_counters_t;
 
-/* `store` is borrowed and must outlive the scheduler. *out is freed with sched_destroy. */
+/*
+ * `store` is borrowed and must outlive the scheduler. Every queue the store already holds (a
+ * recovered disk store) is restored as a lane of its shape, with its recorded target raised to
+ * its longest item if need be, and each model's current shape is read back from the store.
+ * *out is freed with sched_destroy.
+ */
 sched_status_t sched_create(const sched_config_t *config, store_t *store, sched_t **out /* out */);
 /* Frees the scheduler. Batches still in flight stay pending in the store. NULL-safe. */
 void sched_destroy(sched_t *sched);
 
-/* Places one item: shape lookup (created on first sight), lane choice, store append. */
+/* Longest item the scheduler takes: pad_to and padded-token sums stay within 32/64 bits. */
+#define SCHED_MAX_TOKENS (UINT32_MAX - PACKER_PAD_MULTIPLE)
+
+/* Places one item: shape lookup (created on first sight), lane choice, store append. On
+ * SCHED_ESTORE, sched_store_status says why (STORE_ENOSPC: the disk is full). */
 sched_status_t sched_submit(sched_t *sched, const sched_item_t *item,
                             sched_placement_t *out /* out, may be NULL */);
 
 /*
  * Packs the next batch for a consumer: stays on the model's current shape while it has
  * dispatchable tokens, else switches to the shape with the most; within the shape tries lanes
- * in descending queued-token order. Peeks only: nothing moves until sched_commit. The shape
- * guard runs on the batch before it is returned. SCHED_EEMPTY when the model has no work.
+ * in descending queued-token order. Peeks only: no item moves until sched_commit (choosing the
+ * batch may switch the model's current shape and uses a batch id). The shape guard runs on the
+ * batch before it is returned. SCHED_EEMPTY when the model has no readable work.
  */
 sched_status_t sched_fill(sched_t *sched, const sched_consumer_t *consumer,
                           sched_batch_t *out /* out */);
@@ -257,7 +277,8 @@ sched_status_t sched_commit(sched_t *sched, const sched_batch_t *batch);
 
 /* Completes positions of an in-flight batch (all of them when positions is NULL). Already
  * settled positions are skipped, so repeating an ack is harmless. *out_done (may be NULL)
- * counts the positions completed by this call. */
+ * counts the positions completed by this call; unlike other out pointers it is also set on
+ * SCHED_ESTORE, because the positions before the failure are completed and stay so. */
 sched_status_t sched_complete(sched_t *sched, uint64_t batch_id, const uint32_t *positions,
                               size_t n, uint32_t *out_done /* out */);
 
@@ -268,7 +289,11 @@ sched_status_t sched_return(sched_t *sched, uint64_t batch_id, const uint32_t *p
 /* Maintenance tick (every LANES_TICK_NS): the lanes' quiesce rule on every shape. */
 void sched_tick(sched_t *sched);
 
+/* Borrowed view of the counters, valid until sched_destroy. */
 const sched_counters_t *sched_counters(const sched_t *sched);
+
+/* The store's status behind the most recent SCHED_ESTORE. */
+store_status_t sched_store_status(const sched_t *sched);
 
 /* The lanes of a shape, or NULL if the scheduler has never seen it. Borrowed view. */
 const lanes_t *sched_lanes_view(const sched_t *sched, const char *model, uint64_t signature);

@@ -16,11 +16,13 @@
  */
 #include "scheduler/sched_int.h"
 
-sched_shape_t *select_shape(struct sched *s, sched_model_t *model)
+sched_status_t select_shape(struct sched *s, sched_model_t *model, sched_shape_t **out)
 {
     sched_shape_t *cur = model->current;
-    if (cur != NULL && lanes_queued_tokens(cur->lanes) > 0)
-        return cur;
+    if (cur != NULL && lanes_queued_tokens(cur->lanes) > 0) {
+        *out = cur;
+        return SCHED_OK;
+    }
     sched_shape_t *best = NULL;
     uint64_t best_tokens = 0;
     for (size_t i = 0; i < model->n_shapes; i++) {
@@ -30,12 +32,14 @@ sched_shape_t *select_shape(struct sched *s, sched_model_t *model)
             best_tokens = t;
         }
     }
-    if (best == NULL || best == cur)
-        return best;
-    if (store_current_shape_set(s->store, model->name, best->signature) != STORE_OK)
-        return NULL;
+    if (best == NULL)
+        return SCHED_EEMPTY;
+    if ((s->store_status = store_current_shape_set(s->store, model->name, best->signature)) !=
+        STORE_OK)
+        return SCHED_ESTORE;
     if (cur != NULL)
         s->counters.shape_switches++;
     model->current = best;
-    return best;
+    *out = best;
+    return SCHED_OK;
 }

@@ -48,6 +48,7 @@ struct mem_queue {
     uint64_t signature;
     uint32_t model_idx;
     uint32_t lane;
+    uint32_t target;
     uint64_t next_offset;
     mem_item_t **items; /* queued items are items[head .. head + len) */
     size_t head;
@@ -145,7 +146,10 @@ static store_status_t mem_queue_open(store_t *store, const store_key_t *key, sto
         *out = &q->base;
         return STORE_OK;
     }
-    if (map_reserve(&ms->queues_by_key, 1) != MAP_OK || map_reserve(&ms->queues_by_id, 1) != MAP_OK)
+    /* the released-map slot is reserved now, so that releasing the queue cannot fail */
+    if (map_reserve(&ms->queues_by_key, 1) != MAP_OK ||
+        map_reserve(&ms->queues_by_id, 1) != MAP_OK ||
+        map_reserve(&ms->released, ms->queues_by_id.len + 1) != MAP_OK)
         return STORE_ENOMEM;
     q = calloc(1, sizeof(*q));
     if (q == NULL)
@@ -405,7 +409,59 @@ static store_status_t mem_current_shape_get(store_t *store, const char *model, i
     return STORE_OK;
 }
 
+static store_status_t mem_flush(store_t *store)
+{
+    (void)store;
+    return STORE_OK;
+}
+
+static uint64_t mem_unflushed_bytes(const store_t *store)
+{
+    (void)store;
+    return 0;
+}
+
+static store_status_t mem_queue_target_set(store_t *store, store_queue_t *queue, uint32_t target)
+{
+    (void)store;
+    ((mem_queue_t *)queue)->target = target;
+    return STORE_OK;
+}
+
+static int mem_queue_next(store_t *store, store_queue_t *prev, store_queue_t **out,
+                          store_key_t *out_key, uint32_t *out_target)
+{
+    mem_store_t *ms = mem_of(store);
+    /* Slot order of the id map: stable while no queue is opened or released in between. */
+    size_t start = 0;
+    if (prev != NULL) {
+        for (; start < ms->queues_by_id.cap; start++) {
+            if (ms->queues_by_id.slots[start].value == prev) {
+                start++;
+                break;
+            }
+        }
+    }
+    for (size_t i = start; i < ms->queues_by_id.cap; i++) {
+        mem_queue_t *q = ms->queues_by_id.slots[i].value;
+        if (q == NULL)
+            continue;
+        if (out != NULL)
+            *out = &q->base;
+        if (out_key != NULL)
+            *out_key = (store_key_t){ms->models[q->model_idx].name, q->signature, q->lane};
+        if (out_target != NULL)
+            *out_target = q->target;
+        return 1;
+    }
+    return 0;
+}
+
 static const struct store_ops mem_ops = {
+    .flush = mem_flush,
+    .unflushed_bytes = mem_unflushed_bytes,
+    .queue_target_set = mem_queue_target_set,
+    .queue_next = mem_queue_next,
     .close = mem_close,
     .queue_open = mem_queue_open,
     .queue_release = mem_queue_release,

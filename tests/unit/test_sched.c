@@ -360,6 +360,76 @@ static void test_submit_rejects_invalid_items(void **state)
     assert_true(sched_counters(f->sched)->items_received == 0);
 }
 
+/* ---- restart over the disk store ----------------------------------------------------------- */
+
+static void rm_rf(const char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_restart_restores_lanes_targets_and_current_shape(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/lanesched-sched-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    store_disk_config_t dc = {.dir = dir};
+    fake_clock_t clock = {0};
+    sched_config_t cfg = {.clock = fake_now, .clock_ctx = &clock};
+    store_t *store;
+    sched_t *sched;
+    assert_int_equal(store_open_disk(&dc, NULL, &store), STORE_OK);
+    assert_int_equal(sched_create(&cfg, store, &sched), SCHED_OK);
+    fixture_t f = {.store = store, .sched = sched};
+    for (int i = 0; i < 5; i++)
+        submit(&f, "m", 0xA, 100 + (uint32_t)i); /* lane 0, target rises to 104 */
+    submit(&f, "m", 0xA, 4000);                  /* lane 1 */
+    submit(&f, "m", 0xB, 50);
+    assert_int_equal(store_flush(store), STORE_OK);
+    sched_consumer_t c = consumer("m", 2, 100000);
+    sched_batch_t b = take(&f, &c); /* lane 1 (4000 tokens) first: sticky shape A */
+    assert_int_equal(b.lane, 1);
+    assert_int_equal(sched_complete(sched, b.batch_id, NULL, 0, NULL), SCHED_OK);
+    b = take(&f, &c); /* i0, i1 of lane 0: committed, never acked: come back */
+    assert_int_equal(b.n, 2);
+    assert_int_equal(store_flush(store), STORE_OK);
+    sched_destroy(sched);
+    store_close(store);
+
+    store_recovery_t rep;
+    assert_int_equal(store_open_disk(&dc, &rep, &store), STORE_OK);
+    assert_true(rep.entries_live == 6 && rep.entries_tombstoned == 1);
+    assert_int_equal(sched_create(&cfg, store, &sched), SCHED_OK);
+    f.store = store;
+    f.sched = sched;
+    const lanes_t *l = sched_lanes_view(sched, "m", 0xA);
+    assert_non_null(l);
+    lanes_lane_t lane;
+    assert_int_equal(lanes_get(l, 0, &lane), SCHED_OK);
+    assert_int_equal(lane.target, 104);
+    assert_int_equal(lane.queued_items, 5);
+    /* lane 1's only item completed: its segment and queue are gone, so it was not restored */
+    assert_int_equal(lanes_get(l, 1, &lane), SCHED_EINVAL);
+    assert_int_equal(lanes_in_use(l), 1);
+    uint64_t cur = 0;
+    assert_true(sched_current_shape(sched, "m", &cur) && cur == 0xA);
+    /* a new item reuses the free lane id 1, and the old items still come first, in order */
+    sched_placement_t p = submit(&f, "m", 0xA, 9000);
+    assert_true(p.opened && p.lane == 1);
+    assert_int_equal(store_flush(store), STORE_OK);
+    c = consumer("m", 8, 100000);
+    b = take(&f, &c);
+    assert_int_equal(b.lane, 1);
+    b = take(&f, &c);
+    assert_int_equal(b.n, 5);
+    assert_true(id_is(&b.items_view[0], "i0") && id_is(&b.items_view[4], "i4"));
+    assert_int_equal(b.items_view[0].deliveries, 0); /* the pending map is not persisted */
+    sched_destroy(sched);
+    store_close(store);
+    rm_rf(dir);
+}
+
 /* ---- the shape guard ---------------------------------------------------------------------- */
 
 static sched_batch_t guard_batch(store_view_t *items, size_t n, uint64_t sig)
@@ -632,6 +702,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tokens_received_equal_tokens_completed_after_drain,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_submit_rejects_invalid_items, setup, teardown),
+        cmocka_unit_test(test_restart_restores_lanes_targets_and_current_shape),
         cmocka_unit_test(test_guard_passes_a_pure_batch),
         cmocka_unit_test(test_guard_aborts_on_signature_mismatch),
         cmocka_unit_test(test_property_random_streams_keep_every_invariant),
