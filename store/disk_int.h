@@ -41,8 +41,8 @@ struct dseg {
 
 /*
  * A queued item: where its entry is and what the scheduler needs without reading it. 32 bytes;
- * with the queue array's growth slack a queued item costs at most 64 bytes of memory, and the
- * payload stays on disk.
+ * the queue array grows by half, so with its slack a queued item costs at most 48 bytes of
+ * memory (exactly 32 right after recovery, which trims), and the payload stays on disk.
  */
 typedef struct {
     dseg_t *seg;
@@ -117,7 +117,10 @@ void disk_corrupt(disk_t *d, const char *file, int line, const char *fmt, ...)
 store_status_t disk_model_intern(disk_t *d, const char *model, uint32_t *out_idx);
 store_status_t disk_queue_get(disk_t *d, const char *model, uint64_t signature, uint32_t lane,
                               dqueue_t **out);
+store_status_t disk_queue_reserve(dqueue_t *q, size_t extra);
 store_status_t disk_queue_push(dqueue_t *q, const drec_t *rec);
+/* Frees the array's slack (after recovery, which knows the final sizes). */
+void disk_queue_trim(dqueue_t *q);
 store_status_t disk_seg_attach(disk_t *d, dqueue_t *q, dseg_t *seg);
 void disk_seg_free(disk_t *d, dseg_t *seg);
 void disk_seg_mark_dirty(disk_t *d, dseg_t *seg);

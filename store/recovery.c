@@ -28,9 +28,10 @@
  *      recovered file is only ever read and tombstoned.
  *   4. Every dropped byte is counted in the report and logged with the line that found it.
  *
- * Rejected: trusting the index's entry counts and skipping the scan. The scan reads headers
- * only (never payload semantics) at memory speed through a read-only mapping, and it is the
- * only way to honour "tombstones win" after a crash between a tombstone and its count.
+ * Rejected: trusting the index's entry counts and skipping the scan. The scan walks entry
+ * headers and checks every entry's CRC (so it reads every byte once, through a read-only
+ * mapping); it is the only way to honour "tombstones win" after a crash between a tombstone and
+ * its count, and to keep a damaged entry from ever being handed out.
  */
 #include "store/disk_int.h"
 
@@ -222,6 +223,13 @@ static store_status_t rec_quarantine(disk_t *d, const char *name, store_recovery
     rep->quarantined_files++;
     disk_log(d, STORE_LOG_ERROR, "segment file %s has an unreadable header: moved to %s/quarantine",
              name, d->dir);
+    /* Both directories the rename touched are synced, so the move survives a power loss. */
+    int qfd = openat(d->dir_fd, "quarantine", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int rc = qfd < 0 ? -1 : store_fault_fsync(qfd, 0);
+    if (qfd >= 0)
+        close(qfd);
+    if (rc != 0)
+        return STORE_EIO;
     return disk_fsync_dir(d);
 }
 
@@ -260,6 +268,8 @@ static store_status_t rec_list_files(disk_t *d, const rec_ctx_t *c, store_recove
         if (sfd >= 0)
             close(sfd);
         seg_header_t h;
+        if (id >= d->next_segment_id) /* never reuse an id, not even a quarantined file's */
+            d->next_segment_id = id + 1;
         if (r < 0 || seg_header_decode(hdr, (size_t)r, &h) != STORE_OK || h.segment_id != id) {
             disk_corrupt(d, STORE_CORRUPT_BKPT, "segment %s: header fails its checks", de->d_name);
             char(*nb)[256] = realloc(bad, (n_bad + 1) * sizeof(*bad));
@@ -311,11 +321,11 @@ static int rec_file_cmp(const void *a, const void *b)
 }
 
 /* Finds the next valid entry at an aligned offset in [from, end); returns end if none. */
-static uint64_t rec_resync(uint64_t seg_id, const uint8_t *map, uint64_t from, uint64_t end)
+static uint64_t rec_resync(uint32_t seed, const uint8_t *map, uint64_t from, uint64_t end)
 {
     seg_entry_t e;
     for (uint64_t off = from; off + SEG_ENTRY_HEADER <= end; off += SEG_ALIGN) {
-        if (seg_entry_check(seg_id, map + off, end - off, &e))
+        if (seg_entry_check(seed, map + off, end - off, &e))
             return off;
     }
     return end;
@@ -357,12 +367,12 @@ static store_status_t rec_scan(disk_t *d, rec_file_t *f, store_recovery_t *rep)
     /* The durable boundary: what the index recorded; unknown for an adopted file. */
     int bounded = f->row != NULL;
     uint64_t durable = bounded ? f->row->readable : size;
+    uint64_t missing = 0; /* bytes the index says are durable but the file no longer has */
     if (bounded && durable > size) {
         disk_corrupt(d, STORE_CORRUPT_BKPT,
                      "segment %s is %" PRIu64 " bytes, shorter than its durable boundary %" PRIu64,
                      name, size, durable);
-        rep->corrupt_regions++;
-        rep->corrupt_bytes += durable - size;
+        missing = durable - size;
         durable = size;
     }
     if (durable < seg->header_len)
@@ -370,8 +380,13 @@ static store_status_t rec_scan(disk_t *d, rec_file_t *f, store_recovery_t *rep)
     uint64_t keep = durable; /* the file is cut back to here */
     uint64_t tombs = 0;
     seg_entry_t e;
+    uint32_t seed = seg_crc_seed(f->id);
+    /* Room for every live entry the index knows of, so the queue array is sized once. */
+    if (bounded && f->row->entries > f->row->deleted &&
+        (st = disk_queue_reserve(q, f->row->entries - f->row->deleted)) != STORE_OK)
+        goto out;
     for (uint64_t off = seg->header_len; off < durable;) {
-        if (seg_entry_check(f->id, map + off, durable - off, &e)) {
+        if (seg_entry_check(seed, map + off, durable - off, &e)) {
             seg->entries++;
             seg->tokens += e.tokens;
             if (e.state == SEG_STATE_TOMB) {
@@ -393,7 +408,7 @@ static store_status_t rec_scan(disk_t *d, rec_file_t *f, store_recovery_t *rep)
             off += e.length;
             continue;
         }
-        uint64_t next = rec_resync(f->id, map, off + SEG_ALIGN, durable);
+        uint64_t next = rec_resync(seed, map, off + SEG_ALIGN, durable);
         if (next == durable && !bounded) {
             rep->torn_tails++;
             rep->torn_bytes += size - off;
@@ -403,12 +418,21 @@ static store_status_t rec_scan(disk_t *d, rec_file_t *f, store_recovery_t *rep)
             keep = off;
             break;
         }
+        /* A damaged stretch running into missing bytes is one region with them. */
+        if (next == durable && missing != 0) {
+            rep->corrupt_bytes += missing;
+            missing = 0;
+        }
         rep->corrupt_regions++;
         rep->corrupt_bytes += next - off;
         disk_corrupt(d, STORE_CORRUPT_BKPT,
                      "segment %s: %" PRIu64 " damaged bytes at offset %" PRIu64 " skipped", name,
                      next - off, off);
         off = next;
+    }
+    if (missing != 0) {
+        rep->corrupt_regions++;
+        rep->corrupt_bytes += missing;
     }
     if (bounded && size > durable) {
         rep->torn_tails++;
@@ -524,17 +548,15 @@ store_status_t disk_recover(disk_t *d, store_recovery_t *rep)
         if (disk_model_intern(d, c.lanes[i].model, &idx) == STORE_OK)
             q = map_get(&d->queues,
                         (map_key_t){c.lanes[i].signature, (uint64_t)idx << 32 | c.lanes[i].lane});
-        if (q == NULL) {
-            if (index_lane_del(txn, c.lanes[i].model, c.lanes[i].signature, c.lanes[i].lane) !=
-                INDEX_OK) {
-                st = STORE_EINDEX;
-                goto out;
-            }
-            continue;
-        }
+        /* A lane with a recorded target but no segment left (all its items completed, the
+         * lane not yet released) comes back empty, with its target: the owner decides. */
+        if (q == NULL && (st = disk_queue_get(d, c.lanes[i].model, c.lanes[i].signature,
+                                              c.lanes[i].lane, &q)) != STORE_OK)
+            goto out;
         q->target = c.lanes[i].target;
     }
     for (dqueue_t *q = d->all; q != NULL; q = q->all_next) {
+        disk_queue_trim(q);
         for (size_t i = 0; i < q->len; i++) {
             if (q->recs[q->head + i].tokens > q->target) {
                 q->target = q->recs[q->head + i].tokens;

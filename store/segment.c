@@ -88,15 +88,18 @@ uint64_t seg_entry_size(size_t id_len, size_t payload_len)
     return seg_align(SEG_ENTRY_HEADER + (uint64_t)id_len + payload_len);
 }
 
-static uint32_t seg_entry_crc(uint64_t segment_id, const uint8_t *entry, const uint8_t *id,
-                              size_t id_len, const uint8_t *payload, size_t payload_len)
+uint32_t seg_crc_seed(uint64_t segment_id)
 {
     uint8_t sid[8];
     store_put64(sid, segment_id);
-    uint32_t crc = store_crc32c(0, sid, sizeof(sid));
-    crc = store_crc32c(crc, entry + 4, 24);
-    crc = store_crc32c(crc, id, id_len);
-    return store_crc32c(crc, payload, payload_len);
+    return store_crc32c(0, sid, sizeof(sid));
+}
+
+/* The entry's CRC: fields 4..28, then id and payload, which sit back to back after the header. */
+static uint32_t seg_entry_crc(uint32_t seed, const uint8_t *entry, size_t body_len)
+{
+    uint32_t crc = store_crc32c(seed, entry + 4, 24);
+    return store_crc32c(crc, entry + SEG_ENTRY_HEADER, body_len);
 }
 
 void seg_entry_encode(uint64_t segment_id, const store_item_t *item, uint64_t arrival_ns,
@@ -118,11 +121,11 @@ void seg_entry_encode(uint64_t segment_id, const store_item_t *item, uint64_t ar
         memcpy(p + item->id_len, item->payload, item->payload_len);
     uint64_t used = SEG_ENTRY_HEADER + item->id_len + item->payload_len;
     memset(buf + used, 0, size - used);
-    store_put32(buf + 28, seg_entry_crc(segment_id, buf, p, item->id_len, p + item->id_len,
-                                        item->payload_len));
+    store_put32(buf + 28,
+                seg_entry_crc(seg_crc_seed(segment_id), buf, item->id_len + item->payload_len));
 }
 
-int seg_entry_check(uint64_t segment_id, const uint8_t *buf, uint64_t avail, seg_entry_t *out)
+int seg_entry_check(uint32_t seed, const uint8_t *buf, uint64_t avail, seg_entry_t *out)
 {
     if (avail < SEG_ENTRY_HEADER)
         return 0;
@@ -133,8 +136,7 @@ int seg_entry_check(uint64_t segment_id, const uint8_t *buf, uint64_t avail, seg
     if (id_len > SEG_ID_MAX || tokens == 0 || length > avail ||
         length != seg_entry_size(id_len, payload_len) || buf[10] != 0 || buf[11] != 0)
         return 0;
-    const uint8_t *p = buf + SEG_ENTRY_HEADER;
-    if (seg_entry_crc(segment_id, buf, p, id_len, p + id_len, payload_len) != store_get32(buf + 28))
+    if (seg_entry_crc(seed, buf, (size_t)id_len + payload_len) != store_get32(buf + 28))
         return 0;
     *out = (seg_entry_t){
         .state = store_get32(buf),

@@ -101,13 +101,15 @@ uint64_t seg_entry_size(size_t id_len, size_t payload_len);
 void seg_entry_encode(uint64_t segment_id, const store_item_t *item, uint64_t arrival_ns,
                       uint8_t *buf);
 
+/* The CRC state after the segment id: computed once per segment, it seeds every entry's CRC. */
+uint32_t seg_crc_seed(uint64_t segment_id);
+
 /*
  * Checks the entry at buf, with `avail` bytes readable from buf: the length is sane and within
- * avail and the CRC verifies. Returns 1 and fills *out if so, else 0 (out untouched). The state
- * word is not judged here.
+ * avail and the CRC (seeded with seg_crc_seed of its segment) verifies. Returns 1 and fills
+ * *out if so, else 0 (out untouched). The state word is not judged here.
  */
-int seg_entry_check(uint64_t segment_id, const uint8_t *buf, uint64_t avail,
-                    seg_entry_t *out /* out */);
+int seg_entry_check(uint32_t seed, const uint8_t *buf, uint64_t avail, seg_entry_t *out /* out */);
 
 /* File name of a segment id into buf (SEG_FILE_NAME_SIZE bytes). */
 void seg_file_name(uint64_t segment_id, char *buf);

@@ -1,0 +1,1274 @@
+/*
+ * test_corruption.c - recovery of the disk store from damaged segment files.
+ *
+ * Each test builds a pristine store in a fresh mkdtemp directory: 40 known items in two lanes
+ * of one (model, shape), a 1 KiB segment cap so lane 0 rolls over several times, some items
+ * tombstoned, everything flushed, the store closed. The entry boundaries of every segment file
+ * are computed from the format written down in store/segment_int.h (header 64 + model bytes
+ * padded to 8, entry 32 + id + payload padded to 8) and cross-checked against the file bytes
+ * (state words, lengths, CRC-32C computed here independently) before any damage is done.
+ *
+ * Every trial copies the pristine directory, damages one copy, reopens it and checks:
+ *   - store_open_disk returns STORE_OK (recovery never crashes, never refuses a damaged file);
+ *   - the items handed out are exactly the expected ones, each once, byte-identical to what was
+ *     appended (id, payload, tokens, arrival, ref, routing keys): never a damaged item;
+ *   - every counter of the recovery report equals the value derived from the format and the
+ *     damage done (the report says exactly what was dropped);
+ *   - what happened to the files (cut, kept, quarantined, deleted).
+ *
+ * Seeded: LANES_TEST_SEED overrides the seed; the seed is printed so a failure can be replayed.
+ * Failures name the trial (segment, offset, flipped bytes).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "store/store.h"
+
+/* ---- the format, as segment_int.h writes it down (restated here on purpose) -------------- */
+
+#define FMT_HEADER_FIXED 64u
+#define FMT_ENTRY_HEADER 32u
+#define FMT_ALIGN        8u
+#define FMT_STATE_LIVE   0x4556494Cu /* "LIVE" */
+#define FMT_STATE_TOMB   0x424D4F54u /* "TOMB" */
+
+static uint64_t fmt_align(uint64_t n)
+{
+    return (n + FMT_ALIGN - 1) / FMT_ALIGN * FMT_ALIGN;
+}
+
+static uint64_t fmt_header_size(size_t model_len)
+{
+    return fmt_align(FMT_HEADER_FIXED + model_len);
+}
+
+static uint64_t fmt_entry_size(size_t id_len, size_t payload_len)
+{
+    return fmt_align(FMT_ENTRY_HEADER + id_len + payload_len);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* CRC-32C (Castagnoli), bitwise: an independent implementation of the format's checksum. */
+static uint32_t crc32c(uint32_t crc, const uint8_t *p, size_t n)
+{
+    crc = ~crc;
+    while (n-- > 0) {
+        crc ^= *p++;
+        for (int k = 0; k < 8; k++)
+            crc = crc & 1 ? (crc >> 1) ^ 0x82F63B78u : crc >> 1;
+    }
+    return ~crc;
+}
+
+/* The entry CRC: segment id (u64 LE) || entry bytes 4..28 || id || payload. */
+static uint32_t fmt_entry_crc(uint64_t segment_id, const uint8_t *entry)
+{
+    uint8_t sid[8];
+    put64(sid, segment_id);
+    size_t id_len = (size_t)entry[8] | (size_t)entry[9] << 8;
+    uint32_t crc = crc32c(0, sid, 8);
+    crc = crc32c(crc, entry + 4, 24);
+    return crc32c(crc, entry + FMT_ENTRY_HEADER, id_len + get32(entry + 24));
+}
+
+/* ---- deterministic randomness ------------------------------------------------------------ */
+
+static uint64_t rng_state;
+
+static uint64_t rng_next(void)
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rng_below(uint64_t n)
+{
+    return rng_next() % n;
+}
+
+static uint64_t test_seed(void)
+{
+    const char *env = getenv("LANES_TEST_SEED");
+    return env != NULL && env[0] != '\0' ? strtoull(env, NULL, 0) : 0x5EED0C0DEull;
+}
+
+/* ---- files ------------------------------------------------------------------------------- */
+
+static void rm_tree(const char *path)
+{
+    DIR *d = opendir(path);
+    if (d == NULL) {
+        unlink(path);
+        return;
+    }
+    for (struct dirent *de; (de = readdir(d)) != NULL;) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        char child[1024];
+        snprintf(child, sizeof(child), "%s/%s", path, de->d_name);
+        struct stat sb;
+        if (lstat(child, &sb) == 0 && S_ISDIR(sb.st_mode))
+            rm_tree(child);
+        else
+            assert_int_equal(unlink(child), 0);
+    }
+    closedir(d);
+    assert_int_equal(rmdir(path), 0);
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    int in = open(from, O_RDONLY | O_CLOEXEC);
+    assert_true(in >= 0);
+    int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    assert_true(out >= 0);
+    uint8_t buf[65536];
+    for (;;) {
+        ssize_t r = read(in, buf, sizeof(buf));
+        assert_true(r >= 0);
+        if (r == 0)
+            break;
+        assert_int_equal(write(out, buf, (size_t)r), r);
+    }
+    close(in);
+    close(out);
+}
+
+static void copy_tree(const char *from, const char *to)
+{
+    assert_true(mkdir(to, 0755) == 0 || errno == EEXIST);
+    DIR *d = opendir(from);
+    assert_non_null(d);
+    for (struct dirent *de; (de = readdir(d)) != NULL;) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        char a[1024], b[1024];
+        snprintf(a, sizeof(a), "%s/%s", from, de->d_name);
+        snprintf(b, sizeof(b), "%s/%s", to, de->d_name);
+        struct stat sb;
+        assert_int_equal(lstat(a, &sb), 0);
+        if (S_ISDIR(sb.st_mode))
+            copy_tree(a, b);
+        else
+            copy_file(a, b);
+    }
+    closedir(d);
+}
+
+static uint8_t *read_all(const char *path, size_t *out_len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    struct stat sb;
+    assert_int_equal(fstat(fd, &sb), 0);
+    uint8_t *buf = malloc((size_t)sb.st_size + 1);
+    assert_non_null(buf);
+    assert_int_equal(pread(fd, buf, (size_t)sb.st_size, 0), sb.st_size);
+    close(fd);
+    *out_len = (size_t)sb.st_size;
+    return buf;
+}
+
+static void write_all(const char *path, const uint8_t *buf, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, buf, len), (ssize_t)len);
+    close(fd);
+}
+
+/* File size, or -1 if the file does not exist. */
+static long long file_size(const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        assert_int_equal(errno, ENOENT);
+        return -1;
+    }
+    return (long long)sb.st_size;
+}
+
+static void make_temp_dir(char *buf, size_t cap)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(buf, cap, "%s/lanes-corruption-XXXXXX", tmp != NULL && tmp[0] ? tmp : "/tmp");
+    assert_non_null(mkdtemp(buf));
+}
+
+/* ---- the pristine store ------------------------------------------------------------------ */
+
+#define MODEL     "corrupt-model" /* 13 bytes: the header is 64 + 13 = 77, padded to 80 */
+#define SIGNATURE 0x5A5AC0DEF00Dull
+#define N_ITEMS   40
+#define MAX_SEGS  32
+#define SEG_CAP   1024u
+
+typedef struct {
+    uint8_t id[16];
+    size_t id_len;
+    uint8_t payload[160];
+    size_t payload_len;
+    uint32_t tokens;
+    uint64_t arrival_ns;
+    uint32_t lane;
+    store_ref_t ref; /* as append returned it */
+    int seg;         /* index into fixture.segs */
+    uint64_t size;   /* entry bytes, from the format */
+    int tomb;        /* tombstoned before close */
+} item_t;
+
+typedef struct {
+    uint64_t id;
+    char name[32];
+    uint32_t lane;
+    uint64_t header_len;
+    uint64_t size; /* file size == durable boundary recorded by the last flush */
+    int items[N_ITEMS];
+    size_t n_items; /* in file order */
+} seginfo_t;
+
+typedef struct {
+    char root[512]; /* the pristine data directory */
+    item_t items[N_ITEMS];
+    seginfo_t segs[MAX_SEGS];
+    size_t n_segs;
+} fixture_t;
+
+/*
+ * What a trial holds while it runs: a failed assertion leaves the test by longjmp, so the
+ * teardown closes and removes whatever is still here (no leak, no stray directory).
+ */
+static store_t *trial_store;
+static store_view_t *trial_views;
+static char trial_dir[512];
+
+/* Store log lines: silent unless LANES_TEST_VERBOSE is set; counted by level. */
+static unsigned log_count[3];
+
+static void test_log(void *ctx, int level, const char *msg)
+{
+    (void)ctx;
+    if (level >= 0 && level < 3)
+        log_count[level]++;
+    if (getenv("LANES_TEST_VERBOSE") != NULL)
+        fprintf(stderr, "  [store %d] %s\n", level, msg);
+}
+
+static store_disk_config_t disk_config(const char *dir)
+{
+    return (store_disk_config_t){
+        .dir = dir,
+        .segment_max_bytes = SEG_CAP,
+        .durability = STORE_DURABLE_PROCESS,
+        .index_map_bytes = 8u << 20,
+        .log = test_log,
+        .log_ctx = NULL,
+    };
+}
+
+static void item_make(item_t *it, size_t i)
+{
+    memset(it, 0, sizeof(*it));
+    it->id_len = 4 + i % 9;
+    it->id[0] = 'k';
+    it->id[1] = (uint8_t)('0' + i / 10);
+    it->id[2] = (uint8_t)('0' + i % 10);
+    for (size_t j = 3; j < it->id_len; j++)
+        it->id[j] = (uint8_t)('a' + (i + j) % 26);
+    it->payload_len = (i * 37) % 150;
+    for (size_t j = 0; j < it->payload_len; j++)
+        it->payload[j] = (uint8_t)(i * 131 + j * 7 + 3);
+    it->tokens = 1 + (uint32_t)(i * 7 % 50);
+    it->arrival_ns = 1700000000000000000ull + i * 1000;
+    it->lane = i % 5 == 4 ? 1 : 0;
+    it->size = fmt_entry_size(it->id_len, it->payload_len);
+}
+
+static void append_item(store_t *s, store_queue_t *q, item_t *it)
+{
+    store_item_t in = {
+        .id = it->id,
+        .id_len = it->id_len,
+        .payload = it->payload,
+        .payload_len = it->payload_len,
+        .tokens = it->tokens,
+        .arrival_ns = it->arrival_ns,
+    };
+    assert_int_equal(store_append(s, q, &in, &it->ref), STORE_OK);
+}
+
+static int item_by_id(const fixture_t *f, const uint8_t *id, size_t id_len)
+{
+    for (int i = 0; i < N_ITEMS; i++) {
+        if (f->items[i].id_len == id_len && memcmp(f->items[i].id, id, id_len) == 0)
+            return i;
+    }
+    return -1;
+}
+
+/* Peeks `n` from the front of q, commits them and tombstones those with tomb_mask(index). */
+static void complete_front(fixture_t *f, store_t *s, store_queue_t *q, size_t n,
+                           int (*tomb_pick)(int))
+{
+    store_view_t views[N_ITEMS];
+    size_t got = 0;
+    assert_int_equal(store_peek(s, q, views, n, &got), STORE_OK);
+    assert_int_equal(got, n);
+    store_ref_t refs[N_ITEMS];
+    for (size_t i = 0; i < n; i++)
+        refs[i] = views[i].ref;
+    assert_int_equal(store_commit(s, q, refs, n), STORE_OK);
+    for (size_t i = 0; i < n; i++) {
+        int k = -1;
+        for (int j = 0; j < N_ITEMS; j++) {
+            if (f->items[j].ref.queue == refs[i].queue && f->items[j].ref.offset == refs[i].offset)
+                k = j;
+        }
+        assert_true(k >= 0);
+        if (tomb_pick(k)) {
+            int done = -1;
+            assert_int_equal(store_tombstone(s, refs[i], &done), STORE_OK);
+            assert_int_equal(done, 1);
+            f->items[k].tomb = 1;
+        }
+        /* The others stay pending: at close they are dropped from memory and stay live on disk. */
+    }
+}
+
+static int pick_every_third(int k)
+{
+    return k % 3 == 0;
+}
+
+static int pick_odd(int k)
+{
+    return k % 2 == 1;
+}
+
+static int pick_all(int k)
+{
+    (void)k;
+    return 1;
+}
+
+static void seg_path(const char *dir, const seginfo_t *sg, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s/segments/%s", dir, sg->name);
+}
+
+/* Checks the files against the format, byte for byte, and fills f->segs. */
+static void fixture_check_format(fixture_t *f)
+{
+    /* Segments, from the refs append handed out, in order of first use. */
+    f->n_segs = 0;
+    for (int i = 0; i < N_ITEMS; i++) {
+        size_t k = 0;
+        while (k < f->n_segs && f->segs[k].id != f->items[i].ref.queue)
+            k++;
+        if (k == f->n_segs) {
+            assert_true(f->n_segs < MAX_SEGS);
+            seginfo_t *sg = &f->segs[f->n_segs++];
+            memset(sg, 0, sizeof(*sg));
+            sg->id = f->items[i].ref.queue;
+            sg->lane = f->items[i].lane;
+            sg->header_len = fmt_header_size(strlen(MODEL));
+            snprintf(sg->name, sizeof(sg->name), "%016" PRIx64 ".seg", sg->id);
+        }
+        assert_int_equal(f->segs[k].lane, f->items[i].lane);
+        f->items[i].seg = (int)k;
+        f->segs[k].items[f->segs[k].n_items++] = i;
+    }
+    /* The directory holds exactly these files. */
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/segments", f->root);
+    DIR *d = opendir(path);
+    assert_non_null(d);
+    size_t files = 0;
+    for (struct dirent *de; (de = readdir(d)) != NULL;) {
+        if (de->d_name[0] == '.')
+            continue;
+        int known = 0;
+        for (size_t k = 0; k < f->n_segs; k++)
+            known |= strcmp(de->d_name, f->segs[k].name) == 0;
+        if (!known)
+            fail_msg("unexpected file segments/%s", de->d_name);
+        files++;
+    }
+    closedir(d);
+    assert_int_equal(files, f->n_segs);
+
+    for (size_t k = 0; k < f->n_segs; k++) {
+        seginfo_t *sg = &f->segs[k];
+        seg_path(f->root, sg, path, sizeof(path));
+        size_t len;
+        uint8_t *b = read_all(path, &len);
+        /* Header. */
+        assert_memory_equal(b, "LANESEG\0", 8);
+        assert_int_equal(get32(b + 8), 1);
+        assert_int_equal(get32(b + 12), sg->header_len);
+        assert_int_equal(get64(b + 16), sg->id);
+        assert_int_equal(get64(b + 24), SIGNATURE);
+        assert_int_equal(get32(b + 32), sg->lane);
+        assert_int_equal(get32(b + 36), strlen(MODEL));
+        assert_memory_equal(b + 64, MODEL, strlen(MODEL));
+        for (uint64_t pad = 64 + strlen(MODEL); pad < sg->header_len; pad++)
+            assert_int_equal(b[pad], 0);
+        uint8_t hdr[256];
+        memcpy(hdr, b, sg->header_len);
+        put32(hdr + 56, 0);
+        assert_int_equal(crc32c(0, hdr, sg->header_len), get32(b + 56));
+        /* Entries: back to back from the header on, in append order. */
+        uint64_t off = sg->header_len;
+        for (size_t j = 0; j < sg->n_items; j++) {
+            const item_t *it = &f->items[sg->items[j]];
+            assert_int_equal(it->ref.offset, off);
+            const uint8_t *e = b + off;
+            assert_true(off + it->size <= len);
+            assert_int_equal(get32(e), it->tomb ? FMT_STATE_TOMB : FMT_STATE_LIVE);
+            assert_int_equal(get32(e + 4), it->size);
+            assert_int_equal((size_t)e[8] | (size_t)e[9] << 8, it->id_len);
+            assert_int_equal(get32(e + 12), it->tokens);
+            assert_int_equal(get64(e + 16), it->arrival_ns);
+            assert_int_equal(get32(e + 24), it->payload_len);
+            assert_int_equal(fmt_entry_crc(sg->id, e), get32(e + 28));
+            assert_memory_equal(e + 32, it->id, it->id_len);
+            if (it->payload_len != 0)
+                assert_memory_equal(e + 32 + it->id_len, it->payload, it->payload_len);
+            for (uint64_t pad = 32 + it->id_len + it->payload_len; pad < it->size; pad++)
+                assert_int_equal(e[pad], 0);
+            off += it->size;
+        }
+        assert_int_equal(len, off);
+        sg->size = off;
+        free(b);
+    }
+}
+
+static int fixture_setup(void **state)
+{
+    fixture_t *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    make_temp_dir(f->root, sizeof(f->root));
+    for (size_t i = 0; i < N_ITEMS; i++)
+        item_make(&f->items[i], i);
+
+    store_disk_config_t cfg = disk_config(f->root);
+    store_t *s = NULL;
+    store_recovery_t rep;
+    assert_int_equal(store_open_disk(&cfg, &rep, &s), STORE_OK);
+    store_queue_t *q[2];
+    for (uint32_t lane = 0; lane < 2; lane++) {
+        store_key_t key = {MODEL, SIGNATURE, lane};
+        assert_int_equal(store_queue_open(s, &key, &q[lane]), STORE_OK);
+    }
+    for (size_t i = 0; i < 20; i++)
+        append_item(s, q[f->items[i].lane], &f->items[i]);
+    assert_int_equal(store_flush(s), STORE_OK);
+    complete_front(f, s, q[0], 8, pick_every_third); /* items 0,3,6 of 0..9 (lane 0) */
+    complete_front(f, s, q[1], 2, pick_all);         /* items 4, 9 */
+    assert_int_equal(store_flush(s), STORE_OK);
+    for (size_t i = 20; i < N_ITEMS; i++)
+        append_item(s, q[f->items[i].lane], &f->items[i]);
+    assert_int_equal(store_flush(s), STORE_OK);
+    complete_front(f, s, q[0], 10, pick_odd);
+    complete_front(f, s, q[1], 2, pick_every_third);
+    assert_int_equal(store_flush(s), STORE_OK);
+    store_close(s);
+
+    fixture_check_format(f);
+    /* The fixture is what the tests need: several segments per lane, tombstones in some. */
+    assert_true(f->n_segs >= 4);
+    size_t tombs = 0;
+    for (int i = 0; i < N_ITEMS; i++)
+        tombs += (size_t)f->items[i].tomb;
+    assert_true(tombs >= 6 && tombs <= 14);
+    *state = f;
+    return 0;
+}
+
+static int fixture_teardown(void **state)
+{
+    fixture_t *f = *state;
+    free(trial_views);
+    trial_views = NULL;
+    store_close(trial_store);
+    trial_store = NULL;
+    if (trial_dir[0] != '\0')
+        rm_tree(trial_dir);
+    trial_dir[0] = '\0';
+    rm_tree(f->root);
+    free(f);
+    return 0;
+}
+
+/* ---- expectations ------------------------------------------------------------------------- */
+
+typedef struct {
+    int present[N_ITEMS]; /* 1: handed out exactly once; 0: never handed out */
+    store_recovery_t rep; /* every counter but elapsed_ns */
+} expect_t;
+
+static char trial[512]; /* names the trial in failure messages */
+
+/* Every u64 counter of the report (elapsed_ns aside), by name. */
+static const struct {
+    const char *name;
+    size_t offset;
+} report_fields[] = {
+    {"segments", offsetof(store_recovery_t, segments)},
+    {"entries_live", offsetof(store_recovery_t, entries_live)},
+    {"entries_tombstoned", offsetof(store_recovery_t, entries_tombstoned)},
+    {"tokens_live", offsetof(store_recovery_t, tokens_live)},
+    {"torn_tails", offsetof(store_recovery_t, torn_tails)},
+    {"torn_bytes", offsetof(store_recovery_t, torn_bytes)},
+    {"corrupt_regions", offsetof(store_recovery_t, corrupt_regions)},
+    {"corrupt_bytes", offsetof(store_recovery_t, corrupt_bytes)},
+    {"damaged_state_words", offsetof(store_recovery_t, damaged_state_words)},
+    {"deleted_count_repairs", offsetof(store_recovery_t, deleted_count_repairs)},
+    {"missing_files", offsetof(store_recovery_t, missing_files)},
+    {"missing_live_entries", offsetof(store_recovery_t, missing_live_entries)},
+    {"adopted_files", offsetof(store_recovery_t, adopted_files)},
+    {"quarantined_files", offsetof(store_recovery_t, quarantined_files)},
+    {"removed_segments", offsetof(store_recovery_t, removed_segments)},
+};
+
+static void assert_report(const store_recovery_t *got, const store_recovery_t *want)
+{
+    int bad = 0;
+    for (size_t i = 0; i < sizeof(report_fields) / sizeof(report_fields[0]); i++) {
+        uint64_t g, w;
+        memcpy(&g, (const char *)got + report_fields[i].offset, sizeof(g));
+        memcpy(&w, (const char *)want + report_fields[i].offset, sizeof(w));
+        if (g != w) {
+            print_error("%s: report.%s = %" PRIu64 ", want %" PRIu64 "\n", trial,
+                        report_fields[i].name, g, w);
+            bad = 1;
+        }
+    }
+    if (got->index_rebuilt != want->index_rebuilt) {
+        print_error("%s: report.index_rebuilt = %d, want %d\n", trial, got->index_rebuilt,
+                    want->index_rebuilt);
+        bad = 1;
+    }
+    if (bad)
+        fail_msg("%s: recovery report differs from the damage done", trial);
+}
+
+/* The counters of an undamaged store: what every expectation starts from. */
+static void expect_clean(const fixture_t *f, expect_t *x)
+{
+    memset(x, 0, sizeof(*x));
+    for (int i = 0; i < N_ITEMS; i++) {
+        x->present[i] = !f->items[i].tomb;
+        if (f->items[i].tomb) {
+            x->rep.entries_tombstoned++;
+        } else {
+            x->rep.entries_live++;
+            x->rep.tokens_live += f->items[i].tokens;
+        }
+    }
+    x->rep.segments = f->n_segs;
+}
+
+/*
+ * Per-entry fate in one segment, and the counters that follow from it:
+ *   KEEP     intact; live unless tombstoned
+ *   STATE    intact but the state word is damaged: live (a redelivery), never tombstoned
+ *   DROP     damaged below the durable boundary: skipped, its bytes counted
+ */
+enum { FATE_KEEP, FATE_STATE, FATE_DROP };
+
+/* Re-derives x's counters for segment k given each entry's fate (x starts from expect_clean). */
+static void expect_segment(const fixture_t *f, size_t k, const int *fate, expect_t *x)
+{
+    const seginfo_t *sg = &f->segs[k];
+    uint64_t tombs_before = 0, tombs_after = 0, live_after = 0;
+    int in_run = 0;
+    for (size_t j = 0; j < sg->n_items; j++) {
+        int i = sg->items[j];
+        const item_t *it = &f->items[i];
+        tombs_before += (uint64_t)it->tomb;
+        /* Undo the clean counts of this entry. */
+        if (it->tomb) {
+            x->rep.entries_tombstoned--;
+        } else {
+            x->rep.entries_live--;
+            x->rep.tokens_live -= it->tokens;
+        }
+        x->present[i] = 0;
+        if (fate[j] == FATE_DROP) {
+            if (!in_run)
+                x->rep.corrupt_regions++;
+            in_run = 1;
+            x->rep.corrupt_bytes += it->size;
+            continue;
+        }
+        in_run = 0;
+        if (fate[j] == FATE_STATE)
+            x->rep.damaged_state_words++;
+        if (it->tomb && fate[j] == FATE_KEEP) {
+            tombs_after++;
+            x->rep.entries_tombstoned++;
+        } else {
+            live_after++;
+            x->present[i] = 1;
+            x->rep.entries_live++;
+            x->rep.tokens_live += it->tokens;
+        }
+    }
+    if (tombs_after != tombs_before)
+        x->rep.deleted_count_repairs++;
+    if (live_after == 0) {
+        /* Nothing live left: the segment is deleted at open. */
+        x->rep.segments--;
+        x->rep.removed_segments++;
+    }
+}
+
+/* Segment k's header is unreadable: the file is quarantined, its index row has no file. */
+static void expect_quarantine(const fixture_t *f, size_t k, expect_t *x)
+{
+    const seginfo_t *sg = &f->segs[k];
+    x->rep.segments--;
+    x->rep.quarantined_files++;
+    x->rep.missing_files++;
+    for (size_t j = 0; j < sg->n_items; j++) {
+        int i = sg->items[j];
+        const item_t *it = &f->items[i];
+        x->present[i] = 0;
+        if (it->tomb) {
+            x->rep.entries_tombstoned--;
+        } else {
+            x->rep.entries_live--;
+            x->rep.tokens_live -= it->tokens;
+            x->rep.missing_live_entries++;
+        }
+    }
+}
+
+/* ---- opening and checking ------------------------------------------------------------------ */
+
+/*
+ * Opens dir, checks the report and every item handed out against x, closes. Returns nothing:
+ * every mismatch fails the test with the trial's name.
+ */
+static void open_and_check(const fixture_t *f, const char *dir, const expect_t *x)
+{
+    store_disk_config_t cfg = disk_config(dir);
+    store_recovery_t rep;
+    memset(&rep, 0xA5, sizeof(rep));
+    store_t *s = NULL;
+    unsigned warn0 = log_count[STORE_LOG_WARN], err0 = log_count[STORE_LOG_ERROR];
+    store_status_t st = store_open_disk(&cfg, &rep, &s);
+    if (st != STORE_OK)
+        fail_msg("%s: store_open_disk = %s", trial, store_status_str(st));
+    trial_store = s;
+    assert_report(&rep, &x->rep);
+    /* Every dropped byte is logged; a clean open logs no warning or error. */
+    int damaged = x->rep.corrupt_regions || x->rep.torn_tails || x->rep.quarantined_files ||
+                  x->rep.damaged_state_words || x->rep.missing_files;
+    unsigned warned = log_count[STORE_LOG_WARN] - warn0 + log_count[STORE_LOG_ERROR] - err0;
+    if (damaged && warned == 0)
+        fail_msg("%s: damage found but nothing logged at warning or error level", trial);
+    if (!damaged && warned != 0)
+        fail_msg("%s: clean open logged %u warnings/errors", trial, warned);
+
+    int seen[N_ITEMS] = {0};
+    store_queue_t *q = NULL;
+    store_key_t key;
+    while (store_queue_next(s, q, &q, &key, NULL)) {
+        uint64_t n = 0, tokens = 0, sum_tokens = 0;
+        store_queue_count(q, &n, &tokens);
+        store_view_t *views = calloc(n + 1, sizeof(*views));
+        assert_non_null(views);
+        trial_views = views;
+        size_t got = 0;
+        assert_int_equal(store_peek(s, q, views, n + 1, &got), STORE_OK);
+        assert_int_equal(got, n);
+        for (size_t v = 0; v < got; v++) {
+            const store_view_t *w = &views[v];
+            int i = item_by_id(f, w->id_view, w->id_len);
+            if (i < 0)
+                fail_msg("%s: handed out an item with an unknown id (%zu bytes)", trial, w->id_len);
+            const item_t *it = &f->items[i];
+            if (seen[i]++)
+                fail_msg("%s: item %d handed out twice", trial, i);
+            if (!x->present[i])
+                fail_msg("%s: item %d handed out, expected gone", trial, i);
+            if (strcmp(key.model, MODEL) != 0 || key.signature != SIGNATURE ||
+                key.lane != it->lane || w->signature != SIGNATURE)
+                fail_msg("%s: item %d in the wrong lane queue", trial, i);
+            if (w->ref.queue != it->ref.queue || w->ref.offset != it->ref.offset)
+                fail_msg("%s: item %d ref (%" PRIu64 ", %" PRIu64 "), appended at (%" PRIu64
+                         ", %" PRIu64 ")",
+                         trial, i, w->ref.queue, w->ref.offset, it->ref.queue, it->ref.offset);
+            if (w->payload_len != it->payload_len || w->tokens != it->tokens ||
+                w->arrival_ns != it->arrival_ns || w->deliveries != 0 ||
+                (it->payload_len != 0 &&
+                 memcmp(w->payload_view, it->payload, it->payload_len) != 0))
+                fail_msg("%s: item %d handed out with damaged bytes", trial, i);
+            sum_tokens += w->tokens;
+            /* Arrival order within the lane. */
+            if (v > 0 && (views[v - 1].ref.queue > w->ref.queue ||
+                          (views[v - 1].ref.queue == w->ref.queue &&
+                           views[v - 1].ref.offset >= w->ref.offset)))
+                fail_msg("%s: lane %u out of arrival order at item %d", trial, key.lane, i);
+        }
+        assert_int_equal(sum_tokens, tokens);
+        free(views);
+        trial_views = NULL;
+    }
+    for (int i = 0; i < N_ITEMS; i++) {
+        if (x->present[i] && !seen[i])
+            fail_msg("%s: item %d (intact, %s) not handed out", trial, i,
+                     f->items[i].tomb ? "tombstoned" : "live");
+    }
+    assert_int_equal(store_pending_count(s), 0);
+    store_close(s);
+    trial_store = NULL;
+}
+
+/* A fresh copy of the pristine directory for one trial. */
+static void trial_copy(const fixture_t *f, char *dir, size_t cap)
+{
+    make_temp_dir(dir, cap);
+    assert_int_equal(rmdir(dir), 0);
+    snprintf(trial_dir, sizeof(trial_dir), "%s", dir);
+    copy_tree(f->root, dir);
+}
+
+static void trial_done(char *dir)
+{
+    rm_tree(dir);
+    trial_dir[0] = '\0';
+}
+
+/* ---- the tests ----------------------------------------------------------------------------- */
+
+static void test_pristine_store_recovers_everything(void **state)
+{
+    fixture_t *f = *state;
+    char dir[512];
+    trial_copy(f, dir, sizeof(dir));
+    snprintf(trial, sizeof(trial), "pristine");
+    expect_t x;
+    expect_clean(f, &x);
+    open_and_check(f, dir, &x);
+    /* Recovery changed no file. */
+    for (size_t k = 0; k < f->n_segs; k++) {
+        char path[1024];
+        seg_path(dir, &f->segs[k], path, sizeof(path));
+        assert_int_equal(file_size(path), f->segs[k].size);
+    }
+    open_and_check(f, dir, &x);
+    trial_done(dir);
+}
+
+/* Expectation for segment k cut to `cut` bytes (the durable boundary recorded is its size). */
+static void expect_cut(const fixture_t *f, size_t k, uint64_t cut, expect_t *x)
+{
+    const seginfo_t *sg = &f->segs[k];
+    expect_clean(f, x);
+    if (cut < sg->header_len) {
+        expect_quarantine(f, k, x);
+        return;
+    }
+    /* The entries past the cut are gone: they sit at the end, back to back, so they make one
+     * damaged stretch, from the end of the last intact entry to the durable boundary, counted
+     * once whatever entry the cut fell in. */
+    int fate[N_ITEMS];
+    uint64_t intact_end = sg->header_len;
+    for (size_t j = 0; j < sg->n_items; j++) {
+        const item_t *it = &f->items[sg->items[j]];
+        int whole = it->ref.offset + it->size <= cut;
+        fate[j] = whole ? FATE_KEEP : FATE_DROP;
+        if (whole)
+            intact_end = it->ref.offset + it->size;
+    }
+    expect_segment(f, k, fate, x);
+    assert_int_equal(x->rep.corrupt_regions, cut < sg->size ? 1 : 0);
+    assert_int_equal(x->rep.corrupt_bytes, sg->size - intact_end);
+}
+
+static void cut_trial(const fixture_t *f, size_t k, uint64_t cut, int boundary)
+{
+    const seginfo_t *sg = &f->segs[k];
+    char dir[512], path[1024], qpath[1024];
+    trial_copy(f, dir, sizeof(dir));
+    seg_path(dir, sg, path, sizeof(path));
+    snprintf(qpath, sizeof(qpath), "%s/quarantine/%s", dir, sg->name);
+    assert_int_equal(truncate(path, (off_t)cut), 0);
+    snprintf(trial, sizeof(trial), "segment %s (%" PRIu64 " bytes) cut at %" PRIu64 "%s", sg->name,
+             sg->size, cut, boundary ? " (entry boundary)" : "");
+    expect_t x;
+    expect_cut(f, k, cut, &x);
+    open_and_check(f, dir, &x);
+    /* What became of the file. */
+    if (cut < sg->header_len) {
+        assert_int_equal(file_size(path), -1);
+        assert_int_equal(file_size(qpath), (long long)cut);
+    } else if (x.rep.removed_segments) {
+        assert_int_equal(file_size(path), -1);
+        assert_int_equal(file_size(qpath), -1);
+    } else {
+        /* Nothing below the (old) durable boundary is ever cut. */
+        assert_int_equal(file_size(path), (long long)cut);
+        assert_int_equal(file_size(qpath), -1);
+    }
+    /*
+     * Recovery recorded what it found (the new boundary, the deleted counts, the quarantine):
+     * a second open hands out the same items and drops nothing new. The one thing it reports
+     * again is the partial entry a cut inside an entry left below the new boundary: damage
+     * below the boundary is skipped, never cut, at every open.
+     */
+    expect_t again = x;
+    again.rep = (store_recovery_t){0};
+    again.rep.segments = x.rep.segments;
+    again.rep.entries_live = x.rep.entries_live;
+    again.rep.tokens_live = x.rep.tokens_live;
+    again.rep.entries_tombstoned = x.rep.entries_tombstoned;
+    if (cut >= sg->header_len) {
+        uint64_t intact_end = sg->header_len;
+        for (size_t j = 0; j < sg->n_items; j++) {
+            const item_t *it = &f->items[sg->items[j]];
+            if (it->ref.offset + it->size > cut)
+                continue;
+            intact_end = it->ref.offset + it->size;
+            /* A deleted segment's tombstones went with it. */
+            if (it->tomb && x.rep.removed_segments)
+                again.rep.entries_tombstoned--;
+        }
+        if (!x.rep.removed_segments && cut > intact_end) {
+            again.rep.corrupt_regions = 1;
+            again.rep.corrupt_bytes = cut - intact_end;
+        }
+    }
+    snprintf(trial + strlen(trial), sizeof(trial) - strlen(trial), ", second open");
+    open_and_check(f, dir, &again);
+    trial_done(dir);
+}
+
+static void test_truncate_at_every_entry_boundary(void **state)
+{
+    fixture_t *f = *state;
+    size_t trials = 0;
+    for (size_t k = 0; k < f->n_segs; k++) {
+        const seginfo_t *sg = &f->segs[k];
+        cut_trial(f, k, sg->header_len, 1);
+        for (size_t j = 0; j < sg->n_items; j++) {
+            const item_t *it = &f->items[sg->items[j]];
+            cut_trial(f, k, it->ref.offset + it->size, 1);
+            trials++;
+        }
+    }
+    assert_true(trials == N_ITEMS);
+}
+
+static void test_truncate_at_random_offsets(void **state)
+{
+    fixture_t *f = *state;
+    rng_state = test_seed();
+    print_message("seed 0x%" PRIx64 "\n", rng_state);
+    size_t in_header = 0, mid_entry = 0;
+    for (int t = 0; t < 96; t++) {
+        size_t k = (size_t)rng_below(f->n_segs);
+        const seginfo_t *sg = &f->segs[k];
+        /* One in eight inside the header, the rest inside the entries. */
+        uint64_t cut = t % 8 == 0 ? rng_below(sg->header_len)
+                                  : sg->header_len + rng_below(sg->size - sg->header_len);
+        int boundary = cut == sg->header_len;
+        for (size_t j = 0; j < sg->n_items; j++)
+            boundary |= cut == f->items[sg->items[j]].ref.offset + f->items[sg->items[j]].size;
+        in_header += cut < sg->header_len;
+        mid_entry += !boundary && cut >= sg->header_len;
+        cut_trial(f, k, cut, boundary);
+    }
+    assert_true(in_header >= 12);
+    assert_true(mid_entry >= 40);
+}
+
+/* Damage at positions pos[0..n) (distinct) of segment k; derives the whole expectation. */
+static void expect_flips(const fixture_t *f, size_t k, const uint64_t *pos, size_t n, expect_t *x)
+{
+    const seginfo_t *sg = &f->segs[k];
+    for (size_t p = 0; p < n; p++) {
+        if (pos[p] < sg->header_len) {
+            expect_quarantine(f, k, x);
+            return;
+        }
+    }
+    int fate[N_ITEMS];
+    for (size_t j = 0; j < sg->n_items; j++) {
+        const item_t *it = &f->items[sg->items[j]];
+        uint64_t off = it->ref.offset;
+        uint64_t checked_end = off + FMT_ENTRY_HEADER + it->id_len + it->payload_len;
+        fate[j] = FATE_KEEP;
+        for (size_t p = 0; p < n; p++) {
+            if (pos[p] >= off + 4 && pos[p] < checked_end)
+                fate[j] = FATE_DROP; /* covered by the CRC or the length checks */
+        }
+        for (size_t p = 0; p < n && fate[j] == FATE_KEEP; p++) {
+            if (pos[p] >= off && pos[p] < off + 4)
+                fate[j] = FATE_STATE;
+        }
+        /* A byte of padding (checked_end .. off + size) is covered by nothing: no effect. */
+    }
+    expect_segment(f, k, fate, x);
+}
+
+/* Flips the bytes at pos[] of segments segk[] (XOR with a nonzero value), reopens, checks. */
+static void flip_trial(const fixture_t *f, const size_t *segk, const uint64_t *pos, size_t n)
+{
+    char dir[512], path[1024];
+    trial_copy(f, dir, sizeof(dir));
+    int n_trial = snprintf(trial, sizeof(trial), "flips");
+    for (size_t p = 0; p < n; p++) {
+        seg_path(dir, &f->segs[segk[p]], path, sizeof(path));
+        int fd = open(path, O_RDWR | O_CLOEXEC);
+        assert_true(fd >= 0);
+        uint8_t b;
+        assert_int_equal(pread(fd, &b, 1, (off_t)pos[p]), 1);
+        uint8_t mask = (uint8_t)(1 + rng_below(255));
+        b ^= mask;
+        assert_int_equal(pwrite(fd, &b, 1, (off_t)pos[p]), 1);
+        close(fd);
+        if (n_trial < (int)sizeof(trial) - 64)
+            n_trial += snprintf(trial + n_trial, sizeof(trial) - (size_t)n_trial,
+                                " %s@%" PRIu64 "^%02x", f->segs[segk[p]].name, pos[p], mask);
+    }
+    expect_t x;
+    expect_clean(f, &x);
+    for (size_t k = 0; k < f->n_segs; k++) {
+        uint64_t mine[64];
+        size_t m = 0;
+        for (size_t p = 0; p < n; p++) {
+            if (segk[p] == k)
+                mine[m++] = pos[p];
+        }
+        if (m != 0)
+            expect_flips(f, k, mine, m, &x);
+    }
+    open_and_check(f, dir, &x);
+    /* Files below the durable boundary are never cut; a damaged header moves the file aside. */
+    for (size_t k = 0; k < f->n_segs; k++) {
+        const seginfo_t *sg = &f->segs[k];
+        char qpath[1024];
+        seg_path(dir, sg, path, sizeof(path));
+        snprintf(qpath, sizeof(qpath), "%s/quarantine/%s", dir, sg->name);
+        int header_hit = 0, live = 0;
+        for (size_t p = 0; p < n; p++)
+            header_hit |= segk[p] == k && pos[p] < sg->header_len;
+        for (size_t j = 0; j < sg->n_items; j++)
+            live |= x.present[sg->items[j]];
+        if (header_hit) {
+            assert_int_equal(file_size(path), -1);
+            assert_int_equal(file_size(qpath), (long long)sg->size);
+        } else {
+            assert_int_equal(file_size(path), live ? (long long)sg->size : -1);
+            assert_int_equal(file_size(qpath), -1);
+        }
+    }
+    trial_done(dir);
+}
+
+static void test_flip_one_byte_anywhere(void **state)
+{
+    fixture_t *f = *state;
+    rng_state = test_seed() ^ 0xF11Bull;
+    print_message("seed 0x%" PRIx64 "\n", rng_state);
+    size_t header = 0, state_word = 0, body = 0;
+    for (int t = 0; t < 320; t++) {
+        size_t k = (size_t)rng_below(f->n_segs);
+        const seginfo_t *sg = &f->segs[k];
+        /* Uniform over the file, except that every 16th flip hits the header and every 8th a
+         * state word, so both are covered whatever the seed. */
+        uint64_t pos = rng_below(sg->size);
+        if (t % 16 == 0)
+            pos = rng_below(sg->header_len);
+        else if (t % 8 == 4)
+            pos = f->items[sg->items[rng_below(sg->n_items)]].ref.offset + rng_below(4);
+        header += pos < sg->header_len;
+        for (size_t j = 0; j < sg->n_items; j++) {
+            uint64_t off = f->items[sg->items[j]].ref.offset;
+            state_word += pos >= off && pos < off + 4;
+            body += pos >= off + 4 && pos < off + f->items[sg->items[j]].size;
+        }
+        flip_trial(f, &k, &pos, 1);
+    }
+    assert_true(header >= 20 && state_word >= 40 && body >= 150);
+}
+
+/* The exact cases named by the contract, one at a time. */
+static void test_flip_exact_cases(void **state)
+{
+    fixture_t *f = *state;
+    rng_state = test_seed() ^ 0xE8AC7ull;
+    int tomb_state_done = 0;
+    for (int i = 0; i < N_ITEMS; i++) {
+        const item_t *it = &f->items[i];
+        size_t k = (size_t)it->seg;
+        /* One payload byte (or the CRC when there is no payload) in entry i: that entry alone
+         * is lost, one region of exactly its size. */
+        uint64_t pos = it->payload_len ? it->ref.offset + 32 + it->id_len + it->payload_len / 2
+                                       : it->ref.offset + 28;
+        flip_trial(f, &k, &pos, 1);
+        expect_t x;
+        expect_clean(f, &x);
+        int fate[N_ITEMS] = {0};
+        for (size_t j = 0; j < f->segs[k].n_items; j++)
+            fate[j] = f->segs[k].items[j] == i ? FATE_DROP : FATE_KEEP;
+        expect_segment(f, k, fate, &x);
+        assert_int_equal(x.rep.corrupt_regions, 1);
+        assert_int_equal(x.rep.corrupt_bytes, it->size);
+        /* The length field, and the id. */
+        pos = it->ref.offset + 5;
+        flip_trial(f, &k, &pos, 1);
+        pos = it->ref.offset + 32;
+        flip_trial(f, &k, &pos, 1);
+        /* The state word: the entry comes back live, even a tombstoned one (a redelivery). */
+        pos = it->ref.offset + (uint64_t)(i % 4);
+        flip_trial(f, &k, &pos, 1);
+        tomb_state_done += it->tomb;
+    }
+    assert_true(tomb_state_done >= 6);
+}
+
+static void test_flip_many_bytes(void **state)
+{
+    fixture_t *f = *state;
+    rng_state = test_seed() ^ 0x3A7Full;
+    print_message("seed 0x%" PRIx64 "\n", rng_state);
+    for (int t = 0; t < 160; t++) {
+        size_t n = 2 + (size_t)rng_below(7);
+        size_t segk[16];
+        uint64_t pos[16];
+        /* Mostly inside one segment (adjacent damaged entries merge into one region), sometimes
+         * spread over all of them. */
+        size_t home = (size_t)rng_below(f->n_segs);
+        for (size_t p = 0; p < n; p++) {
+            segk[p] = t % 3 == 0 ? (size_t)rng_below(f->n_segs) : home;
+            const seginfo_t *sg = &f->segs[segk[p]];
+            int dup;
+            do {
+                /* Header hits are rare on purpose: they hide the rest of the file. */
+                pos[p] = rng_below(8) == 0 ? rng_below(sg->size)
+                                           : sg->header_len + rng_below(sg->size - sg->header_len);
+                dup = 0;
+                for (size_t o = 0; o < p; o++)
+                    dup |= segk[o] == segk[p] && pos[o] == pos[p];
+            } while (dup);
+        }
+        flip_trial(f, segk, pos, n);
+    }
+}
+
+/* Appends `len` garbage bytes (random, or a well-formed entry) past the end of segment k. */
+static void append_bytes(const char *path, const uint8_t *buf, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, buf, len), (ssize_t)len);
+    close(fd);
+}
+
+static void test_garbage_past_the_end_is_cut(void **state)
+{
+    fixture_t *f = *state;
+    rng_state = test_seed() ^ 0x6A4Bull;
+    for (int t = 0; t < 40; t++) {
+        char dir[512], path[1024];
+        trial_copy(f, dir, sizeof(dir));
+        expect_t x;
+        expect_clean(f, &x);
+        /* One segment, or (every fourth trial) every segment. */
+        size_t only = (size_t)rng_below(f->n_segs);
+        uint64_t lens[MAX_SEGS] = {0};
+        snprintf(trial, sizeof(trial), "garbage trial %d:", t);
+        for (size_t k = 0; k < f->n_segs; k++) {
+            if (t % 4 != 3 && k != only)
+                continue;
+            uint8_t junk[600];
+            lens[k] = 1 + rng_below(sizeof(junk));
+            for (size_t b = 0; b < lens[k]; b++)
+                junk[b] = (uint8_t)rng_next();
+            /* Sometimes a plausible torn entry: a LIVE state word and a length. */
+            if (lens[k] >= 8 && t % 2 == 0) {
+                put32(junk, FMT_STATE_LIVE);
+                put32(junk + 4, (uint32_t)fmt_align(lens[k] + 40));
+            }
+            seg_path(dir, &f->segs[k], path, sizeof(path));
+            append_bytes(path, junk, lens[k]);
+            x.rep.torn_tails++;
+            x.rep.torn_bytes += lens[k];
+            snprintf(trial + strlen(trial), sizeof(trial) - strlen(trial), " %s+%" PRIu64,
+                     f->segs[k].name, lens[k]);
+        }
+        open_and_check(f, dir, &x);
+        for (size_t k = 0; k < f->n_segs; k++) {
+            seg_path(dir, &f->segs[k], path, sizeof(path));
+            assert_int_equal(file_size(path), (long long)f->segs[k].size);
+        }
+        /* Cut for good: the next open is clean. */
+        expect_clean(f, &x);
+        snprintf(trial + strlen(trial), sizeof(trial) - strlen(trial), ", second open");
+        open_and_check(f, dir, &x);
+        trial_done(dir);
+    }
+}
+
+/*
+ * A complete, well-formed entry past the durable boundary (appended, never flushed: never
+ * acknowledged) is cut like any torn tail and never handed out, CRC and all.
+ */
+static void test_valid_entry_past_the_boundary_is_cut(void **state)
+{
+    fixture_t *f = *state;
+    for (size_t k = 0; k < f->n_segs; k++) {
+        const seginfo_t *sg = &f->segs[k];
+        char dir[512], path[1024];
+        trial_copy(f, dir, sizeof(dir));
+        seg_path(dir, sg, path, sizeof(path));
+        /* Entry for a copy of item 1 under a new id the test does not know. */
+        uint8_t e[256] = {0};
+        const char *id = "never-acked";
+        size_t id_len = strlen(id), pay = 21;
+        uint64_t size = fmt_entry_size(id_len, pay);
+        put32(e, FMT_STATE_LIVE);
+        put32(e + 4, (uint32_t)size);
+        e[8] = (uint8_t)id_len;
+        put32(e + 12, 9);
+        put64(e + 16, 42);
+        put32(e + 24, (uint32_t)pay);
+        memcpy(e + 32, id, id_len);
+        memset(e + 32 + id_len, 0x77, pay);
+        put32(e + 28, fmt_entry_crc(sg->id, e));
+        append_bytes(path, e, size);
+        snprintf(trial, sizeof(trial), "valid entry of %" PRIu64 " bytes past the end of %s", size,
+                 sg->name);
+        expect_t x;
+        expect_clean(f, &x);
+        x.rep.torn_tails = 1;
+        x.rep.torn_bytes = size;
+        open_and_check(f, dir, &x); /* fails on the unknown id if it is handed out */
+        assert_int_equal(file_size(path), (long long)sg->size);
+        trial_done(dir);
+    }
+}
+
+/*
+ * A crash between creating a segment file and writing its header (before the index ever heard
+ * of it) leaves a file with a short header: it is quarantined, and its segment id, which the
+ * format promises is never reused, is not handed to the next segment (a reuse would also let a
+ * second quarantine of that name replace the first one).
+ */
+static void test_torn_create_is_quarantined_and_its_id_not_reused(void **state)
+{
+    fixture_t *f = *state;
+    uint64_t max_id = 0;
+    for (size_t k = 0; k < f->n_segs; k++)
+        max_id = f->segs[k].id > max_id ? f->segs[k].id : max_id;
+    for (uint64_t torn = 0; torn < 64; torn += 20) {
+        char dir[512], path[1024], src[1024], name[32], qpath[1024];
+        trial_copy(f, dir, sizeof(dir));
+        snprintf(name, sizeof(name), "%016" PRIx64 ".seg", max_id + 1);
+        snprintf(path, sizeof(path), "%s/segments/%s", dir, name);
+        snprintf(qpath, sizeof(qpath), "%s/quarantine/%s", dir, name);
+        /* The first `torn` bytes of a real header, as a partial write leaves them. */
+        seg_path(dir, &f->segs[0], src, sizeof(src));
+        size_t len;
+        uint8_t *hdr = read_all(src, &len);
+        write_all(path, hdr, (size_t)torn);
+        free(hdr);
+        snprintf(trial, sizeof(trial), "torn create of %s with %" PRIu64 " header bytes", name,
+                 torn);
+        expect_t x;
+        expect_clean(f, &x);
+        x.rep.quarantined_files = 1;
+        open_and_check(f, dir, &x);
+        assert_int_equal(file_size(path), -1);
+        assert_int_equal(file_size(qpath), (long long)torn);
+
+        /* A new lane needs a new segment: it must get a fresh id. */
+        store_disk_config_t cfg = disk_config(dir);
+        store_t *s = NULL;
+        assert_int_equal(store_open_disk(&cfg, NULL, &s), STORE_OK);
+        trial_store = s;
+        store_key_t key = {MODEL, SIGNATURE, 7};
+        store_queue_t *q = NULL;
+        assert_int_equal(store_queue_open(s, &key, &q), STORE_OK);
+        uint8_t idb[2] = {'z', 'z'};
+        store_item_t in = {.id = idb, .id_len = 2, .tokens = 3, .arrival_ns = 1};
+        store_ref_t ref;
+        assert_int_equal(store_append(s, q, &in, &ref), STORE_OK);
+        assert_int_equal(store_flush(s), STORE_OK);
+        store_close(s);
+        trial_store = NULL;
+        if (ref.queue <= max_id + 1)
+            fail_msg("%s: new segment got id %" PRIu64 ", reusing the quarantined file's id "
+                     "%" PRIu64,
+                     trial, ref.queue, max_id + 1);
+        /* The quarantined file is untouched. */
+        assert_int_equal(file_size(qpath), (long long)torn);
+        trial_done(dir);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_pristine_store_recovers_everything, fixture_setup,
+                                        fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_truncate_at_every_entry_boundary, fixture_setup,
+                                        fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_truncate_at_random_offsets, fixture_setup,
+                                        fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_flip_one_byte_anywhere, fixture_setup,
+                                        fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_flip_exact_cases, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_flip_many_bytes, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_garbage_past_the_end_is_cut, fixture_setup,
+                                        fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_valid_entry_past_the_boundary_is_cut, fixture_setup,
+                                        fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_torn_create_is_quarantined_and_its_id_not_reused,
+                                        fixture_setup, fixture_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

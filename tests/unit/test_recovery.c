@@ -1,0 +1,1369 @@
+/*
+ * test_recovery.c - crash points and recovery of the disk store (store/store.h, issue 3).
+ *
+ * Every test drives a disk store through a rig that keeps a reference log of what the store
+ * acknowledged, "crashes" it, reopens it with store_open_disk and checks the invariant against
+ * the log. A crash is store_close without a flush (store_close never flushes: that is what a
+ * crash leaves, minus pwrites the kernel already holds, which survive a process crash anyway),
+ * or an armed fault (store_fault_arm) that fails one write / fsync / rename / unlink / LMDB put
+ * and puts the store in its error state, then store_close.
+ *
+ * The invariant, checked after every reopen (rig_reopen):
+ *   - every item whose append was followed by a successful store_flush and that was never
+ *     tombstoned is queued again, exactly once, with its id, payload, tokens and arrival time,
+ *     in arrival order within its lane;
+ *   - nothing completed (tombstone, then a successful flush) comes back;
+ *   - an item that was appended but never flushed, or whose tombstone was never flushed, may or
+ *     may not come back, but never twice; nothing the test never appended appears;
+ *   - the recovery report's entries_live and tokens_live are what the queues hold;
+ *   - nothing is pending after an open.
+ *
+ * What the disk backend's refs mean (store.h): ref.queue names the segment, ref.offset the
+ * entry's byte offset in it. The tests use that, and the file name of a segment (16 hex digits
+ * of its id + ".seg" under <dir>/segments), to find and damage files; nothing else of the
+ * private format.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "store/store.h"
+
+/* ---- lanes and items ---------------------------------------------------------------------- */
+
+enum { NL = 3 }; /* lanes every rig knows; lane 2 is another model */
+static const char *const lane_model[NL] = {"llama", "llama", "qwen"};
+static const uint64_t lane_sig[NL] = {0xA1A1, 0xA1A1, 0xB2B2};
+static const uint32_t lane_no[NL] = {0, 1, 0};
+
+enum { MAX_ITEMS = 1024, PAYLOAD = 40, MAX_LOGS = 64 };
+
+/* What the test knows of one item. Its index in the log is its tag, carried in its id. */
+typedef struct {
+    int lane;
+    uint32_t tokens;
+    store_ref_t ref;
+    int appended;   /* store_append returned OK */
+    int acked;      /* ... and a store_flush returned OK after it */
+    int tomb_tried; /* store_tombstone was called on it (whatever it returned) */
+    int tomb_ok;    /* store_tombstone returned OK */
+    int completed;  /* tomb_ok, and a store_flush returned OK after it: must never come back */
+    int pending;
+    int gone; /* a reopen did not bring it back: it must never appear again */
+} litem_t;
+
+typedef struct {
+    char dir[64];
+    store_disk_config_t cfg;
+    store_t *s;
+    store_queue_t *q[NL];
+    litem_t items[MAX_ITEMS];
+    size_t n;
+    store_status_t first_error; /* the first status other than OK a step got */
+    store_recovery_t rep;       /* of the last open */
+    char logs[MAX_LOGS][256];   /* log lines of the last open and after */
+    int log_level[MAX_LOGS];
+    size_t n_logs;
+} rig_t;
+
+static uint32_t tag_tokens(size_t tag)
+{
+    return (uint32_t)(1 + tag * 7 % 97);
+}
+
+static uint64_t tag_arrival(size_t tag)
+{
+    return 1000000007ull * (tag + 1);
+}
+
+static void tag_payload(size_t tag, uint8_t *buf)
+{
+    for (size_t i = 0; i < PAYLOAD; i++)
+        buf[i] = (uint8_t)(tag * 13 + i * 7 + 1);
+}
+
+static void tag_id(size_t tag, uint8_t *buf)
+{
+    for (size_t i = 0; i < 8; i++)
+        buf[i] = (uint8_t)((uint64_t)tag >> (8 * i));
+}
+
+/* ---- files ---------------------------------------------------------------------------------- */
+
+static void remove_tree_at(int parent_fd, const char *name)
+{
+    int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) {
+        DIR *dir = fdopendir(fd);
+        if (dir != NULL) {
+            for (struct dirent *de; (de = readdir(dir)) != NULL;) {
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                    continue;
+                struct stat sb;
+                if (fstatat(fd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(sb.st_mode))
+                    remove_tree_at(fd, de->d_name);
+                else
+                    unlinkat(fd, de->d_name, 0);
+            }
+            closedir(dir);
+        } else {
+            close(fd);
+        }
+    }
+    unlinkat(parent_fd, name, AT_REMOVEDIR);
+}
+
+static void seg_path(const rig_t *r, uint64_t segment_id, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s/segments/%016" PRIx64 ".seg", r->dir, segment_id);
+}
+
+static int path_exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+static int seg_exists(const rig_t *r, uint64_t segment_id)
+{
+    char path[128];
+    seg_path(r, segment_id, path, sizeof(path));
+    return path_exists(path);
+}
+
+/* Files in <dir>/<sub> whose name ends with `suffix` (or starts with it, if prefix). */
+static size_t count_entries(const rig_t *r, const char *sub, const char *fix, int prefix)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/%s", r->dir, sub);
+    DIR *dir = opendir(path);
+    if (dir == NULL)
+        return 0;
+    size_t n = 0;
+    for (struct dirent *de; (de = readdir(dir)) != NULL;) {
+        size_t len = strlen(de->d_name), flen = strlen(fix);
+        if (len < flen)
+            continue;
+        if (prefix ? strncmp(de->d_name, fix, flen) == 0
+                   : strcmp(de->d_name + len - flen, fix) == 0)
+            n++;
+    }
+    closedir(dir);
+    return n;
+}
+
+static size_t count_segment_files(const rig_t *r)
+{
+    return count_entries(r, "segments", ".seg", 0);
+}
+
+static uint8_t *read_file(const char *path, size_t *out_len)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    long len = ftell(f);
+    assert_true(len >= 0);
+    rewind(f);
+    uint8_t *buf = malloc((size_t)len + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    *out_len = (size_t)len;
+    return buf;
+}
+
+/* Overwrites `len` bytes at `off` of a file with a pattern that is nothing the store writes. */
+static void scribble(const char *path, off_t off, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    uint8_t *junk = malloc(len);
+    assert_non_null(junk);
+    for (size_t i = 0; i < len; i++)
+        junk[i] = (uint8_t)(0x5A ^ (i * 131));
+    assert_int_equal(pwrite(fd, junk, len, off), (ssize_t)len);
+    free(junk);
+    close(fd);
+}
+
+/* ---- the rig ----------------------------------------------------------------------------------
+ */
+
+static void rig_log(void *ctx, int level, const char *msg)
+{
+    rig_t *r = ctx;
+    if (getenv("STORE_TEST_LOGS") != NULL)
+        fprintf(stderr, "  [store %d] %s\n", level, msg);
+    if (r->n_logs < MAX_LOGS) {
+        snprintf(r->logs[r->n_logs], sizeof(r->logs[0]), "%s", msg);
+        r->log_level[r->n_logs++] = level;
+    }
+}
+
+/* A log line at `level` that contains every one of the NULL-terminated strings. */
+static int rig_logged(const rig_t *r, int level, ...)
+{
+    for (size_t i = 0; i < r->n_logs; i++) {
+        if (r->log_level[i] != level)
+            continue;
+        va_list ap;
+        va_start(ap, level);
+        int all = 1;
+        for (const char *want; (want = va_arg(ap, const char *)) != NULL;)
+            all &= strstr(r->logs[i], want) != NULL;
+        va_end(ap);
+        if (all)
+            return 1;
+    }
+    return 0;
+}
+
+static void rig_open_queues(rig_t *r)
+{
+    for (int l = 0; l < NL; l++) {
+        store_key_t k = {lane_model[l], lane_sig[l], lane_no[l]};
+        r->q[l] = NULL;
+        assert_int_equal(store_queue_open(r->s, &k, &r->q[l]), STORE_OK);
+        assert_non_null(r->q[l]);
+    }
+}
+
+/* A rig on a fresh directory; *state holds it so the teardown frees it if the test fails. */
+static rig_t *rig_new(void **state, uint64_t segment_max_bytes, store_durability_t durability)
+{
+    rig_t *r = calloc(1, sizeof(*r));
+    assert_non_null(r);
+    *state = r;
+    snprintf(r->dir, sizeof(r->dir), "/tmp/lanes-test-recovery-XXXXXX");
+    assert_non_null(mkdtemp(r->dir));
+    r->cfg = (store_disk_config_t){.dir = r->dir,
+                                   .segment_max_bytes = segment_max_bytes,
+                                   .durability = durability,
+                                   .log = rig_log,
+                                   .log_ctx = r};
+    assert_int_equal(store_open_disk(&r->cfg, &r->rep, &r->s), STORE_OK);
+    assert_int_equal(r->rep.segments, 0);
+    assert_int_equal(r->rep.entries_live, 0);
+    assert_int_equal(r->rep.index_rebuilt, 0);
+    rig_open_queues(r);
+    return r;
+}
+
+static void rig_free(rig_t *r)
+{
+    if (r == NULL)
+        return;
+    store_close(r->s);
+    remove_tree_at(AT_FDCWD, r->dir);
+    free(r);
+}
+
+static int rig_teardown(void **state)
+{
+    store_fault_disarm_all();
+    rig_free(*state);
+    *state = NULL;
+    return 0;
+}
+
+/* Records the first failure; returns 1 when st is OK. */
+static int rig_ok(rig_t *r, store_status_t st)
+{
+    if (st != STORE_OK && r->first_error == STORE_OK)
+        r->first_error = st;
+    return st == STORE_OK;
+}
+
+static int rig_append(rig_t *r, int lane)
+{
+    assert_true(r->n < MAX_ITEMS);
+    size_t tag = r->n;
+    uint8_t id[8], payload[PAYLOAD];
+    tag_id(tag, id);
+    tag_payload(tag, payload);
+    store_item_t item = {.id = id,
+                         .id_len = sizeof(id),
+                         .payload = payload,
+                         .payload_len = sizeof(payload),
+                         .tokens = tag_tokens(tag),
+                         .arrival_ns = tag_arrival(tag)};
+    store_ref_t ref;
+    if (!rig_ok(r, store_append(r->s, r->q[lane], &item, &ref)))
+        return 0;
+    r->items[r->n++] = (litem_t){.lane = lane, .tokens = item.tokens, .ref = ref, .appended = 1};
+    return 1;
+}
+
+static int rig_flush(rig_t *r)
+{
+    if (!rig_ok(r, store_flush(r->s)))
+        return 0;
+    for (size_t i = 0; i < r->n; i++) {
+        litem_t *it = &r->items[i];
+        if (it->appended && !it->gone)
+            it->acked = 1;
+        if (it->tomb_ok)
+            it->completed = 1;
+    }
+    return 1;
+}
+
+/* Commits the first k queued items of a lane (k = 0: all peek shows); they become pending. */
+static int rig_commit(rig_t *r, int lane, size_t k)
+{
+    store_view_t views[MAX_ITEMS];
+    size_t n = 0;
+    if (!rig_ok(r, store_peek(r->s, r->q[lane], views, k ? k : MAX_ITEMS, &n)))
+        return 0;
+    assert_true(k == 0 || n == k);
+    store_ref_t refs[MAX_ITEMS];
+    for (size_t i = 0; i < n; i++)
+        refs[i] = views[i].ref;
+    if (!rig_ok(r, store_commit(r->s, r->q[lane], refs, n)))
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t tag = 0;
+        for (size_t b = 0; b < 8; b++)
+            tag |= (size_t)views[i].id_view[b] << (8 * b);
+        assert_true(tag < r->n);
+        assert_false(r->items[tag].pending);
+        r->items[tag].pending = 1;
+    }
+    return 1;
+}
+
+static int rig_tombstone(rig_t *r, size_t tag)
+{
+    litem_t *it = &r->items[tag];
+    assert_true(it->pending);
+    it->tomb_tried = 1;
+    int done = -1;
+    if (!rig_ok(r, store_tombstone(r->s, it->ref, &done)))
+        return 0;
+    assert_int_equal(done, 1);
+    it->tomb_ok = 1;
+    it->pending = 0;
+    return 1;
+}
+
+static int rig_return(rig_t *r, size_t tag)
+{
+    litem_t *it = &r->items[tag];
+    assert_true(it->pending);
+    if (!rig_ok(r, store_return(r->s, &it->ref, 1)))
+        return 0;
+    it->pending = 0;
+    return 1;
+}
+
+/* The tags of a lane's items that are alive (appended, not gone, not tombstoned), in order. */
+static size_t rig_lane_items(const rig_t *r, int lane, size_t *out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        const litem_t *it = &r->items[i];
+        if (it->lane == lane && it->appended && !it->gone && !it->tomb_ok)
+            out[n++] = i;
+    }
+    return n;
+}
+
+/* A crash: close without flushing. */
+static void rig_crash(rig_t *r)
+{
+    store_close(r->s);
+    r->s = NULL;
+}
+
+/* Must this item be back after a reopen? */
+static int rig_must_survive(const litem_t *it)
+{
+    return it->appended && it->acked && !it->tomb_tried && !it->gone;
+}
+
+/*
+ * Reopens the store (faults disarmed) and checks the invariant against the log. Afterwards the
+ * log says what the store holds now: every item that came back is live and acknowledged
+ * (recovery recorded it), every appended item that did not is gone for good.
+ */
+static void rig_reopen(rig_t *r)
+{
+    store_fault_disarm_all();
+    if (r->s != NULL)
+        rig_crash(r);
+    r->n_logs = 0;
+    r->first_error = STORE_OK;
+    memset(&r->rep, 0xA5, sizeof(r->rep));
+    assert_int_equal(store_open_disk(&r->cfg, &r->rep, &r->s), STORE_OK);
+    assert_non_null(r->s);
+    assert_int_equal(store_pending_count(r->s), 0);
+    assert_int_equal(store_unflushed_bytes(r->s), 0);
+
+    uint8_t *seen = calloc(r->n + 1, 1);
+    store_view_t *views = malloc(MAX_ITEMS * sizeof(*views));
+    assert_non_null(seen);
+    assert_non_null(views);
+    uint64_t entries = 0, tokens = 0;
+    int lanes_seen[NL] = {0};
+    store_queue_t *q = NULL;
+    store_key_t key;
+    while (store_queue_next(r->s, q, &q, &key, NULL)) {
+        int lane = -1;
+        for (int l = 0; l < NL; l++) {
+            if (strcmp(key.model, lane_model[l]) == 0 && key.signature == lane_sig[l] &&
+                key.lane == lane_no[l])
+                lane = l;
+        }
+        assert_true(lane >= 0);
+        assert_false(lanes_seen[lane]);
+        lanes_seen[lane] = 1;
+        size_t n = 0;
+        assert_int_equal(store_peek(r->s, q, views, MAX_ITEMS, &n), STORE_OK);
+        assert_true(n < MAX_ITEMS);
+        uint64_t q_items = 0, q_tokens = 0;
+        store_queue_count(q, &q_items, &q_tokens);
+        assert_int_equal(q_items, n);
+        uint64_t lane_tokens = 0;
+        size_t prev = SIZE_MAX;
+        for (size_t i = 0; i < n; i++) {
+            const store_view_t *v = &views[i];
+            assert_int_equal(v->id_len, 8);
+            size_t tag = 0;
+            for (size_t b = 0; b < 8; b++)
+                tag |= (size_t)v->id_view[b] << (8 * b);
+            if (tag >= r->n || seen[tag] || !r->items[tag].appended || r->items[tag].gone ||
+                r->items[tag].completed) {
+                print_error("item %zu came back but %s\n", tag,
+                            tag >= r->n               ? "was never appended"
+                            : seen[tag]               ? "it came back twice"
+                            : !r->items[tag].appended ? "its append failed"
+                            : r->items[tag].completed ? "it was completed"
+                                                      : "an earlier reopen had dropped it");
+                fail();
+            }
+            seen[tag] = 1;
+            litem_t *it = &r->items[tag];
+            assert_int_equal(it->lane, lane);
+            assert_int_equal(v->tokens, tag_tokens(tag));
+            assert_int_equal(v->arrival_ns, tag_arrival(tag));
+            assert_int_equal(v->signature, lane_sig[lane]);
+            assert_int_equal(v->deliveries, 0);
+            uint8_t payload[PAYLOAD];
+            tag_payload(tag, payload);
+            assert_int_equal(v->payload_len, PAYLOAD);
+            assert_memory_equal(v->payload_view, payload, PAYLOAD);
+            /* Arrival order within the lane. */
+            assert_true(prev == SIZE_MAX || prev < tag);
+            prev = tag;
+            it->ref = v->ref;
+            entries++;
+            tokens += v->tokens;
+            lane_tokens += v->tokens;
+        }
+        assert_int_equal(q_tokens, lane_tokens);
+    }
+    for (size_t i = 0; i < r->n; i++) {
+        if (rig_must_survive(&r->items[i]) && !seen[i]) {
+            print_error("item %zu (lane %d) was acknowledged and never completed but did not "
+                        "come back\n",
+                        i, r->items[i].lane);
+            fail();
+        }
+    }
+    assert_int_equal(r->rep.entries_live, entries);
+    assert_int_equal(r->rep.tokens_live, tokens);
+    for (size_t i = 0; i < r->n; i++) {
+        litem_t *it = &r->items[i];
+        if (seen[i]) {
+            *it = (litem_t){
+                .lane = it->lane, .tokens = it->tokens, .ref = it->ref, .appended = 1, .acked = 1};
+        } else if (it->appended) {
+            it->gone = 1;
+            it->pending = 0;
+        }
+    }
+    free(seen);
+    free(views);
+    rig_open_queues(r);
+}
+
+static size_t rig_count_back(const rig_t *r, size_t from, size_t to)
+{
+    size_t n = 0;
+    for (size_t i = from; i < to; i++)
+        n += r->items[i].appended && !r->items[i].gone;
+    return n;
+}
+
+/* Bytes of one entry: every item has the same id and payload sizes. */
+static uint64_t rig_entry_size(const rig_t *r)
+{
+    for (size_t i = 1; i < r->n; i++) {
+        for (size_t j = 0; j < i; j++) {
+            if (r->items[i].ref.queue == r->items[j].ref.queue && r->items[i].appended &&
+                r->items[j].appended)
+                return r->items[i].ref.offset - r->items[j].ref.offset;
+        }
+    }
+    fail_msg("no two items share a segment");
+    return 0;
+}
+
+/* Appends to `lane` until its segment is full: the next append of the lane rolls over. */
+static void rig_fill_segment(rig_t *r, int lane, uint64_t segment_max)
+{
+    assert_true(rig_append(r, lane));
+    assert_true(rig_append(r, lane));
+    uint64_t e = rig_entry_size(r);
+    assert_true(e > 0);
+    for (;;) {
+        const litem_t *last = &r->items[r->n - 1];
+        /* The segment is last->ref.offset + e bytes long; one more entry still fits? */
+        if (last->ref.offset + 2 * e > segment_max)
+            return;
+        assert_true(rig_append(r, lane));
+    }
+}
+
+/* ---- crash points ------------------------------------------------------------------------- */
+
+static void test_crash_after_append_before_flush_keeps_every_flushed_item(void **state)
+{
+    rig_t *r = rig_new(state, 0, STORE_DURABLE_PROCESS);
+    for (int i = 0; i < 5; i++) {
+        assert_true(rig_append(r, 0));
+        assert_true(rig_append(r, 1));
+    }
+    assert_true(rig_flush(r));
+    size_t acked = r->n;
+    /* Lane 0 gets 3 unflushed entries past its durable boundary; lane 2 a first segment the
+     * index never heard of. */
+    for (int i = 0; i < 3; i++)
+        assert_true(rig_append(r, 0));
+    size_t lane2_from = r->n;
+    for (int i = 0; i < 2; i++)
+        assert_true(rig_append(r, 2));
+    uint64_t e = rig_entry_size(r);
+    rig_crash(r);
+    rig_reopen(r);
+    assert_int_equal(rig_count_back(r, 0, acked), acked);
+    /* Bytes past the recorded boundary were never acknowledged: cut, and counted exactly. */
+    assert_int_equal(r->rep.torn_tails, 1);
+    assert_int_equal(r->rep.torn_bytes, 3 * e);
+    assert_int_equal(rig_count_back(r, acked, lane2_from), 0);
+    /* The unindexed file is adopted whole (its entries were never acknowledged either; they
+     * may come back, once). */
+    assert_int_equal(r->rep.adopted_files, 1);
+    assert_int_equal(rig_count_back(r, lane2_from, r->n), 2);
+    assert_int_equal(r->rep.corrupt_regions, 0);
+    assert_int_equal(r->rep.missing_files, 0);
+    /* The recovered store works: append, flush, crash, reopen. */
+    assert_true(rig_append(r, 0));
+    assert_true(rig_flush(r));
+    rig_reopen(r);
+    assert_int_equal(r->rep.torn_tails, 0);
+    assert_int_equal(rig_count_back(r, 0, r->n), acked + 3);
+}
+
+static void test_crash_after_flush_before_index_update_cuts_only_unacknowledged(void **state)
+{
+    rig_t *r = rig_new(state, 0, STORE_DURABLE_PROCESS);
+    for (int i = 0; i < 6; i++) {
+        assert_true(rig_append(r, 0));
+        assert_true(rig_append(r, 1));
+    }
+    assert_true(rig_flush(r));
+    size_t acked = r->n;
+    for (int i = 0; i < 4; i++)
+        assert_true(rig_append(r, 0));
+    uint64_t e = rig_entry_size(r);
+    /* The data is in the file, the index transaction that would record the boundary fails. */
+    unsigned long fired = store_fault_fired(STORE_FAULT_MDB_PUT);
+    store_fault_arm(STORE_FAULT_MDB_PUT, 1);
+    assert_false(rig_flush(r));
+    assert_int_equal(r->first_error, STORE_EIO);
+    assert_int_equal(store_fault_fired(STORE_FAULT_MDB_PUT), fired + 1);
+    /* Failed: nothing more is acknowledged. */
+    assert_int_equal(store_flush(r->s), STORE_EIO);
+    assert_false(rig_append(r, 1));
+    rig_crash(r);
+    rig_reopen(r);
+    assert_int_equal(rig_count_back(r, 0, acked), acked);
+    assert_int_equal(rig_count_back(r, acked, r->n), 0);
+    assert_int_equal(r->rep.torn_tails, 1);
+    assert_int_equal(r->rep.torn_bytes, 4 * e);
+    assert_int_equal(r->rep.corrupt_regions, 0);
+}
+
+static void test_crash_between_commit_steps_requeues_committed_items(void **state)
+{
+    rig_t *r = rig_new(state, 0, STORE_DURABLE_PROCESS);
+    for (int i = 0; i < 8; i++)
+        assert_true(rig_append(r, 0));
+    for (int i = 0; i < 3; i++)
+        assert_true(rig_append(r, 2));
+    assert_true(rig_flush(r));
+    assert_true(rig_commit(r, 0, 5));
+    assert_true(rig_commit(r, 2, 3));
+    assert_true(rig_tombstone(r, 0));
+    assert_true(rig_flush(r));
+    assert_true(rig_return(r, 1));
+    assert_true(rig_commit(r, 0, 1)); /* item 1 again: a second delivery */
+    assert_int_equal(store_pending_count(r->s), 7);
+    rig_crash(r);
+    rig_reopen(r);
+    /* Everything committed and not completed is queued again, with no delivery counted. */
+    assert_int_equal(r->rep.entries_live, 10);
+    assert_int_equal(r->rep.entries_tombstoned, 1);
+    assert_true(r->items[0].gone);
+    for (size_t i = 1; i < r->n; i++)
+        assert_false(r->items[i].gone);
+}
+
+static void test_crash_between_tombstone_and_deleted_count_keeps_item_completed(void **state)
+{
+    rig_t *r = rig_new(state, 0, STORE_DURABLE_PROCESS);
+    for (int i = 0; i < 6; i++)
+        assert_true(rig_append(r, 0));
+    assert_true(rig_flush(r));
+    assert_true(rig_commit(r, 0, 3));
+    /* The tombstones are written in place; the deleted count would reach the index at the next
+     * flush, which never comes. */
+    assert_true(rig_tombstone(r, 0));
+    assert_true(rig_tombstone(r, 2));
+    rig_crash(r);
+    rig_reopen(r);
+    assert_true(r->items[0].gone);
+    assert_true(r->items[2].gone);
+    assert_false(r->items[1].gone);
+    assert_int_equal(rig_count_back(r, 0, r->n), 4);
+    assert_int_equal(r->rep.entries_tombstoned, 2);
+    assert_int_equal(r->rep.deleted_count_repairs, 1);
+    /* Repaired and recorded: the next open finds nothing to repair. */
+    rig_reopen(r);
+    assert_int_equal(r->rep.deleted_count_repairs, 0);
+    assert_int_equal(r->rep.entries_tombstoned, 2);
+}
+
+enum { SMALL_SEGMENT = 1024 };
+
+static void test_crash_during_rollover_header_write(void **state)
+{
+    rig_t *r = rig_new(state, SMALL_SEGMENT, STORE_DURABLE_PROCESS);
+    rig_fill_segment(r, 0, SMALL_SEGMENT);
+    assert_true(rig_flush(r));
+    size_t acked = r->n;
+    size_t files = count_segment_files(r);
+    assert_int_equal(files, 1);
+    /* The next append starts a new segment: its header write fails. */
+    unsigned long fired = store_fault_fired(STORE_FAULT_WRITE);
+    store_fault_arm(STORE_FAULT_WRITE, 1);
+    assert_false(rig_append(r, 0));
+    assert_int_equal(r->first_error, STORE_EIO);
+    assert_int_equal(store_fault_fired(STORE_FAULT_WRITE), fired + 1);
+    assert_int_equal(count_segment_files(r), files); /* the half-made file is removed */
+    assert_int_equal(store_flush(r->s), STORE_EIO);
+    assert_false(rig_append(r, 1));
+    rig_crash(r);
+    rig_reopen(r);
+    assert_int_equal(rig_count_back(r, 0, r->n), acked);
+    assert_int_equal(r->rep.adopted_files, 0);
+    assert_int_equal(r->rep.torn_tails, 0);
+    assert_int_equal(r->rep.segments, 1);
+    /* Appends resume in a new segment. */
+    assert_true(rig_append(r, 0));
+    assert_true(rig_flush(r));
+    rig_reopen(r);
+    assert_int_equal(rig_count_back(r, 0, r->n), acked + 1);
+    assert_int_equal(r->rep.segments, 2);
+}
+
+static void test_crash_during_rollover_directory_fsync(void **state)
+{
+    rig_t *r = rig_new(state, SMALL_SEGMENT, STORE_DURABLE_PROCESS);
+    rig_fill_segment(r, 1, SMALL_SEGMENT);
+    assert_true(rig_flush(r));
+    size_t acked = r->n;
+    size_t files = count_segment_files(r);
+    /* The new segment's file and header are written; the directory sync after it fails. */
+    unsigned long fired = store_fault_fired(STORE_FAULT_FSYNC);
+    store_fault_arm(STORE_FAULT_FSYNC, 1);
+    assert_false(rig_append(r, 1));
+    assert_int_equal(r->first_error, STORE_EIO);
+    assert_int_equal(store_fault_fired(STORE_FAULT_FSYNC), fired + 1);
+    /* A failed sync is final: no flush, no append, even with the fault gone. */
+    assert_int_equal(store_flush(r->s), STORE_EIO);
+    assert_false(rig_append(r, 0));
+    size_t files_after = count_segment_files(r);
+    assert_true(files_after == files || files_after == files + 1);
+    rig_crash(r);
+    rig_reopen(r);
+    assert_int_equal(rig_count_back(r, 0, r->n), acked);
+    /* If the new file was left behind it held no entry: adopted and removed at open. */
+    assert_int_equal(r->rep.adopted_files, files_after - files);
+    assert_int_equal(r->rep.removed_segments, files_after - files);
+    assert_int_equal(count_segment_files(r), files);
+    assert_int_equal(r->rep.entries_live, acked);
+}
+
+/* Fills two segments of lane 0, completes all but the last entry of the first (flushed). Returns
+ * the tag of that last entry: tombstoning it deletes the first segment's file. */
+static size_t rig_prepare_drained_segment(rig_t *r, uint64_t *out_segment)
+{
+    rig_fill_segment(r, 0, SMALL_SEGMENT);
+    size_t first_segment_items = r->n;
+    for (int i = 0; i < 3; i++)
+        assert_true(rig_append(r, 0));
+    assert_int_not_equal(r->items[r->n - 1].ref.queue, r->items[0].ref.queue);
+    assert_true(rig_append(r, 2));
+    assert_true(rig_flush(r));
+    assert_true(rig_commit(r, 0, first_segment_items));
+    for (size_t i = 0; i + 1 < first_segment_items; i++)
+        assert_true(rig_tombstone(r, i));
+    assert_true(rig_flush(r));
+    *out_segment = r->items[0].ref.queue;
+    assert_true(seg_exists(r, *out_segment));
+    return first_segment_items - 1;
+}
+
+static void test_crash_during_whole_file_deletion_unlink_adopts_and_removes_file(void **state)
+{
+    rig_t *r = rig_new(state, SMALL_SEGMENT, STORE_DURABLE_PROCESS);
+    uint64_t seg;
+    size_t last = rig_prepare_drained_segment(r, &seg);
+    /* The index row is removed, then the unlink fails: what a crash between the two leaves. */
+    unsigned long fired = store_fault_fired(STORE_FAULT_UNLINK);
+    store_fault_arm(STORE_FAULT_UNLINK, 1);
+    assert_false(rig_tombstone(r, last));
+    assert_int_equal(r->first_error, STORE_EIO);
+    assert_int_equal(store_fault_fired(STORE_FAULT_UNLINK), fired + 1);
+    assert_true(seg_exists(r, seg));
+    assert_int_equal(store_flush(r->s), STORE_EIO);
+    rig_crash(r);
+    rig_reopen(r);
+    /* Recovery adopts the file the index no longer knows, finds it all tombstoned, deletes it. */
+    assert_int_equal(r->rep.adopted_files, 1);
+    assert_int_equal(r->rep.removed_segments, 1);
+    assert_int_equal(r->rep.missing_files, 0);
+    assert_false(seg_exists(r, seg));
+    for (size_t i = 0; i <= last; i++)
+        assert_true(r->items[i].gone);
+    assert_int_equal(rig_count_back(r, 0, r->n), r->n - (last + 1));
+}
+
+static void test_crash_during_whole_file_deletion_directory_fsync(void **state)
+{
+    rig_t *r = rig_new(state, SMALL_SEGMENT, STORE_DURABLE_PROCESS);
+    uint64_t seg;
+    size_t last = rig_prepare_drained_segment(r, &seg);
+    unsigned long fired = store_fault_fired(STORE_FAULT_FSYNC);
+    store_fault_arm(STORE_FAULT_FSYNC, 1);
+    assert_false(rig_tombstone(r, last));
+    assert_int_equal(r->first_error, STORE_EIO);
+    assert_int_equal(store_fault_fired(STORE_FAULT_FSYNC), fired + 1);
+    assert_int_equal(store_flush(r->s), STORE_EIO);
+    rig_crash(r);
+    rig_reopen(r);
+    assert_false(seg_exists(r, seg));
+    assert_int_equal(r->rep.missing_files, 0);
+    assert_int_equal(r->rep.adopted_files, 0);
+    for (size_t i = 0; i <= last; i++)
+        assert_true(r->items[i].gone);
+    assert_int_equal(rig_count_back(r, 0, r->n), r->n - (last + 1));
+}
+
+/* ---- the error state ------------------------------------------------------------------------ */
+
+static void test_error_state_refuses_everything_and_never_retries_fsync(void **state)
+{
+    rig_t *r = rig_new(state, 0, STORE_DURABLE_POWER);
+    for (int i = 0; i < 3; i++)
+        assert_true(rig_append(r, 0));
+    assert_true(rig_flush(r));
+    assert_true(rig_commit(r, 0, 2));
+    for (int i = 0; i < 2; i++)
+        assert_true(rig_append(r, 0));
+    unsigned long fired = store_fault_fired(STORE_FAULT_FSYNC);
+    store_fault_arm(STORE_FAULT_FSYNC, 1);
+    assert_int_equal(store_flush(r->s), STORE_EIO);
+    assert_int_equal(store_fault_fired(STORE_FAULT_FSYNC), fired + 1);
+    assert_true(rig_logged(r, STORE_LOG_ERROR, "fdatasync", NULL));
+
+    /* Nothing that would acknowledge anything succeeds any more. */
+    uint8_t byte = 1;
+    store_item_t item = {.id = &byte, .id_len = 1, .tokens = 1};
+    store_ref_t ref = {7, 7};
+    assert_int_equal(store_append(r->s, r->q[0], &item, &ref), STORE_EIO);
+    assert_int_equal(ref.queue, 7);
+    assert_int_equal(store_flush(r->s), STORE_EIO);
+    int done = -1;
+    assert_int_equal(store_tombstone(r->s, r->items[0].ref, &done), STORE_EIO);
+    assert_int_equal(done, -1);
+    assert_int_equal(store_return(r->s, &r->items[1].ref, 1), STORE_EIO);
+    store_view_t v;
+    size_t n = 99;
+    assert_int_equal(store_peek(r->s, r->q[0], &v, 1, &n), STORE_EIO);
+    assert_int_equal(store_commit(r->s, r->q[0], &r->items[2].ref, 1), STORE_EIO);
+    assert_int_equal(store_queue_target_set(r->s, r->q[0], 5), STORE_EIO);
+    assert_int_equal(store_current_shape_set(r->s, "llama", 5), STORE_EIO);
+    store_key_t k = {"other", 1, 0};
+    store_queue_t *q = NULL;
+    assert_int_equal(store_queue_open(r->s, &k, &q), STORE_EIO);
+    assert_null(q);
+
+    /* The failed sync is never retried: with the fault armed again, no sync is even tried. */
+    store_fault_arm(STORE_FAULT_FSYNC, 1);
+    assert_int_equal(store_flush(r->s), STORE_EIO);
+    assert_int_equal(store_fault_fired(STORE_FAULT_FSYNC), fired + 1);
+    store_fault_disarm_all();
+    assert_int_equal(store_flush(r->s), STORE_EIO);
+
+    rig_crash(r);
+    rig_reopen(r);
+    /* The 3 acknowledged items (2 of them were pending) are back. */
+    assert_int_equal(rig_count_back(r, 0, 3), 3);
+}
+
+/* ---- fault sweep ------------------------------------------------------------------------------
+ */
+
+/*
+ * The scenario of the sweep. Every step stops the scenario at the first failure. Three lanes,
+ * 1 KiB segments (11 entries each), so lanes roll over and a drained segment is deleted.
+ */
+static int sweep_scenario(rig_t *r)
+{
+    /* 24 items per lane: three segments each. */
+    for (int i = 0; i < 24; i++) {
+        for (int l = 0; l < NL; l++) {
+            if (!rig_append(r, l))
+                return 0;
+        }
+    }
+    if (!rig_flush(r))
+        return 0;
+    /* Commit 12 per lane, complete 6 of them (flushed), then the rest of the first segment. */
+    size_t tags[NL][MAX_ITEMS];
+    for (int l = 0; l < NL; l++) {
+        rig_lane_items(r, l, tags[l]);
+        if (!rig_commit(r, l, 12))
+            return 0;
+    }
+    for (int l = 0; l < NL; l++) {
+        for (int i = 0; i < 6; i++) {
+            if (!rig_tombstone(r, tags[l][i]))
+                return 0;
+        }
+    }
+    if (!rig_flush(r) || !rig_ok(r, store_queue_target_set(r->s, r->q[0], 400)) ||
+        !rig_ok(r, store_current_shape_set(r->s, "llama", 0xA1A1)))
+        return 0;
+    for (int l = 0; l < NL; l++) {
+        for (int i = 6; i < 11; i++) { /* the last one drains the first segment: file deleted */
+            if (!rig_tombstone(r, tags[l][i]))
+                return 0;
+        }
+    }
+    for (int l = 0; l < NL; l++) {
+        if (!rig_return(r, tags[l][11]))
+            return 0;
+    }
+    if (!rig_flush(r))
+        return 0;
+    /* 12 more per lane (roll-overs), commit 4, complete 2, flush. */
+    for (int i = 0; i < 12; i++) {
+        for (int l = 0; l < NL; l++) {
+            if (!rig_append(r, l))
+                return 0;
+        }
+    }
+    if (!rig_flush(r))
+        return 0;
+    for (int l = 0; l < NL; l++) {
+        size_t lane_tags[MAX_ITEMS];
+        rig_lane_items(r, l, lane_tags);
+        if (!rig_commit(r, l, 4) || !rig_tombstone(r, lane_tags[0]) ||
+            !rig_tombstone(r, lane_tags[1]))
+            return 0;
+    }
+    return rig_flush(r);
+}
+
+/* After a recovery the store works: one more round of appends, commits and completions. */
+static void sweep_after_recovery(rig_t *r)
+{
+    for (int l = 0; l < NL; l++) {
+        assert_true(rig_append(r, l));
+        assert_true(rig_append(r, l));
+    }
+    assert_true(rig_flush(r));
+    for (int l = 0; l < NL; l++) {
+        size_t lane_tags[MAX_ITEMS];
+        size_t n = rig_lane_items(r, l, lane_tags);
+        assert_true(n >= 2);
+        assert_true(rig_commit(r, l, 1));
+        assert_true(rig_tombstone(r, lane_tags[0]));
+    }
+    assert_true(rig_flush(r));
+    rig_crash(r);
+    rig_reopen(r);
+    assert_int_equal(r->rep.torn_tails, 0);
+    assert_int_equal(r->rep.corrupt_regions, 0);
+    assert_int_equal(r->rep.missing_files, 0);
+}
+
+/*
+ * SQLite's do_faultsim_test: fail the 1st, 2nd, 3rd, ... operation of one kind, each time on a
+ * fresh store, until the scenario runs to its end without reaching the armed operation. Every
+ * run is reopened (faults disarmed) and checked. Returns how many runs had the fault fire.
+ */
+static size_t fault_sweep(void **state, store_fault_op_t op, store_durability_t durability)
+{
+    size_t fired_runs = 0;
+    for (unsigned long k = 1;; k++) {
+        rig_t *r = rig_new(state, SMALL_SEGMENT, durability);
+        unsigned long before = store_fault_fired(op);
+        store_fault_arm(op, k);
+        int completed = sweep_scenario(r);
+        int fired = store_fault_fired(op) != before;
+        store_fault_disarm_all();
+        if (!fired) {
+            /* Nothing left to fail: the scenario ran to its end. */
+            if (!completed)
+                fail_msg("fault kind %d, n = %lu: the scenario failed (%s) without the fault",
+                         (int)op, k, store_status_str(r->first_error));
+            rig_reopen(r);
+            rig_free(r);
+            *state = NULL;
+            break;
+        }
+        fired_runs++;
+        /* A failure is never swallowed, and the store acknowledges nothing after it. */
+        if (completed)
+            fail_msg("fault kind %d, n = %lu fired but the scenario reported success", (int)op, k);
+        assert_int_equal(r->first_error, STORE_EIO);
+        assert_int_equal(store_flush(r->s), STORE_EIO);
+        uint8_t byte = 1;
+        store_item_t item = {.id = &byte, .id_len = 1, .tokens = 1};
+        assert_int_equal(store_append(r->s, r->q[0], &item, NULL), STORE_EIO);
+        rig_crash(r);
+        rig_reopen(r);
+        sweep_after_recovery(r);
+        rig_free(r);
+        *state = NULL;
+    }
+    if (getenv("STORE_SWEEP_STATS") != NULL)
+        print_message("fault kind %d, %s: the fault fired in %zu runs\n", (int)op,
+                      durability == STORE_DURABLE_POWER ? "power" : "process", fired_runs);
+    return fired_runs;
+}
+
+static void test_fault_sweep_write(void **state)
+{
+    /* 108 appends, 12 segment headers, 39 tombstones: 159 writes today. */
+    assert_true(fault_sweep(state, STORE_FAULT_WRITE, STORE_DURABLE_PROCESS) >= 120);
+}
+
+static void test_fault_sweep_fsync(void **state)
+{
+    /* Directory syncs: 12 segment creations and 3 deletions. */
+    assert_true(fault_sweep(state, STORE_FAULT_FSYNC, STORE_DURABLE_PROCESS) >= 12);
+}
+
+static void test_fault_sweep_fsync_power_durability(void **state)
+{
+    /* ... plus the fdatasync of every touched segment at each flush. */
+    assert_true(fault_sweep(state, STORE_FAULT_FSYNC, STORE_DURABLE_POWER) >= 30);
+}
+
+static void test_fault_sweep_unlink(void **state)
+{
+    /* One drained segment per lane. */
+    assert_int_equal(fault_sweep(state, STORE_FAULT_UNLINK, STORE_DURABLE_PROCESS), 3);
+}
+
+static void test_fault_sweep_mdb_put(void **state)
+{
+    /* Segment rows, the lane target, the current shape and the meta row of five flushes. */
+    assert_true(fault_sweep(state, STORE_FAULT_MDB_PUT, STORE_DURABLE_PROCESS) >= 20);
+}
+
+static void test_fault_sweep_rename(void **state)
+{
+    /* A running store never renames (only recovery does: see the tests below). */
+    assert_int_equal(fault_sweep(state, STORE_FAULT_RENAME, STORE_DURABLE_PROCESS), 0);
+}
+
+/* ---- damage found at open -------------------------------------------------------------------- */
+
+/* Three lanes, small segments, some items completed, some pending, all flushed. */
+static void rig_populate(rig_t *r)
+{
+    for (int i = 0; i < 16; i++) {
+        for (int l = 0; l < NL; l++)
+            assert_true(rig_append(r, l));
+    }
+    assert_true(rig_flush(r));
+    size_t tags[MAX_ITEMS];
+    for (int l = 0; l < NL; l++) {
+        rig_lane_items(r, l, tags);
+        assert_true(rig_commit(r, l, 5));
+        assert_true(rig_tombstone(r, tags[1]));
+        assert_true(rig_tombstone(r, tags[3]));
+    }
+    assert_true(rig_flush(r));
+}
+
+static void test_index_directory_deleted_is_rebuilt_from_segments(void **state)
+{
+    rig_t *r = rig_new(state, SMALL_SEGMENT, STORE_DURABLE_PROCESS);
+    rig_populate(r);
+    size_t files = count_segment_files(r);
+    assert_true(files >= 6);
+    rig_crash(r);
+    char path[128];
+    snprintf(path, sizeof(path), "%s/index", r->dir);
+    remove_tree_at(AT_FDCWD, path);
+    assert_false(path_exists(path));
+    rig_reopen(r);
+    assert_int_equal(r->rep.index_rebuilt, 1);
+    assert_int_equal(r->rep.adopted_files, files);
+    assert_int_equal(r->rep.segments, files);
+    assert_int_equal(rig_count_back(r, 0, r->n), r->n - 2 * NL);
+    assert_true(rig_logged(r, STORE_LOG_WARN, "index", "missing", NULL));
+    /* Rebuilt: the next open uses it. */
+    rig_reopen(r);
+    assert_int_equal(r->rep.index_rebuilt, 0);
+    assert_int_equal(r->rep.adopted_files, 0);
+    assert_int_equal(rig_count_back(r, 0, r->n), r->n - 2 * NL);
+}
+
+static void test_index_overwritten_with_garbage_is_set_aside_and_rebuilt(void **state)
+{
+    rig_t *r = rig_new(state, SMALL_SEGMENT, STORE_DURABLE_PROCESS);
+    rig_populate(r);
+    size_t files = count_segment_files(r);
+    rig_crash(r);
+    char path[128];
+    snprintf(path, sizeof(path), "%s/index/data.mdb", r->dir);
+    size_t len;
+    free(read_file(path, &len));
+    assert_true(len > 0);
+    scribble(path, 0, len);
+    rig_reopen(r);
+    assert_int_equal(r->rep.index_rebuilt, 1);
+    assert_int_equal(count_entries(r, ".", "index.damaged-", 1), 1);
+    assert_int_equal(r->rep.adopted_files, files);
+    assert_int_equal(rig_count_back(r, 0, r->n), r->n - 2 * NL);
+    assert_true(rig_logged(r, STORE_LOG_WARN, "index.damaged-", NULL));
+    rig_reopen(r);
+    assert_int_equal(r->rep.index_rebuilt, 0);
+    assert_int_equal(count_entries(r, ".", "index.damaged-", 1), 1);
+}
+
+static void test_rename_fault_setting_damaged_index_aside_fails_open_cleanly(void **state)
+{
+    rig_t *r = rig_new(state, SMALL_SEGMENT, STORE_DURABLE_PROCESS);
+    rig_populate(r);
+    rig_crash(r);
+    char path[128];
+    snprintf(path, sizeof(path), "%s/index/data.mdb", r->dir);
+    scribble(path, 0, 8192);
+    unsigned long fired = store_fault_fired(STORE_FAULT_RENAME);
+    store_fault_arm(STORE_FAULT_RENAME, 1);
+    store_t *s = (store_t *)(uintptr_t)0x1234;
+    store_status_t st = store_open_disk(&r->cfg, NULL, &s);
+    store_fault_disarm_all();
+    assert_int_equal(st, STORE_EINDEX);
+    assert_ptr_equal(s, (store_t *)(uintptr_t)0x1234);
+    assert_int_equal(store_fault_fired(STORE_FAULT_RENAME), fired + 1);
+    assert_int_equal(count_entries(r, ".", "index.damaged-", 1), 0);
+    /* Nothing was lost: the next open sets it aside and rebuilds. */
+    rig_reopen(r);
+    assert_int_equal(r->rep.index_rebuilt, 1);
+    assert_int_equal(rig_count_back(r, 0, r->n), r->n - 2 * NL);
+}
+
+static void test_missing_segment_file_is_reported_exactly(void **state)
+{
+    rig_t *r = rig_new(state, SMALL_SEGMENT, STORE_DURABLE_PROCESS);
+    rig_populate(r);
+    /* Lane 0's first segment: items 0, 3, 6, ... with tags 3 and 9 (lane items 1, 3) completed,
+     * the other three committed ones pending. */
+    uint64_t seg = r->items[0].ref.queue;
+    uint64_t live = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        litem_t *it = &r->items[i];
+        if (it->ref.queue == seg && it->appended && !it->completed) {
+            live++;
+            it->gone = 1; /* lost with the file, the test expects them gone */
+            it->appended = 0;
+        }
+    }
+    assert_true(live >= 5);
+    rig_crash(r);
+    char path[128];
+    seg_path(r, seg, path, sizeof(path));
+    assert_int_equal(unlink(path), 0);
+    rig_reopen(r);
+    assert_int_equal(r->rep.missing_files, 1);
+    assert_int_equal(r->rep.missing_live_entries, live);
+    assert_int_equal(r->rep.quarantined_files, 0);
+    char hex[17];
+    snprintf(hex, sizeof(hex), "%016" PRIx64, seg);
+    assert_true(rig_logged(r, STORE_LOG_ERROR, hex, "gone", "lost", NULL));
+    /* Reported once: the row is dropped. */
+    rig_reopen(r);
+    assert_int_equal(r->rep.missing_files, 0);
+    assert_int_equal(r->rep.missing_live_entries, 0);
+}
+
+static void test_segment_with_garbage_header_is_quarantined(void **state)
+{
+    rig_t *r = rig_new(state, SMALL_SEGMENT, STORE_DURABLE_PROCESS);
+    rig_populate(r);
+    uint64_t seg = r->items[1].ref.queue; /* lane 1's first segment */
+    assert_int_equal(r->items[1].lane, 1);
+    for (size_t i = 0; i < r->n; i++) {
+        if (r->items[i].ref.queue == seg && r->items[i].appended) {
+            r->items[i].gone = 1;
+            r->items[i].appended = 0;
+        }
+    }
+    rig_crash(r);
+    char path[128], moved[160];
+    seg_path(r, seg, path, sizeof(path));
+    scribble(path, 0, 64);
+    size_t len;
+    uint8_t *before = read_file(path, &len);
+    snprintf(moved, sizeof(moved), "%s/quarantine/%016" PRIx64 ".seg", r->dir, seg);
+    rig_reopen(r);
+    assert_int_equal(r->rep.quarantined_files, 1);
+    assert_false(path_exists(path));
+    assert_true(path_exists(moved));
+    /* Moved aside, never changed. */
+    size_t len_after;
+    uint8_t *after = read_file(moved, &len_after);
+    assert_int_equal(len_after, len);
+    assert_memory_equal(after, before, len);
+    free(before);
+    free(after);
+    assert_true(rig_logged(r, STORE_LOG_ERROR, "quarantine", NULL));
+    rig_reopen(r);
+    assert_int_equal(r->rep.quarantined_files, 0);
+}
+
+/* ---- what the index keeps ------------------------------------------------------------------ */
+
+static uint32_t target_of(store_t *s, int lane, int *found)
+{
+    store_queue_t *q = NULL;
+    store_key_t key;
+    uint32_t target = 0;
+    *found = 0;
+    while (store_queue_next(s, q, &q, &key, &target)) {
+        if (strcmp(key.model, lane_model[lane]) == 0 && key.signature == lane_sig[lane] &&
+            key.lane == lane_no[lane]) {
+            *found = 1;
+            return target;
+        }
+    }
+    return 0;
+}
+
+static void test_lane_targets_survive_reopen(void **state)
+{
+    rig_t *r = rig_new(state, 0, STORE_DURABLE_PROCESS);
+    static const uint32_t targets[NL] = {1000, 2000, 3000};
+    for (int l = 0; l < NL; l++) {
+        assert_true(rig_append(r, l));
+        assert_int_equal(store_queue_target_set(r->s, r->q[l], targets[l]), STORE_OK);
+    }
+    assert_true(rig_flush(r));
+    rig_crash(r);
+    rig_reopen(r);
+    for (int l = 0; l < NL; l++) {
+        int found = 0;
+        assert_int_equal(target_of(r->s, l, &found), targets[l]);
+        assert_true(found);
+    }
+    /* A change is written at the next flush. */
+    assert_int_equal(store_queue_target_set(r->s, r->q[1], 2500), STORE_OK);
+    assert_true(rig_flush(r));
+    rig_reopen(r);
+    int found = 0;
+    assert_int_equal(target_of(r->s, 1, &found), 2500);
+    assert_int_equal(target_of(r->s, 0, &found), 1000);
+}
+
+/* store.h: the disk store keeps a lane's target "so the lane comes back with the same target
+ * after a restart", whether or not it holds items at the time. */
+static void test_lane_target_of_empty_lane_survives_reopen(void **state)
+{
+    rig_t *r = rig_new(state, 0, STORE_DURABLE_PROCESS);
+    assert_int_equal(store_queue_target_set(r->s, r->q[2], 777), STORE_OK);
+    assert_true(rig_flush(r));
+    rig_crash(r);
+    rig_reopen(r);
+    int found = 0;
+    uint32_t target = target_of(r->s, 2, &found);
+    assert_true(found);
+    assert_int_equal(target, 777);
+}
+
+/* A lane released and opened again with the same key, with a new target, before one flush. */
+static void test_lane_target_set_after_release_and_reopen_survives_reopen(void **state)
+{
+    rig_t *r = rig_new(state, 0, STORE_DURABLE_PROCESS);
+    assert_true(rig_append(r, 0));
+    assert_int_equal(store_queue_target_set(r->s, r->q[0], 500), STORE_OK);
+    assert_true(rig_flush(r));
+    assert_true(rig_commit(r, 0, 1));
+    assert_true(rig_tombstone(r, 0));
+    assert_int_equal(store_queue_release(r->s, r->q[0]), STORE_OK);
+    store_key_t k = {lane_model[0], lane_sig[0], lane_no[0]};
+    assert_int_equal(store_queue_open(r->s, &k, &r->q[0]), STORE_OK);
+    assert_true(rig_append(r, 0));
+    assert_int_equal(store_queue_target_set(r->s, r->q[0], 700), STORE_OK);
+    assert_true(rig_flush(r));
+    rig_crash(r);
+    rig_reopen(r);
+    int found = 0;
+    uint32_t target = target_of(r->s, 0, &found);
+    assert_true(found);
+    assert_int_equal(target, 700);
+}
+
+static void test_current_shape_survives_reopen(void **state)
+{
+    rig_t *r = rig_new(state, 0, STORE_DURABLE_PROCESS);
+    assert_true(rig_append(r, 0));
+    assert_int_equal(store_current_shape_set(r->s, "llama", 0xA1A1), STORE_OK);
+    assert_int_equal(store_current_shape_set(r->s, "qwen", 0), STORE_OK);
+    assert_int_equal(store_current_shape_set(r->s, "no-queues", 0xFEEDFACECAFEBEEFull), STORE_OK);
+    assert_true(rig_flush(r));
+    rig_crash(r);
+    rig_reopen(r);
+    int has = -1;
+    uint64_t sig = 1;
+    assert_int_equal(store_current_shape_get(r->s, "llama", &has, &sig), STORE_OK);
+    assert_int_equal(has, 1);
+    assert_int_equal(sig, 0xA1A1);
+    assert_int_equal(store_current_shape_get(r->s, "qwen", &has, &sig), STORE_OK);
+    assert_int_equal(has, 1);
+    assert_int_equal(sig, 0);
+    assert_int_equal(store_current_shape_get(r->s, "no-queues", &has, &sig), STORE_OK);
+    assert_int_equal(has, 1);
+    assert_int_equal(sig, 0xFEEDFACECAFEBEEFull);
+    assert_int_equal(store_current_shape_get(r->s, "never", &has, &sig), STORE_OK);
+    assert_int_equal(has, 0);
+    /* A change, flushed, replaces it. */
+    assert_int_equal(store_current_shape_set(r->s, "llama", 0xC3C3), STORE_OK);
+    assert_true(rig_flush(r));
+    rig_reopen(r);
+    assert_int_equal(store_current_shape_get(r->s, "llama", &has, &sig), STORE_OK);
+    assert_int_equal(has, 1);
+    assert_int_equal(sig, 0xC3C3);
+}
+
+static void test_fully_tombstoned_sealed_segment_is_deleted_as_file(void **state)
+{
+    rig_t *r = rig_new(state, SMALL_SEGMENT, STORE_DURABLE_PROCESS);
+    rig_fill_segment(r, 0, SMALL_SEGMENT);
+    size_t first = r->n;
+    rig_fill_segment(r, 0, SMALL_SEGMENT);
+    size_t second = r->n;
+    assert_true(rig_append(r, 0)); /* a third segment: the second is sealed */
+    assert_true(rig_flush(r));
+    uint64_t seg1 = r->items[0].ref.queue, seg2 = r->items[first].ref.queue,
+             seg3 = r->items[second].ref.queue;
+    assert_int_not_equal(seg1, seg2);
+    assert_int_not_equal(seg2, seg3);
+    assert_int_equal(count_segment_files(r), 3);
+    /* Complete the first segment but its last entry: the file stays. */
+    assert_true(rig_commit(r, 0, 0));
+    for (size_t i = 0; i + 1 < first; i++)
+        assert_true(rig_tombstone(r, i));
+    assert_true(seg_exists(r, seg1));
+    /* The last one: the sealed file goes at once, before any flush. */
+    assert_true(rig_tombstone(r, first - 1));
+    assert_false(seg_exists(r, seg1));
+    assert_int_equal(count_segment_files(r), 2);
+    /* The open (unsealed) segment drained: kept while it takes appends. */
+    assert_true(rig_tombstone(r, second));
+    assert_true(seg_exists(r, seg3));
+    assert_true(rig_flush(r));
+    rig_reopen(r);
+    /* At reopen it is sealed, found drained, and removed. */
+    assert_int_equal(r->rep.removed_segments, 1);
+    assert_false(seg_exists(r, seg3));
+    assert_true(seg_exists(r, seg2));
+    assert_int_equal(count_segment_files(r), 1);
+    /* The remaining items (the second segment, returned to the queue by the reopen). */
+    assert_int_equal(r->rep.entries_live, second - first);
+    assert_true(rig_commit(r, 0, 0));
+    for (size_t i = first; i < second; i++)
+        assert_true(rig_tombstone(r, i));
+    assert_false(seg_exists(r, seg2));
+    assert_int_equal(count_segment_files(r), 0);
+    assert_true(rig_flush(r));
+    rig_reopen(r);
+    assert_int_equal(r->rep.entries_live, 0);
+    assert_int_equal(r->rep.segments, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_crash_after_append_before_flush_keeps_every_flushed_item,
+                                  rig_teardown),
+        cmocka_unit_test_teardown(
+            test_crash_after_flush_before_index_update_cuts_only_unacknowledged, rig_teardown),
+        cmocka_unit_test_teardown(test_crash_between_commit_steps_requeues_committed_items,
+                                  rig_teardown),
+        cmocka_unit_test_teardown(
+            test_crash_between_tombstone_and_deleted_count_keeps_item_completed, rig_teardown),
+        cmocka_unit_test_teardown(test_crash_during_rollover_header_write, rig_teardown),
+        cmocka_unit_test_teardown(test_crash_during_rollover_directory_fsync, rig_teardown),
+        cmocka_unit_test_teardown(
+            test_crash_during_whole_file_deletion_unlink_adopts_and_removes_file, rig_teardown),
+        cmocka_unit_test_teardown(test_crash_during_whole_file_deletion_directory_fsync,
+                                  rig_teardown),
+        cmocka_unit_test_teardown(test_error_state_refuses_everything_and_never_retries_fsync,
+                                  rig_teardown),
+        cmocka_unit_test_teardown(test_fault_sweep_write, rig_teardown),
+        cmocka_unit_test_teardown(test_fault_sweep_fsync, rig_teardown),
+        cmocka_unit_test_teardown(test_fault_sweep_fsync_power_durability, rig_teardown),
+        cmocka_unit_test_teardown(test_fault_sweep_unlink, rig_teardown),
+        cmocka_unit_test_teardown(test_fault_sweep_mdb_put, rig_teardown),
+        cmocka_unit_test_teardown(test_fault_sweep_rename, rig_teardown),
+        cmocka_unit_test_teardown(test_index_directory_deleted_is_rebuilt_from_segments,
+                                  rig_teardown),
+        cmocka_unit_test_teardown(test_index_overwritten_with_garbage_is_set_aside_and_rebuilt,
+                                  rig_teardown),
+        cmocka_unit_test_teardown(test_rename_fault_setting_damaged_index_aside_fails_open_cleanly,
+                                  rig_teardown),
+        cmocka_unit_test_teardown(test_missing_segment_file_is_reported_exactly, rig_teardown),
+        cmocka_unit_test_teardown(test_segment_with_garbage_header_is_quarantined, rig_teardown),
+        cmocka_unit_test_teardown(test_lane_targets_survive_reopen, rig_teardown),
+        cmocka_unit_test_teardown(test_lane_target_of_empty_lane_survives_reopen, rig_teardown),
+        cmocka_unit_test_teardown(test_lane_target_set_after_release_and_reopen_survives_reopen,
+                                  rig_teardown),
+        cmocka_unit_test_teardown(test_current_shape_survives_reopen, rig_teardown),
+        cmocka_unit_test_teardown(test_fully_tombstoned_sealed_segment_is_deleted_as_file,
+                                  rig_teardown),
+    };
+    return cmocka_run_group_tests_name("disk store crash points and recovery", tests, NULL, NULL);
+}
