@@ -101,6 +101,7 @@ sched_status_t sched_create(const sched_config_t *config, store_t *store, sched_
     s->max_lanes = config->max_lanes ? config->max_lanes : LANES_MAX;
     s->clock = config->clock;
     s->clock_ctx = config->clock_ctx;
+    s->max_deliveries = config->max_deliveries;
     s->next_batch_id = 1;
     map_init(&s->shapes);
     map_init(&s->inflight);
@@ -246,7 +247,8 @@ sched_status_t sched_fill(sched_t *s, const sched_consumer_t *consumer, sched_ba
         for (size_t i = 0; i < n; i++)
             s->tokens[i] = s->views[i].tokens;
         packer_result_t pr;
-        if ((st = packer_fill(&consumer->contract, s->tokens, n, &pr)) != SCHED_OK)
+        int dead = s->max_deliveries != 0 && s->views[0].deliveries >= s->max_deliveries;
+        if ((st = packer_fill(&consumer->contract, s->tokens, dead ? 1 : n, &pr)) != SCHED_OK)
             return st;
         s->filled = (sched_batch_t){
             .batch_id = s->next_batch_id++,
@@ -258,6 +260,7 @@ sched_status_t sched_fill(sched_t *s, const sched_consumer_t *consumer, sched_ba
             .real_tokens = pr.real_tokens,
             .n = pr.count,
             .items_view = s->views,
+            .dead_letter = dead,
         };
         sched_guard_check(&s->filled, model->current->signature);
         s->filled_shape = shape;
@@ -417,6 +420,11 @@ out:
     return st;
 }
 
+int sched_batch_pending(const sched_t *s, uint64_t batch_id)
+{
+    return map_get(&s->inflight, (map_key_t){batch_id, 0}) != NULL;
+}
+
 void sched_tick(sched_t *s)
 {
     s->filled_valid = 0;
@@ -440,6 +448,16 @@ const lanes_t *sched_lanes_view(const sched_t *s, const char *model, uint64_t si
         return NULL;
     const sched_shape_t *shape = map_get(&s->shapes, (map_key_t){signature, (uint64_t)idx});
     return shape != NULL ? shape->lanes : NULL;
+}
+
+void sched_shapes_visit(const sched_t *s, sched_shape_visit_fn fn, void *ctx)
+{
+    for (size_t i = 0; i < s->n_models; i++) {
+        const sched_model_t *m = s->models[i];
+        for (size_t j = 0; j < m->n_shapes; j++)
+            fn(ctx, m->name, m->shapes[j]->signature, m->shapes[j]->lanes,
+               m->shapes[j] == m->current);
+    }
 }
 
 int sched_current_shape(const sched_t *s, const char *model, uint64_t *out_sig)

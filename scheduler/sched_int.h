@@ -45,6 +45,7 @@ struct sched {
     uint32_t max_lanes;
     sched_clock_fn clock;
     void *clock_ctx;
+    uint32_t max_deliveries;
     sched_model_t **models;
     size_t n_models;
     map_t shapes;   /* (signature, model_idx) -> sched_shape_t */

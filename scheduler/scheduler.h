@@ -188,6 +188,9 @@ typedef struct {
     uint32_t max_lanes; /* 0 = LANES_MAX */
     sched_clock_fn clock;
     void *clock_ctx; /* borrowed */
+    /* An item delivered this many times is handed out alone, marked dead_letter, instead of
+     * in a batch: one poisonous item cannot loop forever. 0 = no limit. */
+    uint32_t max_deliveries;
 } sched_config_t;
 
 typedef struct sched sched_t;
@@ -228,6 +231,7 @@ typedef struct {
     uint64_t real_tokens;
     size_t n;
     const store_view_t *items_view;
+    int dead_letter; /* one item past max_deliveries: publish it as dead, commit, complete */
 } sched_batch_t;
 
 typedef struct {
@@ -286,6 +290,9 @@ sched_status_t sched_complete(sched_t *sched, uint64_t batch_id, const uint32_t 
 sched_status_t sched_return(sched_t *sched, uint64_t batch_id, const uint32_t *positions, size_t n,
                             uint32_t *out_returned /* out */);
 
+/* 1 while the batch has positions neither completed nor returned. */
+int sched_batch_pending(const sched_t *sched, uint64_t batch_id);
+
 /* Maintenance tick (every LANES_TICK_NS): the lanes' quiesce rule on every shape. */
 void sched_tick(sched_t *sched);
 
@@ -294,6 +301,12 @@ const sched_counters_t *sched_counters(const sched_t *sched);
 
 /* The store's status behind the most recent SCHED_ESTORE. */
 store_status_t sched_store_status(const sched_t *sched);
+
+/* Calls fn for every shape the scheduler knows; `model` and `lanes` are borrowed for the call.
+ * `current` is set for each model's current shape. */
+typedef void (*sched_shape_visit_fn)(void *ctx, const char *model, uint64_t signature,
+                                     const lanes_t *lanes, int current);
+void sched_shapes_visit(const sched_t *sched, sched_shape_visit_fn fn, void *ctx);
 
 /* The lanes of a shape, or NULL if the scheduler has never seen it. Borrowed view. */
 const lanes_t *sched_lanes_view(const sched_t *sched, const char *model, uint64_t signature);

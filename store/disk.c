@@ -996,7 +996,38 @@ static store_status_t disk_current_shape_get(store_t *store, const char *model, 
     return STORE_OK;
 }
 
+static store_status_t disk_queue_scan(store_t *store, store_queue_t *queue, store_scan_fn fn,
+                                      void *ctx)
+{
+    disk_t *d = disk_of(store);
+    dqueue_t *q = (dqueue_t *)queue;
+    if (d->failed)
+        return STORE_EIO;
+    uint8_t hdr[SEG_ENTRY_HEADER + SEG_ID_MAX];
+    for (size_t i = 0; i < q->len - q->n_unflushed; i++) {
+        const drec_t *rec = &q->recs[q->head + i];
+        int fd;
+        store_status_t st = disk_seg_fd(d, rec->seg, &fd);
+        if (st != STORE_OK)
+            return st;
+        size_t want = rec->length < sizeof(hdr) ? rec->length : sizeof(hdr);
+        if (pread(fd, hdr, want, rec->offset) != (ssize_t)want)
+            return disk_fail(d, "reading a segment", errno ? errno : EIO);
+        size_t id_len = (size_t)hdr[8] | (size_t)hdr[9] << 8;
+        store_view_t v = {.ref = {rec->seg->id, rec->offset},
+                          .id_view = hdr + SEG_ENTRY_HEADER,
+                          .id_len = id_len <= SEG_ID_MAX ? id_len : 0,
+                          .tokens = rec->tokens,
+                          .deliveries = rec->deliveries,
+                          .signature = q->signature,
+                          .arrival_ns = rec->arrival_ns};
+        fn(ctx, &v);
+    }
+    return STORE_OK;
+}
+
 static const struct store_ops disk_ops = {
+    .queue_scan = disk_queue_scan,
     .flush = disk_flush,
     .unflushed_bytes = disk_unflushed_bytes,
     .queue_target_set = disk_queue_target_set,

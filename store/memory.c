@@ -457,7 +457,27 @@ static int mem_queue_next(store_t *store, store_queue_t *prev, store_queue_t **o
     return 0;
 }
 
+static store_status_t mem_queue_scan(store_t *store, store_queue_t *queue, store_scan_fn fn,
+                                     void *ctx)
+{
+    (void)store;
+    mem_queue_t *q = (mem_queue_t *)queue;
+    for (size_t i = 0; i < q->len; i++) {
+        const mem_item_t *it = q->items[q->head + i];
+        store_view_t v = {.ref = it->ref,
+                          .id_view = it->bytes,
+                          .id_len = it->id_len,
+                          .tokens = it->tokens,
+                          .deliveries = it->deliveries,
+                          .signature = q->signature,
+                          .arrival_ns = it->arrival_ns};
+        fn(ctx, &v);
+    }
+    return STORE_OK;
+}
+
 static const struct store_ops mem_ops = {
+    .queue_scan = mem_queue_scan,
     .flush = mem_flush,
     .unflushed_bytes = mem_unflushed_bytes,
     .queue_target_set = mem_queue_target_set,

@@ -145,3 +145,10 @@ int store_queue_next(store_t *store, store_queue_t *prev, store_queue_t **out, s
         return 0;
     return store->ops->queue_next(store, prev, out, out_key, out_target);
 }
+
+store_status_t store_queue_scan(store_t *store, store_queue_t *queue, store_scan_fn fn, void *ctx)
+{
+    if (store == NULL || queue == NULL || fn == NULL)
+        return STORE_EINVAL;
+    return store->ops->queue_scan(store, queue, fn, ctx);
+}

@@ -240,6 +240,14 @@ store_status_t store_queue_target_set(store_t *store, store_queue_t *queue, uint
 int store_queue_next(store_t *store, store_queue_t *prev, store_queue_t **out /* out */,
                      store_key_t *out_key /* out */, uint32_t *out_target /* out */);
 
+/*
+ * Calls fn for every queued item of the queue, in order, with a view whose payload is not read
+ * (payload_view NULL, payload_len 0); the view is valid for the call only. For rebuilding
+ * caches at start (the daemon's dedupe window); it reads entry headers, not payloads.
+ */
+typedef void (*store_scan_fn)(void *ctx, const store_view_t *view);
+store_status_t store_queue_scan(store_t *store, store_queue_t *queue, store_scan_fn fn, void *ctx);
+
 /* Queue totals: items and tokens queued (not pending). Either out pointer may be NULL. */
 void store_queue_count(const store_queue_t *queue, uint64_t *out_items, uint64_t *out_tokens);
 
