@@ -294,22 +294,20 @@ void disk_seg_free(disk_t *d, dseg_t *seg)
     free(seg);
 }
 
-/* The segment's file descriptor, opened on demand through the LRU cache. */
-static store_status_t disk_seg_fd(disk_t *d, dseg_t *seg, int *out_fd)
+static void disk_lru_push_front(disk_t *d, dseg_t *seg)
 {
-    if (seg->fd >= 0) {
-        if (d->lru_head != seg) {
-            disk_lru_unlink(d, seg);
-            seg->lru_next = d->lru_head;
-            if (d->lru_head != NULL)
-                d->lru_head->lru_prev = seg;
-            d->lru_head = seg;
-            if (d->lru_tail == NULL)
-                d->lru_tail = seg;
-        }
-        *out_fd = seg->fd;
-        return STORE_OK;
-    }
+    seg->lru_prev = NULL;
+    seg->lru_next = d->lru_head;
+    if (d->lru_head != NULL)
+        d->lru_head->lru_prev = seg;
+    d->lru_head = seg;
+    if (d->lru_tail == NULL)
+        d->lru_tail = seg;
+}
+
+/* Closes least recently used descriptors until one more fits the cache (DISK_FD_CACHE). */
+static store_status_t disk_fd_make_room(disk_t *d)
+{
     while (d->open_fds >= DISK_FD_CACHE && d->lru_tail != NULL) {
         dseg_t *victim = d->lru_tail;
         if (victim->needs_sync && d->cfg.durability == STORE_DURABLE_POWER) {
@@ -319,19 +317,37 @@ static store_status_t disk_seg_fd(disk_t *d, dseg_t *seg, int *out_fd)
         }
         disk_seg_close_fd(d, victim);
     }
+    return STORE_OK;
+}
+
+/* Hands an open descriptor to the cache (after disk_fd_make_room). */
+static void disk_fd_attach(disk_t *d, dseg_t *seg, int fd)
+{
+    seg->fd = fd;
+    d->open_fds++;
+    disk_lru_push_front(d, seg);
+}
+
+/* The segment's file descriptor, opened on demand through the LRU cache. */
+static store_status_t disk_seg_fd(disk_t *d, dseg_t *seg, int *out_fd)
+{
+    if (seg->fd >= 0) {
+        if (d->lru_head != seg) {
+            disk_lru_unlink(d, seg);
+            disk_lru_push_front(d, seg);
+        }
+        *out_fd = seg->fd;
+        return STORE_OK;
+    }
+    store_status_t st = disk_fd_make_room(d);
+    if (st != STORE_OK)
+        return st;
     char name[SEG_FILE_NAME_SIZE];
     seg_file_name(seg->id, name);
     int fd = openat(d->seg_dir_fd, name, O_RDWR | O_CLOEXEC);
     if (fd < 0)
         return disk_fail(d, "opening a segment file", errno);
-    seg->fd = fd;
-    d->open_fds++;
-    seg->lru_next = d->lru_head;
-    if (d->lru_head != NULL)
-        d->lru_head->lru_prev = seg;
-    d->lru_head = seg;
-    if (d->lru_tail == NULL)
-        d->lru_tail = seg;
+    disk_fd_attach(d, seg, fd);
     *out_fd = fd;
     return STORE_OK;
 }
@@ -417,6 +433,9 @@ static store_status_t disk_seg_create(disk_t *d, dqueue_t *q, dseg_t **out)
     int fd = -1;
     if (seg == NULL || map_reserve(&d->deleted, 1) != MAP_OK)
         goto out;
+    if ((st = disk_fd_make_room(d)) != STORE_OK)
+        goto out;
+    st = STORE_ENOMEM;
     seg->fd = -1;
     seg->id = d->next_segment_id;
     seg->seq = q->next_seq;
@@ -455,15 +474,8 @@ static store_status_t disk_seg_create(disk_t *d, dqueue_t *q, dseg_t **out)
     d->meta_dirty = 1;
     seg->size = seg->readable = seg->header_len;
     seg->needs_sync = 1;
-    seg->fd = fd;
+    disk_fd_attach(d, seg, fd);
     fd = -1;
-    d->open_fds++;
-    seg->lru_next = d->lru_head;
-    if (d->lru_head != NULL)
-        d->lru_head->lru_prev = seg;
-    d->lru_head = seg;
-    if (d->lru_tail == NULL)
-        d->lru_tail = seg;
     disk_seg_mark_dirty(d, seg);
     *out = seg;
     seg = NULL;

@@ -1,0 +1,149 @@
+/*
+ * ctl.c - lanesched-ctl: ask a running lanesched for its figures.
+ *
+ *   lanesched-ctl stats            the lanes.stats JSON document, as the daemon sent it
+ *   lanesched-ctl figures          the figures that matter, one per line: tokens received /
+ *                                  routed / completed and their difference, padding waste,
+ *                                  shape switches, lanes opened and reused
+ *   lanesched-ctl wait-drained     waits until tokens completed == tokens received (bounded by
+ *                                  --timeout-ms) and exits 0, else 1
+ *
+ * Invariant: reads only; it never changes the daemon's state.
+ * Rejected: a JSON library for reading a flat set of counters; the figures are read from the
+ * "counters" object by key.
+ */
+#include <inttypes.h>
+#include <nats/nats.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+    const char *server;
+    const char *prefix;
+    long timeout_ms;
+} ctl_opts_t;
+
+/* The number after "key": in the counters object; -1 when absent. */
+static double ctl_counter(const char *json, const char *key)
+{
+    char pat[96];
+    snprintf(pat, sizeof(pat), "\"%s\":", key);
+    const char *p = strstr(json, pat);
+    return p != NULL ? strtod(p + strlen(pat), NULL) : -1.0;
+}
+
+static char *ctl_stats(natsConnection *nc, const ctl_opts_t *o)
+{
+    char subject[256];
+    snprintf(subject, sizeof(subject), "%s.stats", o->prefix);
+    natsMsg *m = NULL;
+    natsStatus s = natsConnection_Request(&m, nc, subject, "", 0, 5000);
+    if (s != NATS_OK) {
+        fprintf(stderr, "lanesched-ctl: no answer on %s: %s\n", subject, natsStatus_GetText(s));
+        return NULL;
+    }
+    char *json = strndup(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m));
+    natsMsg_Destroy(m);
+    return json;
+}
+
+static void ctl_figures(const char *json)
+{
+    double rx = ctl_counter(json, "tokens_received"), rt = ctl_counter(json, "tokens_routed");
+    double done = ctl_counter(json, "tokens_completed");
+    double padded = ctl_counter(json, "padded_tokens"), real = ctl_counter(json, "real_tokens");
+    printf("items received          %.0f\n", ctl_counter(json, "items_received"));
+    printf("items completed         %.0f\n", ctl_counter(json, "items_completed"));
+    printf("tokens received         %.0f\n", rx);
+    printf("tokens routed           %.0f (redeliveries count again)\n", rt);
+    printf("tokens completed        %.0f\n", done);
+    printf("received - completed    %.0f\n", rx - done);
+    printf("padding waste           %.3f%% (padded %.0f, real %.0f)\n",
+           padded > 0 ? 100.0 * (padded - real) / padded : 0.0, padded, real);
+    printf("shape switches          %.0f\n", ctl_counter(json, "shape_switches"));
+    printf("lanes opened / reuses   %.0f / %.0f\n", ctl_counter(json, "lanes_opened"),
+           ctl_counter(json, "lane_reuses"));
+    printf("items returned          %.0f\n", ctl_counter(json, "items_returned"));
+    printf("duplicates              %.0f\n", ctl_counter(json, "duplicates"));
+    printf("dead-lettered           %.0f\n", ctl_counter(json, "dead_lettered"));
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: lanesched-ctl [--server URL] [--prefix P] [--timeout-ms N] "
+               "stats|figures|wait-drained\n"
+               "  --server      NATS URL (default $LANESCHED_SERVER or nats://127.0.0.1:4222)\n"
+               "  --prefix      subject prefix (default lanes)\n"
+               "  --timeout-ms  how long wait-drained waits (default 30000)\n");
+}
+
+int main(int argc, char **argv)
+{
+    const char *env = getenv("LANESCHED_SERVER");
+    ctl_opts_t o = {env ? env : "nats://127.0.0.1:4222", "lanes", 30000};
+    const char *cmd = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--server") == 0 && i + 1 < argc)
+            o.server = argv[++i];
+        else if (strcmp(argv[i], "--prefix") == 0 && i + 1 < argc)
+            o.prefix = argv[++i];
+        else if (strcmp(argv[i], "--timeout-ms") == 0 && i + 1 < argc)
+            o.timeout_ms = atol(argv[++i]);
+        else if (strcmp(argv[i], "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (cmd == NULL && argv[i][0] != '-')
+            cmd = argv[i];
+        else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (cmd == NULL) {
+        usage(stderr);
+        return 2;
+    }
+    natsConnection *nc = NULL;
+    if (natsConnection_ConnectTo(&nc, o.server) != NATS_OK) {
+        fprintf(stderr, "lanesched-ctl: cannot connect to %s\n", o.server);
+        return 1;
+    }
+    int rc = 1;
+    if (strcmp(cmd, "stats") == 0 || strcmp(cmd, "figures") == 0) {
+        char *json = ctl_stats(nc, &o);
+        if (json != NULL) {
+            if (cmd[0] == 's')
+                printf("%s\n", json);
+            else
+                ctl_figures(json);
+            free(json);
+            rc = 0;
+        }
+    } else if (strcmp(cmd, "wait-drained") == 0) {
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (;;) {
+            char *json = ctl_stats(nc, &o);
+            int drained = json != NULL && ctl_counter(json, "tokens_received") ==
+                                              ctl_counter(json, "tokens_completed");
+            free(json);
+            if (drained) {
+                rc = 0;
+                break;
+            }
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 >
+                o.timeout_ms)
+                break;
+            nats_Sleep(100);
+        }
+    } else {
+        usage(stderr);
+        rc = 2;
+    }
+    natsConnection_Destroy(nc);
+    nats_Close();
+    return rc;
+}
