@@ -134,8 +134,7 @@ int main(int argc, char **argv)
                 break;
             }
             clock_gettime(CLOCK_MONOTONIC, &t);
-            if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 >
-                o.timeout_ms)
+            if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > o.timeout_ms)
                 break;
             nats_Sleep(100);
         }
