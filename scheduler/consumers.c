@@ -19,15 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <xxhash.h>
 
 static map_key_t consumers_id_key(const char *id)
 {
-    uint64_t a = 0, b = 0;
-    for (int i = 0; i < 16 && id[i]; i++)
-        a = a * 31 + (unsigned char)id[i];
-    for (int i = 16; i < 32 && id[i]; i++)
-        b = b * 31 + (unsigned char)id[i];
-    return (map_key_t){a, b};
+    size_t n = strnlen(id, 32);
+    return (map_key_t){XXH64(id, n, 0), XXH64(id, n, 1)};
 }
 
 void consumers_init(consumers_t *cs)
@@ -148,7 +145,7 @@ daemon_status_t consumers_inflight_add(consumers_t *cs, consumer_t *c, uint64_t 
     }
     if (map_put(&cs->by_batch, (map_key_t){batch_id, 0}, c) != MAP_OK)
         return DAEMON_ENOMEM;
-    c->inflight[c->n_inflight++] = (inflight_t){batch_id, deadline_ns};
+    c->inflight[c->n_inflight++] = (inflight_t){batch_id, deadline_ns, 0};
     return DAEMON_OK;
 }
 

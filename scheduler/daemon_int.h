@@ -103,6 +103,7 @@ typedef struct {
 typedef struct {
     uint64_t batch_id;
     uint64_t deadline_ns;
+    uint32_t n_items; /* positions 0 .. n_items - 1 exist */
 } inflight_t;
 
 struct consumer {

@@ -279,6 +279,24 @@ reply:
 
 /* ---- consumers ------------------------------------------------------------------------------ */
 
+/* 1 if this instance serves the model (every model without --models). */
+static int owner_owns(const daemon_t *d, const char *model)
+{
+    size_t n = strlen(model);
+    for (const char *p = d->cfg.models; p != NULL; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+        size_t len = strchr(p, ',') ? (size_t)(strchr(p, ',') - p) : strlen(p);
+        if (len == n && strncmp(p, model, n) == 0)
+            return 1;
+    }
+    return d->cfg.models == NULL;
+}
+
+/* With --models, another instance may own this consumer id: stay silent about ids never seen. */
+static int owner_not_mine(daemon_t *d, const char *id)
+{
+    return d->cfg.models != NULL && consumers_find(&d->consumers, id) == NULL;
+}
+
 static void owner_register(daemon_t *d, ev_t *ev)
 {
     d->counters.registers++;
@@ -287,6 +305,10 @@ static void owner_register(daemon_t *d, ev_t *ev)
     char err[160], id_subjects[4][300];
     consumer_t *c = NULL;
     codec_status_t cst = codec_decode_register(ev->data, ev->len, &reg);
+    if (cst == CODEC_OK && !owner_owns(d, reg->model)) {
+        codec_register_destroy(reg); /* the instance that owns the model answers */
+        return;
+    }
     if (cst != CODEC_OK) {
         snprintf(err, sizeof(err), "%s: %s", codec_status_reason(cst), codec_status_str(cst));
         out.error = err;
@@ -351,6 +373,8 @@ static consumer_t *owner_consumer(daemon_t *d, const char *id)
 static void owner_pull(daemon_t *d, ev_t *ev)
 {
     d->counters.pulls++;
+    if (owner_not_mine(d, ev->token))
+        return;
     consumer_t *c = owner_consumer(d, ev->token);
     if (ev->reply == NULL)
         return;
@@ -398,6 +422,8 @@ static void owner_ack(daemon_t *d, ev_t *ev, replies_t *deferred)
     d->counters.acks++;
     codec_ack_reply_t out = {.error = ""};
     codec_ack_t *ack = NULL;
+    if (owner_not_mine(d, ev->token))
+        return;
     consumer_t *c = owner_consumer(d, ev->token);
     if (c == NULL) {
         out.unknown = 1;
@@ -421,6 +447,16 @@ static void owner_ack(daemon_t *d, ev_t *ev, replies_t *deferred)
         in->deadline_ns = daemon_now_ns() + ms_ns(d->cfg.ack_wait_ms);
         goto reply;
     }
+    uint32_t bad = 0;
+    for (size_t i = 0; !ack->all && i < ack->n_ack; i++)
+        bad += ack->ack[i] >= in->n_items;
+    for (size_t i = 0; !ack->all && i < ack->n_nak; i++)
+        bad += ack->nak[i] >= in->n_items;
+    if (bad != 0) {
+        out.unknown = bad;
+        out.error = "unknown_position: a position is outside the batch; nothing changed";
+        goto reply;
+    }
     uint32_t n = 0;
     sched_status_t st = SCHED_OK;
     if (ack->all) {
@@ -431,7 +467,7 @@ static void owner_ack(daemon_t *d, ev_t *ev, replies_t *deferred)
             st = sched_complete(d->sched, ack->batch_id, ack->ack, ack->n_ack, &n);
             out.acked += n;
         }
-        if (st == SCHED_OK && ack->n_nak != 0) {
+        if (st == SCHED_OK && ack->n_nak != 0 && sched_batch_pending(d->sched, ack->batch_id)) {
             n = 0;
             st = sched_return(d->sched, ack->batch_id, ack->nak, ack->n_nak, &n);
             out.returned += n;
@@ -474,6 +510,8 @@ static void owner_heartbeat(daemon_t *d, ev_t *ev)
 static void owner_bye(daemon_t *d, ev_t *ev, replies_t *deferred)
 {
     d->counters.byes++;
+    if (owner_not_mine(d, ev->token))
+        return;
     consumer_t *c = owner_consumer(d, ev->token);
     if (c != NULL) {
         owner_consumer_release(d, c, 1);
@@ -511,15 +549,15 @@ static void owner_disconnected(daemon_t *d)
 
 /* ---- filling pulls -------------------------------------------------------------------------- */
 
-/* Unframes a stored payload (invariant 5); a malformed one yields an empty reply_to. */
-static void owner_unframe(const store_view_t *v, codec_batch_item_t *it, char *reply,
-                          size_t reply_cap)
+/* Unframes a stored payload (invariant 5) into reply (payload_len + 1 bytes); a malformed one
+ * yields an empty reply_to. */
+static void owner_unframe(const store_view_t *v, codec_batch_item_t *it, char *reply)
 {
     const uint8_t *p = v->payload_view;
     size_t n = v->payload_len;
     size_t rlen =
         n >= 4 ? (size_t)p[0] | (size_t)p[1] << 8 | (size_t)p[2] << 16 | (size_t)p[3] << 24 : 0;
-    if (n < 4 || rlen > n - 4 || rlen >= reply_cap) {
+    if (n < 4 || rlen > n - 4) {
         reply[0] = '\0';
         it->payload = (codec_bytes_t){n ? p : NULL, n};
         return;
@@ -531,10 +569,13 @@ static void owner_unframe(const store_view_t *v, codec_batch_item_t *it, char *r
 }
 
 static int owner_encode_batch(const sched_batch_t *b, codec_batch_status_t status,
-                              const char *error, uint8_t **buf, size_t *len)
+                              const char *error, uint32_t this_delivery, uint8_t **buf, size_t *len)
 {
     codec_batch_item_t *items = calloc(b->n, sizeof(*items));
-    char(*replies)[256] = calloc(b->n, sizeof(*replies));
+    size_t total = 1;
+    for (size_t i = 0; i < b->n; i++)
+        total += b->items_view[i].payload_len + 1;
+    char *replies = malloc(total), *r = replies;
     int rc = -1;
     if (items == NULL || replies == NULL)
         goto out;
@@ -542,9 +583,10 @@ static int owner_encode_batch(const sched_batch_t *b, codec_batch_status_t statu
         const store_view_t *v = &b->items_view[i];
         items[i].id = (codec_bytes_t){v->id_len ? v->id_view : NULL, v->id_len};
         items[i].tokens = v->tokens;
-        items[i].deliveries = v->deliveries + 1;
-        owner_unframe(v, &items[i], replies[i], sizeof(replies[i]));
-        items[i].reply_to = replies[i];
+        items[i].deliveries = v->deliveries + this_delivery;
+        owner_unframe(v, &items[i], r);
+        items[i].reply_to = r;
+        r += v->payload_len + 1;
     }
     codec_batch_t cb = {.batch_id = b->batch_id,
                         .model = b->model_view,
@@ -570,7 +612,7 @@ static void owner_dead_letter(daemon_t *d, const sched_batch_t *b)
              b->items_view[0].deliveries);
     uint8_t *buf = NULL;
     size_t len = 0;
-    if (owner_encode_batch(b, CODEC_BATCH_ERROR, error, &buf, &len) != 0 ||
+    if (owner_encode_batch(b, CODEC_BATCH_ERROR, error, 0, &buf, &len) != 0 ||
         d->publish(d->publish_ctx, subject, buf, len) != 0) {
         free(buf);
         d->counters.publish_failures++;
@@ -582,7 +624,7 @@ static void owner_dead_letter(daemon_t *d, const sched_batch_t *b)
         sched_complete(d->sched, id, NULL, 0, NULL) == SCHED_OK) {
         d->counters.dead_lettered++;
         daemon_log(LOG_WARN, "an item of model %s reached the delivery limit: sent to %s",
-                   d->cfg.prefix, subject);
+                   b->model_view, subject);
     }
 }
 
@@ -592,6 +634,7 @@ static int owner_fill_one(daemon_t *d, consumer_t *c, uint64_t now)
     pull_t *pull = &c->pulls[0];
     sched_consumer_t sc = {c->model, c->contract};
     sched_batch_t b;
+again:;
     sched_status_t st = sched_fill(d->sched, &sc, &b);
     if (st == SCHED_EEMPTY)
         return 0;
@@ -605,15 +648,21 @@ static int owner_fill_one(daemon_t *d, consumer_t *c, uint64_t now)
     }
     uint8_t *buf = NULL;
     size_t len = 0;
-    if (owner_encode_batch(&b, CODEC_BATCH_OK, "", &buf, &len) != 0) {
+    if (owner_encode_batch(&b, CODEC_BATCH_OK, "", 1, &buf, &len) != 0) {
         daemon_log(LOG_ERROR, "encoding a batch failed: out of memory");
         return 0;
     }
     int rc = d->publish(d->publish_ctx, pull->reply, buf, len);
     free(buf);
     if (rc != 0) {
-        /* invariant 2: not committed, the items stay queued; the pull is unusable */
+        /* invariant 2: not committed, the items stay queued */
         d->counters.publish_failures++;
+        if (b.n > 1) { /* e.g. over the server's max_payload: try fewer items */
+            sc.contract.max_batch_size = (uint32_t)(b.n / 2);
+            goto again;
+        }
+        owner_batch_status(d, pull->reply, CODEC_BATCH_ERROR,
+                           "publish_failed: the batch could not be published");
         consumers_pull_pop(c);
         return 1;
     }
@@ -630,6 +679,7 @@ static int owner_fill_one(daemon_t *d, consumer_t *c, uint64_t now)
         sched_return(d->sched, batch_id, NULL, 0, NULL);
         return 1;
     }
+    consumers_inflight_find(c, batch_id)->n_items = (uint32_t)n;
     c->batches++;
     c->items += n;
     if (--pull->credits == 0)
@@ -675,7 +725,7 @@ static void owner_timers(daemon_t *d)
             daemon_log(LOG_WARN,
                        "consumer %s (%s) silent for %" PRIu64 " ms: dead; %zu batches returned",
                        c->id, c->name, (now - c->last_seen_ns) / 1000000, c->n_inflight);
-            owner_consumer_release(d, c, 0);
+            owner_consumer_release(d, c, 1);
             c->dead = 1;
             d->counters.consumers_declared_dead++;
             continue;

@@ -248,7 +248,12 @@ sched_status_t sched_fill(sched_t *s, const sched_consumer_t *consumer, sched_ba
             s->tokens[i] = s->views[i].tokens;
         packer_result_t pr;
         int dead = s->max_deliveries != 0 && s->views[0].deliveries >= s->max_deliveries;
-        if ((st = packer_fill(&consumer->contract, s->tokens, dead ? 1 : n, &pr)) != SCHED_OK)
+        size_t take = dead ? 1 : n;
+        for (size_t i = 1; !dead && s->max_deliveries != 0 && i < take; i++) {
+            if (s->views[i].deliveries >= s->max_deliveries)
+                take = i; /* stop before it: it goes out alone as a dead letter next */
+        }
+        if ((st = packer_fill(&consumer->contract, s->tokens, take, &pr)) != SCHED_OK)
             return st;
         s->filled = (sched_batch_t){
             .batch_id = s->next_batch_id++,
