@@ -175,7 +175,9 @@ daemon_status_t front_connect(front_t *f, const daemon_config_t *cfg)
     const char *p = cfg->prefix;
     size_t plen = strlen(p);
     if (cfg->models == NULL) {
-        snprintf(subject, sizeof(subject), "%s.submit.*", p);
+        /* '>' rather than '*': a model name may contain dots (llama-3.1); the rest of the
+         * subject after "<prefix>.submit." is the model */
+        snprintf(subject, sizeof(subject), "%s.submit.>", p);
         if ((st = front_subscribe(f, subject, EV_SUBMIT, plen + 8)) != DAEMON_OK)
             goto out;
     } else {

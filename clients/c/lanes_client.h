@@ -1,0 +1,336 @@
+/*
+ * lanes_client.h - the C client of lanesched: producers submit work items, consumers register,
+ * pull batches, ack them and keep themselves alive, all over NATS (subjects.md is the contract).
+ *
+ * Every wire message is built and read by codec/codec.h; this layer adds the subjects, the
+ * request/reply timing, retries, the pull credit bookkeeping and the heartbeat thread.
+ *
+ *   lc_client_*    one NATS connection and the subject prefix.
+ *   lc_shape_*     shape signatures from component strings (codec_hash_component/codec_signature).
+ *   lc_submit_*    producer: Submit fire-and-forget, or request/reply with bounded retries.
+ *   lc_consumer_*  consumer: Register (again), its inbox, its heartbeat thread, its statistics.
+ *   lc_pull_*, lc_batch_*, lc_ack_*, lc_inprogress_*, lc_bye_*: the consumer's conversation.
+ *
+ * Ownership rules used below (each pointer states which applies):
+ *   borrowed  the callee only reads it during the call (arguments), or the caller only reads it
+ *             for as long as stated (results); nobody frees it through this API.
+ *   returned  handed to the caller, who releases it with the function named next to it.
+ *   taken     never used: this API takes ownership of nothing the caller allocated.
+ *
+ * Results go through pointers marked out; on any status other than LC_OK they are left untouched.
+ *
+ * Threads: an lc_client_t may be shared by several threads for lc_submit_*, but its error text
+ * (lc_client_error_get) then describes whichever call failed last. An lc_consumer_t is driven by
+ * one thread at a time, except lc_inprogress_add / lc_inprogress_remove / lc_consumer_stats_get,
+ * which any thread may call at any time; the consumer's own heartbeat thread runs beside it.
+ * Each consumer borrows its client: close every consumer before the client.
+ */
+#ifndef LANESCHED_LANES_CLIENT_H
+#define LANESCHED_LANES_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codec/codec.h"
+
+/* ---- status ------------------------------------------------------------------------------- */
+
+#define LC_STATUS_MAP(X)                                                                        \
+    X(OK, "ok")                                                                                 \
+    X(EINVAL, "invalid argument")                                                               \
+    X(ENOMEM, "out of memory")                                                                  \
+    X(ECONNECT, "cannot connect to the NATS server")                                            \
+    X(ENATS, "NATS operation failed")                                                           \
+    X(ETIMEOUT, "no reply within the timeout")                                                  \
+    X(ENORESPONDERS, "no lanesched daemon listens on the subject")                              \
+    X(ETOOBIG, "message is larger than the server's max_payload")                               \
+    X(ECODEC, "message could not be encoded or decoded")                                        \
+    X(EPROTO, "reply does not match the contract (wrong count, missing subject, bad status)")   \
+    X(EREFUSED, "the daemon refused the request; see the error text")                           \
+    X(EEMPTY, "the pull ended without work (Batch status EXPIRED)")                             \
+    X(EUNKNOWN_CONSUMER, "the daemon does not know this consumer; lc_consumer_register again")  \
+    X(EUNKNOWN_BATCH, "the batch is not this consumer's in-flight batch (settled or returned)") \
+    X(ETHREAD, "cannot start the heartbeat thread")
+
+typedef enum {
+#define LC_STATUS_ENUM(name, text) LC_##name,
+    LC_STATUS_MAP(LC_STATUS_ENUM)
+#undef LC_STATUS_ENUM
+        LC_STATUS_COUNT
+} lc_status_t;
+
+/* Static storage, never NULL (unknown values give "unknown client status"). */
+const char *lc_status_str(lc_status_t status);
+
+/* ---- client ------------------------------------------------------------------------------- */
+
+#define LC_DEFAULT_SERVER "nats://127.0.0.1:4222"
+#define LC_DEFAULT_PREFIX "lanes"
+
+/*
+ * How to reach NATS. Every string is borrowed for the lc_client_open call only (the client copies
+ * what it keeps); NULL or "" means unset. Authentication options combine as nats.c allows; user
+ * and password may also be written into the URLs (nats://user:pass@host:4222).
+ */
+typedef struct {
+    const char *servers;        /* comma-separated URLs; NULL = LC_DEFAULT_SERVER */
+    const char *prefix;         /* subject prefix; NULL = LC_DEFAULT_PREFIX */
+    const char *name;           /* connection name shown by the server; NULL = none */
+    const char *user;           /* with password: user/password authentication */
+    const char *password;       /* borrowed */
+    const char *token;          /* token authentication */
+    const char *creds_file;     /* NATS .creds file (user JWT + NKey seed) */
+    const char *tls_ca_file;    /* PEM CA bundle to verify the server; implies TLS */
+    const char *tls_cert_file;  /* PEM client certificate chain; needs tls_key_file; implies TLS */
+    const char *tls_key_file;   /* PEM client private key */
+    bool tls;                   /* require TLS even with nats:// URLs and no files */
+    int64_t connect_timeout_ms; /* 0 = nats.c's default (2 s) */
+} lc_client_config_t;
+
+typedef struct lc_client lc_client_t;
+
+/* Zeroes *config: every field then means its default. */
+void lc_client_config_init(lc_client_config_t *config);
+
+/* Connects. *out is returned to the caller, released with lc_client_close. On failure no client
+ * exists to hold the reason, so it is written to errbuf (errlen bytes, NUL-terminated) when
+ * errbuf is not NULL; errbuf is not touched on LC_OK. */
+lc_status_t lc_client_open(const lc_client_config_t *config, char *errbuf /* out, may be NULL */,
+                           size_t errlen, lc_client_t **out /* out */);
+
+/* Flushes what was published (at most 1 s), closes and frees. NULL-safe. */
+void lc_client_close(lc_client_t *client);
+
+/* Waits until the server has processed everything published so far. */
+lc_status_t lc_client_flush(lc_client_t *client, int64_t timeout_ms);
+
+/* Text of the last failure on this client (including lc_consumer_open's), "" if none. Borrowed:
+ * valid until the next call on the client. Never NULL. */
+const char *lc_client_error_get(const lc_client_t *client);
+
+/* The prefix in use. Borrowed: valid until lc_client_close. */
+const char *lc_client_prefix_get(const lc_client_t *client);
+
+/* ---- shapes ------------------------------------------------------------------------------- */
+
+/* out_hashes[i] = codec_hash_component(components[i]) (the strlen bytes, no terminator).
+ * components: borrowed, n non-NULL strings; out_hashes: n entries, filled. */
+void lc_shape_hash(const char *const *components, size_t n, uint64_t *out_hashes /* out */);
+
+/* The shape signature of the components, in order (0xef46db3751d8e999 for n == 0).
+ * components: borrowed, n non-NULL strings (may be NULL when n == 0). LC_ENOMEM only above 16
+ * components (a heap copy of the hashes). */
+lc_status_t lc_shape_sign(const char *const *components, size_t n, uint64_t *out /* out */);
+
+/* Parses "0x" followed by 1..16 hex digits, or 1..16 bare hex digits. LC_EINVAL for anything else
+ * and for 0 (which cannot be sent). text: borrowed. */
+lc_status_t lc_shape_parse(const char *text, uint64_t *out /* out */);
+
+/* ---- submit (producer) -------------------------------------------------------------------- */
+
+/* Room for the longest reason code word, with its terminator; longer words are truncated. */
+#define LC_REASON_MAX 32
+
+/* The verdict on one submitted item, copied out of the reply. */
+typedef struct {
+    codec_item_status_t status;
+    char reason[LC_REASON_MAX]; /* "" unless rejected: a codec word, "store_full", ... */
+} lc_item_result_t;
+
+typedef struct {
+    uint32_t accepted;
+    uint32_t duplicates; /* after a retry, also items the lost first attempt had stored */
+    uint32_t rejected;
+    uint32_t attempts; /* requests sent: 1 + retries used */
+} lc_submit_summary_t;
+
+/*
+ * Both submit calls publish one Submit message on <prefix>.submit.<model>. items: borrowed, n >= 1
+ * codec_work_item_t (see codec.h: all their pointers are borrowed too). An item whose model is
+ * NULL or "" is sent with `model`; an item whose created_unix_ns is 0 is sent with the current
+ * time. Nothing else is checked: a test producer may send items the daemon will reject. model:
+ * borrowed, non-empty, no spaces and no '*' or '>' (it becomes a subject token).
+ */
+
+/* Fire-and-forget: no reply subject, no answer. LC_OK means handed to the connection, not
+ * stored; lc_client_flush waits for the server to have it. */
+lc_status_t lc_submit_send(lc_client_t *client, const char *model, const codec_work_item_t *items,
+                           size_t n);
+
+/*
+ * Request/reply: waits up to timeout_ms (> 0) for the SubmitReply, which the daemon sends once the
+ * accepted items are durable. On a timeout or when no daemon responds, sends the very same bytes
+ * again (same item ids: the daemon's dedupe stores an item once, a repeat reads DUPLICATE) up to
+ * `retries` more times, pausing min(timeout_ms, 100 ms << attempt, 2 s) after a no-responders
+ * answer. Per-item rejections are results, not failures: LC_OK with status REJECTED. Whole-message
+ * refusal (SubmitReply.error, e.g. "malformed: ...") is LC_EREFUSED with the text on the client.
+ * results: n entries, filled in item order (may be NULL); summary may be NULL.
+ */
+lc_status_t lc_submit_request(lc_client_t *client, const char *model,
+                              const codec_work_item_t *items, size_t n, int64_t timeout_ms,
+                              uint32_t retries, lc_item_result_t *results /* out, may be NULL */,
+                              lc_submit_summary_t *summary /* out, may be NULL */);
+
+/* ---- consumer ----------------------------------------------------------------------------- */
+
+/* Strings borrowed for lc_consumer_open only (the consumer copies them). */
+typedef struct {
+    const char *model; /* required */
+    uint32_t max_batch_size;
+    uint32_t max_batch_tokens;
+    uint32_t max_input_tokens;  /* 0 = unlimited */
+    const char *name;           /* for people (stats); NULL = "" */
+    int64_t request_timeout_ms; /* Register, Ack and Bye replies; 0 = 5000 */
+    uint32_t request_retries;   /* more attempts on timeout / no responders (Ack is idempotent;
+                                   a repeated Register may leave an unused consumer id that the
+                                   daemon declares dead after dead_after_ms) */
+    uint32_t pull_max_batches;  /* credits of the Pull that lc_batch_next sends; 0 = 1 */
+    uint32_t heartbeat_ms;      /* 0 = Registered.heartbeat_ms (2000 if the daemon says 0) */
+    bool no_heartbeat;          /* test hook: no heartbeat thread */
+} lc_consumer_config_t;
+
+/* What the daemon answered to Register. Every string is borrowed from the consumer: valid until
+ * the next lc_consumer_register or lc_consumer_close. */
+typedef struct {
+    const char *consumer_id;
+    const char *pull_subject;
+    const char *ack_subject;
+    const char *heartbeat_subject;
+    const char *bye_subject;
+    uint32_t heartbeat_ms;
+    uint32_t dead_after_ms;
+    uint32_t ack_wait_ms;
+} lc_registered_t;
+
+/* Counters, copied out. */
+typedef struct {
+    uint64_t registrations;     /* successful Register replies (1 + re-registrations) */
+    uint64_t pulls_sent;        /* Pull messages published */
+    uint64_t batches;           /* status OK batches delivered */
+    uint64_t expired;           /* pulls that ended with an EXPIRED batch */
+    uint64_t pulls_lost;        /* pulls forgotten: no batch nor EXPIRED well past their expiry */
+    uint64_t heartbeats_sent;   /* by the heartbeat thread */
+    uint64_t heartbeats_failed; /* encode or publish failures (the thread keeps going) */
+    uint64_t in_progress;       /* batch ids currently named by heartbeats */
+} lc_consumer_stats_t;
+
+typedef struct lc_consumer lc_consumer_t;
+
+/* Zeroes *config; set model and the two batch limits at least. */
+void lc_consumer_config_init(lc_consumer_config_t *config);
+
+/*
+ * Subscribes the consumer's inbox, sends Register on <prefix>.register (retrying as configured)
+ * and starts the heartbeat thread. client: borrowed, must outlive the consumer. *out is returned
+ * to the caller, released with lc_consumer_close. On failure the reason is on the client
+ * (lc_client_error_get); Registered.error gives LC_EREFUSED.
+ */
+lc_status_t lc_consumer_open(lc_client_t *client, const lc_consumer_config_t *config,
+                             lc_consumer_t **out /* out */);
+
+/*
+ * Registers again with the same configuration (after LC_EUNKNOWN_CONSUMER): new id and subjects,
+ * outstanding pulls and in-progress ids forgotten (their batches are no longer ours), the
+ * heartbeat thread (re)started. On failure the previous registration stays in place.
+ */
+lc_status_t lc_consumer_register(lc_consumer_t *consumer);
+
+/* The current registration. Borrowed from the consumer (see lc_registered_t). Never NULL. */
+const lc_registered_t *lc_consumer_registered_get(const lc_consumer_t *consumer);
+
+/* Text of the consumer's last failure, "" if none. Borrowed: valid until the next call on the
+ * consumer from its driving thread. Never NULL. */
+const char *lc_consumer_error_get(const lc_consumer_t *consumer);
+
+/* Thread-safe snapshot; in_progress counts the ids heartbeats name now. */
+void lc_consumer_stats_get(lc_consumer_t *consumer, lc_consumer_stats_t *out /* out */);
+
+/*
+ * Leaves: stops the heartbeat thread, then publishes an empty body on the bye subject. With
+ * timeout_ms > 0 waits for the daemon's empty AckReply (LC_EREFUSED if it carries an error); with
+ * 0 publishes and flushes (at most 1 s). Afterwards only lc_consumer_register or
+ * lc_consumer_close make sense.
+ */
+lc_status_t lc_bye_send(lc_consumer_t *consumer, int64_t timeout_ms);
+
+/*
+ * Stops the heartbeat thread, unsubscribes the inbox and frees. Sends no Bye: call lc_bye_send
+ * first to leave cleanly; without it the daemon declares the consumer dead after dead_after_ms and
+ * returns its in-flight batches then (what a crash looks like). NULL-safe.
+ */
+void lc_consumer_close(lc_consumer_t *consumer);
+
+/* ---- pull and batches --------------------------------------------------------------------- */
+
+/*
+ * Publishes Pull{max_batches, expires_ms} on the pull subject with the consumer's inbox as the
+ * reply subject, and records its credits: the daemon answers with up to max_batches OK batches
+ * and, if the wait ends first, one EXPIRED batch. Zeroes mean the daemon's defaults (1 batch,
+ * 30000 ms). Only needed to keep several batches in flight; lc_batch_next pulls by itself.
+ */
+lc_status_t lc_pull_send(lc_consumer_t *consumer, uint32_t max_batches, uint32_t expires_ms);
+
+/*
+ * The next Batch on the consumer's inbox. When no pull is outstanding it first sends
+ * Pull{config.pull_max_batches, expires_ms = timeout_ms} and then waits up to timeout_ms plus a
+ * 1 s grace so the daemon's EXPIRED answer lands inside this call; otherwise it waits timeout_ms.
+ *   LC_OK              *out is a status OK batch, returned to the caller: release it with
+ *                      codec_batch_destroy (its pointers are borrowed from it, see codec.h). Its
+ *                      id is now in progress (named by heartbeats) until acked in full, nak'd in
+ *                      full, reported unknown by the daemon, or lc_inprogress_remove'd.
+ *   LC_EEMPTY          a pull expired without (more) work.
+ *   LC_ETIMEOUT        nothing arrived; a pull silent well past its expiry is forgotten.
+ *   LC_ENORESPONDERS   nobody listens on the pull subject (the daemon is gone); pull forgotten.
+ *   LC_EUNKNOWN_CONSUMER  register again (lc_consumer_register); all pulls forgotten.
+ *   LC_EREFUSED        a Batch with status ERROR and another error text (consumer error text).
+ *   LC_EPROTO          a batch status this client does not know.
+ *   LC_ECODEC          an undecodable message on the inbox (dropped).
+ * Batches are delivered as received; the client does not check the packing promises (pad_to,
+ * budget, size): a consumer that cares verifies them itself, as lanesched-consume does.
+ */
+lc_status_t lc_batch_next(lc_consumer_t *consumer, int64_t timeout_ms,
+                          codec_batch_t **out /* out */);
+
+/* ---- acks, in-progress, heartbeats -------------------------------------------------------- */
+
+typedef struct {
+    uint32_t acked;
+    uint32_t returned;
+    uint32_t unknown;
+} lc_ack_reply_t;
+
+/*
+ * Publishes an Ack on the ack subject. ack: borrowed (see codec_ack_t). With timeout_ms > 0 it is
+ * a request: waits for the AckReply (sent once tombstones are durable), retrying on timeout /
+ * no responders as configured (acks are idempotent), and fills *out; AckReply.error
+ * "unknown_batch" gives LC_EUNKNOWN_BATCH, "unknown_consumer" LC_EUNKNOWN_CONSUMER, anything else
+ * LC_EREFUSED. With timeout_ms == 0 it is fire-and-forget and *out is not touched. After LC_OK or
+ * LC_EUNKNOWN_BATCH the in-progress set is updated: the id leaves it once `all` was sent, every
+ * position was acked or nak'd, or the daemon does not know the batch.
+ */
+lc_status_t lc_ack_send(lc_consumer_t *consumer, const codec_ack_t *ack, int64_t timeout_ms,
+                        lc_ack_reply_t *out /* out, may be NULL */);
+
+/* Ack{batch_id, all}. */
+lc_status_t lc_ack_all_send(lc_consumer_t *consumer, uint64_t batch_id, int64_t timeout_ms,
+                            lc_ack_reply_t *out /* out, may be NULL */);
+
+/* Ack{batch_id, nak = 0 .. n_items - 1}: the whole batch goes back to the queue. */
+lc_status_t lc_ack_nak_send(lc_consumer_t *consumer, uint64_t batch_id, uint32_t n_items,
+                            int64_t timeout_ms, lc_ack_reply_t *out /* out, may be NULL */);
+
+/* Ack{batch_id, in_progress}: extends the deadline by ack_wait_ms now, acks nothing. */
+lc_status_t lc_ack_progress_send(lc_consumer_t *consumer, uint64_t batch_id, int64_t timeout_ms,
+                                 lc_ack_reply_t *out /* out, may be NULL */);
+
+/*
+ * The in-progress set: the batch ids every Heartbeat names (extending their deadlines).
+ * lc_batch_next adds each delivered batch; these two let a caller manage it by hand (for example
+ * remove a batch it abandons so that its deadline runs out and the daemon redelivers it). Both
+ * thread-safe. Adding an id already present changes nothing; removing an absent id is a no-op.
+ */
+lc_status_t lc_inprogress_add(lc_consumer_t *consumer, uint64_t batch_id);
+void lc_inprogress_remove(lc_consumer_t *consumer, uint64_t batch_id);
+
+#endif /* LANESCHED_LANES_CLIENT_H */
