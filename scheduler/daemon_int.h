@@ -216,6 +216,8 @@ front_t *front_create(daemon_t *d);
 daemon_status_t front_connect(front_t *f, const daemon_config_t *cfg);
 /* Stops taking work: unsubscribes (the owner still publishes replies). */
 void front_unsubscribe(front_t *f);
+/* Closes the connection, then the NATS library, waiting for its threads: no callback runs
+ * after it returns, so the daemon can be destroyed next. */
 void front_destroy(front_t *f);
 int front_publish(void *ctx, const char *subject, const void *data, size_t len);
 

@@ -234,5 +234,9 @@ void front_destroy(front_t *f)
         natsConnection_Close(f->nc);
         natsConnection_Destroy(f->nc);
     }
+    /* nats.c delivers the disconnect of its own close on a callback thread later: wait for
+     * every library thread to finish before the front (and then the daemon) is freed. */
+    if (nats_CloseAndWait(5000) != NATS_OK)
+        daemon_log(LOG_WARN, "the NATS library did not stop within 5 s");
     free(f);
 }

@@ -266,9 +266,8 @@ int main(int argc, char **argv)
     }
     front_t *f = front_create(d);
     if (f == NULL || (st = front_connect(f, &cfg)) != DAEMON_OK) {
-        front_destroy(f);
+        front_destroy(f); /* closes the NATS library */
         daemon_destroy(d);
-        nats_Close();
         return 1;
     }
     d->publish = front_publish;
@@ -283,9 +282,8 @@ int main(int argc, char **argv)
                cfg.durability_power ? ", power-loss durability" : "");
     fprintf(stderr, "lanesched: ready\n");
     st = daemon_run(d);
-    front_destroy(f);
+    front_destroy(f); /* closes the NATS library and waits for its threads */
     daemon_destroy(d);
-    nats_Close();
     daemon_log(LOG_INFO, "stopped");
     return st == DAEMON_OK ? 0 : 1;
 }

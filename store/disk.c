@@ -915,8 +915,10 @@ static store_status_t disk_flush(store_t *store)
         index_abort(txn);
         return disk_fail(d, "writing the index", EIO);
     }
-    if (index_commit(txn) != INDEX_OK)
-        return disk_fail(d, "committing the index", EIO);
+    if (index_commit(txn) != INDEX_OK) {
+        int rc = index_error_get(d->index);
+        return disk_fail(d, "committing the index", rc > 0 ? rc : EIO);
+    }
 
     /* Committed: only now do the boundaries move (invariant 2). */
     for (dseg_t *seg = d->dirty, *next; seg != NULL; seg = next) {

@@ -18,11 +18,15 @@
 #include "store/index_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 #include <sys/stat.h>
 
 struct index {
+    int last_rc; /* LMDB's code for the last failed commit: an errno when positive */
     MDB_env *env;
     MDB_dbi segments, lanes, current, meta;
 };
@@ -52,6 +56,32 @@ const char *index_lmdb_str(int rc)
     return mdb_strerror(rc);
 }
 
+/*
+ * Reserves room in the data file up front: twice what it holds, at least INDEX_PREALLOC_BYTES.
+ * LMDB grows its file a commit at a time; on a full disk that growth would fail a commit, and a
+ * failed commit puts the store in its error state. With room reserved, a full disk is met where
+ * it can be refused item by item (a segment append) while the index keeps committing into pages
+ * it already has. Best effort: on a nearly full disk it reserves what it can.
+ */
+static void index_preallocate(const char *path, uint64_t map_bytes)
+{
+    char file[4200];
+    snprintf(file, sizeof(file), "%s/data.mdb", path);
+    int fd = open(file, O_RDWR | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0)
+        return;
+    if (fstat(fd, &sb) == 0) {
+        uint64_t have = (uint64_t)sb.st_size;
+        uint64_t want = have * 2 > INDEX_PREALLOC_BYTES ? have * 2 : INDEX_PREALLOC_BYTES;
+        if (want > map_bytes)
+            want = map_bytes;
+        while (want > have && posix_fallocate(fd, 0, (off_t)want) != 0)
+            want = have + (want - have) / 2;
+    }
+    close(fd);
+}
+
 index_status_t index_open(const char *path, uint64_t map_bytes, int nosync, index_t **out,
                           int *out_lmdb_rc)
 {
@@ -68,6 +98,7 @@ index_status_t index_open(const char *path, uint64_t map_bytes, int nosync, inde
         goto out;
     if ((rc = mdb_env_open(ix->env, path, nosync ? MDB_NOSYNC : 0, 0644)) != 0)
         goto out;
+    index_preallocate(path, map_bytes);
     if ((rc = mdb_txn_begin(ix->env, NULL, 0, &txn)) != 0 ||
         (rc = mdb_dbi_open(txn, "segments", MDB_CREATE, &ix->segments)) != 0 ||
         (rc = mdb_dbi_open(txn, "lanes", MDB_CREATE, &ix->lanes)) != 0 ||
@@ -254,6 +285,8 @@ index_status_t index_begin(index_t *index, index_txn_t **out)
 index_status_t index_commit(index_txn_t *txn)
 {
     int rc = mdb_txn_commit(txn->txn);
+    if (rc != 0)
+        txn->index->last_rc = rc;
     free(txn);
     return rc == 0 ? INDEX_OK : INDEX_ELMDB;
 }
@@ -338,4 +371,9 @@ index_status_t index_meta_put(index_txn_t *txn, uint64_t next_segment_id)
     store_put64(val, next_segment_id);
     return index_put(txn, txn->index->meta, (void *)meta_next_segment_id,
                      sizeof(meta_next_segment_id) - 1, val, 8);
+}
+
+int index_error_get(const index_t *index)
+{
+    return index->last_rc;
 }

@@ -25,6 +25,10 @@
 
 #include <lmdb.h>
 
+/* Least index file space reserved at open (see index_preallocate): 256 LMDB pages, room for
+ * a few thousand segment rows, small enough for a tiny data volume. */
+#define INDEX_PREALLOC_BYTES (1ull << 20)
+
 #define INDEX_STATUS_MAP(X)      \
     X(OK, "ok")                  \
     X(ENOMEM, "out of memory")   \
@@ -91,6 +95,9 @@ index_status_t index_lane_del(index_txn_t *txn, const char *model, uint64_t sign
                               uint32_t lane);
 index_status_t index_current_put(index_txn_t *txn, const char *model, uint64_t signature);
 index_status_t index_meta_put(index_txn_t *txn, uint64_t next_segment_id);
+
+/* LMDB's code for the last failed commit (an errno when positive, e.g. ENOSPC), 0 if none. */
+int index_error_get(const index_t *index);
 
 /* The last LMDB error text, for logs (static storage). */
 const char *index_lmdb_str(int rc);

@@ -1,0 +1,269 @@
+/*
+ * test_dedupe.c - the item-id window (scheduler/dedupe.c) that makes a retried submit safe.
+ *
+ * Time is passed explicitly as now_ns, so every boundary is exact: an id accepted at t with a
+ * window w is found for t <= now < t + w and not from t + w on.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "scheduler/daemon_int.h"
+
+static int has(dedupe_t *d, const char *id, uint64_t now_ns)
+{
+    return dedupe_contains(d, (const uint8_t *)id, strlen(id), now_ns);
+}
+
+static void add(dedupe_t *d, const char *id, uint64_t now_ns)
+{
+    assert_int_equal(dedupe_add(d, (const uint8_t *)id, strlen(id), now_ns), DAEMON_OK);
+}
+
+static size_t fmt_id(char *buf, size_t cap, const char *prefix, uint32_t i)
+{
+    int n = snprintf(buf, cap, "%s-%08x", prefix, i);
+    assert_true(n > 0 && (size_t)n < cap);
+    return (size_t)n;
+}
+
+static void test_found_within_window_and_not_after(void **state)
+{
+    (void)state;
+    dedupe_t d;
+    dedupe_init(&d, 1000);
+    assert_false(has(&d, "a", 0));
+    add(&d, "a", 5000);
+    assert_true(has(&d, "a", 5000));
+    assert_true(has(&d, "a", 5500));
+    assert_true(has(&d, "a", 5999)); /* last nanosecond of the window */
+    assert_false(has(&d, "b", 5999));
+    assert_false(has(&d, "a", 6000)); /* accepted exactly one window ago: expired */
+    assert_false(has(&d, "a", 7000));
+    assert_int_equal(d.len, 0);
+    dedupe_fini(&d);
+}
+
+static void test_expiry_is_permanent_even_if_asked_earlier(void **state)
+{
+    (void)state;
+    /* Expiry removes the entry; a later question with an earlier clock does not revive it (the
+     * owner's clock is monotonic, this only pins that expiry is a removal, not a comparison). */
+    dedupe_t d;
+    dedupe_init(&d, 100);
+    add(&d, "a", 0);
+    assert_false(has(&d, "a", 100));
+    assert_false(has(&d, "a", 50));
+    dedupe_fini(&d);
+}
+
+static void test_window_zero_disables(void **state)
+{
+    (void)state;
+    dedupe_t d;
+    dedupe_init(&d, 0);
+    add(&d, "a", 1000);
+    assert_false(has(&d, "a", 1000));
+    assert_false(has(&d, "a", 0));
+    add(&d, "a", 1000);
+    assert_false(has(&d, "a", 1000));
+    assert_int_equal(d.len, 0);
+    dedupe_fini(&d);
+}
+
+static void test_empty_id_is_an_id_like_any_other(void **state)
+{
+    (void)state;
+    /* The codec rejects empty ids before they get here; the window itself does not care. */
+    dedupe_t d;
+    dedupe_init(&d, 100);
+    assert_int_equal(dedupe_add(&d, NULL, 0, 10), DAEMON_OK);
+    assert_true(dedupe_contains(&d, NULL, 0, 10));
+    assert_false(has(&d, "x", 10));
+    dedupe_fini(&d);
+}
+
+static void test_expiry_in_arrival_order(void **state)
+{
+    (void)state;
+    dedupe_t d;
+    dedupe_init(&d, 100);
+    add(&d, "a", 0);
+    add(&d, "b", 10);
+    add(&d, "c", 20);
+    assert_int_equal(d.len, 3);
+    assert_true(has(&d, "a", 99));
+    assert_false(has(&d, "a", 100));
+    assert_int_equal(d.len, 2);
+    assert_true(has(&d, "b", 100));
+    assert_true(has(&d, "c", 100));
+    assert_false(has(&d, "b", 110));
+    assert_true(has(&d, "c", 110));
+    assert_int_equal(d.len, 1);
+    assert_false(has(&d, "c", 120));
+    assert_int_equal(d.len, 0);
+    /* The window keeps working after it emptied. */
+    add(&d, "d", 500);
+    assert_true(has(&d, "d", 599));
+    assert_false(has(&d, "d", 600));
+    dedupe_fini(&d);
+}
+
+static void test_add_expires_old_entries_too(void **state)
+{
+    (void)state;
+    dedupe_t d;
+    dedupe_init(&d, 100);
+    add(&d, "a", 0);
+    add(&d, "b", 10);
+    add(&d, "c", 150); /* a and b are past their window: adding drops them from the ring */
+    assert_int_equal(d.len, 1);
+    assert_false(has(&d, "a", 150));
+    assert_false(has(&d, "b", 150));
+    assert_true(has(&d, "c", 150));
+    dedupe_fini(&d);
+}
+
+static void test_readd_extends_window(void **state)
+{
+    (void)state;
+    dedupe_t d;
+    dedupe_init(&d, 100);
+    add(&d, "x", 0);  /* ring entry 1: expires at 100 */
+    add(&d, "y", 10); /* expires at 110 */
+    add(&d, "x", 50); /* ring entry 2 for x: expires at 150 */
+    assert_int_equal(d.len, 3);
+    /* The older ring entry of x expires at 100: it must not delete the newer acceptance. */
+    assert_true(has(&d, "x", 100));
+    assert_int_equal(d.len, 2);
+    assert_true(has(&d, "x", 120));
+    assert_false(has(&d, "y", 120));
+    assert_true(has(&d, "x", 149));
+    assert_false(has(&d, "x", 150));
+    assert_int_equal(d.len, 0);
+    dedupe_fini(&d);
+}
+
+static void test_readd_many_times(void **state)
+{
+    (void)state;
+    dedupe_t d;
+    dedupe_init(&d, 100);
+    for (uint64_t t = 0; t <= 1000; t += 10)
+        add(&d, "x", t);
+    /* Every older entry has expired by 1099; only the last acceptance (at 1000) holds x. */
+    assert_true(has(&d, "x", 1099));
+    assert_int_equal(d.len, 1);
+    assert_false(has(&d, "x", 1100));
+    dedupe_fini(&d);
+}
+
+static void test_readd_after_expiry_is_a_new_window(void **state)
+{
+    (void)state;
+    dedupe_t d;
+    dedupe_init(&d, 100);
+    add(&d, "x", 0);
+    assert_false(has(&d, "x", 200));
+    add(&d, "x", 200);
+    assert_true(has(&d, "x", 299));
+    assert_false(has(&d, "x", 300));
+    dedupe_fini(&d);
+}
+
+static void test_many_ids_ring_grows(void **state)
+{
+    (void)state;
+    enum { N = 100000, W = 1000000 };
+    char id[32];
+    dedupe_t d;
+    dedupe_init(&d, W);
+    /* Move the ring's head off zero first, so growth has to unwrap a ring that wraps around. */
+    for (uint32_t i = 0; i < 700; i++) {
+        size_t n = fmt_id(id, sizeof(id), "old", i);
+        assert_int_equal(dedupe_add(&d, (const uint8_t *)id, n, i), DAEMON_OK);
+    }
+    size_t cap0 = d.cap;
+    uint64_t t0 = 700 + W; /* every "old" id has expired by now */
+    for (uint32_t i = 0; i < N; i++) {
+        size_t n = fmt_id(id, sizeof(id), "new", i);
+        assert_int_equal(dedupe_add(&d, (const uint8_t *)id, n, t0 + i), DAEMON_OK);
+    }
+    assert_int_equal(d.len, N);
+    assert_true(d.cap >= N);
+    assert_true(d.cap > cap0);
+    uint64_t now = t0 + N - 1;
+    for (uint32_t i = 0; i < N; i++) {
+        size_t n = fmt_id(id, sizeof(id), "new", i);
+        assert_true(dedupe_contains(&d, (const uint8_t *)id, n, now));
+    }
+    for (uint32_t i = 0; i < 700; i++) {
+        size_t n = fmt_id(id, sizeof(id), "old", i);
+        assert_false(dedupe_contains(&d, (const uint8_t *)id, n, now));
+    }
+    /* Half a window on from the middle: the first half has expired, in order. */
+    now = t0 + N / 2 + W;
+    for (uint32_t i = 0; i < N; i++) {
+        size_t n = fmt_id(id, sizeof(id), "new", i);
+        assert_int_equal(dedupe_contains(&d, (const uint8_t *)id, n, now), i > N / 2);
+    }
+    assert_int_equal(d.len, N - N / 2 - 1);
+    assert_false(has(&d, "new-00000000", t0 + N + W));
+    assert_int_equal(d.len, 0);
+    dedupe_fini(&d);
+}
+
+static void test_no_collisions_in_1m_ids(void **state)
+{
+    (void)state;
+    enum { N = 1000000 };
+    char id[32];
+    dedupe_t d;
+    dedupe_init(&d, UINT64_MAX / 4);
+    for (uint32_t i = 0; i < N; i++) {
+        size_t n = fmt_id(id, sizeof(id), "item", i);
+        /* A collision with an earlier id would read as a duplicate here and lose an item. */
+        assert_false(dedupe_contains(&d, (const uint8_t *)id, n, 1));
+        assert_int_equal(dedupe_add(&d, (const uint8_t *)id, n, 1), DAEMON_OK);
+    }
+    /* Every id holds its own key: none replaced another's map entry. */
+    assert_int_equal(d.len, N);
+    assert_int_equal(d.seen.len, N);
+    /* A million ids never accepted are not found either. */
+    for (uint32_t i = 0; i < N; i++) {
+        size_t n = fmt_id(id, sizeof(id), "other", i);
+        assert_false(dedupe_contains(&d, (const uint8_t *)id, n, 2));
+    }
+    /* Near-identical binary ids (one byte or one length apart) are distinct too. */
+    uint8_t a[64] = {0}, b[64] = {0};
+    b[63] = 1;
+    assert_int_equal(dedupe_add(&d, a, sizeof(a), 3), DAEMON_OK);
+    assert_false(dedupe_contains(&d, b, sizeof(b), 3));
+    assert_false(dedupe_contains(&d, a, sizeof(a) - 1, 3));
+    assert_true(dedupe_contains(&d, a, sizeof(a), 3));
+    dedupe_fini(&d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_found_within_window_and_not_after),
+        cmocka_unit_test(test_expiry_is_permanent_even_if_asked_earlier),
+        cmocka_unit_test(test_window_zero_disables),
+        cmocka_unit_test(test_empty_id_is_an_id_like_any_other),
+        cmocka_unit_test(test_expiry_in_arrival_order),
+        cmocka_unit_test(test_add_expires_old_entries_too),
+        cmocka_unit_test(test_readd_extends_window),
+        cmocka_unit_test(test_readd_many_times),
+        cmocka_unit_test(test_readd_after_expiry_is_a_new_window),
+        cmocka_unit_test(test_many_ids_ring_grows),
+        cmocka_unit_test(test_no_collisions_in_1m_ids),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
