@@ -55,6 +55,7 @@ typedef struct {
     uint32_t max_payload;
     uint32_t dedupe_window_ms;
     uint64_t segment_max_bytes;
+    uint32_t starvation_ms; /* 0 = off */
 } daemon_config_t;
 
 /* ---- events: NATS callbacks -> owner thread ------------------------------------------------ */

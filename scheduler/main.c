@@ -79,6 +79,9 @@ static const flag_t flags[] = {
     {"max-payload", "BYTES", "1048576", "largest item payload accepted"},
     {"dedupe-window-ms", "MS", "120000", "a resubmitted item id within this window is a duplicate"},
     {"segment-max-bytes", "BYTES", "67108864", "a segment rolls over at this size"},
+    {"starvation-ms", "MS", "0",
+     "a shape whose oldest item waited this long preempts the sticky shape at the next batch "
+     "(0 = off)"},
     {"log-level", "debug|info|warn|error", "info", "lowest level logged to stderr"},
     {"help", NULL, NULL, "this text"},
 };
@@ -203,7 +206,8 @@ static int config_build(const char **v, daemon_config_t *cfg)
         parse_u32("max-deliveries", flag_value(v, "max-deliveries"), &cfg->max_deliveries) ||
         parse_u32("max-payload", flag_value(v, "max-payload"), &cfg->max_payload) ||
         parse_u32("dedupe-window-ms", flag_value(v, "dedupe-window-ms"), &cfg->dedupe_window_ms) ||
-        parse_u32("segment-max-bytes", flag_value(v, "segment-max-bytes"), &seg_max))
+        parse_u32("segment-max-bytes", flag_value(v, "segment-max-bytes"), &seg_max) ||
+        parse_u32("starvation-ms", flag_value(v, "starvation-ms"), &cfg->starvation_ms))
         return -1;
     cfg->segment_max_bytes = seg_max;
     if (cfg->prefix[0] == '\0' || strpbrk(cfg->prefix, " *>") != NULL) {

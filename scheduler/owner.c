@@ -811,7 +811,9 @@ daemon_status_t daemon_create(const daemon_config_t *cfg, daemon_t **out)
         daemon_log(LOG_ERROR, "cannot open the store: %s", store_status_str(sst));
         goto out;
     }
-    sched_config_t sc = {.clock = owner_clock, .max_deliveries = cfg->max_deliveries};
+    sched_config_t sc = {.clock = owner_clock,
+                         .max_deliveries = cfg->max_deliveries,
+                         .starvation_ns = ms_ns(cfg->starvation_ms)};
     sched_status_t schst = sched_create(&sc, d->store, &d->sched);
     if (schst != SCHED_OK) {
         daemon_log(LOG_ERROR, "cannot restore the scheduler: %s", sched_status_str(schst));

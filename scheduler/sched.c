@@ -102,6 +102,7 @@ sched_status_t sched_create(const sched_config_t *config, store_t *store, sched_
     s->clock = config->clock;
     s->clock_ctx = config->clock_ctx;
     s->max_deliveries = config->max_deliveries;
+    s->starvation_ns = config->starvation_ns;
     s->next_batch_id = 1;
     map_init(&s->shapes);
     map_init(&s->inflight);

@@ -46,6 +46,7 @@ struct sched {
     sched_clock_fn clock;
     void *clock_ctx;
     uint32_t max_deliveries;
+    uint64_t starvation_ns;
     sched_model_t **models;
     size_t n_models;
     map_t shapes;   /* (signature, model_idx) -> sched_shape_t */

@@ -191,6 +191,11 @@ typedef struct {
     /* An item delivered this many times is handed out alone, marked dead_letter, instead of
      * in a batch: one poisonous item cannot loop forever. 0 = no limit. */
     uint32_t max_deliveries;
+    /* Starvation bound (0 = off, the default): when a shape other than the model's current one
+     * holds an item that has waited longer than this, the next batch comes from the shape with
+     * the oldest such item, preempting the sticky shape at a batch boundary. Each preemption
+     * costs a prefix-cache switch; its price in hit rate is measured by lanesched-bench. */
+    uint64_t starvation_ns;
 } sched_config_t;
 
 typedef struct sched sched_t;
@@ -241,6 +246,7 @@ typedef struct {
     uint64_t items_returned;
     uint64_t lanes_opened, lane_reuses, lanes_quiesced, force_fits;
     uint64_t shape_switches;
+    uint64_t starvation_preemptions; /* switches forced by the starvation bound */
     uint64_t padded_tokens, real_tokens;
 } sched_counters_t;
 

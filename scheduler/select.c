@@ -9,23 +9,64 @@
  *      dispatchable tokens (ties: the shape seen first), and the switch is written to the
  *      store's current-shape field and counted.
  *
+ *   3. With the starvation bound (off by default), a shape whose oldest item has waited past the
+ *      bound preempts the current shape at the next batch boundary; among several, the one
+ *      with the oldest item goes first.
+ *
  * Rejected: round-robin or oldest-first across shapes. Each switch flushes the engine's prefix
  * cache; draining one shape at a time pays that cost once per shape instead of once per batch.
- * (A starvation bound that lets an old shape preempt at a batch boundary is a later, optional
- * addition whose cost in hit rate is to be measured.)
  */
 #include "scheduler/sched_int.h"
+
+/* Arrival time of the shape's oldest queued item (0 = none). */
+static int select_oldest(struct sched *s, const sched_shape_t *shape, uint64_t *out)
+{
+    int found = 0;
+    lanes_lane_t lane;
+    for (uint32_t id = 0; lanes_get(shape->lanes, id, &lane) == SCHED_OK; id++) {
+        uint64_t t;
+        if (lane.queued_items == 0 || lane.user == NULL ||
+            !store_queue_oldest(s->store, lane.user, &t))
+            continue;
+        if (!found || t < *out)
+            *out = t;
+        found = 1;
+    }
+    return found;
+}
+
+/* With the starvation bound on: the other shape whose oldest item waited past the bound
+ * longest, or NULL. */
+static sched_shape_t *select_starved(struct sched *s, sched_model_t *model, sched_shape_t *cur)
+{
+    uint64_t now = s->clock(s->clock_ctx), best_t = 0;
+    sched_shape_t *best = NULL;
+    for (size_t i = 0; i < model->n_shapes; i++) {
+        sched_shape_t *sh = model->shapes[i];
+        uint64_t t;
+        if (sh == cur || lanes_queued_tokens(sh->lanes) == 0 || !select_oldest(s, sh, &t))
+            continue;
+        if (now > t && now - t > s->starvation_ns && (best == NULL || t < best_t)) {
+            best = sh;
+            best_t = t;
+        }
+    }
+    return best;
+}
 
 sched_status_t select_shape(struct sched *s, sched_model_t *model, sched_shape_t **out)
 {
     sched_shape_t *cur = model->current;
-    if (cur != NULL && lanes_queued_tokens(cur->lanes) > 0) {
+    sched_shape_t *best = s->starvation_ns != 0 ? select_starved(s, model, cur) : NULL;
+    if (best != NULL)
+        s->counters.starvation_preemptions++;
+    else if (cur != NULL && lanes_queued_tokens(cur->lanes) > 0) {
         *out = cur;
         return SCHED_OK;
     }
-    sched_shape_t *best = NULL;
     uint64_t best_tokens = 0;
-    for (size_t i = 0; i < model->n_shapes; i++) {
+    int starved = best != NULL;
+    for (size_t i = 0; !starved && i < model->n_shapes; i++) {
         uint64_t t = lanes_queued_tokens(model->shapes[i]->lanes);
         if (t > best_tokens) {
             best = model->shapes[i];

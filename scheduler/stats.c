@@ -146,17 +146,18 @@ char *stats_json(daemon_t *d, size_t *out_len)
     }
     jb_add(&j,
            "},\"lanes_opened\":%" PRIu64 ",\"lane_reuses\":%" PRIu64 ",\"lanes_quiesced\":%" PRIu64
-           ",\"force_fits\":%" PRIu64 ",\"shape_switches\":%" PRIu64 ",\"padded_tokens\":%" PRIu64
+           ",\"force_fits\":%" PRIu64 ",\"shape_switches\":%" PRIu64
+           ",\"starvation_preemptions\":%" PRIu64 ",\"padded_tokens\":%" PRIu64
            ",\"real_tokens\":%" PRIu64 ",\"dead_lettered\":%" PRIu64 ",\"pending_items\":%" PRIu64
            ",\"unknown_consumer\":%" PRIu64 ",\"unknown_batch\":%" PRIu64
            ",\"batches_expired_ack_deadline\":%" PRIu64 ",\"consumers_declared_dead\":%" PRIu64
            ",\"publish_failures\":%" PRIu64 ",\"disconnects\":%" PRIu64
            ",\"dropped_messages\":%" PRIu64 ",\"uptime_ms\":%" PRIu64 "}",
            k->lanes_opened, k->lane_reuses, k->lanes_quiesced, k->force_fits, k->shape_switches,
-           k->padded_tokens, k->real_tokens, dc->dead_lettered, store_pending_count(d->store),
-           dc->unknown_consumer, dc->unknown_batch, dc->batches_expired_ack_deadline,
-           dc->consumers_declared_dead, dc->publish_failures, dc->disconnects, dc->dropped_messages,
-           (daemon_now_ns() - d->started_ns) / 1000000);
+           k->starvation_preemptions, k->padded_tokens, k->real_tokens, dc->dead_lettered,
+           store_pending_count(d->store), dc->unknown_consumer, dc->unknown_batch,
+           dc->batches_expired_ack_deadline, dc->consumers_declared_dead, dc->publish_failures,
+           dc->disconnects, dc->dropped_messages, (daemon_now_ns() - d->started_ns) / 1000000);
 
     models_ctx_t mc = {0};
     sched_shapes_visit(d->sched, stats_collect_model, &mc);

@@ -1040,7 +1040,18 @@ static store_status_t disk_queue_scan(store_t *store, store_queue_t *queue, stor
     return STORE_OK;
 }
 
+static int disk_queue_oldest(const store_t *store, const store_queue_t *queue, uint64_t *out)
+{
+    (void)store;
+    const dqueue_t *q = (const dqueue_t *)queue;
+    if (q->len == q->n_unflushed)
+        return 0;
+    *out = q->recs[q->head].arrival_ns;
+    return 1;
+}
+
 static const struct store_ops disk_ops = {
+    .queue_oldest = disk_queue_oldest,
     .queue_scan = disk_queue_scan,
     .flush = disk_flush,
     .unflushed_bytes = disk_unflushed_bytes,

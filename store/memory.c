@@ -476,7 +476,18 @@ static store_status_t mem_queue_scan(store_t *store, store_queue_t *queue, store
     return STORE_OK;
 }
 
+static int mem_queue_oldest(const store_t *store, const store_queue_t *queue, uint64_t *out)
+{
+    (void)store;
+    const mem_queue_t *q = (const mem_queue_t *)queue;
+    if (q->len == 0)
+        return 0;
+    *out = q->items[q->head]->arrival_ns;
+    return 1;
+}
+
 static const struct store_ops mem_ops = {
+    .queue_oldest = mem_queue_oldest,
     .queue_scan = mem_queue_scan,
     .flush = mem_flush,
     .unflushed_bytes = mem_unflushed_bytes,

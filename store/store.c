@@ -152,3 +152,10 @@ store_status_t store_queue_scan(store_t *store, store_queue_t *queue, store_scan
         return STORE_EINVAL;
     return store->ops->queue_scan(store, queue, fn, ctx);
 }
+
+int store_queue_oldest(const store_t *store, const store_queue_t *queue, uint64_t *out_arrival_ns)
+{
+    if (store == NULL || queue == NULL || out_arrival_ns == NULL)
+        return 0;
+    return store->ops->queue_oldest(store, queue, out_arrival_ns);
+}

@@ -248,6 +248,11 @@ int store_queue_next(store_t *store, store_queue_t *prev, store_queue_t **out /*
 typedef void (*store_scan_fn)(void *ctx, const store_view_t *view);
 store_status_t store_queue_scan(store_t *store, store_queue_t *queue, store_scan_fn fn, void *ctx);
 
+/* Arrival time of the queue's front (oldest queued, readable) item; 0 when there is none.
+ * O(1), no I/O: the scheduler's starvation bound asks it of every lane. */
+int store_queue_oldest(const store_t *store, const store_queue_t *queue,
+                       uint64_t *out_arrival_ns /* out */);
+
 /* Queue totals: items and tokens queued (not pending). Either out pointer may be NULL. */
 void store_queue_count(const store_queue_t *queue, uint64_t *out_items, uint64_t *out_tokens);
 

@@ -18,6 +18,7 @@ struct store_queue {
 };
 
 struct store_ops {
+    int (*queue_oldest)(const store_t *store, const store_queue_t *queue, uint64_t *out);
     store_status_t (*queue_scan)(store_t *store, store_queue_t *queue, store_scan_fn fn, void *ctx);
     store_status_t (*flush)(store_t *store);
     uint64_t (*unflushed_bytes)(const store_t *store);

@@ -360,6 +360,42 @@ static void test_submit_rejects_invalid_items(void **state)
     assert_true(sched_counters(f->sched)->items_received == 0);
 }
 
+static void test_starvation_bound_preempts_sticky_shape_at_batch_boundary(void **state)
+{
+    (void)state;
+    fixture_t *f;
+    setup((void **)&f);
+    sched_destroy(f->sched);
+    sched_config_t cfg = {.clock = fake_now, .clock_ctx = &f->clock, .starvation_ns = 5 * SEC};
+    assert_int_equal(sched_create(&cfg, f->store, &f->sched), SCHED_OK);
+    for (int i = 0; i < 20; i++)
+        submit(f, "m", 0xA, 100);
+    submit(f, "m", 0xB, 100); /* B's only item arrives at t = 0 */
+    sched_consumer_t c = consumer("m", 1, 100000);
+    assert_true(take(f, &c).signature == 0xA);
+    f->clock.now = 5 * SEC; /* waited exactly the bound: not past it */
+    assert_true(take(f, &c).signature == 0xA);
+    f->clock.now = 5 * SEC + 1;
+    assert_true(take(f, &c).signature == 0xB);
+    assert_true(sched_counters(f->sched)->starvation_preemptions == 1);
+    assert_true(take(f, &c).signature == 0xA); /* B is dry: back to A */
+    teardown((void **)&f);
+}
+
+static void test_without_starvation_bound_sticky_shape_is_never_preempted(void **state)
+{
+    fixture_t *f = *state;
+    for (int i = 0; i < 5; i++)
+        submit(f, "m", 0xA, 100);
+    submit(f, "m", 0xB, 100);
+    sched_consumer_t c = consumer("m", 1, 100000);
+    f->clock.now = 3600 * SEC;
+    for (int i = 0; i < 5; i++)
+        assert_true(take(f, &c).signature == 0xA);
+    assert_true(take(f, &c).signature == 0xB);
+    assert_true(sched_counters(f->sched)->starvation_preemptions == 0);
+}
+
 /* ---- restart over the disk store ----------------------------------------------------------- */
 
 static void rm_rf(const char *dir)
@@ -702,6 +738,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tokens_received_equal_tokens_completed_after_drain,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_submit_rejects_invalid_items, setup, teardown),
+        cmocka_unit_test(test_starvation_bound_preempts_sticky_shape_at_batch_boundary),
+        cmocka_unit_test_setup_teardown(
+            test_without_starvation_bound_sticky_shape_is_never_preempted, setup, teardown),
         cmocka_unit_test(test_restart_restores_lanes_targets_and_current_shape),
         cmocka_unit_test(test_guard_passes_a_pure_batch),
         cmocka_unit_test(test_guard_aborts_on_signature_mismatch),
