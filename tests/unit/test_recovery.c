@@ -38,6 +38,8 @@
 
 #include <cmocka.h>
 
+#include "tests/support/test_fs.h"
+
 #include "store/store.h"
 
 /* ---- lanes and items ---------------------------------------------------------------------- */
@@ -100,29 +102,6 @@ static void tag_id(size_t tag, uint8_t *buf)
 }
 
 /* ---- files ---------------------------------------------------------------------------------- */
-
-static void remove_tree_at(int parent_fd, const char *name)
-{
-    int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd >= 0) {
-        DIR *dir = fdopendir(fd);
-        if (dir != NULL) {
-            for (struct dirent *de; (de = readdir(dir)) != NULL;) {
-                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                    continue;
-                struct stat sb;
-                if (fstatat(fd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(sb.st_mode))
-                    remove_tree_at(fd, de->d_name);
-                else
-                    unlinkat(fd, de->d_name, 0);
-            }
-            closedir(dir);
-        } else {
-            close(fd);
-        }
-    }
-    unlinkat(parent_fd, name, AT_REMOVEDIR);
-}
 
 static void seg_path(const rig_t *r, uint64_t segment_id, char *buf, size_t size)
 {
@@ -266,7 +245,7 @@ static void rig_free(rig_t *r)
     if (r == NULL)
         return;
     store_close(r->s);
-    remove_tree_at(AT_FDCWD, r->dir);
+    test_fs_remove_tree(r->dir);
     free(r);
 }
 
@@ -1035,7 +1014,7 @@ static void test_index_directory_deleted_is_rebuilt_from_segments(void **state)
     rig_crash(r);
     char path[128];
     snprintf(path, sizeof(path), "%s/index", r->dir);
-    remove_tree_at(AT_FDCWD, path);
+    test_fs_remove_tree(path);
     assert_false(path_exists(path));
     rig_reopen(r);
     assert_int_equal(r->rep.index_rebuilt, 1);

@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include "tests/support/test_fs.h"
+
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -398,13 +400,6 @@ static void test_without_starvation_bound_sticky_shape_is_never_preempted(void *
 
 /* ---- restart over the disk store ----------------------------------------------------------- */
 
-static void rm_rf(const char *dir)
-{
-    char cmd[512];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
-}
-
 static void test_restart_restores_lanes_targets_and_current_shape(void **state)
 {
     (void)state;
@@ -463,7 +458,7 @@ static void test_restart_restores_lanes_targets_and_current_shape(void **state)
     assert_int_equal(b.items_view[0].deliveries, 0); /* the pending map is not persisted */
     sched_destroy(sched);
     store_close(store);
-    rm_rf(dir);
+    test_fs_remove_tree(dir);
 }
 
 /* ---- the shape guard ---------------------------------------------------------------------- */

@@ -33,6 +33,8 @@
 
 #include <cmocka.h>
 
+#include "tests/support/test_fs.h"
+
 #include "store/store.h"
 
 /* ---- backends --------------------------------------------------------------------------- */
@@ -60,35 +62,11 @@ static int is_disk(void)
     return g_backend->disk;
 }
 
-/* rm -rf of a directory the test made (no symlinks are followed). */
-static void remove_tree_at(int parent_fd, const char *name)
-{
-    int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd >= 0) {
-        DIR *dir = fdopendir(fd);
-        if (dir != NULL) {
-            for (struct dirent *de; (de = readdir(dir)) != NULL;) {
-                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                    continue;
-                struct stat sb;
-                if (fstatat(fd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(sb.st_mode))
-                    remove_tree_at(fd, de->d_name);
-                else
-                    unlinkat(fd, de->d_name, 0);
-            }
-            closedir(dir);
-        } else {
-            close(fd);
-        }
-    }
-    unlinkat(parent_fd, name, AT_REMOVEDIR);
-}
-
 static int remove_dirs(void **state)
 {
     (void)state;
     for (size_t i = 0; i < g_n_dirs; i++)
-        remove_tree_at(AT_FDCWD, g_dirs[i]);
+        test_fs_remove_tree(g_dirs[i]);
     g_n_dirs = 0;
     return 0;
 }

@@ -1,0 +1,10 @@
+/*
+ * test_fs.h - file-system helpers shared by the tests (test support, not product code).
+ */
+#ifndef LANESCHED_TEST_FS_H
+#define LANESCHED_TEST_FS_H
+
+/* rm -rf of a directory a test made; symlinks are removed, never followed. `path` borrowed. */
+void test_fs_remove_tree(const char *path);
+
+#endif
