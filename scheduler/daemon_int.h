@@ -37,6 +37,14 @@ enum { LOG_DEBUG = 0, LOG_INFO = 1, LOG_WARN = 2, LOG_ERROR = 3 };
 void daemon_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void daemon_log_level_set(int level);
 
+/* Longest subject prefix: every subject the daemon builds fits its buffers with a 255-byte
+ * model name and a 32-character consumer id. */
+#define DAEMON_PREFIX_MAX 128
+
+/* Room a Batch needs beyond its items' payloads (ids, reply_to, field tags): --max-payload is
+ * held this far below the server's max_payload so a single item can always be published. */
+#define DAEMON_BATCH_OVERHEAD 8192
+
 /* Everything the command line sets. Strings are borrowed from argv/environ for the process's
  * life. */
 typedef struct {
@@ -220,6 +228,8 @@ void front_unsubscribe(front_t *f);
 /* Closes the connection, then the NATS library, waiting for its threads: no callback runs
  * after it returns, so the daemon can be destroyed next. */
 void front_destroy(front_t *f);
+/* Lowers cfg->max_payload to what the connected server can carry in one Batch (logged). */
+void front_payload_cap(front_t *f, daemon_config_t *cfg);
 int front_publish(void *ctx, const char *subject, const void *data, size_t len);
 
 /* stats.c: the lanes.stats document, malloc'd, returned to the caller to free. */

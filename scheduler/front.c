@@ -215,6 +215,21 @@ out:
     return st;
 }
 
+void front_payload_cap(front_t *f, daemon_config_t *cfg)
+{
+    int64_t server = natsConnection_GetMaxPayload(f->nc);
+    if (server <= DAEMON_BATCH_OVERHEAD)
+        return;
+    uint64_t cap = (uint64_t)server - DAEMON_BATCH_OVERHEAD;
+    if (cfg->max_payload == 0 || cfg->max_payload > cap) {
+        daemon_log(LOG_INFO,
+                   "--max-payload lowered to %llu bytes: the server carries at most %lld bytes "
+                   "per message, and a batch of one item must fit",
+                   (unsigned long long)cap, (long long)server);
+        cfg->max_payload = (uint32_t)cap;
+    }
+}
+
 void front_unsubscribe(front_t *f)
 {
     for (int i = 0; i < f->n_subs; i++) {

@@ -210,8 +210,12 @@ static int config_build(const char **v, daemon_config_t *cfg)
         parse_u32("starvation-ms", flag_value(v, "starvation-ms"), &cfg->starvation_ms))
         return -1;
     cfg->segment_max_bytes = seg_max;
-    if (cfg->prefix[0] == '\0' || strpbrk(cfg->prefix, " *>") != NULL) {
-        fprintf(stderr, "lanesched: --prefix must be a non-empty subject without wildcards\n");
+    if (cfg->prefix[0] == '\0' || strpbrk(cfg->prefix, " *>") != NULL ||
+        strlen(cfg->prefix) > DAEMON_PREFIX_MAX) {
+        fprintf(stderr,
+                "lanesched: --prefix must be a non-empty subject without wildcards, at most %d "
+                "bytes\n",
+                DAEMON_PREFIX_MAX);
         return -1;
     }
     if (cfg->dead_after_ms == 0 || cfg->ack_wait_ms == 0 || cfg->heartbeat_ms == 0) {
@@ -276,6 +280,7 @@ int main(int argc, char **argv)
     }
     d->publish = front_publish;
     d->publish_ctx = f;
+    front_payload_cap(f, &d->cfg);
     sc.d = d;
     sc.f = f;
     pthread_t sig_thread;

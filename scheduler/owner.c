@@ -473,12 +473,8 @@ static void owner_ack(daemon_t *d, ev_t *ev, replies_t *deferred)
             out.returned += n;
         }
     }
-    if (st == SCHED_EUNKNOWN) {
-        out.unknown = (uint32_t)(ack->n_ack + ack->n_nak);
-        out.error = "unknown_position: a position is outside the batch; nothing changed";
-    } else if (st != SCHED_OK) {
+    if (st != SCHED_OK) /* positions were checked above: only the store can fail here */
         out.error = "store_error: the store failed";
-    }
     if (!sched_batch_pending(d->sched, ack->batch_id))
         consumers_inflight_del(&d->consumers, c, ack->batch_id);
 reply:
@@ -494,6 +490,8 @@ reply:
 static void owner_heartbeat(daemon_t *d, ev_t *ev)
 {
     d->counters.heartbeats++;
+    if (owner_not_mine(d, ev->token))
+        return;
     consumer_t *c = owner_consumer(d, ev->token);
     codec_heartbeat_t *hb = NULL;
     if (c == NULL || codec_decode_heartbeat(ev->data, ev->len, &hb) != CODEC_OK)
@@ -604,7 +602,8 @@ out:
     return rc;
 }
 
-static void owner_dead_letter(daemon_t *d, const sched_batch_t *b)
+/* Publishes, commits and completes a dead letter; 1 if it went out (0: retried next turn). */
+static int owner_dead_letter(daemon_t *d, const sched_batch_t *b)
 {
     char subject[400], error[96];
     snprintf(subject, sizeof(subject), "%s.dead.%s", d->cfg.prefix, b->model_view);
@@ -616,7 +615,7 @@ static void owner_dead_letter(daemon_t *d, const sched_batch_t *b)
         d->publish(d->publish_ctx, subject, buf, len) != 0) {
         free(buf);
         d->counters.publish_failures++;
-        return;
+        return 0;
     }
     free(buf);
     uint64_t id = b->batch_id;
@@ -626,6 +625,7 @@ static void owner_dead_letter(daemon_t *d, const sched_batch_t *b)
         daemon_log(LOG_WARN, "an item of model %s reached the delivery limit: sent to %s",
                    b->model_view, subject);
     }
+    return 1;
 }
 
 /* One batch for the consumer's oldest pull; 1 if anything moved. */
@@ -642,10 +642,8 @@ again:;
         daemon_log(LOG_ERROR, "filling a batch for %s failed: %s", c->id, sched_status_str(st));
         return 0;
     }
-    if (b.dead_letter) {
-        owner_dead_letter(d, &b);
-        return 1;
-    }
+    if (b.dead_letter)
+        return owner_dead_letter(d, &b);
     uint8_t *buf = NULL;
     size_t len = 0;
     if (owner_encode_batch(&b, CODEC_BATCH_OK, "", 1, &buf, &len) != 0) {
