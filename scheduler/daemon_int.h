@@ -185,7 +185,8 @@ typedef struct {
     uint64_t malformed;
     uint64_t submits, registers, pulls, acks, heartbeats, byes, stats_requests;
     uint64_t unknown_consumer, unknown_batch;
-    uint64_t publish_failures, disconnects, dropped_messages;
+    uint64_t publish_failures, disconnects;
+    uint64_t dropped_messages; /* written by NATS threads: atomic access only */
     uint64_t batches_expired_ack_deadline, consumers_declared_dead;
 } daemon_counters_t;
 
@@ -207,7 +208,8 @@ typedef struct daemon {
     size_t queued_events;
     int stopping;
     uint64_t next_tick_ns;
-    size_t serve_cursor; /* round-robin start among consumers */
+    uint64_t last_timers_ns; /* when the timers last ran: a stalled loop is detected */
+    size_t serve_cursor;     /* round-robin start among consumers */
     uint64_t started_ns;
 } daemon_t;
 

@@ -53,7 +53,7 @@ static void front_on_msg(natsConnection *nc, natsSubscription *sub, natsMsg *msg
     natsMsg_Destroy(msg);
     if (ev == NULL) {
         daemon_log(LOG_ERROR, "out of memory: a message on %s was dropped", subject);
-        s->front->d->counters.dropped_messages++;
+        __atomic_add_fetch(&s->front->d->counters.dropped_messages, 1, __ATOMIC_RELAXED);
         return;
     }
     daemon_post(s->front->d, ev);
@@ -84,8 +84,8 @@ static void front_on_error(natsConnection *nc, natsSubscription *sub, natsStatus
         natsSubscription_GetDropped(sub, &dropped);
     daemon_log(LOG_ERROR, "NATS error: %s (%lld messages dropped on this subscription so far)",
                natsStatus_GetText(err), (long long)dropped);
-    if (err == NATS_SLOW_CONSUMER)
-        f->d->counters.dropped_messages = (uint64_t)dropped;
+    if (err == NATS_SLOW_CONSUMER) /* one message dropped per slow-consumer report */
+        __atomic_add_fetch(&f->d->counters.dropped_messages, 1, __ATOMIC_RELAXED);
 }
 
 front_t *front_create(daemon_t *d)

@@ -284,13 +284,21 @@ int main(int argc, char **argv)
     sc.d = d;
     sc.f = f;
     pthread_t sig_thread;
-    pthread_create(&sig_thread, NULL, signal_thread, &sc);
-    pthread_detach(sig_thread);
+    if (pthread_create(&sig_thread, NULL, signal_thread, &sc) != 0) {
+        daemon_log(LOG_ERROR, "cannot start the signal thread");
+        front_destroy(f);
+        daemon_destroy(d);
+        return 1;
+    }
     daemon_log(LOG_INFO, "serving %s on %s (store %s%s%s)", cfg.prefix, cfg.servers,
                cfg.store_memory ? "memory" : "disk ", cfg.store_memory ? "" : cfg.data_dir,
                cfg.durability_power ? ", power-loss durability" : "");
     fprintf(stderr, "lanesched: ready\n");
     st = daemon_run(d);
+    /* The signal thread uses f and d: when the owner stopped on its own (a store failure), wake
+     * it and wait, so a late SIGTERM cannot reach a destroyed front. */
+    pthread_kill(sig_thread, SIGTERM);
+    pthread_join(sig_thread, NULL);
     front_destroy(f); /* closes the NATS library and waits for its threads */
     daemon_destroy(d);
     daemon_log(LOG_INFO, "stopped");

@@ -710,6 +710,17 @@ static void owner_fill(daemon_t *d)
 static void owner_timers(daemon_t *d)
 {
     uint64_t now = daemon_now_ns();
+    /* If this loop itself was stalled (the daemon stopped, swapped, starved of CPU) for half a
+     * dead-after period, heartbeats sent meanwhile may still sit in the NATS client's queues:
+     * liveness restarts now rather than declaring every consumer dead for the daemon's pause. */
+    if (d->last_timers_ns != 0 && now - d->last_timers_ns > ms_ns(d->cfg.dead_after_ms) / 2) {
+        daemon_log(LOG_WARN,
+                   "the owner loop stalled for %" PRIu64 " ms: consumer liveness restarts",
+                   (now - d->last_timers_ns) / 1000000);
+        for (size_t i = 0; i < d->consumers.n_all; i++)
+            d->consumers.all[i]->last_seen_ns = now;
+    }
+    d->last_timers_ns = now;
     if (now >= d->next_tick_ns) {
         sched_tick(d->sched);
         d->next_tick_ns = now + LANES_TICK_NS;

@@ -27,6 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* First peek window of a fill, in entries (doubled while the packer takes all of it). */
+#define SCHED_PEEK_FIRST 64u
+
 const char *sched_status_str(sched_status_t status)
 {
     switch (status) {
@@ -238,24 +241,37 @@ sched_status_t sched_fill(sched_t *s, const sched_consumer_t *consumer, sched_ba
         lanes_lane_t lane;
         lanes_get(shape->lanes, lane_id, &lane);
         size_t want = lane.queued_items < cap ? (size_t)lane.queued_items : (size_t)cap;
-        if ((st = sched_scratch_reserve(s, want)) != SCHED_OK)
-            return st;
-        size_t n = 0;
-        if ((s->store_status = store_peek(s->store, lane.user, s->views, want, &n)) != STORE_OK)
-            return SCHED_ESTORE;
+        /* A peek reads whole entries (payloads included), so read a window that grows until
+         * the packer stops short of it: the bytes read stay within twice what the batch
+         * carries, instead of `want` entries for a batch that may take a few of them. */
+        size_t window = want < SCHED_PEEK_FIRST ? want : SCHED_PEEK_FIRST;
+        size_t n = 0, take = 0;
+        int dead = 0;
+        packer_result_t pr;
+        for (;;) {
+            if ((st = sched_scratch_reserve(s, window)) != SCHED_OK)
+                return st;
+            if ((s->store_status = store_peek(s->store, lane.user, s->views, window, &n)) !=
+                STORE_OK)
+                return SCHED_ESTORE;
+            if (n == 0)
+                break;
+            for (size_t i = 0; i < n; i++)
+                s->tokens[i] = s->views[i].tokens;
+            dead = s->max_deliveries != 0 && s->views[0].deliveries >= s->max_deliveries;
+            take = dead ? 1 : n;
+            for (size_t i = 1; !dead && s->max_deliveries != 0 && i < take; i++) {
+                if (s->views[i].deliveries >= s->max_deliveries)
+                    take = i; /* stop before it: it goes out alone as a dead letter next */
+            }
+            if ((st = packer_fill(&consumer->contract, s->tokens, take, &pr)) != SCHED_OK)
+                return st;
+            if (pr.count < take || take < n || n < window || window == want)
+                break;
+            window = window * 2 < want ? window * 2 : want;
+        }
         if (n == 0)
             continue; /* appended but not yet flushed: not readable */
-        for (size_t i = 0; i < n; i++)
-            s->tokens[i] = s->views[i].tokens;
-        packer_result_t pr;
-        int dead = s->max_deliveries != 0 && s->views[0].deliveries >= s->max_deliveries;
-        size_t take = dead ? 1 : n;
-        for (size_t i = 1; !dead && s->max_deliveries != 0 && i < take; i++) {
-            if (s->views[i].deliveries >= s->max_deliveries)
-                take = i; /* stop before it: it goes out alone as a dead letter next */
-        }
-        if ((st = packer_fill(&consumer->contract, s->tokens, take, &pr)) != SCHED_OK)
-            return st;
         s->filled = (sched_batch_t){
             .batch_id = s->next_batch_id++,
             .model_view = model->name,

@@ -157,7 +157,8 @@ char *stats_json(daemon_t *d, size_t *out_len)
            k->starvation_preemptions, k->padded_tokens, k->real_tokens, dc->dead_lettered,
            store_pending_count(d->store), dc->unknown_consumer, dc->unknown_batch,
            dc->batches_expired_ack_deadline, dc->consumers_declared_dead, dc->publish_failures,
-           dc->disconnects, dc->dropped_messages, (daemon_now_ns() - d->started_ns) / 1000000);
+           dc->disconnects, __atomic_load_n(&dc->dropped_messages, __ATOMIC_RELAXED),
+           (daemon_now_ns() - d->started_ns) / 1000000);
 
     models_ctx_t mc = {0};
     sched_shapes_visit(d->sched, stats_collect_model, &mc);
