@@ -18,13 +18,13 @@
  */
 #include "scheduler/sched_int.h"
 
-/* Arrival time of the shape's oldest queued item (0 = none). */
+/* Arrival time of the shape's oldest readable queued item; 0 when it has none. */
 static int select_oldest(struct sched *s, const sched_shape_t *shape, uint64_t *out)
 {
     int found = 0;
     lanes_lane_t lane;
     for (uint32_t id = 0; lanes_get(shape->lanes, id, &lane) == SCHED_OK; id++) {
-        uint64_t t;
+        uint64_t t = 0;
         if (lane.queued_items == 0 || lane.user == NULL ||
             !store_queue_oldest(s->store, lane.user, &t))
             continue;
@@ -43,7 +43,7 @@ static sched_shape_t *select_starved(struct sched *s, sched_model_t *model, sche
     sched_shape_t *best = NULL;
     for (size_t i = 0; i < model->n_shapes; i++) {
         sched_shape_t *sh = model->shapes[i];
-        uint64_t t;
+        uint64_t t = 0;
         if (sh == cur || lanes_queued_tokens(sh->lanes) == 0 || !select_oldest(s, sh, &t))
             continue;
         if (now > t && now - t > s->starvation_ns && (best == NULL || t < best_t)) {
