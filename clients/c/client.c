@@ -128,6 +128,14 @@ const char *lc_status_str(lc_status_t status)
     }
 }
 
+/* Whether an error string carries this code word: "code" or "code: text" (subjects.md: clients
+ * decide on the word up to the first ':'). */
+static int lc_code_is(const char *error, const char *code)
+{
+    size_t n = strlen(code);
+    return error != NULL && strncmp(error, code, n) == 0 && (error[n] == '\0' || error[n] == ':');
+}
+
 static void lc_errf(char *err, const char *fmt, ...)
 {
     va_list ap;
@@ -1276,7 +1284,7 @@ lc_status_t lc_batch_next(lc_consumer_t *consumer, int64_t timeout_ms, codec_bat
         status = LC_EEMPTY;
         break;
     case CODEC_BATCH_ERROR:
-        if (strcmp(batch->error, "unknown_consumer") == 0) {
+        if (lc_code_is(batch->error, "unknown_consumer")) {
             lc_pulls_forget(c, c->n_pulls);
             lc_errf(c->err, "%s: unknown_consumer", c->reg.pull_subject);
             status = LC_EUNKNOWN_CONSUMER;
@@ -1348,10 +1356,10 @@ lc_status_t lc_ack_send(lc_consumer_t *consumer, const codec_ack_t *ack, int64_t
     if (reply->error[0] != '\0') {
         lc_errf(c->err, "%s: batch %llu: %s", subject, (unsigned long long)ack->batch_id,
                 reply->error);
-        if (strcmp(reply->error, "unknown_batch") == 0) {
+        if (lc_code_is(reply->error, "unknown_batch")) {
             lc_inprogress_settle(c, ack, true);
             status = LC_EUNKNOWN_BATCH;
-        } else if (strcmp(reply->error, "unknown_consumer") == 0) {
+        } else if (lc_code_is(reply->error, "unknown_consumer")) {
             status = LC_EUNKNOWN_CONSUMER;
         } else {
             status = LC_EREFUSED;

@@ -1,0 +1,299 @@
+/*
+ * bench.h - private to tools/bench: the pieces of lanesched-bench shared by its modes.
+ *
+ *   workload.c  seeded workload generator (models, Zipf-popular shapes, log-normal length
+ *               mixtures, arrival processes) with named presets, and trace files
+ *   gpu.c       a simulated GPU worker: a four-integer contract, service time that grows with
+ *               padded tokens, and an LRU prefix cache of the last C shapes it served
+ *   sim.c       sim mode: one trace through several policies in simulated time
+ *   live.c      live mode: the trace over NATS against a running lanesched
+ *   baseline.c  baseline mode: the same items through a JetStream work-queue stream
+ *   report.c    JSON results and the SVG chart
+ *   main.c      the command line
+ *
+ * Ownership: arrays returned through out pointers are malloc'd and returned to the caller,
+ * freed with free(); everything passed in is borrowed for the call.
+ */
+#ifndef LANESCHED_BENCH_H
+#define LANESCHED_BENCH_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* ---- workloads -------------------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t t_ns;      /* arrival time since the start of the trace */
+    uint64_t signature; /* the shape (XXH64 signature of its components) */
+    uint32_t model;     /* index; the model's name is wl_model_name(model) */
+    uint32_t shape;     /* index of the shape within the whole workload */
+    uint32_t tokens;    /* > 0 */
+} wl_item_t;
+
+typedef struct {
+    char preset[32];
+    uint64_t seed;
+    uint32_t models;
+    uint32_t shapes_per_model;
+    double zipf_s;       /* shape popularity exponent */
+    double duration_s;   /* simulated seconds of arrivals */
+    double rate;         /* mean items per second, all models */
+    double burst_factor; /* bursty: rate multiplier during bursts (1 = none) */
+    double churn;        /* churn: fraction of shapes replaced over the trace (0 = none) */
+    uint32_t max_tokens; /* lengths are clamped to [1, max_tokens] */
+    /* Added for sim: the fraction of shapes whose lengths are long-tailed and widely spread
+     * (the rest are short or medium); 0 = the default mix (25%). */
+    double long_share;
+} wl_config_t;
+
+/* Models a workload may have: wl_model_name() has a name for each. */
+#define WL_MODELS_MAX 64u
+
+/* Fills cfg with a named preset: "steady", "bursty", "churn", "sustained". -1 if unknown. */
+int wl_preset(const char *name, uint64_t seed, wl_config_t *cfg /* out */);
+
+/* Added for sim: the expected item length (tokens) of the config's workload, over all models
+ * (the generator weights models so each offers the same token rate). 0 on success. */
+int wl_mean_tokens(const wl_config_t *cfg, double *out /* out */);
+
+/* Added for sim: sets cfg->rate so that the workload offers `tokens_per_s` real tokens per
+ * second on average over time (bursts included). The presets set their rate this way. */
+int wl_rate_for_tokens(wl_config_t *cfg /* in, out */, double tokens_per_s);
+/* Added for sim: the inverse, the real tokens per second cfg offers on average. 0 on success. */
+int wl_token_rate(const wl_config_t *cfg, double *out /* out */);
+
+/* Generates the trace, arrival-ordered. *out is returned to the caller (free()). 0 on success. */
+int wl_generate(const wl_config_t *cfg, wl_item_t **out /* out */, size_t *out_n /* out */);
+
+/* Trace files: a text header line with the config, then one line per item. 0 on success. */
+int wl_trace_write(const char *path, const wl_config_t *cfg, const wl_item_t *items, size_t n);
+int wl_trace_read(const char *path, wl_config_t *cfg /* out */, wl_item_t **out /* out */,
+                  size_t *out_n /* out */);
+
+/* "model-<index>", in static storage. */
+const char *wl_model_name(uint32_t model);
+
+/* ---- simulated GPU workers ---------------------------------------------------------------- */
+
+typedef struct {
+    uint32_t max_batch_size;
+    uint32_t max_batch_tokens;
+    uint32_t max_input_tokens;
+    uint64_t batch_fixed_ns;    /* per-batch cost */
+    double ns_per_padded_token; /* service time grows with padded tokens */
+    uint32_t cache_shapes;      /* LRU prefix cache of the last C shapes served (default 2) */
+} gpu_config_t;
+
+typedef struct {
+    uint64_t batches, items;
+    uint64_t padded_tokens, real_tokens;
+    uint64_t hits, misses; /* a batch is a hit when its shape is in the worker's cache */
+    uint64_t busy_ns;
+} gpu_stats_t;
+
+typedef struct gpu gpu_t;
+
+void gpu_config_default(gpu_config_t *cfg /* out */);
+int gpu_create(const gpu_config_t *cfg, gpu_t **out /* out */);
+void gpu_destroy(gpu_t *gpu);
+/* Serves one batch; returns its service time in ns and updates the stats and the cache. */
+uint64_t gpu_serve(gpu_t *gpu, uint64_t signature, uint32_t n_items, uint32_t pad_to,
+                   uint64_t real_tokens);
+const gpu_stats_t *gpu_stats(const gpu_t *gpu);
+/* Serves a batch whose items may carry different shapes (the FIFO policy): a hit only when
+ * every item carries one shape and the worker had it cached; afterwards every distinct shape of
+ * the batch is in the cache (most recent: the last to appear). Otherwise as gpu_serve. */
+uint64_t gpu_serve_mixed(gpu_t *gpu, const uint64_t *signatures, uint32_t n_items, uint32_t pad_to,
+                         uint64_t real_tokens);
+
+/* ---- sim mode (sim.c) --------------------------------------------------------------------- */
+
+typedef enum {
+    SIM_FIFO = 0,     /* one queue per model, no length or shape awareness */
+    SIM_POW2,         /* per shape, power-of-two length buckets */
+    SIM_RANGE64,      /* per shape, fixed 64-token ranges */
+    SIM_LANES_128,    /* rolling lanes (the project's scheduler), 128-lane budget */
+    SIM_LANES_2048,   /* rolling lanes, 2,048 (the daemon's budget) */
+    SIM_LANES_STARVE, /* rolling lanes, 2,048, starvation bound on */
+    SIM_POLICY_COUNT
+} sim_policy_t;
+
+/* "fifo", "pow2", "range64", "lanes-128", "lanes-2048", "lanes-starve"; static storage. */
+const char *sim_policy_name(sim_policy_t policy);
+
+typedef struct {
+    uint32_t workers_per_model; /* simulated GPU workers per model, all with `gpu` */
+    gpu_config_t gpu;
+    uint64_t starvation_ns; /* SIM_LANES_STARVE's bound */
+    uint64_t sample_ns;     /* sampling period; also the scheduler's maintenance tick */
+} sim_config_t;
+
+/* One sample, taken every sample_ns of simulated time. */
+typedef struct {
+    double t_s;
+    uint32_t queues;        /* lanes (rolling lanes) or queues (the others) in use, summed */
+    uint32_t queues_max;    /* the most any one shape (FIFO: model) had */
+    uint32_t queued_items;  /* waiting, not in flight */
+    uint64_t padded, real;  /* tokens of the batches dispatched since the previous sample */
+    uint64_t batches, hits; /* ditto */
+} sim_sample_t;
+
+typedef struct {
+    sim_policy_t policy;
+    uint64_t items_in, tokens_in;     /* submitted */
+    uint64_t items_done, tokens_done; /* completed by a worker */
+    uint64_t batches, items_served, padded_tokens, real_tokens, hits, misses, busy_ns;
+    uint64_t
+        cold_misses; /* misses on a worker's first batch of that shape: no policy avoids them */
+    uint32_t queues_peak, queues_max_peak; /* sum over shapes; one shape */
+    double queues_mean;
+    uint64_t opened, reuses; /* lanes opened / items into an existing lane; or queue creations */
+    uint64_t force_fits, quiesced, shape_switches, preemptions; /* rolling lanes only */
+    uint32_t shapes, shapes_full; /* shapes seen; those whose lanes in use reached the budget */
+    double arrival_s;             /* the trace's duration: the denominator of the rates */
+    uint64_t end_ns;              /* when the last batch completed */
+    uint64_t wait_p50_ns, wait_p99_ns, wait_max_ns; /* arrival -> dispatch */
+    double wait_mean_ns;
+    int ok;          /* every invariant held */
+    char error[200]; /* the first broken invariant */
+    sim_sample_t *series;
+    size_t n_series;
+    double wall_s; /* real seconds the run took */
+} sim_result_t;
+
+void sim_config_default(sim_config_t *cfg /* out */);
+
+/* Runs one policy over the trace, deterministically, in simulated time. Returns 0 when the run
+ * completed (out->ok says whether every invariant held), -1 on a setup failure (out->error).
+ * out->series is returned to the caller: sim_result_free. */
+int sim_run(const sim_config_t *cfg, const wl_item_t *items, size_t n, sim_policy_t policy,
+            sim_result_t *out /* out */);
+void sim_result_free(sim_result_t *result);
+
+/* ---- report (report.c) -------------------------------------------------------------------- */
+
+typedef struct {
+    const wl_config_t *wl;
+    const wl_item_t *items;
+    size_t n_items;
+    const sim_config_t *sim;
+    const sim_result_t *results; /* one per policy run, in table order */
+    size_t n_results;
+    const char *command; /* the command line that made it, for the record */
+} report_t;
+
+void report_table_print(FILE *f, const report_t *rep);
+int report_json_write(const char *path, const report_t *rep); /* 0 on success */
+int report_svg_write(const char *path, const report_t *rep);  /* 0 on success */
+
+/* ---- modes (main.c dispatches) ------------------------------------------------------------- */
+
+int bench_live_main(int argc, char **argv);     /* live.c */
+int bench_baseline_main(int argc, char **argv); /* baseline.c */
+
+/* ---- live and baseline: the shared NATS run (live.c implements it, baseline.c uses it) ----- */
+
+/* Parses the NATS modes' flags (argv[0] is the mode's name), starts what the bench needs and runs
+ * `live` (baseline false) or `baseline` (true). Exit status: 0 every run drained with a token
+ * difference of 0; 1 a run lost tokens, did not drain or failed items; 2 usage or setup error. */
+int net_main(int argc, char **argv, bool baseline);
+
+#define NET_DURABILITY_PROCESS 1u
+#define NET_DURABILITY_POWER   2u
+
+typedef struct {
+    const char *preset, *trace_in, *trace_out;
+    uint64_t seed;
+    double duration_s; /* 0 = the preset's */
+    const char *url;   /* NULL: the bench starts nats-server (and lanesched) itself */
+    const char *prefix, *nats_server, *lanesched;
+    unsigned durability;    /* NET_DURABILITY_* bits */
+    bool baseline;          /* live: the JetStream baseline too, and the items/s ratio */
+    uint32_t workers;       /* simulated workers per model */
+    uint32_t batch;         /* items per Submit; JetStream publishes per wait for their acks */
+    double time_scale;      /* wall time = trace time * time_scale, for arrivals and service */
+    bool no_pace;           /* submit as fast as acks come, ignoring arrival times */
+    double drain_timeout_s; /* after the last submit: give up after this long without progress */
+    gpu_config_t gpu;
+    const char *json_path;
+    bool keep; /* keep the temp directory */
+} net_opts_t;
+
+/* A trace ready to replay: per model, the indices of its items in arrival order. */
+typedef struct {
+    wl_config_t cfg;
+    wl_item_t *items;
+    size_t n_items;
+    uint64_t tokens;
+    uint32_t models;
+    uint32_t **by_model;
+    size_t *n_by_model;
+} net_trace_t;
+
+typedef struct net_worker net_worker_t;
+
+/* One run of the trace through one system. Per-item times are monotonic ns, 0 = not yet. */
+typedef struct {
+    const net_opts_t *opts;
+    const net_trace_t *trace;
+    const char *url;
+    char tag[24];           /* unique per run; item ids are <tag>-<trace index> */
+    uint64_t nonce;         /* in every payload: items of another run are recognised */
+    uint64_t t0_ns;         /* item i is due at t0_ns + items[i].t_ns * time_scale */
+    double limit_s;         /* the run ends by t0_ns + limit_s whatever happens */
+    net_worker_t **workers; /* opts->workers per model; worker k serves model k / opts->workers */
+    size_t n_workers;
+    _Atomic uint64_t *sent_ns;   /* producer, just before the submit (also in the payload) */
+    _Atomic uint64_t *acked_ns;  /* producer: the system confirmed the item stored */
+    _Atomic uint64_t *served_ns; /* worker: began serving it (first delivery) */
+    _Atomic uint64_t accepted_items, accepted_tokens, duplicates, failed_items;
+    _Atomic uint64_t served_items, redelivered_items, foreign_items, acked_items, last_ack_ns;
+    _Atomic uint64_t worker_errors;
+    _Atomic uint32_t producers_done, workers_ready, workers_failed;
+    atomic_bool stop;
+    /* filled by the system's run: */
+    bool drained;
+    uint64_t peak_queued;          /* most items the system held (queued or in flight) */
+    long rss_base_kb, rss_peak_kb; /* of the server process measured; -1 = unknown */
+    uint64_t progress_ns;          /* the progress line's last print */
+    bool progress_open;
+    char error[256];
+} net_run_t;
+
+uint64_t net_now_ns(void);
+/* A signal asked the bench to stop, or the run's stop flag is set. */
+bool net_stopping(const net_run_t *run);
+/* Producer pacing: waits until item by_model[model][next] is due and returns how many items from
+ * next on are due (at most opts->batch), or 0 once stopping. */
+size_t net_pace_take(net_run_t *run, uint32_t model, size_t next);
+/* Payload of every item: nonce, trace index and send time (24 bytes, little-endian); decode gives
+ * 0 for another run's item or a bad payload, else 1 with *idx < n_items. */
+#define NET_PAYLOAD_LEN 24u
+void net_payload_encode(const net_run_t *run, uint32_t idx, uint64_t sent_ns, uint8_t *out);
+int net_payload_decode(const net_run_t *run, const void *data, size_t len, uint32_t *idx);
+/* Serves one batch on worker w: first-service times, the GPU model (gpu_serve_mixed when the
+ * shapes differ), then sleeps the service time * time_scale on an absolute clock. */
+void net_worker_serve(net_run_t *run, net_worker_t *w, const uint32_t *idx, const uint64_t *sigs,
+                      const uint32_t *tokens, size_t n, uint32_t pad_to);
+/* After a batch's ack: acked items and the time of the last ack. */
+void net_worker_acked(net_run_t *run, size_t n_items);
+/* The workers' GPU counters, summed. */
+void net_run_tally_get(net_run_t *run, gpu_stats_t *out);
+/* The progress line (in place on a terminal, every 5 s otherwise); hit_pct < 0 or lanes < 0 =
+ * n/a. net_progress_end ends an in-place line. */
+void net_progress_show(net_run_t *run, const char *label, double items_per_s, double queued,
+                       double lanes, double waste_pct, double hit_pct);
+void net_progress_end(net_run_t *run);
+/* VmRSS (or VmHWM) of a process in kB, -1 if unknown; net_rss_peak_reset restarts VmHWM. */
+long net_rss_kb(int pid, bool peak);
+void net_rss_peak_reset(int pid);
+/* The nats-server the bench started, 0 with --url. */
+int net_server_pid(void);
+/* baseline.c: the run through a JetStream work-queue stream on run->url. 0, or -1 when it could
+ * not be set up (run->error). */
+int net_baseline_run(net_run_t *run);
+
+#endif

@@ -1,0 +1,715 @@
+/*
+ * workload.c - lanesched-bench's workloads: a seeded generator, its named presets, and trace
+ * files.
+ *
+ * Owns: the PRNG, the per-shape length mixtures, the arrival process and the trace format.
+ *
+ * The generated workload:
+ *   - `models` models, each with `shapes_per_model` shapes, plus one new shape per replaced
+ *     shape under churn (see 4). Items pick a model with a weight inverse to that model's mean
+ *     length, so every model offers the same token rate (invariant 5).
+ *   - Shape popularity within a model is Zipf-like: the shape of rank k (1-based) has weight
+ *     k^-zipf_s. Ranks are a seeded permutation of the shape indices, so index 0 is not always
+ *     the most popular one.
+ *   - Each shape has its own length distribution, a mixture of log-normals drawn from the seed:
+ *     short (one component, median 40-400 tokens), medium (median 300-1,200 plus a 30% tail at
+ *     2-4x), or long-tailed (medians 200-800 and 1,000-3,000 plus a 15-40% component at
+ *     15-40% of max_tokens, wide). long_share of the shapes are long-tailed, the rest split
+ *     evenly between short and medium. Lengths are clamped to [1, max_tokens].
+ *   - Arrivals are Poisson at `rate` items/s (all models). With burst_factor > 1, random windows
+ *     (2-6 s long, gaps of mean 10 s) run at rate * burst_factor. Thinning keeps it one stream.
+ *
+ * Presets are written as offered load, not items/s: real tokens per second per model as a
+ * fraction of what sim's default workers drain (2 per model x 100k padded tokens/s). The rate
+ * is derived from the seed's mean length (wl_rate_for_tokens), so every seed offers the same
+ * load. steady: Poisson at 85%. bursty: 45% between bursts, x4 inside them, 85% on average.
+ * churn: 85%, 12 shapes per model, half of them replaced mid-trace, 90 s. sustained (the
+ * article's case): 110% for 300 s, 4 shapes per model, every shape long-tailed with lengths to
+ * 32,768, so a backlog stands, lanes never go idle and every shape walks toward its budget.
+ *
+ * Invariants:
+ *   1. The same config (seed included) always gives the same trace with the same libm (exp,
+ *      log, cos, pow): nothing depends on time, addresses or iteration order of a hash.
+ *   2. Items are in nondecreasing arrival order; tokens are in [1, max_tokens]; a shape index
+ *      always carries the same signature and model (wl_trace_read checks all three).
+ *   3. Each shape's parameters come from its own PRNG stream (seed, shape index), so changing
+ *      the rate or the duration changes when items arrive, not what each shape looks like.
+ *   4. Churn: round(churn * shapes_per_model) shapes of each model go quiet at a random time in
+ *      the middle 70% of the trace, each replaced at that moment by a new shape with the same
+ *      popularity, so the offered load stays level while the shape population turns over.
+ *   5. Each model's mean length is estimated from WL_MEAN_DRAWS draws of its shapes (Zipf
+ *      weights, lifetimes ignored) on a stream of its own; model weights are the inverses,
+ *      normalised. So equal workers per model see equal load, as an operator would provision.
+ *
+ * Rejected:
+ *   - Models chosen uniformly: per-shape length mixtures then make one model's token load
+ *     twice another's, and every preset turns into an overload test of the heavier model.
+ *   - One length distribution for every shape (microbench does that): lanes per shape then all
+ *     look alike, and the point of per-shape lanes is that shapes differ.
+ *   - Pure Zipf over lengths or uniform lengths: prompt lengths are skewed and multi-modal
+ *     (chat turns, documents, long context); a log-normal mixture is the usual fit.
+ *   - A binary trace format: text is diffable and other tools can write it; the parse cost is
+ *     nothing next to a simulation.
+ */
+#include "bench.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WL_PI              3.14159265358979323846
+#define WL_MIX_MAX         3u
+#define WL_BURST_GAP_S     10.0 /* mean gap between bursts */
+#define WL_BURST_MIN_S     2.0
+#define WL_BURST_MAX_S     6.0
+#define WL_LONG_SHARE_DFLT 0.25
+#define WL_SHAPES_MAX      4096u /* per model, churned shapes included */
+#define WL_TRACE_MAGIC     "lanesched-bench-trace"
+#define WL_TRACE_VERSION   1
+#define WL_LINE_MAX        1024
+#define WL_MEAN_DRAWS      20000u   /* per model, for the model weights (invariant 5) */
+#define WL_PRESET_CAPACITY 200000.0 /* padded tokens/s per model of sim's default workers */
+
+/* ------------------------------------------------------------------------------------------ */
+/* PRNG: splitmix64 to seed, xoshiro256** to draw (the approach of tools/microbench.c).        */
+
+static uint64_t wl_splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+typedef struct {
+    uint64_t s[4];
+} wl_rng_t;
+
+static void wl_rng_seed(wl_rng_t *r, uint64_t seed)
+{
+    for (int i = 0; i < 4; i++)
+        r->s[i] = wl_splitmix64(&seed);
+}
+
+static uint64_t wl_rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+static uint64_t wl_rng_next(wl_rng_t *r)
+{
+    uint64_t *s = r->s;
+    uint64_t result = wl_rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = wl_rotl(s[3], 45);
+    return result;
+}
+
+/* Uniform in [0, 1) with 53 random bits. */
+static double wl_rng_uniform(wl_rng_t *r)
+{
+    return (double)(wl_rng_next(r) >> 11) * 0x1.0p-53;
+}
+
+static double wl_rng_range(wl_rng_t *r, double lo, double hi)
+{
+    return lo + (hi - lo) * wl_rng_uniform(r);
+}
+
+/* Standard normal by Box-Muller (one of the pair is used). */
+static double wl_rng_normal(wl_rng_t *r)
+{
+    double u1 = 1.0 - wl_rng_uniform(r); /* (0, 1]: log stays finite */
+    double u2 = wl_rng_uniform(r);
+    return sqrt(-2.0 * log(u1)) * cos(2.0 * WL_PI * u2);
+}
+
+/* Exponential with the given rate (> 0). */
+static double wl_rng_exp(wl_rng_t *r, double rate)
+{
+    return -log(1.0 - wl_rng_uniform(r)) / rate;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Shapes.                                                                                     */
+
+typedef struct {
+    uint32_t n;
+    double weight[WL_MIX_MAX], mu[WL_MIX_MAX], sigma[WL_MIX_MAX];
+} wl_mix_t;
+
+typedef struct {
+    uint64_t signature;
+    uint32_t model;
+    double weight;         /* Zipf weight */
+    double start_s, end_s; /* active in [start_s, end_s) */
+    wl_mix_t mix;
+} wl_shape_t;
+
+static void wl_mix_add(wl_mix_t *m, double weight, double median, double sigma)
+{
+    m->weight[m->n] = weight;
+    m->mu[m->n] = log(median);
+    m->sigma[m->n] = sigma;
+    m->n++;
+}
+
+/* A shape's length mixture, from its own stream (invariant 3). */
+static void wl_mix_draw(wl_rng_t *r, double long_share, uint32_t max_tokens, wl_mix_t *out)
+{
+    *out = (wl_mix_t){0};
+    double kind = wl_rng_uniform(r);
+    double short_cut = (1.0 - long_share) / 2.0;
+    if (kind < short_cut) { /* short: chat turns, classification */
+        wl_mix_add(out, 1.0, wl_rng_range(r, 40, 400), wl_rng_range(r, 0.3, 0.6));
+    } else if (kind < 1.0 - long_share) { /* medium: documents, RAG */
+        double med = wl_rng_range(r, 300, 1200);
+        wl_mix_add(out, 0.7, med, wl_rng_range(r, 0.3, 0.6));
+        wl_mix_add(out, 0.3, med * wl_rng_range(r, 2.0, 4.0), 0.4);
+    } else { /* long-tailed: widely spread, up to max_tokens */
+        double tail = wl_rng_range(r, 0.15, 0.40);
+        wl_mix_add(out, 0.55 - tail / 2, wl_rng_range(r, 200, 800), 0.5);
+        wl_mix_add(out, 0.45 - tail / 2, wl_rng_range(r, 1000, 3000), 0.5);
+        wl_mix_add(out, tail, wl_rng_range(r, 0.15, 0.40) * max_tokens, wl_rng_range(r, 0.5, 0.8));
+    }
+}
+
+static uint32_t wl_mix_sample(wl_rng_t *r, const wl_mix_t *m, uint32_t max_tokens)
+{
+    double u = wl_rng_uniform(r), acc = 0.0;
+    uint32_t k = 0;
+    for (k = 0; k + 1 < m->n; k++) {
+        acc += m->weight[k];
+        if (u < acc)
+            break;
+    }
+    double len = exp(m->mu[k] + m->sigma[k] * wl_rng_normal(r));
+    if (!(len >= 1.0))
+        return 1;
+    if (len > (double)max_tokens)
+        return max_tokens;
+    return (uint32_t)llround(len);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Presets.                                                                                    */
+
+const char *wl_model_name(uint32_t model)
+{
+    static const char *const names[WL_MODELS_MAX] = {
+        "model-0",  "model-1",  "model-2",  "model-3",  "model-4",  "model-5",  "model-6",
+        "model-7",  "model-8",  "model-9",  "model-10", "model-11", "model-12", "model-13",
+        "model-14", "model-15", "model-16", "model-17", "model-18", "model-19", "model-20",
+        "model-21", "model-22", "model-23", "model-24", "model-25", "model-26", "model-27",
+        "model-28", "model-29", "model-30", "model-31", "model-32", "model-33", "model-34",
+        "model-35", "model-36", "model-37", "model-38", "model-39", "model-40", "model-41",
+        "model-42", "model-43", "model-44", "model-45", "model-46", "model-47", "model-48",
+        "model-49", "model-50", "model-51", "model-52", "model-53", "model-54", "model-55",
+        "model-56", "model-57", "model-58", "model-59", "model-60", "model-61", "model-62",
+        "model-63",
+    };
+    return model < WL_MODELS_MAX ? names[model] : "model-invalid";
+}
+
+static int wl_config_valid(const wl_config_t *c)
+{
+    return c->models >= 1 && c->models <= WL_MODELS_MAX && c->shapes_per_model >= 1 &&
+           c->shapes_per_model <= WL_SHAPES_MAX / 2 && c->zipf_s >= 0.0 && c->zipf_s <= 10.0 &&
+           c->duration_s > 0.0 && c->duration_s <= 1e6 && c->rate > 0.0 &&
+           c->rate * c->duration_s * (c->burst_factor > 1 ? c->burst_factor : 1) <= 2e9 &&
+           c->burst_factor >= 1.0 && c->burst_factor <= 1000.0 && c->churn >= 0.0 &&
+           c->churn <= 1.0 && c->max_tokens >= 1 && c->long_share >= 0.0 && c->long_share <= 1.0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Generation.                                                                                 */
+
+typedef struct {
+    double start, end;
+} wl_window_t;
+
+/* Burst windows over the trace, from their own stream. */
+static int wl_bursts(const wl_config_t *c, wl_window_t **out, size_t *out_n)
+{
+    *out = NULL;
+    *out_n = 0;
+    if (c->burst_factor <= 1.0)
+        return 0;
+    wl_rng_t r;
+    wl_rng_seed(&r, c->seed ^ 0xb0b57ull);
+    size_t n = 0, cap = 0;
+    wl_window_t *w = NULL;
+    for (double t = wl_rng_exp(&r, 1.0 / WL_BURST_GAP_S); t < c->duration_s;) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            wl_window_t *g = realloc(w, cap * sizeof(*g));
+            if (g == NULL) {
+                free(w);
+                return -1;
+            }
+            w = g;
+        }
+        double len = wl_rng_range(&r, WL_BURST_MIN_S, WL_BURST_MAX_S);
+        w[n++] = (wl_window_t){t, t + len};
+        t += len + wl_rng_exp(&r, 1.0 / WL_BURST_GAP_S);
+    }
+    *out = w;
+    *out_n = n;
+    return 0;
+}
+
+static double wl_rate_at(const wl_config_t *c, const wl_window_t *w, size_t n, size_t *cursor,
+                         double t)
+{
+    while (*cursor < n && w[*cursor].end <= t)
+        (*cursor)++;
+    if (*cursor < n && w[*cursor].start <= t)
+        return c->rate * c->burst_factor;
+    return c->rate;
+}
+
+/* Builds the shapes of every model: signatures, weights, lifetimes, length mixtures. */
+static int wl_shapes_build(const wl_config_t *c, wl_shape_t **out, uint32_t *out_per_model)
+{
+    uint32_t spm = c->shapes_per_model;
+    uint32_t repl = (uint32_t)llround(c->churn * spm);
+    uint32_t per_model = spm + repl;
+    double long_share = c->long_share > 0.0 ? c->long_share : WL_LONG_SHARE_DFLT;
+    wl_shape_t *shapes = calloc((size_t)c->models * per_model, sizeof(*shapes));
+    uint32_t *rank = malloc(spm * sizeof(*rank));
+    int rc = -1;
+    if (shapes == NULL || rank == NULL)
+        goto out;
+    for (uint32_t m = 0; m < c->models; m++) {
+        wl_rng_t r;
+        wl_rng_seed(&r, c->seed ^ (0x5a4e5ull << 20) ^ m);
+        for (uint32_t k = 0; k < spm; k++)
+            rank[k] = k;
+        for (uint32_t k = spm; k > 1; k--) { /* Fisher-Yates */
+            uint32_t j = (uint32_t)(wl_rng_next(&r) % k);
+            uint32_t t = rank[k - 1];
+            rank[k - 1] = rank[j];
+            rank[j] = t;
+        }
+        wl_shape_t *ms = shapes + (size_t)m * per_model;
+        for (uint32_t k = 0; k < spm; k++) {
+            ms[k].weight = pow((double)(rank[k] + 1), -c->zipf_s);
+            ms[k].start_s = 0.0;
+            ms[k].end_s = INFINITY;
+        }
+        /* Churn (invariant 4): the first `repl` shapes of a second permutation go quiet. */
+        for (uint32_t k = spm; k > 1; k--) {
+            uint32_t j = (uint32_t)(wl_rng_next(&r) % k);
+            uint32_t t = rank[k - 1];
+            rank[k - 1] = rank[j];
+            rank[j] = t;
+        }
+        for (uint32_t k = 0; k < repl; k++) {
+            double at = c->duration_s * wl_rng_range(&r, 0.15, 0.85);
+            wl_shape_t *old = &ms[rank[k]], *young = &ms[spm + k];
+            old->end_s = at;
+            young->weight = old->weight;
+            young->start_s = at;
+            young->end_s = INFINITY;
+        }
+        for (uint32_t k = 0; k < per_model; k++) {
+            uint32_t g = m * per_model + k;
+            uint64_t st = c->seed ^ (0x5eedull << 32) ^ g;
+            ms[k].signature = wl_splitmix64(&st) | 1; /* never 0: 0 reads as "absent" */
+            ms[k].model = m;
+            wl_rng_t sr;
+            wl_rng_seed(&sr, c->seed ^ (0x51a9e5ull << 24) ^ g);
+            wl_mix_draw(&sr, long_share, c->max_tokens, &ms[k].mix);
+        }
+    }
+    *out = shapes;
+    *out_per_model = per_model;
+    shapes = NULL;
+    rc = 0;
+out:
+    free(shapes);
+    free(rank);
+    return rc;
+}
+
+/* A shape of model m active at t, Zipf-weighted among the active ones (rejection). */
+static uint32_t wl_shape_draw(wl_rng_t *r, const wl_shape_t *ms, const double *cdf, uint32_t n,
+                              double t)
+{
+    for (int tries = 0; tries < 64; tries++) {
+        double u = wl_rng_uniform(r) * cdf[n - 1];
+        uint32_t lo = 0, hi = n - 1;
+        while (lo < hi) {
+            uint32_t mid = (lo + hi) / 2;
+            if (cdf[mid] > u)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        if (ms[lo].start_s <= t && t < ms[lo].end_s)
+            return lo;
+    }
+    /* Unlucky streak: the most popular active shape. */
+    uint32_t best = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        int active = ms[k].start_s <= t && t < ms[k].end_s;
+        if (active &&
+            (!(ms[best].start_s <= t && t < ms[best].end_s) || ms[k].weight > ms[best].weight))
+            best = k;
+    }
+    return best;
+}
+
+/* Everything the generator draws from: shapes, per-model shape CDFs, model weights. */
+typedef struct {
+    wl_shape_t *shapes; /* models x per_model */
+    uint32_t per_model;
+    double *cdf;        /* per model: cumulative Zipf weights of its shapes */
+    double *mcdf;       /* cumulative model weights (invariant 5) */
+    double mean_tokens; /* expected item length over the whole workload */
+} wl_pop_t;
+
+static void wl_pop_free(wl_pop_t *p)
+{
+    free(p->shapes);
+    free(p->cdf);
+    free(p->mcdf);
+    *p = (wl_pop_t){0};
+}
+
+static int wl_pop_build(const wl_config_t *cfg, wl_pop_t *p)
+{
+    *p = (wl_pop_t){0};
+    if (wl_shapes_build(cfg, &p->shapes, &p->per_model) != 0)
+        return -1;
+    uint32_t pm = p->per_model;
+    p->cdf = malloc((size_t)cfg->models * pm * sizeof(*p->cdf));
+    p->mcdf = malloc(cfg->models * sizeof(*p->mcdf));
+    if (p->cdf == NULL || p->mcdf == NULL) {
+        wl_pop_free(p);
+        return -1;
+    }
+    for (uint32_t m = 0; m < cfg->models; m++) {
+        double acc = 0.0;
+        for (uint32_t k = 0; k < pm; k++) {
+            acc += p->shapes[m * pm + k].weight;
+            p->cdf[m * pm + k] = acc;
+        }
+    }
+    /* Each model's mean length from its own stream; weights are the inverses (invariant 5),
+     * so the expected length over the workload is models / sum(1 / mean_m). */
+    double macc = 0.0;
+    for (uint32_t m = 0; m < cfg->models; m++) {
+        wl_rng_t mr;
+        wl_rng_seed(&mr, cfg->seed ^ (0x3ea9ull << 40) ^ m);
+        const wl_shape_t *ms = p->shapes + (size_t)m * pm;
+        const double *mc = p->cdf + (size_t)m * pm;
+        double sum = 0.0;
+        for (uint32_t d = 0; d < WL_MEAN_DRAWS; d++) {
+            double u = wl_rng_uniform(&mr) * mc[pm - 1];
+            uint32_t k = 0;
+            while (k + 1 < pm && mc[k] <= u)
+                k++;
+            sum += wl_mix_sample(&mr, &ms[k].mix, cfg->max_tokens);
+        }
+        macc += (double)WL_MEAN_DRAWS / sum;
+        p->mcdf[m] = macc;
+    }
+    p->mean_tokens = (double)cfg->models / macc;
+    return 0;
+}
+
+int wl_mean_tokens(const wl_config_t *cfg, double *out)
+{
+    if (cfg == NULL || out == NULL || !wl_config_valid(cfg))
+        return -1;
+    wl_pop_t p;
+    if (wl_pop_build(cfg, &p) != 0)
+        return -1;
+    *out = p.mean_tokens;
+    wl_pop_free(&p);
+    return 0;
+}
+
+int wl_generate(const wl_config_t *cfg, wl_item_t **out, size_t *out_n)
+{
+    if (cfg == NULL || out == NULL || out_n == NULL || !wl_config_valid(cfg))
+        return -1;
+    int rc = -1;
+    wl_pop_t pop = {0};
+    wl_window_t *bursts = NULL;
+    wl_item_t *items = NULL;
+    size_t n = 0, cap = 0, n_bursts = 0, cursor = 0;
+    if (wl_pop_build(cfg, &pop) != 0 || wl_bursts(cfg, &bursts, &n_bursts) != 0)
+        goto out;
+    uint32_t pm = pop.per_model;
+    double macc = pop.mcdf[cfg->models - 1];
+    wl_rng_t r;
+    wl_rng_seed(&r, cfg->seed);
+    double rmax = cfg->rate * (cfg->burst_factor > 1.0 ? cfg->burst_factor : 1.0);
+    for (double t = wl_rng_exp(&r, rmax); t < cfg->duration_s; t += wl_rng_exp(&r, rmax)) {
+        double rate = wl_rate_at(cfg, bursts, n_bursts, &cursor, t);
+        if (wl_rng_uniform(&r) * rmax >= rate) /* thinning */
+            continue;
+        double um = wl_rng_uniform(&r) * macc;
+        uint32_t m = 0;
+        while (m + 1 < cfg->models && pop.mcdf[m] <= um)
+            m++;
+        const wl_shape_t *ms = pop.shapes + (size_t)m * pm;
+        uint32_t k = wl_shape_draw(&r, ms, pop.cdf + (size_t)m * pm, pm, t);
+        if (n == cap) {
+            cap = cap ? cap * 2 : 4096;
+            wl_item_t *g = realloc(items, cap * sizeof(*g));
+            if (g == NULL)
+                goto out;
+            items = g;
+        }
+        items[n++] = (wl_item_t){
+            .t_ns = (uint64_t)llround(t * 1e9),
+            .signature = ms[k].signature,
+            .model = m,
+            .shape = m * pm + k,
+            .tokens = wl_mix_sample(&r, &ms[k].mix, cfg->max_tokens),
+        };
+    }
+    *out = items;
+    *out_n = n;
+    items = NULL;
+    rc = 0;
+out:
+    free(items);
+    free(bursts);
+    wl_pop_free(&pop);
+    return rc;
+}
+
+/* Expected fraction of the time inside a burst window: mean length over mean period. */
+#define WL_BURST_SHARE                           \
+    (((WL_BURST_MIN_S + WL_BURST_MAX_S) / 2.0) / \
+     ((WL_BURST_MIN_S + WL_BURST_MAX_S) / 2.0 + WL_BURST_GAP_S))
+
+int wl_rate_for_tokens(wl_config_t *cfg, double tokens_per_s)
+{
+    if (cfg == NULL || !(tokens_per_s > 0.0))
+        return -1;
+    double mean, rate = cfg->rate;
+    cfg->rate = 1.0; /* any valid rate: the mean length does not depend on it */
+    if (wl_mean_tokens(cfg, &mean) != 0 || !(mean > 0.0)) {
+        cfg->rate = rate;
+        return -1;
+    }
+    double gain = 1.0 + (cfg->burst_factor - 1.0) * WL_BURST_SHARE; /* bursts, time-averaged */
+    cfg->rate = tokens_per_s / mean / gain;
+    return 0;
+}
+
+int wl_token_rate(const wl_config_t *cfg, double *out)
+{
+    double mean;
+    if (cfg == NULL || out == NULL || wl_mean_tokens(cfg, &mean) != 0)
+        return -1;
+    *out = cfg->rate * mean * (1.0 + (cfg->burst_factor - 1.0) * WL_BURST_SHARE);
+    return 0;
+}
+
+int wl_preset(const char *name, uint64_t seed, wl_config_t *cfg)
+{
+    if (name == NULL || cfg == NULL || strlen(name) >= sizeof(cfg->preset))
+        return -1;
+    /* Loads are written as real tokens per second per model against sim's default workers:
+     * 2 per model at 100k padded tokens/s each = 200k per model (WL_PRESET_CAPACITY). The
+     * item rate is derived from this seed's mean length, so every seed offers the same load.
+     * Common ground: 2 models of 8 shapes, Zipf 1.1, lengths to 8,192. */
+    wl_config_t c = {
+        .seed = seed,
+        .models = 2,
+        .shapes_per_model = 8,
+        .zipf_s = 1.1,
+        .duration_s = 60.0,
+        .burst_factor = 1.0,
+        .churn = 0.0,
+        .max_tokens = 8192,
+        .long_share = WL_LONG_SHARE_DFLT,
+    };
+    double load = 0.85; /* of WL_PRESET_CAPACITY, time-averaged */
+    if (strcmp(name, "steady") == 0) {
+        /* defaults: Poisson at 85% */
+    } else if (strcmp(name, "bursty") == 0) {
+        /* 45% between bursts, x4 (180%) inside them: 85% on average */
+        c.burst_factor = 4.0;
+    } else if (strcmp(name, "churn") == 0) {
+        /* half the shapes of each model replaced mid-trace */
+        c.shapes_per_model = 12;
+        c.churn = 0.5;
+        c.duration_s = 90.0;
+    } else if (strcmp(name, "sustained") == 0) {
+        /* The article's case: every shape long-tailed and wide (lengths to 32,768, thousands
+         * of distinct lengths per shape), offered at 110% for five minutes, so a backlog
+         * stands, lanes keep their items and never go idle, and every shape walks toward its
+         * lane budget. */
+        c.shapes_per_model = 4;
+        c.max_tokens = 32768;
+        c.long_share = 1.0;
+        c.duration_s = 300.0;
+        load = 1.10;
+    } else {
+        return -1;
+    }
+    memcpy(c.preset, name, strlen(name) + 1);
+    if (wl_rate_for_tokens(&c, load * WL_PRESET_CAPACITY * c.models) != 0)
+        return -1;
+    *cfg = c;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Trace files.                                                                                */
+
+int wl_trace_write(const char *path, const wl_config_t *cfg, const wl_item_t *items, size_t n)
+{
+    if (path == NULL || cfg == NULL || (items == NULL && n != 0))
+        return -1;
+    FILE *f = fopen(path, "w");
+    if (f == NULL)
+        return -1;
+    fprintf(f,
+            "%s v%d preset=%s seed=%" PRIu64 " models=%" PRIu32 " shapes_per_model=%" PRIu32
+            " zipf_s=%.17g duration_s=%.17g rate=%.17g burst_factor=%.17g churn=%.17g"
+            " max_tokens=%" PRIu32 " long_share=%.17g items=%zu\n",
+            WL_TRACE_MAGIC, WL_TRACE_VERSION, cfg->preset[0] ? cfg->preset : "-", cfg->seed,
+            cfg->models, cfg->shapes_per_model, cfg->zipf_s, cfg->duration_s, cfg->rate,
+            cfg->burst_factor, cfg->churn, cfg->max_tokens, cfg->long_share, n);
+    fprintf(f, "# t_ns model shape signature tokens\n");
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%" PRIu64 " %" PRIu32 " %" PRIu32 " %016" PRIx64 " %" PRIu32 "\n",
+                items[i].t_ns, items[i].model, items[i].shape, items[i].signature, items[i].tokens);
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad)
+        return -1;
+    return 0;
+}
+
+/* Parses "key=value" words of the header into cfg; unknown keys are ignored. */
+static int wl_header_parse(char *line, wl_config_t *c, size_t *out_items)
+{
+    char *save = NULL;
+    char *w = strtok_r(line, " \t\r\n", &save);
+    if (w == NULL || strcmp(w, WL_TRACE_MAGIC) != 0)
+        return -1;
+    w = strtok_r(NULL, " \t\r\n", &save);
+    if (w == NULL || strcmp(w, "v1") != 0)
+        return -1;
+    *out_items = 0;
+    while ((w = strtok_r(NULL, " \t\r\n", &save)) != NULL) {
+        char *eq = strchr(w, '=');
+        if (eq == NULL)
+            return -1;
+        *eq = '\0';
+        const char *k = w, *v = eq + 1;
+        char *end = NULL;
+        errno = 0;
+        if (strcmp(k, "preset") == 0) {
+            snprintf(c->preset, sizeof(c->preset), "%s", v);
+            continue;
+        }
+        double d = strtod(v, &end);
+        if (errno != 0 || end == v || *end != '\0')
+            return -1;
+        if (strcmp(k, "seed") == 0)
+            c->seed = strtoull(v, NULL, 10);
+        else if (strcmp(k, "models") == 0)
+            c->models = (uint32_t)d;
+        else if (strcmp(k, "shapes_per_model") == 0)
+            c->shapes_per_model = (uint32_t)d;
+        else if (strcmp(k, "zipf_s") == 0)
+            c->zipf_s = d;
+        else if (strcmp(k, "duration_s") == 0)
+            c->duration_s = d;
+        else if (strcmp(k, "rate") == 0)
+            c->rate = d;
+        else if (strcmp(k, "burst_factor") == 0)
+            c->burst_factor = d;
+        else if (strcmp(k, "churn") == 0)
+            c->churn = d;
+        else if (strcmp(k, "max_tokens") == 0)
+            c->max_tokens = (uint32_t)d;
+        else if (strcmp(k, "long_share") == 0)
+            c->long_share = d;
+        else if (strcmp(k, "items") == 0)
+            *out_items = (size_t)d;
+    }
+    return 0;
+}
+
+int wl_trace_read(const char *path, wl_config_t *cfg, wl_item_t **out, size_t *out_n)
+{
+    if (path == NULL || cfg == NULL || out == NULL || out_n == NULL)
+        return -1;
+    int rc = -1;
+    wl_config_t c = {0};
+    wl_item_t *items = NULL;
+    uint64_t *shape_sig = NULL; /* per shape index: signature (0 = unseen) */
+    uint32_t *shape_model = NULL;
+    size_t n = 0, cap = 0, hinted = 0, n_shapes = (size_t)WL_MODELS_MAX * WL_SHAPES_MAX;
+    char line[WL_LINE_MAX];
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    if (fgets(line, sizeof(line), f) == NULL || wl_header_parse(line, &c, &hinted) != 0)
+        goto out;
+    if (c.models < 1 || c.models > WL_MODELS_MAX)
+        goto out;
+    shape_sig = calloc(n_shapes, sizeof(*shape_sig));
+    shape_model = calloc(n_shapes, sizeof(*shape_model));
+    if (shape_sig == NULL || shape_model == NULL)
+        goto out;
+    uint64_t last_t = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (line[0] == '#' || line[0] == '\n')
+            continue;
+        uint64_t t, sig;
+        uint32_t model, shape, tokens;
+        char tail;
+        if (sscanf(line, "%" SCNu64 " %" SCNu32 " %" SCNu32 " %" SCNx64 " %" SCNu32 " %c", &t,
+                   &model, &shape, &sig, &tokens, &tail) != 5)
+            goto out;
+        /* invariant 2 */
+        if (t < last_t || model >= c.models || shape >= n_shapes || tokens == 0 || sig == 0)
+            goto out;
+        if (shape_sig[shape] == 0) {
+            shape_sig[shape] = sig;
+            shape_model[shape] = model;
+        } else if (shape_sig[shape] != sig || shape_model[shape] != model) {
+            goto out;
+        }
+        last_t = t;
+        if (n == cap) {
+            cap = cap ? cap * 2 : (hinted ? hinted : 4096);
+            wl_item_t *g = realloc(items, cap * sizeof(*g));
+            if (g == NULL)
+                goto out;
+            items = g;
+        }
+        items[n++] = (wl_item_t){t, sig, model, shape, tokens};
+    }
+    if (ferror(f))
+        goto out;
+    *cfg = c;
+    *out = items;
+    *out_n = n;
+    items = NULL;
+    rc = 0;
+out:
+    free(items);
+    free(shape_sig);
+    free(shape_model);
+    fclose(f);
+    return rc;
+}
