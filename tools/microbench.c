@@ -29,6 +29,7 @@
  * quiesced), the age bound, memory per item, or queue wait. lanesched-bench measures the
  * system end to end; this tool only says whether the core can keep up with it.
  */
+#include "common/rng.h"
 #include "scheduler/scheduler.h"
 #include "store/store.h"
 
@@ -56,60 +57,6 @@
 #else
 #define MB_NOINLINE
 #endif
-
-/* ------------------------------------------------------------------------------------------ */
-/* PRNG: splitmix64 to seed and to derive signatures, xoshiro256** to draw.                    */
-
-static uint64_t splitmix64(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-typedef struct {
-    uint64_t s[4];
-} rng_t;
-
-static void rng_seed(rng_t *r, uint64_t seed)
-{
-    for (int i = 0; i < 4; i++)
-        r->s[i] = splitmix64(&seed);
-}
-
-static uint64_t rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
-
-static uint64_t rng_next(rng_t *r)
-{
-    uint64_t *s = r->s;
-    uint64_t result = rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
-
-/* Uniform in [0, 1) with 53 random bits. */
-static double rng_uniform(rng_t *r)
-{
-    return (double)(rng_next(r) >> 11) * 0x1.0p-53;
-}
-
-/* Standard normal by Box-Muller (one of the pair is used; simplicity over speed here). */
-static double rng_normal(rng_t *r)
-{
-    double u1 = 1.0 - rng_uniform(r); /* (0, 1]: log stays finite */
-    double u2 = rng_uniform(r);
-    return sqrt(-2.0 * log(u1)) * cos(2.0 * 3.14159265358979323846 * u2);
-}
 
 /* ------------------------------------------------------------------------------------------ */
 /* The population.                                                                             */
@@ -176,7 +123,7 @@ static item_t *generate(size_t n, uint64_t seed, uint64_t *signatures)
     cdf[N_SHAPES - 1] = 1.0;
     for (uint32_t k = 0; k < N_SHAPES; k++) {
         uint64_t st = seed ^ (0x5eedull << 32) ^ k;
-        signatures[k] = splitmix64(&st);
+        signatures[k] = rng_splitmix64(&st);
     }
     rng_t r;
     rng_seed(&r, seed);

@@ -53,6 +53,8 @@
  */
 #include "bench.h"
 
+#include "common/rng.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -73,68 +75,17 @@
 #define WL_PRESET_CAPACITY 200000.0 /* padded tokens/s per model of sim's default workers */
 
 /* ------------------------------------------------------------------------------------------ */
-/* PRNG: splitmix64 to seed, xoshiro256** to draw (the approach of tools/microbench.c).        */
+/* PRNG: common/rng.h.                                                                         */
 
-static uint64_t wl_splitmix64(uint64_t *state)
+static double wl_rng_range(rng_t *r, double lo, double hi)
 {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-typedef struct {
-    uint64_t s[4];
-} wl_rng_t;
-
-static void wl_rng_seed(wl_rng_t *r, uint64_t seed)
-{
-    for (int i = 0; i < 4; i++)
-        r->s[i] = wl_splitmix64(&seed);
-}
-
-static uint64_t wl_rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
-
-static uint64_t wl_rng_next(wl_rng_t *r)
-{
-    uint64_t *s = r->s;
-    uint64_t result = wl_rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = wl_rotl(s[3], 45);
-    return result;
-}
-
-/* Uniform in [0, 1) with 53 random bits. */
-static double wl_rng_uniform(wl_rng_t *r)
-{
-    return (double)(wl_rng_next(r) >> 11) * 0x1.0p-53;
-}
-
-static double wl_rng_range(wl_rng_t *r, double lo, double hi)
-{
-    return lo + (hi - lo) * wl_rng_uniform(r);
-}
-
-/* Standard normal by Box-Muller (one of the pair is used). */
-static double wl_rng_normal(wl_rng_t *r)
-{
-    double u1 = 1.0 - wl_rng_uniform(r); /* (0, 1]: log stays finite */
-    double u2 = wl_rng_uniform(r);
-    return sqrt(-2.0 * log(u1)) * cos(2.0 * WL_PI * u2);
+    return lo + (hi - lo) * rng_uniform(r);
 }
 
 /* Exponential with the given rate (> 0). */
-static double wl_rng_exp(wl_rng_t *r, double rate)
+static double wl_rng_exp(rng_t *r, double rate)
 {
-    return -log(1.0 - wl_rng_uniform(r)) / rate;
+    return -log(1.0 - rng_uniform(r)) / rate;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -162,10 +113,10 @@ static void wl_mix_add(wl_mix_t *m, double weight, double median, double sigma)
 }
 
 /* A shape's length mixture, from its own stream (invariant 3). */
-static void wl_mix_draw(wl_rng_t *r, double long_share, uint32_t max_tokens, wl_mix_t *out)
+static void wl_mix_draw(rng_t *r, double long_share, uint32_t max_tokens, wl_mix_t *out)
 {
     *out = (wl_mix_t){0};
-    double kind = wl_rng_uniform(r);
+    double kind = rng_uniform(r);
     double short_cut = (1.0 - long_share) / 2.0;
     if (kind < short_cut) { /* short: chat turns, classification */
         wl_mix_add(out, 1.0, wl_rng_range(r, 40, 400), wl_rng_range(r, 0.3, 0.6));
@@ -181,16 +132,16 @@ static void wl_mix_draw(wl_rng_t *r, double long_share, uint32_t max_tokens, wl_
     }
 }
 
-static uint32_t wl_mix_sample(wl_rng_t *r, const wl_mix_t *m, uint32_t max_tokens)
+static uint32_t wl_mix_sample(rng_t *r, const wl_mix_t *m, uint32_t max_tokens)
 {
-    double u = wl_rng_uniform(r), acc = 0.0;
+    double u = rng_uniform(r), acc = 0.0;
     uint32_t k = 0;
     for (k = 0; k + 1 < m->n; k++) {
         acc += m->weight[k];
         if (u < acc)
             break;
     }
-    double len = exp(m->mu[k] + m->sigma[k] * wl_rng_normal(r));
+    double len = exp(m->mu[k] + m->sigma[k] * rng_normal(r));
     if (!(len >= 1.0))
         return 1;
     if (len > (double)max_tokens)
@@ -242,8 +193,8 @@ static int wl_bursts(const wl_config_t *c, wl_window_t **out, size_t *out_n)
     *out_n = 0;
     if (c->burst_factor <= 1.0)
         return 0;
-    wl_rng_t r;
-    wl_rng_seed(&r, c->seed ^ 0xb0b57ull);
+    rng_t r;
+    rng_seed(&r, c->seed ^ 0xb0b57ull);
     size_t n = 0, cap = 0;
     wl_window_t *w = NULL;
     for (double t = wl_rng_exp(&r, 1.0 / WL_BURST_GAP_S); t < c->duration_s;) {
@@ -288,12 +239,12 @@ static int wl_shapes_build(const wl_config_t *c, wl_shape_t **out, uint32_t *out
     if (shapes == NULL || rank == NULL)
         goto out;
     for (uint32_t m = 0; m < c->models; m++) {
-        wl_rng_t r;
-        wl_rng_seed(&r, c->seed ^ (0x5a4e5ull << 20) ^ m);
+        rng_t r;
+        rng_seed(&r, c->seed ^ (0x5a4e5ull << 20) ^ m);
         for (uint32_t k = 0; k < spm; k++)
             rank[k] = k;
         for (uint32_t k = spm; k > 1; k--) { /* Fisher-Yates */
-            uint32_t j = (uint32_t)(wl_rng_next(&r) % k);
+            uint32_t j = (uint32_t)(rng_next(&r) % k);
             uint32_t t = rank[k - 1];
             rank[k - 1] = rank[j];
             rank[j] = t;
@@ -306,7 +257,7 @@ static int wl_shapes_build(const wl_config_t *c, wl_shape_t **out, uint32_t *out
         }
         /* Churn (invariant 4): the first `repl` shapes of a second permutation go quiet. */
         for (uint32_t k = spm; k > 1; k--) {
-            uint32_t j = (uint32_t)(wl_rng_next(&r) % k);
+            uint32_t j = (uint32_t)(rng_next(&r) % k);
             uint32_t t = rank[k - 1];
             rank[k - 1] = rank[j];
             rank[j] = t;
@@ -322,10 +273,10 @@ static int wl_shapes_build(const wl_config_t *c, wl_shape_t **out, uint32_t *out
         for (uint32_t k = 0; k < per_model; k++) {
             uint32_t g = m * per_model + k;
             uint64_t st = c->seed ^ (0x5eedull << 32) ^ g;
-            ms[k].signature = wl_splitmix64(&st) | 1; /* never 0: 0 reads as "absent" */
+            ms[k].signature = rng_splitmix64(&st) | 1; /* never 0: 0 reads as "absent" */
             ms[k].model = m;
-            wl_rng_t sr;
-            wl_rng_seed(&sr, c->seed ^ (0x51a9e5ull << 24) ^ g);
+            rng_t sr;
+            rng_seed(&sr, c->seed ^ (0x51a9e5ull << 24) ^ g);
             wl_mix_draw(&sr, long_share, c->max_tokens, &ms[k].mix);
         }
     }
@@ -340,11 +291,11 @@ out:
 }
 
 /* A shape of model m active at t, Zipf-weighted among the active ones (rejection). */
-static uint32_t wl_shape_draw(wl_rng_t *r, const wl_shape_t *ms, const double *cdf, uint32_t n,
+static uint32_t wl_shape_draw(rng_t *r, const wl_shape_t *ms, const double *cdf, uint32_t n,
                               double t)
 {
     for (int tries = 0; tries < 64; tries++) {
-        double u = wl_rng_uniform(r) * cdf[n - 1];
+        double u = rng_uniform(r) * cdf[n - 1];
         uint32_t lo = 0, hi = n - 1;
         while (lo < hi) {
             uint32_t mid = (lo + hi) / 2;
@@ -407,13 +358,13 @@ static int wl_pop_build(const wl_config_t *cfg, wl_pop_t *p)
      * so the expected length over the workload is models / sum(1 / mean_m). */
     double macc = 0.0;
     for (uint32_t m = 0; m < cfg->models; m++) {
-        wl_rng_t mr;
-        wl_rng_seed(&mr, cfg->seed ^ (0x3ea9ull << 40) ^ m);
+        rng_t mr;
+        rng_seed(&mr, cfg->seed ^ (0x3ea9ull << 40) ^ m);
         const wl_shape_t *ms = p->shapes + (size_t)m * pm;
         const double *mc = p->cdf + (size_t)m * pm;
         double sum = 0.0;
         for (uint32_t d = 0; d < WL_MEAN_DRAWS; d++) {
-            double u = wl_rng_uniform(&mr) * mc[pm - 1];
+            double u = rng_uniform(&mr) * mc[pm - 1];
             uint32_t k = 0;
             while (k + 1 < pm && mc[k] <= u)
                 k++;
@@ -451,14 +402,14 @@ int wl_generate(const wl_config_t *cfg, wl_item_t **out, size_t *out_n)
         goto out;
     uint32_t pm = pop.per_model;
     double macc = pop.mcdf[cfg->models - 1];
-    wl_rng_t r;
-    wl_rng_seed(&r, cfg->seed);
+    rng_t r;
+    rng_seed(&r, cfg->seed);
     double rmax = cfg->rate * (cfg->burst_factor > 1.0 ? cfg->burst_factor : 1.0);
     for (double t = wl_rng_exp(&r, rmax); t < cfg->duration_s; t += wl_rng_exp(&r, rmax)) {
         double rate = wl_rate_at(cfg, bursts, n_bursts, &cursor, t);
-        if (wl_rng_uniform(&r) * rmax >= rate) /* thinning */
+        if (rng_uniform(&r) * rmax >= rate) /* thinning */
             continue;
-        double um = wl_rng_uniform(&r) * macc;
+        double um = rng_uniform(&r) * macc;
         uint32_t m = 0;
         while (m + 1 < cfg->models && pop.mcdf[m] <= um)
             m++;
