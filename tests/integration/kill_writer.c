@@ -17,9 +17,9 @@
  * LOG also gets "R <lane> <segment>" when a lane's appends move to a new segment by the size
  * cap (not the first segment of this run: recovery seals every segment it finds).
  *
- * Every item it peeks must be byte-identical to what its id says was appended (item_make below,
- * kept in step with test_kill.c). Any store error, or a damaged item, exits with a nonzero code
- * and a message on stderr: the parent expects death by SIGKILL and nothing else.
+ * Every item it peeks must be byte-identical to what its id says was appended (item_make in
+ * kill_item.h, kept in step with test_kill.c). Any store error, or a damaged item, exits with a
+ * nonzero code and a message on stderr: the parent expects death by SIGKILL and nothing else.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,33 +30,7 @@
 #include <unistd.h>
 
 #include "store/store.h"
-
-#define KILL_MODEL     "kill-model"
-#define KILL_SIGNATURE 0x4B1114B111ull
-#define KILL_SEG_CAP   (64u << 10)
-#define MAX_PAYLOAD    3072u
-
-/* The item an id stands for (the same function is in test_kill.c). */
-typedef struct {
-    uint8_t id[8];
-    uint8_t payload[MAX_PAYLOAD];
-    size_t payload_len;
-    uint32_t tokens;
-    uint64_t arrival_ns;
-    uint32_t lane;
-} kitem_t;
-
-static void item_make(uint64_t n, kitem_t *it)
-{
-    for (int i = 0; i < 8; i++)
-        it->id[i] = (uint8_t)(n >> (8 * i));
-    it->payload_len = 256 + (size_t)((n * 2654435761u) % (MAX_PAYLOAD - 256));
-    for (size_t j = 0; j < it->payload_len; j++)
-        it->payload[j] = (uint8_t)(n * 31 + j * 17 + (j >> 8));
-    it->tokens = 1 + (uint32_t)(n % 509);
-    it->arrival_ns = n * 1000 + 1;
-    it->lane = (uint32_t)(n % 2);
-}
+#include "tests/integration/kill_item.h"
 
 static uint64_t rng_state;
 

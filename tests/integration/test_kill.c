@@ -42,35 +42,10 @@
 #include <unistd.h>
 
 #include "store/store.h"
+#include "tests/integration/kill_item.h"
+#include "tests/support/test_fs.h"
 
-#define KILL_MODEL     "kill-model"
-#define KILL_SIGNATURE 0x4B1114B111ull
-#define KILL_SEG_CAP   (64u << 10)
-#define MAX_PAYLOAD    3072u
-#define MAX_IDS        (1u << 20)
-
-/* ---- the item an id stands for (the same function is in kill_writer.c) ------------------- */
-
-typedef struct {
-    uint8_t id[8];
-    uint8_t payload[MAX_PAYLOAD];
-    size_t payload_len;
-    uint32_t tokens;
-    uint64_t arrival_ns;
-    uint32_t lane;
-} kitem_t;
-
-static void item_make(uint64_t n, kitem_t *it)
-{
-    for (int i = 0; i < 8; i++)
-        it->id[i] = (uint8_t)(n >> (8 * i));
-    it->payload_len = 256 + (size_t)((n * 2654435761u) % (MAX_PAYLOAD - 256));
-    for (size_t j = 0; j < it->payload_len; j++)
-        it->payload[j] = (uint8_t)(n * 31 + j * 17 + (j >> 8));
-    it->tokens = 1 + (uint32_t)(n % 509);
-    it->arrival_ns = n * 1000 + 1;
-    it->lane = (uint32_t)(n % 2);
-}
+#define MAX_IDS (1u << 20)
 
 /* ---- plumbing ------------------------------------------------------------------------------ */
 
@@ -124,28 +99,6 @@ static void sleep_ms(unsigned ms)
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
-}
-
-static void rm_tree(const char *path)
-{
-    DIR *d = opendir(path);
-    if (d == NULL) {
-        unlink(path);
-        return;
-    }
-    for (struct dirent *de; (de = readdir(d)) != NULL;) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        char child[1024];
-        snprintf(child, sizeof(child), "%s/%s", path, de->d_name);
-        struct stat sb;
-        if (lstat(child, &sb) == 0 && S_ISDIR(sb.st_mode))
-            rm_tree(child);
-        else
-            REQUIRE(unlink(child) == 0, "unlink %s: %s", child, strerror(errno));
-    }
-    closedir(d);
-    REQUIRE(rmdir(path) == 0, "rmdir %s: %s", path, strerror(errno));
 }
 
 static void quiet_log(void *ctx, int level, const char *msg)
@@ -496,7 +449,7 @@ static void run_phase(run_t *r, const char *writer, int durability, unsigned rou
     REQUIRE(r->deletions >= 1, "no segment file was ever deleted");
     free(r->flags);
     free(r->segs);
-    rm_tree(r->base);
+    REQUIRE(test_fs_remove_tree(r->base) == 0, "cannot remove %s", r->base);
     kept_dir[0] = '\0';
 }
 

@@ -36,7 +36,9 @@ static void test_fs_remove_at(int parent_fd, const char *name)
     unlinkat(parent_fd, name, AT_REMOVEDIR);
 }
 
-void test_fs_remove_tree(const char *path)
+int test_fs_remove_tree(const char *path)
 {
+    struct stat sb;
     test_fs_remove_at(AT_FDCWD, path);
+    return fstatat(AT_FDCWD, path, &sb, AT_SYMLINK_NOFOLLOW) == 0 ? -1 : 0;
 }

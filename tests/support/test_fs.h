@@ -4,7 +4,8 @@
 #ifndef LANESCHED_TEST_FS_H
 #define LANESCHED_TEST_FS_H
 
-/* rm -rf of a directory a test made; symlinks are removed, never followed. `path` borrowed. */
-void test_fs_remove_tree(const char *path);
+/* rm -rf of a directory a test made; symlinks are removed, never followed. `path` borrowed.
+ * Returns 0 when nothing is left at path, -1 otherwise (tests that must clean up assert it). */
+int test_fs_remove_tree(const char *path);
 
 #endif

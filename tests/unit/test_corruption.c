@@ -26,6 +26,8 @@
 
 #include <cmocka.h>
 
+#include "tests/support/test_fs.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -130,28 +132,6 @@ static uint64_t test_seed(void)
 }
 
 /* ---- files ------------------------------------------------------------------------------- */
-
-static void rm_tree(const char *path)
-{
-    DIR *d = opendir(path);
-    if (d == NULL) {
-        unlink(path);
-        return;
-    }
-    for (struct dirent *de; (de = readdir(d)) != NULL;) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        char child[1024];
-        snprintf(child, sizeof(child), "%s/%s", path, de->d_name);
-        struct stat sb;
-        if (lstat(child, &sb) == 0 && S_ISDIR(sb.st_mode))
-            rm_tree(child);
-        else
-            assert_int_equal(unlink(child), 0);
-    }
-    closedir(d);
-    assert_int_equal(rmdir(path), 0);
-}
 
 static void copy_file(const char *from, const char *to)
 {
@@ -531,9 +511,9 @@ static int fixture_teardown(void **state)
     store_close(trial_store);
     trial_store = NULL;
     if (trial_dir[0] != '\0')
-        rm_tree(trial_dir);
+        assert_int_equal(test_fs_remove_tree(trial_dir), 0);
     trial_dir[0] = '\0';
-    rm_tree(f->root);
+    assert_int_equal(test_fs_remove_tree(f->root), 0);
     free(f);
     return 0;
 }
@@ -776,7 +756,7 @@ static void trial_copy(const fixture_t *f, char *dir, size_t cap)
 
 static void trial_done(char *dir)
 {
-    rm_tree(dir);
+    assert_int_equal(test_fs_remove_tree(dir), 0);
     trial_dir[0] = '\0';
 }
 
