@@ -206,10 +206,11 @@ typedef struct daemon {
     pthread_cond_t cond;
     ev_t *head, *tail;
     size_t queued_events;
-    int stopping;
     uint64_t next_tick_ns;
     uint64_t last_timers_ns; /* when the timers last ran: a stalled loop is detected */
     size_t serve_cursor;     /* round-robin start among consumers */
+    uint64_t *orphans;       /* batches whose return failed: retried each tick (owned) */
+    size_t n_orphans;
     uint64_t started_ns;
 } daemon_t;
 

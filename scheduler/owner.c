@@ -395,15 +395,34 @@ static void owner_pull(daemon_t *d, ev_t *ev)
         owner_batch_status(d, ev->reply, CODEC_BATCH_ERROR, "no_memory");
 }
 
-/* Returns an in-flight batch's unsettled items to their lanes and forgets it. */
+/* Returns an in-flight batch's unsettled items to their lanes and forgets it. A return that
+ * fails (out of memory) keeps the batch on the orphan list, retried by every timer pass, so its
+ * items are never stranded as pending. */
 static void owner_return_batch(daemon_t *d, consumer_t *c, uint64_t batch_id)
 {
     uint32_t returned = 0;
     sched_status_t st = sched_return(d->sched, batch_id, NULL, 0, &returned);
-    if (st != SCHED_OK && st != SCHED_EUNKNOWN)
-        daemon_log(LOG_ERROR, "returning batch %" PRIu64 " failed: %s", batch_id,
-                   sched_status_str(st));
+    if (st != SCHED_OK && st != SCHED_EUNKNOWN) {
+        daemon_log(LOG_ERROR, "returning batch %" PRIu64 " failed: %s; retried every second",
+                   batch_id, sched_status_str(st));
+        uint64_t *o = realloc(d->orphans, (d->n_orphans + 1) * sizeof(*o));
+        if (o != NULL) {
+            d->orphans = o;
+            d->orphans[d->n_orphans++] = batch_id;
+        }
+    }
     consumers_inflight_del(&d->consumers, c, batch_id);
+}
+
+static void owner_orphans_retry(daemon_t *d)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < d->n_orphans; i++) {
+        sched_status_t st = sched_return(d->sched, d->orphans[i], NULL, 0, NULL);
+        if (st != SCHED_OK && st != SCHED_EUNKNOWN)
+            d->orphans[w++] = d->orphans[i];
+    }
+    d->n_orphans = w;
 }
 
 static void owner_consumer_release(daemon_t *d, consumer_t *c, int close_pulls)
@@ -722,6 +741,7 @@ static void owner_timers(daemon_t *d)
     }
     d->last_timers_ns = now;
     if (now >= d->next_tick_ns) {
+        owner_orphans_retry(d);
         sched_tick(d->sched);
         d->next_tick_ns = now + LANES_TICK_NS;
         consumers_prune(&d->consumers, now, DAEMON_DEAD_KEEP_PERIODS * ms_ns(d->cfg.dead_after_ms));
@@ -849,6 +869,7 @@ void daemon_destroy(daemon_t *d)
         next = ev->next;
         ev_destroy(ev);
     }
+    free(d->orphans);
     sched_destroy(d->sched);
     store_close(d->store);
     consumers_fini(&d->consumers);
