@@ -188,6 +188,8 @@ typedef struct {
 void report_table_print(FILE *f, const report_t *rep);
 int report_json_write(const char *path, const report_t *rep); /* 0 on success */
 int report_svg_write(const char *path, const report_t *rep);  /* 0 on success */
+/* Writes s (borrowed) as a quoted, escaped JSON string: shared by every mode's JSON output. */
+void report_json_str(FILE *f, const char *s);
 
 /* ---- modes (main.c dispatches) ------------------------------------------------------------- */
 

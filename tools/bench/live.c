@@ -1805,21 +1805,6 @@ static int net_args_parse(int argc, char **argv, bool baseline, net_opts_t *o, c
 
 /* ---- JSON ------------------------------------------------------------------------------------ */
 
-static void net_json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s != '\0'; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
-    }
-    fputc('"', f);
-}
-
 static void net_json_num(FILE *f, const char *key, double v, bool na_when_negative)
 {
     if (na_when_negative && v < 0)
@@ -1831,13 +1816,13 @@ static void net_json_num(FILE *f, const char *key, double v, bool na_when_negati
 static void net_json_result(FILE *f, const net_result_t *r)
 {
     fputs("{\"system\":", f);
-    net_json_str(f, r->system);
+    report_json_str(f, r->system);
     fputs(",\"durability\":", f);
-    net_json_str(f, r->durability);
+    report_json_str(f, r->durability);
     fprintf(f, ",\"ran\":%s", r->ran ? "true" : "false");
     if (!r->ran) {
         fputs(",\"error\":", f);
-        net_json_str(f, r->error);
+        report_json_str(f, r->error);
         fputs("}", f);
         return;
     }
@@ -1892,15 +1877,15 @@ static int net_json_write(const char *path, const char *command, const net_opts_
     if (f == NULL)
         return -1;
     fputs("{\"command\":", f);
-    net_json_str(f, command);
+    report_json_str(f, command);
     fputs(",\"trace\":{\"preset\":", f);
-    net_json_str(f, t->cfg.preset);
+    report_json_str(f, t->cfg.preset);
     fprintf(f,
             ",\"seed\":%" PRIu64 ",\"duration_s\":%.3f,\"rate\":%.3f,\"models\":%" PRIu32
             ",\"items\":%zu,\"tokens\":%" PRIu64 "}",
             t->cfg.seed, t->cfg.duration_s, t->cfg.rate, t->models, t->n_items, t->tokens);
     fputs(",\"config\":{\"url\":", f);
-    net_json_str(f, url);
+    report_json_str(f, url);
     fprintf(f,
             ",\"bench_started_servers\":%s,\"workers_per_model\":%" PRIu32 ",\"batch\":%" PRIu32
             ",\"time_scale\":%.4f,\"paced\":%s,\"max_batch_size\":%" PRIu32

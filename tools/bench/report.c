@@ -273,7 +273,7 @@ void report_table_print(FILE *f, const report_t *rep)
 /* ------------------------------------------------------------------------------------------ */
 /* JSON.                                                                                       */
 
-static void report_json_str(FILE *f, const char *s)
+void report_json_str(FILE *f, const char *s)
 {
     fputc('"', f);
     for (; *s; s++) {
