@@ -23,6 +23,17 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* A simulated GPU worker's contract and service-time model (gpu.c); workloads write their
+ * offered load against it. */
+typedef struct {
+    uint32_t max_batch_size;
+    uint32_t max_batch_tokens;
+    uint32_t max_input_tokens;
+    uint64_t batch_fixed_ns;    /* per-batch cost */
+    double ns_per_padded_token; /* service time grows with padded tokens */
+    uint32_t cache_shapes;      /* LRU prefix cache of the last C shapes served (default 2) */
+} gpu_config_t;
+
 /* ---- workloads -------------------------------------------------------------------------- */
 
 typedef struct {
@@ -55,15 +66,19 @@ typedef struct {
 /* Fills cfg with a named preset: "steady", "bursty", "churn", "sustained". -1 if unknown. */
 int wl_preset(const char *name, uint64_t seed, wl_config_t *cfg /* out */);
 
-/* Added for sim: the expected item length (tokens) of the config's workload, over all models
- * (the generator weights models so each offers the same token rate). 0 on success. */
-int wl_mean_tokens(const wl_config_t *cfg, double *out /* out */);
+/* Offered load: the workers' time the workload asks for per second of arrivals, each item
+ * costed by gpu_item_ns (a full batch of its own length: a floor on the real cost), over
+ * `workers` workers of `gpu` for all models together; 1.0 = every worker busy all the time
+ * even at full batches. Time-averaged (bursts included). wl_rate_for_load sets cfg->rate so
+ * that the load is `load`; the presets set their rate this way. 0 on success. */
+int wl_rate_for_load(wl_config_t *cfg /* in, out */, const gpu_config_t *gpu, uint32_t workers,
+                     double load);
+int wl_load(const wl_config_t *cfg, const gpu_config_t *gpu, uint32_t workers,
+            double *out /* out */);
 
-/* Added for sim: sets cfg->rate so that the workload offers `tokens_per_s` real tokens per
- * second on average over time (bursts included). The presets set their rate this way. */
-int wl_rate_for_tokens(wl_config_t *cfg /* in, out */, double tokens_per_s);
-/* Added for sim: the inverse, the real tokens per second cfg offers on average. 0 on success. */
-int wl_token_rate(const wl_config_t *cfg, double *out /* out */);
+/* The workers the presets' loads are written against: gpu_config_default, this many per
+ * model. */
+#define WL_PRESET_WORKERS_PER_MODEL 2u
 
 /* Generates the trace, arrival-ordered. *out is returned to the caller (free()). 0 on success. */
 int wl_generate(const wl_config_t *cfg, wl_item_t **out /* out */, size_t *out_n /* out */);
@@ -77,15 +92,6 @@ int wl_trace_read(const char *path, wl_config_t *cfg /* out */, wl_item_t **out 
 const char *wl_model_name(uint32_t model);
 
 /* ---- simulated GPU workers ---------------------------------------------------------------- */
-
-typedef struct {
-    uint32_t max_batch_size;
-    uint32_t max_batch_tokens;
-    uint32_t max_input_tokens;
-    uint64_t batch_fixed_ns;    /* per-batch cost */
-    double ns_per_padded_token; /* service time grows with padded tokens */
-    uint32_t cache_shapes;      /* LRU prefix cache of the last C shapes served (default 2) */
-} gpu_config_t;
 
 typedef struct {
     uint64_t batches, items;
@@ -103,6 +109,11 @@ void gpu_destroy(gpu_t *gpu);
 uint64_t gpu_serve(gpu_t *gpu, uint64_t signature, uint32_t n_items, uint32_t pad_to,
                    uint64_t real_tokens);
 const gpu_stats_t *gpu_stats(const gpu_t *gpu);
+/* What one item of `tokens` costs a worker when it rides in a full batch of items of its own
+ * length: its padded tokens plus its share of the batch's fixed cost, in ns. Padding waste and
+ * partial batches only add to it, so a load written with it is a floor on the workers'
+ * utilisation, never an overestimate of their capacity. */
+double gpu_item_ns(const gpu_config_t *cfg, uint32_t tokens);
 /* Serves a batch whose items may carry different shapes (the FIFO policy): a hit only when
  * every item carries one shape and the worker had it cached; afterwards every distinct shape of
  * the batch is in the cache (most recent: the last to appear). Otherwise as gpu_serve. */
@@ -185,7 +196,8 @@ typedef struct {
     const char *command; /* the command line that made it, for the record */
 } report_t;
 
-void report_table_print(FILE *f, const report_t *rep);
+/* Prints the table, its notes and the claims as checks; returns how many checks failed. */
+int report_table_print(FILE *f, const report_t *rep);
 int report_json_write(const char *path, const report_t *rep); /* 0 on success */
 int report_svg_write(const char *path, const report_t *rep);  /* 0 on success */
 /* Writes s (borrowed) as a quoted, escaped JSON string: shared by every mode's JSON output. */

@@ -7,6 +7,9 @@
  *
  * Model:
  *   service time = batch_fixed_ns + ns_per_padded_token * n_items * pad_to
+ *   item cost    = what one item costs in a full batch of its own length (gpu_item_ns): the
+ *                  workloads write their offered load with it, so a load of 100% means the
+ *                  workers are saturated even at full batches and zero padding.
  *   cache        = the last cache_shapes distinct shapes this worker served, most recent first.
  *                  A batch is a hit when its shape is in the cache before it is served; then
  *                  its shape becomes the most recent, evicting the least recent if full.
@@ -25,6 +28,8 @@
  *     a small C is closer, and C=1 is one flag away (--cache-shapes 1).
  */
 #include "bench.h"
+
+#include "scheduler/scheduler.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -138,6 +143,17 @@ uint64_t gpu_serve_mixed(gpu_t *gpu, const uint64_t *signatures, uint32_t n_item
             gpu_cache_touch(gpu, signatures[i]);
     }
     return gpu_account(gpu, hit, n_items, pad_to, real_tokens);
+}
+
+double gpu_item_ns(const gpu_config_t *cfg, uint32_t tokens)
+{
+    uint64_t pad = packer_pad(tokens);
+    uint64_t fit = pad > cfg->max_batch_tokens ? 1 : cfg->max_batch_tokens / pad;
+    if (fit > cfg->max_batch_size)
+        fit = cfg->max_batch_size;
+    if (fit == 0)
+        fit = 1;
+    return cfg->ns_per_padded_token * (double)pad + (double)cfg->batch_fixed_ns / (double)fit;
 }
 
 const gpu_stats_t *gpu_stats(const gpu_t *gpu)

@@ -47,8 +47,9 @@ static void main_usage(FILE *f)
             "  --duration S        seconds of arrivals (default: the preset's; with --trace-in, "
             "cuts the trace)\n"
             "  --rate R            mean items per second, all models (default: the preset's)\n"
-            "  --load PCT          instead of --rate: offered real tokens/s as a percentage of\n"
-            "                      the workers' padded-token throughput, time-averaged\n"
+            "  --load PCT          instead of --rate: the workers' time the items ask for, in\n"
+            "                      percent, each item costed in a full batch of its own length\n"
+            "                      (fixed cost included; a floor), time-averaged\n"
             "  --models N, --shapes N, --max-tokens N, --zipf S, --burst-factor F, --churn C,\n"
             "  --long-share X      override the preset's models, shapes per model, length cap,\n"
             "                      popularity exponent, burst factor, churn fraction, share of\n"
@@ -72,7 +73,9 @@ static void main_usage(FILE *f)
             "waste over time)\n"
             "  --check             also check that the trace round-trips through a file and that "
             "a rerun of\n"
-            "                      lanes-2048 is identical; exit 1 on any failure (CI)\n",
+            "                      lanes-2048 is identical; exit 1 on any failure (CI)\n"
+            "  --claims            exit 1 when any of the printed checks (the issue's claims)\n"
+            "                      says NO (CI runs it on every preset at full length)\n",
             MAIN_DEFAULT_PRESET, MAIN_DEFAULT_SEED, d.workers_per_model, d.gpu.cache_shapes,
             d.gpu.max_batch_size, d.gpu.max_batch_tokens, d.gpu.max_input_tokens,
             d.gpu.batch_fixed_ns / 1000, d.gpu.ns_per_padded_token, d.starvation_ns / 1000000);
@@ -148,6 +151,7 @@ typedef struct {
     uint32_t models, shapes, max_tokens;
     double zipf_s, burst_factor, churn, long_share;
     int check;
+    int claims; /* --claims: a NO among the checks fails the run */
     int policies[SIM_POLICY_COUNT];
     sim_config_t sim;
 } main_sim_args_t;
@@ -174,6 +178,10 @@ static int main_sim_parse(int argc, char **argv, main_sim_args_t *a)
         }
         if (strcmp(f, "--check") == 0) {
             a->check = 1;
+            continue;
+        }
+        if (strcmp(f, "--claims") == 0) {
+            a->claims = 1;
             continue;
         }
         if (i + 1 >= argc) {
@@ -281,12 +289,14 @@ static int main_workload(const main_sim_args_t *a, wl_config_t *wl, wl_item_t **
                 a->preset);
         return -1;
     }
-    /* Overrides keep the preset's offered tokens per second per model, unless the rate itself
-     * is set (--rate, --load): a different length mix or model count is then compared at the
-     * same load, not at the same item rate. */
-    double preset_tokens = 0.0;
-    uint32_t preset_models = wl->models;
-    if (wl_token_rate(wl, &preset_tokens) != 0) {
+    /* Overrides keep the preset's offered load against the preset's workers (sim's defaults),
+     * unless the rate itself is set (--rate, --load): a different length mix or model count is
+     * then compared at the same load, not at the same item rate, and --workers, --batch-us or
+     * --ns-per-token change the workers, not the traffic. */
+    gpu_config_t ref_gpu;
+    gpu_config_default(&ref_gpu);
+    double preset_load = 0.0;
+    if (wl_load(wl, &ref_gpu, WL_PRESET_WORKERS_PER_MODEL * wl->models, &preset_load) != 0) {
         fprintf(stderr, "lanesched-bench: cannot derive the preset's load\n");
         return -1;
     }
@@ -309,18 +319,16 @@ static int main_workload(const main_sim_args_t *a, wl_config_t *wl, wl_item_t **
     if (a->long_share >= 0)
         wl->long_share = a->long_share;
     if (a->rate <= 0 && a->load <= 0 &&
-        wl_rate_for_tokens(wl, preset_tokens / preset_models * wl->models) != 0) {
+        wl_rate_for_load(wl, &ref_gpu, WL_PRESET_WORKERS_PER_MODEL * wl->models, preset_load) !=
+            0) {
         fprintf(stderr, "lanesched-bench: the overrides give an invalid workload\n");
         return -1;
     }
-    if (a->load > 0) { /* after the overrides: the mean length depends on them */
-        const gpu_config_t *g = &a->sim.gpu;
-        double capacity = g->ns_per_padded_token > 0 ? 1e9 / g->ns_per_padded_token : 0;
-        if (wl_rate_for_tokens(wl, a->load / 100.0 * capacity * a->sim.workers_per_model *
-                                       wl->models) != 0) {
-            fprintf(stderr, "lanesched-bench: --load: cannot derive a rate (--ns-per-token 0?)\n");
-            return -1;
-        }
+    if (a->load > 0 && /* after the overrides: the cost per item depends on them */
+        wl_rate_for_load(wl, &a->sim.gpu, a->sim.workers_per_model * wl->models, a->load / 100.0) !=
+            0) {
+        fprintf(stderr, "lanesched-bench: --load: cannot derive a rate (a zero-cost worker?)\n");
+        return -1;
     }
     if (wl_generate(wl, items, n) != 0) {
         fprintf(stderr, "lanesched-bench: cannot generate the workload (config out of range or "
@@ -430,7 +438,7 @@ static int main_sim(int argc, char **argv)
         .n_results = n_results,
         .command = command,
     };
-    report_table_print(stdout, &rep);
+    int claims_failed = report_table_print(stdout, &rep);
     printf("(%.1f s of wall time for %zu policies)\n", wall, n_results);
     if (a.json != NULL && report_json_write(a.json, &rep) != 0) {
         fprintf(stderr, "lanesched-bench: %s: cannot write JSON\n", a.json);
@@ -445,6 +453,10 @@ static int main_sim(int argc, char **argv)
         const sim_result_t *r = &results[i];
         if (!r->ok || r->tokens_in != r->tokens_done)
             rc = 1;
+    }
+    if (a.claims && claims_failed > 0) {
+        printf("claims: %d check(s) said NO\n", claims_failed);
+        rc = 1;
     }
     if (a.check) {
         if (main_check_trace(&wl, items, n) != 0) {
