@@ -80,8 +80,8 @@ static const flag_t flags[] = {
     {"dedupe-window-ms", "MS", "120000", "a resubmitted item id within this window is a duplicate"},
     {"segment-max-bytes", "BYTES", "67108864", "a segment rolls over at this size"},
     {"starvation-ms", "MS", "0",
-     "a shape whose oldest item waited this long preempts the sticky shape at the next batch "
-     "(0 = off)"},
+     "an item that waited this long goes next: its shape preempts the sticky shape at the next "
+     "batch and its lane goes first (0 = off)"},
     {"log-level", "debug|info|warn|error", "info", "lowest level logged to stderr"},
     {"help", NULL, NULL, "this text"},
 };

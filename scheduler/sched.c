@@ -213,6 +213,68 @@ static sched_status_t sched_scratch_reserve(sched_t *s, size_t n)
     return SCHED_OK;
 }
 
+/*
+ * Packs a batch from one lane into s->filled. SCHED_EEMPTY when the lane has nothing readable
+ * (appended but not yet flushed). cap bounds the items a batch can hold.
+ */
+static sched_status_t sched_fill_lane(sched_t *s, const sched_consumer_t *consumer,
+                                      sched_model_t *model, sched_shape_t *shape, uint32_t lane_id,
+                                      uint64_t cap, sched_batch_t *out)
+{
+    lanes_lane_t lane;
+    sched_status_t st = lanes_get(shape->lanes, lane_id, &lane);
+    if (st != SCHED_OK)
+        return st;
+    size_t want = lane.queued_items < cap ? (size_t)lane.queued_items : (size_t)cap;
+    /* A peek reads whole entries (payloads included), so read a window that grows until the
+     * packer stops short of it: the bytes read stay within twice what the batch carries,
+     * instead of `want` entries for a batch that may take a few of them. */
+    size_t window = want < SCHED_PEEK_FIRST ? want : SCHED_PEEK_FIRST;
+    size_t n = 0, take = 0;
+    int dead = 0;
+    packer_result_t pr = {0};
+    for (;;) {
+        if ((st = sched_scratch_reserve(s, window)) != SCHED_OK)
+            return st;
+        if ((s->store_status = store_peek(s->store, lane.user, s->views, window, &n)) != STORE_OK)
+            return SCHED_ESTORE;
+        if (n == 0)
+            break;
+        for (size_t i = 0; i < n; i++)
+            s->tokens[i] = s->views[i].tokens;
+        dead = s->max_deliveries != 0 && s->views[0].deliveries >= s->max_deliveries;
+        take = dead ? 1 : n;
+        for (size_t i = 1; !dead && s->max_deliveries != 0 && i < take; i++) {
+            if (s->views[i].deliveries >= s->max_deliveries)
+                take = i; /* stop before it: it goes out alone as a dead letter next */
+        }
+        if ((st = packer_fill(&consumer->contract, s->tokens, take, &pr)) != SCHED_OK)
+            return st;
+        if (pr.count < take || take < n || n < window || window == want)
+            break;
+        window = window * 2 < want ? window * 2 : want;
+    }
+    if (n == 0)
+        return SCHED_EEMPTY;
+    s->filled = (sched_batch_t){
+        .batch_id = s->next_batch_id++,
+        .model_view = model->name,
+        .signature = shape->signature,
+        .lane = lane_id,
+        .pad_to = pr.pad_to,
+        .padded_tokens = pr.padded_tokens,
+        .real_tokens = pr.real_tokens,
+        .n = pr.count,
+        .items_view = s->views,
+        .dead_letter = dead,
+    };
+    sched_guard_check(&s->filled, model->current->signature);
+    s->filled_shape = shape;
+    s->filled_valid = 1;
+    *out = s->filled;
+    return SCHED_OK;
+}
+
 sched_status_t sched_fill(sched_t *s, const sched_consumer_t *consumer, sched_batch_t *out)
 {
     if (s == NULL || consumer == NULL || consumer->model == NULL || out == NULL ||
@@ -235,60 +297,17 @@ sched_status_t sched_fill(sched_t *s, const sched_consumer_t *consumer, sched_ba
     if (cap > consumer->contract.max_batch_size)
         cap = consumer->contract.max_batch_size;
 
-    uint32_t lane_id, prev;
+    uint32_t lane_id = 0, prev = 0;
+    if (select_lane_starved(s, shape, &lane_id)) { /* select.c invariant 4 */
+        st = sched_fill_lane(s, consumer, model, shape, lane_id, cap, out);
+        if (st != SCHED_EEMPTY)
+            return st;
+    }
     for (int more = lanes_next_by_tokens(shape->lanes, NULL, &lane_id); more;
          prev = lane_id, more = lanes_next_by_tokens(shape->lanes, &prev, &lane_id)) {
-        lanes_lane_t lane;
-        lanes_get(shape->lanes, lane_id, &lane);
-        size_t want = lane.queued_items < cap ? (size_t)lane.queued_items : (size_t)cap;
-        /* A peek reads whole entries (payloads included), so read a window that grows until
-         * the packer stops short of it: the bytes read stay within twice what the batch
-         * carries, instead of `want` entries for a batch that may take a few of them. */
-        size_t window = want < SCHED_PEEK_FIRST ? want : SCHED_PEEK_FIRST;
-        size_t n = 0, take = 0;
-        int dead = 0;
-        packer_result_t pr;
-        for (;;) {
-            if ((st = sched_scratch_reserve(s, window)) != SCHED_OK)
-                return st;
-            if ((s->store_status = store_peek(s->store, lane.user, s->views, window, &n)) !=
-                STORE_OK)
-                return SCHED_ESTORE;
-            if (n == 0)
-                break;
-            for (size_t i = 0; i < n; i++)
-                s->tokens[i] = s->views[i].tokens;
-            dead = s->max_deliveries != 0 && s->views[0].deliveries >= s->max_deliveries;
-            take = dead ? 1 : n;
-            for (size_t i = 1; !dead && s->max_deliveries != 0 && i < take; i++) {
-                if (s->views[i].deliveries >= s->max_deliveries)
-                    take = i; /* stop before it: it goes out alone as a dead letter next */
-            }
-            if ((st = packer_fill(&consumer->contract, s->tokens, take, &pr)) != SCHED_OK)
-                return st;
-            if (pr.count < take || take < n || n < window || window == want)
-                break;
-            window = window * 2 < want ? window * 2 : want;
-        }
-        if (n == 0)
-            continue; /* appended but not yet flushed: not readable */
-        s->filled = (sched_batch_t){
-            .batch_id = s->next_batch_id++,
-            .model_view = model->name,
-            .signature = shape->signature,
-            .lane = lane_id,
-            .pad_to = pr.pad_to,
-            .padded_tokens = pr.padded_tokens,
-            .real_tokens = pr.real_tokens,
-            .n = pr.count,
-            .items_view = s->views,
-            .dead_letter = dead,
-        };
-        sched_guard_check(&s->filled, model->current->signature);
-        s->filled_shape = shape;
-        s->filled_valid = 1;
-        *out = s->filled;
-        return SCHED_OK;
+        st = sched_fill_lane(s, consumer, model, shape, lane_id, cap, out);
+        if (st != SCHED_EEMPTY)
+            return st;
     }
     return SCHED_EEMPTY;
 }

@@ -77,5 +77,8 @@ void shapes_tick(struct sched *s, uint64_t now_ns);
 /* select.c: the model's shape for the next batch (sticky): SCHED_EEMPTY when it has no work,
  * SCHED_ESTORE when recording a switch failed. */
 sched_status_t select_shape(struct sched *s, sched_model_t *model, sched_shape_t **out /* out */);
+/* With the starvation bound on: 1 and the lane holding the shape's oldest readable item when
+ * that item has waited past the bound; 0 otherwise (out_lane untouched). */
+int select_lane_starved(struct sched *s, const sched_shape_t *shape, uint32_t *out_lane /* out */);
 
 #endif

@@ -12,14 +12,22 @@
  *   3. With the starvation bound (off by default), a shape whose oldest item has waited past the
  *      bound preempts the current shape at the next batch boundary; among several, the one
  *      with the oldest item goes first.
+ *   4. With the bound on, within the chosen shape the lane holding its oldest item goes first
+ *      once that item has waited past the bound (select_lane_starved); otherwise lanes go in
+ *      descending queued tokens. Without it, a lane holding one short item waits as long as
+ *      the shape's bigger lanes keep filling, so a shape-level bound alone bounds nothing
+ *      for that item (and a preempting shape would be served at its fullest lane, not at the
+ *      item that made it preempt).
  *
  * Rejected: round-robin or oldest-first across shapes. Each switch flushes the engine's prefix
  * cache; draining one shape at a time pays that cost once per shape instead of once per batch.
  */
 #include "scheduler/sched_int.h"
 
-/* Arrival time of the shape's oldest readable queued item; 0 when it has none. */
-static int select_oldest(struct sched *s, const sched_shape_t *shape, uint64_t *out)
+/* Arrival time of the shape's oldest readable queued item and its lane (out_lane may be NULL);
+ * 0 when it has none. */
+static int select_oldest(struct sched *s, const sched_shape_t *shape, uint64_t *out,
+                         uint32_t *out_lane)
 {
     int found = 0;
     lanes_lane_t lane;
@@ -28,8 +36,11 @@ static int select_oldest(struct sched *s, const sched_shape_t *shape, uint64_t *
         if (lane.queued_items == 0 || lane.user == NULL ||
             !store_queue_oldest(s->store, lane.user, &t))
             continue;
-        if (!found || t < *out)
+        if (!found || t < *out) {
             *out = t;
+            if (out_lane != NULL)
+                *out_lane = id;
+        }
         found = 1;
     }
     return found;
@@ -44,7 +55,7 @@ static sched_shape_t *select_starved(struct sched *s, sched_model_t *model, sche
     for (size_t i = 0; i < model->n_shapes; i++) {
         sched_shape_t *sh = model->shapes[i];
         uint64_t t = 0;
-        if (sh == cur || lanes_queued_tokens(sh->lanes) == 0 || !select_oldest(s, sh, &t))
+        if (sh == cur || lanes_queued_tokens(sh->lanes) == 0 || !select_oldest(s, sh, &t, NULL))
             continue;
         if (now > t && now - t > s->starvation_ns && (best == NULL || t < best_t)) {
             best = sh;
@@ -83,4 +94,15 @@ sched_status_t select_shape(struct sched *s, sched_model_t *model, sched_shape_t
     model->current = best;
     *out = best;
     return SCHED_OK;
+}
+
+int select_lane_starved(struct sched *s, const sched_shape_t *shape, uint32_t *out_lane)
+{
+    uint64_t t = 0, now = s->clock(s->clock_ctx);
+    uint32_t lane = 0;
+    if (s->starvation_ns == 0 || !select_oldest(s, shape, &t, &lane) || now <= t ||
+        now - t <= s->starvation_ns)
+        return 0;
+    *out_lane = lane;
+    return 1;
 }

@@ -384,6 +384,67 @@ static void test_starvation_bound_preempts_sticky_shape_at_batch_boundary(void *
     teardown((void **)&f);
 }
 
+/* A sched with the starvation bound on, over the fixture's store and clock. */
+static void sched_with_bound(fixture_t *f, uint64_t bound_ns)
+{
+    sched_destroy(f->sched);
+    sched_config_t cfg = {.clock = fake_now, .clock_ctx = &f->clock, .starvation_ns = bound_ns};
+    assert_int_equal(sched_create(&cfg, f->store, &f->sched), SCHED_OK);
+}
+
+static void test_starvation_bound_serves_starved_lane_within_current_shape(void **state)
+{
+    fixture_t *f = *state;
+    sched_with_bound(f, 5 * SEC);
+    sched_placement_t small = submit(f, "m", 0xA, 16); /* alone in its lane, at t = 0 */
+    for (int i = 0; i < 20; i++)
+        submit(f, "m", 0xA, 100);
+    sched_placement_t big = submit(f, "m", 0xA, 100);
+    assert_true(small.lane != big.lane);
+    sched_consumer_t c = consumer("m", 1, 100000);
+    assert_int_equal(take(f, &c).lane, big.lane); /* the lane with the most tokens */
+    f->clock.now = 5 * SEC;                       /* waited exactly the bound: not past it */
+    assert_int_equal(take(f, &c).lane, big.lane);
+    f->clock.now = 5 * SEC + 1;
+    sched_batch_t b = take(f, &c);
+    assert_int_equal(b.lane, small.lane);
+    assert_int_equal(b.items_view[0].tokens, 16);
+    assert_int_equal(take(f, &c).lane, big.lane); /* the starved lane is dry: by tokens again */
+    assert_true(sched_counters(f->sched)->starvation_preemptions == 0); /* no shape switched */
+}
+
+static void test_starvation_preemption_serves_the_starved_item_not_the_fullest_lane(void **state)
+{
+    fixture_t *f = *state;
+    sched_with_bound(f, 5 * SEC);
+    for (int i = 0; i < 20; i++)
+        submit(f, "m", 0xA, 100);
+    submit(f, "m", 0xB, 16); /* B's oldest item, alone in its lane, at t = 0 */
+    sched_consumer_t c = consumer("m", 1, 100000);
+    assert_true(take(f, &c).signature == 0xA);
+    f->clock.now = 4 * SEC;
+    for (int i = 0; i < 10; i++)
+        submit(f, "m", 0xB, 100); /* B's fullest lane: young items */
+    f->clock.now = 5 * SEC + 1;
+    sched_batch_t b = take(f, &c);
+    assert_true(b.signature == 0xB);
+    assert_int_equal(b.items_view[0].tokens, 16);
+    assert_true(sched_counters(f->sched)->starvation_preemptions == 1);
+}
+
+static void test_without_starvation_bound_small_lane_waits_for_bigger_lanes(void **state)
+{
+    fixture_t *f = *state;
+    sched_placement_t small = submit(f, "m", 0xA, 16);
+    for (int i = 0; i < 5; i++)
+        submit(f, "m", 0xA, 100);
+    sched_consumer_t c = consumer("m", 1, 100000);
+    f->clock.now = 3600 * SEC;
+    for (int i = 0; i < 5; i++)
+        assert_int_not_equal(take(f, &c).lane, small.lane);
+    assert_int_equal(take(f, &c).lane, small.lane);
+}
+
 static void test_without_starvation_bound_sticky_shape_is_never_preempted(void **state)
 {
     fixture_t *f = *state;
@@ -734,6 +795,13 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_submit_rejects_invalid_items, setup, teardown),
         cmocka_unit_test(test_starvation_bound_preempts_sticky_shape_at_batch_boundary),
+        cmocka_unit_test_setup_teardown(
+            test_starvation_bound_serves_starved_lane_within_current_shape, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_starvation_preemption_serves_the_starved_item_not_the_fullest_lane, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            test_without_starvation_bound_small_lane_waits_for_bigger_lanes, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_without_starvation_bound_sticky_shape_is_never_preempted, setup, teardown),
         cmocka_unit_test(test_restart_restores_lanes_targets_and_current_shape),
