@@ -217,7 +217,7 @@ static sched_status_t sched_scratch_reserve(sched_t *s, size_t n)
  * Packs a batch from one lane into s->filled. SCHED_EEMPTY when the lane has nothing readable
  * (appended but not yet flushed). cap bounds the items a batch can hold.
  */
-static sched_status_t sched_fill_lane(sched_t *s, const sched_consumer_t *consumer,
+static sched_status_t sched_lane_fill(sched_t *s, const sched_consumer_t *consumer,
                                       sched_model_t *model, sched_shape_t *shape, uint32_t lane_id,
                                       uint64_t cap, sched_batch_t *out)
 {
@@ -299,13 +299,13 @@ sched_status_t sched_fill(sched_t *s, const sched_consumer_t *consumer, sched_ba
 
     uint32_t lane_id = 0, prev = 0;
     if (select_lane_starved(s, shape, &lane_id)) { /* select.c invariant 4 */
-        st = sched_fill_lane(s, consumer, model, shape, lane_id, cap, out);
+        st = sched_lane_fill(s, consumer, model, shape, lane_id, cap, out);
         if (st != SCHED_EEMPTY)
             return st;
     }
     for (int more = lanes_next_by_tokens(shape->lanes, NULL, &lane_id); more;
          prev = lane_id, more = lanes_next_by_tokens(shape->lanes, &prev, &lane_id)) {
-        st = sched_fill_lane(s, consumer, model, shape, lane_id, cap, out);
+        st = sched_lane_fill(s, consumer, model, shape, lane_id, cap, out);
         if (st != SCHED_EEMPTY)
             return st;
     }

@@ -19,8 +19,12 @@
  *      for that item (and a preempting shape would be served at its fullest lane, not at the
  *      item that made it preempt).
  *
- * Rejected: round-robin or oldest-first across shapes. Each switch flushes the engine's prefix
- * cache; draining one shape at a time pays that cost once per shape instead of once per batch.
+ * Rejected:
+ *   - Round-robin or oldest-first across shapes. Each switch flushes the engine's prefix cache;
+ *     draining one shape at a time pays that cost once per shape instead of once per batch.
+ *   - A bound on shapes only (this file's first version): a preempting shape was served at its
+ *     fullest lane, and a short item alone in a lane of the current shape waited as long as
+ *     bigger lanes kept filling (16.9 s against a 2 s bound on bench's steady preset).
  */
 #include "scheduler/sched_int.h"
 
@@ -98,10 +102,12 @@ sched_status_t select_shape(struct sched *s, sched_model_t *model, sched_shape_t
 
 int select_lane_starved(struct sched *s, const sched_shape_t *shape, uint32_t *out_lane)
 {
-    uint64_t t = 0, now = s->clock(s->clock_ctx);
+    uint64_t t = 0;
     uint32_t lane = 0;
-    if (s->starvation_ns == 0 || !select_oldest(s, shape, &t, &lane) || now <= t ||
-        now - t <= s->starvation_ns)
+    if (s->starvation_ns == 0 || !select_oldest(s, shape, &t, &lane))
+        return 0;
+    uint64_t now = s->clock(s->clock_ctx);
+    if (now <= t || now - t <= s->starvation_ns)
         return 0;
     *out_lane = lane;
     return 1;

@@ -265,10 +265,15 @@ int report_table_print(FILE *f, const report_t *rep)
                     sim_policy_name(base[k]), report_waste_pct(b), ok ? "yes" : "NO");
         }
         /* The hit-rate claim is for workloads whose shapes per model fit a worker's cache
-         * (README, "Shape hit rate and the cache"): beyond that no policy reaches it with
-         * bounded waits, and the figure is printed without a verdict. */
+         * (README, "Shape hit rate and the cache"): beyond that sticky draining cannot reach
+         * it with bounded waits, and the figure is printed without a verdict. Churn brings in
+         * new shapes, each a cold miss, so it carries no claim either. */
         uint32_t k = rep->wl->shapes_per_model, c = rep->sim->gpu.cache_shapes;
-        if (k <= c && rep->wl->churn <= 0.0) {
+        if (rep->wl->churn > 0.0) {
+            fprintf(f,
+                    "  lanes-2048 shape hit rate %.3f%%: no claim (churn brings in new shapes)\n",
+                    report_hit_pct(l2048));
+        } else if (k <= c) {
             int ok = report_hit_pct(l2048) >= 99.9;
             failed += !ok;
             fprintf(f,
@@ -282,13 +287,16 @@ int report_table_print(FILE *f, const report_t *rep)
                     report_hit_pct(l2048), k, c);
         }
     }
-    /* The article's story, claimed where the 128-lane budget is reached: there its waste
-     * climbs from the first quarter of the run to the last and stays above 2,048's. */
-    if (l128 != NULL && l2048 != NULL && l128->shapes_full > 0 && l2048->arrival_s > 0) {
+    /* The article's story, claimed on sustained (built to reach the 128-lane budget) and
+     * wherever the budget is reached: there 128's waste climbs from the first quarter of the
+     * run to the last and stays above 2,048's. On sustained a budget never reached is a NO. */
+    int story = strcmp(rep->wl->preset, "sustained") == 0;
+    if (l128 != NULL && l2048 != NULL && (story || l128->shapes_full > 0) && l2048->arrival_s > 0) {
         double q = l2048->arrival_s / 4.0;
         double first = report_window_waste(l128, 0, q),
                last = report_window_waste(l128, 3 * q, 4 * q);
-        int ok = last > first && report_waste_pct(l2048) < report_waste_pct(l128);
+        int ok = l128->shapes_full > 0 && first >= 0 && last > first &&
+                 report_waste_pct(l2048) < report_waste_pct(l128);
         failed += !ok;
         fprintf(f,
                 "  lanes-128 at its budget on %" PRIu32 "/%" PRIu32

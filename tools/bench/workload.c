@@ -40,7 +40,11 @@
  *      popularity, so the offered load stays level while the shape population turns over.
  *   5. Each model's mean length is estimated from WL_MEAN_DRAWS draws of its shapes (Zipf
  *      weights, lifetimes ignored) on a stream of its own; model weights are the inverses,
- *      normalised. So equal workers per model see equal load, as an operator would provision.
+ *      normalised. So every model offers the same token rate, as an operator would provision
+ *      by tokens. Offered load (wl_load) also counts each batch's fixed cost, heavier per
+ *      token for short items, so per-model loads differ by a few points (steady, seed 42:
+ *      72% and 69%; sim prints them); and with churn, whose estimate ignores lifetimes, the
+ *      realised load lands a few points under the preset's.
  *
  * Rejected:
  *   - Models chosen uniformly: per-shape length mixtures then make one model's token load
@@ -506,10 +510,11 @@ int wl_preset(const char *name, uint64_t seed, wl_config_t *cfg)
         /* Each model's everyday traffic: two prompt templates, both of which fit every worker's
          * prefix cache (gpu_config_default: 2 shapes). That is the regime the hit-rate claim
          * is about: sticky draining puts every worker of a model on the same shapes, so once
-         * those fit the cache only cold misses remain. With more shapes per model than a
-         * worker caches, no policy reaches 99.9% without waits of minutes: each of K shapes
-         * must be served once per wait bound W, a worker holds C, so a model takes at least
-         * (K - workers * C) misses per W (README, "Shape hit rate and the cache"). */
+         * those fit the cache only cold misses remain. With K shapes per model over a cache
+         * of C, sticky draining cannot reach 99.9% with bounded waits once K > C (every
+         * worker cycles through all K), and no policy can once K > workers * C: each shape
+         * must be served once per wait bound W, so a model takes at least K - workers * C
+         * misses per W (README, "Shape hit rate and the cache"). */
         c.shapes_per_model = 2;
     } else if (strcmp(name, "bursty") == 0) {
         /* 38% between bursts, x4 (151%) inside them: 70% on average */
