@@ -29,18 +29,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/rng.h"
 #include "store/store.h"
 #include "tests/integration/kill_item.h"
 
 static uint64_t rng_state;
-
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 static void quiet_log(void *ctx, int level, const char *msg)
 {
@@ -135,7 +128,7 @@ int main(int argc, char **argv)
     for (;;) {
         /* 1. Append, flush, then acknowledge. */
         uint64_t first = next_id;
-        unsigned n_append = 1 + (unsigned)(rng_next() % 6);
+        unsigned n_append = 1 + (unsigned)(rng_splitmix64(&rng_state) % 6);
         for (unsigned i = 0; i < n_append; i++) {
             uint64_t id = next_id++;
             item_make(id, &it);
@@ -164,7 +157,7 @@ int main(int argc, char **argv)
         for (uint32_t lane = 0; lane < 2; lane++) {
             store_view_t views[5];
             size_t got = 0;
-            size_t want = (size_t)(rng_next() % 6);
+            size_t want = (size_t)(rng_splitmix64(&rng_state) % 6);
             if (want == 0)
                 continue;
             if ((st = store_peek(s, q[lane], views, want, &got)) != STORE_OK)
@@ -198,7 +191,7 @@ int main(int argc, char **argv)
             store_ref_t tomb[5];
             size_t n_tomb = 0;
             for (size_t i = 0; i < got; i++) {
-                unsigned r = (unsigned)(rng_next() % 20);
+                unsigned r = (unsigned)(rng_splitmix64(&rng_state) % 20);
                 if (r < 15) {
                     tomb[n_tomb++] = refs[i];
                     done[n_done++] = ids[i];

@@ -41,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/rng.h"
 #include "store/store.h"
 #include "tests/integration/kill_item.h"
 #include "tests/support/test_fs.h"
@@ -78,14 +79,6 @@ static void fail(const char *fmt, ...)
     } while (0)
 
 static uint64_t rng_state;
-
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 static uint64_t now_ns(void)
 {
@@ -370,7 +363,7 @@ static void one_round(run_t *r, unsigned round)
     char start[32], dur[8], seed[32], fd[16];
     snprintf(start, sizeof(start), "%" PRIu64, r->next_id);
     snprintf(dur, sizeof(dur), "%d", r->durability);
-    snprintf(seed, sizeof(seed), "%" PRIu64, rng_next());
+    snprintf(seed, sizeof(seed), "%" PRIu64, rng_splitmix64(&rng_state));
     snprintf(fd, sizeof(fd), "%d", ready[1]);
     fflush(NULL);
     pid_t pid = fork();
@@ -382,7 +375,7 @@ static void one_round(run_t *r, unsigned round)
     }
     writer_pid = pid;
     close(ready[1]);
-    unsigned delay = 5 + (unsigned)(rng_next() % 56);
+    unsigned delay = 5 + (unsigned)(rng_splitmix64(&rng_state) % 56);
     int from_spawn = round % 3 == 0;
     if (!from_spawn) {
         /* Wait (at most 30 s) for the writer to have the store open. */

@@ -26,6 +26,7 @@
 
 #include <cmocka.h>
 
+#include "common/rng.h"
 #include "tests/support/test_fs.h"
 
 #include <dirent.h>
@@ -112,17 +113,9 @@ static uint32_t fmt_entry_crc(uint64_t segment_id, const uint8_t *entry)
 
 static uint64_t rng_state;
 
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 static uint64_t rng_below(uint64_t n)
 {
-    return rng_next() % n;
+    return rng_splitmix64(&rng_state) % n;
 }
 
 static uint64_t test_seed(void)
@@ -1107,7 +1100,7 @@ static void test_garbage_past_the_end_is_cut(void **state)
             uint8_t junk[600];
             lens[k] = 1 + rng_below(sizeof(junk));
             for (size_t b = 0; b < lens[k]; b++)
-                junk[b] = (uint8_t)rng_next();
+                junk[b] = (uint8_t)rng_splitmix64(&rng_state);
             /* Sometimes a plausible torn entry: a LIVE state word and a length. */
             if (lens[k] >= 8 && t % 2 == 0) {
                 put32(junk, FMT_STATE_LIVE);

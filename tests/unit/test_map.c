@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "common/rng.h"
 #include "common/map.h"
 
 /* Distinct non-NULL values without allocating: addresses inside one static array. */
@@ -324,15 +325,6 @@ static void test_delete_does_not_move_entry_before_its_home(void **state)
     map_fini(&m);
 }
 
-static uint64_t rng_next(uint64_t *s)
-{
-    /* splitmix64 */
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
 typedef struct {
     map_key_t key;
     void *value;
@@ -366,9 +358,9 @@ static void test_randomized_against_reference_with_many_deletes(void **state)
         map_t m;
         map_init(&m);
         for (size_t step = 0; step < STEPS; step++) {
-            uint64_t r = rng_next(&rng);
+            uint64_t r = rng_splitmix64(&rng);
             /* Keys collide in `a` often and differ in `b`, and vice versa. */
-            uint64_t x = rng_next(&rng) % DOMAIN;
+            uint64_t x = rng_splitmix64(&rng) % DOMAIN;
             map_key_t k = key(x / 3, x % 3 == 0 ? x : x * 1000003);
             long at = ref_find(ref, n, k);
             /* Phases: grow for a while, then delete-heavy, so the map shrinks to near empty. */
@@ -376,7 +368,7 @@ static void test_randomized_against_reference_with_many_deletes(void **state)
             unsigned op = (unsigned)(r % 100);
             unsigned put_share = delete_heavy ? 25 : 60;
             if (op < put_share) {
-                void *v = val((size_t)(rng_next(&rng) % sizeof(g_values)));
+                void *v = val((size_t)(rng_splitmix64(&rng) % sizeof(g_values)));
                 map_status_t st = map_put(&m, k, v);
                 if (at >= 0) {
                     if (st != MAP_EEXIST)
