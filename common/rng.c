@@ -52,3 +52,17 @@ double rng_normal(rng_t *r)
     double u2 = rng_uniform(r);
     return sqrt(-2.0 * log(u1)) * cos(2.0 * 3.14159265358979323846 * u2);
 }
+
+uint32_t rng_cdf_draw(rng_t *r, const double *cdf, uint32_t n)
+{
+    double u = rng_uniform(r) * cdf[n - 1];
+    uint32_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (cdf[mid] > u)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}

@@ -22,5 +22,8 @@ uint64_t rng_next(rng_t *r);
 double rng_uniform(rng_t *r);
 /* Standard normal (Box-Muller; one of the pair is used). */
 double rng_normal(rng_t *r);
+/* An index in [0, n) drawn with the weights whose running sums cdf[0..n-1] holds (borrowed;
+ * nondecreasing, cdf[n-1] > 0, n > 0): the first k with cdf[k] > u * cdf[n-1]. One uniform. */
+uint32_t rng_cdf_draw(rng_t *r, const double *cdf, uint32_t n);
 
 #endif

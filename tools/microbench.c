@@ -94,20 +94,6 @@ static uint32_t draw_tokens(rng_t *r)
 }
 
 /* Zipf-like over N_SHAPES ranks: P(rank k) ~ k^-s; shape index = rank - 1. */
-static uint32_t draw_shape(rng_t *r, const double *cdf)
-{
-    double u = rng_uniform(r);
-    uint32_t lo = 0, hi = N_SHAPES - 1;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
-        if (cdf[mid] > u)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return lo;
-}
-
 static item_t *generate(size_t n, uint64_t seed, uint64_t *signatures)
 {
     item_t *items = malloc(n * sizeof(*items));
@@ -128,7 +114,7 @@ static item_t *generate(size_t n, uint64_t seed, uint64_t *signatures)
     rng_t r;
     rng_seed(&r, seed);
     for (size_t i = 0; i < n; i++) {
-        items[i].shape = draw_shape(&r, cdf);
+        items[i].shape = rng_cdf_draw(&r, cdf, N_SHAPES);
         items[i].tokens = draw_tokens(&r);
     }
     return items;

@@ -302,17 +302,9 @@ static uint32_t wl_shape_draw(rng_t *r, const wl_shape_t *ms, const double *cdf,
                               double t)
 {
     for (int tries = 0; tries < 64; tries++) {
-        double u = rng_uniform(r) * cdf[n - 1];
-        uint32_t lo = 0, hi = n - 1;
-        while (lo < hi) {
-            uint32_t mid = (lo + hi) / 2;
-            if (cdf[mid] > u)
-                hi = mid;
-            else
-                lo = mid + 1;
-        }
-        if (ms[lo].start_s <= t && t < ms[lo].end_s)
-            return lo;
+        uint32_t k = rng_cdf_draw(r, cdf, n);
+        if (ms[k].start_s <= t && t < ms[k].end_s)
+            return k;
     }
     /* Unlucky streak: the most popular active shape. */
     uint32_t best = 0;
@@ -373,10 +365,7 @@ static int wl_pop_build(const wl_config_t *cfg, const gpu_config_t *gpu, wl_pop_
         const double *mc = p->cdf + (size_t)m * pm;
         double sum = 0.0, ns = 0.0;
         for (uint32_t d = 0; d < WL_MEAN_DRAWS; d++) {
-            double u = rng_uniform(&mr) * mc[pm - 1];
-            uint32_t k = 0;
-            while (k + 1 < pm && mc[k] <= u)
-                k++;
+            uint32_t k = rng_cdf_draw(&mr, mc, pm);
             uint32_t len = wl_mix_sample(&mr, &ms[k].mix, cfg->max_tokens);
             sum += len;
             if (gpu != NULL)
@@ -402,7 +391,6 @@ int wl_generate(const wl_config_t *cfg, wl_item_t **out, size_t *out_n)
     if (wl_pop_build(cfg, NULL, &pop) != 0 || wl_bursts(cfg, &bursts, &n_bursts) != 0)
         goto out;
     uint32_t pm = pop.per_model;
-    double macc = pop.mcdf[cfg->models - 1];
     rng_t r;
     rng_seed(&r, cfg->seed);
     double rmax = cfg->rate * (cfg->burst_factor > 1.0 ? cfg->burst_factor : 1.0);
@@ -410,10 +398,7 @@ int wl_generate(const wl_config_t *cfg, wl_item_t **out, size_t *out_n)
         double rate = wl_rate_at(cfg, bursts, n_bursts, &cursor, t);
         if (rng_uniform(&r) * rmax >= rate) /* thinning */
             continue;
-        double um = rng_uniform(&r) * macc;
-        uint32_t m = 0;
-        while (m + 1 < cfg->models && pop.mcdf[m] <= um)
-            m++;
+        uint32_t m = rng_cdf_draw(&r, pop.mcdf, cfg->models);
         const wl_shape_t *ms = pop.shapes + (size_t)m * pm;
         uint32_t k = wl_shape_draw(&r, ms, pop.cdf + (size_t)m * pm, pm, t);
         if (n == cap) {
