@@ -28,6 +28,8 @@
  */
 #include "clients/c/cli.h"
 #include "clients/c/lanes_client.h"
+#include "codec/codec.h"
+#include "common/rng.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -253,15 +255,6 @@ static int produce_args_parse(int argc, char **argv, produce_opts_t *o)
     return 0;
 }
 
-/* splitmix64: a tiny, seedable, good-enough spread for token counts. */
-static uint64_t produce_rand(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 static void produce_reason_count(produce_counts_t *k, const char *reason)
 {
     const char *r = reason[0] != '\0' ? reason : "(none)";
@@ -357,12 +350,13 @@ int main(int argc, char **argv)
     uint64_t signature = o.signature;
     if (!o.has_signature) {
         hashes = calloc(o.n_components + 1, sizeof(*hashes));
-        if (hashes == NULL || lc_shape_sign(o.components, o.n_components, &signature) != LC_OK) {
+        if (hashes == NULL) {
             fprintf(stderr, "out of memory\n");
             rc = EXIT_FAILED;
             goto out;
         }
         lc_shape_hash(o.components, o.n_components, hashes);
+        signature = codec_signature(hashes, o.n_components); /* what lc_shape_sign computes */
     }
 
     size_t payload_len = o.payload_text != NULL ? strlen(o.payload_text) : o.payload_bytes;
@@ -410,7 +404,7 @@ int main(int argc, char **argv)
             int id_len = snprintf(id, id_cap, "%s%" PRIu64, o.id_prefix, next + j);
             uint64_t span = o.tokens_max - o.tokens_min;
             uint32_t tokens =
-                (uint32_t)(o.tokens_min + (span == 0 ? 0 : produce_rand(&rng) % (span + 1)));
+                (uint32_t)(o.tokens_min + (span == 0 ? 0 : rng_splitmix64(&rng) % (span + 1)));
             items[j] = (codec_work_item_t){
                 .id = {.ptr = (const uint8_t *)id, .len = (size_t)id_len},
                 .model = o.model,

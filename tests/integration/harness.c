@@ -4,6 +4,8 @@
  */
 #include "tests/integration/harness.h"
 
+#include "common/rng.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -68,10 +70,7 @@ void h_sleep_ms(unsigned ms)
 
 uint64_t h_rand(void)
 {
-    uint64_t z = (g_rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    return rng_splitmix64(&g_rng);
 }
 
 bool h_err_is(const char *err, const char *code)
@@ -494,13 +493,12 @@ static void daemon_spawn(void)
     size_t at = 0;
     for (int i = 0; i < n && at < sizeof(cmd) - 1; i++)
         at += (size_t)snprintf(cmd + at, sizeof(cmd) - at, "%s%s", i ? " " : "", argv[i]);
-    off_t from = file_size(g_log);
     FILE *lf = fopen(g_log, "a");
     if (lf != NULL) {
         fprintf(lf, "==== test harness: starting %s ====\n", cmd);
         fclose(lf);
     }
-    from = file_size(g_log);
+    off_t from = file_size(g_log);
     uint64_t t = h_now_ms();
     g_daemon_pid = spawn(argv, g_log, -1, -1);
     uint64_t deadline = t + 20000;
