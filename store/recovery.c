@@ -477,18 +477,21 @@ out:
 }
 
 /* Index rows whose file is gone: report the loss, drop the row. */
-static int rec_id_cmp(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static store_status_t rec_missing(disk_t *d, const rec_ctx_t *c, const uint64_t *ids,
+/* Index rows no listed file points at (rec_file_t.row): their files are gone or quarantined. */
+static store_status_t rec_missing(disk_t *d, const rec_ctx_t *c, const rec_file_t *files,
                                   size_t n_files, index_txn_t *txn, store_recovery_t *rep)
 {
-    for (size_t i = 0; i < c->n_rows; i++) {
+    uint8_t *seen = calloc(c->n_rows + 1, 1);
+    if (seen == NULL)
+        return STORE_ENOMEM;
+    for (size_t i = 0; i < n_files; i++) {
+        if (files[i].row != NULL)
+            seen[files[i].row - c->rows] = 1;
+    }
+    store_status_t st = STORE_OK;
+    for (size_t i = 0; i < c->n_rows && st == STORE_OK; i++) {
         const index_segment_row_t *row = &c->rows[i];
-        if (bsearch(&row->segment_id, ids, n_files, sizeof(*ids), rec_id_cmp) != NULL)
+        if (seen[i])
             continue;
         uint64_t live = row->entries > row->deleted ? row->entries - row->deleted : 0;
         rep->missing_files++;
@@ -498,9 +501,10 @@ static store_status_t rec_missing(disk_t *d, const rec_ctx_t *c, const uint64_t 
                  "file is gone; %" PRIu64 " live entries in it are lost",
                  row->segment_id, row->model, row->lane, live);
         if (index_segment_del(txn, row->segment_id) != INDEX_OK)
-            return STORE_EINDEX;
+            st = STORE_EINDEX;
     }
-    return STORE_OK;
+    free(seen);
+    return st;
 }
 
 store_status_t disk_recover(disk_t *d, store_recovery_t *rep)
@@ -508,7 +512,6 @@ store_status_t disk_recover(disk_t *d, store_recovery_t *rep)
     uint64_t t0 = rec_now_ns();
     rec_ctx_t c = {.d = d};
     rec_file_t *files = NULL;
-    uint64_t *ids = NULL;
     size_t n_files = 0;
     index_txn_t *txn = NULL;
     store_status_t st = rec_open_index(d, &c, rep);
@@ -519,8 +522,6 @@ store_status_t disk_recover(disk_t *d, store_recovery_t *rep)
     if (n_files > 1)
         qsort(files, n_files, sizeof(*files), rec_file_cmp);
     for (size_t i = 0; i < n_files; i++) {
-        if (files[i].id >= d->next_segment_id)
-            d->next_segment_id = files[i].id + 1;
         if ((st = rec_scan(d, &files[i], rep)) != STORE_OK) {
             disk_log(d, STORE_LOG_ERROR, "recovery of segment %016" PRIx64 " failed: %s",
                      files[i].id, store_status_str(st));
@@ -531,15 +532,7 @@ store_status_t disk_recover(disk_t *d, store_recovery_t *rep)
         st = STORE_EINDEX;
         goto out;
     }
-    if ((ids = malloc((n_files + 1) * sizeof(*ids))) == NULL) {
-        st = STORE_ENOMEM;
-        goto out;
-    }
-    for (size_t i = 0; i < n_files; i++)
-        ids[i] = files[i].id;
-    if (n_files > 1)
-        qsort(ids, n_files, sizeof(*ids), rec_id_cmp);
-    if ((st = rec_missing(d, &c, ids, n_files, txn, rep)) != STORE_OK)
+    if ((st = rec_missing(d, &c, files, n_files, txn, rep)) != STORE_OK)
         goto out;
     /* Lane targets: from the index, never below an item the lane holds. */
     for (size_t i = 0; i < c.n_lanes; i++) {
@@ -600,7 +593,6 @@ store_status_t disk_recover(disk_t *d, store_recovery_t *rep)
                  rep->missing_files, rep->quarantined_files, (double)rep->elapsed_ns / 1e9);
 out:
     index_abort(txn);
-    free(ids);
     free(files);
     rec_ctx_free(&c);
     return st;
