@@ -880,13 +880,8 @@ static store_status_t disk_flush(store_t *store)
             seg->needs_sync = 0;
         }
     }
-    int any = d->dirty != NULL || d->meta_dirty || d->n_released != 0;
-    for (size_t i = 0; i < d->n_models && !any; i++)
-        any = d->models[i].current_dirty;
-    for (dqueue_t *q = d->all; q != NULL && !any; q = q->all_next)
-        any = q->target_dirty;
-    if (!any)
-        return STORE_OK;
+    if (d->dirty == NULL && !d->meta_dirty && d->n_released == 0 && !d->rows_dirty)
+        return STORE_OK; /* an idle turn walks no queue */
 
     index_txn_t *txn = NULL;
     index_status_t ist = index_begin(d->index, &txn);
@@ -901,11 +896,12 @@ static store_status_t disk_flush(store_t *store)
     for (size_t i = 0; i < d->n_released && ist == INDEX_OK; i++)
         ist = index_lane_del(txn, d->released[i].model, d->released[i].signature,
                              d->released[i].lane);
-    for (dqueue_t *q = d->all; q != NULL && ist == INDEX_OK; q = q->all_next) {
+    for (dqueue_t *q = d->rows_dirty ? d->all : NULL; q != NULL && ist == INDEX_OK;
+         q = q->all_next) {
         if (q->target_dirty)
             ist = index_lane_put(txn, q->model, q->signature, q->lane, q->target);
     }
-    for (size_t i = 0; i < d->n_models && ist == INDEX_OK; i++) {
+    for (size_t i = 0; d->rows_dirty && i < d->n_models && ist == INDEX_OK; i++) {
         if (d->models[i].current_dirty)
             ist = index_current_put(txn, d->models[i].name, d->models[i].current);
     }
@@ -931,10 +927,11 @@ static store_status_t disk_flush(store_t *store)
         seg->dirty_next = NULL;
     }
     d->dirty = NULL;
-    for (dqueue_t *q = d->all; q != NULL; q = q->all_next)
+    for (dqueue_t *q = d->rows_dirty ? d->all : NULL; q != NULL; q = q->all_next)
         q->target_dirty = 0;
-    for (size_t i = 0; i < d->n_models; i++)
+    for (size_t i = 0; d->rows_dirty && i < d->n_models; i++)
         d->models[i].current_dirty = 0;
+    d->rows_dirty = 0;
     for (size_t i = 0; i < d->n_released; i++)
         free(d->released[i].model);
     d->n_released = 0;
@@ -957,6 +954,7 @@ static store_status_t disk_queue_target_set(store_t *store, store_queue_t *queue
     if (q->target != target) {
         q->target = target;
         q->target_dirty = 1;
+        d->rows_dirty = 1;
     }
     return STORE_OK;
 }
@@ -991,6 +989,7 @@ static store_status_t disk_current_shape_set(store_t *store, const char *model, 
         m->has_current = 1;
         m->current = signature;
         m->current_dirty = 1;
+        d->rows_dirty = 1;
     }
     return STORE_OK;
 }

@@ -105,6 +105,7 @@ typedef struct {
     unsigned open_fds;
     uint64_t next_segment_id;
     int meta_dirty;
+    int rows_dirty; /* some lane's target_dirty or model's current_dirty is set */
     uint64_t unflushed_bytes;
     uint8_t *scratch; /* peek reads and append encoding */
     size_t scratch_cap;

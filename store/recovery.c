@@ -554,6 +554,7 @@ store_status_t disk_recover(disk_t *d, store_recovery_t *rep)
             if (q->recs[q->head + i].tokens > q->target) {
                 q->target = q->recs[q->head + i].tokens;
                 q->target_dirty = 1;
+                d->rows_dirty = 1;
             }
         }
     }
