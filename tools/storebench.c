@@ -56,6 +56,7 @@
  */
 #define _XOPEN_SOURCE 700 /* sync() */
 
+#include "common/rng.h"
 #include "store/store.h"
 
 #include <dirent.h>
@@ -153,14 +154,6 @@ static void *xmalloc(size_t n)
     if (p == NULL)
         die("malloc", "out of memory");
     return p;
-}
-
-static uint64_t splitmix64(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
 }
 
 static double per_sec(uint64_t n, uint64_t ns)
@@ -340,7 +333,7 @@ static void gen_init(gen_t *g, size_t payload_len, unsigned lanes)
     g->pool = xmalloc(g->pool_len);
     uint64_t st = SEED;
     for (size_t i = 0; i < g->pool_len; i++)
-        g->pool[i] = (uint8_t)splitmix64(&st);
+        g->pool[i] = (uint8_t)rng_splitmix64(&st);
     g->arrival0 = wall_ns();
 }
 
@@ -353,7 +346,7 @@ static void gen_fini(gen_t *g)
 static void gen_item(const gen_t *g, uint64_t i, store_item_t *it, uint8_t *id, uint32_t *lane)
 {
     uint64_t st = SEED ^ (i * 0xd1b54a32d192ed03ull);
-    uint64_t a = splitmix64(&st), b = splitmix64(&st), c = splitmix64(&st);
+    uint64_t a = rng_splitmix64(&st), b = rng_splitmix64(&st), c = rng_splitmix64(&st);
     memcpy(id, &a, 8);
     memcpy(id + 8, &b, 8);
     *lane = (uint32_t)(c % g->lanes);

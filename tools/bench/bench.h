@@ -134,6 +134,8 @@ typedef enum {
 
 /* "fifo", "pow2", "range64", "lanes-128", "lanes-2048", "lanes-starve"; static storage. */
 const char *sim_policy_name(sim_policy_t policy);
+/* 1 for the rolling-lane policies (the project's scheduler), 0 for the baselines. */
+int sim_policy_is_lanes(sim_policy_t policy);
 
 typedef struct {
     uint32_t workers_per_model; /* simulated GPU workers per model, all with `gpu` */

@@ -148,7 +148,7 @@ uint64_t gpu_serve_mixed(gpu_t *gpu, const uint64_t *signatures, uint32_t n_item
 double gpu_item_ns(const gpu_config_t *cfg, uint32_t tokens)
 {
     uint64_t pad = packer_pad(tokens);
-    uint64_t fit = pad > cfg->max_batch_tokens ? 1 : cfg->max_batch_tokens / pad;
+    uint64_t fit = cfg->max_batch_tokens / pad;
     if (fit > cfg->max_batch_size)
         fit = cfg->max_batch_size;
     if (fit == 0)

@@ -296,7 +296,9 @@ static int main_workload(const main_sim_args_t *a, wl_config_t *wl, wl_item_t **
     gpu_config_t ref_gpu;
     gpu_config_default(&ref_gpu);
     double preset_load = 0.0;
-    if (wl_load(wl, &ref_gpu, WL_PRESET_WORKERS_PER_MODEL * wl->models, &preset_load) != 0) {
+    int keep_load = a->rate <= 0 && a->load <= 0;
+    if (keep_load &&
+        wl_load(wl, &ref_gpu, WL_PRESET_WORKERS_PER_MODEL * wl->models, &preset_load) != 0) {
         fprintf(stderr, "lanesched-bench: cannot derive the preset's load\n");
         return -1;
     }
@@ -318,9 +320,8 @@ static int main_workload(const main_sim_args_t *a, wl_config_t *wl, wl_item_t **
         wl->churn = a->churn;
     if (a->long_share >= 0)
         wl->long_share = a->long_share;
-    if (a->rate <= 0 && a->load <= 0 &&
-        wl_rate_for_load(wl, &ref_gpu, WL_PRESET_WORKERS_PER_MODEL * wl->models, preset_load) !=
-            0) {
+    if (keep_load && wl_rate_for_load(wl, &ref_gpu, WL_PRESET_WORKERS_PER_MODEL * wl->models,
+                                      preset_load) != 0) {
         fprintf(stderr, "lanesched-bench: the overrides give an invalid workload\n");
         return -1;
     }

@@ -67,11 +67,6 @@ static int64_t report_token_diff(const sim_result_t *r)
     return (int64_t)(r->tokens_in - r->tokens_done);
 }
 
-static int report_is_lanes(sim_policy_t p)
-{
-    return p == SIM_LANES_128 || p == SIM_LANES_2048 || p == SIM_LANES_STARVE;
-}
-
 static const sim_result_t *report_find(const report_t *rep, sim_policy_t p)
 {
     for (size_t i = 0; i < rep->n_results; i++) {
@@ -214,7 +209,7 @@ int report_table_print(FILE *f, const report_t *rep)
                "bucket; every policy packs with packer_fill.\n");
     for (size_t i = 0; i < rep->n_results; i++) {
         const sim_result_t *r = &rep->results[i];
-        if (!report_is_lanes(r->policy))
+        if (!sim_policy_is_lanes(r->policy))
             continue;
         fprintf(f,
                 "  %-12s lanes opened %" PRIu64 ", reuses %" PRIu64 ", force-fits %" PRIu64
@@ -238,12 +233,17 @@ int report_table_print(FILE *f, const report_t *rep)
     fprintf(f, "\n");
     const sim_result_t *l128 = report_find(rep, SIM_LANES_128);
     const sim_result_t *l2048 = report_find(rep, SIM_LANES_2048);
-    if (l128 != NULL && l2048 != NULL && l2048->arrival_s > 0) {
+    /* Waste by quarter of the arrival window: printed here, checked in the story below. */
+    int quarters = l128 != NULL && l2048 != NULL && l2048->arrival_s > 0;
+    double w128[4] = {-1.0, -1.0, -1.0, -1.0};
+    if (quarters) {
         fprintf(f, "  waste over the arrival window, by quarter (128 | 2048):");
         double q = l2048->arrival_s / 4.0;
-        for (int k = 0; k < 4; k++)
-            fprintf(f, "  %.2f%% | %.2f%%", report_window_waste(l128, k * q, (k + 1) * q),
+        for (int k = 0; k < 4; k++) {
+            w128[k] = report_window_waste(l128, k * q, (k + 1) * q);
+            fprintf(f, "  %.2f%% | %.2f%%", w128[k],
                     report_window_waste(l2048, k * q, (k + 1) * q));
+        }
         fprintf(f, "\n");
     }
     for (size_t i = 0; i < rep->n_results; i++) {
@@ -291,10 +291,8 @@ int report_table_print(FILE *f, const report_t *rep)
      * wherever the budget is reached: there 128's waste climbs from the first quarter of the
      * run to the last and stays above 2,048's. On sustained a budget never reached is a NO. */
     int story = strcmp(rep->wl->preset, "sustained") == 0;
-    if (l128 != NULL && l2048 != NULL && (story || l128->shapes_full > 0) && l2048->arrival_s > 0) {
-        double q = l2048->arrival_s / 4.0;
-        double first = report_window_waste(l128, 0, q),
-               last = report_window_waste(l128, 3 * q, 4 * q);
+    if (quarters && (story || l128->shapes_full > 0)) {
+        double first = w128[0], last = w128[3];
         int ok = l128->shapes_full > 0 && first >= 0 && last > first &&
                  report_waste_pct(l2048) < report_waste_pct(l128);
         failed += !ok;

@@ -186,7 +186,7 @@ static uint64_t sim_clock(void *ctx)
     return ((const sim_t *)ctx)->now;
 }
 
-static int sim_is_lanes(sim_policy_t p)
+int sim_policy_is_lanes(sim_policy_t p)
 {
     return p == SIM_LANES_128 || p == SIM_LANES_2048 || p == SIM_LANES_STARVE;
 }
@@ -355,7 +355,7 @@ static void sim_batch_start(sim_t *s, sim_worker_t *w, uint32_t pad_to, uint64_t
 static int sim_dispatch(sim_t *s, sim_worker_t *w)
 {
     uint64_t hits_before = gpu_stats(w->gpu)->hits;
-    if (sim_is_lanes(s->policy)) {
+    if (sim_policy_is_lanes(s->policy)) {
         sched_consumer_t c = {.model = wl_model_name(w->model), .contract = s->contract};
         sched_batch_t b;
         sched_status_t st = sched_fill(s->sched, &c, &b);
@@ -423,7 +423,7 @@ static int sim_dispatch(sim_t *s, sim_worker_t *w)
 
 static void sim_complete(sim_t *s, sim_worker_t *w)
 {
-    if (sim_is_lanes(s->policy)) {
+    if (sim_policy_is_lanes(s->policy)) {
         uint32_t done = 0;
         sched_status_t st = sched_complete(s->sched, w->batch_id, NULL, 0, &done);
         if (st != SCHED_OK || done != w->n_batch)
@@ -449,7 +449,7 @@ static int sim_submit(sim_t *s, uint32_t i)
         sim_fail(s, "item %" PRIu32 " submitted twice", i);
         return -1;
     }
-    if (sim_is_lanes(s->policy)) {
+    if (sim_policy_is_lanes(s->policy)) {
         sched_item_t si = {
             .model = wl_model_name(it->model),
             .signature = it->signature,
@@ -508,7 +508,7 @@ static void sim_lanes_visit(void *ctx, const char *model, uint64_t signature, co
 static int sim_sample(sim_t *s)
 {
     sim_lane_count_t c = {s, 0, 0};
-    if (sim_is_lanes(s->policy)) {
+    if (sim_policy_is_lanes(s->policy)) {
         sched_tick(s->sched);
         sched_shapes_visit(s->sched, sim_lanes_visit, &c);
     } else {
@@ -646,7 +646,7 @@ static int sim_setup(sim_t *s)
         }
     }
 
-    if (sim_is_lanes(s->policy)) {
+    if (sim_policy_is_lanes(s->policy)) {
         store_status_t sst = store_open_memory(&s->store);
         if (sst != STORE_OK) {
             sim_fail(s, "store_open_memory: %s", store_status_str(sst));
@@ -743,7 +743,7 @@ static void sim_finish(sim_t *s)
     r->shapes = s->n_sigs;
     for (uint32_t k = 0; k < s->n_sigs; k++)
         r->shapes_full += s->shape_full[k];
-    if (sim_is_lanes(s->policy)) {
+    if (sim_policy_is_lanes(s->policy)) {
         const sched_counters_t *c = sched_counters(s->sched);
         r->opened = c->lanes_opened;
         r->reuses = c->lane_reuses;
