@@ -24,10 +24,11 @@
  *     its model's queue) and serves them in stream order as consecutive batches under its own
  *     contract: a batch closes before the item that would make len > max_batch_size or
  *     len * pad_to > max_batch_tokens (a single item always fits), pad_to being the longest item
- *     rounded up to 8 (lanesched's rule, so only the grouping differs). Batches of several shapes
- *     go through gpu_serve_mixed: a hit only when the batch holds one shape the worker had
- *     cached. Each message is acked (natsMsg_Ack, no reply awaited) once its batch is served;
- *     a batch starts, for the wait figures, when the worker starts serving it.
+ *     rounded up to 8. That is packer_fill, lanesched's own packer, so only the grouping
+ *     differs. Batches of several shapes go through gpu_serve_mixed: a hit only when the batch
+ *     holds one shape the worker had cached. Each message is acked (natsMsg_Ack, no reply
+ *     awaited) once its batch is served; a batch starts, for the wait figures, when the worker
+ *     starts serving it.
  *  5. The run is drained when every producer is done, every stored item was served and the
  *     stream holds no message. Every wait is bounded: fetches (250 ms), ack waits (5 s x 10),
  *     JetStream becoming ready (10 s), worker start (15 s), the drain (ends after
@@ -45,6 +46,8 @@
  *  - Memory storage: the issue asks for file storage, the level that survives a restart.
  */
 #include "bench.h"
+
+#include "scheduler/scheduler.h"
 
 #include <inttypes.h>
 #include <nats/nats.h>
@@ -255,32 +258,34 @@ typedef struct {
     uint32_t *idx, *tokens;
     uint64_t *sigs;
     size_t n;
-    uint32_t longest;
 } base_batch_t;
 
-static void base_batch_serve(base_thread_t *x, base_batch_t *b)
+/* Serves and acks the fetched items [off, off + n) as one batch padded to pad_to. */
+static void base_batch_serve(base_thread_t *x, const base_batch_t *b, size_t off, size_t n,
+                             uint32_t pad_to)
 {
     net_run_t *run = x->run;
-    if (b->n == 0)
-        return;
-    uint32_t pad_to = (b->longest + 7u) / 8u * 8u;
-    net_worker_serve(run, run->workers[x->index], b->idx, b->sigs, b->tokens, b->n, pad_to);
-    for (size_t i = 0; i < b->n; i++) {
+    net_worker_serve(run, run->workers[x->index], b->idx + off, b->sigs + off, b->tokens + off, n,
+                     pad_to);
+    for (size_t i = off; i < off + n; i++) {
         natsStatus s = natsMsg_Ack(b->msgs[i], NULL);
         if (s != NATS_OK) {
             atomic_fetch_add(&run->worker_errors, 1);
             base_error_note(x->error, sizeof(x->error), "ack", s, 0);
         }
     }
-    net_worker_acked(run, b->n);
-    b->n = 0;
-    b->longest = 0;
+    net_worker_acked(run, n);
 }
 
+/* The fetched list in stream order, foreign items acked and dropped, then cut into consecutive
+ * batches by the project's packer (invariant 4). */
 static void base_list_serve(base_thread_t *x, base_batch_t *b, natsMsgList *list)
 {
     net_run_t *run = x->run;
     const gpu_config_t *g = &run->opts->gpu;
+    const packer_contract_t contract = {g->max_batch_size, g->max_batch_tokens,
+                                        g->max_input_tokens};
+    b->n = 0;
     for (int i = 0; i < list->Count; i++) {
         natsMsg *msg = list->Msgs[i];
         uint32_t idx = 0, tokens = 0;
@@ -290,20 +295,23 @@ static void base_list_serve(base_thread_t *x, base_batch_t *b, natsMsgList *list
             natsMsg_Ack(msg, NULL);
             continue;
         }
-        uint32_t longest = tokens > b->longest ? tokens : b->longest;
-        uint64_t pad = (longest + 7u) / 8u * 8u;
-        if (b->n > 0 &&
-            (b->n + 1 > g->max_batch_size || (uint64_t)(b->n + 1) * pad > g->max_batch_tokens))
-            base_batch_serve(x, b);
         b->msgs[b->n] = msg;
         b->idx[b->n] = idx;
         b->sigs[b->n] = sig;
         b->tokens[b->n] = tokens;
         b->n++;
-        if (tokens > b->longest)
-            b->longest = tokens;
     }
-    base_batch_serve(x, b);
+    for (size_t off = 0; off < b->n;) {
+        packer_result_t pr;
+        if (packer_fill(&contract, b->tokens + off, b->n - off, &pr) != SCHED_OK) {
+            atomic_fetch_add(&run->worker_errors, 1); /* a contract the packer refuses */
+            pr.count = 1;
+            pr.pad_to = (uint32_t)packer_pad(b->tokens[off]);
+        }
+        base_batch_serve(x, b, off, pr.count, pr.pad_to);
+        off += pr.count;
+    }
+    b->n = 0;
 }
 
 static void *base_worker_main(void *arg)
