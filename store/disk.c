@@ -114,14 +114,22 @@ store_status_t disk_fsync_dir(disk_t *d)
 
 /* ---- models and queues ---------------------------------------------------------------------- */
 
-store_status_t disk_model_intern(disk_t *d, const char *model, uint32_t *out_idx)
+/* Returns 1 and the model's index when `model` is interned, else 0. */
+static int disk_model_find(const disk_t *d, const char *model, uint32_t *out_idx)
 {
     for (size_t i = 0; i < d->n_models; i++) {
         if (strcmp(d->models[i].name, model) == 0) {
             *out_idx = (uint32_t)i;
-            return STORE_OK;
+            return 1;
         }
     }
+    return 0;
+}
+
+store_status_t disk_model_intern(disk_t *d, const char *model, uint32_t *out_idx)
+{
+    if (disk_model_find(d, model, out_idx))
+        return STORE_OK;
     if (strlen(model) > SEG_MODEL_MAX)
         return STORE_EINVAL;
     dmodel_t *models = realloc(d->models, (d->n_models + 1) * sizeof(*models));
@@ -687,13 +695,13 @@ static store_status_t disk_peek(store_t *store, store_queue_t *queue, store_view
     for (size_t i = 0; i < n; i++) {
         const drec_t *rec = &q->recs[q->head + i];
         const uint8_t *e = d->scratch + at;
-        size_t id_len = (size_t)e[8] | (size_t)e[9] << 8;
+        size_t id_len = seg_entry_id_len(e);
         views[i] = (store_view_t){
             .ref = {rec->seg->id, rec->offset},
             .id_view = e + SEG_ENTRY_HEADER,
             .id_len = id_len,
             .payload_view = e + SEG_ENTRY_HEADER + id_len,
-            .payload_len = store_get32(e + 24),
+            .payload_len = seg_entry_payload_len(e),
             .tokens = rec->tokens,
             .deliveries = rec->deliveries,
             .signature = q->signature,
@@ -763,7 +771,7 @@ static int disk_entry_is_tombstone(disk_t *d, dseg_t *seg, uint64_t offset)
         offset + SEG_ENTRY_HEADER > seg->readable || disk_seg_fd(d, seg, &fd) != STORE_OK ||
         pread(fd, hdr, sizeof(hdr), (off_t)offset) != (ssize_t)sizeof(hdr))
         return 0;
-    uint32_t length = store_get32(hdr + 4);
+    uint32_t length = seg_entry_length(hdr);
     if (length < SEG_ENTRY_HEADER || offset + length > seg->readable ||
         disk_scratch(d, length) != STORE_OK ||
         pread(fd, d->scratch, length, (off_t)offset) != (ssize_t)length)
@@ -998,14 +1006,13 @@ static store_status_t disk_current_shape_get(store_t *store, const char *model, 
                                              uint64_t *out_signature)
 {
     disk_t *d = disk_of(store);
-    for (size_t i = 0; i < d->n_models; i++) {
-        if (strcmp(d->models[i].name, model) == 0 && d->models[i].has_current) {
-            *out_has = 1;
-            *out_signature = d->models[i].current;
-            return STORE_OK;
-        }
+    uint32_t idx;
+    if (!disk_model_find(d, model, &idx) || !d->models[idx].has_current) {
+        *out_has = 0;
+        return STORE_OK;
     }
-    *out_has = 0;
+    *out_has = 1;
+    *out_signature = d->models[idx].current;
     return STORE_OK;
 }
 
@@ -1026,7 +1033,7 @@ static store_status_t disk_queue_scan(store_t *store, store_queue_t *queue, stor
         size_t want = rec->length < sizeof(hdr) ? rec->length : sizeof(hdr);
         if (pread(fd, hdr, want, rec->offset) != (ssize_t)want)
             return disk_fail(d, "reading a segment", errno ? errno : EIO);
-        size_t id_len = (size_t)hdr[8] | (size_t)hdr[9] << 8;
+        size_t id_len = seg_entry_id_len(hdr);
         store_view_t v = {.ref = {rec->seg->id, rec->offset},
                           .id_view = hdr + SEG_ENTRY_HEADER,
                           .id_len = id_len <= SEG_ID_MAX ? id_len : 0,

@@ -129,9 +129,9 @@ int seg_entry_check(uint32_t seed, const uint8_t *buf, uint64_t avail, seg_entry
 {
     if (avail < SEG_ENTRY_HEADER)
         return 0;
-    uint32_t length = store_get32(buf + 4);
-    uint32_t id_len = (uint32_t)buf[8] | (uint32_t)buf[9] << 8;
-    uint32_t payload_len = store_get32(buf + 24);
+    uint32_t length = seg_entry_length(buf);
+    uint32_t id_len = seg_entry_id_len(buf);
+    uint32_t payload_len = seg_entry_payload_len(buf);
     uint32_t tokens = store_get32(buf + 12);
     if (id_len > SEG_ID_MAX || tokens == 0 || length > avail ||
         length != seg_entry_size(id_len, payload_len) || buf[10] != 0 || buf[11] != 0)

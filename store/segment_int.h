@@ -50,7 +50,7 @@
 #ifndef LANESCHED_SEGMENT_INT_H
 #define LANESCHED_SEGMENT_INT_H
 
-#include "store/store.h"
+#include "store/store_int.h"
 
 #define SEG_MAGIC          "LANESEG"
 #define SEG_VERSION        1u
@@ -83,6 +83,21 @@ typedef struct {
     uint64_t arrival_ns;
     uint32_t payload_len;
 } seg_entry_t;
+
+/* Fields read straight from the bytes of an entry (offsets: the diagram above). Unchecked: only
+ * seg_entry_check says whether they can be trusted. */
+static inline uint32_t seg_entry_length(const uint8_t *e)
+{
+    return store_get32(e + 4);
+}
+static inline uint32_t seg_entry_id_len(const uint8_t *e)
+{
+    return (uint32_t)e[8] | (uint32_t)e[9] << 8;
+}
+static inline uint32_t seg_entry_payload_len(const uint8_t *e)
+{
+    return store_get32(e + 24);
+}
 
 /* Bytes of a header for a model name of model_len bytes. */
 uint32_t seg_header_size(size_t model_len);
