@@ -123,17 +123,22 @@ daemon_status_t consumers_pull_add(consumer_t *c, const char *reply, uint32_t cr
     return DAEMON_OK;
 }
 
-void consumers_pull_pop(consumer_t *c)
+void consumers_pull_del(consumer_t *c, size_t index)
 {
-    if (c->n_pulls == 0)
+    if (index >= c->n_pulls)
         return;
-    free(c->pulls[0].reply);
-    memmove(c->pulls, c->pulls + 1, (c->n_pulls - 1) * sizeof(*c->pulls));
+    free(c->pulls[index].reply);
+    memmove(c->pulls + index, c->pulls + index + 1, (c->n_pulls - index - 1) * sizeof(*c->pulls));
     c->n_pulls--;
 }
 
+void consumers_pull_pop(consumer_t *c)
+{
+    consumers_pull_del(c, 0);
+}
+
 daemon_status_t consumers_inflight_add(consumers_t *cs, consumer_t *c, uint64_t batch_id,
-                                       uint64_t deadline_ns)
+                                       uint64_t deadline_ns, uint32_t n_items)
 {
     if (c->n_inflight == c->cap_inflight) {
         size_t cap = c->cap_inflight ? c->cap_inflight * 2 : 4;
@@ -145,7 +150,7 @@ daemon_status_t consumers_inflight_add(consumers_t *cs, consumer_t *c, uint64_t 
     }
     if (map_put(&cs->by_batch, (map_key_t){batch_id, 0}, c) != MAP_OK)
         return DAEMON_ENOMEM;
-    c->inflight[c->n_inflight++] = (inflight_t){batch_id, deadline_ns, 0};
+    c->inflight[c->n_inflight++] = (inflight_t){batch_id, deadline_ns, n_items};
     return DAEMON_OK;
 }
 

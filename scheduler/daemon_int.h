@@ -149,8 +149,10 @@ consumer_t *consumers_batch_owner(consumers_t *cs, uint64_t batch_id);
 daemon_status_t consumers_pull_add(consumer_t *c, const char *reply, uint32_t credits,
                                    uint64_t expires_ns);
 void consumers_pull_pop(consumer_t *c);
+/* Drops the pull at index (none if past the end); the others keep their order. */
+void consumers_pull_del(consumer_t *c, size_t index);
 daemon_status_t consumers_inflight_add(consumers_t *cs, consumer_t *c, uint64_t batch_id,
-                                       uint64_t deadline_ns);
+                                       uint64_t deadline_ns, uint32_t n_items);
 /* Forgets an in-flight batch (settled or returned). */
 void consumers_inflight_del(consumers_t *cs, consumer_t *c, uint64_t batch_id);
 inflight_t *consumers_inflight_find(consumer_t *c, uint64_t batch_id);

@@ -161,17 +161,24 @@ static void replies_add(replies_t *r, const char *subject, uint8_t *buf, size_t 
     r->tail = x;
 }
 
-static void replies_send(daemon_t *d, replies_t *r)
+static void replies_free(replies_t *r)
 {
     for (reply_t *x = r->head, *next; x != NULL; x = next) {
         next = x->next;
-        if (d->publish(d->publish_ctx, x->subject, x->buf, x->len) != 0)
-            d->counters.publish_failures++;
         free(x->subject);
         free(x->buf);
         free(x);
     }
     r->head = r->tail = NULL;
+}
+
+static void replies_send(daemon_t *d, replies_t *r)
+{
+    for (const reply_t *x = r->head; x != NULL; x = x->next) {
+        if (d->publish(d->publish_ctx, x->subject, x->buf, x->len) != 0)
+            d->counters.publish_failures++;
+    }
+    replies_free(r);
 }
 
 static void owner_publish(daemon_t *d, const char *subject, uint8_t *buf, size_t len)
@@ -690,13 +697,12 @@ again:;
                    sched_status_str(st));
         return 0;
     }
-    if (consumers_inflight_add(&d->consumers, c, batch_id, now + ms_ns(d->cfg.ack_wait_ms)) !=
-        DAEMON_OK) {
+    if (consumers_inflight_add(&d->consumers, c, batch_id, now + ms_ns(d->cfg.ack_wait_ms),
+                               (uint32_t)n) != DAEMON_OK) {
         daemon_log(LOG_ERROR, "out of memory tracking batch %" PRIu64 ": returned", batch_id);
         sched_return(d->sched, batch_id, NULL, 0, NULL);
         return 1;
     }
-    consumers_inflight_find(c, batch_id)->n_items = (uint32_t)n;
     c->batches++;
     c->items += n;
     if (--pull->credits == 0)
@@ -770,9 +776,7 @@ static void owner_timers(daemon_t *d)
         for (size_t j = 0; j < c->n_pulls;) {
             if (c->pulls[j].expires_ns <= now) {
                 owner_batch_status(d, c->pulls[j].reply, CODEC_BATCH_EXPIRED, "");
-                free(c->pulls[j].reply);
-                memmove(c->pulls + j, c->pulls + j + 1, (c->n_pulls - j - 1) * sizeof(pull_t));
-                c->n_pulls--;
+                consumers_pull_del(c, j);
             } else {
                 j++;
             }
@@ -947,12 +951,7 @@ daemon_status_t daemon_run(daemon_t *d)
             /* invariant 1: nothing of this turn is acknowledged */
             daemon_log(LOG_ERROR, "flushing the store failed (%s): stopping; restart to recover",
                        store_status_str(fst));
-            for (reply_t *x = deferred.head, *nx; x != NULL; x = nx) {
-                nx = x->next;
-                free(x->subject);
-                free(x->buf);
-                free(x);
-            }
+            replies_free(&deferred);
             result = DAEMON_ESTORE;
             break;
         }

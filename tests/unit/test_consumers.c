@@ -172,6 +172,33 @@ static void test_pulls_are_fifo(void **state)
     consumers_fini(&cs); /* frees the pull still queued (ASan checks) */
 }
 
+static void test_pull_del_keeps_the_others_in_order(void **state)
+{
+    (void)state;
+    consumers_t cs;
+    consumers_init(&cs);
+    consumer_t *c = add(&cs, "gpu-0", 0);
+    char reply[32];
+    for (uint32_t i = 0; i < 5; i++) {
+        snprintf(reply, sizeof(reply), "_INBOX.%u", i);
+        assert_int_equal(consumers_pull_add(c, reply, i + 1, 1000 + i), DAEMON_OK);
+    }
+    consumers_pull_del(c, 2);
+    consumers_pull_del(c, 4); /* past the end now: changes nothing */
+    assert_int_equal(c->n_pulls, 4);
+    const uint32_t left[] = {0, 1, 3, 4};
+    for (size_t j = 0; j < 4; j++) {
+        snprintf(reply, sizeof(reply), "_INBOX.%u", left[j]);
+        assert_string_equal(c->pulls[j].reply, reply);
+        assert_int_equal(c->pulls[j].credits, left[j] + 1);
+        assert_int_equal(c->pulls[j].expires_ns, 1000 + left[j]);
+    }
+    consumers_pull_del(c, 3); /* the last one */
+    assert_int_equal(c->n_pulls, 3);
+    assert_string_equal(c->pulls[2].reply, "_INBOX.3");
+    consumers_fini(&cs); /* frees the pulls still queued (ASan checks) */
+}
+
 static void test_inflight_add_find_del_and_owner(void **state)
 {
     (void)state;
@@ -180,8 +207,8 @@ static void test_inflight_add_find_del_and_owner(void **state)
     consumer_t *a = add(&cs, "a", 0);
     consumer_t *b = add(&cs, "b", 0);
     for (uint64_t id = 1; id <= 10; id++)
-        assert_int_equal(consumers_inflight_add(&cs, a, id, 100 * id), DAEMON_OK);
-    assert_int_equal(consumers_inflight_add(&cs, b, 11, 5), DAEMON_OK);
+        assert_int_equal(consumers_inflight_add(&cs, a, id, 100 * id, (uint32_t)id), DAEMON_OK);
+    assert_int_equal(consumers_inflight_add(&cs, b, 11, 5, 7), DAEMON_OK);
     assert_int_equal(a->n_inflight, 10);
     assert_int_equal(b->n_inflight, 1);
 
@@ -190,6 +217,7 @@ static void test_inflight_add_find_del_and_owner(void **state)
         assert_non_null(in);
         assert_int_equal(in->batch_id, id);
         assert_int_equal(in->deadline_ns, 100 * id);
+        assert_int_equal(in->n_items, id);
         assert_ptr_equal(consumers_batch_owner(&cs, id), a);
         assert_null(consumers_inflight_find(b, id)); /* someone else's batch */
     }
@@ -278,6 +306,7 @@ int main(void)
         cmocka_unit_test(test_ids_are_32_hex_and_distinct),
         cmocka_unit_test(test_find_unknown_and_wrong_length),
         cmocka_unit_test(test_pulls_are_fifo),
+        cmocka_unit_test(test_pull_del_keeps_the_others_in_order),
         cmocka_unit_test(test_inflight_add_find_del_and_owner),
         cmocka_unit_test(test_prune_removes_only_long_dead),
     };
