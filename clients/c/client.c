@@ -177,6 +177,17 @@ static lc_status_t lc_nats_fail(char *err, const char *what, natsStatus s)
     return lc_nats_status(s);
 }
 
+/* Records "[subject: ]what: codec text" in err and returns the mapped status. */
+static lc_status_t lc_codec_fail(char *err, const char *subject /* may be NULL */, const char *what,
+                                 codec_status_t cs)
+{
+    if (subject != NULL)
+        lc_errf(err, "%s: %s: %s", subject, what, codec_status_str(cs));
+    else
+        lc_errf(err, "%s: %s", what, codec_status_str(cs));
+    return cs == CODEC_ENOMEM ? LC_ENOMEM : LC_ECODEC;
+}
+
 static uint64_t lc_clock_ns(clockid_t clock)
 {
     struct timespec ts;
@@ -189,15 +200,6 @@ static void lc_sleep_ms(int64_t ms)
     struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
-}
-
-static char *lc_strdup(const char *s)
-{
-    size_t len = strlen(s) + 1;
-    char *copy = malloc(len);
-    if (copy != NULL)
-        memcpy(copy, s, len);
-    return copy;
 }
 
 /* "a.b" or "a.b.c" (c may be NULL), returned to the caller (free). */
@@ -318,8 +320,8 @@ lc_status_t lc_client_open(const lc_client_config_t *config, char *errbuf, size_
         goto out;
     }
     client = calloc(1, sizeof(*client));
-    urls = lc_strdup(lc_set(config->servers) ? config->servers : LC_DEFAULT_SERVER);
-    if (client == NULL || urls == NULL || (client->prefix = lc_strdup(prefix)) == NULL) {
+    urls = strdup(lc_set(config->servers) ? config->servers : LC_DEFAULT_SERVER);
+    if (client == NULL || urls == NULL || (client->prefix = strdup(prefix)) == NULL) {
         status = LC_ENOMEM;
         lc_errf(err, "out of memory");
         goto out;
@@ -531,8 +533,7 @@ static lc_status_t lc_submit_encode(lc_client_t *client, const char *model,
     codec_submit_t msg = {.items = copy, .n_items = n};
     codec_status_t cs = codec_encode_submit(&msg, &buf, &len);
     if (cs != CODEC_OK) {
-        lc_errf(client->err, "submit: encode: %s", codec_status_str(cs));
-        status = cs == CODEC_ENOMEM ? LC_ENOMEM : LC_ECODEC;
+        status = lc_codec_fail(client->err, NULL, "submit: encode", cs);
         goto out;
     }
     *out_subject = subject;
@@ -601,8 +602,7 @@ lc_status_t lc_submit_request(lc_client_t *client, const char *model,
     codec_status_t cs =
         codec_decode_submit_reply(natsMsg_GetData(msg), (size_t)natsMsg_GetDataLength(msg), &reply);
     if (cs != CODEC_OK) {
-        lc_errf(client->err, "%s: SubmitReply: %s", subject, codec_status_str(cs));
-        status = cs == CODEC_ENOMEM ? LC_ENOMEM : LC_ECODEC;
+        status = lc_codec_fail(client->err, subject, "SubmitReply", cs);
         goto out;
     }
     if (reply->error[0] != '\0') {
@@ -771,7 +771,7 @@ static void *lc_heartbeat_main(void *arg)
         for (size_t i = 0; ok && i < n; i++)
             ids[i] = c->ip[i].batch_id;
         free(subject);
-        subject = lc_strdup(c->reg.heartbeat_subject);
+        subject = strdup(c->reg.heartbeat_subject);
         ok = ok && subject != NULL;
         pthread_mutex_unlock(&c->mu);
 
@@ -831,9 +831,11 @@ void lc_consumer_config_init(lc_consumer_config_t *config)
     memset(config, 0, sizeof(*config));
 }
 
-/* Drops the n oldest outstanding pulls (n <= n_pulls). */
+/* Drops the n oldest outstanding pulls (all of them when n >= n_pulls). */
 static void lc_pulls_forget(lc_consumer_t *c, size_t n)
 {
+    if (n > c->n_pulls)
+        n = c->n_pulls;
     if (n < c->n_pulls)
         memmove(c->pulls, c->pulls + n, (c->n_pulls - n) * sizeof(*c->pulls));
     c->n_pulls -= n;
@@ -864,8 +866,7 @@ static lc_status_t lc_register_do(lc_consumer_t *c, char *err)
                             .name = c->name};
     codec_status_t cs = codec_encode_register(&reg, &buf, &len);
     if (cs != CODEC_OK) {
-        lc_errf(err, "register: encode: %s", codec_status_str(cs));
-        status = cs == CODEC_ENOMEM ? LC_ENOMEM : LC_ECODEC;
+        status = lc_codec_fail(err, NULL, "register: encode", cs);
         goto out;
     }
     status = lc_request_do(client->nc, subject, buf, len, c->config.request_timeout_ms,
@@ -874,8 +875,7 @@ static lc_status_t lc_register_do(lc_consumer_t *c, char *err)
         goto out;
     cs = codec_decode_registered(natsMsg_GetData(msg), (size_t)natsMsg_GetDataLength(msg), &reply);
     if (cs != CODEC_OK) {
-        lc_errf(err, "register: Registered: %s", codec_status_str(cs));
-        status = cs == CODEC_ENOMEM ? LC_ENOMEM : LC_ECODEC;
+        status = lc_codec_fail(err, NULL, "register: Registered", cs);
         goto out;
     }
     if (reply->error[0] != '\0') {
@@ -893,7 +893,7 @@ static lc_status_t lc_register_do(lc_consumer_t *c, char *err)
             status = LC_EPROTO;
             goto out;
         }
-        if ((strings[i] = lc_strdup(fields[i])) == NULL) {
+        if ((strings[i] = strdup(fields[i])) == NULL) {
             lc_errf(err, "register: out of memory");
             status = LC_ENOMEM;
             goto out;
@@ -987,8 +987,8 @@ lc_status_t lc_consumer_open(lc_client_t *client, const lc_consumer_config_t *co
     }
     c->client = client;
     c->config = *config;
-    c->model = lc_strdup(config->model);
-    c->name = lc_strdup(config->name != NULL ? config->name : "");
+    c->model = strdup(config->model);
+    c->name = strdup(config->name != NULL ? config->name : "");
     if (c->model == NULL || c->name == NULL) {
         lc_errf(client->err, "consumer: out of memory");
         status = LC_ENOMEM;
@@ -1108,8 +1108,7 @@ lc_status_t lc_bye_send(lc_consumer_t *consumer, int64_t timeout_ms)
     codec_status_t cs =
         codec_decode_ack_reply(natsMsg_GetData(msg), (size_t)natsMsg_GetDataLength(msg), &reply);
     if (cs != CODEC_OK) {
-        lc_errf(c->err, "%s: AckReply: %s", c->reg.bye_subject, codec_status_str(cs));
-        status = cs == CODEC_ENOMEM ? LC_ENOMEM : LC_ECODEC;
+        status = lc_codec_fail(c->err, c->reg.bye_subject, "AckReply", cs);
         goto out;
     }
     if (reply->error[0] != '\0') {
@@ -1156,8 +1155,7 @@ lc_status_t lc_pull_send(lc_consumer_t *consumer, uint32_t max_batches, uint32_t
     codec_pull_t pull = {.max_batches = max_batches, .expires_ms = expires_ms};
     codec_status_t cs = codec_encode_pull(&pull, &buf, &len);
     if (cs != CODEC_OK) {
-        lc_errf(c->err, "pull: encode: %s", codec_status_str(cs));
-        status = cs == CODEC_ENOMEM ? LC_ENOMEM : LC_ECODEC;
+        status = lc_codec_fail(c->err, NULL, "pull: encode", cs);
         goto out;
     }
     natsStatus s =
@@ -1236,8 +1234,7 @@ lc_status_t lc_batch_next(lc_consumer_t *consumer, int64_t timeout_ms, codec_bat
             goto out;
         }
         if (s == NATS_NO_RESPONDERS) {
-            if (c->n_pulls > 0)
-                lc_pulls_forget(c, 1);
+            lc_pulls_forget(c, 1);
             status = lc_nats_fail(c->err, c->reg.pull_subject, s);
             goto out;
         }
@@ -1250,8 +1247,7 @@ lc_status_t lc_batch_next(lc_consumer_t *consumer, int64_t timeout_ms, codec_bat
         natsMsg_Destroy(msg);
         msg = NULL;
         if (cs != CODEC_OK) {
-            lc_errf(c->err, "batch: %s", codec_status_str(cs));
-            status = cs == CODEC_ENOMEM ? LC_ENOMEM : LC_ECODEC;
+            status = lc_codec_fail(c->err, NULL, "batch", cs);
             goto out;
         }
         break;
@@ -1275,8 +1271,7 @@ lc_status_t lc_batch_next(lc_consumer_t *consumer, int64_t timeout_ms, codec_bat
         batch = NULL;
         break;
     case CODEC_BATCH_EXPIRED:
-        if (c->n_pulls > 0)
-            lc_pulls_forget(c, 1);
+        lc_pulls_forget(c, 1);
         pthread_mutex_lock(&c->mu);
         c->stats.expired++;
         pthread_mutex_unlock(&c->mu);
@@ -1289,8 +1284,7 @@ lc_status_t lc_batch_next(lc_consumer_t *consumer, int64_t timeout_ms, codec_bat
             lc_errf(c->err, "%s: unknown_consumer", c->reg.pull_subject);
             status = LC_EUNKNOWN_CONSUMER;
         } else {
-            if (c->n_pulls > 0)
-                lc_pulls_forget(c, 1);
+            lc_pulls_forget(c, 1);
             lc_errf(c->err, "%s: batch error: %s", c->reg.pull_subject, batch->error);
             status = LC_EREFUSED;
         }
@@ -1328,8 +1322,7 @@ lc_status_t lc_ack_send(lc_consumer_t *consumer, const codec_ack_t *ack, int64_t
     const char *subject = c->reg.ack_subject;
     codec_status_t cs = codec_encode_ack(ack, &buf, &len);
     if (cs != CODEC_OK) {
-        lc_errf(c->err, "ack: encode: %s", codec_status_str(cs));
-        status = cs == CODEC_ENOMEM ? LC_ENOMEM : LC_ECODEC;
+        status = lc_codec_fail(c->err, NULL, "ack: encode", cs);
         goto out;
     }
     if (timeout_ms <= 0) {
@@ -1349,8 +1342,7 @@ lc_status_t lc_ack_send(lc_consumer_t *consumer, const codec_ack_t *ack, int64_t
         goto out;
     cs = codec_decode_ack_reply(natsMsg_GetData(msg), (size_t)natsMsg_GetDataLength(msg), &reply);
     if (cs != CODEC_OK) {
-        lc_errf(c->err, "%s: AckReply: %s", subject, codec_status_str(cs));
-        status = cs == CODEC_ENOMEM ? LC_ENOMEM : LC_ECODEC;
+        status = lc_codec_fail(c->err, subject, "AckReply", cs);
         goto out;
     }
     if (reply->error[0] != '\0') {
