@@ -439,9 +439,9 @@ int net_baseline_run(net_run_t *run)
     jsCtx *js = NULL;
     bool stream = false;
     base_thread_t *workers = calloc(run->n_workers, sizeof(*workers));
-    base_thread_t *producers = calloc(t->models, sizeof(*producers));
-    char(*subjects)[80] = calloc(t->models, sizeof(*subjects));
-    char(*durables)[32] = calloc(t->models, sizeof(*durables));
+    base_thread_t *producers = calloc(t->cfg.models, sizeof(*producers));
+    char(*subjects)[80] = calloc(t->cfg.models, sizeof(*subjects));
+    char(*durables)[32] = calloc(t->cfg.models, sizeof(*durables));
     const char *label = "jetstream";
     jsErrCode jerr = 0;
     int server_pid = 0;
@@ -460,7 +460,7 @@ int net_baseline_run(net_run_t *run)
     if (base_stream_create(run, js) != 0)
         goto out;
     stream = true;
-    for (uint32_t m = 0; m < t->models; m++) {
+    for (uint32_t m = 0; m < t->cfg.models; m++) {
         snprintf(subjects[m], sizeof(subjects[m]), "bench.wq.%s", wl_model_name(m));
         snprintf(durables[m], sizeof(durables[m]), "bench-%" PRIu32, m);
         jsConsumerConfig cc;
@@ -503,7 +503,7 @@ int net_baseline_run(net_run_t *run)
         goto out;
     }
     run->t0_ns = net_now_ns() + 20000000ull;
-    for (uint32_t m = 0; m < t->models; m++) {
+    for (uint32_t m = 0; m < t->cfg.models; m++) {
         producers[m] = (base_thread_t){.run = run, .model = m, .subject = subjects[m]};
         producers[m].started =
             pthread_create(&producers[m].thread, NULL, base_producer_main, &producers[m]) == 0;
@@ -544,11 +544,8 @@ int net_baseline_run(net_run_t *run)
             double dt = (double)(now - print_at) / 1e9;
             net_progress_show(
                 run, label, dt > 0 ? (double)(acked - acked_prev) / dt : 0.0, (double)msgs, -1.0,
-                tally.padded_tokens > 0
-                    ? 100.0 * (double)(tally.padded_tokens - tally.real_tokens) /
-                          (double)tally.padded_tokens
-                    : 0.0,
-                tally.batches > 0 ? 100.0 * (double)tally.hits / (double)tally.batches : -1.0);
+                report_pct(tally.padded_tokens - tally.real_tokens, tally.padded_tokens),
+                tally.batches > 0 ? report_pct(tally.hits, tally.batches) : -1.0);
             acked_prev = acked;
             print_at = now;
             next_print = now + BASE_PRINT_MS * 1000000ull;
@@ -558,7 +555,7 @@ int net_baseline_run(net_run_t *run)
             served_last = served;
             progress_at = now;
         }
-        if (atomic_load(&run->producers_done) == t->models) {
+        if (atomic_load(&run->producers_done) == t->cfg.models) {
             if (msgs == 0 && atomic_load(&run->served_items) >= atomic_load(&run->accepted_items)) {
                 run->drained = true;
                 break;
@@ -585,7 +582,7 @@ int net_baseline_run(net_run_t *run)
     rc = 0;
 out:
     atomic_store(&run->stop, true);
-    base_threads_join(producers, producers != NULL ? t->models : 0, "producer");
+    base_threads_join(producers, producers != NULL ? t->cfg.models : 0, "producer");
     base_threads_join(workers, workers != NULL ? run->n_workers : 0, "worker");
     if (rc == 0 && server_pid > 0) {
         long hwm = net_rss_kb(server_pid, true);

@@ -202,6 +202,8 @@ typedef struct {
 int report_table_print(FILE *f, const report_t *rep);
 int report_json_write(const char *path, const report_t *rep); /* 0 on success */
 int report_svg_write(const char *path, const report_t *rep);  /* 0 on success */
+/* 100 * num / den, 0 when den is 0: every mode's waste and hit percentages. */
+double report_pct(uint64_t num, uint64_t den);
 /* Writes s (borrowed) as a quoted, escaped JSON string: shared by every mode's JSON output. */
 void report_json_str(FILE *f, const char *s);
 
@@ -244,7 +246,6 @@ typedef struct {
     wl_item_t *items;
     size_t n_items;
     uint64_t tokens;
-    uint32_t models;
     uint32_t **by_model;
     size_t *n_by_model;
 } net_trace_t;

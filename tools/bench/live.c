@@ -512,7 +512,7 @@ void net_rss_peak_reset(int pid)
 static void net_trace_free(net_trace_t *t)
 {
     if (t->by_model != NULL)
-        for (uint32_t m = 0; m < t->models; m++)
+        for (uint32_t m = 0; m < t->cfg.models; m++)
             free(t->by_model[m]);
     free(t->by_model);
     free(t->n_by_model);
@@ -550,24 +550,16 @@ static int net_trace_load(const net_opts_t *o, net_trace_t *t, char *err, size_t
         snprintf(err, errlen, "%s: cannot write the trace", o->trace_out);
         goto out;
     }
-    t->models = t->cfg.models;
-    for (size_t i = 0; i < t->n_items; i++) {
-        if (t->items[i].model >= WL_MODELS_MAX) {
-            snprintf(err, errlen, "item %zu: model %" PRIu32 " out of range", i, t->items[i].model);
-            goto out;
-        }
-        if (t->items[i].model >= t->models)
-            t->models = t->items[i].model + 1;
+    for (size_t i = 0; i < t->n_items; i++)
         t->tokens += t->items[i].tokens;
-    }
     snprintf(err, errlen, "out of memory");
-    t->by_model = calloc(t->models, sizeof(*t->by_model));
-    t->n_by_model = calloc(t->models, sizeof(*t->n_by_model));
+    t->by_model = calloc(t->cfg.models, sizeof(*t->by_model));
+    t->n_by_model = calloc(t->cfg.models, sizeof(*t->n_by_model));
     if (t->by_model == NULL || t->n_by_model == NULL)
         goto out;
-    for (size_t i = 0; i < t->n_items; i++)
+    for (size_t i = 0; i < t->n_items; i++) /* model < cfg.models: wl_generate, wl_trace_read */
         t->n_by_model[t->items[i].model]++;
-    for (uint32_t m = 0; m < t->models; m++) {
+    for (uint32_t m = 0; m < t->cfg.models; m++) {
         if ((t->by_model[m] = malloc((t->n_by_model[m] + 1) * sizeof(uint32_t))) == NULL)
             goto out;
         t->n_by_model[m] = 0;
@@ -656,7 +648,6 @@ void net_worker_serve(net_run_t *run, net_worker_t *w, const uint32_t *idx, cons
                       const uint32_t *tokens, size_t n, uint32_t pad_to)
 {
     uint64_t now = net_now_ns(), real = 0;
-    bool mixed = false;
     for (size_t i = 0; i < n; i++) {
         uint64_t expected = 0;
         if (atomic_compare_exchange_strong(&run->served_ns[idx[i]], &expected, now))
@@ -664,13 +655,12 @@ void net_worker_serve(net_run_t *run, net_worker_t *w, const uint32_t *idx, cons
         else
             atomic_fetch_add(&run->redelivered_items, 1);
         real += tokens[i];
-        mixed |= sigs[i] != sigs[0];
     }
     if (n == 0)
         return;
     pthread_mutex_lock(&w->mu);
-    uint64_t ns = mixed ? gpu_serve_mixed(w->gpu, sigs, (uint32_t)n, pad_to, real)
-                        : gpu_serve(w->gpu, sigs[0], (uint32_t)n, pad_to, real);
+    /* a one-shape batch is served by gpu_serve_mixed exactly as by gpu_serve */
+    uint64_t ns = gpu_serve_mixed(w->gpu, sigs, (uint32_t)n, pad_to, real);
     pthread_mutex_unlock(&w->mu);
     if (w->busy_until_ns < now)
         w->busy_until_ns = now;
@@ -778,12 +768,12 @@ static int net_run_init(net_run_t *run, const net_opts_t *o, const net_trace_t *
                        (double)t->n_items * (double)o->gpu.batch_fixed_ns) *
                       o->time_scale / 1e9;
     run->limit_s = (o->no_pace ? 0.0 : t->cfg.duration_s * o->time_scale) +
-                   3.0 * serial_s / (double)((size_t)t->models * o->workers) + o->drain_timeout_s +
-                   NET_RUN_SLACK_S;
+                   3.0 * serial_s / (double)((size_t)t->cfg.models * o->workers) +
+                   o->drain_timeout_s + NET_RUN_SLACK_S;
     run->sent_ns = calloc(t->n_items, sizeof(*run->sent_ns));
     run->acked_ns = calloc(t->n_items, sizeof(*run->acked_ns));
     run->served_ns = calloc(t->n_items, sizeof(*run->served_ns));
-    run->n_workers = (size_t)t->models * o->workers;
+    run->n_workers = (size_t)t->cfg.models * o->workers;
     run->workers = calloc(run->n_workers, sizeof(*run->workers));
     if (run->sent_ns == NULL || run->acked_ns == NULL || run->served_ns == NULL ||
         run->workers == NULL)
@@ -902,12 +892,9 @@ static int net_result_fill(net_run_t *run, net_result_t *r)
         first_sent != UINT64_MAX && last > first_sent ? (double)(last - first_sent) / 1e9 : 0.0;
     r->items_per_s = r->elapsed_s > 0 ? (double)r->served / r->elapsed_s : 0.0;
     net_run_tally_get(run, &r->tally);
-    r->waste_pct = r->tally.padded_tokens > 0
-                       ? 100.0 * (double)(r->tally.padded_tokens - r->tally.real_tokens) /
-                             (double)r->tally.padded_tokens
-                       : 0.0;
-    r->hit_pct =
-        r->tally.batches > 0 ? 100.0 * (double)r->tally.hits / (double)r->tally.batches : -1.0;
+    r->waste_pct =
+        report_pct(r->tally.padded_tokens - r->tally.real_tokens, r->tally.padded_tokens);
+    r->hit_pct = r->tally.batches > 0 ? report_pct(r->tally.hits, r->tally.batches) : -1.0;
     r->drained = run->drained;
     r->peak_queued = run->peak_queued;
     r->rss_base_kb = run->rss_base_kb;
@@ -1419,7 +1406,7 @@ static int live_run(const net_opts_t *o, const net_trace_t *t, const char *url, 
     }
 
     workers = calloc(run.n_workers, sizeof(*workers));
-    producers = calloc(t->models, sizeof(*producers));
+    producers = calloc(t->cfg.models, sizeof(*producers));
     if (workers == NULL || producers == NULL) {
         snprintf(res->error, sizeof(res->error), "out of memory");
         goto out;
@@ -1445,7 +1432,7 @@ static int live_run(const net_opts_t *o, const net_trace_t *t, const char *url, 
     }
 
     run.t0_ns = net_now_ns() + 20000000ull;
-    for (uint32_t m = 0; m < t->models; m++) {
+    for (uint32_t m = 0; m < t->cfg.models; m++) {
         producers[m] = (live_thread_t){.run = &run, .model = m};
         producers[m].started =
             pthread_create(&producers[m].thread, NULL, live_producer_main, &producers[m]) == 0;
@@ -1484,9 +1471,8 @@ static int live_run(const net_opts_t *o, const net_trace_t *t, const char *url, 
                      real = s.real_tokens - s0.real_tokens;
             net_progress_show(
                 &run, label, dt > 0 ? (double)(s.items_completed - prev.items_completed) / dt : 0,
-                (double)s.queued_items, (double)s.lanes,
-                padded > 0 ? 100.0 * (double)(padded - real) / (double)padded : 0.0,
-                tally.batches > 0 ? 100.0 * (double)tally.hits / (double)tally.batches : -1.0);
+                (double)s.queued_items, (double)s.lanes, report_pct(padded - real, padded),
+                tally.batches > 0 ? report_pct(tally.hits, tally.batches) : -1.0);
             prev = s;
             print_at = now;
             next_print = now + NET_PRINT_MS * 1000000ull;
@@ -1495,7 +1481,7 @@ static int live_run(const net_opts_t *o, const net_trace_t *t, const char *url, 
             completed_last = s.items_completed;
             progress_at = now;
         }
-        if (atomic_load(&run.producers_done) == t->models) {
+        if (atomic_load(&run.producers_done) == t->cfg.models) {
             if (s.queued_items == 0 && s.inflight_items == 0 &&
                 s.items_received - s0.items_received >= atomic_load(&run.accepted_items) &&
                 s.tokens_completed - s0.tokens_completed >=
@@ -1530,9 +1516,9 @@ static int live_run(const net_opts_t *o, const net_trace_t *t, const char *url, 
     }
     net_progress_end(&run);
     atomic_store(&run.stop, true);
-    live_threads_join(producers, t->models);
+    live_threads_join(producers, t->cfg.models);
     live_threads_join(workers, run.n_workers);
-    live_threads_error_print(producers, t->models, "producer");
+    live_threads_error_print(producers, t->cfg.models, "producer");
     live_threads_error_print(workers, run.n_workers, "worker");
 
     if (live_stats_fetch(nc, o->prefix, &s) == 0) {
@@ -1541,10 +1527,7 @@ static int live_run(const net_opts_t *o, const net_trace_t *t, const char *url, 
         res->token_difference =
             (int64_t)res->delta.tokens_received - (int64_t)res->delta.tokens_completed;
         res->daemon_waste_pct =
-            res->delta.padded_tokens > 0
-                ? 100.0 * (double)(res->delta.padded_tokens - res->delta.real_tokens) /
-                      (double)res->delta.padded_tokens
-                : 0.0;
+            report_pct(res->delta.padded_tokens - res->delta.real_tokens, res->delta.padded_tokens);
     }
     if (daemon_pid > 0) {
         long hwm = net_rss_kb(daemon_pid, true);
@@ -1560,7 +1543,7 @@ static int live_run(const net_opts_t *o, const net_trace_t *t, const char *url, 
 out:
     if (have_run) {
         atomic_store(&run.stop, true);
-        live_threads_join(producers, t->models);
+        live_threads_join(producers, t->cfg.models);
         live_threads_join(workers, run.n_workers);
         net_run_free(&run);
     }
@@ -1883,7 +1866,7 @@ static int net_json_write(const char *path, const char *command, const net_opts_
     fprintf(f,
             ",\"seed\":%" PRIu64 ",\"duration_s\":%.3f,\"rate\":%.3f,\"models\":%" PRIu32
             ",\"items\":%zu,\"tokens\":%" PRIu64 "}",
-            t->cfg.seed, t->cfg.duration_s, t->cfg.rate, t->models, t->n_items, t->tokens);
+            t->cfg.seed, t->cfg.duration_s, t->cfg.rate, t->cfg.models, t->n_items, t->tokens);
     fputs(",\"config\":{\"url\":", f);
     report_json_str(f, url);
     fprintf(f,
@@ -1982,7 +1965,8 @@ int net_main(int argc, char **argv, bool baseline)
     printf("%s\n", command);
     printf("trace: %s, seed %" PRIu64 ", %.1f s at %.1f items/s: %zu items, %" PRIu64
            " tokens, %" PRIu32 " models\n",
-           t.cfg.preset, t.cfg.seed, t.cfg.duration_s, t.cfg.rate, t.n_items, t.tokens, t.models);
+           t.cfg.preset, t.cfg.seed, t.cfg.duration_s, t.cfg.rate, t.n_items, t.tokens,
+           t.cfg.models);
     printf("nats: %s%s; %" PRIu32 " workers per model (max_batch_size %" PRIu32
            ", max_batch_tokens %" PRIu32 ", %.0f ns per padded token + %.1f ms per batch, LRU "
            "of %" PRIu32 " shapes); %s, time scale %g, %" PRIu32 " items per submit\n",

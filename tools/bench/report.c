@@ -37,7 +37,7 @@
 /* ------------------------------------------------------------------------------------------ */
 /* Figures.                                                                                    */
 
-static double report_pct(uint64_t num, uint64_t den)
+double report_pct(uint64_t num, uint64_t den)
 {
     return den ? 100.0 * (double)num / (double)den : 0.0;
 }
