@@ -216,7 +216,6 @@ typedef struct daemon {
     uint64_t started_ns;
 } daemon_t;
 
-uint64_t daemon_now_ns(void);
 daemon_status_t daemon_create(const daemon_config_t *cfg, daemon_t **out /* out */);
 void daemon_destroy(daemon_t *d);
 /* Hands an event to the owner (taken). Thread-safe. */

@@ -31,6 +31,7 @@
 #include "scheduler/daemon_int.h"
 
 #include "codec/codec.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -59,17 +60,10 @@ const char *daemon_status_str(daemon_status_t status)
     }
 }
 
-uint64_t daemon_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t owner_clock(void *ctx)
 {
     (void)ctx;
-    return daemon_now_ns();
+    return clock_mono_ns();
 }
 
 static void owner_store_log(void *ctx, int level, const char *msg)
@@ -231,7 +225,7 @@ static void owner_submit(daemon_t *d, ev_t *ev, replies_t *deferred)
         rep.error = "no_memory: the daemon is out of memory";
         goto reply;
     }
-    uint64_t now = daemon_now_ns();
+    uint64_t now = clock_mono_ns();
     for (size_t i = 0; i < sub->n_items; i++) {
         const codec_work_item_t *it = &sub->items[i];
         codec_item_result_t *r = &results[i];
@@ -321,7 +315,7 @@ static void owner_register(daemon_t *d, ev_t *ev)
         out.error = err;
     } else {
         packer_contract_t k = {reg->max_batch_size, reg->max_batch_tokens, reg->max_input_tokens};
-        if (consumers_add(&d->consumers, reg->model, reg->name, k, daemon_now_ns(), &c) !=
+        if (consumers_add(&d->consumers, reg->model, reg->name, k, clock_mono_ns(), &c) !=
             DAEMON_OK) {
             out.error = "no_memory: the daemon could not register the consumer";
         } else {
@@ -373,7 +367,7 @@ static consumer_t *owner_consumer(daemon_t *d, const char *id)
         d->counters.unknown_consumer++;
         return NULL;
     }
-    c->last_seen_ns = daemon_now_ns();
+    c->last_seen_ns = clock_mono_ns();
     return c;
 }
 
@@ -398,7 +392,7 @@ static void owner_pull(daemon_t *d, ev_t *ev)
     uint32_t credits = p->max_batches ? p->max_batches : 1;
     uint32_t wait = p->expires_ms ? p->expires_ms : DAEMON_PULL_EXPIRES_DEFAULT_MS;
     codec_pull_destroy(p);
-    if (consumers_pull_add(c, ev->reply, credits, daemon_now_ns() + ms_ns(wait)) != DAEMON_OK)
+    if (consumers_pull_add(c, ev->reply, credits, clock_mono_ns() + ms_ns(wait)) != DAEMON_OK)
         owner_batch_status(d, ev->reply, CODEC_BATCH_ERROR, "no_memory");
 }
 
@@ -470,7 +464,7 @@ static void owner_ack(daemon_t *d, ev_t *ev, replies_t *deferred)
         goto reply;
     }
     if (ack->in_progress) {
-        in->deadline_ns = daemon_now_ns() + ms_ns(d->cfg.ack_wait_ms);
+        in->deadline_ns = clock_mono_ns() + ms_ns(d->cfg.ack_wait_ms);
         goto reply;
     }
     uint32_t bad = 0;
@@ -522,7 +516,7 @@ static void owner_heartbeat(daemon_t *d, ev_t *ev)
     codec_heartbeat_t *hb = NULL;
     if (c == NULL || codec_decode_heartbeat(ev->data, ev->len, &hb) != CODEC_OK)
         return;
-    uint64_t deadline = daemon_now_ns() + ms_ns(d->cfg.ack_wait_ms);
+    uint64_t deadline = clock_mono_ns() + ms_ns(d->cfg.ack_wait_ms);
     for (size_t i = 0; i < hb->n_in_progress; i++) {
         inflight_t *in = consumers_inflight_find(c, hb->in_progress[i]);
         if (in != NULL)
@@ -712,7 +706,7 @@ again:;
 
 static void owner_fill(daemon_t *d)
 {
-    uint64_t start = daemon_now_ns();
+    uint64_t start = clock_mono_ns();
     for (int progress = 1; progress;) {
         progress = 0;
         size_t n = d->consumers.n_all;
@@ -720,7 +714,7 @@ static void owner_fill(daemon_t *d)
             consumer_t *c = d->consumers.all[(d->serve_cursor + k) % n];
             if (c->dead || c->n_pulls == 0)
                 continue;
-            uint64_t now = daemon_now_ns();
+            uint64_t now = clock_mono_ns();
             if (now - start > DAEMON_FILL_BUDGET_NS)
                 return; /* invariant 4 */
             progress |= owner_fill_one(d, c, now);
@@ -734,7 +728,7 @@ static void owner_fill(daemon_t *d)
 
 static void owner_timers(daemon_t *d)
 {
-    uint64_t now = daemon_now_ns();
+    uint64_t now = clock_mono_ns();
     /* If this loop itself was stalled (the daemon stopped, swapped, starved of CPU) for half a
      * dead-after period, heartbeats sent meanwhile may still sit in the NATS client's queues:
      * liveness restarts now rather than declaring every consumer dead for the daemon's pause. */
@@ -809,7 +803,7 @@ static void owner_scan_id(void *ctx, const store_view_t *v)
 {
     daemon_t *d = ctx;
     if (v->id_len != 0)
-        dedupe_add(&d->dedupe, v->id_view, v->id_len, daemon_now_ns());
+        dedupe_add(&d->dedupe, v->id_view, v->id_len, clock_mono_ns());
 }
 
 daemon_status_t daemon_create(const daemon_config_t *cfg, daemon_t **out)
@@ -857,7 +851,7 @@ daemon_status_t daemon_create(const daemon_config_t *cfg, daemon_t **out)
         if (store_queue_scan(d->store, q, owner_scan_id, d) != STORE_OK)
             goto out;
     }
-    d->started_ns = daemon_now_ns();
+    d->started_ns = clock_mono_ns();
     *out = d;
     return DAEMON_OK;
 out:
@@ -886,7 +880,7 @@ void daemon_destroy(daemon_t *d)
 static ev_t *owner_take(daemon_t *d)
 {
     uint64_t wake = owner_next_wake(d);
-    uint64_t now = daemon_now_ns();
+    uint64_t now = clock_mono_ns();
     uint64_t wait = wake > now ? wake - now : 0;
     if (wait > DAEMON_FILL_BUDGET_NS)
         wait = DAEMON_FILL_BUDGET_NS;
@@ -908,7 +902,7 @@ static ev_t *owner_take(daemon_t *d)
 
 daemon_status_t daemon_run(daemon_t *d)
 {
-    d->next_tick_ns = daemon_now_ns() + LANES_TICK_NS;
+    d->next_tick_ns = clock_mono_ns() + LANES_TICK_NS;
     daemon_status_t result = DAEMON_OK;
     int stop = 0;
     while (!stop) {

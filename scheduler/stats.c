@@ -14,6 +14,7 @@
 #include "scheduler/daemon_int.h"
 
 #include "codec/codec.h"
+#include "common/clock.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -158,7 +159,7 @@ char *stats_json(daemon_t *d, size_t *out_len)
            store_pending_count(d->store), dc->unknown_consumer, dc->unknown_batch,
            dc->batches_expired_ack_deadline, dc->consumers_declared_dead, dc->publish_failures,
            dc->disconnects, __atomic_load_n(&dc->dropped_messages, __ATOMIC_RELAXED),
-           (daemon_now_ns() - d->started_ns) / 1000000);
+           (clock_mono_ns() - d->started_ns) / 1000000);
 
     models_ctx_t mc = {0};
     sched_shapes_visit(d->sched, stats_collect_model, &mc);
@@ -178,7 +179,7 @@ char *stats_json(daemon_t *d, size_t *out_len)
         jb_add(&j, "]}");
     }
     jb_add(&j, "],\"consumers\":[");
-    uint64_t now = daemon_now_ns();
+    uint64_t now = clock_mono_ns();
     for (size_t i = 0; i < d->consumers.n_all; i++) {
         const consumer_t *c = d->consumers.all[i];
         jb_add(&j, "%s{\"id\":\"%s\",\"name\":", i ? "," : "", c->id);

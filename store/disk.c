@@ -40,6 +40,8 @@
  */
 #include "store/disk_int.h"
 
+#include "common/clock.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -58,13 +60,6 @@ static disk_t *disk_of(store_t *s)
 static map_key_t disk_ref_key(uint64_t seg_id, uint64_t offset)
 {
     return (map_key_t){seg_id, offset};
-}
-
-static uint64_t disk_wall_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 void disk_log(disk_t *d, int level, const char *fmt, ...)
@@ -447,7 +442,7 @@ static store_status_t disk_seg_create(disk_t *d, dqueue_t *q, dseg_t **out)
     seg->fd = -1;
     seg->id = d->next_segment_id;
     seg->seq = q->next_seq;
-    seg->created_ns = disk_wall_ns();
+    seg->created_ns = clock_wall_ns();
     seg_header_t h = {.segment_id = seg->id,
                       .signature = q->signature,
                       .sequence = seg->seq,

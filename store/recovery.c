@@ -35,6 +35,8 @@
  */
 #include "store/disk_int.h"
 
+#include "common/clock.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -66,13 +68,6 @@ typedef struct {
     const index_segment_row_t *row; /* NULL: the index does not know it */
     uint64_t file_size;
 } rec_file_t;
-
-static uint64_t rec_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static int rec_on_segment(void *ctx, const index_segment_row_t *row)
 {
@@ -184,7 +179,7 @@ static store_status_t rec_open_index(disk_t *d, rec_ctx_t *c, store_recovery_t *
         if (attempt == 1)
             break;
         char aside[64];
-        snprintf(aside, sizeof(aside), "index.damaged-%" PRIu64, rec_now_ns());
+        snprintf(aside, sizeof(aside), "index.damaged-%" PRIu64, clock_mono_ns());
         if (store_fault_renameat(d->dir_fd, "index", aside) != 0) {
             disk_log(d, STORE_LOG_ERROR, "cannot set the damaged index aside: %s", strerror(errno));
             return STORE_EINDEX;
@@ -509,7 +504,7 @@ static store_status_t rec_missing(disk_t *d, const rec_ctx_t *c, const rec_file_
 
 store_status_t disk_recover(disk_t *d, store_recovery_t *rep)
 {
-    uint64_t t0 = rec_now_ns();
+    uint64_t t0 = clock_mono_ns();
     rec_ctx_t c = {.d = d};
     rec_file_t *files = NULL;
     size_t n_files = 0;
@@ -581,7 +576,7 @@ store_status_t disk_recover(disk_t *d, store_recovery_t *rep)
     st = d->base.ops->flush(&d->base);
     if (st != STORE_OK)
         goto out;
-    rep->elapsed_ns = rec_now_ns() - t0;
+    rep->elapsed_ns = clock_mono_ns() - t0;
     if (rep->segments || rep->torn_tails || rep->corrupt_regions || rep->missing_files ||
         rep->quarantined_files)
         disk_log(d, STORE_LOG_INFO,

@@ -29,6 +29,7 @@
  * quiesced), the age bound, memory per item, or queue wait. lanesched-bench measures the
  * system end to end; this tool only says whether the core can keep up with it.
  */
+#include "common/clock.h"
 #include "common/rng.h"
 #include "scheduler/scheduler.h"
 #include "store/store.h"
@@ -161,13 +162,6 @@ static int describe(const item_t *items, size_t n, population_t *out)
 /* ------------------------------------------------------------------------------------------ */
 /* Timing and clocks.                                                                          */
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* The scheduler's injected clock: advances 1 µs per call, deterministic across runs. */
 typedef struct {
     uint64_t now;
@@ -226,7 +220,7 @@ static void bench_assign(const item_t *items, item_t *const *warm, size_t n, uns
             warm_opened += lanes_counters(lanes[k])->opened;
             warm_force_fits += lanes_counters(lanes[k])->force_fits;
         }
-        uint64_t t0 = now_ns();
+        uint64_t t0 = clock_mono_ns();
         for (size_t i = 0; i < n; i++) {
             lanes_t *l = lanes[items[i].shape];
             lanes_choice_t c;
@@ -235,7 +229,7 @@ static void bench_assign(const item_t *items, item_t *const *warm, size_t n, uns
                 die("lanes_assign", sched_status_str(st));
             lanes_accept(l, &c, i);
         }
-        uint64_t dt = now_ns() - t0;
+        uint64_t dt = clock_mono_ns() - t0;
         if (dt < out->best_ns)
             out->best_ns = dt;
         /* Every repetition ends in the same state (same items, same order). */
@@ -297,7 +291,7 @@ static uint64_t bench_fifo(const item_t *items, size_t n, unsigned reps)
     for (unsigned rep = 0; rep < reps; rep++) {
         ring.head = ring.tail = 0;
         uint64_t check = 0;
-        uint64_t t0 = now_ns();
+        uint64_t t0 = clock_mono_ns();
         for (size_t i = 0; i < n; i += RING_CAP) {
             size_t end = n - i < RING_CAP ? n : i + RING_CAP;
             for (size_t j = i; j < end; j++)
@@ -306,7 +300,7 @@ static uint64_t bench_fifo(const item_t *items, size_t n, unsigned reps)
             while (ring_pop(&ring, &it))
                 check += it.tokens ^ it.shape;
         }
-        uint64_t dt = now_ns() - t0;
+        uint64_t dt = clock_mono_ns() - t0;
         sink = check;
         if (dt < best)
             best = dt;
@@ -344,7 +338,7 @@ static void bench_full(const item_t *items, size_t n, const uint64_t *signatures
         if (st != SCHED_OK)
             die("sched_create", sched_status_str(st));
 
-        uint64_t t0 = now_ns();
+        uint64_t t0 = clock_mono_ns();
         for (size_t i = 0; i < n; i++) {
             uint64_t id = i;
             sched_item_t it = {
@@ -358,7 +352,7 @@ static void bench_full(const item_t *items, size_t n, const uint64_t *signatures
             if (st != SCHED_OK)
                 die("sched_submit", sched_status_str(st));
         }
-        uint64_t t1 = now_ns();
+        uint64_t t1 = clock_mono_ns();
         uint64_t batches = 0;
         for (;;) {
             sched_batch_t b;
@@ -375,7 +369,7 @@ static void bench_full(const item_t *items, size_t n, const uint64_t *signatures
                 die("sched_complete", sched_status_str(st));
             batches++;
         }
-        uint64_t t2 = now_ns();
+        uint64_t t2 = clock_mono_ns();
 
         if (t1 - t0 < out->submit_ns)
             out->submit_ns = t1 - t0;

@@ -56,6 +56,7 @@
  */
 #define _XOPEN_SOURCE 700 /* sync() */
 
+#include "common/clock.h"
 #include "common/rng.h"
 #include "store/store.h"
 
@@ -107,20 +108,6 @@ typedef struct {
 
 /* ------------------------------------------------------------------------------------------ */
 /* Small helpers.                                                                              */
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t wall_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void die(const char *what, const char *why)
 {
@@ -334,7 +321,7 @@ static void gen_init(gen_t *g, size_t payload_len, unsigned lanes)
     uint64_t st = SEED;
     for (size_t i = 0; i < g->pool_len; i++)
         g->pool[i] = (uint8_t)rng_splitmix64(&st);
-    g->arrival0 = wall_ns();
+    g->arrival0 = clock_wall_ns();
 }
 
 static void gen_fini(gen_t *g)
@@ -449,7 +436,7 @@ static phase_ns_t run_store(const opts_t *o, const workload_t *w, const gen_t *g
     store_ref_t *refs = xmalloc(n * sizeof(*refs));
     sync();
 
-    uint64_t t0 = now_ns();
+    uint64_t t0 = clock_mono_ns();
     for (size_t i = 0; i < n; i++) {
         store_status_t st = store_append(s, qs[w->lane[i]], &w->items[i], &refs[i]);
         if (st != STORE_OK)
@@ -459,7 +446,7 @@ static phase_ns_t run_store(const opts_t *o, const workload_t *w, const gen_t *g
     }
     if (n % f != 0)
         check(store_flush(s), "store_flush");
-    uint64_t t1 = now_ns();
+    uint64_t t1 = clock_mono_ns();
 
     uint64_t queued = 0;
     for (unsigned l = 0; l < lanes; l++) {
@@ -479,7 +466,7 @@ static phase_ns_t run_store(const opts_t *o, const workload_t *w, const gen_t *g
         die("commit", "not every item is pending");
     sync();
 
-    uint64_t t2 = now_ns();
+    uint64_t t2 = clock_mono_ns();
     for (size_t i = 0; i < n; i++) {
         int completed = 0;
         store_status_t st = store_tombstone(s, refs[i], &completed);
@@ -492,7 +479,7 @@ static phase_ns_t run_store(const opts_t *o, const workload_t *w, const gen_t *g
     }
     if (n % f != 0)
         check(store_flush(s), "store_flush");
-    uint64_t t3 = now_ns();
+    uint64_t t3 = clock_mono_ns();
 
     if (store_pending_count(s) != 0)
         die("tombstones", "items still pending after completing all of them");
@@ -531,7 +518,7 @@ static phase_ns_t run_baseline(const opts_t *o, const workload_t *w, uint64_t en
 
     /* The entry's 32-byte header stays zero; the id and payload are copied in, as any writer
      * framing a record must. */
-    uint64_t t0 = now_ns();
+    uint64_t t0 = clock_mono_ns();
     for (size_t i = 0; i < n; i++) {
         const store_item_t *it = &w->items[i];
         memcpy(buf + 32, it->id, it->id_len);
@@ -542,11 +529,11 @@ static phase_ns_t run_baseline(const opts_t *o, const workload_t *w, uint64_t en
     }
     if (power && n % f != 0)
         xfdatasync(fd);
-    uint64_t t1 = now_ns();
+    uint64_t t1 = clock_mono_ns();
     sync();
 
     static const uint8_t tomb[4] = {'T', 'O', 'M', 'B'};
-    uint64_t t2 = now_ns();
+    uint64_t t2 = clock_mono_ns();
     for (size_t i = 0; i < n; i++) {
         xpwrite(fd, tomb, sizeof(tomb), i * entry_size);
         if (power && (i + 1) % f == 0)
@@ -554,7 +541,7 @@ static phase_ns_t run_baseline(const opts_t *o, const workload_t *w, uint64_t en
     }
     if (power && n % f != 0)
         xfdatasync(fd);
-    uint64_t t3 = now_ns();
+    uint64_t t3 = clock_mono_ns();
 
     close(fd);
     free(buf);
@@ -628,9 +615,9 @@ static void open_once(const char *dir, open_once_t *out)
     store_disk_config_t cfg = {.dir = dir, .durability = STORE_DURABLE_PROCESS, .log = bench_log};
     uint64_t h0, h1;
     int ok = heap_in_use(&h0);
-    uint64_t t0 = now_ns();
+    uint64_t t0 = clock_mono_ns();
     store_status_t st = store_open_disk(&cfg, &rr, &s);
-    uint64_t t1 = now_ns();
+    uint64_t t1 = clock_mono_ns();
     ok = ok && heap_in_use(&h1);
     check(st, "store_open_disk (recovery)");
     uint64_t queued = 0;
@@ -747,10 +734,10 @@ static uint64_t bench_read(const opts_t *o, const char *seg_dir, uint64_t *out_b
         if (o->cold)
             evict_tree(seg_dir);
         c.bytes = 0;
-        uint64_t t0 = now_ns();
+        uint64_t t0 = clock_mono_ns();
         if (walk(seg_dir, read_one, &c) != 0)
             die("baseline read", strerror(errno));
-        uint64_t dt = now_ns() - t0;
+        uint64_t dt = clock_mono_ns() - t0;
         if (dt < best)
             best = dt;
     }
@@ -779,7 +766,7 @@ static void bench_recovery(const opts_t *o, const char *argv0, const char *run_d
     rb->entry_size = probe_entry_size(run_dir, &g);
 
     /* Build, untimed as a benchmark (its time is printed for orientation only). */
-    uint64_t t0 = now_ns();
+    uint64_t t0 = clock_mono_ns();
     store_t *s = open_store(dir, STORE_DURABLE_PROCESS, NULL);
     store_queue_t **qs = xmalloc(lanes * sizeof(*qs));
     open_queues(s, lanes, qs);
@@ -798,7 +785,7 @@ static void bench_recovery(const opts_t *o, const char *argv0, const char *run_d
     store_close(s);
     free(qs);
     gen_fini(&g);
-    rb->build_ns = now_ns() - t0;
+    rb->build_ns = clock_mono_ns() - t0;
     rb->segment_bytes = tree_bytes(seg_dir);
     sync();
 

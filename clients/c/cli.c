@@ -17,6 +17,8 @@
  */
 #include "clients/c/cli.h"
 
+#include "common/clock.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -178,13 +180,6 @@ bool cli_double_parse(const char *flag, const char *text, double *out)
     }
     *out = v;
     return true;
-}
-
-uint64_t cli_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 void cli_sleep_ns(uint64_t ns)

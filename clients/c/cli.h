@@ -46,9 +46,6 @@ bool cli_u64_parse(const char *flag, const char *text, uint64_t min, uint64_t ma
 /* Parses a finite number >= 0; false (after a message naming flag) otherwise. */
 bool cli_double_parse(const char *flag, const char *text, double *out /* out */);
 
-/* Monotonic nanoseconds. */
-uint64_t cli_now_ns(void);
-
 /* Sleeps ns nanoseconds (resuming after signals unless cli_stop is set). */
 void cli_sleep_ns(uint64_t ns);
 

@@ -50,6 +50,8 @@
  */
 #include "clients/c/lanes_client.h"
 
+#include "common/clock.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -186,13 +188,6 @@ static lc_status_t lc_codec_fail(char *err, const char *subject /* may be NULL *
     else
         lc_errf(err, "%s: %s", what, codec_status_str(cs));
     return cs == CODEC_ENOMEM ? LC_ENOMEM : LC_ECODEC;
-}
-
-static uint64_t lc_clock_ns(clockid_t clock)
-{
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static void lc_sleep_ms(int64_t ms)
@@ -522,7 +517,7 @@ static lc_status_t lc_submit_encode(lc_client_t *client, const char *model,
         status = LC_ENOMEM;
         goto out;
     }
-    uint64_t now = lc_clock_ns(CLOCK_REALTIME);
+    uint64_t now = clock_wall_ns();
     for (size_t i = 0; i < n; i++) {
         copy[i] = items[i];
         if (copy[i].model == NULL || copy[i].model[0] == '\0')
@@ -748,7 +743,7 @@ static void *lc_heartbeat_main(void *arg)
 
     pthread_mutex_lock(&c->mu);
     while (!c->hb_stop) {
-        uint64_t due = lc_clock_ns(CLOCK_MONOTONIC) + (uint64_t)c->hb_interval_ms * 1000000ull;
+        uint64_t due = clock_mono_ns() + (uint64_t)c->hb_interval_ms * 1000000ull;
         struct timespec deadline = {.tv_sec = (time_t)(due / 1000000000ull),
                                     .tv_nsec = (long)(due % 1000000000ull)};
         int rc = 0; /* 0 = signalled or spurious: wait on; ETIMEDOUT (or an error): beat */
@@ -1165,9 +1160,9 @@ lc_status_t lc_pull_send(lc_consumer_t *consumer, uint32_t max_batches, uint32_t
         goto out;
     }
     uint64_t expires = expires_ms > 0 ? expires_ms : LC_PULL_EXPIRES_MS;
-    c->pulls[c->n_pulls++] = (lc_pull_t){
-        .credits = max_batches > 0 ? max_batches : 1,
-        .lost_after_ns = lc_clock_ns(CLOCK_MONOTONIC) + (expires + LC_PULL_GRACE_MS) * 1000000ull};
+    c->pulls[c->n_pulls++] =
+        (lc_pull_t){.credits = max_batches > 0 ? max_batches : 1,
+                    .lost_after_ns = clock_mono_ns() + (expires + LC_PULL_GRACE_MS) * 1000000ull};
     pthread_mutex_lock(&c->mu);
     c->stats.pulls_sent++;
     pthread_mutex_unlock(&c->mu);
@@ -1216,14 +1211,14 @@ lc_status_t lc_batch_next(lc_consumer_t *consumer, int64_t timeout_ms, codec_bat
             goto out;
         wait_ms += LC_PULL_GRACE_MS;
     }
-    uint64_t deadline = lc_clock_ns(CLOCK_MONOTONIC) + (uint64_t)wait_ms * 1000000ull;
+    uint64_t deadline = clock_mono_ns() + (uint64_t)wait_ms * 1000000ull;
 
     for (;;) {
-        uint64_t now = lc_clock_ns(CLOCK_MONOTONIC);
+        uint64_t now = clock_mono_ns();
         int64_t left_ms = now >= deadline ? 0 : (int64_t)((deadline - now + 999999) / 1000000);
         natsStatus s = natsSubscription_NextMsg(&msg, c->sub, left_ms);
         if (s == NATS_TIMEOUT) {
-            uint64_t lost = lc_pulls_expire(c, lc_clock_ns(CLOCK_MONOTONIC));
+            uint64_t lost = lc_pulls_expire(c, clock_mono_ns());
             if (lost > 0) {
                 pthread_mutex_lock(&c->mu);
                 c->stats.pulls_lost += lost;

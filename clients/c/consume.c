@@ -29,6 +29,7 @@
  */
 #include "clients/c/cli.h"
 #include "clients/c/lanes_client.h"
+#include "common/clock.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -465,13 +466,13 @@ int main(int argc, char **argv)
                 reg->consumer_id, reg->pull_subject, reg->heartbeat_ms, reg->dead_after_ms,
                 reg->ack_wait_ms);
 
-    uint64_t start = cli_now_ns();
+    uint64_t start = clock_mono_ns();
     uint64_t end = o.duration_s > 0 ? start + o.duration_s * 1000000000ull : UINT64_MAX;
     uint64_t last_work = start;
     while (!cli_stop) {
         if (o.exit_after_batches > 0 && k.batches >= o.exit_after_batches)
             break;
-        uint64_t now = cli_now_ns();
+        uint64_t now = clock_mono_ns();
         if (now >= end)
             break;
         uint64_t wait_ns = o.pull_wait_ms * 1000000ull;
@@ -492,7 +493,7 @@ int main(int argc, char **argv)
         case LC_OK:
             consume_batch_handle(&o, consumer, batch, &k);
             codec_batch_destroy(batch);
-            last_work = cli_now_ns();
+            last_work = clock_mono_ns();
             break;
         case LC_EEMPTY:
             k.expired++;
@@ -533,7 +534,7 @@ int main(int argc, char **argv)
         }
     }
 done:;
-    double elapsed = (double)(cli_now_ns() - start) / 1e9;
+    double elapsed = (double)(clock_mono_ns() - start) / 1e9;
     if (!o.no_bye) {
         st = lc_bye_send(consumer, (int64_t)o.ack_timeout_ms);
         if (st != LC_OK && st != LC_EINVAL) {

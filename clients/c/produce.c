@@ -29,6 +29,7 @@
 #include "clients/c/cli.h"
 #include "clients/c/lanes_client.h"
 #include "codec/codec.h"
+#include "common/clock.h"
 #include "common/rng.h"
 
 #include <inttypes.h>
@@ -387,12 +388,12 @@ int main(int argc, char **argv)
     }
 
     uint64_t rng = o.seed;
-    uint64_t start = cli_now_ns();
+    uint64_t start = clock_mono_ns();
     for (uint64_t next = 0; next < o.count && !cli_stop;) {
         size_t n = (size_t)(o.count - next < o.batch ? o.count - next : o.batch);
         if (o.rate > 0) {
             uint64_t due = start + (uint64_t)((double)next / o.rate * 1e9);
-            uint64_t now = cli_now_ns();
+            uint64_t now = clock_mono_ns();
             if (due > now)
                 cli_sleep_ns(due - now);
             if (cli_stop)
@@ -461,7 +462,7 @@ int main(int argc, char **argv)
             rc = EXIT_FAILED;
         }
     }
-    double elapsed = (double)(cli_now_ns() - start) / 1e9;
+    double elapsed = (double)(clock_mono_ns() - start) / 1e9;
     produce_summary_print(&o, &k, elapsed);
     if (k.failed_messages > 0)
         rc = EXIT_FAILED;

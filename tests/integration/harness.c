@@ -4,6 +4,7 @@
  */
 #include "tests/integration/harness.h"
 
+#include "common/clock.h"
 #include "common/rng.h"
 
 #include <arpa/inet.h>
@@ -56,9 +57,7 @@ static atomic_int g_failing;
 
 uint64_t h_now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    return clock_mono_ns() / 1000000u;
 }
 
 void h_sleep_ms(unsigned ms)

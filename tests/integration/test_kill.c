@@ -41,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/rng.h"
 #include "store/store.h"
 #include "tests/integration/kill_item.h"
@@ -79,13 +80,6 @@ static void fail(const char *fmt, ...)
     } while (0)
 
 static uint64_t rng_state;
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void sleep_ms(unsigned ms)
 {
@@ -456,12 +450,12 @@ int main(int argc, char **argv)
     rng_state = env != NULL && env[0] ? strtoull(env, NULL, 0) : 0x4B111ull;
     printf("test_kill: seed 0x%" PRIx64 "\n", rng_state);
     signal(SIGPIPE, SIG_IGN);
-    uint64_t t0 = now_ns();
+    uint64_t t0 = clock_mono_ns();
     static run_t run;
     run_phase(&run, argv[1], 0, 24);
     REQUIRE(run.rollovers >= 1, "no segment rolled over at the size cap");
     run_phase(&run, argv[1], 1, 6);
-    double secs = (double)(now_ns() - t0) / 1e9;
+    double secs = (double)(clock_mono_ns() - t0) / 1e9;
     printf("test_kill: passed in %.1f s\n", secs);
     snprintf(round_name, sizeof(round_name), "total");
     REQUIRE(secs < 120, "took %.1f s", secs);

@@ -47,6 +47,7 @@
  */
 #include "bench.h"
 
+#include "common/clock.h"
 #include "scheduler/scheduler.h"
 
 #include <inttypes.h>
@@ -148,7 +149,7 @@ static void base_puback_on(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *p
     (void)js;
     if (pa != NULL && base_item_decode(run, msg, &idx, &sig, &tokens)) {
         uint64_t expected = 0;
-        if (atomic_compare_exchange_strong(&run->acked_ns[idx], &expected, net_now_ns())) {
+        if (atomic_compare_exchange_strong(&run->acked_ns[idx], &expected, clock_mono_ns())) {
             atomic_fetch_add(&run->accepted_items, 1);
             atomic_fetch_add(&run->accepted_tokens, tokens);
             if (pa->Duplicate)
@@ -199,7 +200,7 @@ static void *base_producer_main(void *arg)
         size_t k = net_pace_take(run, x->model, next);
         if (k == 0)
             break;
-        uint64_t sent = net_now_ns();
+        uint64_t sent = clock_mono_ns();
         for (size_t j = 0; j < k; j++) {
             uint32_t i = ix[next + j];
             snprintf(ids[j], sizeof(ids[j]), "%s-%" PRIu32, run->tag, i);
@@ -411,7 +412,7 @@ static int base_stream_create(net_run_t *run, jsCtx *js)
     sc.Retention = js_WorkQueuePolicy;
     sc.Storage = js_FileStorage;
     sc.Replicas = 1;
-    uint64_t until = net_now_ns() + BASE_JS_READY_MS * 1000000ull;
+    uint64_t until = clock_mono_ns() + BASE_JS_READY_MS * 1000000ull;
     for (;;) {
         jsStreamInfo *si = NULL;
         jsErrCode jerr = 0;
@@ -421,7 +422,7 @@ static int base_stream_create(net_run_t *run, jsCtx *js)
         jsStreamInfo_Destroy(si);
         if (s == NATS_OK)
             return 0;
-        if (net_now_ns() > until || net_stopping(run)) {
+        if (clock_mono_ns() > until || net_stopping(run)) {
             base_error_note(run->error, sizeof(run->error),
                             "cannot create the JetStream stream (is JetStream enabled?)", s, jerr);
             return -1;
@@ -493,16 +494,16 @@ int net_baseline_run(net_run_t *run)
         if (!workers[k].started)
             atomic_fetch_add(&run->workers_failed, 1);
     }
-    uint64_t until = net_now_ns() + BASE_READY_MS * 1000000ull;
+    uint64_t until = clock_mono_ns() + BASE_READY_MS * 1000000ull;
     while (atomic_load(&run->workers_ready) + atomic_load(&run->workers_failed) < run->n_workers &&
-           net_now_ns() < until && !net_stopping(run))
+           clock_mono_ns() < until && !net_stopping(run))
         base_sleep_ms(10);
     if (atomic_load(&run->workers_ready) < run->n_workers) {
         snprintf(run->error, sizeof(run->error), "%u of %zu JetStream workers subscribed",
                  atomic_load(&run->workers_ready), run->n_workers);
         goto out;
     }
-    run->t0_ns = net_now_ns() + 20000000ull;
+    run->t0_ns = clock_mono_ns() + 20000000ull;
     for (uint32_t m = 0; m < t->cfg.models; m++) {
         producers[m] = (base_thread_t){.run = run, .model = m, .subject = subjects[m]};
         producers[m].started =
@@ -515,14 +516,14 @@ int net_baseline_run(net_run_t *run)
 
     /* Invariant 5. */
     uint64_t deadline = run->t0_ns + (uint64_t)(run->limit_s * 1e9), progress_at = 0;
-    uint64_t next_sample = net_now_ns(), served_last = 0;
+    uint64_t next_sample = clock_mono_ns(), served_last = 0;
     uint64_t next_print = run->t0_ns + BASE_PRINT_MS * 1000000ull, print_at = run->t0_ns;
     uint64_t acked_prev = 0, msgs = 0;
     for (;;) {
         struct timespec ts = {(time_t)(next_sample / 1000000000ull),
                               (long)(next_sample % 1000000000ull)};
         clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
-        uint64_t now = net_now_ns();
+        uint64_t now = clock_mono_ns();
         next_sample = now + BASE_SAMPLE_MS * 1000000ull;
         jsStreamInfo *si = NULL;
         jerr = 0;

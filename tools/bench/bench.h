@@ -280,7 +280,6 @@ typedef struct {
     char error[256];
 } net_run_t;
 
-uint64_t net_now_ns(void);
 /* A signal asked the bench to stop, or the run's stop flag is set. */
 bool net_stopping(const net_run_t *run);
 /* Producer pacing: waits until item by_model[model][next] is due and returns how many items from

@@ -56,6 +56,7 @@
 #include "bench.h"
 
 #include "clients/c/lanes_client.h"
+#include "common/clock.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -105,13 +106,6 @@ static char g_tmp[NET_PATH_MAX];
 static bool g_keep;
 static char g_url[64];
 
-uint64_t net_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void net_sleep_until(uint64_t t_ns)
 {
     struct timespec ts = {(time_t)(t_ns / 1000000000ull), (long)(t_ns % 1000000000ull)};
@@ -121,7 +115,7 @@ static void net_sleep_until(uint64_t t_ns)
 
 static void net_sleep_ms(uint64_t ms)
 {
-    net_sleep_until(net_now_ns() + ms * 1000000ull);
+    net_sleep_until(clock_mono_ns() + ms * 1000000ull);
 }
 
 bool net_stopping(const net_run_t *run)
@@ -276,9 +270,9 @@ static void net_child_stop(int slot, uint64_t grace_ms)
     if (pid <= 0)
         return;
     kill(pid, SIGTERM);
-    uint64_t end = net_now_ns() + grace_ms * 1000000ull;
+    uint64_t end = clock_mono_ns() + grace_ms * 1000000ull;
     pid_t w = 0;
-    while ((w = waitpid(pid, NULL, WNOHANG)) == 0 && net_now_ns() < end)
+    while ((w = waitpid(pid, NULL, WNOHANG)) == 0 && clock_mono_ns() < end)
         net_sleep_ms(10);
     if (w != pid) {
         kill(pid, SIGKILL);
@@ -382,8 +376,8 @@ static int net_nats_start(const net_opts_t *o, char *err, size_t errlen)
         if (pid < 0)
             break;
         g_child[NET_CHILD_NATS] = pid;
-        uint64_t end = net_now_ns() + NET_NATS_START_MS * 1000000ull;
-        while (net_now_ns() < end && !net_stopping(NULL)) {
+        uint64_t end = clock_mono_ns() + NET_NATS_START_MS * 1000000ull;
+        while (clock_mono_ns() < end && !net_stopping(NULL)) {
             if (net_tcp_up(port)) {
                 snprintf(g_url, sizeof(g_url), "nats://127.0.0.1:%d", port);
                 return 0;
@@ -425,8 +419,8 @@ static int net_daemon_start(const net_opts_t *o, const char *level, char *err, s
         return -1;
     }
     g_child[NET_CHILD_DAEMON] = pid;
-    uint64_t end = net_now_ns() + NET_DAEMON_START_MS * 1000000ull;
-    while (net_now_ns() < end && !net_stopping(NULL)) {
+    uint64_t end = clock_mono_ns() + NET_DAEMON_START_MS * 1000000ull;
+    while (clock_mono_ns() < end && !net_stopping(NULL)) {
         if (net_file_contains(log, "lanesched: ready"))
             return 0;
         int status = 0;
@@ -629,14 +623,14 @@ size_t net_pace_take(net_run_t *run, uint32_t model, size_t next)
         return n - next < max ? n - next : max;
     for (;;) {
         uint64_t due = run->t0_ns + (uint64_t)((double)t->items[ix[next]].t_ns * scale);
-        uint64_t now = net_now_ns();
+        uint64_t now = clock_mono_ns();
         if (now >= due)
             break;
         if (net_stopping(run))
             return 0;
         net_sleep_until(due - now > 100000000ull ? now + 100000000ull : due);
     }
-    uint64_t now = net_now_ns();
+    uint64_t now = clock_mono_ns();
     size_t k = 1;
     while (k < max && next + k < n &&
            run->t0_ns + (uint64_t)((double)t->items[ix[next + k]].t_ns * scale) <= now)
@@ -647,7 +641,7 @@ size_t net_pace_take(net_run_t *run, uint32_t model, size_t next)
 void net_worker_serve(net_run_t *run, net_worker_t *w, const uint32_t *idx, const uint64_t *sigs,
                       const uint32_t *tokens, size_t n, uint32_t pad_to)
 {
-    uint64_t now = net_now_ns(), real = 0;
+    uint64_t now = clock_mono_ns(), real = 0;
     for (size_t i = 0; i < n; i++) {
         uint64_t expected = 0;
         if (atomic_compare_exchange_strong(&run->served_ns[idx[i]], &expected, now))
@@ -670,7 +664,7 @@ void net_worker_serve(net_run_t *run, net_worker_t *w, const uint32_t *idx, cons
 
 void net_worker_acked(net_run_t *run, size_t n_items)
 {
-    uint64_t now = net_now_ns(), last = atomic_load(&run->last_ack_ns);
+    uint64_t now = clock_mono_ns(), last = atomic_load(&run->last_ack_ns);
     atomic_fetch_add(&run->acked_items, n_items);
     while (last < now && !atomic_compare_exchange_weak(&run->last_ack_ns, &last, now)) {
     }
@@ -698,7 +692,7 @@ void net_progress_show(net_run_t *run, const char *label, double items_per_s, do
                        double lanes, double waste_pct, double hit_pct)
 {
     bool tty = isatty(STDOUT_FILENO);
-    uint64_t now = net_now_ns();
+    uint64_t now = clock_mono_ns();
     if (!tty && run->progress_ns != 0 && now - run->progress_ns < NET_PLAIN_PRINT_MS * 1000000ull)
         return;
     run->progress_ns = now;
@@ -728,7 +722,7 @@ static uint64_t net_random_u64(void)
     uint64_t v = 0;
     int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
     if (fd < 0 || read(fd, &v, sizeof(v)) != (ssize_t)sizeof(v))
-        v = net_now_ns() ^ ((uint64_t)getpid() << 32);
+        v = clock_mono_ns() ^ ((uint64_t)getpid() << 32);
     if (fd >= 0)
         close(fd);
     return v != 0 ? v : 1;
@@ -1183,7 +1177,7 @@ static void *live_producer_main(void *arg)
         size_t k = net_pace_take(run, x->model, next);
         if (k == 0)
             break;
-        uint64_t sent = net_now_ns();
+        uint64_t sent = clock_mono_ns();
         for (size_t j = 0; j < k; j++) {
             uint32_t i = ix[next + j];
             const wl_item_t *it = &t->items[i];
@@ -1202,7 +1196,7 @@ static void *live_producer_main(void *arg)
         lc_submit_summary_t sum;
         st = lc_submit_request(client, model, wi, k, LIVE_SUBMIT_TIMEOUT_MS, LIVE_SUBMIT_RETRIES,
                                results, &sum);
-        uint64_t acked = net_now_ns();
+        uint64_t acked = clock_mono_ns();
         for (size_t j = 0; j < k; j++) {
             uint32_t i = ix[next + j];
             if (st == LC_OK && results[j].status != CODEC_ITEM_REJECTED) {
@@ -1390,9 +1384,9 @@ static int live_run(const net_opts_t *o, const net_trace_t *t, const char *url, 
         snprintf(res->error, sizeof(res->error), "connect %s: %s", url, natsStatus_GetText(ns));
         goto out;
     }
-    uint64_t until = net_now_ns() + 5000000000ull;
+    uint64_t until = clock_mono_ns() + 5000000000ull;
     while (live_stats_fetch(nc, o->prefix, &s0) != 0) {
-        if (net_now_ns() > until || net_stopping(&run)) {
+        if (clock_mono_ns() > until || net_stopping(&run)) {
             snprintf(res->error, sizeof(res->error), "no lanesched answers on %s.stats at %s",
                      o->prefix, url);
             goto out;
@@ -1418,9 +1412,9 @@ static int live_run(const net_opts_t *o, const net_trace_t *t, const char *url, 
         if (!workers[k].started)
             atomic_fetch_add(&run.workers_failed, 1);
     }
-    until = net_now_ns() + NET_READY_MS * 1000000ull;
+    until = clock_mono_ns() + NET_READY_MS * 1000000ull;
     while (atomic_load(&run.workers_ready) + atomic_load(&run.workers_failed) < run.n_workers &&
-           net_now_ns() < until && !net_stopping(&run))
+           clock_mono_ns() < until && !net_stopping(&run))
         net_sleep_ms(10);
     if (atomic_load(&run.workers_ready) < run.n_workers) {
         atomic_store(&run.stop, true);
@@ -1431,7 +1425,7 @@ static int live_run(const net_opts_t *o, const net_trace_t *t, const char *url, 
         goto out;
     }
 
-    run.t0_ns = net_now_ns() + 20000000ull;
+    run.t0_ns = clock_mono_ns() + 20000000ull;
     for (uint32_t m = 0; m < t->cfg.models; m++) {
         producers[m] = (live_thread_t){.run = &run, .model = m};
         producers[m].started =
@@ -1445,13 +1439,13 @@ static int live_run(const net_opts_t *o, const net_trace_t *t, const char *url, 
     /* Invariant 5: the run ends drained, stalled past the drain timeout, at its limit or on a
      * signal. */
     uint64_t deadline = run.t0_ns + (uint64_t)(run.limit_s * 1e9), progress_at = 0;
-    uint64_t next_sample = net_now_ns(), next_print = run.t0_ns + NET_PRINT_MS * 1000000ull;
+    uint64_t next_sample = clock_mono_ns(), next_print = run.t0_ns + NET_PRINT_MS * 1000000ull;
     uint64_t print_at = run.t0_ns, completed_last = 0;
     prev = s0;
     s = s0;
     for (;;) {
         net_sleep_until(next_sample);
-        uint64_t now = net_now_ns();
+        uint64_t now = clock_mono_ns();
         next_sample = now + NET_SAMPLE_MS * 1000000ull;
         if (live_stats_fetch(nc, o->prefix, &s) == 0) {
             uint64_t held = s.queued_items + s.inflight_items;
