@@ -56,26 +56,18 @@ _Static_assert((int)CODEC_BATCH_OK == (int)LANES__V1__BATCH_STATUS__BATCH_STATUS
 
 /* ---- status ------------------------------------------------------------------------------- */
 
-#define STATUS_ROW_(name, code, text) [CODEC_##name] = {code, text},
-static const struct {
-    const char *reason;
-    const char *text;
-} status_table[CODEC_STATUS_COUNT] = {CODEC_STATUS_MAP(STATUS_ROW_)};
-#undef STATUS_ROW_
-
-const char *codec_status_str(codec_status_t status)
-{
-    if ((unsigned)status >= CODEC_STATUS_COUNT)
-        return "unknown status";
-    return status_table[status].text;
-}
-
-const char *codec_status_reason(codec_status_t status)
-{
-    if ((unsigned)status >= CODEC_STATUS_COUNT)
-        return "unknown_status";
-    return status_table[status].reason;
-}
+#define CODEC_TEXT_CASE_(name, code, text) \
+    case name:                             \
+        return text;
+#define CODEC_REASON_CASE_(name, code, text) \
+    case name:                               \
+        return code;
+STATUS_SWITCH(codec_status_str, codec_status_t, CODEC_STATUS_MAP, CODEC_TEXT_CASE_,
+              "unknown status")
+STATUS_SWITCH(codec_status_reason, codec_status_t, CODEC_STATUS_MAP, CODEC_REASON_CASE_,
+              "unknown_status")
+#undef CODEC_TEXT_CASE_
+#undef CODEC_REASON_CASE_
 
 /* ---- protobuf-c plumbing ------------------------------------------------------------------ */
 

@@ -29,6 +29,7 @@
 #ifndef LANESCHED_CODEC_H
 #define LANESCHED_CODEC_H
 
+#include "common/status.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -39,30 +40,25 @@
  * X(NAME, "code_word", "human text"). The code word is stable: it goes into ItemResult.reason and
  * into the stats' rejected-by-reason counters, so never rename one; add new entries at the end.
  */
-#define CODEC_STATUS_MAP(X)                                                                     \
-    X(OK, "ok", "ok")                                                                           \
-    X(EMALFORMED, "malformed", "message is not a decodable protobuf")                           \
-    X(ENOMEM, "no_memory", "out of memory")                                                     \
-    X(EINVAL, "bad_argument", "invalid argument to the codec")                                  \
-    X(EBAD_MODEL, "bad_model", "model is empty or not the one this subject serves")             \
-    X(EZERO_TOKENS, "zero_tokens", "tokens must be greater than zero")                          \
-    X(EBAD_ID, "bad_id", "id is empty")                                                         \
-    X(EID_TOO_LONG, "id_too_long", "id is longer than 64 bytes")                                \
-    X(EPAYLOAD_TOO_LARGE, "payload_too_large", "payload is larger than the configured maximum") \
-    X(ESIGNATURE_MISMATCH, "signature_mismatch",                                                \
-      "signature does not match the signature of the component hashes")                         \
-    X(ENO_SHAPE, "no_shape", "neither component hashes nor a signature were given")             \
-    X(EZERO_BATCH_SIZE, "zero_batch_size", "max_batch_size must be greater than zero")          \
-    X(EZERO_BATCH_TOKENS, "zero_batch_tokens", "max_batch_tokens must be greater than zero")
+#define CODEC_STATUS_MAP(X)                                                                  \
+    X(CODEC_OK, "ok", "ok")                                                                  \
+    X(CODEC_EMALFORMED, "malformed", "message is not a decodable protobuf")                  \
+    X(CODEC_ENOMEM, "no_memory", "out of memory")                                            \
+    X(CODEC_EINVAL, "bad_argument", "invalid argument to the codec")                         \
+    X(CODEC_EBAD_MODEL, "bad_model", "model is empty or not the one this subject serves")    \
+    X(CODEC_EZERO_TOKENS, "zero_tokens", "tokens must be greater than zero")                 \
+    X(CODEC_EBAD_ID, "bad_id", "id is empty")                                                \
+    X(CODEC_EID_TOO_LONG, "id_too_long", "id is longer than 64 bytes")                       \
+    X(CODEC_EPAYLOAD_TOO_LARGE, "payload_too_large",                                         \
+      "payload is larger than the configured maximum")                                       \
+    X(CODEC_ESIGNATURE_MISMATCH, "signature_mismatch",                                       \
+      "signature does not match the signature of the component hashes")                      \
+    X(CODEC_ENO_SHAPE, "no_shape", "neither component hashes nor a signature were given")    \
+    X(CODEC_EZERO_BATCH_SIZE, "zero_batch_size", "max_batch_size must be greater than zero") \
+    X(CODEC_EZERO_BATCH_TOKENS, "zero_batch_tokens", "max_batch_tokens must be greater than zero")
 
-#define CODEC_STATUS_ENUM_(name, code, text) CODEC_##name,
-typedef enum { CODEC_STATUS_MAP(CODEC_STATUS_ENUM_) } codec_status_t;
-#undef CODEC_STATUS_ENUM_
-
-#define CODEC_STATUS_COUNT_(name, code, text) +1
-/* Number of codec_status_t values; they are 0 .. CODEC_STATUS_COUNT - 1. */
-enum { CODEC_STATUS_COUNT = 0 CODEC_STATUS_MAP(CODEC_STATUS_COUNT_) };
-#undef CODEC_STATUS_COUNT_
+/* CODEC_STATUS_COUNT is the number of codec_status_t values; they are 0 .. COUNT - 1. */
+STATUS_ENUM(codec_status_t, CODEC_STATUS_MAP, CODEC_STATUS_COUNT);
 
 /* Human text. Static storage (never free). Unknown values give "unknown status". */
 const char *codec_status_str(codec_status_t status);

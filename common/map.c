@@ -15,18 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *map_status_str(map_status_t status)
-{
-    switch (status) {
-#define MAP_STATUS_CASE(name, text) \
-    case MAP_##name:                \
-        return text;
-        MAP_STATUS_MAP(MAP_STATUS_CASE)
-#undef MAP_STATUS_CASE
-    default:
-        return "unknown map status";
-    }
-}
+STATUS_STR(map_status_str, map_status_t, MAP_STATUS_MAP, "unknown map status")
 
 static uint64_t map_hash(map_key_t key)
 {

@@ -11,21 +11,17 @@
 #ifndef LANESCHED_MAP_H
 #define LANESCHED_MAP_H
 
+#include "common/status.h"
 #include <stddef.h>
 #include <stdint.h>
 
-#define MAP_STATUS_MAP(X)         \
-    X(OK, "ok")                   \
-    X(ENOMEM, "out of memory")    \
-    X(ENOTFOUND, "key not found") \
-    X(EEXIST, "key already present")
+#define MAP_STATUS_MAP(X)             \
+    X(MAP_OK, "ok")                   \
+    X(MAP_ENOMEM, "out of memory")    \
+    X(MAP_ENOTFOUND, "key not found") \
+    X(MAP_EEXIST, "key already present")
 
-typedef enum {
-#define MAP_STATUS_ENUM(name, text) MAP_##name,
-    MAP_STATUS_MAP(MAP_STATUS_ENUM)
-#undef MAP_STATUS_ENUM
-        MAP_STATUS_COUNT
-} map_status_t;
+STATUS_ENUM(map_status_t, MAP_STATUS_MAP, MAP_STATUS_COUNT);
 
 const char *map_status_str(map_status_t status);
 

@@ -12,24 +12,21 @@
 #ifndef LANESCHED_DAEMON_INT_H
 #define LANESCHED_DAEMON_INT_H
 
+#include "common/status.h"
 #include "common/map.h"
 #include "scheduler/scheduler.h"
 
 #include <pthread.h>
 #include <stdarg.h>
 
-#define DAEMON_STATUS_MAP(X)           \
-    X(OK, "ok")                        \
-    X(ENOMEM, "out of memory")         \
-    X(EINVAL, "invalid configuration") \
-    X(ENATS, "NATS connection failed") \
-    X(ESTORE, "the store failed")
+#define DAEMON_STATUS_MAP(X)                  \
+    X(DAEMON_OK, "ok")                        \
+    X(DAEMON_ENOMEM, "out of memory")         \
+    X(DAEMON_EINVAL, "invalid configuration") \
+    X(DAEMON_ENATS, "NATS connection failed") \
+    X(DAEMON_ESTORE, "the store failed")
 
-typedef enum {
-#define DAEMON_STATUS_ENUM(name, text) DAEMON_##name,
-    DAEMON_STATUS_MAP(DAEMON_STATUS_ENUM)
-#undef DAEMON_STATUS_ENUM
-} daemon_status_t;
+STATUS_ENUM(daemon_status_t, DAEMON_STATUS_MAP, DAEMON_STATUS_COUNT);
 
 const char *daemon_status_str(daemon_status_t status);
 

@@ -47,18 +47,7 @@
 #define DAEMON_DEAD_KEEP_PERIODS       10u
 #define DAEMON_PULL_EXPIRES_DEFAULT_MS 30000u
 
-const char *daemon_status_str(daemon_status_t status)
-{
-    switch (status) {
-#define DAEMON_STATUS_CASE(name, text) \
-    case DAEMON_##name:                \
-        return text;
-        DAEMON_STATUS_MAP(DAEMON_STATUS_CASE)
-#undef DAEMON_STATUS_CASE
-    default:
-        return "unknown daemon status";
-    }
-}
+STATUS_STR(daemon_status_str, daemon_status_t, DAEMON_STATUS_MAP, "unknown daemon status")
 
 static uint64_t owner_clock(void *ctx)
 {

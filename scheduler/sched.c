@@ -30,18 +30,7 @@
 /* First peek window of a fill, in entries (doubled while the packer takes all of it). */
 #define SCHED_PEEK_FIRST 64u
 
-const char *sched_status_str(sched_status_t status)
-{
-    switch (status) {
-#define SCHED_STATUS_CASE(name, text) \
-    case SCHED_##name:                \
-        return text;
-        SCHED_STATUS_MAP(SCHED_STATUS_CASE)
-#undef SCHED_STATUS_CASE
-    default:
-        return "unknown scheduler status";
-    }
-}
+STATUS_STR(sched_status_str, sched_status_t, SCHED_STATUS_MAP, "unknown scheduler status")
 
 static uint64_t sched_now(const sched_t *s)
 {

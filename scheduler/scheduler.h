@@ -14,25 +14,21 @@
 #ifndef LANESCHED_SCHEDULER_H
 #define LANESCHED_SCHEDULER_H
 
+#include "common/status.h"
 #include <stddef.h>
 #include <stdint.h>
 
 #include "store/store.h"
 
-#define SCHED_STATUS_MAP(X)                                           \
-    X(OK, "ok")                                                       \
-    X(ENOMEM, "out of memory")                                        \
-    X(EINVAL, "invalid argument")                                     \
-    X(EEMPTY, "no dispatchable work for this model")                  \
-    X(EUNKNOWN, "unknown or settled batch, or position out of range") \
-    X(ESTORE, "the store failed; see the store status")
+#define SCHED_STATUS_MAP(X)                                                 \
+    X(SCHED_OK, "ok")                                                       \
+    X(SCHED_ENOMEM, "out of memory")                                        \
+    X(SCHED_EINVAL, "invalid argument")                                     \
+    X(SCHED_EEMPTY, "no dispatchable work for this model")                  \
+    X(SCHED_EUNKNOWN, "unknown or settled batch, or position out of range") \
+    X(SCHED_ESTORE, "the store failed; see the store status")
 
-typedef enum {
-#define SCHED_STATUS_ENUM(name, text) SCHED_##name,
-    SCHED_STATUS_MAP(SCHED_STATUS_ENUM)
-#undef SCHED_STATUS_ENUM
-        SCHED_STATUS_COUNT
-} sched_status_t;
+STATUS_ENUM(sched_status_t, SCHED_STATUS_MAP, SCHED_STATUS_COUNT);
 
 /* Returns a static string; never NULL. */
 const char *sched_status_str(sched_status_t status);

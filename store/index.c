@@ -38,18 +38,7 @@ struct index_txn {
 
 static const char meta_next_segment_id[] = "next_segment_id";
 
-const char *index_status_str(index_status_t status)
-{
-    switch (status) {
-#define INDEX_STATUS_CASE(name, text) \
-    case INDEX_##name:                \
-        return text;
-        INDEX_STATUS_MAP(INDEX_STATUS_CASE)
-#undef INDEX_STATUS_CASE
-    default:
-        return "unknown index status";
-    }
-}
+STATUS_STR(index_status_str, index_status_t, INDEX_STATUS_MAP, "unknown index status")
 
 const char *index_lmdb_str(int rc)
 {

@@ -20,6 +20,7 @@
 #ifndef LANESCHED_INDEX_INT_H
 #define LANESCHED_INDEX_INT_H
 
+#include "common/status.h"
 #include "store/segment_int.h"
 #include "store/store_int.h"
 
@@ -29,17 +30,13 @@
  * a few thousand segment rows, small enough for a tiny data volume. */
 #define INDEX_PREALLOC_BYTES (1ull << 20)
 
-#define INDEX_STATUS_MAP(X)      \
-    X(OK, "ok")                  \
-    X(ENOMEM, "out of memory")   \
-    X(ELMDB, "LMDB call failed") \
-    X(EDAMAGED, "index content is not readable")
+#define INDEX_STATUS_MAP(X)            \
+    X(INDEX_OK, "ok")                  \
+    X(INDEX_ENOMEM, "out of memory")   \
+    X(INDEX_ELMDB, "LMDB call failed") \
+    X(INDEX_EDAMAGED, "index content is not readable")
 
-typedef enum {
-#define INDEX_STATUS_ENUM(name, text) INDEX_##name,
-    INDEX_STATUS_MAP(INDEX_STATUS_ENUM)
-#undef INDEX_STATUS_ENUM
-} index_status_t;
+STATUS_ENUM(index_status_t, INDEX_STATUS_MAP, INDEX_STATUS_COUNT);
 
 const char *index_status_str(index_status_t status);
 

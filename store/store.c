@@ -12,18 +12,7 @@
  */
 #include "store/store_int.h"
 
-const char *store_status_str(store_status_t status)
-{
-    switch (status) {
-#define STORE_STATUS_CASE(name, text) \
-    case STORE_##name:                \
-        return text;
-        STORE_STATUS_MAP(STORE_STATUS_CASE)
-#undef STORE_STATUS_CASE
-    default:
-        return "unknown store status";
-    }
-}
+STATUS_STR(store_status_str, store_status_t, STORE_STATUS_MAP, "unknown store status")
 
 void store_close(store_t *store)
 {

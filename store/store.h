@@ -28,27 +28,24 @@
 #ifndef LANESCHED_STORE_H
 #define LANESCHED_STORE_H
 
+#include "common/status.h"
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_STATUS_MAP(X)                                                                   \
-    X(OK, "ok")                                                                               \
-    X(ENOMEM, "out of memory")                                                                \
-    X(EINVAL, "invalid argument")                                                             \
-    X(ESTALE, "commit does not match the head of the lane queue (peek is stale)")             \
-    X(ENOTPENDING, "item is not pending (never committed, or already completed or returned)") \
-    X(EBUSY, "lane queue still holds queued or pending items")                                \
-    X(EIO, "I/O error: the store is in an error state and acknowledges nothing more")         \
-    X(ENOSPC, "no space left on the device: the item was not stored")                         \
-    X(ECORRUPT, "corrupt data found on disk")                                                 \
-    X(EINDEX, "LMDB index error")
+#define STORE_STATUS_MAP(X)                                                                 \
+    X(STORE_OK, "ok")                                                                       \
+    X(STORE_ENOMEM, "out of memory")                                                        \
+    X(STORE_EINVAL, "invalid argument")                                                     \
+    X(STORE_ESTALE, "commit does not match the head of the lane queue (peek is stale)")     \
+    X(STORE_ENOTPENDING,                                                                    \
+      "item is not pending (never committed, or already completed or returned)")            \
+    X(STORE_EBUSY, "lane queue still holds queued or pending items")                        \
+    X(STORE_EIO, "I/O error: the store is in an error state and acknowledges nothing more") \
+    X(STORE_ENOSPC, "no space left on the device: the item was not stored")                 \
+    X(STORE_ECORRUPT, "corrupt data found on disk")                                         \
+    X(STORE_EINDEX, "LMDB index error")
 
-typedef enum {
-#define STORE_STATUS_ENUM(name, text) STORE_##name,
-    STORE_STATUS_MAP(STORE_STATUS_ENUM)
-#undef STORE_STATUS_ENUM
-        STORE_STATUS_COUNT
-} store_status_t;
+STATUS_ENUM(store_status_t, STORE_STATUS_MAP, STORE_STATUS_COUNT);
 
 /* Returns a static string; never NULL (unknown values give "unknown store status"). */
 const char *store_status_str(store_status_t status);

@@ -117,18 +117,7 @@ struct lc_consumer {
 
 /* ---- status and small helpers ------------------------------------------------------------- */
 
-const char *lc_status_str(lc_status_t status)
-{
-    switch (status) {
-#define LC_STATUS_CASE(name, text) \
-    case LC_##name:                \
-        return text;
-        LC_STATUS_MAP(LC_STATUS_CASE)
-#undef LC_STATUS_CASE
-    default:
-        return "unknown client status";
-    }
-}
+STATUS_STR(lc_status_str, lc_status_t, LC_STATUS_MAP, "unknown client status")
 
 /* Whether an error string carries this code word: "code" or "code: text" (subjects.md: clients
  * decide on the word up to the first ':'). */

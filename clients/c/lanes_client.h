@@ -28,6 +28,7 @@
 #ifndef LANESCHED_LANES_CLIENT_H
 #define LANESCHED_LANES_CLIENT_H
 
+#include "common/status.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -36,29 +37,24 @@
 
 /* ---- status ------------------------------------------------------------------------------- */
 
-#define LC_STATUS_MAP(X)                                                                        \
-    X(OK, "ok")                                                                                 \
-    X(EINVAL, "invalid argument")                                                               \
-    X(ENOMEM, "out of memory")                                                                  \
-    X(ECONNECT, "cannot connect to the NATS server")                                            \
-    X(ENATS, "NATS operation failed")                                                           \
-    X(ETIMEOUT, "no reply within the timeout")                                                  \
-    X(ENORESPONDERS, "no lanesched daemon listens on the subject")                              \
-    X(ETOOBIG, "message is larger than the server's max_payload")                               \
-    X(ECODEC, "message could not be encoded or decoded")                                        \
-    X(EPROTO, "reply does not match the contract (wrong count, missing subject, bad status)")   \
-    X(EREFUSED, "the daemon refused the request; see the error text")                           \
-    X(EEMPTY, "the pull ended without work (Batch status EXPIRED)")                             \
-    X(EUNKNOWN_CONSUMER, "the daemon does not know this consumer; lc_consumer_register again")  \
-    X(EUNKNOWN_BATCH, "the batch is not this consumer's in-flight batch (settled or returned)") \
-    X(ETHREAD, "cannot start the heartbeat thread")
+#define LC_STATUS_MAP(X)                                                                           \
+    X(LC_OK, "ok")                                                                                 \
+    X(LC_EINVAL, "invalid argument")                                                               \
+    X(LC_ENOMEM, "out of memory")                                                                  \
+    X(LC_ECONNECT, "cannot connect to the NATS server")                                            \
+    X(LC_ENATS, "NATS operation failed")                                                           \
+    X(LC_ETIMEOUT, "no reply within the timeout")                                                  \
+    X(LC_ENORESPONDERS, "no lanesched daemon listens on the subject")                              \
+    X(LC_ETOOBIG, "message is larger than the server's max_payload")                               \
+    X(LC_ECODEC, "message could not be encoded or decoded")                                        \
+    X(LC_EPROTO, "reply does not match the contract (wrong count, missing subject, bad status)")   \
+    X(LC_EREFUSED, "the daemon refused the request; see the error text")                           \
+    X(LC_EEMPTY, "the pull ended without work (Batch status EXPIRED)")                             \
+    X(LC_EUNKNOWN_CONSUMER, "the daemon does not know this consumer; lc_consumer_register again")  \
+    X(LC_EUNKNOWN_BATCH, "the batch is not this consumer's in-flight batch (settled or returned)") \
+    X(LC_ETHREAD, "cannot start the heartbeat thread")
 
-typedef enum {
-#define LC_STATUS_ENUM(name, text) LC_##name,
-    LC_STATUS_MAP(LC_STATUS_ENUM)
-#undef LC_STATUS_ENUM
-        LC_STATUS_COUNT
-} lc_status_t;
+STATUS_ENUM(lc_status_t, LC_STATUS_MAP, LC_STATUS_COUNT);
 
 /* Static storage, never NULL (unknown values give "unknown client status"). */
 const char *lc_status_str(lc_status_t status);
