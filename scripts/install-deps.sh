@@ -13,6 +13,7 @@ PACKAGES=(
     libxxhash-dev        # shape signatures (XXH64)
     liblmdb-dev          # disk store index
     libcmocka-dev        # unit tests
+    libjansson-dev       # JSON: the stats document, lanesched-ctl, the bench and test readers
     cmake
     gcc
     make
