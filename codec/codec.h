@@ -29,6 +29,7 @@
 #ifndef LANESCHED_CODEC_H
 #define LANESCHED_CODEC_H
 
+#include "common/limits.h"
 #include "common/status.h"
 #include <stdbool.h>
 #include <stddef.h>
@@ -37,25 +38,36 @@
 /* ---- status ------------------------------------------------------------------------------- */
 
 /*
- * X(NAME, "code_word", "human text"). The code word is stable: it goes into ItemResult.reason and
- * into the stats' rejected-by-reason counters, so never rename one; add new entries at the end.
+ * X(NAME, "code_word", "human text"): every reason a message or an item can be refused for, and
+ * so the one list of code words. The code word is stable: it goes into ItemResult.reason, the
+ * error words of replies, the stats' rejected-by-reason keys and the daemon's counters (indexed
+ * by this enum), so never rename one; add new entries at the end. The validation reasons are
+ * given by the decoders (codec/validate.c); the last three by the daemon after validation
+ * (CODEC_DUPLICATE is a result, not a rejection).
  */
-#define CODEC_STATUS_MAP(X)                                                                  \
-    X(CODEC_OK, "ok", "ok")                                                                  \
-    X(CODEC_EMALFORMED, "malformed", "message is not a decodable protobuf")                  \
-    X(CODEC_ENOMEM, "no_memory", "out of memory")                                            \
-    X(CODEC_EINVAL, "bad_argument", "invalid argument to the codec")                         \
-    X(CODEC_EBAD_MODEL, "bad_model", "model is empty or not the one this subject serves")    \
-    X(CODEC_EZERO_TOKENS, "zero_tokens", "tokens must be greater than zero")                 \
-    X(CODEC_EBAD_ID, "bad_id", "id is empty")                                                \
-    X(CODEC_EID_TOO_LONG, "id_too_long", "id is longer than 64 bytes")                       \
-    X(CODEC_EPAYLOAD_TOO_LARGE, "payload_too_large",                                         \
-      "payload is larger than the configured maximum")                                       \
-    X(CODEC_ESIGNATURE_MISMATCH, "signature_mismatch",                                       \
-      "signature does not match the signature of the component hashes")                      \
-    X(CODEC_ENO_SHAPE, "no_shape", "neither component hashes nor a signature were given")    \
-    X(CODEC_EZERO_BATCH_SIZE, "zero_batch_size", "max_batch_size must be greater than zero") \
-    X(CODEC_EZERO_BATCH_TOKENS, "zero_batch_tokens", "max_batch_tokens must be greater than zero")
+#define CODEC_STATUS_MAP(X)                                                                        \
+    X(CODEC_OK, "ok", "ok")                                                                        \
+    X(CODEC_EMALFORMED, "malformed", "message is not a decodable protobuf")                        \
+    X(CODEC_ENOMEM, "no_memory", "out of memory")                                                  \
+    X(CODEC_EINVAL, "bad_argument", "invalid argument to the codec")                               \
+    X(CODEC_EBAD_MODEL, "bad_model", "model is empty or not the one this subject serves")          \
+    X(CODEC_EZERO_TOKENS, "zero_tokens", "tokens must be greater than zero")                       \
+    X(CODEC_EBAD_ID, "bad_id", "id is empty")                                                      \
+    X(CODEC_EID_TOO_LONG, "id_too_long", "id is longer than 64 bytes")                             \
+    X(CODEC_EPAYLOAD_TOO_LARGE, "payload_too_large",                                               \
+      "payload is larger than the configured maximum")                                             \
+    X(CODEC_ESIGNATURE_MISMATCH, "signature_mismatch",                                             \
+      "signature does not match the signature of the component hashes")                            \
+    X(CODEC_ENO_SHAPE, "no_shape", "neither component hashes nor a signature were given")          \
+    X(CODEC_EZERO_BATCH_SIZE, "zero_batch_size", "max_batch_size must be greater than zero")       \
+    X(CODEC_EZERO_BATCH_TOKENS, "zero_batch_tokens", "max_batch_tokens must be greater than zero") \
+    X(CODEC_EMODEL_TOO_LONG, "model_too_long", "model is longer than 255 bytes")                   \
+    X(CODEC_EBAD_MODEL_NAME, "bad_model_name",                                                     \
+      "model contains '*', '>', a space or control character, or an empty token")                  \
+    X(CODEC_ETOKENS_TOO_LARGE, "tokens_too_large", "tokens is above 4294967287")                   \
+    X(CODEC_DUPLICATE, "duplicate", "an item with this id was accepted within the dedupe window")  \
+    X(CODEC_ESTORE_FULL, "store_full", "the data directory is full: retry later")                  \
+    X(CODEC_ESTORE_ERROR, "store_error", "the store failed: retry later; an operator has to look")
 
 /* CODEC_STATUS_COUNT is the number of codec_status_t values; they are 0 .. COUNT - 1. */
 STATUS_ENUM(codec_status_t, CODEC_STATUS_MAP, CODEC_STATUS_COUNT);
@@ -77,8 +89,6 @@ uint64_t codec_hash_component(const void *bytes, size_t len);
 uint64_t codec_signature(const uint64_t *hashes, size_t n);
 
 /* ---- plain messages ----------------------------------------------------------------------- */
-
-#define CODEC_ID_MAX 64 /* bytes; longer ids are rejected with CODEC_EID_TOO_LONG */
 
 typedef struct {
     const uint8_t *ptr; /* borrowed (see the ownership note at the top) */
@@ -215,13 +225,38 @@ typedef struct {
     size_t n_in_progress;
 } codec_heartbeat_t;
 
-/* ---- decode ------------------------------------------------------------------------------- */
-
 /* Per-subject limits applied to every submitted item. limits itself may be NULL (no limits). */
 typedef struct {
     const char *model;  /* borrowed; NULL = any non-empty model; else each item's must equal it */
     size_t max_payload; /* bytes; 0 = unlimited; a payload of exactly max_payload is accepted */
 } codec_limits_t;
+
+/* ---- validation: every rule a producer or consumer can break, in one place ---------------- */
+
+/*
+ * The model rule of subjects.md: 1..LIMITS_MODEL_MAX bytes (EBAD_MODEL when empty,
+ * EMODEL_TOO_LONG when longer), one or more subject tokens joined by '.', none empty, and no
+ * '*', '>', space or control character anywhere (EBAD_MODEL_NAME). model: borrowed.
+ */
+codec_status_t codec_model_check(const char *model);
+
+/*
+ * The rules of one submitted item, first failure wins, in this order: id empty (EBAD_ID); id
+ * over LIMITS_ID_MAX bytes (EID_TOO_LONG); the model rule (codec_model_check), or not
+ * limits->model (EBAD_MODEL); tokens 0 (EZERO_TOKENS); tokens over LIMITS_TOKENS_MAX
+ * (ETOKENS_TOO_LARGE); payload over limits->max_payload (EPAYLOAD_TOO_LARGE); neither component
+ * hashes nor signature (ENO_SHAPE); both given and codec_signature(hashes) != signature
+ * (ESIGNATURE_MISMATCH). On CODEC_OK *out_shape is the item's shape: codec_signature(hashes)
+ * when hashes are given, else the signature. item and limits (may be NULL) are borrowed.
+ */
+codec_status_t codec_item_check(const codec_work_item_t *item, const codec_limits_t *limits,
+                                uint64_t *out_shape /* out */);
+
+/* The rules of a Register, first failure wins: the model rule (codec_model_check),
+ * max_batch_size 0 (EZERO_BATCH_SIZE), max_batch_tokens 0 (EZERO_BATCH_TOKENS). Borrowed. */
+codec_status_t codec_register_check(const codec_register_t *reg);
+
+/* ---- decode ------------------------------------------------------------------------------- */
 
 /*
  * Every decoder: buf is borrowed (may be NULL when len == 0); *out is returned to the caller, who
@@ -230,13 +265,8 @@ typedef struct {
  */
 
 /*
- * Returns CODEC_OK for any decodable Submit; each item then carries its own status, so one bad
- * item never rejects the others. An item's status is the first rule it breaks, checked in this
- * order: id empty (EBAD_ID); id over CODEC_ID_MAX bytes (EID_TOO_LONG); model empty or not
- * limits->model (EBAD_MODEL); tokens == 0 (EZERO_TOKENS); payload over limits->max_payload
- * (EPAYLOAD_TOO_LARGE); neither component hashes nor signature (ENO_SHAPE); both given and
- * codec_signature(hashes) != signature (ESIGNATURE_MISMATCH). A valid item's shape is
- * codec_signature(hashes) when hashes are given, else the signature.
+ * Returns CODEC_OK for any decodable Submit; each item then carries its own status
+ * (codec_item_check), so one bad item never rejects the others.
  */
 codec_status_t codec_decode_submit(const void *buf, size_t len, const codec_limits_t *limits,
                                    codec_submit_t **out);
@@ -246,7 +276,7 @@ void codec_submit_destroy(codec_submit_t *msg); /* NULL-safe */
 codec_status_t codec_decode_submit_reply(const void *buf, size_t len, codec_submit_reply_t **out);
 void codec_submit_reply_destroy(codec_submit_reply_t *msg); /* NULL-safe */
 
-/* Fails with EBAD_MODEL (empty model), EZERO_BATCH_SIZE, EZERO_BATCH_TOKENS, in that order. */
+/* Fails with the first rule of codec_register_check the message breaks. */
 codec_status_t codec_decode_register(const void *buf, size_t len, codec_register_t **out);
 void codec_register_destroy(codec_register_t *msg); /* NULL-safe */
 

@@ -31,7 +31,7 @@
  */
 #include "common/clock.h"
 #include "common/rng.h"
-#include "scheduler/scheduler.h"
+#include "scheduler/core/sched.h"
 #include "store/store.h"
 
 #include <errno.h>

@@ -278,7 +278,7 @@ static void test_rejects_empty_id(void **state)
 
 static void test_rejects_id_over_64_bytes(void **state)
 {
-    uint8_t id[CODEC_ID_MAX + 1];
+    uint8_t id[LIMITS_ID_MAX + 1];
     codec_work_item_t it = good_item();
     (void)state;
     memset(id, 'x', sizeof id);
@@ -289,10 +289,10 @@ static void test_rejects_id_over_64_bytes(void **state)
 
 static void test_accepts_id_of_exactly_64_bytes(void **state)
 {
-    uint8_t id[CODEC_ID_MAX];
+    uint8_t id[LIMITS_ID_MAX];
     codec_work_item_t it = good_item();
     (void)state;
-    assert_int_equal(CODEC_ID_MAX, 64);
+    assert_int_equal(LIMITS_ID_MAX, 64);
     memset(id, 'x', sizeof id);
     it.id.ptr = id;
     it.id.len = sizeof id;

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "scheduler/daemon_int.h"
+#include "scheduler/daemon/consumers_int.h"
 
 static const packer_contract_t contract = {8, 4096, 2048};
 
@@ -42,9 +42,9 @@ static int cmp_id(const void *a, const void *b)
 static void test_add_records_the_registration(void **state)
 {
     (void)state;
-    consumers_t cs;
-    consumers_init(&cs);
-    consumer_t *c = add(&cs, "gpu-0", 1234);
+    consumers_t *cs;
+    assert_int_equal(consumers_create(&cs), DAEMON_OK);
+    consumer_t *c = add(cs, "gpu-0", 1234);
     assert_string_equal(c->model, "llama");
     assert_string_equal(c->name, "gpu-0");
     assert_int_equal(c->contract.max_batch_size, 8);
@@ -54,91 +54,91 @@ static void test_add_records_the_registration(void **state)
     assert_false(c->dead);
     assert_int_equal(c->n_pulls, 0);
     assert_int_equal(c->n_inflight, 0);
-    assert_int_equal(cs.n_all, 1);
-    assert_ptr_equal(cs.all[0], c);
+    assert_int_equal(cs->n_all, 1);
+    assert_ptr_equal(cs->all[0], c);
     /* A NULL name reads as "" */
     consumer_t *d = NULL;
-    assert_int_equal(consumers_add(&cs, "llama", NULL, contract, 0, &d), DAEMON_OK);
+    assert_int_equal(consumers_add(cs, "llama", NULL, contract, 0, &d), DAEMON_OK);
     assert_string_equal(d->name, "");
-    consumers_fini(&cs);
+    consumers_destroy(cs);
 }
 
 static void test_ids_are_32_hex_and_distinct(void **state)
 {
     (void)state;
     enum { N = 10000 };
-    consumers_t cs;
-    consumers_init(&cs);
+    consumers_t *cs;
+    assert_int_equal(consumers_create(&cs), DAEMON_OK);
     const char **ids = malloc(N * sizeof(*ids));
     assert_non_null(ids);
     for (size_t i = 0; i < N; i++) {
-        consumer_t *c = add(&cs, "w", i);
+        consumer_t *c = add(cs, "w", i);
         assert_int_equal(strlen(c->id), 32);
         assert_true(is_lower_hex(c->id, 32));
         ids[i] = c->id;
     }
-    assert_int_equal(cs.n_all, N);
+    assert_int_equal(cs->n_all, N);
     qsort(ids, N, sizeof(*ids), cmp_id);
     for (size_t i = 1; i < N; i++)
         assert_string_not_equal(ids[i - 1], ids[i]);
     /* Every id finds its own consumer. */
     for (size_t i = 0; i < N; i++) {
-        consumer_t *c = consumers_find(&cs, cs.all[i]->id);
-        assert_ptr_equal(c, cs.all[i]);
+        consumer_t *c = consumers_find(cs, cs->all[i]->id);
+        assert_ptr_equal(c, cs->all[i]);
     }
     free(ids);
-    consumers_fini(&cs);
+    consumers_destroy(cs);
 }
 
 static void test_find_unknown_and_wrong_length(void **state)
 {
     (void)state;
-    consumers_t cs;
-    consumers_init(&cs);
-    assert_null(consumers_find(&cs, "00000000000000000000000000000000"));
-    consumer_t *c = add(&cs, "gpu-0", 0);
+    consumers_t *cs;
+    assert_int_equal(consumers_create(&cs), DAEMON_OK);
+    assert_null(consumers_find(cs, "00000000000000000000000000000000"));
+    consumer_t *c = add(cs, "gpu-0", 0);
     char id[40];
     strcpy(id, c->id);
-    assert_ptr_equal(consumers_find(&cs, id), c);
+    assert_ptr_equal(consumers_find(cs, id), c);
 
     /* One character changed (in each half): unknown. */
     char other[40];
     strcpy(other, id);
     other[31] = other[31] == '0' ? '1' : '0';
-    assert_null(consumers_find(&cs, other));
+    assert_null(consumers_find(cs, other));
     strcpy(other, id);
     other[0] = other[0] == 'f' ? 'e' : 'f';
-    assert_null(consumers_find(&cs, other));
+    assert_null(consumers_find(cs, other));
     /* Upper case is another id. */
     strcpy(other, id);
     for (int i = 0; i < 32; i++)
         other[i] = (char)(other[i] >= 'a' ? other[i] - 32 : other[i]);
     if (strcmp(other, id) != 0)
-        assert_null(consumers_find(&cs, other));
+        assert_null(consumers_find(cs, other));
 
     /* Wrong lengths: empty, a prefix, the id with more after it. */
-    assert_null(consumers_find(&cs, ""));
+    assert_null(consumers_find(cs, ""));
     strcpy(other, id);
     other[31] = '\0';
-    assert_null(consumers_find(&cs, other));
+    assert_null(consumers_find(cs, other));
     strcpy(other, id);
     other[16] = '\0';
-    assert_null(consumers_find(&cs, other));
+    assert_null(consumers_find(cs, other));
     strcpy(other, id);
     strcat(other, "0");
-    assert_null(consumers_find(&cs, other));
+    assert_null(consumers_find(cs, other));
     strcpy(other, id);
     strcat(other, ".x");
-    assert_null(consumers_find(&cs, other));
-    consumers_fini(&cs);
+    assert_null(consumers_find(cs, other));
+    consumers_destroy(cs);
 }
 
 static void test_pulls_are_fifo(void **state)
 {
     (void)state;
-    consumers_t cs;
-    consumers_init(&cs);
-    consumer_t *c = add(&cs, "gpu-0", 0);
+    consumers_t *cs;
+    assert_int_equal(consumers_create(&cs), DAEMON_OK);
+    consumer_t *c = add(cs, "gpu-0", 0);
     consumers_pull_pop(c); /* popping nothing is harmless */
     assert_int_equal(c->n_pulls, 0);
     char reply[32];
@@ -169,15 +169,15 @@ static void test_pulls_are_fifo(void **state)
     assert_int_equal(consumers_pull_add(c, reply, 1, 1), DAEMON_OK);
     strcpy(reply, "_INBOX.changed");
     assert_string_equal(c->pulls[0].reply, "_INBOX.copy");
-    consumers_fini(&cs); /* frees the pull still queued (ASan checks) */
+    consumers_destroy(cs); /* frees the pull still queued (ASan checks) */
 }
 
 static void test_pull_del_keeps_the_others_in_order(void **state)
 {
     (void)state;
-    consumers_t cs;
-    consumers_init(&cs);
-    consumer_t *c = add(&cs, "gpu-0", 0);
+    consumers_t *cs;
+    assert_int_equal(consumers_create(&cs), DAEMON_OK);
+    consumer_t *c = add(cs, "gpu-0", 0);
     char reply[32];
     for (uint32_t i = 0; i < 5; i++) {
         snprintf(reply, sizeof(reply), "_INBOX.%u", i);
@@ -196,19 +196,19 @@ static void test_pull_del_keeps_the_others_in_order(void **state)
     consumers_pull_del(c, 3); /* the last one */
     assert_int_equal(c->n_pulls, 3);
     assert_string_equal(c->pulls[2].reply, "_INBOX.3");
-    consumers_fini(&cs); /* frees the pulls still queued (ASan checks) */
+    consumers_destroy(cs); /* frees the pulls still queued (ASan checks) */
 }
 
 static void test_inflight_add_find_del_and_owner(void **state)
 {
     (void)state;
-    consumers_t cs;
-    consumers_init(&cs);
-    consumer_t *a = add(&cs, "a", 0);
-    consumer_t *b = add(&cs, "b", 0);
+    consumers_t *cs;
+    assert_int_equal(consumers_create(&cs), DAEMON_OK);
+    consumer_t *a = add(cs, "a", 0);
+    consumer_t *b = add(cs, "b", 0);
     for (uint64_t id = 1; id <= 10; id++)
-        assert_int_equal(consumers_inflight_add(&cs, a, id, 100 * id, (uint32_t)id), DAEMON_OK);
-    assert_int_equal(consumers_inflight_add(&cs, b, 11, 5, 7), DAEMON_OK);
+        assert_int_equal(consumers_inflight_add(cs, a, id, 100 * id, (uint32_t)id), DAEMON_OK);
+    assert_int_equal(consumers_inflight_add(cs, b, 11, 5, 7), DAEMON_OK);
     assert_int_equal(a->n_inflight, 10);
     assert_int_equal(b->n_inflight, 1);
 
@@ -218,12 +218,12 @@ static void test_inflight_add_find_del_and_owner(void **state)
         assert_int_equal(in->batch_id, id);
         assert_int_equal(in->deadline_ns, 100 * id);
         assert_int_equal(in->n_items, id);
-        assert_ptr_equal(consumers_batch_owner(&cs, id), a);
+        assert_ptr_equal(consumers_batch_owner(cs, id), a);
         assert_null(consumers_inflight_find(b, id)); /* someone else's batch */
     }
-    assert_ptr_equal(consumers_batch_owner(&cs, 11), b);
+    assert_ptr_equal(consumers_batch_owner(cs, 11), b);
     assert_null(consumers_inflight_find(a, 11));
-    assert_null(consumers_batch_owner(&cs, 12));
+    assert_null(consumers_batch_owner(cs, 12));
     assert_null(consumers_inflight_find(a, 0));
 
     /* The deadline can be moved through the pointer find returns. */
@@ -231,40 +231,40 @@ static void test_inflight_add_find_del_and_owner(void **state)
     assert_int_equal(consumers_inflight_find(a, 3)->deadline_ns, 12345);
 
     /* Delete from the middle, the front and the back: the others stay findable. */
-    consumers_inflight_del(&cs, a, 5);
-    consumers_inflight_del(&cs, a, 1);
-    consumers_inflight_del(&cs, a, 10);
+    consumers_inflight_del(cs, a, 5);
+    consumers_inflight_del(cs, a, 1);
+    consumers_inflight_del(cs, a, 10);
     assert_int_equal(a->n_inflight, 7);
     for (uint64_t id = 1; id <= 10; id++) {
         int gone = id == 1 || id == 5 || id == 10;
         assert_int_equal(consumers_inflight_find(a, id) == NULL, gone);
-        assert_ptr_equal(consumers_batch_owner(&cs, id), gone ? NULL : a);
+        assert_ptr_equal(consumers_batch_owner(cs, id), gone ? NULL : a);
     }
     assert_int_equal(consumers_inflight_find(a, 3)->deadline_ns, 12345);
 
     /* Deleting twice, or through the wrong consumer, changes nothing. */
-    consumers_inflight_del(&cs, a, 5);
-    consumers_inflight_del(&cs, a, 11);
+    consumers_inflight_del(cs, a, 5);
+    consumers_inflight_del(cs, a, 11);
     assert_int_equal(a->n_inflight, 7);
-    assert_ptr_equal(consumers_batch_owner(&cs, 11), b);
+    assert_ptr_equal(consumers_batch_owner(cs, 11), b);
     assert_int_equal(b->n_inflight, 1);
 
-    consumers_inflight_del(&cs, b, 11);
+    consumers_inflight_del(cs, b, 11);
     assert_int_equal(b->n_inflight, 0);
-    assert_null(consumers_batch_owner(&cs, 11));
-    consumers_fini(&cs);
+    assert_null(consumers_batch_owner(cs, 11));
+    consumers_destroy(cs);
 }
 
 static void test_prune_removes_only_long_dead(void **state)
 {
     (void)state;
-    consumers_t cs;
-    consumers_init(&cs);
-    consumer_t *old_dead = add(&cs, "old-dead", 0);
-    consumer_t *new_dead = add(&cs, "new-dead", 900);
-    consumer_t *alive_silent = add(&cs, "alive-silent", 0);
-    consumer_t *edge_dead = add(&cs, "edge-dead", 500);
-    consumer_t *old_dead2 = add(&cs, "old-dead-2", 100);
+    consumers_t *cs;
+    assert_int_equal(consumers_create(&cs), DAEMON_OK);
+    consumer_t *old_dead = add(cs, "old-dead", 0);
+    consumer_t *new_dead = add(cs, "new-dead", 900);
+    consumer_t *alive_silent = add(cs, "alive-silent", 0);
+    consumer_t *edge_dead = add(cs, "edge-dead", 500);
+    consumer_t *old_dead2 = add(cs, "old-dead-2", 100);
     old_dead->dead = 1;
     new_dead->dead = 1;
     edge_dead->dead = 1;
@@ -274,29 +274,29 @@ static void test_prune_removes_only_long_dead(void **state)
     strcpy(gone1, old_dead->id);
     strcpy(gone2, old_dead2->id);
 
-    consumers_prune(&cs, 1000, 500);
-    assert_int_equal(cs.n_all, 3);
+    consumers_prune(cs, 1000, 500);
+    assert_int_equal(cs->n_all, 3);
     /* Dead for 1000 and 900 > 500: gone, their ids now read as unknown. */
-    assert_null(consumers_find(&cs, gone1));
-    assert_null(consumers_find(&cs, gone2));
+    assert_null(consumers_find(cs, gone1));
+    assert_null(consumers_find(cs, gone2));
     /* Dead for 100, or exactly 500: kept. Alive however silent: never pruned. */
-    assert_ptr_equal(consumers_find(&cs, new_dead->id), new_dead);
-    assert_ptr_equal(consumers_find(&cs, edge_dead->id), edge_dead);
-    assert_ptr_equal(consumers_find(&cs, alive_silent->id), alive_silent);
+    assert_ptr_equal(consumers_find(cs, new_dead->id), new_dead);
+    assert_ptr_equal(consumers_find(cs, edge_dead->id), edge_dead);
+    assert_ptr_equal(consumers_find(cs, alive_silent->id), alive_silent);
     /* The survivors keep their registration order. */
-    assert_ptr_equal(cs.all[0], new_dead);
-    assert_ptr_equal(cs.all[1], alive_silent);
-    assert_ptr_equal(cs.all[2], edge_dead);
+    assert_ptr_equal(cs->all[0], new_dead);
+    assert_ptr_equal(cs->all[1], alive_silent);
+    assert_ptr_equal(cs->all[2], edge_dead);
 
     /* Pruning again later takes the rest of the dead, and the registry keeps working. */
-    consumers_prune(&cs, 2000, 500);
-    assert_int_equal(cs.n_all, 1);
-    assert_ptr_equal(cs.all[0], alive_silent);
-    consumer_t *fresh = add(&cs, "fresh", 2000);
-    assert_ptr_equal(consumers_find(&cs, fresh->id), fresh);
-    assert_ptr_equal(consumers_find(&cs, alive_silent->id), alive_silent);
-    assert_int_equal(cs.n_all, 2);
-    consumers_fini(&cs);
+    consumers_prune(cs, 2000, 500);
+    assert_int_equal(cs->n_all, 1);
+    assert_ptr_equal(cs->all[0], alive_silent);
+    consumer_t *fresh = add(cs, "fresh", 2000);
+    assert_ptr_equal(consumers_find(cs, fresh->id), fresh);
+    assert_ptr_equal(consumers_find(cs, alive_silent->id), alive_silent);
+    assert_int_equal(cs->n_all, 2);
+    consumers_destroy(cs);
 }
 
 int main(void)

@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "scheduler/daemon_int.h"
+#include "scheduler/daemon/dedupe.h"
 
 static int has(dedupe_t *d, const char *id, uint64_t now_ns)
 {

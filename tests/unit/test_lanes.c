@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "scheduler/scheduler.h"
+#include "scheduler/core/sched.h"
 
 #define SEC 1000000000ull
 

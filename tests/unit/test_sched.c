@@ -18,7 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "scheduler/scheduler.h"
+#include "scheduler/core/sched.h"
 
 #define SEC 1000000000ull
 

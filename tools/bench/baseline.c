@@ -48,7 +48,7 @@
 #include "bench.h"
 
 #include "common/clock.h"
-#include "scheduler/scheduler.h"
+#include "scheduler/core/sched.h"
 
 #include <inttypes.h>
 #include <nats/nats.h>

@@ -29,7 +29,7 @@
  */
 #include "bench.h"
 
-#include "scheduler/scheduler.h"
+#include "scheduler/core/sched.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -51,7 +51,7 @@
  */
 #include "bench.h"
 
-#include "scheduler/scheduler.h"
+#include "scheduler/core/sched.h"
 #include "store/store.h"
 
 #include <inttypes.h>

@@ -17,7 +17,7 @@
  * Rejected: filtering on max_input_tokens. It strands items no consumer takes and forces linear
  * scans; oversized items go out and the worker answers them with an empty completion.
  */
-#include "scheduler/scheduler.h"
+#include "scheduler/core/sched.h"
 
 uint64_t packer_pad(uint64_t tokens)
 {

@@ -5,7 +5,7 @@
 #ifndef LANESCHED_SCHED_INT_H
 #define LANESCHED_SCHED_INT_H
 
-#include "scheduler/scheduler.h"
+#include "scheduler/core/sched.h"
 
 #include "common/map.h"
 

@@ -1,5 +1,5 @@
 /*
- * main.c - the lanesched daemon: flags and their environment variables, logging, signals.
+ * main.c - the lanesched daemon: flags and their environment variables, signals.
  *
  * Invariants:
  *   1. Every flag has an environment variable LANESCHED_<FLAG> (upper case, '-' as '_'); a flag
@@ -9,9 +9,12 @@
  *   3. Signals are taken by one thread with sigwait, never by a handler, so stopping uses the
  *      same event queue as everything else.
  */
-#include "scheduler/daemon_int.h"
+#include "scheduler/nats/front.h"
+
+#include "common/log.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <getopt.h>
 #include <nats/nats.h>
 #include <signal.h>
@@ -19,35 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static int log_level = LOG_INFO;
-static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
-
-void daemon_log_level_set(int level)
-{
-    log_level = level;
-}
-
-void daemon_log(int level, const char *fmt, ...)
-{
-    if (level < log_level)
-        return;
-    static const char *names[] = {"debug", "info", "warn", "error"};
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    pthread_mutex_lock(&log_lock);
-    fprintf(stderr, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s %s\n", tm.tm_year + 1900,
-            tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
-            names[level], msg);
-    pthread_mutex_unlock(&log_lock);
-}
 
 typedef struct {
     const char *name;
@@ -163,9 +137,9 @@ static const char *flag_value(const char **values, const char *name)
     return NULL;
 }
 
-static int config_build(const char **v, daemon_config_t *cfg)
+static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc)
 {
-    *cfg = (daemon_config_t){
+    *fc = (front_config_t){
         .servers = flag_value(v, "server"),
         .user = flag_value(v, "user"),
         .password = flag_value(v, "password"),
@@ -174,6 +148,10 @@ static int config_build(const char **v, daemon_config_t *cfg)
         .tls_ca = flag_value(v, "tls-ca"),
         .tls_cert = flag_value(v, "tls-cert"),
         .tls_key = flag_value(v, "tls-key"),
+        .prefix = flag_value(v, "prefix"),
+        .models = flag_value(v, "models"),
+    };
+    *cfg = (daemon_config_t){
         .prefix = flag_value(v, "prefix"),
         .data_dir = flag_value(v, "data-dir"),
         .models = flag_value(v, "models"),
@@ -190,15 +168,12 @@ static int config_build(const char **v, daemon_config_t *cfg)
         return -1;
     }
     cfg->durability_power = strcmp(dur, "power") == 0;
-    static const char *levels[] = {"debug", "info", "warn", "error"};
-    int lv = -1;
-    for (int i = 0; i < 4; i++)
-        lv = strcmp(level, levels[i]) == 0 ? i : lv;
-    if (lv < 0) {
+    int lv;
+    if (log_level_parse(level, &lv) != 0) {
         fprintf(stderr, "lanesched: --log-level must be debug, info, warn or error\n");
         return -1;
     }
-    daemon_log_level_set(lv);
+    log_level_set(lv);
     uint32_t seg_max = 0;
     if (parse_u32("heartbeat-ms", flag_value(v, "heartbeat-ms"), &cfg->heartbeat_ms) ||
         parse_u32("dead-after-ms", flag_value(v, "dead-after-ms"), &cfg->dead_after_ms) ||
@@ -237,12 +212,11 @@ static void *signal_thread(void *arg)
     signal_ctx_t *sc = arg;
     int sig = 0;
     sigwait(&sc->set, &sig);
-    daemon_log(LOG_INFO, "%s: no more work is taken; flushing and closing",
-               sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    log_write(LOG_INFO, "%s: no more work is taken; flushing and closing",
+              sig == SIGTERM ? "SIGTERM" : "SIGINT");
     front_unsubscribe(sc->f);
-    ev_t *ev = ev_create(EV_STOP, NULL, NULL, NULL, 0);
-    if (ev != NULL)
-        daemon_post(sc->d, ev);
+    if (daemon_post(sc->d, EV_STOP, NULL, NULL, NULL, 0) != 0)
+        log_write(LOG_ERROR, "out of memory: cannot stop; kill the process");
     return NULL;
 }
 
@@ -250,7 +224,8 @@ int main(int argc, char **argv)
 {
     const char *values[N_FLAGS];
     daemon_config_t cfg;
-    if (parse_flags(argc, argv, values) != 0 || config_build(values, &cfg) != 0)
+    front_config_t fc;
+    if (parse_flags(argc, argv, values) != 0 || config_build(values, &cfg, &fc) != 0)
         return 2;
 
     /* Block the stop signals before any thread exists, so only the signal thread takes them. */
@@ -264,35 +239,34 @@ int main(int argc, char **argv)
     daemon_t *d = NULL;
     daemon_status_t st = daemon_create(&cfg, &d);
     if (st != DAEMON_OK) {
-        daemon_log(LOG_ERROR, "cannot start: %s", daemon_status_str(st));
+        log_write(LOG_ERROR, "cannot start: %s", daemon_status_str(st));
         return 1;
     }
     if (nats_Open(-1) != NATS_OK) {
-        daemon_log(LOG_ERROR, "cannot initialise the NATS library");
+        log_write(LOG_ERROR, "cannot initialise the NATS library");
         daemon_destroy(d);
         return 1;
     }
     front_t *f = front_create(d);
-    if (f == NULL || (st = front_connect(f, &cfg)) != DAEMON_OK) {
+    if (f == NULL || (st = front_connect(f, &fc)) != DAEMON_OK) {
         front_destroy(f); /* closes the NATS library */
         daemon_destroy(d);
         return 1;
     }
-    d->publish = front_publish;
-    d->publish_ctx = f;
-    front_payload_cap(f, &d->cfg);
+    daemon_publish_set(d, front_publish, f);
+    daemon_max_payload_set(d, front_payload_cap(f, cfg.max_payload));
     sc.d = d;
     sc.f = f;
     pthread_t sig_thread;
     if (pthread_create(&sig_thread, NULL, signal_thread, &sc) != 0) {
-        daemon_log(LOG_ERROR, "cannot start the signal thread");
+        log_write(LOG_ERROR, "cannot start the signal thread");
         front_destroy(f);
         daemon_destroy(d);
         return 1;
     }
-    daemon_log(LOG_INFO, "serving %s on %s (store %s%s%s)", cfg.prefix, cfg.servers,
-               cfg.store_memory ? "memory" : "disk ", cfg.store_memory ? "" : cfg.data_dir,
-               cfg.durability_power ? ", power-loss durability" : "");
+    log_write(LOG_INFO, "serving %s on %s (store %s%s%s)", cfg.prefix, fc.servers,
+              cfg.store_memory ? "memory" : "disk ", cfg.store_memory ? "" : cfg.data_dir,
+              cfg.durability_power ? ", power-loss durability" : "");
     fprintf(stderr, "lanesched: ready\n");
     st = daemon_run(d);
     /* The signal thread uses f and d: when the owner stopped on its own (a store failure), wake
@@ -301,6 +275,6 @@ int main(int argc, char **argv)
     pthread_join(sig_thread, NULL);
     front_destroy(f); /* closes the NATS library and waits for its threads */
     daemon_destroy(d);
-    daemon_log(LOG_INFO, "stopped");
+    log_write(LOG_INFO, "stopped");
     return st == DAEMON_OK ? 0 : 1;
 }

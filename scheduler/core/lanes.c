@@ -32,7 +32,7 @@
  *   - Merging neighbouring lanes when targets converge: it would change a queue's identity
  *     under items already on disk, and the article keeps lanes stable for that reason.
  */
-#include "scheduler/scheduler.h"
+#include "scheduler/core/sched.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -14,7 +14,7 @@
  * Rejected: keeping the ids themselves (up to 64 bytes each) or a Bloom filter (false
  * positives would drop items).
  */
-#include "scheduler/daemon_int.h"
+#include "scheduler/daemon/dedupe.h"
 
 #include <stdlib.h>
 #include <string.h>

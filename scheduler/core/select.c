@@ -26,7 +26,7 @@
  *     fullest lane, and a short item alone in a lane of the current shape waited as long as
  *     bigger lanes kept filling (16.9 s against a 2 s bound on bench's steady preset).
  */
-#include "scheduler/sched_int.h"
+#include "scheduler/core/sched_int.h"
 
 /* Arrival time of the shape's oldest readable queued item and its lane (out_lane may be NULL);
  * 0 when it has none. */

@@ -1,5 +1,5 @@
 /*
- * front.c - the NATS front: the only algorithm-free file that talks to nats.c (with main.c).
+ * front.c - the NATS front: with main.c, the only daemon code that talks to nats.c.
  *
  * Owns the connection and the subscriptions. Every callback copies the message into an event
  * for the owner thread and returns; it never touches scheduling state.
@@ -18,7 +18,9 @@
  * (one daemon instance owns each model's scheduling state; several instances split models
  * with --models instead).
  */
-#include "scheduler/daemon_int.h"
+#include "scheduler/nats/front.h"
+
+#include "common/log.h"
 
 #include <nats/nats.h>
 #include <stdio.h>
@@ -48,31 +50,25 @@ static void front_on_msg(natsConnection *nc, natsSubscription *sub, natsMsg *msg
     front_sub_t *s = closure;
     const char *subject = natsMsg_GetSubject(msg);
     const char *token = strlen(subject) > s->token_at ? subject + s->token_at : "";
-    ev_t *ev = ev_create(s->kind, token, natsMsg_GetReply(msg), natsMsg_GetData(msg),
-                         (size_t)natsMsg_GetDataLength(msg));
+    if (daemon_post(s->front->d, s->kind, token, natsMsg_GetReply(msg), natsMsg_GetData(msg),
+                    (size_t)natsMsg_GetDataLength(msg)) != 0)
+        log_write(LOG_ERROR, "out of memory: a message on %s was dropped", subject);
     natsMsg_Destroy(msg);
-    if (ev == NULL) {
-        daemon_log(LOG_ERROR, "out of memory: a message on %s was dropped", subject);
-        __atomic_add_fetch(&s->front->d->counters.dropped_messages, 1, __ATOMIC_RELAXED);
-        return;
-    }
-    daemon_post(s->front->d, ev);
 }
 
 static void front_on_disconnected(natsConnection *nc, void *closure)
 {
     (void)nc;
     front_t *f = closure;
-    ev_t *ev = ev_create(EV_DISCONNECTED, NULL, NULL, NULL, 0);
-    if (ev != NULL)
-        daemon_post(f->d, ev);
+    if (daemon_post(f->d, EV_DISCONNECTED, NULL, NULL, NULL, 0) != 0)
+        log_write(LOG_ERROR, "out of memory: the disconnect could not reach the owner");
 }
 
 static void front_on_reconnected(natsConnection *nc, void *closure)
 {
     (void)nc;
     (void)closure;
-    daemon_log(LOG_INFO, "NATS connection restored");
+    log_write(LOG_INFO, "NATS connection restored");
 }
 
 static void front_on_error(natsConnection *nc, natsSubscription *sub, natsStatus err, void *closure)
@@ -82,10 +78,10 @@ static void front_on_error(natsConnection *nc, natsSubscription *sub, natsStatus
     int64_t dropped = 0;
     if (sub != NULL)
         natsSubscription_GetDropped(sub, &dropped);
-    daemon_log(LOG_ERROR, "NATS error: %s (%lld messages dropped on this subscription so far)",
-               natsStatus_GetText(err), (long long)dropped);
+    log_write(LOG_ERROR, "NATS error: %s (%lld messages dropped on this subscription so far)",
+              natsStatus_GetText(err), (long long)dropped);
     if (err == NATS_SLOW_CONSUMER) /* one message dropped per slow-consumer report */
-        __atomic_add_fetch(&f->d->counters.dropped_messages, 1, __ATOMIC_RELAXED);
+        daemon_dropped_note(f->d);
 }
 
 front_t *front_create(daemon_t *d)
@@ -101,7 +97,7 @@ int front_publish(void *ctx, const char *subject, const void *data, size_t len)
     front_t *f = ctx;
     natsStatus s = natsConnection_Publish(f->nc, subject, data, (int)len);
     if (s != NATS_OK)
-        daemon_log(LOG_WARN, "publish to %s failed: %s", subject, natsStatus_GetText(s));
+        log_write(LOG_WARN, "publish to %s failed: %s", subject, natsStatus_GetText(s));
     return s == NATS_OK ? 0 : -1;
 }
 
@@ -117,16 +113,16 @@ static daemon_status_t front_subscribe(front_t *f, const char *subject, ev_kind_
     if (s == NATS_OK)
         s = natsSubscription_SetPendingLimits(sub, -1, -1); /* invariant 1 */
     if (s != NATS_OK) {
-        daemon_log(LOG_ERROR, "cannot subscribe to %s: %s", subject, natsStatus_GetText(s));
+        log_write(LOG_ERROR, "cannot subscribe to %s: %s", subject, natsStatus_GetText(s));
         natsSubscription_Destroy(sub);
         return DAEMON_ENATS;
     }
     f->subs[f->n_subs++] = sub;
-    daemon_log(LOG_DEBUG, "subscribed to %s", subject);
+    log_write(LOG_DEBUG, "subscribed to %s", subject);
     return DAEMON_OK;
 }
 
-daemon_status_t front_connect(front_t *f, const daemon_config_t *cfg)
+daemon_status_t front_connect(front_t *f, const front_config_t *cfg)
 {
     daemon_status_t st = DAEMON_ENATS;
     natsOptions *opts = NULL;
@@ -167,8 +163,8 @@ daemon_status_t front_connect(front_t *f, const daemon_config_t *cfg)
     if (s == NATS_OK)
         s = natsConnection_Connect(&f->nc, opts);
     if (s != NATS_OK) {
-        daemon_log(LOG_ERROR, "cannot connect to NATS at %s: %s", cfg->servers,
-                   natsStatus_GetText(s));
+        log_write(LOG_ERROR, "cannot connect to NATS at %s: %s", cfg->servers,
+                  natsStatus_GetText(s));
         goto out;
     }
     char subject[512];
@@ -215,19 +211,19 @@ out:
     return st;
 }
 
-void front_payload_cap(front_t *f, daemon_config_t *cfg)
+uint32_t front_payload_cap(front_t *f, uint32_t configured)
 {
     int64_t server = natsConnection_GetMaxPayload(f->nc);
     if (server <= DAEMON_BATCH_OVERHEAD)
-        return;
+        return configured;
     uint64_t cap = (uint64_t)server - DAEMON_BATCH_OVERHEAD;
-    if (cfg->max_payload == 0 || cfg->max_payload > cap) {
-        daemon_log(LOG_INFO,
-                   "--max-payload lowered to %llu bytes: the server carries at most %lld bytes "
-                   "per message, and a batch of one item must fit",
-                   (unsigned long long)cap, (long long)server);
-        cfg->max_payload = (uint32_t)cap;
-    }
+    if (configured != 0 && configured <= cap)
+        return configured;
+    log_write(LOG_INFO,
+              "--max-payload lowered to %llu bytes: the server carries at most %lld bytes "
+              "per message, and a batch of one item must fit",
+              (unsigned long long)cap, (long long)server);
+    return (uint32_t)cap;
 }
 
 void front_unsubscribe(front_t *f)
@@ -252,6 +248,6 @@ void front_destroy(front_t *f)
     /* nats.c delivers the disconnect of its own close on a callback thread later: wait for
      * every library thread to finish before the front (and then the daemon) is freed. */
     if (nats_CloseAndWait(5000) != NATS_OK)
-        daemon_log(LOG_WARN, "the NATS library did not stop within 5 s");
+        log_write(LOG_WARN, "the NATS library did not stop within 5 s");
     free(f);
 }

@@ -13,7 +13,7 @@
  * Rejected: hashing the model name into the shape key. Models are few and interned to a small
  * index, which makes the key exact ((signature, model index)) with no collision handling.
  */
-#include "scheduler/sched_int.h"
+#include "scheduler/core/sched_int.h"
 
 #include <stdlib.h>
 #include <string.h>

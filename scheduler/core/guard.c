@@ -9,7 +9,7 @@
  * Rejected: dropping or re-queueing the bad items and carrying on. The bug that produced the
  * batch would keep producing them; failing loudly is the only way it gets found.
  */
-#include "scheduler/scheduler.h"
+#include "scheduler/core/sched.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -22,7 +22,7 @@
  * fails, connection drops); committing before it took the batch would strand the items as
  * pending for a consumer that never saw them.
  */
-#include "scheduler/sched_int.h"
+#include "scheduler/core/sched_int.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,0 +1,76 @@
+/*
+ * validate.c - every rule a producer or a consumer can break, checked in one place, each with
+ * its own reason code (codec.h's CODEC_STATUS_MAP; subjects.md's "Item validation").
+ *
+ * Invariants:
+ *   1. A rule is checked here and nowhere else: the layers below (scheduling core, store) take
+ *      what passed as given, and breaking a rule reaches the producer as that rule's own word,
+ *      never as a store error.
+ *   2. First failure wins, in the documented order, so a producer learns one reason per item
+ *      and the same item always gets the same answer (the validation reasons are permanent).
+ *   3. The hard limits come from common/limits.h, shared with the segment format.
+ *
+ * Rejected: checking the model rule against the subject only. The subject's model is what the
+ * daemon interns and stores; a name with '*' or '>' could never be published as a batch or
+ * dead-letter subject, so it is refused before anything is stored.
+ */
+#include "codec/codec.h"
+
+#include <string.h>
+
+codec_status_t codec_model_check(const char *model)
+{
+    if (model == NULL || model[0] == '\0')
+        return CODEC_EBAD_MODEL;
+    size_t len = strnlen(model, LIMITS_MODEL_MAX + 1);
+    if (len > LIMITS_MODEL_MAX)
+        return CODEC_EMODEL_TOO_LONG;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)model[i];
+        int empty_token = c == '.' && (i == 0 || i + 1 == len || model[i + 1] == '.');
+        if (c <= ' ' || c == 0x7f || c == '*' || c == '>' || empty_token)
+            return CODEC_EBAD_MODEL_NAME;
+    }
+    return CODEC_OK;
+}
+
+codec_status_t codec_item_check(const codec_work_item_t *it, const codec_limits_t *limits,
+                                uint64_t *out_shape)
+{
+    if (it->id.len == 0)
+        return CODEC_EBAD_ID;
+    if (it->id.len > LIMITS_ID_MAX)
+        return CODEC_EID_TOO_LONG;
+    codec_status_t st = codec_model_check(it->model);
+    if (st != CODEC_OK)
+        return st;
+    if (limits && limits->model && strcmp(it->model, limits->model) != 0)
+        return CODEC_EBAD_MODEL;
+    if (it->tokens == 0)
+        return CODEC_EZERO_TOKENS;
+    if (it->tokens > LIMITS_TOKENS_MAX)
+        return CODEC_ETOKENS_TOO_LARGE;
+    if (limits && limits->max_payload && it->payload.len > limits->max_payload)
+        return CODEC_EPAYLOAD_TOO_LARGE;
+    if (it->n_component_hashes == 0 && !it->has_signature)
+        return CODEC_ENO_SHAPE;
+    uint64_t shape = it->n_component_hashes == 0
+                         ? it->signature
+                         : codec_signature(it->component_hashes, it->n_component_hashes);
+    if (it->n_component_hashes != 0 && it->has_signature && shape != it->signature)
+        return CODEC_ESIGNATURE_MISMATCH;
+    *out_shape = shape;
+    return CODEC_OK;
+}
+
+codec_status_t codec_register_check(const codec_register_t *reg)
+{
+    codec_status_t st = codec_model_check(reg->model);
+    if (st != CODEC_OK)
+        return st;
+    if (reg->max_batch_size == 0)
+        return CODEC_EZERO_BATCH_SIZE;
+    if (reg->max_batch_tokens == 0)
+        return CODEC_EZERO_BATCH_TOKENS;
+    return CODEC_OK;
+}

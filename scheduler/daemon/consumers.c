@@ -1,0 +1,383 @@
+/*
+ * consumers.c - the registry of consumers: contract, liveness, outstanding pulls, in-flight
+ * batches (consumers.h). Owned and touched by the owner thread only.
+ *
+ * Invariants (consumers_check runs them in debug builds):
+ *   1. A consumer id is 128 random bits (getrandom), so ids cannot be guessed and a consumer
+ *      that registers again after being declared dead is a new consumer with a new id.
+ *   2. Every in-flight batch belongs to exactly one consumer, found through by_batch; an ack
+ *      naming a batch that is not the acking consumer's in-flight batch changes nothing.
+ *   3. A dead consumer keeps its id for a while (its late acks are answered as stale), but
+ *      holds no pulls and no in-flight batches.
+ *   4. Liveness is decided here and nowhere else: every message refreshes it (consumers_touch),
+ *      silence past dead_after kills (consumers_expire), a stalled owner restarts it.
+ *
+ * Rejected: sequential consumer ids (guessable: any client could ack or steal another's
+ * batches by counting).
+ */
+#include "scheduler/daemon/consumers_int.h"
+
+#include "common/invariant.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <xxhash.h>
+
+static map_key_t consumers_id_key(const char *id)
+{
+    size_t n = strnlen(id, CONSUMERS_ID_LEN);
+    return (map_key_t){XXH64(id, n, 0), XXH64(id, n, 1)};
+}
+
+daemon_status_t consumers_create(consumers_t **out)
+{
+    consumers_t *cs = calloc(1, sizeof(*cs));
+    if (cs == NULL)
+        return DAEMON_ENOMEM;
+    map_init(&cs->by_id);
+    map_init(&cs->by_batch);
+    *out = cs;
+    return DAEMON_OK;
+}
+
+static void consumer_free(consumer_t *c)
+{
+    for (size_t i = 0; i < c->n_pulls; i++)
+        free(c->pulls[i].reply);
+    free(c->pulls);
+    free(c->inflight);
+    free(c->name);
+    free(c->model);
+    free(c);
+}
+
+void consumers_destroy(consumers_t *cs)
+{
+    if (cs == NULL)
+        return;
+    for (size_t i = 0; i < cs->n_all; i++)
+        consumer_free(cs->all[i]);
+    free(cs->all);
+    map_fini(&cs->by_id);
+    map_fini(&cs->by_batch);
+    free(cs);
+}
+
+daemon_status_t consumers_add(consumers_t *cs, const char *model, const char *name,
+                              packer_contract_t contract, uint64_t now_ns, consumer_t **out)
+{
+    daemon_status_t st = DAEMON_ENOMEM;
+    consumer_t *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return st;
+    uint8_t rnd[CONSUMERS_ID_LEN / 2];
+    if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+        st = DAEMON_EINVAL;
+        goto out;
+    }
+    for (size_t i = 0; i < sizeof(rnd); i++)
+        snprintf(c->id + 2 * i, 3, "%02x", rnd[i]);
+    if ((c->model = strdup(model)) == NULL || (c->name = strdup(name ? name : "")) == NULL)
+        goto out;
+    c->contract = contract;
+    c->last_seen_ns = now_ns;
+    if (cs->n_all == cs->cap_all) {
+        size_t cap = cs->cap_all ? cs->cap_all * 2 : 8;
+        consumer_t **all = realloc(cs->all, cap * sizeof(*all));
+        if (all == NULL)
+            goto out;
+        cs->all = all;
+        cs->cap_all = cap;
+    }
+    if (map_put(&cs->by_id, consumers_id_key(c->id), c) != MAP_OK)
+        goto out;
+    cs->all[cs->n_all++] = c;
+    *out = c;
+    c = NULL;
+    st = DAEMON_OK;
+out:
+    if (c != NULL)
+        consumer_free(c);
+    INVARIANT_CHECK(consumers_check(cs));
+    return st;
+}
+
+consumer_t *consumers_find(consumers_t *cs, const char *id)
+{
+    if (strlen(id) != CONSUMERS_ID_LEN)
+        return NULL;
+    consumer_t *c = map_get(&cs->by_id, consumers_id_key(id));
+    return c != NULL && strcmp(c->id, id) == 0 ? c : NULL;
+}
+
+consumer_t *consumers_touch(consumers_t *cs, const char *id, uint64_t now_ns)
+{
+    consumer_t *c = consumers_find(cs, id);
+    if (c == NULL || c->dead)
+        return NULL;
+    c->last_seen_ns = now_ns;
+    return c;
+}
+
+consumer_t *consumers_batch_owner(consumers_t *cs, uint64_t batch_id)
+{
+    return map_get(&cs->by_batch, (map_key_t){batch_id, 0});
+}
+
+size_t consumers_count(const consumers_t *cs)
+{
+    return cs->n_all;
+}
+
+consumer_t *consumers_at(const consumers_t *cs, size_t i)
+{
+    return cs->all[i];
+}
+
+const char *consumers_id(const consumer_t *c)
+{
+    return c->id;
+}
+
+const char *consumers_name(const consumer_t *c)
+{
+    return c->name;
+}
+
+const char *consumers_model(const consumer_t *c)
+{
+    return c->model;
+}
+
+const packer_contract_t *consumers_contract(const consumer_t *c)
+{
+    return &c->contract;
+}
+
+int consumers_dead(const consumer_t *c)
+{
+    return c->dead;
+}
+
+void consumers_kill(consumer_t *c)
+{
+    c->dead = 1;
+}
+
+void consumers_dispatched_note(consumer_t *c, uint64_t items)
+{
+    c->batches++;
+    c->items += items;
+}
+
+/* ---- pulls -------------------------------------------------------------------------------- */
+
+daemon_status_t consumers_pull_add(consumer_t *c, const char *reply, uint32_t credits,
+                                   uint64_t expires_ns)
+{
+    if (c->n_pulls == c->cap_pulls) {
+        size_t cap = c->cap_pulls ? c->cap_pulls * 2 : 4;
+        pull_t *pulls = realloc(c->pulls, cap * sizeof(*pulls));
+        if (pulls == NULL)
+            return DAEMON_ENOMEM;
+        c->pulls = pulls;
+        c->cap_pulls = cap;
+    }
+    char *r = strdup(reply);
+    if (r == NULL)
+        return DAEMON_ENOMEM;
+    c->pulls[c->n_pulls++] = (pull_t){r, credits, expires_ns};
+    return DAEMON_OK;
+}
+
+const char *consumers_pull_reply(const consumer_t *c)
+{
+    return c->n_pulls != 0 ? c->pulls[0].reply : NULL;
+}
+
+void consumers_pull_del(consumer_t *c, size_t index)
+{
+    if (index >= c->n_pulls)
+        return;
+    free(c->pulls[index].reply);
+    memmove(c->pulls + index, c->pulls + index + 1, (c->n_pulls - index - 1) * sizeof(*c->pulls));
+    c->n_pulls--;
+}
+
+void consumers_pull_pop(consumer_t *c)
+{
+    consumers_pull_del(c, 0);
+}
+
+void consumers_pull_use(consumer_t *c)
+{
+    if (c->n_pulls != 0 && --c->pulls[0].credits == 0)
+        consumers_pull_pop(c);
+}
+
+size_t consumers_pull_count(const consumer_t *c)
+{
+    return c->n_pulls;
+}
+
+/* ---- in-flight batches -------------------------------------------------------------------- */
+
+daemon_status_t consumers_inflight_add(consumers_t *cs, consumer_t *c, uint64_t batch_id,
+                                       uint64_t deadline_ns, uint32_t n_items)
+{
+    if (c->n_inflight == c->cap_inflight) {
+        size_t cap = c->cap_inflight ? c->cap_inflight * 2 : 4;
+        inflight_t *in = realloc(c->inflight, cap * sizeof(*in));
+        if (in == NULL)
+            return DAEMON_ENOMEM;
+        c->inflight = in;
+        c->cap_inflight = cap;
+    }
+    if (map_put(&cs->by_batch, (map_key_t){batch_id, 0}, c) != MAP_OK)
+        return DAEMON_ENOMEM;
+    c->inflight[c->n_inflight++] = (inflight_t){batch_id, deadline_ns, n_items};
+    INVARIANT_CHECK(consumers_check(cs));
+    return DAEMON_OK;
+}
+
+inflight_t *consumers_inflight_find(consumer_t *c, uint64_t batch_id)
+{
+    for (size_t i = 0; i < c->n_inflight; i++) {
+        if (c->inflight[i].batch_id == batch_id)
+            return &c->inflight[i];
+    }
+    return NULL;
+}
+
+void consumers_inflight_del(consumers_t *cs, consumer_t *c, uint64_t batch_id)
+{
+    inflight_t *in = consumers_inflight_find(c, batch_id);
+    if (in == NULL)
+        return;
+    *in = c->inflight[--c->n_inflight];
+    map_del(&cs->by_batch, (map_key_t){batch_id, 0}, NULL);
+}
+
+int consumers_inflight_last(const consumer_t *c, uint64_t *out_batch_id)
+{
+    if (c->n_inflight == 0)
+        return 0;
+    *out_batch_id = c->inflight[c->n_inflight - 1].batch_id;
+    return 1;
+}
+
+size_t consumers_inflight_count(const consumer_t *c)
+{
+    return c->n_inflight;
+}
+
+/* ---- liveness and deadlines --------------------------------------------------------------- */
+
+void consumers_expire(consumers_t *cs, uint64_t now_ns, uint64_t dead_after_ns,
+                      const consumers_timers_t *t)
+{
+    for (size_t i = 0; i < cs->n_all; i++) {
+        consumer_t *c = cs->all[i];
+        if (c->dead)
+            continue;
+        if (now_ns - c->last_seen_ns > dead_after_ns) {
+            t->dead(t->ctx, c, now_ns - c->last_seen_ns);
+            c->dead = 1;
+            continue;
+        }
+        /* downwards: a return swaps the last record into the slot just visited */
+        for (size_t j = c->n_inflight; j-- > 0;) {
+            if (j < c->n_inflight && c->inflight[j].deadline_ns <= now_ns)
+                t->ack_expired(t->ctx, c, c->inflight[j].batch_id);
+        }
+        for (size_t j = 0; j < c->n_pulls;) {
+            if (c->pulls[j].expires_ns <= now_ns) {
+                t->pull_expired(t->ctx, c, c->pulls[j].reply);
+                consumers_pull_del(c, j);
+            } else {
+                j++;
+            }
+        }
+    }
+    INVARIANT_CHECK(consumers_check(cs));
+}
+
+void consumers_stall_reset(consumers_t *cs, uint64_t now_ns)
+{
+    for (size_t i = 0; i < cs->n_all; i++) {
+        if (!cs->all[i]->dead)
+            cs->all[i]->last_seen_ns = now_ns;
+    }
+}
+
+uint64_t consumers_next_deadline(const consumers_t *cs, uint64_t dead_after_ns, uint64_t bound)
+{
+    uint64_t wake = bound;
+    for (size_t i = 0; i < cs->n_all; i++) {
+        const consumer_t *c = cs->all[i];
+        if (c->dead)
+            continue;
+        uint64_t dead_at = c->last_seen_ns + dead_after_ns + 1;
+        wake = dead_at < wake ? dead_at : wake;
+        for (size_t j = 0; j < c->n_inflight; j++)
+            wake = c->inflight[j].deadline_ns < wake ? c->inflight[j].deadline_ns : wake;
+        for (size_t j = 0; j < c->n_pulls; j++)
+            wake = c->pulls[j].expires_ns < wake ? c->pulls[j].expires_ns : wake;
+    }
+    return wake;
+}
+
+void consumers_prune(consumers_t *cs, uint64_t now_ns, uint64_t keep_ns)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < cs->n_all; i++) {
+        consumer_t *c = cs->all[i];
+        if (c->dead && now_ns - c->last_seen_ns > keep_ns) {
+            map_del(&cs->by_id, consumers_id_key(c->id), NULL);
+            consumer_free(c);
+            continue;
+        }
+        cs->all[w++] = c;
+    }
+    cs->n_all = w;
+}
+
+void consumers_info(const consumer_t *c, uint64_t now_ns, consumers_info_t *out)
+{
+    *out = (consumers_info_t){
+        .id = c->id,
+        .name = c->name,
+        .model = c->model,
+        .contract = c->contract,
+        .alive = !c->dead,
+        .idle_ns = now_ns - c->last_seen_ns,
+        .inflight_batches = c->n_inflight,
+        .pulls = c->n_pulls,
+        .batches = c->batches,
+        .items = c->items,
+    };
+}
+
+int consumers_check(const consumers_t *cs)
+{
+    size_t inflight = 0;
+    for (size_t i = 0; i < cs->n_all; i++) {
+        const consumer_t *c = cs->all[i];
+        INVARIANT_HOLDS(!c->dead || (c->n_pulls == 0 && c->n_inflight == 0),
+                        "dead consumer %s holds %zu pulls and %zu batches", c->id, c->n_pulls,
+                        c->n_inflight);
+        for (size_t j = 0; j < c->n_inflight; j++) {
+            const consumer_t *owner =
+                map_get(&cs->by_batch, (map_key_t){c->inflight[j].batch_id, 0});
+            INVARIANT_HOLDS(owner == c, "batch %llu of %s is owned by %s in by_batch",
+                            (unsigned long long)c->inflight[j].batch_id, c->id,
+                            owner ? owner->id : "nobody");
+        }
+        inflight += c->n_inflight;
+    }
+    INVARIANT_HOLDS(inflight == cs->by_batch.len, "%zu in-flight records, %zu in by_batch",
+                    inflight, (size_t)cs->by_batch.len);
+    return 1;
+}

@@ -1,0 +1,37 @@
+/*
+ * consumers_int.h - private to consumers.c and its unit test: the registry's structs.
+ */
+#ifndef LANESCHED_DAEMON_CONSUMERS_INT_H
+#define LANESCHED_DAEMON_CONSUMERS_INT_H
+
+#include "common/map.h"
+#include "scheduler/daemon/consumers.h"
+
+typedef struct {
+    char *reply; /* owned */
+    uint32_t credits;
+    uint64_t expires_ns;
+} pull_t;
+
+struct consumer {
+    char id[CONSUMERS_ID_LEN + 1];
+    char *name;  /* owned */
+    char *model; /* owned */
+    packer_contract_t contract;
+    uint64_t last_seen_ns;
+    int dead;
+    pull_t *pulls; /* FIFO, owned */
+    size_t n_pulls, cap_pulls;
+    inflight_t *inflight; /* owned */
+    size_t n_inflight, cap_inflight;
+    uint64_t batches, items;
+};
+
+struct consumers {
+    map_t by_id;    /* (hash of id, 0) -> consumer_t */
+    map_t by_batch; /* (batch id, 0) -> consumer_t */
+    consumer_t **all;
+    size_t n_all, cap_all;
+};
+
+#endif

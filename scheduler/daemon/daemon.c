@@ -1,0 +1,161 @@
+/*
+ * daemon.c - the daemon's life: opening the store, restoring the scheduler and the dedupe
+ * window, the clock, publishing, and the entry points other threads may call.
+ *
+ * Invariants:
+ *   1. The owner (daemon_turn) is the only thread that touches the store, the scheduler, the
+ *      registry and the dedupe window; daemon_post and daemon_dropped_note are the only entry
+ *      points safe from other threads.
+ *   2. The dedupe window is rebuilt from every queued item at start, so a retry of an item
+ *      that was queued before a restart is still recognised.
+ *
+ * Rejected: opening the store lazily at the first message. A damaged store must stop the
+ * daemon at start, before it answers anyone.
+ */
+#include "scheduler/daemon/daemon_int.h"
+
+#include "common/clock.h"
+#include "common/log.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+
+STATUS_STR(daemon_status_str, daemon_status_t, DAEMON_STATUS_MAP, "unknown daemon status")
+
+static uint64_t daemon_clock_mono(void *ctx)
+{
+    (void)ctx;
+    return clock_mono_ns();
+}
+
+uint64_t daemon_now(const struct daemon *d)
+{
+    return d->cfg.clock(d->cfg.clock_ctx);
+}
+
+uint64_t daemon_ms_ns(uint32_t ms)
+{
+    return (uint64_t)ms * 1000000ull;
+}
+
+void daemon_publish(struct daemon *d, const char *subject, uint8_t *buf, size_t len)
+{
+    if (buf == NULL)
+        return;
+    if (d->publish == NULL || d->publish(d->publish_ctx, subject, buf, len) != 0)
+        d->counters.publish_failures++;
+    free(buf);
+}
+
+void daemon_publish_set(daemon_t *d, daemon_publish_fn publish, void *ctx)
+{
+    d->publish = publish;
+    d->publish_ctx = ctx;
+}
+
+void daemon_max_payload_set(daemon_t *d, uint32_t bytes)
+{
+    d->cfg.max_payload = bytes;
+}
+
+int daemon_post(daemon_t *d, ev_kind_t kind, const char *token, const char *reply, const void *data,
+                size_t len)
+{
+    if (evqueue_post(&d->events, kind, token, reply, data, len) == 0)
+        return 0;
+    daemon_dropped_note(d);
+    return -1;
+}
+
+void daemon_dropped_note(daemon_t *d)
+{
+    __atomic_add_fetch(&d->counters.dropped_messages, 1, __ATOMIC_RELAXED);
+}
+
+static void daemon_store_log(void *ctx, int level, const char *msg)
+{
+    (void)ctx;
+    log_write(level == STORE_LOG_ERROR  ? LOG_ERROR
+              : level == STORE_LOG_WARN ? LOG_WARN
+                                        : LOG_INFO,
+              "store: %s", msg);
+}
+
+static void daemon_scan_id(void *ctx, const store_view_t *v)
+{
+    struct daemon *d = ctx;
+    if (v->id_len != 0)
+        dedupe_add(&d->dedupe, v->id_view, v->id_len, daemon_now(d));
+}
+
+static store_status_t daemon_store_open(const daemon_config_t *cfg, store_t **out)
+{
+    if (cfg->store_memory)
+        return store_open_memory(out);
+    store_disk_config_t dc = {
+        .dir = cfg->data_dir,
+        .segment_max_bytes = cfg->segment_max_bytes,
+        .durability = cfg->durability_power ? STORE_DURABLE_POWER : STORE_DURABLE_PROCESS,
+        .log = daemon_store_log,
+    };
+    store_recovery_t rep;
+    store_status_t st = store_open_disk(&dc, &rep, out);
+    if (st == STORE_OK)
+        log_write(LOG_INFO, "store %s: %" PRIu64 " items (%" PRIu64 " tokens) recovered in %.3f s",
+                  cfg->data_dir, rep.entries_live, rep.tokens_live, (double)rep.elapsed_ns / 1e9);
+    return st;
+}
+
+daemon_status_t daemon_create(const daemon_config_t *cfg, daemon_t **out)
+{
+    daemon_t *d = calloc(1, sizeof(*d));
+    if (d == NULL)
+        return DAEMON_ENOMEM;
+    d->cfg = *cfg;
+    if (d->cfg.clock == NULL)
+        d->cfg.clock = daemon_clock_mono;
+    evqueue_init(&d->events);
+    dedupe_init(&d->dedupe, daemon_ms_ns(cfg->dedupe_window_ms));
+    daemon_status_t st = consumers_create(&d->consumers);
+    if (st != DAEMON_OK)
+        goto out;
+    st = DAEMON_ESTORE;
+    store_status_t sst = daemon_store_open(cfg, &d->store);
+    if (sst != STORE_OK) {
+        log_write(LOG_ERROR, "cannot open the store: %s", store_status_str(sst));
+        goto out;
+    }
+    sched_config_t sc = {.clock = d->cfg.clock,
+                         .clock_ctx = d->cfg.clock_ctx,
+                         .max_deliveries = cfg->max_deliveries,
+                         .starvation_ns = daemon_ms_ns(cfg->starvation_ms)};
+    sched_status_t schst = sched_create(&sc, d->store, &d->sched);
+    if (schst != SCHED_OK) {
+        log_write(LOG_ERROR, "cannot restore the scheduler: %s", sched_status_str(schst));
+        goto out;
+    }
+    store_queue_t *q = NULL;
+    while (store_queue_next(d->store, q, &q, NULL, NULL)) { /* invariant 2 */
+        if (store_queue_scan(d->store, q, daemon_scan_id, d) != STORE_OK)
+            goto out;
+    }
+    d->started_ns = daemon_now(d);
+    *out = d;
+    return DAEMON_OK;
+out:
+    daemon_destroy(d);
+    return st;
+}
+
+void daemon_destroy(daemon_t *d)
+{
+    if (d == NULL)
+        return;
+    evqueue_fini(&d->events);
+    free(d->orphans);
+    sched_destroy(d->sched);
+    store_close(d->store);
+    consumers_destroy(d->consumers);
+    dedupe_fini(&d->dedupe);
+    free(d);
+}

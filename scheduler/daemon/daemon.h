@@ -1,0 +1,108 @@
+/*
+ * daemon.h - the contract of lanesched's daemon: the single owner of the scheduler, the store,
+ * the consumer registry and the dedupe window, driven by events.
+ *
+ * The daemon never talks NATS. Whoever does (scheduler/nats/front.c in the process, a unit test
+ * in tests/unit/test_daemon.c) posts every message it receives with daemon_post and gives the
+ * daemon a publish function; the owner thread (daemon_run) does everything else.
+ *
+ * Ownership: every pointer passed in is borrowed for the call unless a comment says it is
+ * taken; daemon_create's *out is returned to the caller, freed with daemon_destroy.
+ */
+#ifndef LANESCHED_DAEMON_H
+#define LANESCHED_DAEMON_H
+
+#include "common/status.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DAEMON_STATUS_MAP(X)                  \
+    X(DAEMON_OK, "ok")                        \
+    X(DAEMON_ENOMEM, "out of memory")         \
+    X(DAEMON_EINVAL, "invalid configuration") \
+    X(DAEMON_ENATS, "NATS connection failed") \
+    X(DAEMON_ESTORE, "the store failed")
+
+STATUS_ENUM(daemon_status_t, DAEMON_STATUS_MAP, DAEMON_STATUS_COUNT);
+
+/* Static storage; never NULL. */
+const char *daemon_status_str(daemon_status_t status);
+
+/* Longest subject prefix: every subject the daemon builds fits its buffers with a 255-byte
+ * model name and a 32-character consumer id. */
+#define DAEMON_PREFIX_MAX 128
+
+/* Room a Batch needs beyond its items' payloads (ids, reply_to, field tags): --max-payload is
+ * held this far below the server's max_payload so a single item can always be published. */
+#define DAEMON_BATCH_OVERHEAD 8192
+
+/* Monotonic nanoseconds; the daemon's only clock (tests inject their own). */
+typedef uint64_t (*daemon_clock_fn)(void *ctx);
+
+/* What the daemon is configured with. Strings are borrowed and must outlive the daemon. */
+typedef struct {
+    const char *prefix;
+    const char *data_dir;
+    int store_memory;
+    int durability_power;
+    const char *models; /* comma-separated, NULL = every model */
+    uint32_t heartbeat_ms;
+    uint32_t dead_after_ms;
+    uint32_t ack_wait_ms;
+    uint32_t max_deliveries;
+    uint32_t max_payload;
+    uint32_t dedupe_window_ms;
+    uint64_t segment_max_bytes;
+    uint32_t starvation_ms; /* 0 = off */
+    daemon_clock_fn clock;  /* NULL = CLOCK_MONOTONIC */
+    void *clock_ctx;        /* borrowed */
+} daemon_config_t;
+
+/* The kinds of message the daemon handles; the front maps each subscription to one. */
+typedef enum {
+    EV_SUBMIT,       /* token: the model */
+    EV_REGISTER,     /* no token */
+    EV_PULL,         /* token: the consumer id */
+    EV_ACK,          /* token: the consumer id */
+    EV_HEARTBEAT,    /* token: the consumer id */
+    EV_BYE,          /* token: the consumer id */
+    EV_STATS,        /* no token */
+    EV_DISCONNECTED, /* the daemon's own connection dropped; nothing else set */
+    EV_STOP,         /* finish the turn, flush, return from daemon_run */
+} ev_kind_t;
+
+/* Publishes data on subject; returns 0 once the connection took it. All borrowed. Called on the
+ * owner thread only. */
+typedef int (*daemon_publish_fn)(void *ctx, const char *subject, const void *data, size_t len);
+
+typedef struct daemon daemon_t;
+
+/* Opens the store (recovering a disk store), restores the scheduler and rebuilds the dedupe
+ * window from the queued items. */
+daemon_status_t daemon_create(const daemon_config_t *cfg, daemon_t **out /* out */);
+/* Frees everything; items in flight stay pending in the store (they come back at the next
+ * open). NULL-safe. No other thread may still post. */
+void daemon_destroy(daemon_t *d);
+
+/* Sets the publish function before daemon_run (ctx borrowed). Without one, nothing goes out. */
+void daemon_publish_set(daemon_t *d, daemon_publish_fn publish, void *ctx);
+/* Lowers the largest payload accepted (the front learns the server's max_payload). */
+void daemon_max_payload_set(daemon_t *d, uint32_t bytes);
+
+/* Hands a message to the owner: every argument is copied (token, reply may be NULL). Thread-safe.
+ * Returns 0, or -1 when out of memory: the message is dropped and counted. */
+int daemon_post(daemon_t *d, ev_kind_t kind, const char *token, const char *reply, const void *data,
+                size_t len);
+/* Counts a message the transport dropped before it reached daemon_post. Thread-safe. */
+void daemon_dropped_note(daemon_t *d);
+
+/* One turn of the owner: waits at most wait_ns for the first event, handles every queued one,
+ * flushes the store, sends the replies, runs the timers and fills pulls. *out_stopped (may be
+ * NULL) is set to 1 after an EV_STOP. DAEMON_ESTORE when the flush failed (nothing of the turn
+ * was acknowledged). daemon_run is this in a loop; tests call it directly. */
+daemon_status_t daemon_turn(daemon_t *d, uint64_t wait_ns, int *out_stopped /* out */);
+/* The owner loop: turns until EV_STOP or a store failure. */
+daemon_status_t daemon_run(daemon_t *d);
+
+#endif

@@ -1,0 +1,148 @@
+/*
+ * daemon_int.h - private to scheduler/daemon/: the owner's state and the nouns of its loop.
+ *
+ *   daemon.c     create/destroy, the clock, publishing, the public setters
+ *   evqueue.c    messages handed from transport threads to the owner
+ *   turn.c       one turn of the owner loop, its timers, daemon_run
+ *   intake.c     submits: validate, dedupe, store, answer
+ *   frame.c      how a stored payload carries the producer's reply_to
+ *   requests.c   consumer requests: register, pull, ack, heartbeat, bye, stats, disconnect
+ *   dispatch.c   filling pulls, dead letters, returning batches
+ *   replies.c    replies held until the turn's flush
+ *   consumers.c  the consumer registry and liveness (consumers.h)
+ *   dedupe.c     the id window (dedupe.h)
+ *   stats.c      the lanes.stats document
+ *
+ * Everything here runs on the owner thread, except evqueue_post (any thread) and the
+ * dropped-message counter (atomic).
+ */
+#ifndef LANESCHED_DAEMON_INT_H
+#define LANESCHED_DAEMON_INT_H
+
+#include "codec/codec.h"
+#include "scheduler/core/sched.h"
+#include "scheduler/daemon/consumers.h"
+#include "scheduler/daemon/daemon.h"
+#include "scheduler/daemon/dedupe.h"
+
+#include <pthread.h>
+
+/* ---- events (evqueue.c) -------------------------------------------------------------------- */
+
+/* One message handed to the owner. Every pointer is owned by the event (ev_destroy frees). */
+typedef struct ev {
+    ev_kind_t kind;
+    char *token; /* the subject's last token(s): model or consumer id; "" when none */
+    char *reply; /* NULL when the message had no reply subject */
+    uint8_t *data;
+    size_t len;
+    struct ev *next;
+} ev_t;
+
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    ev_t *head, *tail; /* under lock */
+} evqueue_t;
+
+void evqueue_init(evqueue_t *q);
+/* Frees the events still queued. */
+void evqueue_fini(evqueue_t *q);
+/* Copies the message into an event at the back of the queue. Thread-safe. 0, or -1 when out of
+ * memory (nothing queued). */
+int evqueue_post(evqueue_t *q, ev_kind_t kind, const char *token, const char *reply,
+                 const void *data, size_t len);
+/* Takes every queued event, oldest first, as a list returned to the caller (ev_destroy each);
+ * waits up to wait_ns for the first when the queue is empty. NULL when none came. */
+ev_t *evqueue_take(evqueue_t *q, uint64_t wait_ns);
+void ev_destroy(ev_t *ev); /* NULL-safe */
+
+/* ---- replies held until the turn's flush (replies.c) ---------------------------------------- */
+
+typedef struct reply reply_t;
+typedef struct {
+    reply_t *head, *tail;
+} replies_t;
+
+/* Queues buf (taken) for subject (copied). Out of memory: logged, buf freed, reply lost. */
+void replies_add(replies_t *r, const char *subject, uint8_t *buf, size_t len);
+/* Publishes every queued reply in order, then frees them. */
+void replies_send(struct daemon *d, replies_t *r);
+/* Frees every queued reply unsent (a failed flush acknowledges nothing). */
+void replies_free(replies_t *r);
+
+/* ---- payload framing (frame.c) -------------------------------------------------------------- */
+
+/* The stored form of an item's reply_to and payload; returned to the caller to free, NULL when
+ * out of memory. reply_to and payload are borrowed. */
+uint8_t *frame_encode(const char *reply_to, codec_bytes_t payload, size_t *out_len /* out */);
+/* Splits a stored payload (a view) into views of its reply_to and payload. A payload that is not
+ * framed (never written by frame_encode) is all payload, with an empty reply_to. */
+void frame_decode(const uint8_t *stored_view, size_t len, codec_bytes_t *out_reply_to /* out */,
+                  codec_bytes_t *out_payload /* out */);
+
+/* ---- the owner ------------------------------------------------------------------------------ */
+
+typedef struct {
+    uint64_t duplicates;
+    uint64_t dead_lettered;
+    uint64_t rejected[CODEC_STATUS_COUNT]; /* by reason; CODEC_EMALFORMED counts messages */
+    uint64_t submits, registers, pulls, acks, heartbeats, byes, stats_requests;
+    uint64_t unknown_consumer, unknown_batch;
+    uint64_t publish_failures, disconnects;
+    uint64_t dropped_messages; /* written by transport threads: atomic access only */
+    uint64_t batches_expired_ack_deadline, consumers_declared_dead;
+} daemon_counters_t;
+
+struct daemon {
+    daemon_config_t cfg;
+    store_t *store;
+    sched_t *sched;
+    consumers_t *consumers;
+    dedupe_t dedupe;
+    daemon_counters_t counters;
+    daemon_publish_fn publish;
+    void *publish_ctx;
+    evqueue_t events;
+    uint64_t next_tick_ns;
+    uint64_t last_timers_ns; /* when the timers last ran: a stalled loop is detected */
+    size_t serve_cursor;     /* round-robin start among consumers */
+    uint64_t *orphans;       /* batches whose return failed: retried each tick (owned) */
+    size_t n_orphans;
+    uint64_t started_ns;
+};
+
+uint64_t daemon_now(const struct daemon *d);
+uint64_t daemon_ms_ns(uint32_t ms);
+/* Publishes buf (taken) on subject now; a failure is counted. buf NULL: nothing sent. */
+void daemon_publish(struct daemon *d, const char *subject, uint8_t *buf, size_t len);
+
+/* intake.c */
+void intake_submit(struct daemon *d, const ev_t *ev, replies_t *deferred);
+
+/* requests.c: one function per consumer-facing subject. */
+void requests_register(struct daemon *d, const ev_t *ev);
+void requests_pull(struct daemon *d, const ev_t *ev);
+void requests_ack(struct daemon *d, const ev_t *ev, replies_t *deferred);
+void requests_heartbeat(struct daemon *d, const ev_t *ev);
+void requests_bye(struct daemon *d, const ev_t *ev, replies_t *deferred);
+void requests_stats(struct daemon *d, const ev_t *ev);
+void requests_disconnected(struct daemon *d);
+
+/* dispatch.c */
+/* Fills outstanding pulls round-robin for at most DAEMON_FILL_BUDGET_NS. */
+void dispatch_fill(struct daemon *d);
+/* Publishes a Batch with no items and this status (EXPIRED, ERROR) on subject. */
+void dispatch_status(struct daemon *d, const char *subject, codec_batch_status_t status,
+                     const char *error);
+/* Returns an in-flight batch of c to its lanes and forgets it; a failed return is retried. */
+void dispatch_return(struct daemon *d, consumer_t *c, uint64_t batch_id);
+/* Returns every batch of c and drops its pulls, telling each pull EXPIRED when close_pulls. */
+void dispatch_release(struct daemon *d, consumer_t *c, int close_pulls);
+/* Retries the returns that failed (every tick). */
+void dispatch_orphans_retry(struct daemon *d);
+
+/* stats.c: the lanes.stats document, returned to the caller to free; NULL when out of memory. */
+char *stats_json(struct daemon *d, size_t *out_len /* out */);
+
+#endif

@@ -1,0 +1,221 @@
+/*
+ * dispatch.c - filling consumers' pulls with batches, dead letters, and returning batches.
+ *
+ * Invariants:
+ *   1. A batch is committed only after the publish call for it returned OK; a batch that could
+ *      not be published leaves its items queued (sched_fill only peeks).
+ *   2. Every committed batch is recorded in flight for its consumer with an ack deadline; if
+ *      that record cannot be made, the batch is returned at once.
+ *   3. A fill never runs longer than DAEMON_FILL_BUDGET_NS before events are serviced again.
+ *   4. A return that fails (out of memory) keeps the batch on the orphan list, retried every
+ *      tick, so its items are never stranded as pending.
+ *   5. Consumers with open pulls are served round-robin, one batch each per round, starting one
+ *      further each fill, so no consumer of a busy model starves another.
+ *
+ * Rejected: publishing a batch after committing it. A failed publish would strand the items as
+ * pending for a consumer that never saw them, until its ack deadline.
+ */
+#include "scheduler/daemon/daemon_int.h"
+
+#include "common/log.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The article's failure: a 3,099-batch fill blocked the loop for 17 s and healthy workers were
+ * declared dead. A fill yields after this long so heartbeats and acks are serviced. */
+#define DAEMON_FILL_BUDGET_NS 100000000ull
+
+void dispatch_status(struct daemon *d, const char *subject, codec_batch_status_t status,
+                     const char *error)
+{
+    codec_batch_t b = {.model = "", .status = status, .error = error};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (codec_encode_batch(&b, &buf, &len) == CODEC_OK)
+        daemon_publish(d, subject, buf, len);
+}
+
+/* Encodes a filled batch; this_delivery is 1 for a delivery (the count includes it), 0 for a
+ * dead letter. 0 on success. */
+static int dispatch_encode(const sched_batch_t *b, codec_batch_status_t status, const char *error,
+                           uint32_t this_delivery, uint8_t **buf, size_t *len)
+{
+    codec_batch_item_t *items = calloc(b->n, sizeof(*items));
+    size_t total = 1;
+    for (size_t i = 0; i < b->n; i++)
+        total += b->items_view[i].payload_len + 1;
+    char *replies = malloc(total), *r = replies;
+    int rc = -1;
+    if (items == NULL || replies == NULL)
+        goto out;
+    for (size_t i = 0; i < b->n; i++) {
+        const store_view_t *v = &b->items_view[i];
+        codec_bytes_t reply_to;
+        items[i].id = (codec_bytes_t){v->id_len ? v->id_view : NULL, v->id_len};
+        items[i].tokens = v->tokens;
+        items[i].deliveries = v->deliveries + this_delivery;
+        frame_decode(v->payload_view, v->payload_len, &reply_to, &items[i].payload);
+        if (reply_to.len != 0)
+            memcpy(r, reply_to.ptr, reply_to.len);
+        r[reply_to.len] = '\0';
+        items[i].reply_to = r;
+        r += reply_to.len + 1;
+    }
+    codec_batch_t cb = {.batch_id = b->batch_id,
+                        .model = b->model_view,
+                        .signature = b->signature,
+                        .lane = b->lane,
+                        .pad_to = b->pad_to,
+                        .items = items,
+                        .n_items = b->n,
+                        .status = status,
+                        .error = error};
+    rc = codec_encode_batch(&cb, buf, len) == CODEC_OK ? 0 : -1;
+out:
+    free(items);
+    free(replies);
+    return rc;
+}
+
+/* Publishes, commits and completes a dead letter; 1 if it went out (0: retried next turn). */
+static int dispatch_dead_letter(struct daemon *d, const sched_batch_t *b)
+{
+    char subject[DAEMON_PREFIX_MAX + LIMITS_MODEL_MAX + 8], error[96];
+    snprintf(subject, sizeof(subject), "%s.dead.%s", d->cfg.prefix, b->model_view);
+    snprintf(error, sizeof(error), "delivery_limit: delivered %" PRIu32 " times",
+             b->items_view[0].deliveries);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (dispatch_encode(b, CODEC_BATCH_ERROR, error, 0, &buf, &len) != 0 || d->publish == NULL ||
+        d->publish(d->publish_ctx, subject, buf, len) != 0) {
+        free(buf);
+        d->counters.publish_failures++;
+        return 0;
+    }
+    free(buf);
+    uint64_t id = b->batch_id;
+    if (sched_commit(d->sched, b) == SCHED_OK &&
+        sched_complete(d->sched, id, NULL, 0, NULL) == SCHED_OK) {
+        d->counters.dead_lettered++;
+        log_write(LOG_WARN, "an item of model %s reached the delivery limit: sent to %s",
+                  b->model_view, subject);
+    }
+    return 1;
+}
+
+/* One batch for the consumer's oldest pull; 1 if anything moved. */
+static int dispatch_one(struct daemon *d, consumer_t *c, uint64_t now)
+{
+    const char *reply = consumers_pull_reply(c);
+    sched_consumer_t sc = {consumers_model(c), *consumers_contract(c)};
+    sched_batch_t b;
+again:;
+    sched_status_t st = sched_fill(d->sched, &sc, &b);
+    if (st == SCHED_EEMPTY)
+        return 0;
+    if (st != SCHED_OK) {
+        log_write(LOG_ERROR, "filling a batch for %s failed: %s", consumers_id(c),
+                  sched_status_str(st));
+        return 0;
+    }
+    if (b.dead_letter)
+        return dispatch_dead_letter(d, &b);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (dispatch_encode(&b, CODEC_BATCH_OK, "", 1, &buf, &len) != 0) {
+        log_write(LOG_ERROR, "encoding a batch failed: out of memory");
+        return 0;
+    }
+    int rc = d->publish != NULL ? d->publish(d->publish_ctx, reply, buf, len) : -1;
+    free(buf);
+    if (rc != 0) {
+        /* invariant 1: not committed, the items stay queued */
+        d->counters.publish_failures++;
+        if (b.n > 1) { /* e.g. over the server's max_payload: try fewer items */
+            sc.contract.max_batch_size = (uint32_t)(b.n / 2);
+            goto again;
+        }
+        dispatch_status(d, reply, CODEC_BATCH_ERROR,
+                        "publish_failed: the batch could not be published");
+        consumers_pull_pop(c);
+        return 1;
+    }
+    uint64_t batch_id = b.batch_id;
+    size_t n = b.n;
+    if ((st = sched_commit(d->sched, &b)) != SCHED_OK) {
+        log_write(LOG_ERROR, "committing batch %" PRIu64 " failed: %s", batch_id,
+                  sched_status_str(st));
+        return 0;
+    }
+    if (consumers_inflight_add(d->consumers, c, batch_id, now + daemon_ms_ns(d->cfg.ack_wait_ms),
+                               (uint32_t)n) != DAEMON_OK) {
+        log_write(LOG_ERROR, "out of memory tracking batch %" PRIu64 ": returned", batch_id);
+        sched_return(d->sched, batch_id, NULL, 0, NULL); /* invariant 2 */
+        return 1;
+    }
+    consumers_dispatched_note(c, n);
+    consumers_pull_use(c);
+    return 1;
+}
+
+void dispatch_fill(struct daemon *d)
+{
+    uint64_t start = daemon_now(d);
+    for (int progress = 1; progress;) {
+        progress = 0;
+        size_t n = consumers_count(d->consumers);
+        for (size_t k = 0; k < n; k++) {
+            consumer_t *c = consumers_at(d->consumers, (d->serve_cursor + k) % n);
+            if (consumers_dead(c) || consumers_pull_reply(c) == NULL)
+                continue;
+            uint64_t now = daemon_now(d);
+            if (now - start > DAEMON_FILL_BUDGET_NS)
+                return; /* invariant 3 */
+            progress |= dispatch_one(d, c, now);
+        }
+        if (n != 0)
+            d->serve_cursor = (d->serve_cursor + 1) % n;
+    }
+}
+
+void dispatch_return(struct daemon *d, consumer_t *c, uint64_t batch_id)
+{
+    uint32_t returned = 0;
+    sched_status_t st = sched_return(d->sched, batch_id, NULL, 0, &returned);
+    if (st != SCHED_OK && st != SCHED_EUNKNOWN) {
+        log_write(LOG_ERROR, "returning batch %" PRIu64 " failed: %s; retried every second",
+                  batch_id, sched_status_str(st));
+        uint64_t *o = realloc(d->orphans, (d->n_orphans + 1) * sizeof(*o));
+        if (o != NULL) {
+            d->orphans = o;
+            d->orphans[d->n_orphans++] = batch_id;
+        }
+    }
+    consumers_inflight_del(d->consumers, c, batch_id);
+}
+
+void dispatch_orphans_retry(struct daemon *d)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < d->n_orphans; i++) {
+        sched_status_t st = sched_return(d->sched, d->orphans[i], NULL, 0, NULL);
+        if (st != SCHED_OK && st != SCHED_EUNKNOWN)
+            d->orphans[w++] = d->orphans[i];
+    }
+    d->n_orphans = w;
+}
+
+void dispatch_release(struct daemon *d, consumer_t *c, int close_pulls)
+{
+    uint64_t batch_id;
+    while (consumers_inflight_last(c, &batch_id))
+        dispatch_return(d, c, batch_id);
+    for (const char *reply; (reply = consumers_pull_reply(c)) != NULL;) {
+        if (close_pulls)
+            dispatch_status(d, reply, CODEC_BATCH_EXPIRED, "");
+        consumers_pull_pop(c);
+    }
+}

@@ -1,0 +1,257 @@
+/*
+ * requests.c - the consumer-facing subjects: register, pull, ack, heartbeat, bye, stats, and
+ * the loss of the daemon's own connection.
+ *
+ * Invariants:
+ *   1. Any message naming a live consumer refreshes its liveness (consumers_touch), whatever
+ *      its body and whether or not it decodes.
+ *   2. An ack changes state only for a batch that the acking consumer holds in flight, and only
+ *      when every position it names exists; otherwise it changes nothing and says why.
+ *   3. AckReply and bye replies are deferred to the turn's flush (the tombstones are durable
+ *      first); Registered and Batch status messages change nothing durable and go at once.
+ *   4. With --models, ids this instance never issued get no answer at all: the instance that
+ *      issued them answers.
+ *
+ * Rejected: answering unknown ids with --models set. Every instance would then answer every
+ * other instance's consumers with "unknown_consumer" and they would re-register in a loop.
+ */
+#include "scheduler/daemon/daemon_int.h"
+
+#include "common/log.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define REQUESTS_PULL_EXPIRES_DEFAULT_MS 30000u
+
+/* 1 if this instance serves the model (every model without --models). */
+static int requests_owns(const struct daemon *d, const char *model)
+{
+    size_t n = strlen(model);
+    for (const char *p = d->cfg.models; p != NULL; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+        size_t len = strchr(p, ',') ? (size_t)(strchr(p, ',') - p) : strlen(p);
+        if (len == n && strncmp(p, model, n) == 0)
+            return 1;
+    }
+    return d->cfg.models == NULL;
+}
+
+/* With --models, another instance may own this consumer id: stay silent about ids never seen. */
+static int requests_not_mine(struct daemon *d, const char *id)
+{
+    return d->cfg.models != NULL && consumers_find(d->consumers, id) == NULL;
+}
+
+/* A live consumer known by id, refreshed; NULL (and counted) otherwise. */
+static consumer_t *requests_consumer(struct daemon *d, const char *id)
+{
+    consumer_t *c = consumers_touch(d->consumers, id, daemon_now(d));
+    if (c == NULL)
+        d->counters.unknown_consumer++;
+    return c;
+}
+
+static void requests_defer_ack_reply(replies_t *deferred, const ev_t *ev,
+                                     const codec_ack_reply_t *out)
+{
+    if (ev->reply == NULL)
+        return;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (codec_encode_ack_reply(out, &buf, &len) == CODEC_OK)
+        replies_add(deferred, ev->reply, buf, len);
+}
+
+void requests_register(struct daemon *d, const ev_t *ev)
+{
+    d->counters.registers++;
+    codec_register_t *reg = NULL;
+    codec_registered_t out = {0};
+    char err[160], subjects[4][DAEMON_PREFIX_MAX + CONSUMERS_ID_LEN + 8];
+    consumer_t *c = NULL;
+    codec_status_t cst = codec_decode_register(ev->data, ev->len, &reg);
+    if (cst == CODEC_OK && !requests_owns(d, reg->model)) {
+        codec_register_destroy(reg); /* invariant 4: the instance that owns the model answers */
+        return;
+    }
+    if (cst != CODEC_OK) {
+        snprintf(err, sizeof(err), "%s: %s", codec_status_reason(cst), codec_status_str(cst));
+        out.error = err;
+    } else {
+        packer_contract_t k = {reg->max_batch_size, reg->max_batch_tokens, reg->max_input_tokens};
+        if (consumers_add(d->consumers, reg->model, reg->name, k, daemon_now(d), &c) != DAEMON_OK) {
+            out.error = "no_memory: the daemon could not register the consumer";
+        } else {
+            const char *p = d->cfg.prefix, *id = consumers_id(c);
+            static const char *const verbs[4] = {"pull", "ack", "hb", "bye"};
+            for (int i = 0; i < 4; i++)
+                snprintf(subjects[i], sizeof(subjects[i]), "%s.%s.%s", p, verbs[i], id);
+            out = (codec_registered_t){
+                id,          subjects[0],         subjects[1],          subjects[2],
+                subjects[3], d->cfg.heartbeat_ms, d->cfg.dead_after_ms, d->cfg.ack_wait_ms,
+                ""};
+            log_write(LOG_INFO,
+                      "consumer %s (%s) registered for model %s: batch %" PRIu32 " items, %" PRIu32
+                      " padded tokens, input %" PRIu32,
+                      id, consumers_name(c), consumers_model(c), k.max_batch_size,
+                      k.max_batch_tokens, k.max_input_tokens);
+        }
+    }
+    if (ev->reply != NULL) {
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        if (codec_encode_registered(&out, &buf, &len) == CODEC_OK)
+            daemon_publish(d, ev->reply, buf, len);
+    }
+    codec_register_destroy(reg);
+}
+
+void requests_pull(struct daemon *d, const ev_t *ev)
+{
+    d->counters.pulls++;
+    if (requests_not_mine(d, ev->token))
+        return;
+    consumer_t *c = requests_consumer(d, ev->token);
+    if (ev->reply == NULL)
+        return;
+    if (c == NULL) {
+        dispatch_status(d, ev->reply, CODEC_BATCH_ERROR,
+                        "unknown_consumer: register again to get a consumer id");
+        return;
+    }
+    codec_pull_t *p = NULL;
+    if (codec_decode_pull(ev->data, ev->len, &p) != CODEC_OK) {
+        dispatch_status(d, ev->reply, CODEC_BATCH_ERROR, "malformed: Pull did not decode");
+        return;
+    }
+    uint32_t credits = p->max_batches ? p->max_batches : 1;
+    uint32_t wait = p->expires_ms ? p->expires_ms : REQUESTS_PULL_EXPIRES_DEFAULT_MS;
+    codec_pull_destroy(p);
+    if (consumers_pull_add(c, ev->reply, credits, daemon_now(d) + daemon_ms_ns(wait)) != DAEMON_OK)
+        dispatch_status(d, ev->reply, CODEC_BATCH_ERROR, "no_memory");
+}
+
+/* Completes and returns the positions an ack names; the positions were checked. */
+static void requests_settle(struct daemon *d, const codec_ack_t *ack, codec_ack_reply_t *out)
+{
+    uint32_t n = 0;
+    sched_status_t st = SCHED_OK;
+    if (ack->all) {
+        st = sched_complete(d->sched, ack->batch_id, NULL, 0, &n);
+        out->acked += n;
+    } else {
+        if (ack->n_ack != 0) {
+            st = sched_complete(d->sched, ack->batch_id, ack->ack, ack->n_ack, &n);
+            out->acked += n;
+        }
+        if (st == SCHED_OK && ack->n_nak != 0 && sched_batch_pending(d->sched, ack->batch_id)) {
+            n = 0;
+            st = sched_return(d->sched, ack->batch_id, ack->nak, ack->n_nak, &n);
+            out->returned += n;
+        }
+    }
+    if (st != SCHED_OK) /* positions were checked: only the store can fail here */
+        out->error = "store_error: the store failed";
+}
+
+void requests_ack(struct daemon *d, const ev_t *ev, replies_t *deferred)
+{
+    d->counters.acks++;
+    codec_ack_reply_t out = {.error = ""};
+    codec_ack_t *ack = NULL;
+    if (requests_not_mine(d, ev->token))
+        return;
+    consumer_t *c = requests_consumer(d, ev->token);
+    if (c == NULL) {
+        out.unknown = 1;
+        out.error = "unknown_consumer: this consumer id is unknown or was declared dead";
+        goto reply;
+    }
+    if (codec_decode_ack(ev->data, ev->len, &ack) != CODEC_OK) {
+        out.unknown = 1;
+        out.error = "malformed: Ack did not decode";
+        goto reply;
+    }
+    inflight_t *in = consumers_inflight_find(c, ack->batch_id);
+    if (in == NULL || consumers_batch_owner(d->consumers, ack->batch_id) != c) {
+        d->counters.unknown_batch++;
+        out.unknown = 1;
+        out.error = "unknown_batch: not an in-flight batch of this consumer (settled, returned "
+                    "after its deadline, or another consumer's)";
+        goto reply;
+    }
+    if (ack->in_progress) {
+        in->deadline_ns = daemon_now(d) + daemon_ms_ns(d->cfg.ack_wait_ms);
+        goto reply;
+    }
+    uint32_t bad = 0;
+    for (size_t i = 0; !ack->all && i < ack->n_ack; i++)
+        bad += ack->ack[i] >= in->n_items;
+    for (size_t i = 0; !ack->all && i < ack->n_nak; i++)
+        bad += ack->nak[i] >= in->n_items;
+    if (bad != 0) { /* invariant 2 */
+        out.unknown = bad;
+        out.error = "unknown_position: a position is outside the batch; nothing changed";
+        goto reply;
+    }
+    requests_settle(d, ack, &out);
+    if (!sched_batch_pending(d->sched, ack->batch_id))
+        consumers_inflight_del(d->consumers, c, ack->batch_id);
+reply:
+    requests_defer_ack_reply(deferred, ev, &out);
+    codec_ack_destroy(ack);
+}
+
+void requests_heartbeat(struct daemon *d, const ev_t *ev)
+{
+    d->counters.heartbeats++;
+    if (requests_not_mine(d, ev->token))
+        return;
+    consumer_t *c = requests_consumer(d, ev->token);
+    codec_heartbeat_t *hb = NULL;
+    if (c == NULL || codec_decode_heartbeat(ev->data, ev->len, &hb) != CODEC_OK)
+        return;
+    uint64_t deadline = daemon_now(d) + daemon_ms_ns(d->cfg.ack_wait_ms);
+    for (size_t i = 0; i < hb->n_in_progress; i++) {
+        inflight_t *in = consumers_inflight_find(c, hb->in_progress[i]);
+        if (in != NULL)
+            in->deadline_ns = deadline;
+    }
+    codec_heartbeat_destroy(hb);
+}
+
+void requests_bye(struct daemon *d, const ev_t *ev, replies_t *deferred)
+{
+    d->counters.byes++;
+    if (requests_not_mine(d, ev->token))
+        return;
+    consumer_t *c = requests_consumer(d, ev->token);
+    if (c != NULL) {
+        dispatch_release(d, c, 1);
+        consumers_kill(c);
+        log_write(LOG_INFO, "consumer %s (%s) left", consumers_id(c), consumers_name(c));
+    }
+    codec_ack_reply_t out = {.error = c ? "" : "unknown_consumer"};
+    requests_defer_ack_reply(deferred, ev, &out);
+}
+
+void requests_stats(struct daemon *d, const ev_t *ev)
+{
+    d->counters.stats_requests++;
+    if (ev->reply == NULL)
+        return;
+    size_t len = 0;
+    char *json = stats_json(d, &len);
+    daemon_publish(d, ev->reply, (uint8_t *)json, len);
+}
+
+void requests_disconnected(struct daemon *d)
+{
+    d->counters.disconnects++;
+    for (size_t i = 0; i < consumers_count(d->consumers); i++)
+        dispatch_release(d, consumers_at(d->consumers, i), 0);
+    log_write(LOG_WARN, "NATS connection lost: in-flight batches returned, pulls dropped; "
+                        "consumers resume by pulling");
+}

@@ -1,0 +1,157 @@
+/*
+ * turn.c - one turn of the owner loop, its timers, and daemon_run.
+ *
+ * One turn:
+ *   1. take every queued event and handle it (submits append, acks tombstone, pulls queue);
+ *   2. one store_flush for all of them (group commit: every submit and ack of the turn shares
+ *      one sync at the power-loss level), then the SubmitReply/AckReply of each;
+ *   3. timers: the lanes' tick, dead consumers, ack deadlines, expired pulls;
+ *   4. fill outstanding pulls (dispatch.c, bounded in time), then back to 1.
+ *
+ * Invariants:
+ *   1. A SubmitReply or AckReply is published only after the flush that made its items or
+ *      tombstones durable returned OK. A failed flush puts the store in its error state; the
+ *      owner then answers nothing more of the turn and stops (a restart recovers; nothing is
+ *      acknowledged falsely).
+ *   2. Every in-flight batch has a deadline; a consumer that is dead, says bye, or loses its
+ *      connection has its batches returned to the front of their lanes.
+ *   3. The wait for events never outlasts the next timer, nor the fill budget, so timers and
+ *      new work are serviced on time.
+ *
+ * Rejected: a timer thread. Timers change scheduling state, and only the owner may.
+ */
+#include "scheduler/daemon/daemon_int.h"
+
+#include "common/log.h"
+
+#include <inttypes.h>
+
+/* Dead consumers' ids are kept this many dead-after periods, so late acks read as stale. */
+#define DAEMON_DEAD_KEEP_PERIODS 10u
+/* The longest the owner sleeps without looking at its timers (the fill budget's order). */
+#define DAEMON_WAIT_MAX_NS 100000000ull
+
+static void turn_consumer_dead(void *ctx, consumer_t *c, uint64_t silent_ns)
+{
+    struct daemon *d = ctx;
+    log_write(LOG_WARN, "consumer %s (%s) silent for %" PRIu64 " ms: dead; %zu batches returned",
+              consumers_id(c), consumers_name(c), silent_ns / 1000000, consumers_inflight_count(c));
+    dispatch_release(d, c, 1);
+    d->counters.consumers_declared_dead++;
+}
+
+static void turn_ack_expired(void *ctx, consumer_t *c, uint64_t batch_id)
+{
+    struct daemon *d = ctx;
+    log_write(LOG_INFO, "batch %" PRIu64 " of %s passed its ack deadline: returned", batch_id,
+              consumers_id(c));
+    d->counters.batches_expired_ack_deadline++;
+    dispatch_return(d, c, batch_id);
+}
+
+static void turn_pull_expired(void *ctx, consumer_t *c, const char *reply)
+{
+    (void)c;
+    dispatch_status(ctx, reply, CODEC_BATCH_EXPIRED, "");
+}
+
+static void turn_timers(struct daemon *d)
+{
+    uint64_t now = daemon_now(d);
+    uint64_t dead_after = daemon_ms_ns(d->cfg.dead_after_ms);
+    /* If this loop itself was stalled (the daemon stopped, swapped, starved of CPU) for half a
+     * dead-after period, heartbeats sent meanwhile may still sit in the NATS client's queues:
+     * liveness restarts now rather than declaring every consumer dead for the daemon's pause. */
+    if (d->last_timers_ns != 0 && now - d->last_timers_ns > dead_after / 2) {
+        log_write(LOG_WARN, "the owner loop stalled for %" PRIu64 " ms: consumer liveness restarts",
+                  (now - d->last_timers_ns) / 1000000);
+        consumers_stall_reset(d->consumers, now);
+    }
+    d->last_timers_ns = now;
+    if (now >= d->next_tick_ns) {
+        dispatch_orphans_retry(d);
+        sched_tick(d->sched);
+        d->next_tick_ns = now + LANES_TICK_NS;
+        consumers_prune(d->consumers, now, DAEMON_DEAD_KEEP_PERIODS * dead_after);
+    }
+    consumers_timers_t t = {turn_consumer_dead, turn_ack_expired, turn_pull_expired, d};
+    consumers_expire(d->consumers, now, dead_after, &t);
+}
+
+static void turn_handle(struct daemon *d, const ev_t *ev, replies_t *deferred, int *stop)
+{
+    switch (ev->kind) {
+    case EV_SUBMIT:
+        intake_submit(d, ev, deferred);
+        break;
+    case EV_REGISTER:
+        requests_register(d, ev);
+        break;
+    case EV_PULL:
+        requests_pull(d, ev);
+        break;
+    case EV_ACK:
+        requests_ack(d, ev, deferred);
+        break;
+    case EV_HEARTBEAT:
+        requests_heartbeat(d, ev);
+        break;
+    case EV_BYE:
+        requests_bye(d, ev, deferred);
+        break;
+    case EV_STATS:
+        requests_stats(d, ev);
+        break;
+    case EV_DISCONNECTED:
+        requests_disconnected(d);
+        break;
+    case EV_STOP:
+        *stop = 1;
+        break;
+    }
+}
+
+daemon_status_t daemon_turn(daemon_t *d, uint64_t wait_ns, int *out_stopped)
+{
+    if (d->next_tick_ns == 0)
+        d->next_tick_ns = daemon_now(d) + LANES_TICK_NS;
+    uint64_t now = daemon_now(d);
+    uint64_t wake =
+        consumers_next_deadline(d->consumers, daemon_ms_ns(d->cfg.dead_after_ms), d->next_tick_ns);
+    uint64_t wait = wake > now ? wake - now : 0; /* invariant 3 */
+    wait = wait < DAEMON_WAIT_MAX_NS ? wait : DAEMON_WAIT_MAX_NS;
+    wait = wait < wait_ns ? wait : wait_ns;
+    replies_t deferred = {0};
+    int stop = 0;
+    for (ev_t *ev = evqueue_take(&d->events, wait), *next; ev != NULL; ev = next) {
+        next = ev->next;
+        turn_handle(d, ev, &deferred, &stop);
+        ev_destroy(ev);
+    }
+    store_status_t fst = store_flush(d->store);
+    if (fst != STORE_OK) {
+        /* invariant 1: nothing of this turn is acknowledged */
+        log_write(LOG_ERROR, "flushing the store failed (%s): stopping; restart to recover",
+                  store_status_str(fst));
+        replies_free(&deferred);
+        return DAEMON_ESTORE;
+    }
+    replies_send(d, &deferred);
+    if (out_stopped != NULL)
+        *out_stopped = stop;
+    if (stop)
+        return DAEMON_OK;
+    turn_timers(d);
+    dispatch_fill(d);
+    return DAEMON_OK;
+}
+
+daemon_status_t daemon_run(daemon_t *d)
+{
+    d->next_tick_ns = daemon_now(d) + LANES_TICK_NS;
+    for (int stop = 0;;) {
+        daemon_status_t st = daemon_turn(d, UINT64_MAX, &stop);
+        if (st != DAEMON_OK || stop)
+            return st;
+    }
+}
