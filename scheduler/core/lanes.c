@@ -16,7 +16,9 @@
  *      raises it to the item's length, which stays <= the next lane's target (so 2 holds).
  *   4. Lanes are never merged: a lane id keeps naming the same queue (and, on disk, the same
  *      segment chain) until it drains and is released.
- *   5. queued_tokens of the shape equals the sum of queued_tokens over its lanes.
+ *   5. queued_items and queued_tokens of the shape equal the sums over its lanes.
+ *   Debug builds check them: the lane an operation touched after every operation (its place in
+ *   the order, its neighbours), every lane after an open, a restore or a tick (lanes_check).
  *   6. lanes_assign decides without changing anything a caller can see; lanes_accept applies
  *      and cannot fail, because lanes_assign already reserved the memory an open needs.
  *
@@ -33,6 +35,8 @@
  *     under items already on disk, and the article keeps lanes stable for that reason.
  */
 #include "scheduler/core/sched.h"
+
+#include "common/invariant.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -59,11 +63,13 @@ struct lanes {
     uint32_t *sorted_target;
     uint32_t *sorted_lane;
     uint32_t *free_ids;
-    uint64_t queued_tokens;
+    uint64_t queued_items, queued_tokens; /* sums over the lanes */
     lanes_release_fn release;
     void *release_ctx;
     lanes_counters_t counters;
 };
+
+static int lanes_check_lane(const lanes_t *l, uint32_t id);
 
 sched_status_t lanes_create(uint32_t max_lanes, lanes_release_fn release, void *release_ctx,
                             lanes_t **out)
@@ -294,7 +300,9 @@ void lanes_accept(lanes_t *lanes, const lanes_choice_t *choice, uint64_t now_ns)
     ln->queued_items++;
     ln->queued_tokens += choice->tokens;
     ln->last_arrival_ns = now_ns;
+    l->queued_items++;
     l->queued_tokens += choice->tokens;
+    INVARIANT_CHECK(choice->open || choice->reactivate ? lanes_check(l) : lanes_check_lane(l, id));
 }
 
 sched_status_t lanes_restore(lanes_t *lanes, uint32_t lane, uint32_t target, uint64_t queued_items,
@@ -330,7 +338,9 @@ sched_status_t lanes_restore(lanes_t *lanes, uint32_t lane, uint32_t target, uin
     };
     lanes_sorted_insert(l, lane);
     l->in_use++;
+    l->queued_items += queued_items;
     l->queued_tokens += queued_tokens;
+    INVARIANT_CHECK(lanes_check(l));
     return SCHED_OK;
 }
 
@@ -358,13 +368,16 @@ void lanes_note_dispatched(lanes_t *lanes, uint32_t lane, uint64_t items, uint64
     ln->queued_items -= items;
     ln->queued_tokens -= tokens;
     ln->inflight_items += items;
+    lanes->queued_items -= items;
     lanes->queued_tokens -= tokens;
+    INVARIANT_CHECK(lanes_check_lane(lanes, lane));
 }
 
 void lanes_note_completed(lanes_t *lanes, uint32_t lane, uint64_t items)
 {
     lanes->lane[lane].inflight_items -= items;
     lanes_release_if_drained(lanes, lane);
+    INVARIANT_CHECK(lanes_check_lane(lanes, lane));
 }
 
 void lanes_note_returned(lanes_t *lanes, uint32_t lane, uint64_t items, uint64_t tokens)
@@ -373,7 +386,9 @@ void lanes_note_returned(lanes_t *lanes, uint32_t lane, uint64_t items, uint64_t
     ln->inflight_items -= items;
     ln->queued_items += items;
     ln->queued_tokens += tokens;
+    lanes->queued_items += items;
     lanes->queued_tokens += tokens;
+    INVARIANT_CHECK(lanes_check_lane(lanes, lane));
 }
 
 uint32_t lanes_tick(lanes_t *lanes, uint64_t now_ns)
@@ -391,6 +406,7 @@ uint32_t lanes_tick(lanes_t *lanes, uint64_t now_ns)
         lanes_release_if_drained(lanes, id);
     }
     lanes->counters.quiesced += quiesced;
+    INVARIANT_CHECK(lanes_check(lanes));
     return quiesced;
 }
 
@@ -460,7 +476,78 @@ uint64_t lanes_queued_tokens(const lanes_t *lanes)
     return lanes->queued_tokens;
 }
 
+uint64_t lanes_queued_items(const lanes_t *lanes)
+{
+    return lanes->queued_items;
+}
+
 const lanes_counters_t *lanes_counters(const lanes_t *lanes)
 {
     return &lanes->counters;
+}
+
+int lanes_check(const lanes_t *l)
+{
+    uint8_t free_seen[LANES_MAX] = {0};
+    INVARIANT_HOLDS(l->max_lanes <= LANES_MAX && l->next_id <= l->max_lanes &&
+                        l->next_id <= (l->cap ? l->cap : l->next_id),
+                    "next_id %u, cap %u, max_lanes %u", l->next_id, l->cap, l->max_lanes);
+    for (uint32_t i = 0; i < l->n_free; i++) {
+        uint32_t id = l->free_ids[i];
+        INVARIANT_HOLDS(id < l->next_id && !free_seen[id], "free id %u listed twice or unminted",
+                        id);
+        INVARIANT_HOLDS(l->lane[id].state == LANE_FREE, "lane %u is free and in use (state %d)", id,
+                        (int)l->lane[id].state);
+        free_seen[id] = 1;
+    }
+    uint32_t in_use = 0, active = 0;
+    uint64_t queued = 0, queued_items = 0;
+    for (uint32_t id = 0; id < l->next_id; id++) {
+        const lane_t *ln = &l->lane[id];
+        INVARIANT_HOLDS(ln->state != LANE_FREE || free_seen[id], "lane %u is free but not listed",
+                        id);
+        if (ln->state == LANE_FREE)
+            continue;
+        in_use++;
+        INVARIANT_HOLDS(ln->target > 0, "lane %u in use with target 0", id);
+        queued += ln->queued_tokens;
+        queued_items += ln->queued_items;
+        if (ln->state != LANE_ACTIVE)
+            continue;
+        active++;
+        INVARIANT_HOLDS(ln->pos < l->n_sorted && l->sorted_lane[ln->pos] == id &&
+                            l->sorted_target[ln->pos] == ln->target,
+                        "active lane %u not at its sorted position %u", id, ln->pos);
+    }
+    INVARIANT_HOLDS(in_use == l->in_use && l->in_use <= l->max_lanes, "%u lanes in use, counted %u",
+                    in_use, l->in_use);
+    INVARIANT_HOLDS(active == l->n_sorted, "%u active lanes, %u sorted", active, l->n_sorted);
+    for (uint32_t i = 1; i < l->n_sorted; i++)
+        INVARIANT_HOLDS(l->sorted_target[i - 1] <= l->sorted_target[i],
+                        "targets out of order at %u: %u > %u", i, l->sorted_target[i - 1],
+                        l->sorted_target[i]);
+    INVARIANT_HOLDS(queued == l->queued_tokens && queued_items == l->queued_items,
+                    "lanes hold %llu items %llu tokens, the shape says %llu and %llu",
+                    (unsigned long long)queued_items, (unsigned long long)queued,
+                    (unsigned long long)l->queued_items, (unsigned long long)l->queued_tokens);
+    return 1;
+}
+
+/* The rules of lanes_check as far as one lane touched by an operation reaches them. */
+static int lanes_check_lane(const lanes_t *l, uint32_t id)
+{
+    INVARIANT_HOLDS(id < l->next_id, "lane %u was never minted", id);
+    const lane_t *ln = &l->lane[id];
+    INVARIANT_HOLDS(ln->state == LANE_FREE || ln->target > 0, "lane %u in use with target 0", id);
+    INVARIANT_HOLDS(ln->queued_tokens <= l->queued_tokens && ln->queued_items <= l->queued_items,
+                    "lane %u holds more than its shape", id);
+    if (ln->state != LANE_ACTIVE)
+        return 1;
+    uint32_t p = ln->pos;
+    INVARIANT_HOLDS(p < l->n_sorted && l->sorted_lane[p] == id && l->sorted_target[p] == ln->target,
+                    "active lane %u not at its sorted position %u", id, p);
+    INVARIANT_HOLDS((p == 0 || l->sorted_target[p - 1] <= ln->target) &&
+                        (p + 1 == l->n_sorted || ln->target <= l->sorted_target[p + 1]),
+                    "lane %u (target %u) out of order with its neighbours", id, ln->target);
+    return 1;
 }

@@ -17,12 +17,20 @@
  *   5. Every batch passes the shape guard before sched_fill returns it.
  *   6. Counters: routed counts every delivery (redeliveries again); completed counts an item's
  *      first completion only.
+ *   7. Every batch sched_fill returns is within the consumer's contract: 1 to max_batch_size
+ *      items, pad_to the longest rounded up to PACKER_PAD_MULTIPLE, count * pad_to within
+ *      max_batch_tokens unless a single item alone exceeds it.
+ *   Debug builds check 1 after every operation with the totals each part keeps, and the touched
+ *   lane's counts against the store's; 7 for every batch filled; everything, every lane and
+ *   every in-flight record recounted, at create and at every tick (sched_check).
  *
  * Rejected: committing at fill time. The consumer's channel may refuse the batch (publish
  * fails, connection drops); committing before it took the batch would strand the items as
  * pending for a consumer that never saw them.
  */
 #include "scheduler/core/sched_int.h"
+
+#include "common/invariant.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +39,8 @@
 #define SCHED_PEEK_FIRST 64u
 
 STATUS_STR(sched_status_str, sched_status_t, SCHED_STATUS_MAP, "unknown scheduler status")
+
+static int sched_check_op(const sched_t *s, const sched_shape_t *shape, uint32_t lane);
 
 static uint64_t sched_now(const sched_t *s)
 {
@@ -69,6 +79,8 @@ static sched_status_t sched_restore(sched_t *s)
         if (st != SCHED_OK)
             return st;
         lanes_user_set(shape->lanes, k.lane, q);
+        s->items_restored += items;
+        s->tokens_restored += tokens;
     }
     for (size_t i = 0; i < s->n_models; i++) {
         int has = 0;
@@ -103,6 +115,7 @@ sched_status_t sched_create(const sched_config_t *config, store_t *store, sched_
         sched_destroy(s);
         return st;
     }
+    INVARIANT_CHECK(sched_check(s));
     *out = s;
     return SCHED_OK;
 }
@@ -126,9 +139,9 @@ sched_status_t sched_submit(sched_t *s, const sched_item_t *item, sched_placemen
         item->tokens == 0 || item->tokens > SCHED_MAX_TOKENS)
         return SCHED_EINVAL;
     s->filled_valid = 0;
-    sched_shape_t *shape;
+    sched_shape_t *shape = NULL;
     uint32_t model_idx;
-    lanes_choice_t choice;
+    lanes_choice_t choice = {0};
     store_queue_t *queue = NULL, *opened = NULL;
     sched_status_t st = shapes_model_intern(s, item->model, &model_idx);
     if (st == SCHED_OK)
@@ -183,6 +196,7 @@ sched_status_t sched_submit(sched_t *s, const sched_item_t *item, sched_placemen
 out:
     if (opened != NULL) /* a lane that never took its item must not leave a queue behind */
         (void)store_queue_release(s->store, opened);
+    INVARIANT_CHECK(sched_check_op(s, st == SCHED_OK ? shape : NULL, choice.lane));
     return st;
 }
 
@@ -258,6 +272,7 @@ static sched_status_t sched_lane_fill(sched_t *s, const sched_consumer_t *consum
         .dead_letter = dead,
     };
     sched_guard_check(&s->filled, model->current->signature);
+    INVARIANT_CHECK(sched_batch_check(&s->filled, &consumer->contract));
     s->filled_shape = shape;
     s->filled_valid = 1;
     *out = s->filled;
@@ -330,6 +345,8 @@ sched_status_t sched_commit(sched_t *s, const sched_batch_t *batch)
     }
     lanes_note_dispatched(rec->shape->lanes, rec->lane, b->n, b->real_tokens);
     map_put(&s->inflight, (map_key_t){rec->batch_id, 0}, rec);
+    s->inflight_items += b->n;
+    s->inflight_tokens += b->real_tokens;
     s->counters.items_routed += b->n;
     s->counters.tokens_routed += b->real_tokens;
     s->counters.padded_tokens += b->padded_tokens;
@@ -340,6 +357,7 @@ sched_status_t sched_commit(sched_t *s, const sched_batch_t *batch)
 out:
     free(rec);
     free(refs);
+    INVARIANT_CHECK(sched_check_op(s, s->filled_shape, b->lane));
     return st;
 }
 
@@ -389,17 +407,22 @@ sched_status_t sched_complete(sched_t *s, uint64_t batch_id, const uint32_t *pos
         }
         it->settled = 1;
         rec->unsettled--;
+        s->inflight_items--;
+        s->inflight_tokens -= it->tokens;
         done++;
         if (completed) {
             s->counters.items_completed++;
             s->counters.tokens_completed += it->tokens;
         }
     }
+    const sched_shape_t *shape = rec->shape;
+    uint32_t lane = rec->lane;
     if (done != 0)
         lanes_note_completed(rec->shape->lanes, rec->lane, done);
     sched_inflight_settle(s, rec);
     if (out_done != NULL) /* also on ESTORE: those positions are completed and stay so */
         *out_done = done;
+    INVARIANT_CHECK(sched_check_op(s, shape, lane));
     return st;
 }
 
@@ -414,6 +437,8 @@ sched_status_t sched_return(sched_t *s, uint64_t batch_id, const uint32_t *posit
     if (st != SCHED_OK)
         return st;
     size_t count = positions != NULL ? n : rec->n;
+    const sched_shape_t *shape = rec->shape;
+    uint32_t lane = rec->lane;
     store_ref_t *refs = malloc(rec->n * sizeof(*refs));
     uint32_t *idx = malloc(rec->n * sizeof(*idx));
     uint32_t k = 0;
@@ -437,9 +462,13 @@ sched_status_t sched_return(sched_t *s, uint64_t batch_id, const uint32_t *posit
         goto out;
     }
     rec->unsettled -= k;
+    s->inflight_items -= k;
+    s->inflight_tokens -= tokens;
     if (k != 0)
         lanes_note_returned(rec->shape->lanes, rec->lane, k, tokens);
     s->counters.items_returned += k;
+    shape = rec->shape;
+    lane = rec->lane;
     sched_inflight_settle(s, rec);
     if (out_returned != NULL)
         *out_returned = k;
@@ -447,6 +476,7 @@ sched_status_t sched_return(sched_t *s, uint64_t batch_id, const uint32_t *posit
 out:
     free(refs);
     free(idx);
+    INVARIANT_CHECK(sched_check_op(s, shape, lane));
     return st;
 }
 
@@ -459,6 +489,7 @@ void sched_tick(sched_t *s)
 {
     s->filled_valid = 0;
     shapes_tick(s, sched_now(s));
+    INVARIANT_CHECK(sched_check(s));
 }
 
 const sched_counters_t *sched_counters(const sched_t *s)
@@ -496,5 +527,133 @@ int sched_current_shape(const sched_t *s, const char *model, uint64_t *out_sig)
     if (idx < 0 || s->models[idx]->current == NULL)
         return 0;
     *out_sig = s->models[idx]->current->signature;
+    return 1;
+}
+
+int sched_batch_check(const sched_batch_t *b, const packer_contract_t *k)
+{
+    INVARIANT_HOLDS(b->n >= 1 && b->n <= k->max_batch_size, "batch %llu holds %zu items (max %u)",
+                    (unsigned long long)b->batch_id, b->n, k->max_batch_size);
+    INVARIANT_HOLDS(!b->dead_letter || b->n == 1, "dead letter batch %llu holds %zu items",
+                    (unsigned long long)b->batch_id, b->n);
+    uint64_t longest = 0, real = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        const store_view_t *v = &b->items_view[i];
+        INVARIANT_HOLDS(v->signature == b->signature,
+                        "item %zu of batch %llu has shape %016llx, the batch %016llx", i,
+                        (unsigned long long)b->batch_id, (unsigned long long)v->signature,
+                        (unsigned long long)b->signature);
+        longest = v->tokens > longest ? v->tokens : longest;
+        real += v->tokens;
+    }
+    INVARIANT_HOLDS(b->pad_to == packer_pad(longest) && b->real_tokens == real &&
+                        b->padded_tokens == b->n * (uint64_t)b->pad_to,
+                    "batch %llu: pad_to %u for longest %llu, real %llu of %llu, padded %llu",
+                    (unsigned long long)b->batch_id, b->pad_to, (unsigned long long)longest,
+                    (unsigned long long)b->real_tokens, (unsigned long long)real,
+                    (unsigned long long)b->padded_tokens);
+    INVARIANT_HOLDS(b->n == 1 || b->padded_tokens <= k->max_batch_tokens,
+                    "batch %llu pads to %llu tokens, budget %u", (unsigned long long)b->batch_id,
+                    (unsigned long long)b->padded_tokens, k->max_batch_tokens);
+    return 1;
+}
+
+/* The conservation rule (invariant 1) from the totals the lanes and the in-flight records keep:
+ * O(shapes), so it can run after every operation. */
+static int sched_check_totals(const sched_t *s)
+{
+    uint64_t queued_items = 0, queued_tokens = 0;
+    for (size_t i = 0; i < s->n_models; i++) {
+        const sched_model_t *m = s->models[i];
+        INVARIANT_HOLDS(m->current == NULL || m->current->model_idx == i,
+                        "model %s's current shape belongs to model %u", m->name,
+                        m->current ? m->current->model_idx : 0);
+        for (size_t j = 0; j < m->n_shapes; j++) {
+            queued_items += lanes_queued_items(m->shapes[j]->lanes);
+            queued_tokens += lanes_queued_tokens(m->shapes[j]->lanes);
+        }
+    }
+    const sched_counters_t *k = &s->counters;
+    INVARIANT_HOLDS(s->items_restored + k->items_received ==
+                        queued_items + s->inflight_items + k->items_completed,
+                    "items: restored %llu + received %llu != queued %llu + in flight %llu + "
+                    "completed %llu",
+                    (unsigned long long)s->items_restored, (unsigned long long)k->items_received,
+                    (unsigned long long)queued_items, (unsigned long long)s->inflight_items,
+                    (unsigned long long)k->items_completed);
+    INVARIANT_HOLDS(s->tokens_restored + k->tokens_received ==
+                        queued_tokens + s->inflight_tokens + k->tokens_completed,
+                    "tokens: restored %llu + received %llu != queued %llu + in flight %llu + "
+                    "completed %llu",
+                    (unsigned long long)s->tokens_restored, (unsigned long long)k->tokens_received,
+                    (unsigned long long)queued_tokens, (unsigned long long)s->inflight_tokens,
+                    (unsigned long long)k->tokens_completed);
+    return 1;
+}
+
+/* A lane's counts in the lanes against its queue's counts in the store. */
+static int sched_check_lane(const sched_shape_t *shape, uint32_t id)
+{
+    lanes_lane_t lane;
+    if (lanes_get(shape->lanes, id, &lane) != SCHED_OK || lane.state == LANE_FREE)
+        return 1;
+    uint64_t items = 0, tokens = 0;
+    if (lane.user != NULL)
+        store_queue_count(lane.user, &items, &tokens);
+    INVARIANT_HOLDS(items == lane.queued_items && tokens == lane.queued_tokens,
+                    "shape %016llx lane %u: the lanes count %llu items %llu tokens, the store "
+                    "%llu and %llu",
+                    (unsigned long long)shape->signature, id, (unsigned long long)lane.queued_items,
+                    (unsigned long long)lane.queued_tokens, (unsigned long long)items,
+                    (unsigned long long)tokens);
+    return 1;
+}
+
+static int sched_check_op(const sched_t *s, const sched_shape_t *shape, uint32_t lane)
+{
+    return sched_check_totals(s) && (shape == NULL || sched_check_lane(shape, lane));
+}
+
+int sched_check(const sched_t *s)
+{
+    if (!sched_check_totals(s))
+        return 0;
+    for (size_t i = 0; i < s->n_models; i++) {
+        const sched_model_t *m = s->models[i];
+        for (size_t j = 0; j < m->n_shapes; j++) {
+            const sched_shape_t *shape = m->shapes[j];
+            if (!lanes_check(shape->lanes))
+                return 0;
+            lanes_lane_t lane;
+            for (uint32_t id = 0; lanes_get(shape->lanes, id, &lane) == SCHED_OK; id++) {
+                if (!sched_check_lane(shape, id))
+                    return 0;
+            }
+        }
+    }
+    uint64_t inflight_items = 0, inflight_tokens = 0;
+    for (size_t i = 0; i < s->inflight.cap; i++) {
+        const sched_inflight_t *rec = s->inflight.slots[i].value;
+        if (rec == NULL)
+            continue;
+        uint32_t unsettled = 0;
+        for (uint32_t k = 0; k < rec->n; k++) {
+            if (rec->items[k].settled)
+                continue;
+            unsettled++;
+            inflight_tokens += rec->items[k].tokens;
+        }
+        INVARIANT_HOLDS(unsettled == rec->unsettled && unsettled > 0,
+                        "batch %llu: %u unsettled positions, record says %u",
+                        (unsigned long long)rec->batch_id, unsettled, rec->unsettled);
+        INVARIANT_HOLDS(rec->batch_id < s->next_batch_id, "batch %llu not below next id %llu",
+                        (unsigned long long)rec->batch_id,
+                        (unsigned long long)s->next_batch_id); /* invariant 4 */
+        inflight_items += unsettled;
+    }
+    INVARIANT_HOLDS(inflight_items == s->inflight_items && inflight_tokens == s->inflight_tokens,
+                    "in-flight records hold %llu items %llu tokens, the totals say %llu and %llu",
+                    (unsigned long long)inflight_items, (unsigned long long)inflight_tokens,
+                    (unsigned long long)s->inflight_items, (unsigned long long)s->inflight_tokens);
     return 1;
 }

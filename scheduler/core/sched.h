@@ -146,7 +146,11 @@ uint32_t lanes_sorted_count(const lanes_t *lanes); /* active lanes, the ones tha
 uint32_t lanes_sorted_lane(const lanes_t *lanes, uint32_t idx);
 sched_status_t lanes_get(const lanes_t *lanes, uint32_t lane, lanes_lane_t *out /* out */);
 uint64_t lanes_queued_tokens(const lanes_t *lanes); /* dispatchable tokens of the shape */
+uint64_t lanes_queued_items(const lanes_t *lanes);  /* dispatchable items of the shape */
 const lanes_counters_t *lanes_counters(const lanes_t *lanes);
+/* Debug-build invariants (lanes.c's 1, 2, 3, 5): 1 when they hold; otherwise the first broken
+ * rule is reported on stderr and 0 returned. Called after every mutation when NDEBUG is unset. */
+int lanes_check(const lanes_t *lanes);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Packer: the four-integer contract.                                                          */
@@ -321,5 +325,17 @@ int sched_current_shape(const sched_t *sched, const char *model, uint64_t *out_s
  * offending batch and aborts the process: a poisoned prefix cache is worse than a restart.
  */
 void sched_guard_check(const sched_batch_t *batch, uint64_t current);
+
+/*
+ * Debug-build invariants (common/invariant.h), compiled in every build so tests can call them
+ * and called after every operation when NDEBUG is unset. Each returns 1 when its rules hold;
+ * otherwise it reports the first broken rule on stderr and returns 0.
+ *   sched_check: token and item conservation (restored + received = queued + in flight +
+ *     completed), the lanes' counts equal to the store's queue counts, every lane set valid
+ *     (lanes_check), in-flight records consistent, batch ids below the next.
+ *   sched_batch_check: a filled batch within the consumer's contract and of one shape.
+ */
+int sched_check(const sched_t *sched);
+int sched_batch_check(const sched_batch_t *batch, const packer_contract_t *contract);
 
 #endif

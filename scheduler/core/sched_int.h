@@ -60,7 +60,9 @@ struct sched {
     uint32_t *tokens;
     size_t views_cap;
     sched_counters_t counters;
-    store_status_t store_status; /* the store's answer behind the last SCHED_ESTORE */
+    uint64_t items_restored, tokens_restored; /* queued in the store when the scheduler opened */
+    uint64_t inflight_items, inflight_tokens; /* committed, neither completed nor returned */
+    store_status_t store_status;              /* the store's answer behind the last SCHED_ESTORE */
 };
 
 /* shapes.c */

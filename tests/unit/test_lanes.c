@@ -11,7 +11,13 @@
 
 #include <cmocka.h>
 
+#include "common/invariant.h"
 #include "scheduler/core/sched.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define SEC 1000000000ull
 
@@ -450,6 +456,34 @@ static void test_budget_of_128_lanes_is_respected(void **state)
     lanes_destroy(l);
 }
 
+/* A choice that did not come from lanes_assign can break the order of targets: lanes_check sees
+ * it, and in a debug build the accept itself aborts (the check runs after every mutation). */
+static void test_check_catches_targets_out_of_order(void **state)
+{
+    (void)state;
+    lanes_t *l = new_lanes();
+    assert_true(put(l, 100, 0).open);
+    assert_true(put(l, 1000, 0).open);
+    assert_true(lanes_check(l));
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        (void)freopen("/dev/null", "w", stderr);
+        lanes_choice_t forged = {.lane = 0, .tokens = 5000, .new_target = 5000};
+        lanes_accept(l, &forged, 0); /* lane 0 now above lane 1 */
+        _exit(lanes_check(l) ? 0 : 3);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (INVARIANTS_CHECKED)
+        assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+    else
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 3);
+    assert_true(lanes_check(l)); /* the parent's lanes were never touched */
+    lanes_destroy(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -479,6 +513,7 @@ int main(void)
         cmocka_unit_test(test_lanes_walk_in_descending_queued_tokens),
         cmocka_unit_test(test_rejects_zero_tokens),
         cmocka_unit_test(test_budget_of_128_lanes_is_respected),
+        cmocka_unit_test(test_check_catches_targets_out_of_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

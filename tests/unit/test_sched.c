@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/invariant.h"
 #include "scheduler/core/sched.h"
 
 #define SEC 1000000000ull
@@ -769,6 +770,75 @@ static void test_property_holds_under_full_lane_pressure(void **state)
         run_property(seed, 4, 1500);
 }
 
+/* ---- executable invariants ------------------------------------------------------------------ */
+
+/* An item put into a lane's queue behind the scheduler's back breaks conservation and the
+ * lanes/store agreement: sched_check sees it, and a debug build aborts at the next operation. */
+static void test_check_catches_an_item_behind_the_schedulers_back(void **state)
+{
+    fixture_t *f = *state;
+    sched_placement_t p = submit(f, "m", 42, 100);
+    assert_true(sched_check(f->sched));
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        (void)freopen("/dev/null", "w", stderr);
+        store_queue_t *q = NULL;
+        store_key_t key = {"m", 42, p.lane};
+        store_item_t extra = {(const uint8_t *)"x", 1, NULL, 0, 50, 0};
+        if (store_queue_open(f->store, &key, &q) != STORE_OK ||
+            store_append(f->store, q, &extra, NULL) != STORE_OK)
+            _exit(4);
+        int held = sched_check(f->sched);
+        sched_tick(f->sched); /* debug builds abort here */
+        _exit(held ? 0 : 3);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (INVARIANTS_CHECKED)
+        assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+    else
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 3);
+    assert_true(sched_check(f->sched));
+}
+
+static void test_batch_check_holds_the_contract(void **state)
+{
+    (void)state;
+    store_view_t items[3] = {{.signature = 9, .tokens = 100},
+                             {.signature = 9, .tokens = 120},
+                             {.signature = 9, .tokens = 90}};
+    packer_contract_t k = {3, 1000, 0};
+    sched_batch_t b = {.batch_id = 1,
+                       .signature = 9,
+                       .pad_to = 120,
+                       .padded_tokens = 360,
+                       .real_tokens = 310,
+                       .n = 3,
+                       .items_view = items};
+    assert_true(sched_batch_check(&b, &k));
+    k.max_batch_size = 2; /* more items than the contract allows */
+    assert_false(sched_batch_check(&b, &k));
+    k = (packer_contract_t){3, 359, 0}; /* more padded tokens than the budget */
+    assert_false(sched_batch_check(&b, &k));
+    k = (packer_contract_t){3, 1000, 0};
+    b.pad_to = 128; /* not the longest item rounded up to 8 */
+    b.padded_tokens = 384;
+    assert_false(sched_batch_check(&b, &k));
+    b.pad_to = 120;
+    b.padded_tokens = 360;
+    items[2].signature = 10; /* a foreign shape */
+    assert_false(sched_batch_check(&b, &k));
+    items[2].signature = 9;
+    b.n = 1; /* one item alone may exceed the budget */
+    b.pad_to = 104;
+    b.padded_tokens = 104;
+    b.real_tokens = 100;
+    k.max_batch_tokens = 50;
+    assert_true(sched_batch_check(&b, &k));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -812,6 +882,9 @@ int main(void)
         cmocka_unit_test(test_guard_aborts_on_signature_mismatch),
         cmocka_unit_test(test_property_random_streams_keep_every_invariant),
         cmocka_unit_test(test_property_holds_under_full_lane_pressure),
+        cmocka_unit_test_setup_teardown(test_check_catches_an_item_behind_the_schedulers_back,
+                                        setup, teardown),
+        cmocka_unit_test(test_batch_check_holds_the_contract),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
