@@ -142,7 +142,7 @@ lc_status_t lc_shape_parse(const char *text, uint64_t *out /* out */);
 /* The verdict on one submitted item, copied out of the reply. */
 typedef struct {
     codec_item_status_t status;
-    char reason[LC_REASON_MAX]; /* "" unless rejected: a codec word, "store_full", ... */
+    char reason[LC_REASON_MAX]; /* ItemResult.reason: "ok", "duplicate", "zero_tokens", ... */
 } lc_item_result_t;
 
 typedef struct {
