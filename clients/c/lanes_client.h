@@ -5,17 +5,26 @@
  * Every wire message is built and read by codec/codec.h; this layer adds the subjects, the
  * request/reply timing, retries, the pull credit bookkeeping and the heartbeat thread.
  *
- *   lc_client_*    one NATS connection and the subject prefix.
- *   lc_shape_*     shape signatures from component strings (codec_hash_component/codec_signature).
- *   lc_submit_*    producer: Submit fire-and-forget, or request/reply with bounded retries.
- *   lc_consumer_*  consumer: Register (again), its inbox, its heartbeat thread, its statistics.
- *   lc_pull_*, lc_batch_*, lc_ack_*, lc_inprogress_*, lc_bye_*: the consumer's conversation.
+ *   function prefix            what                                            file
+ *   lc_client_*                one NATS connection and the subject prefix      connection.c
+ *   lc_shape_*                 shape signatures from component strings         shape.c
+ *   lc_submit_*                producer: Submit fire-and-forget or request     submit.c
+ *   lc_consumer_*, lc_bye_send consumer: Register (again), statistics, leave   consumer.c
+ *   lc_pull_send, lc_batch_next pulls and the batches they bring               pull.c
+ *   lc_ack_*                   settling batches                                ack.c
+ *   lc_inprogress_*            the batch ids heartbeats name                   inprogress.c
+ *   (no API of its own)        the consumer's heartbeat thread                 heartbeat.c
+ * Private structs and helpers shared by those files: client_int.h.
  *
  * Ownership rules used below (each pointer states which applies):
- *   borrowed  the callee only reads it during the call (arguments), or the caller only reads it
- *             for as long as stated (results); nobody frees it through this API.
+ *   borrowed  the callee only reads or fills it during the call (arguments, out buffers), or the
+ *             caller only reads it for as long as stated (results); nobody frees it through this
+ *             API.
  *   returned  handed to the caller, who releases it with the function named next to it.
  *   taken     never used: this API takes ownership of nothing the caller allocated.
+ * Handles: an lc_client_t * or lc_consumer_t * is borrowed by every call it is passed to, except
+ * lc_client_close / lc_consumer_close, which release what lc_client_open / lc_consumer_open
+ * returned (the handle is invalid afterwards).
  *
  * Results go through pointers marked out; on any status other than LC_OK they are left untouched.
  *
@@ -86,16 +95,18 @@ typedef struct {
 
 typedef struct lc_client lc_client_t;
 
-/* Zeroes *config: every field then means its default. */
-void lc_client_config_init(lc_client_config_t *config);
+/* Zeroes *config (borrowed): every field then means its default. */
+void lc_client_config_init(lc_client_config_t *config /* out */);
 
-/* Connects. *out is returned to the caller, released with lc_client_close. On failure no client
- * exists to hold the reason, so it is written to errbuf (errlen bytes, NUL-terminated) when
- * errbuf is not NULL; errbuf is not touched on LC_OK. */
+/* Connects. config: borrowed (see lc_client_config_t). *out is returned to the caller, released
+ * with lc_client_close. On failure no client exists to hold the reason, so it is written to errbuf
+ * (borrowed, errlen bytes, NUL-terminated) when errbuf is not NULL; errbuf is not touched on
+ * LC_OK. */
 lc_status_t lc_client_open(const lc_client_config_t *config, char *errbuf /* out, may be NULL */,
                            size_t errlen, lc_client_t **out /* out */);
 
-/* Flushes what was published (at most 1 s), closes and frees. NULL-safe. */
+/* Flushes what was published (at most 1 s), closes and frees: client is released (returned by
+ * lc_client_open; every consumer on it must be closed first). NULL-safe. */
 void lc_client_close(lc_client_t *client);
 
 /* Waits until the server has processed everything published so far. */
@@ -111,7 +122,7 @@ const char *lc_client_prefix_get(const lc_client_t *client);
 /* ---- shapes ------------------------------------------------------------------------------- */
 
 /* out_hashes[i] = codec_hash_component(components[i]) (the strlen bytes, no terminator).
- * components: borrowed, n non-NULL strings; out_hashes: n entries, filled. */
+ * components: borrowed, n non-NULL strings; out_hashes: borrowed, n entries, filled. */
 void lc_shape_hash(const char *const *components, size_t n, uint64_t *out_hashes /* out */);
 
 /* The shape signature of the components, in order (0xef46db3751d8e999 for n == 0).
@@ -131,7 +142,7 @@ lc_status_t lc_shape_parse(const char *text, uint64_t *out /* out */);
 /* The verdict on one submitted item, copied out of the reply. */
 typedef struct {
     codec_item_status_t status;
-    char reason[LC_REASON_MAX]; /* "" unless rejected: a codec word, "store_full", ... */
+    char reason[LC_REASON_MAX]; /* ItemResult.reason: "ok", "duplicate", "zero_tokens", ... */
 } lc_item_result_t;
 
 typedef struct {
@@ -161,7 +172,8 @@ lc_status_t lc_submit_send(lc_client_t *client, const char *model, const codec_w
  * `retries` more times, pausing min(timeout_ms, 100 ms << attempt, 2 s) after a no-responders
  * answer. Per-item rejections are results, not failures: LC_OK with status REJECTED. Whole-message
  * refusal (SubmitReply.error, e.g. "malformed: ...") is LC_EREFUSED with the text on the client.
- * results: n entries, filled in item order (may be NULL); summary may be NULL.
+ * results: borrowed, n entries, filled in item order (may be NULL); summary: borrowed (may be
+ * NULL).
  */
 lc_status_t lc_submit_request(lc_client_t *client, const char *model,
                               const codec_work_item_t *items, size_t n, int64_t timeout_ms,
@@ -213,14 +225,15 @@ typedef struct {
 
 typedef struct lc_consumer lc_consumer_t;
 
-/* Zeroes *config; set model and the two batch limits at least. */
-void lc_consumer_config_init(lc_consumer_config_t *config);
+/* Zeroes *config (borrowed); set model and the two batch limits at least. */
+void lc_consumer_config_init(lc_consumer_config_t *config /* out */);
 
 /*
  * Subscribes the consumer's inbox, sends Register on <prefix>.register (retrying as configured)
- * and starts the heartbeat thread. client: borrowed, must outlive the consumer. *out is returned
- * to the caller, released with lc_consumer_close. On failure the reason is on the client
- * (lc_client_error_get); Registered.error gives LC_EREFUSED.
+ * and starts the heartbeat thread. client: borrowed, must outlive the consumer. config: borrowed
+ * for the call (copied, strings included). *out is returned to the caller, released with
+ * lc_consumer_close. On failure the reason is on the client (lc_client_error_get);
+ * Registered.error gives LC_EREFUSED.
  */
 lc_status_t lc_consumer_open(lc_client_t *client, const lc_consumer_config_t *config,
                              lc_consumer_t **out /* out */);
@@ -239,7 +252,7 @@ const lc_registered_t *lc_consumer_registered_get(const lc_consumer_t *consumer)
  * consumer from its driving thread. Never NULL. */
 const char *lc_consumer_error_get(const lc_consumer_t *consumer);
 
-/* Thread-safe snapshot; in_progress counts the ids heartbeats name now. */
+/* Thread-safe snapshot into *out (borrowed); in_progress counts the ids heartbeats name now. */
 void lc_consumer_stats_get(lc_consumer_t *consumer, lc_consumer_stats_t *out /* out */);
 
 /*
@@ -251,9 +264,10 @@ void lc_consumer_stats_get(lc_consumer_t *consumer, lc_consumer_stats_t *out /* 
 lc_status_t lc_bye_send(lc_consumer_t *consumer, int64_t timeout_ms);
 
 /*
- * Stops the heartbeat thread, unsubscribes the inbox and frees. Sends no Bye: call lc_bye_send
- * first to leave cleanly; without it the daemon declares the consumer dead after dead_after_ms and
- * returns its in-flight batches then (what a crash looks like). NULL-safe.
+ * Stops the heartbeat thread, unsubscribes the inbox and frees: consumer is released (returned by
+ * lc_consumer_open; the registration strings and error text die with it). Sends no Bye: call
+ * lc_bye_send first to leave cleanly; without it the daemon declares the consumer dead after
+ * dead_after_ms and returns its in-flight batches then (what a crash looks like). NULL-safe.
  */
 void lc_consumer_close(lc_consumer_t *consumer);
 

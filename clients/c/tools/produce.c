@@ -26,7 +26,7 @@
  *  - Random payload bytes: the payload's content means nothing to the daemon; a fixed pattern
  *    keeps runs reproducible and costs nothing per item.
  */
-#include "clients/c/cli.h"
+#include "clients/c/tools/cli.h"
 #include "clients/c/lanes_client.h"
 #include "codec/codec.h"
 #include "common/clock.h"

@@ -15,7 +15,7 @@
  *    --component in order any better than this loop does.
  *  - Each tool parsing the connection flags itself: two copies of the same ten flags would drift.
  */
-#include "clients/c/cli.h"
+#include "clients/c/tools/cli.h"
 
 #include "common/clock.h"
 

@@ -27,7 +27,7 @@
  *  - Exiting at the first violation: a run that keeps going reports how often and how badly
  *    the promise is broken, which is what a daemon developer needs.
  */
-#include "clients/c/cli.h"
+#include "clients/c/tools/cli.h"
 #include "clients/c/lanes_client.h"
 #include "common/clock.h"
 

@@ -3,8 +3,8 @@
  * "--flag=VALUE"), the connection flags, numbers, clocks and a stop flag set by SIGINT/SIGTERM.
  * Not part of the library: the tools' own plumbing.
  */
-#ifndef LANESCHED_CLIENTS_C_CLI_H
-#define LANESCHED_CLIENTS_C_CLI_H
+#ifndef LANESCHED_CLIENTS_C_TOOLS_CLI_H
+#define LANESCHED_CLIENTS_C_TOOLS_CLI_H
 
 #include <signal.h>
 #include <stdbool.h>
@@ -49,4 +49,4 @@ bool cli_double_parse(const char *flag, const char *text, double *out /* out */)
 /* Sleeps ns nanoseconds (resuming after signals unless cli_stop is set). */
 void cli_sleep_ns(uint64_t ns);
 
-#endif /* LANESCHED_CLIENTS_C_CLI_H */
+#endif /* LANESCHED_CLIENTS_C_TOOLS_CLI_H */

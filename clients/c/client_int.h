@@ -1,0 +1,136 @@
+/*
+ * client_int.h - private to clients/c/: the structs behind lanes_client.h's two handles and the
+ * helpers the library's files share. Not installed, not included by the tools.
+ *
+ * Who owns what (the invariants numbered here are cited by the .c files):
+ *  1. struct lc_client: the NATS connection and a copy of the prefix (connection.c creates and
+ *     frees them).
+ *  2. struct lc_consumer: copies of its configuration strings, its inbox and the synchronous
+ *     subscription on it, the strings of the current registration, the queue of outstanding
+ *     pulls, the in-progress set and the heartbeat thread with its mutex and condition variable
+ *     (consumer.c creates and frees them). It borrows its client.
+ *  3. consumer->mu guards exactly: the registration strings the heartbeat thread reads and the
+ *     heartbeat interval, the in-progress set, hb_stop and the statistics. No NATS call is made
+ *     while it is held, so a slow publish never blocks lc_inprogress_* callers.
+ *  4. The heartbeat thread is the only thread besides the caller's that touches a consumer.
+ */
+#ifndef LANESCHED_CLIENTS_C_CLIENT_INT_H
+#define LANESCHED_CLIENTS_C_CLIENT_INT_H
+
+#include "clients/c/lanes_client.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <nats/nats.h>
+
+/* Room for one failure text; longer texts are truncated. */
+#define LC_ERR_MAX 256
+/* How long lc_client_close and a fire-and-forget Bye wait for the server to have what was
+ * published: long enough for a loopback or LAN round trip, short enough not to hang a shutdown. */
+#define LC_FLUSH_ON_CLOSE_MS 1000
+
+struct lc_client {
+    natsConnection *nc;
+    char *prefix;
+    char err[LC_ERR_MAX];
+};
+
+typedef struct {
+    uint32_t credits;       /* OK batches still owed by the daemon */
+    uint64_t lost_after_ns; /* monotonic: expiry + grace; silent past it = forgotten */
+} lc_pull_t;
+
+typedef struct {
+    uint64_t batch_id;
+    uint32_t n_items; /* 0 = added by hand: only all / unknown_batch / remove clear it */
+    uint32_t settled; /* distinct positions acked or nak'd */
+    uint8_t *bits;    /* owned; n_items bits, NULL when n_items == 0 */
+} lc_inprogress_t;
+
+struct lc_consumer {
+    lc_client_t *client;         /* borrowed */
+    lc_consumer_config_t config; /* model and name point at the copies below */
+    char *model;                 /* owned copy */
+    char *name;                  /* owned copy */
+    natsInbox *inbox;            /* owned */
+    natsSubscription *sub;       /* owned */
+    bool registered;
+    lc_registered_t reg;  /* strings point at reg_strings; swapped under mu */
+    char *reg_strings[5]; /* owned: id, pull, ack, heartbeat, bye */
+    lc_pull_t *pulls;     /* owned; caller's thread only */
+    size_t n_pulls, cap_pulls;
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    bool sync_ready; /* mu and cond initialised */
+    pthread_t hb_thread;
+    bool hb_running;         /* caller's thread only */
+    bool hb_stop;            /* under mu */
+    uint32_t hb_interval_ms; /* under mu */
+    lc_inprogress_t *ip;     /* under mu */
+    size_t n_ip, cap_ip;
+    lc_consumer_stats_t stats; /* under mu */
+    char err[LC_ERR_MAX];
+};
+
+/* ---- connection.c: failure texts, subjects, request/reply --------------------------------- */
+
+/* Whether an error string carries this code word: "code" or "code: text" (subjects.md: clients
+ * decide on the word up to the first ':'). error may be NULL. */
+int lc_code_is(const char *error, const char *code);
+
+/* printf into err (LC_ERR_MAX bytes, the client's or the consumer's text). */
+void lc_errf(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Records "what: nats text (last error)" in err and returns the mapped status. */
+lc_status_t lc_nats_fail(char *err, const char *what, natsStatus s);
+
+/* Records "[subject: ]what: codec text" in err and returns the mapped status. */
+lc_status_t lc_codec_fail(char *err, const char *subject /* may be NULL */, const char *what,
+                          codec_status_t cs);
+
+/* "a.b" or "a.b.c" (c may be NULL); a, b, c borrowed; returned to the caller (free), NULL when
+ * out of memory. */
+char *lc_subject_make(const char *a, const char *b, const char *c);
+
+/* A string that can stand in a subject: non-empty, no whitespace, no wildcard, no empty token. */
+bool lc_subject_part_ok(const char *s);
+
+/*
+ * Sends buf (borrowed, len bytes) on subject as a request, up to 1 + retries times on timeout /
+ * no responders, the same bytes each time (connection.c invariant 2). *out_msg is returned to the
+ * caller (natsMsg_Destroy).
+ */
+lc_status_t lc_request_do(natsConnection *nc, const char *subject, const uint8_t *buf, size_t len,
+                          int64_t timeout_ms, uint32_t retries, char *err,
+                          uint32_t *out_attempts /* out, may be NULL */,
+                          natsMsg **out_msg /* out */);
+
+/* ---- inprogress.c: the in-progress set (callers hold mu unless stated) -------------------- */
+
+/* Adds batch_id (n_items positions, 0 = unknown) unless present. LC_ENOMEM leaves it unchanged. */
+lc_status_t lc_inprogress_put(lc_consumer_t *c, uint64_t batch_id, uint32_t n_items);
+
+/* Empties the set. */
+void lc_inprogress_clear(lc_consumer_t *c);
+
+/* The update after an Ack went out (ack borrowed): the id leaves once `all` was sent, every
+ * position is settled or the daemon said unknown_batch (`unknown`). Takes mu itself. */
+void lc_inprogress_settle(lc_consumer_t *c, const codec_ack_t *ack, bool unknown);
+
+/* ---- pull.c: the outstanding pulls (caller's thread only) --------------------------------- */
+
+/* Drops the n oldest outstanding pulls (all of them when n >= n_pulls). */
+void lc_pulls_forget(lc_consumer_t *c, size_t n);
+
+/* ---- heartbeat.c: the heartbeat thread (caller's thread only) ----------------------------- */
+
+/* Starts the thread unless it runs or config.no_heartbeat; failure text in err. */
+lc_status_t lc_heartbeat_start(lc_consumer_t *c, char *err);
+
+/* Stops and joins the thread; no-op when it does not run. */
+void lc_heartbeat_stop(lc_consumer_t *c);
+
+#endif /* LANESCHED_CLIENTS_C_CLIENT_INT_H */

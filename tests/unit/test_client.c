@@ -1,0 +1,183 @@
+/*
+ * test_client.c - unit tests for the C client library (clients/c/lanes_client.h), the parts that
+ * need no server: the shape helpers against subjects.md's test vectors (a client and the daemon
+ * must agree on every signature), the signature parser's edges, the status texts, and the
+ * argument checks lc_client_open makes before it connects. Everything that talks NATS is in
+ * tests/integration/test_client.c.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "clients/c/lanes_client.h"
+
+static const char *const THREE[] = {"You are a helpful assistant.", "Answer in French.",
+                                    "Tools: search, calculator."};
+static const char *const REVERSED[] = {"Tools: search, calculator.", "Answer in French.",
+                                       "You are a helpful assistant."};
+
+static void test_shape_vectors(void **state)
+{
+    (void)state;
+    uint64_t sig = 0;
+    assert_int_equal(lc_shape_sign(NULL, 0, &sig), LC_OK);
+    assert_true(sig == 0xef46db3751d8e999ull);
+
+    uint64_t h[3] = {0};
+    lc_shape_hash(THREE, 1, h);
+    assert_true(h[0] == 0xe4a58ad40a48973bull);
+    assert_int_equal(lc_shape_sign(THREE, 1, &sig), LC_OK);
+    assert_true(sig == 0x91f47f2f45b64efdull);
+
+    lc_shape_hash(THREE, 3, h);
+    assert_true(h[0] == 0xe4a58ad40a48973bull);
+    assert_true(h[1] == 0x6fd2a283f58d194eull);
+    assert_true(h[2] == 0x425afd5d136c7e5eull);
+    assert_int_equal(lc_shape_sign(THREE, 3, &sig), LC_OK);
+    assert_true(sig == 0xa340b41b91cca53dull);
+
+    assert_int_equal(lc_shape_sign(REVERSED, 3, &sig), LC_OK);
+    assert_true(sig == 0xaf6225c57a35ec89ull);
+}
+
+/* Above 16 components lc_shape_sign hashes into a heap copy; the result must not change. */
+static void test_shape_sign_many_components(void **state)
+{
+    (void)state;
+    enum { N = 40 };
+    char text[N][24];
+    const char *comps[N];
+    uint64_t hashes[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(text[i], sizeof(text[i]), "component %d", i);
+        comps[i] = text[i];
+    }
+    lc_shape_hash(comps, N, hashes);
+    uint64_t sig = 0;
+    assert_int_equal(lc_shape_sign(comps, N, &sig), LC_OK);
+    assert_true(sig == codec_signature(hashes, N));
+    uint64_t sig16 = 0;
+    assert_int_equal(lc_shape_sign(comps, 16, &sig16), LC_OK);
+    assert_true(sig16 == codec_signature(hashes, 16));
+    assert_true(sig16 != sig);
+}
+
+static void test_shape_sign_rejects_null(void **state)
+{
+    (void)state;
+    uint64_t sig = 7;
+    assert_int_equal(lc_shape_sign(NULL, 2, &sig), LC_EINVAL);
+    assert_int_equal(lc_shape_sign(THREE, 3, NULL), LC_EINVAL);
+    assert_true(sig == 7);
+}
+
+static void test_shape_parse(void **state)
+{
+    (void)state;
+    uint64_t v = 0;
+    assert_int_equal(lc_shape_parse("0xef46db3751d8e999", &v), LC_OK);
+    assert_true(v == 0xef46db3751d8e999ull);
+    assert_int_equal(lc_shape_parse("91F47F2F45B64EFD", &v), LC_OK);
+    assert_true(v == 0x91f47f2f45b64efdull);
+    assert_int_equal(lc_shape_parse("0X1", &v), LC_OK);
+    assert_true(v == 1);
+    assert_int_equal(lc_shape_parse("ffffffffffffffff", &v), LC_OK);
+    assert_true(v == UINT64_MAX);
+
+    static const char *const bad[] = {
+        "", "0x", "0", "0x0", "00000000", "g", "0x12345678901234567", " 1", "-1", "0x1 ", "1x"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        v = 42;
+        assert_int_equal(lc_shape_parse(bad[i], &v), LC_EINVAL);
+        assert_true(v == 42); /* untouched on failure */
+    }
+    assert_int_equal(lc_shape_parse(NULL, &v), LC_EINVAL);
+    assert_int_equal(lc_shape_parse("1", NULL), LC_EINVAL);
+}
+
+static void test_status_texts(void **state)
+{
+    (void)state;
+    for (int i = 0; i < LC_STATUS_COUNT; i++) {
+        const char *t = lc_status_str((lc_status_t)i);
+        assert_non_null(t);
+        assert_true(t[0] != '\0');
+        assert_string_not_equal(t, "unknown client status");
+        for (int j = 0; j < i; j++)
+            assert_string_not_equal(t, lc_status_str((lc_status_t)j));
+    }
+    assert_string_equal(lc_status_str(LC_OK), "ok");
+    assert_string_equal(lc_status_str((lc_status_t)LC_STATUS_COUNT), "unknown client status");
+    assert_string_equal(lc_client_error_get(NULL), "");
+    assert_string_equal(lc_consumer_error_get(NULL), "");
+}
+
+/* Refusals that come before any connection attempt: EINVAL, a text in errbuf, *out untouched. */
+static void expect_open_refused(const lc_client_config_t *cc, const char *text)
+{
+    static char sentinel;
+    lc_client_t *cl = (lc_client_t *)&sentinel;
+    char err[256] = "";
+    assert_int_equal(lc_client_open(cc, err, sizeof(err), &cl), LC_EINVAL);
+    assert_ptr_equal(cl, (lc_client_t *)&sentinel);
+    if (strstr(err, text) == NULL)
+        fail_msg("errbuf '%s' does not say '%s'", err, text);
+}
+
+static void test_client_open_refuses_bad_config(void **state)
+{
+    (void)state;
+    lc_client_config_t cc;
+    lc_client_config_init(&cc);
+    cc.prefix = "a..b";
+    expect_open_refused(&cc, "bad prefix");
+    cc.prefix = "lanes.*";
+    expect_open_refused(&cc, "bad prefix");
+    cc.prefix = "lanes";
+    cc.tls_cert_file = "cert.pem";
+    expect_open_refused(&cc, "needs its key");
+    cc.tls_cert_file = NULL;
+    cc.servers = " , ";
+    expect_open_refused(&cc, "no server URL");
+    expect_open_refused(NULL, "NULL argument");
+
+    lc_client_t *cl = NULL;
+    assert_int_equal(lc_client_open(&cc, NULL, 0, &cl), LC_EINVAL); /* errbuf may be NULL */
+    assert_null(cl);
+}
+
+static void test_consumer_calls_refuse_null(void **state)
+{
+    (void)state;
+    lc_consumer_config_t k;
+    lc_consumer_config_init(&k);
+    lc_consumer_t *c = NULL;
+    assert_int_equal(lc_consumer_open(NULL, &k, &c), LC_EINVAL);
+    assert_null(c);
+    assert_int_equal(lc_inprogress_add(NULL, 1), LC_EINVAL);
+    assert_int_equal(lc_consumer_register(NULL), LC_EINVAL);
+    assert_int_equal(lc_bye_send(NULL, 0), LC_EINVAL);
+    assert_int_equal(lc_pull_send(NULL, 1, 1), LC_EINVAL);
+    assert_int_equal(lc_ack_all_send(NULL, 1, 0, NULL), LC_EINVAL);
+    lc_consumer_close(NULL);
+    lc_client_close(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_shape_vectors),
+        cmocka_unit_test(test_shape_sign_many_components),
+        cmocka_unit_test(test_shape_sign_rejects_null),
+        cmocka_unit_test(test_shape_parse),
+        cmocka_unit_test(test_status_texts),
+        cmocka_unit_test(test_client_open_refuses_bad_config),
+        cmocka_unit_test(test_consumer_calls_refuse_null),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
