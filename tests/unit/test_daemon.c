@@ -1,0 +1,666 @@
+/*
+ * test_daemon.c - the daemon's owner loop without NATS: events posted with daemon_post, one
+ * daemon_turn at a time, a fake clock, the memory store, and a fake publish function that
+ * records every message (and can refuse them). The integration suite runs the same rules over
+ * a real nats-server (tests/integration/test_daemon.c); this file reaches what timing over a
+ * network cannot: an exact clock, a refused publish, a stalled loop, the fill's time budget.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "codec/codec.h"
+#include "scheduler/daemon/daemon.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MS 1000000ull
+
+typedef struct {
+    char subject[400];
+    uint8_t *data;
+    size_t len;
+} sent_t;
+
+typedef struct {
+    uint64_t now;
+    uint64_t step; /* added at every clock read: time that passes while the owner works */
+    sent_t sent[4096];
+    size_t n_sent;
+    int refuse; /* publishes refused from now on */
+    daemon_t *d;
+} fx_t;
+
+static uint64_t fx_clock(void *ctx)
+{
+    fx_t *f = ctx;
+    f->now += f->step;
+    return f->now;
+}
+
+static int fx_publish(void *ctx, const char *subject, const void *data, size_t len)
+{
+    fx_t *f = ctx;
+    if (f->refuse)
+        return -1;
+    assert_true(f->n_sent < sizeof(f->sent) / sizeof(f->sent[0]));
+    sent_t *s = &f->sent[f->n_sent++];
+    snprintf(s->subject, sizeof(s->subject), "%s", subject);
+    s->data = malloc(len ? len : 1);
+    assert_non_null(s->data);
+    memcpy(s->data, data, len);
+    s->len = len;
+    return 0;
+}
+
+static void fx_forget(fx_t *f)
+{
+    for (size_t i = 0; i < f->n_sent; i++)
+        free(f->sent[i].data);
+    f->n_sent = 0;
+}
+
+static int setup_with(void **state, uint32_t max_deliveries)
+{
+    fx_t *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    f->now = 1000 * MS;
+    daemon_config_t cfg = {.prefix = "lanes",
+                           .store_memory = 1,
+                           .heartbeat_ms = 1000,
+                           .dead_after_ms = 5000,
+                           .ack_wait_ms = 8000,
+                           .max_deliveries = max_deliveries,
+                           .max_payload = 1 << 20,
+                           .dedupe_window_ms = 60000,
+                           .clock = fx_clock,
+                           .clock_ctx = f};
+    assert_int_equal(daemon_create(&cfg, &f->d), DAEMON_OK);
+    daemon_publish_set(f->d, fx_publish, f);
+    *state = f;
+    return 0;
+}
+
+static int setup(void **state)
+{
+    return setup_with(state, 5);
+}
+
+static int setup_dead_letter(void **state)
+{
+    return setup_with(state, 2);
+}
+
+static int teardown(void **state)
+{
+    fx_t *f = *state;
+    daemon_destroy(f->d);
+    fx_forget(f);
+    free(f);
+    return 0;
+}
+
+static void turn(fx_t *f)
+{
+    int stopped = -1;
+    assert_int_equal(daemon_turn(f->d, 0, &stopped), DAEMON_OK);
+    assert_int_equal(stopped, 0);
+}
+
+/* Lets ms pass the way a running daemon sees it: a turn every 100 ms (a longer gap would read as a
+ * stalled owner, which restarts liveness). */
+static void advance(fx_t *f, uint64_t ms)
+{
+    for (uint64_t t = 0; t < ms; t += 100) {
+        f->now += (ms - t < 100 ? ms - t : 100) * MS;
+        turn(f);
+    }
+}
+
+/* advance(), with a heartbeat from consumer id every second to keep it alive. */
+static void advance_alive(fx_t *f, const char *id, uint64_t ms)
+{
+    for (uint64_t t = 0; t < ms; t += 1000) {
+        assert_int_equal(daemon_post(f->d, EV_HEARTBEAT, id, NULL, NULL, 0), 0);
+        advance(f, ms - t < 1000 ? ms - t : 1000);
+    }
+}
+
+/* The last message published on subject, or NULL. */
+static const sent_t *last_on(const fx_t *f, const char *subject)
+{
+    for (size_t i = f->n_sent; i-- > 0;) {
+        if (strcmp(f->sent[i].subject, subject) == 0)
+            return &f->sent[i];
+    }
+    return NULL;
+}
+
+static size_t count_on(const fx_t *f, const char *subject)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < f->n_sent; i++)
+        n += strcmp(f->sent[i].subject, subject) == 0;
+    return n;
+}
+
+/* Posts a Submit of items "<prefix><i>" (i in [first, first + n)) of one shape. */
+static void submit(fx_t *f, const char *model, uint64_t sig, uint32_t tokens, const char *prefix,
+                   int first, int n, const char *reply)
+{
+    codec_work_item_t items[64];
+    char ids[64][32];
+    assert_true(n <= 64);
+    for (int i = 0; i < n; i++) {
+        int len = snprintf(ids[i], sizeof(ids[i]), "%s%d", prefix, first + i);
+        items[i] = (codec_work_item_t){.id = {(const uint8_t *)ids[i], (size_t)len},
+                                       .model = model,
+                                       .has_signature = true,
+                                       .signature = sig,
+                                       .tokens = tokens,
+                                       .payload = {(const uint8_t *)"pay", 3},
+                                       .reply_to = "answers.here"};
+    }
+    codec_submit_t s = {items, (size_t)n};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(codec_encode_submit(&s, &buf, &len), CODEC_OK);
+    assert_int_equal(daemon_post(f->d, EV_SUBMIT, model, reply, buf, len), 0);
+    free(buf);
+}
+
+static codec_submit_reply_t *submit_reply(const fx_t *f, const char *reply)
+{
+    const sent_t *s = last_on(f, reply);
+    assert_non_null(s);
+    codec_submit_reply_t *r = NULL;
+    assert_int_equal(codec_decode_submit_reply(s->data, s->len, &r), CODEC_OK);
+    return r;
+}
+
+/* Registers a consumer; returns its id (static storage of the fixture's last Registered). */
+static void reg(fx_t *f, const char *model, uint32_t bs, uint32_t tokens, const char *name,
+                char id[33])
+{
+    codec_register_t r = {model, bs, tokens, 0, name};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(codec_encode_register(&r, &buf, &len), CODEC_OK);
+    assert_int_equal(daemon_post(f->d, EV_REGISTER, NULL, "reg.reply", buf, len), 0);
+    free(buf);
+    turn(f);
+    const sent_t *s = last_on(f, "reg.reply");
+    assert_non_null(s);
+    codec_registered_t *out = NULL;
+    assert_int_equal(codec_decode_registered(s->data, s->len, &out), CODEC_OK);
+    assert_string_equal(out->error, "");
+    assert_int_equal(strlen(out->consumer_id), 32);
+    snprintf(id, 33, "%s", out->consumer_id);
+    char want[80];
+    snprintf(want, sizeof(want), "lanes.pull.%s", id);
+    assert_string_equal(out->pull_subject, want);
+    assert_int_equal(out->dead_after_ms, 5000);
+    codec_registered_destroy(out);
+}
+
+static void pull(fx_t *f, const char *id, uint32_t batches, uint32_t expires_ms, const char *inbox)
+{
+    codec_pull_t p = {batches, expires_ms};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(codec_encode_pull(&p, &buf, &len), CODEC_OK);
+    assert_int_equal(daemon_post(f->d, EV_PULL, id, inbox, buf, len), 0);
+    free(buf);
+}
+
+static codec_batch_t *batch_on(const fx_t *f, const char *inbox)
+{
+    const sent_t *s = last_on(f, inbox);
+    assert_non_null(s);
+    codec_batch_t *b = NULL;
+    assert_int_equal(codec_decode_batch(s->data, s->len, &b), CODEC_OK);
+    return b;
+}
+
+static codec_ack_reply_t *ack(fx_t *f, const char *id, uint64_t batch_id, const uint32_t *pos,
+                              size_t n, bool all)
+{
+    codec_ack_t a = {.batch_id = batch_id, .all = all, .ack = pos, .n_ack = n};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(codec_encode_ack(&a, &buf, &len), CODEC_OK);
+    assert_int_equal(daemon_post(f->d, EV_ACK, id, "ack.reply", buf, len), 0);
+    free(buf);
+    turn(f);
+    const sent_t *s = last_on(f, "ack.reply");
+    assert_non_null(s);
+    codec_ack_reply_t *r = NULL;
+    assert_int_equal(codec_decode_ack_reply(s->data, s->len, &r), CODEC_OK);
+    return r;
+}
+
+/* The stats document, parsed; the caller json_decref()s it. */
+static json_t *stats(fx_t *f)
+{
+    assert_int_equal(daemon_post(f->d, EV_STATS, NULL, "stats.reply", NULL, 0), 0);
+    turn(f);
+    const sent_t *s = last_on(f, "stats.reply");
+    assert_non_null(s);
+    json_error_t err;
+    json_t *doc = json_loadb((const char *)s->data, s->len, 0, &err);
+    if (doc == NULL)
+        fail_msg("stats is not JSON: %s at %d", err.text, err.position);
+    return doc;
+}
+
+static json_int_t counter(json_t *doc, const char *key)
+{
+    json_t *v = json_object_get(json_object_get(doc, "counters"), key);
+    assert_true(json_is_integer(v));
+    return json_integer_value(v);
+}
+
+/* ---- submits -------------------------------------------------------------------------------- */
+
+static void test_submit_is_answered_after_the_flush_with_one_result_per_item(void **state)
+{
+    fx_t *f = *state;
+    submit(f, "llama", 0x91f47f2f45b64efd, 100, "a", 0, 3, "sub.reply");
+    assert_int_equal(count_on(f, "sub.reply"), 0); /* nothing before the turn */
+    turn(f);
+    assert_int_equal(count_on(f, "sub.reply"), 1);
+    codec_submit_reply_t *r = submit_reply(f, "sub.reply");
+    assert_int_equal(r->n_results, 3);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(r->results[i].status, CODEC_ITEM_ACCEPTED);
+        assert_string_equal(r->results[i].reason, "ok");
+    }
+    codec_submit_reply_destroy(r);
+    submit(f, "llama", 0x91f47f2f45b64efd, 100, "a", 2, 2, "sub.reply"); /* a2 again, a3 new */
+    turn(f);
+    r = submit_reply(f, "sub.reply");
+    assert_int_equal(r->results[0].status, CODEC_ITEM_DUPLICATE);
+    assert_string_equal(r->results[0].reason, "duplicate");
+    assert_int_equal(r->results[1].status, CODEC_ITEM_ACCEPTED);
+    codec_submit_reply_destroy(r);
+    json_t *doc = stats(f);
+    assert_int_equal(counter(doc, "items_received"), 4);
+    assert_int_equal(counter(doc, "tokens_received"), 400);
+    assert_int_equal(counter(doc, "duplicates"), 1);
+    json_decref(doc);
+}
+
+/* Every rule an item can break is answered with its own word and counted under that word. */
+static void test_rejections_carry_their_reason_and_are_counted_by_it(void **state)
+{
+    fx_t *f = *state;
+    char long_model[300];
+    memset(long_model, 'm', sizeof(long_model) - 1);
+    long_model[sizeof(long_model) - 1] = '\0';
+    struct {
+        const char *model;
+        uint32_t tokens;
+        const char *want;
+    } cases[] = {
+        {"llama", 0, "zero_tokens"},
+        {"llama", 4294967288u, "tokens_too_large"},
+        {"other", 10, "bad_model"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        codec_work_item_t it = {.id = {(const uint8_t *)"x", 1},
+                                .model = cases[i].model,
+                                .has_signature = true,
+                                .signature = 7,
+                                .tokens = cases[i].tokens};
+        codec_submit_t s = {&it, 1};
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        assert_int_equal(codec_encode_submit(&s, &buf, &len), CODEC_OK);
+        assert_int_equal(daemon_post(f->d, EV_SUBMIT, "llama", "r", buf, len), 0);
+        free(buf);
+        turn(f);
+        codec_submit_reply_t *r = submit_reply(f, "r");
+        assert_int_equal(r->results[0].status, CODEC_ITEM_REJECTED);
+        assert_string_equal(r->results[0].reason, cases[i].want);
+        codec_submit_reply_destroy(r);
+    }
+    /* a model over 255 bytes on its own subject */
+    codec_work_item_t it = {.id = {(const uint8_t *)"y", 1},
+                            .model = long_model,
+                            .has_signature = true,
+                            .signature = 7,
+                            .tokens = 5};
+    codec_submit_t s = {&it, 1};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(codec_encode_submit(&s, &buf, &len), CODEC_OK);
+    assert_int_equal(daemon_post(f->d, EV_SUBMIT, long_model, "r", buf, len), 0);
+    assert_int_equal(daemon_post(f->d, EV_SUBMIT, "llama", "r2", "\xff\xff\xff", 3), 0);
+    free(buf);
+    turn(f);
+    codec_submit_reply_t *r = submit_reply(f, "r");
+    assert_string_equal(r->results[0].reason, "model_too_long");
+    codec_submit_reply_destroy(r);
+    r = submit_reply(f, "r2");
+    assert_int_equal(r->n_results, 0);
+    assert_true(strncmp(r->error, "malformed", 9) == 0);
+    codec_submit_reply_destroy(r);
+    json_t *doc = stats(f);
+    json_t *rej = json_object_get(json_object_get(doc, "counters"), "rejected");
+    assert_int_equal(json_integer_value(json_object_get(rej, "zero_tokens")), 1);
+    assert_int_equal(json_integer_value(json_object_get(rej, "tokens_too_large")), 1);
+    assert_int_equal(json_integer_value(json_object_get(rej, "bad_model")), 1);
+    assert_int_equal(json_integer_value(json_object_get(rej, "model_too_long")), 1);
+    assert_int_equal(json_integer_value(json_object_get(rej, "malformed")), 1);
+    assert_int_equal(json_object_size(rej), 5);
+    assert_int_equal(counter(doc, "items_received"), 0);
+    json_decref(doc);
+}
+
+/* ---- dispatch ------------------------------------------------------------------------------- */
+
+static void test_a_batch_is_committed_only_after_its_publish_succeeds(void **state)
+{
+    fx_t *f = *state;
+    char id[33];
+    reg(f, "llama", 8, 4096, "gpu-0", id);
+    submit(f, "llama", 42, 100, "b", 0, 4, "sub.reply");
+    turn(f);
+    f->refuse = 1; /* the channel refuses every batch */
+    pull(f, id, 1, 10000, "inbox.1");
+    turn(f);
+    f->refuse = 0;
+    assert_int_equal(count_on(f, "inbox.1"), 0);
+    json_t *doc = stats(f);
+    assert_int_equal(counter(doc, "items_routed"), 0); /* nothing moved */
+    assert_true(counter(doc, "publish_failures") >= 1);
+    json_decref(doc);
+    pull(f, id, 1, 10000, "inbox.2");
+    turn(f);
+    codec_batch_t *b = batch_on(f, "inbox.2");
+    assert_int_equal(b->status, CODEC_BATCH_OK);
+    assert_int_equal(b->n_items, 4);
+    assert_int_equal(b->signature, 42);
+    assert_int_equal(b->pad_to, 104);
+    for (size_t i = 0; i < b->n_items; i++) {
+        assert_int_equal(b->items[i].deliveries, 1);
+        assert_string_equal(b->items[i].reply_to, "answers.here"); /* the frame came back */
+        assert_int_equal(b->items[i].payload.len, 3);
+        assert_memory_equal(b->items[i].payload.ptr, "pay", 3);
+    }
+    uint64_t batch_id = b->batch_id;
+    codec_batch_destroy(b);
+    codec_ack_reply_t *r = ack(f, id, batch_id, NULL, 0, true);
+    assert_int_equal(r->acked, 4);
+    assert_string_equal(r->error, "");
+    codec_ack_reply_destroy(r);
+    r = ack(f, id, batch_id, NULL, 0, true); /* settled: unknown now */
+    assert_int_equal(r->unknown, 1);
+    assert_true(strncmp(r->error, "unknown_batch", 13) == 0);
+    codec_ack_reply_destroy(r);
+    doc = stats(f);
+    assert_int_equal(counter(doc, "tokens_completed"), counter(doc, "tokens_received"));
+    json_decref(doc);
+}
+
+static void test_an_ack_naming_a_missing_position_changes_nothing(void **state)
+{
+    fx_t *f = *state;
+    char id[33];
+    reg(f, "llama", 8, 4096, "gpu-0", id);
+    submit(f, "llama", 42, 100, "c", 0, 2, NULL);
+    pull(f, id, 1, 10000, "inbox");
+    turn(f);
+    codec_batch_t *b = batch_on(f, "inbox");
+    uint64_t batch_id = b->batch_id;
+    codec_batch_destroy(b);
+    uint32_t pos[2] = {0, 5};
+    codec_ack_reply_t *r = ack(f, id, batch_id, pos, 2, false);
+    assert_int_equal(r->acked, 0);
+    assert_int_equal(r->unknown, 1);
+    assert_true(strncmp(r->error, "unknown_position", 16) == 0);
+    codec_ack_reply_destroy(r);
+    r = ack(f, id, batch_id, pos, 1, false);
+    assert_int_equal(r->acked, 1);
+    codec_ack_reply_destroy(r);
+}
+
+/* A consumer silent past dead_after is dead: its batch returns, its pull hears EXPIRED, and the
+ * item goes to another consumer with one more delivery. */
+static void test_silence_past_dead_after_returns_the_batch(void **state)
+{
+    fx_t *f = *state;
+    char a[33], b[33];
+    reg(f, "llama", 8, 4096, "a", a);
+    submit(f, "llama", 42, 100, "d", 0, 1, NULL);
+    pull(f, a, 2, 60000, "inbox.a");
+    turn(f);
+    assert_int_equal(count_on(f, "inbox.a"), 1);
+    advance(f, 4000);
+    reg(f, "llama", 8, 4096, "b", b); /* nobody dead at 4 s */
+    advance(f, 1100);                 /* a: 5.1 s silent > 5 s */
+    codec_batch_t *x = batch_on(f, "inbox.a");
+    assert_int_equal(x->status, CODEC_BATCH_EXPIRED); /* its open pull was closed */
+    codec_batch_destroy(x);
+    json_t *doc = stats(f);
+    assert_int_equal(counter(doc, "consumers_declared_dead"), 1);
+    json_decref(doc);
+    pull(f, b, 1, 10000, "inbox.b");
+    turn(f);
+    x = batch_on(f, "inbox.b");
+    assert_int_equal(x->n_items, 1);
+    assert_int_equal(x->items[0].deliveries, 2);
+    codec_batch_destroy(x);
+    codec_ack_reply_t *r = ack(f, a, 1, NULL, 0, true);
+    assert_true(strncmp(r->error, "unknown_consumer", 16) == 0);
+    codec_ack_reply_destroy(r);
+}
+
+/* When the owner itself was stalled (the clock jumped while it did not run), liveness restarts
+ * instead of declaring every consumer dead for the daemon's own pause. */
+static void test_a_stalled_owner_restarts_liveness(void **state)
+{
+    fx_t *f = *state;
+    char a[33];
+    reg(f, "llama", 8, 4096, "a", a);
+    turn(f);
+    f->now += 20000 * MS; /* four dead-after periods without a turn */
+    turn(f);
+    json_t *doc = stats(f);
+    assert_int_equal(counter(doc, "consumers_declared_dead"), 0);
+    json_decref(doc);
+    advance(f, 5100); /* but real silence after that still kills */
+    doc = stats(f);
+    assert_int_equal(counter(doc, "consumers_declared_dead"), 1);
+    json_decref(doc);
+}
+
+static void test_the_ack_deadline_returns_a_batch_and_in_progress_extends_it(void **state)
+{
+    fx_t *f = *state;
+    char a[33];
+    reg(f, "llama", 8, 4096, "a", a);
+    submit(f, "llama", 42, 100, "e", 0, 1, NULL);
+    pull(f, a, 1, 60000, "inbox");
+    turn(f);
+    codec_batch_t *b = batch_on(f, "inbox");
+    uint64_t first = b->batch_id;
+    codec_batch_destroy(b);
+    advance(f, 4000);
+    codec_ack_t ip = {.batch_id = first, .in_progress = true};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(codec_encode_ack(&ip, &buf, &len), CODEC_OK);
+    assert_int_equal(daemon_post(f->d, EV_ACK, a, NULL, buf, len), 0);
+    free(buf);
+    turn(f);
+    advance_alive(f, a, 6000); /* 10 s after dispatch, 6 s after the extension: in flight */
+    json_t *doc = stats(f);
+    assert_int_equal(counter(doc, "batches_expired_ack_deadline"), 0);
+    json_decref(doc);
+    pull(f, a, 1, 60000, "inbox2");
+    advance_alive(f, a, 2100); /* 8.1 s after the extension */
+    doc = stats(f);
+    assert_int_equal(counter(doc, "batches_expired_ack_deadline"), 1);
+    assert_int_equal(counter(doc, "items_returned"), 1);
+    json_decref(doc);
+    b = batch_on(f, "inbox2");
+    assert_int_equal(b->items[0].deliveries, 2);
+    assert_true(b->batch_id > first);
+    codec_batch_destroy(b);
+}
+
+static void test_an_item_past_max_deliveries_goes_to_the_dead_letter_subject(void **state)
+{
+    fx_t *f = *state; /* max_deliveries 2 */
+    char a[33];
+    reg(f, "llama", 8, 4096, "a", a);
+    submit(f, "llama", 42, 100, "p", 0, 1, NULL);
+    for (int i = 0; i < 2; i++) {
+        pull(f, a, 1, 60000, "inbox");
+        turn(f);
+        codec_batch_t *b = batch_on(f, "inbox");
+        assert_int_equal(b->n_items, 1);
+        uint32_t pos = 0;
+        codec_ack_t nak = {.batch_id = b->batch_id, .nak = &pos, .n_nak = 1};
+        codec_batch_destroy(b);
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        assert_int_equal(codec_encode_ack(&nak, &buf, &len), CODEC_OK);
+        assert_int_equal(daemon_post(f->d, EV_ACK, a, NULL, buf, len), 0);
+        free(buf);
+        turn(f);
+    }
+    pull(f, a, 1, 60000, "inbox.last");
+    turn(f);
+    assert_int_equal(count_on(f, "lanes.dead.llama"), 1);
+    codec_batch_t *dead = batch_on(f, "lanes.dead.llama");
+    assert_int_equal(dead->status, CODEC_BATCH_ERROR);
+    assert_true(strncmp(dead->error, "delivery_limit", 14) == 0);
+    codec_batch_destroy(dead);
+    assert_int_equal(count_on(f, "inbox.last"), 0);
+    json_t *doc = stats(f);
+    assert_int_equal(counter(doc, "dead_lettered"), 1);
+    assert_int_equal(counter(doc, "tokens_completed"), 100);
+    json_decref(doc);
+}
+
+/* The fill yields after its time budget, so one turn never dispatches without end. */
+static void test_a_fill_yields_after_its_time_budget(void **state)
+{
+    fx_t *f = *state;
+    char a[33];
+    reg(f, "llama", 1, 4096, "a", a); /* one item per batch */
+    for (int i = 0; i < 5; i++)
+        submit(f, "llama", 42, 100, "q", i * 64, 64, NULL);
+    turn(f);
+    pull(f, a, 1000, 600000, "inbox");
+    f->step = 1 * MS; /* every clock read now costs a millisecond */
+    turn(f);
+    size_t first = count_on(f, "inbox");
+    assert_true(first >= 50 && first <= 150); /* the 100 ms budget cut the fill short */
+    f->step = 0;
+    turn(f);
+    assert_int_equal(count_on(f, "inbox"), 320);
+}
+
+/* ---- the rest of the life of a consumer ------------------------------------------------------ */
+
+static void test_bye_and_a_lost_connection_return_batches(void **state)
+{
+    fx_t *f = *state;
+    char a[33], b[33];
+    reg(f, "llama", 1, 4096, "a", a);
+    reg(f, "llama", 1, 4096, "b", b);
+    submit(f, "llama", 42, 100, "s", 0, 2, NULL);
+    pull(f, a, 1, 60000, "inbox.a");
+    pull(f, b, 1, 60000, "inbox.b");
+    turn(f);
+    assert_int_equal(count_on(f, "inbox.a") + count_on(f, "inbox.b"), 2);
+    assert_int_equal(daemon_post(f->d, EV_BYE, a, "bye.reply", NULL, 0), 0);
+    turn(f);
+    codec_ack_reply_t *r = NULL;
+    const sent_t *s = last_on(f, "bye.reply");
+    assert_non_null(s);
+    assert_int_equal(codec_decode_ack_reply(s->data, s->len, &r), CODEC_OK);
+    assert_string_equal(r->error, "");
+    codec_ack_reply_destroy(r);
+    assert_int_equal(daemon_post(f->d, EV_DISCONNECTED, NULL, NULL, NULL, 0), 0);
+    turn(f);
+    json_t *doc = stats(f);
+    assert_int_equal(counter(doc, "items_returned"), 2);
+    assert_int_equal(counter(doc, "disconnects"), 1);
+    json_t *cs = json_object_get(doc, "consumers");
+    assert_int_equal(json_array_size(cs), 2);
+    json_decref(doc);
+}
+
+/* Whatever bytes a client names itself with, stats stays valid JSON (jansson parses it). */
+static void test_stats_stay_valid_json_for_any_name(void **state)
+{
+    fx_t *f = *state;
+    char id[33];
+    reg(f, "llama", 8, 4096, "bad \xff\xfe utf-8 \xc3( \"quoted\" \x01", id);
+    submit(f, "llama", 42, 100, "u", 0, 1, NULL);
+    turn(f);
+    json_t *doc = stats(f);
+    json_t *c = json_array_get(json_object_get(doc, "consumers"), 0);
+    const char *name = json_string_value(json_object_get(c, "name"));
+    assert_non_null(name);
+    assert_non_null(strstr(name, "\"quoted\""));
+    assert_non_null(strstr(name, "\xef\xbf\xbd")); /* U+FFFD for each bad byte */
+    json_t *m = json_array_get(json_object_get(doc, "models"), 0);
+    assert_string_equal(json_string_value(json_object_get(m, "model")), "llama");
+    assert_true(json_is_null(json_object_get(m, "current_shape"))); /* nothing filled yet */
+    json_t *shape = json_array_get(json_object_get(m, "shapes"), 0);
+    const char *sig = json_string_value(json_object_get(shape, "signature"));
+    assert_non_null(sig);
+    assert_string_equal(sig, "0x000000000000002a");
+    assert_int_equal(json_integer_value(json_object_get(shape, "queued_items")), 1);
+    json_decref(doc);
+}
+
+static void test_stop_ends_the_turn_after_its_flush(void **state)
+{
+    fx_t *f = *state;
+    submit(f, "llama", 42, 100, "v", 0, 1, "sub.reply");
+    assert_int_equal(daemon_post(f->d, EV_STOP, NULL, NULL, NULL, 0), 0);
+    int stopped = 0;
+    assert_int_equal(daemon_turn(f->d, 0, &stopped), DAEMON_OK);
+    assert_int_equal(stopped, 1);
+    assert_int_equal(count_on(f, "sub.reply"), 1); /* the submit before it was still answered */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(
+            test_submit_is_answered_after_the_flush_with_one_result_per_item, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rejections_carry_their_reason_and_are_counted_by_it,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_batch_is_committed_only_after_its_publish_succeeds,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_an_ack_naming_a_missing_position_changes_nothing,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_silence_past_dead_after_returns_the_batch, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_a_stalled_owner_restarts_liveness, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_the_ack_deadline_returns_a_batch_and_in_progress_extends_it, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_an_item_past_max_deliveries_goes_to_the_dead_letter_subject, setup_dead_letter,
+            teardown),
+        cmocka_unit_test_setup_teardown(test_a_fill_yields_after_its_time_budget, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bye_and_a_lost_connection_return_batches, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_stats_stay_valid_json_for_any_name, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stop_ends_the_turn_after_its_flush, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
