@@ -2,21 +2,23 @@
  * disk_int.h - private to store/: the disk backend's in-memory state, and the layer below both
  * the running backend and recovery, which rebuilds the same state at open.
  *
- * The files of the disk backend, each calling only the ones listed under it:
+ * The files of the disk backend:
  *
- *   disk.c           the vtable, open and close, lane-level operations, current shapes
- *     disk_item.c    an item's life: append, peek, commit, tombstone, return, scan
- *     recovery.c     rebuilds the state at open from the index and the segment files
- *       disk_flush.c   the readable boundary: makes appends durable, then moves it
- *       disk_seg.c     one segment file: create, pick for an append, mark dirty, delete
- *       disk_fd.c      the cache of open segment descriptors
- *       disk_queue.c   models and lane queues: the in-memory record arrays
- *       disk_log.c     log lines, corruption reports and the sticky error state
- *       disk_check.c   the executable invariants (read only; called from every level)
+ *   disk.c         the vtable, open and close, lane-level operations, current shapes
+ *   disk_item.c    an item's life: append, peek, commit, tombstone, return, scan
+ *   recovery.c     rebuilds the state at open from the index and the segment files
+ *   -------------- the layer below, declared here ------------------------------------------
+ *   disk_flush.c   the readable boundary: makes appends durable, then moves it
+ *   disk_seg.c     one segment file: create, pick for an append, mark dirty, delete
+ *   disk_fd.c      the cache of open segment descriptors
+ *   disk_check.c   the executable invariants (read only)
+ *   disk_queue.c   models and lane queues: the in-memory record arrays
+ *   disk_log.c     log lines, corruption reports and the sticky error state
  *
- * This header declares the lower layer only: recovery.c and disk_item.c include it and can
- * call nothing above themselves. disk_item_int.h and recovery_int.h declare the upper files
- * for disk.c.
+ * Calls run down this list, never up: disk.c calls any file below it; disk_item.c and
+ * recovery.c call only the layer below (never each other, never disk.c); inside the layer each
+ * file calls only files listed after it. recovery.c and disk_item.c see this header and their
+ * own (recovery_int.h, disk_item_int.h), so nothing above the layer is declared to them.
  *
  * Ownership, unless a declaration says otherwise: every pointer parameter is borrowed for the
  * call; what an out pointer receives is owned by the disk_t and valid until the structure it

@@ -253,7 +253,8 @@ static store_status_t mem_commit(store_t *store, store_queue_t *queue, const sto
     return STORE_OK;
 }
 
-size_t mem_queue_lower_bound(const mem_queue_t *q, uint64_t offset)
+/* Index of the first queued item of q whose offset is >= offset. */
+static size_t mem_queue_lower_bound(const mem_queue_t *q, uint64_t offset)
 {
     size_t lo = 0, hi = q->len;
     while (lo < hi) {

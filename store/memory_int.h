@@ -56,9 +56,6 @@ typedef struct {
     uint64_t next_queue_id;
 } mem_store_t;
 
-/* memory.c: index of the first queued item of q whose offset is >= offset. */
-size_t mem_queue_lower_bound(const mem_queue_t *q, uint64_t offset);
-
 /* ---- memory_check.c: executable invariants (common/invariant.h) ----------------------------- */
 
 /* One queue's counters and bounds, O(1). */
