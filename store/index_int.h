@@ -16,6 +16,12 @@
  * The segments are the source of truth; the index makes recovery fast and holds the durable
  * boundary (bytes past it were never acknowledged) and the lane targets. A missing or
  * unreadable index is set aside and rebuilt from the segment files.
+ *
+ * Ownership: index_open's *out is returned to the caller, freed with index_close; a transaction
+ * from index_begin is owned by the index until index_commit or index_abort ends and frees it
+ * (abort is NULL-safe). Every other pointer is borrowed for the call. What index_load passes
+ * to the visitor is valid for the callback only: the row a copy on the loader's stack, model
+ * strings views into LMDB's map; a callback copies what it keeps.
  */
 #ifndef LANESCHED_INDEX_INT_H
 #define LANESCHED_INDEX_INT_H

@@ -18,60 +18,19 @@
  *      is how a second completion is recognised as harmless. A released queue held only
  *      completed items; its next offset is remembered (16 bytes per released queue, for the
  *      store's life) so refs below it read as completed and refs past it as never issued.
+ * 1-3 are executable (memory_check.c): Debug builds check the touched queue after every
+ * operation on it.
  *
  * Rejected: a ring buffer per queue. Returned items go back into the middle-or-front in offset
  * order, which a ring makes awkward; an array with a movable head gives O(1) pop-front, O(1)
  * push-back (amortised) and a plain memmove for the rare return.
  */
-#include "store/store_int.h"
+#include "store/memory_int.h"
 
-#include "common/map.h"
+#include "common/invariant.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct mem_queue mem_queue_t;
-
-typedef struct {
-    store_ref_t ref;
-    mem_queue_t *queue;
-    uint64_t arrival_ns;
-    uint32_t tokens;
-    uint32_t deliveries;
-    uint32_t id_len;
-    uint32_t payload_len;
-    uint8_t bytes[]; /* id, then payload */
-} mem_item_t;
-
-struct mem_queue {
-    struct store_queue base;
-    uint64_t signature;
-    uint32_t model_idx;
-    uint32_t lane;
-    uint32_t target;
-    uint64_t next_offset;
-    mem_item_t **items; /* queued items are items[head .. head + len) */
-    size_t head;
-    size_t len;
-    size_t cap;
-};
-
-typedef struct {
-    char *name;
-    int has_current;
-    uint64_t current;
-} mem_model_t;
-
-typedef struct {
-    struct store base;
-    map_t queues_by_key; /* (signature, model_idx << 32 | lane) -> mem_queue_t */
-    map_t queues_by_id;  /* (id, 0) -> mem_queue_t */
-    map_t pending;       /* (queue id, offset) -> mem_item_t */
-    map_t released;      /* (id, 0) -> the released queue's next offset + 1, as a pointer */
-    mem_model_t *models;
-    size_t n_models;
-    uint64_t next_queue_id;
-} mem_store_t;
 
 static mem_store_t *mem_of(store_t *store)
 {
@@ -207,7 +166,7 @@ static store_status_t mem_queue_reserve(mem_queue_t *q, size_t extra)
 static store_status_t mem_append(store_t *store, store_queue_t *queue, const store_item_t *item,
                                  store_ref_t *out_ref)
 {
-    (void)store;
+    (void)store; /* read only by the invariant check */
     mem_queue_t *q = (mem_queue_t *)queue;
     if (item->id_len > UINT32_MAX || item->payload_len > UINT32_MAX)
         return STORE_EINVAL;
@@ -230,6 +189,7 @@ static store_status_t mem_append(store_t *store, store_queue_t *queue, const sto
     q->items[q->head + q->len++] = it;
     q->base.queued_items++;
     q->base.queued_tokens += item->tokens;
+    INVARIANT_CHECK(mem_queue_touched_check(mem_of(store), q));
     if (out_ref != NULL)
         *out_ref = it->ref;
     return STORE_OK;
@@ -289,6 +249,7 @@ static store_status_t mem_commit(store_t *store, store_queue_t *queue, const sto
         q->base.pending_items++;
         map_put(&ms->pending, mem_ref_key(it->ref), it);
     }
+    INVARIANT_CHECK(mem_queue_touched_check(ms, q));
     return STORE_OK;
 }
 
@@ -312,6 +273,7 @@ static store_status_t mem_tombstone(store_t *store, store_ref_t ref, int *out_co
     mem_item_t *it = NULL;
     if (map_del(&ms->pending, mem_ref_key(ref), (void **)&it) == MAP_OK) {
         it->queue->base.pending_items--;
+        INVARIANT_CHECK(mem_queue_counts_check(it->queue));
         free(it);
         if (out_completed != NULL)
             *out_completed = 1;
@@ -374,6 +336,8 @@ static store_status_t mem_return(store_t *store, const store_ref_t *refs, size_t
         q->base.queued_items++;
         q->base.queued_tokens += it->tokens;
         q->base.pending_items--;
+        /* Whole: a return is rare and already moves O(queue) items. */
+        INVARIANT_CHECK(mem_queue_check(ms, q));
     }
     return STORE_OK;
 }

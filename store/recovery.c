@@ -28,12 +28,15 @@
  *      recovered file is only ever read and tombstoned.
  *   4. Every dropped byte is counted in the report and logged with the line that found it.
  *
+ * Calls only the layer below the backend (disk_int.h: queues, segments, the flush, the log),
+ * never the backend's operations, so the dependency runs one way: disk.c -> recovery.c.
+ *
  * Rejected: trusting the index's entry counts and skipping the scan. The scan walks entry
  * headers and checks every entry's CRC (so it reads every byte once, through a read-only
  * mapping); it is the only way to honour "tombstones win" after a crash between a tombstone and
  * its count, and to keep a damaged entry from ever being handed out.
  */
-#include "store/disk_int.h"
+#include "store/recovery_int.h"
 
 #include "common/clock.h"
 
@@ -471,8 +474,8 @@ out:
     return st;
 }
 
-/* Index rows whose file is gone: report the loss, drop the row. */
-/* Index rows no listed file points at (rec_file_t.row): their files are gone or quarantined. */
+/* Index rows no listed file points at (rec_file_t.row): their files are gone or quarantined.
+ * Reports the loss and drops the rows. */
 static store_status_t rec_missing(disk_t *d, const rec_ctx_t *c, const rec_file_t *files,
                                   size_t n_files, index_txn_t *txn, store_recovery_t *rep)
 {
@@ -573,7 +576,7 @@ store_status_t disk_recover(disk_t *d, store_recovery_t *rep)
             }
         }
     }
-    st = d->base.ops->flush(&d->base);
+    st = disk_flush(d);
     if (st != STORE_OK)
         goto out;
     rep->elapsed_ns = clock_mono_ns() - t0;

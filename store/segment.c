@@ -1,8 +1,8 @@
 /*
  * segment.c - encoding and checking of the segment file format (byte diagram: segment_int.h).
  *
- * Owns nothing but the format: no file descriptors, no policy. disk.c writes what this encodes;
- * recovery.c trusts only what seg_entry_check accepts.
+ * Owns nothing but the format: no file descriptors, no policy. disk_seg.c and disk_item.c write
+ * what this encodes; recovery.c trusts only what seg_entry_check accepts.
  *
  * Invariants:
  *   1. Every entry is 8-byte aligned and its length is a multiple of 8, so a resynchronising

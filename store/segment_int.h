@@ -47,6 +47,8 @@
  *               damaged bytes readable. The segment id inside it ties the entry to its file: a
  *               payload that happens to contain bytes shaped like an entry does not verify.
  */
+/* Ownership: every pointer below is borrowed for the call; buffers are caller memory of the size
+ * each declaration names. Nothing here allocates. */
 #ifndef LANESCHED_SEGMENT_INT_H
 #define LANESCHED_SEGMENT_INT_H
 

@@ -17,8 +17,9 @@
  *                       v
  *                    queued again, at the front of its lane, in original order
  *
- * Backends: memory (this file's store_open_memory) keeps everything in RAM and nothing survives
- * store_close. The disk backend (segment files + LMDB index) implements the same functions.
+ * Backends: memory (store_open_memory, memory.c) keeps everything in RAM and nothing survives
+ * store_close. The disk backend (store_open_disk: segment files + LMDB index, disk.c and the
+ * files disk_int.h lists) implements the same functions.
  *
  * Ownership: every pointer a caller passes in is borrowed for the duration of the call; the store
  * copies what it keeps. Every pointer the store hands out is a view owned by the store: views from

@@ -1,6 +1,7 @@
 /*
  * store_int.h - private to store/: the backend vtable and the fields every backend shares.
- * Never included from outside the module.
+ * Never included from outside the module, except by the store's unit tests (test_crc32c.c,
+ * test_store_check.c), which reach the pieces no public call shows.
  */
 #ifndef LANESCHED_STORE_INT_H
 #define LANESCHED_STORE_INT_H
@@ -17,6 +18,8 @@ struct store_queue {
     uint64_t pending_items;
 };
 
+/* A backend's half of each store.h call, reached through store.c after its argument checks;
+ * pointers and ownership as the store.h call says. */
 struct store_ops {
     int (*queue_oldest)(const store_t *store, const store_queue_t *queue, uint64_t *out);
     store_status_t (*queue_scan)(store_t *store, store_queue_t *queue, store_scan_fn fn, void *ctx);
@@ -46,10 +49,13 @@ struct store {
     const struct store_ops *ops;
 };
 
-/* crc32c.c: CRC-32C continuing from `crc` (0 to start). */
+/* crc32c.c: CRC-32C continuing from `crc` (0 to start: the standard CRC-32C). `data` borrowed. */
 uint32_t store_crc32c(uint32_t crc, const void *data, size_t len);
+/* The same value by the byte-wise table whatever the CPU has, so tests cover both paths. */
+uint32_t store_crc32c_table(uint32_t crc, const void *data, size_t len);
 
-/* fault.c: the store's I/O goes through these so tests can fail the Nth call of a kind. */
+/* fault.c: the store's I/O goes through these so tests can fail the Nth call of a kind.
+ * Pointers borrowed for the call, as by the system calls they wrap. */
 int store_fault_hit(store_fault_op_t op);
 ssize_t store_fault_pwrite(int fd, const void *buf, size_t len, off_t off);
 int store_fault_fsync(int fd, int data_only);

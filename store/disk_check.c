@@ -1,0 +1,231 @@
+/*
+ * disk_check.c - the disk backend's structural rules as executable checks (common/invariant.h).
+ * Each returns 1 when its rules hold, else reports the first broken one and returns 0. They
+ * only read; the operations call them through INVARIANT_CHECK (Debug builds), tests directly.
+ *
+ * The rules, numbered as the reports cite them:
+ *   1. Segment: header_len <= readable <= size < 4 GiB (offsets are 32-bit); flushed counts
+ *      <= counts; deleted <= flushed entries (only readable entries are ever completed); the
+ *      segment is the one d->segments holds under its id, and its id is below next_segment_id.
+ *   2. Queue counters: head + len <= cap; n_unflushed <= len; queued_items == len; queued_tokens
+ *      >= len (every item has at least one token) and equals the sum over the records; a queue
+ *      with records has segments; only its last segment is unsealed.
+ *   3. Queue records: each in a live segment of this queue, aligned, past the header, inside the
+ *      written bytes; ascending (sequence, offset); the first len - n_unflushed end at or below
+ *      their segment's readable boundary (what peek may hand out), the rest start at or past it
+ *      and sit in a dirty segment.
+ *   4. Pending map: every entry is keyed by its own (segment, offset), in a live segment, below
+ *      its readable boundary, and not also queued; the queues' pending_items add up to its size.
+ *   5. Lists: the queue list and map agree; every live segment is listed by exactly one queue;
+ *      the descriptor list holds exactly the segments with an open fd, open_fds of them, at most
+ *      DISK_FD_CACHE; the dirty list holds exactly the dirty segments; with nothing dirty nothing
+ *      is unflushed.
+ *
+ * Cost: rules 1-2 are O(1) and run after every operation on a queue or segment; rule 3 is
+ * O(queue) and runs when the touched queue's length is a power of two (amortised O(1) over a
+ * run of appends), after every return (which already moves O(queue) records) and at open;
+ * rules 4-5 are O(store) and run at open and in tests.
+ *
+ * Rejected: checking the whole store after every operation. The Debug test suite appends
+ * hundreds of thousands of items; O(store) per append would make it quadratic.
+ */
+#include "store/disk_int.h"
+
+#include "common/invariant.h"
+
+#include <inttypes.h>
+
+int disk_seg_check(const disk_t *d, const dseg_t *seg)
+{
+    INVARIANT_HOLDS(seg->q != NULL, "segment %" PRIu64 " has no queue", seg->id);
+    INVARIANT_HOLDS(seg->header_len >= SEG_HEADER_FIXED && seg->header_len <= seg->readable &&
+                        seg->readable <= seg->size && seg->size <= UINT32_MAX,
+                    "segment %" PRIu64 ": header %" PRIu32 ", readable %" PRIu64 ", size %" PRIu64,
+                    seg->id, seg->header_len, seg->readable, seg->size);
+    INVARIANT_HOLDS(seg->flushed_entries <= seg->entries && seg->flushed_tokens <= seg->tokens &&
+                        seg->deleted <= seg->flushed_entries,
+                    "segment %" PRIu64 ": entries %" PRIu64 " (flushed %" PRIu64
+                    "), deleted %" PRIu64 ", tokens %" PRIu64 " (flushed %" PRIu64 ")",
+                    seg->id, seg->entries, seg->flushed_entries, seg->deleted, seg->tokens,
+                    seg->flushed_tokens);
+    INVARIANT_HOLDS(map_get(&d->segments, (map_key_t){seg->id, 0}) == seg &&
+                        seg->id < d->next_segment_id,
+                    "segment %" PRIu64 " is not the live segment of its id (next id %" PRIu64 ")",
+                    seg->id, d->next_segment_id);
+    INVARIANT_HOLDS(seg->fd >= -1, "segment %" PRIu64 ": fd %d", seg->id, seg->fd);
+    return 1;
+}
+
+int disk_queue_counts_check(const dqueue_t *q)
+{
+    INVARIANT_HOLDS(q->head + q->len <= q->cap && q->n_unflushed <= q->len,
+                    "queue %s/%" PRIx64 "/%" PRIu32 ": head %zu, len %zu, cap %zu, unflushed %zu",
+                    q->model, q->signature, q->lane, q->head, q->len, q->cap, q->n_unflushed);
+    INVARIANT_HOLDS(q->base.queued_items == q->len && q->base.queued_tokens >= q->len,
+                    "queue %s/%" PRIx64 "/%" PRIu32 ": queued_items %" PRIu64 ", tokens %" PRIu64
+                    ", records %zu",
+                    q->model, q->signature, q->lane, q->base.queued_items, q->base.queued_tokens,
+                    q->len);
+    INVARIANT_HOLDS(q->n_segs <= q->cap_segs && (q->len == 0 || q->n_segs > 0),
+                    "queue %s/%" PRIx64 "/%" PRIu32 ": %zu segments (cap %zu), %zu records",
+                    q->model, q->signature, q->lane, q->n_segs, q->cap_segs, q->len);
+    INVARIANT_HOLDS(q->n_segs < 2 || q->segs[q->n_segs - 2]->sealed,
+                    "queue %s/%" PRIx64 "/%" PRIu32 ": segment %" PRIu64
+                    " is unsealed and not the last",
+                    q->model, q->signature, q->lane, q->segs[q->n_segs - 2]->id);
+    return 1;
+}
+
+int disk_queue_check(const disk_t *d, const dqueue_t *q)
+{
+    if (!disk_queue_counts_check(q))
+        return 0;
+    for (size_t i = 0; i < q->n_segs; i++) {
+        const dseg_t *seg = q->segs[i];
+        if (!disk_seg_check(d, seg))
+            return 0;
+        INVARIANT_HOLDS(seg->q == q && seg->seq < q->next_seq &&
+                            (i == 0 || q->segs[i - 1]->seq < seg->seq) &&
+                            (i + 1 == q->n_segs || seg->sealed),
+                        "queue %s/%" PRIx64 "/%" PRIu32 ": segment %zu (id %" PRIu64
+                        ", sequence %" PRIu64 ") out of place",
+                        q->model, q->signature, q->lane, i, seg->id, seg->seq);
+    }
+    uint64_t tokens = 0;
+    size_t readable = q->len - q->n_unflushed;
+    for (size_t i = 0; i < q->len; i++) {
+        const drec_t *rec = &q->recs[q->head + i];
+        const dseg_t *seg = rec->seg;
+        INVARIANT_HOLDS(seg->q == q && map_get(&d->segments, (map_key_t){seg->id, 0}) == seg,
+                        "queue %s/%" PRIx64 "/%" PRIu32 ": record %zu is in a segment it does "
+                        "not list",
+                        q->model, q->signature, q->lane, i);
+        INVARIANT_HOLDS(rec->tokens > 0 && rec->offset % SEG_ALIGN == 0 &&
+                            rec->offset >= seg->header_len &&
+                            (uint64_t)rec->offset + rec->length <= seg->size,
+                        "queue %s/%" PRIx64 "/%" PRIu32 ": record %zu at %" PRIu32 "+%" PRIu32
+                        " of segment %" PRIu64 " (size %" PRIu64 "), %" PRIu32 " tokens",
+                        q->model, q->signature, q->lane, i, rec->offset, rec->length, seg->id,
+                        seg->size, rec->tokens);
+        const drec_t *prev = i > 0 ? rec - 1 : NULL;
+        INVARIANT_HOLDS(prev == NULL || prev->seg->seq < seg->seq ||
+                            (prev->seg == seg && prev->offset < rec->offset),
+                        "queue %s/%" PRIx64 "/%" PRIu32 ": record %zu is not after record %zu",
+                        q->model, q->signature, q->lane, i, i - 1);
+        INVARIANT_HOLDS(i < readable ? (uint64_t)rec->offset + rec->length <= seg->readable
+                                     : rec->offset >= seg->readable && seg->dirty,
+                        "queue %s/%" PRIx64 "/%" PRIu32 ": record %zu (%s) at %" PRIu32
+                        " against readable boundary %" PRIu64 " of segment %" PRIu64,
+                        q->model, q->signature, q->lane, i, i < readable ? "readable" : "unflushed",
+                        rec->offset, seg->readable, seg->id);
+        tokens += rec->tokens;
+    }
+    INVARIANT_HOLDS(tokens == q->base.queued_tokens,
+                    "queue %s/%" PRIx64 "/%" PRIu32 ": queued_tokens %" PRIu64
+                    ", records hold %" PRIu64,
+                    q->model, q->signature, q->lane, q->base.queued_tokens, tokens);
+    return 1;
+}
+
+int disk_queue_touched_check(const disk_t *d, const dqueue_t *q)
+{
+    if (!disk_queue_counts_check(q))
+        return 0;
+    INVARIANT_HOLDS(q->base.pending_items <= d->pending.len,
+                    "queue %s/%" PRIx64 "/%" PRIu32 ": %" PRIu64 " pending, the map holds %zu",
+                    q->model, q->signature, q->lane, q->base.pending_items, d->pending.len);
+    return (q->len & (q->len - 1)) != 0 || disk_queue_check(d, q);
+}
+
+static int disk_pending_check(const disk_t *d)
+{
+    uint64_t counted = 0;
+    for (const dqueue_t *q = d->all; q != NULL; q = q->all_next)
+        counted += q->base.pending_items;
+    INVARIANT_HOLDS(counted == d->pending.len, "queues count %" PRIu64 " pending, the map %zu",
+                    counted, d->pending.len);
+    for (size_t i = 0; i < d->pending.cap; i++) {
+        const map_slot_t *slot = &d->pending.slots[i];
+        const drec_t *rec = slot->value;
+        if (rec == NULL)
+            continue;
+        const dseg_t *seg = rec->seg;
+        INVARIANT_HOLDS(slot->key.a == seg->id && slot->key.b == rec->offset &&
+                            map_get(&d->segments, (map_key_t){seg->id, 0}) == seg,
+                        "pending entry (%" PRIu64 ", %" PRIu64 ") names segment %" PRIu64
+                        " offset %" PRIu32,
+                        slot->key.a, slot->key.b, seg->id, rec->offset);
+        INVARIANT_HOLDS((uint64_t)rec->offset + rec->length <= seg->readable && rec->deliveries > 0,
+                        "pending entry %" PRIu64 "/%" PRIu32 ": readable %" PRIu64
+                        ", deliveries %" PRIu32,
+                        seg->id, rec->offset, seg->readable, rec->deliveries);
+        const dqueue_t *q = seg->q;
+        size_t pos = disk_queue_lower_bound(q, seg, rec->offset);
+        INVARIANT_HOLDS(pos == q->len || q->recs[q->head + pos].seg != seg ||
+                            q->recs[q->head + pos].offset != rec->offset,
+                        "pending entry %" PRIu64 "/%" PRIu32 " is also queued", seg->id,
+                        rec->offset);
+    }
+    return 1;
+}
+
+static int disk_lists_check(const disk_t *d)
+{
+    size_t n_queues = 0, n_segs = 0, n_open = 0, n_dirty = 0;
+    int unflushed = 0;
+    for (const dqueue_t *q = d->all; q != NULL; q = q->all_next) {
+        map_key_t k = {q->signature, (uint64_t)q->model_idx << 32 | q->lane};
+        INVARIANT_HOLDS(n_queues < d->queues.len && map_get(&d->queues, k) == q &&
+                            (q->all_next == NULL || q->all_next->all_prev == q) &&
+                            q->model_idx < d->n_models && q->model == d->models[q->model_idx].name,
+                        "queue %s/%" PRIx64 "/%" PRIu32 " is not where the list and map say",
+                        q->model, q->signature, q->lane);
+        n_queues++;
+        n_segs += q->n_segs;
+        unflushed |= q->n_unflushed != 0;
+    }
+    INVARIANT_HOLDS(n_queues == d->queues.len && n_segs == d->segments.len,
+                    "%zu queues listed, %zu mapped; %zu segments listed, %zu mapped", n_queues,
+                    d->queues.len, n_segs, d->segments.len);
+    for (size_t i = 0; i < d->segments.cap; i++) {
+        const dseg_t *seg = d->segments.slots[i].value;
+        if (seg == NULL)
+            continue;
+        n_open += seg->fd >= 0;
+        n_dirty += seg->dirty != 0;
+        INVARIANT_HOLDS(map_get(&d->deleted, (map_key_t){seg->id, 0}) == NULL,
+                        "segment %" PRIu64 " is live and deleted", seg->id);
+    }
+    size_t walked = 0;
+    for (const dseg_t *seg = d->lru_head; seg != NULL; seg = seg->lru_next) {
+        INVARIANT_HOLDS(
+            walked < n_open && seg->fd >= 0 &&
+                (seg->lru_next != NULL ? seg->lru_next->lru_prev == seg : d->lru_tail == seg),
+            "descriptor list at segment %" PRIu64 " (fd %d, %zu walked, %zu open)", seg->id,
+            seg->fd, walked, n_open);
+        walked++;
+    }
+    INVARIANT_HOLDS(walked == n_open && n_open == d->open_fds && d->open_fds <= DISK_FD_CACHE,
+                    "%zu descriptors listed, %zu open, open_fds %u", walked, n_open, d->open_fds);
+    walked = 0;
+    for (const dseg_t *seg = d->dirty; seg != NULL; seg = seg->dirty_next) {
+        INVARIANT_HOLDS(
+            walked < n_dirty && seg->dirty && map_get(&d->segments, (map_key_t){seg->id, 0}) == seg,
+            "dirty list at segment %" PRIu64 " (%zu walked, %zu dirty)", seg->id, walked, n_dirty);
+        walked++;
+    }
+    INVARIANT_HOLDS(walked == n_dirty, "%zu segments on the dirty list, %zu marked dirty", walked,
+                    n_dirty);
+    INVARIANT_HOLDS(d->dirty != NULL || (!unflushed && d->unflushed_bytes == 0),
+                    "nothing is dirty but %" PRIu64 " bytes are unflushed", d->unflushed_bytes);
+    return 1;
+}
+
+int disk_check(const disk_t *d)
+{
+    for (const dqueue_t *q = d->all; q != NULL; q = q->all_next) {
+        if (!disk_queue_check(d, q))
+            return 0;
+    }
+    return disk_lists_check(d) && disk_pending_check(d);
+}

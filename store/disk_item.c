@@ -1,0 +1,346 @@
+/*
+ * disk_item.c - an item's life in the disk backend: append, peek, commit, tombstone, return,
+ * and the header scan at start. The store's vtable (disk.c) points here.
+ *
+ * Invariants:
+ *   1. Peek and scan stop at the first of a queue's trailing n_unflushed records: nothing past
+ *      a readable boundary is ever handed out.
+ *   2. Commit checks every ref and reserves all memory before it changes anything (store.h's
+ *      three steps), so a stale peek fails with no effect.
+ *   3. The pending map is never persisted. After a crash every entry that was not tombstoned is
+ *      live again: that is how dispatched-but-unacknowledged work comes back.
+ *   4. Completing writes the 4-byte tombstone over the entry's state word first; the segment's
+ *      deleted count reaches the index at the next flush. A crash between the two is repaired by
+ *      recovery's scan, which counts tombstones.
+ *   5. Out of space on an append is not fatal: the file is cut back to where it was and the
+ *      caller is told STORE_ENOSPC; nothing acknowledged is touched.
+ *   6. A returned item goes back to its place in arrival order (disk_queue.c's invariant 1).
+ *
+ * Rejected alternatives:
+ *   - Buffering appends in user space until flush: a pwrite per append costs a syscall but makes
+ *     "handed to the kernel" true at once, lets ENOSPC be reported against the one item that
+ *     caused it, and leaves nothing to lose if the process dies between append and flush.
+ *   - mmap for reads: thousands of lanes each with a 64 MiB segment would exhaust
+ *     vm.max_map_count, and a truncated file turns a read into SIGBUS; pread into a scratch
+ *     buffer costs one copy of a batch.
+ *   - Keeping payloads in memory: the target is at most 64 bytes per queued item.
+ */
+#include "store/disk_item_int.h"
+
+#include "common/invariant.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static store_status_t disk_scratch_reserve(disk_t *d, size_t need)
+{
+    if (need <= d->scratch_cap)
+        return STORE_OK;
+    size_t cap = d->scratch_cap ? d->scratch_cap : 4096;
+    while (cap < need)
+        cap *= 2;
+    uint8_t *p = realloc(d->scratch, cap);
+    if (p == NULL)
+        return STORE_ENOMEM;
+    d->scratch = p;
+    d->scratch_cap = cap;
+    return STORE_OK;
+}
+
+store_status_t disk_append(store_t *store, store_queue_t *queue, const store_item_t *item,
+                           store_ref_t *out_ref)
+{
+    disk_t *d = disk_of(store);
+    dqueue_t *q = (dqueue_t *)queue;
+    if (d->failed)
+        return STORE_EIO;
+    if (item->id_len > SEG_ID_MAX || item->payload_len > (1u << 30))
+        return STORE_EINVAL;
+    uint64_t size = seg_entry_size(item->id_len, item->payload_len);
+    dseg_t *seg;
+    store_status_t st;
+    int fd;
+    if ((st = disk_queue_reserve(q, 1)) != STORE_OK ||
+        (st = disk_scratch_reserve(d, size)) != STORE_OK ||
+        (st = disk_seg_pick(d, q, size, &seg)) != STORE_OK ||
+        (st = disk_fd_get(d, seg, &fd)) != STORE_OK)
+        return st;
+    seg_entry_encode(seg->id, item, item->arrival_ns, d->scratch);
+    ssize_t w = store_fault_pwrite(fd, d->scratch, size, (off_t)seg->size);
+    if (w != (ssize_t)size) {
+        int err = w < 0 ? errno : ENOSPC;
+        if (err != ENOSPC)
+            return disk_fail(d, "appending to a segment", err);
+        if (ftruncate(fd, (off_t)seg->size) != 0)
+            return disk_fail(d, "cutting back a partial append", errno);
+        return STORE_ENOSPC;
+    }
+    drec_t rec = {seg, item->arrival_ns, (uint32_t)seg->size, (uint32_t)size, item->tokens, 0};
+    disk_queue_push(q, &rec);
+    q->n_unflushed++;
+    seg->size += size;
+    seg->entries++;
+    seg->tokens += item->tokens;
+    seg->needs_sync = 1;
+    disk_seg_mark_dirty(d, seg);
+    d->unflushed_bytes += size;
+    INVARIANT_CHECK(disk_seg_check(d, seg) && disk_queue_touched_check(d, q));
+    if (out_ref != NULL)
+        *out_ref = (store_ref_t){seg->id, rec.offset};
+    return STORE_OK;
+}
+
+store_status_t disk_peek(store_t *store, store_queue_t *queue, store_view_t *views, size_t max,
+                         size_t *out_n)
+{
+    disk_t *d = disk_of(store);
+    dqueue_t *q = (dqueue_t *)queue;
+    if (d->failed)
+        return STORE_EIO;
+    size_t readable = q->len - q->n_unflushed;
+    size_t n = readable < max ? readable : max;
+    size_t bytes = 0;
+    for (size_t i = 0; i < n; i++)
+        bytes += q->recs[q->head + i].length;
+    store_status_t st = disk_scratch_reserve(d, bytes);
+    if (st != STORE_OK)
+        return st;
+    /* One pread per run of records that sit back to back in the same segment. */
+    size_t at = 0;
+    for (size_t i = 0; i < n;) {
+        const drec_t *first = &q->recs[q->head + i];
+        size_t j = i + 1;
+        uint64_t run = first->length;
+        while (j < n && q->recs[q->head + j].seg == first->seg &&
+               q->recs[q->head + j].offset == first->offset + run)
+            run += q->recs[q->head + j++].length;
+        int fd;
+        if ((st = disk_fd_get(d, first->seg, &fd)) != STORE_OK)
+            return st;
+        ssize_t r = pread(fd, d->scratch + at, run, first->offset);
+        if (r != (ssize_t)run)
+            return disk_fail(d, "reading a segment", r < 0 ? errno : EIO);
+        at += run;
+        i = j;
+    }
+    at = 0;
+    for (size_t i = 0; i < n; i++) {
+        const drec_t *rec = &q->recs[q->head + i];
+        const uint8_t *e = d->scratch + at;
+        size_t id_len = seg_entry_id_len(e);
+        views[i] = (store_view_t){
+            .ref = {rec->seg->id, rec->offset},
+            .id_view = e + SEG_ENTRY_HEADER,
+            .id_len = id_len,
+            .payload_view = e + SEG_ENTRY_HEADER + id_len,
+            .payload_len = seg_entry_payload_len(e),
+            .tokens = rec->tokens,
+            .deliveries = rec->deliveries,
+            .signature = q->signature,
+            .arrival_ns = rec->arrival_ns,
+        };
+        at += rec->length;
+    }
+    *out_n = n;
+    return STORE_OK;
+}
+
+store_status_t disk_commit(store_t *store, store_queue_t *queue, const store_ref_t *refs, size_t n)
+{
+    disk_t *d = disk_of(store);
+    dqueue_t *q = (dqueue_t *)queue;
+    if (d->failed)
+        return STORE_EIO;
+    /* Step 1: every ref is the queue's next readable record, its segment still exists. */
+    if (n > q->len - q->n_unflushed)
+        return STORE_ESTALE;
+    for (size_t i = 0; i < n; i++) {
+        const drec_t *rec = &q->recs[q->head + i];
+        if (rec->seg->id != refs[i].queue || rec->offset != refs[i].offset ||
+            map_get(&d->segments, (map_key_t){refs[i].queue, 0}) != rec->seg)
+            return STORE_ESTALE;
+    }
+    drec_t **copies = calloc(n, sizeof(*copies));
+    store_status_t st = STORE_ENOMEM;
+    if (copies == NULL || map_reserve(&d->pending, n) != MAP_OK)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        if ((copies[i] = malloc(sizeof(drec_t))) == NULL)
+            goto out;
+    }
+    /* Step 2: advance the cursor. */
+    for (size_t i = 0; i < n; i++) {
+        *copies[i] = q->recs[q->head + i];
+        copies[i]->deliveries++;
+        q->base.queued_items--;
+        q->base.queued_tokens -= copies[i]->tokens;
+    }
+    q->head += n;
+    q->len -= n;
+    if (q->len == 0)
+        q->head = 0;
+    /* Step 3: the pending map. */
+    for (size_t i = 0; i < n; i++) {
+        map_put(&d->pending, disk_ref_key(copies[i]->seg->id, copies[i]->offset), copies[i]);
+        copies[i] = NULL;
+        q->base.pending_items++;
+    }
+    INVARIANT_CHECK(disk_queue_touched_check(d, q));
+    st = STORE_OK;
+out:
+    for (size_t i = 0; copies != NULL && i < n; i++)
+        free(copies[i]);
+    free(copies);
+    return st;
+}
+
+/* Is the readable entry at (seg, offset) a tombstone? Reads and verifies it. */
+static int disk_entry_is_tombstone(disk_t *d, dseg_t *seg, uint64_t offset)
+{
+    int fd;
+    uint8_t hdr[SEG_ENTRY_HEADER];
+    if (offset < seg->header_len || offset % SEG_ALIGN != 0 ||
+        offset + SEG_ENTRY_HEADER > seg->readable || disk_fd_get(d, seg, &fd) != STORE_OK ||
+        pread(fd, hdr, sizeof(hdr), (off_t)offset) != (ssize_t)sizeof(hdr))
+        return 0;
+    uint32_t length = seg_entry_length(hdr);
+    if (length < SEG_ENTRY_HEADER || offset + length > seg->readable ||
+        disk_scratch_reserve(d, length) != STORE_OK ||
+        pread(fd, d->scratch, length, (off_t)offset) != (ssize_t)length)
+        return 0;
+    seg_entry_t e;
+    return seg_entry_check(seg_crc_seed(seg->id), d->scratch, length, &e) &&
+           e.state == SEG_STATE_TOMB;
+}
+
+store_status_t disk_tombstone(store_t *store, store_ref_t ref, int *out_completed)
+{
+    disk_t *d = disk_of(store);
+    if (d->failed)
+        return STORE_EIO;
+    drec_t *rec = NULL;
+    if (map_del(&d->pending, disk_ref_key(ref.queue, ref.offset), (void **)&rec) != MAP_OK) {
+        dseg_t *seg = map_get(&d->segments, (map_key_t){ref.queue, 0});
+        uintptr_t end = (uintptr_t)map_get(&d->deleted, (map_key_t){ref.queue, 0});
+        /* A deleted segment's entries were all completed; an offset that cannot start an entry
+         * of it (unaligned, inside the header, past the end) was never handed out. Offsets of
+         * a deleted file are not kept, so an aligned offset inside one of its entries reads as
+         * completed too: harmless, since completing twice changes nothing. */
+        int done = seg != NULL
+                       ? disk_entry_is_tombstone(d, seg, ref.offset)
+                       : end != 0 && ref.offset % SEG_ALIGN == 0 &&
+                             ref.offset >= SEG_HEADER_FIXED && ref.offset + SEG_ENTRY_HEADER < end;
+        if (d->failed)
+            return STORE_EIO;
+        if (!done)
+            return STORE_ENOTPENDING;
+        if (out_completed != NULL)
+            *out_completed = 0;
+        return STORE_OK;
+    }
+    dseg_t *seg = rec->seg;
+    int fd;
+    uint8_t tomb[4];
+    store_put32(tomb, SEG_STATE_TOMB);
+    store_status_t st = disk_fd_get(d, seg, &fd);
+    if (st == STORE_OK &&
+        store_fault_pwrite(fd, tomb, sizeof(tomb), (off_t)rec->offset + SEG_STATE_OFFSET) != 4)
+        st = disk_fail(d, "writing a tombstone", errno ? errno : EIO);
+    if (st != STORE_OK) {
+        /* still pending: the store is failed, so nothing acknowledges it */
+        map_put(&d->pending, disk_ref_key(ref.queue, ref.offset), rec);
+        return st;
+    }
+    seg->q->base.pending_items--;
+    free(rec);
+    seg->deleted++;
+    seg->needs_sync = 1;
+    disk_seg_mark_dirty(d, seg);
+    INVARIANT_CHECK(disk_seg_check(d, seg) && disk_queue_counts_check(seg->q));
+    if (out_completed != NULL)
+        *out_completed = 1;
+    if (seg->sealed && seg->deleted == seg->entries)
+        return disk_seg_delete(d, seg);
+    return STORE_OK;
+}
+
+store_status_t disk_return(store_t *store, const store_ref_t *refs, size_t n)
+{
+    disk_t *d = disk_of(store);
+    if (d->failed)
+        return STORE_EIO;
+    for (size_t i = 0; i < n; i++) {
+        if (map_get(&d->pending, disk_ref_key(refs[i].queue, refs[i].offset)) == NULL)
+            return STORE_ENOTPENDING;
+        for (size_t j = 0; j < i; j++) {
+            if (refs[j].queue == refs[i].queue && refs[j].offset == refs[i].offset)
+                return STORE_EINVAL;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        drec_t *rec = map_get(&d->pending, disk_ref_key(refs[i].queue, refs[i].offset));
+        if (disk_queue_reserve(rec->seg->q, n) != STORE_OK)
+            return STORE_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        drec_t *rec = NULL;
+        map_del(&d->pending, disk_ref_key(refs[i].queue, refs[i].offset), (void **)&rec);
+        dqueue_t *q = rec->seg->q;
+        size_t pos = disk_queue_lower_bound(q, rec->seg, rec->offset);
+        if (pos == 0 && q->head > 0)
+            q->head--;
+        else
+            memmove(q->recs + q->head + pos + 1, q->recs + q->head + pos,
+                    (q->len - pos) * sizeof(*q->recs));
+        q->recs[q->head + pos] = *rec;
+        q->len++;
+        q->base.queued_items++;
+        q->base.queued_tokens += rec->tokens;
+        q->base.pending_items--;
+        free(rec);
+        /* Whole: a return is rare and already moves O(queue) records. */
+        INVARIANT_CHECK(disk_queue_check(d, q));
+    }
+    return STORE_OK;
+}
+
+store_status_t disk_queue_scan(store_t *store, store_queue_t *queue, store_scan_fn fn, void *ctx)
+{
+    disk_t *d = disk_of(store);
+    dqueue_t *q = (dqueue_t *)queue;
+    if (d->failed)
+        return STORE_EIO;
+    uint8_t hdr[SEG_ENTRY_HEADER + SEG_ID_MAX];
+    for (size_t i = 0; i < q->len - q->n_unflushed; i++) {
+        const drec_t *rec = &q->recs[q->head + i];
+        int fd;
+        store_status_t st = disk_fd_get(d, rec->seg, &fd);
+        if (st != STORE_OK)
+            return st;
+        size_t want = rec->length < sizeof(hdr) ? rec->length : sizeof(hdr);
+        if (pread(fd, hdr, want, rec->offset) != (ssize_t)want)
+            return disk_fail(d, "reading a segment", errno ? errno : EIO);
+        size_t id_len = seg_entry_id_len(hdr);
+        store_view_t v = {.ref = {rec->seg->id, rec->offset},
+                          .id_view = hdr + SEG_ENTRY_HEADER,
+                          .id_len = id_len <= SEG_ID_MAX ? id_len : 0,
+                          .tokens = rec->tokens,
+                          .deliveries = rec->deliveries,
+                          .signature = q->signature,
+                          .arrival_ns = rec->arrival_ns};
+        fn(ctx, &v);
+    }
+    return STORE_OK;
+}
+
+int disk_queue_oldest(const store_t *store, const store_queue_t *queue, uint64_t *out)
+{
+    (void)store;
+    const dqueue_t *q = (const dqueue_t *)queue;
+    if (q->len == q->n_unflushed)
+        return 0;
+    *out = q->recs[q->head].arrival_ns;
+    return 1;
+}

@@ -1,0 +1,168 @@
+/*
+ * disk_queue.c - the disk backend's models and lane queues: the in-memory records of every
+ * queued item (where its entry is, its tokens, arrival and deliveries), never the payload.
+ *
+ * Owns the interned model names, every dqueue_t and its record array; the segments a queue
+ * lists are owned by disk_t.segments (disk_seg.c).
+ *
+ * Invariants:
+ *   1. A lane's items live in its segments in arrival order: the queue array is sorted by
+ *      (segment sequence, offset), returned items included (disk_queue_lower_bound finds the
+ *      place of one coming back).
+ *   2. queued_items is the array's length and queued_tokens the sum of its records' tokens.
+ *   3. The array's slack stays under half a record per item (growth by half, not double):
+ *      32 + 16 = 48 bytes per queued item at worst.
+ *
+ * Rejected: a ring buffer per queue. Returned items go back into the middle-or-front in order,
+ * which a ring makes awkward; an array with a movable head gives O(1) pop-front, amortised
+ * O(1) push-back and a plain memmove for the rare return.
+ */
+#include "store/disk_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int disk_model_find(const disk_t *d, const char *model, uint32_t *out_idx)
+{
+    for (size_t i = 0; i < d->n_models; i++) {
+        if (strcmp(d->models[i].name, model) == 0) {
+            *out_idx = (uint32_t)i;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+store_status_t disk_model_intern(disk_t *d, const char *model, uint32_t *out_idx)
+{
+    if (disk_model_find(d, model, out_idx))
+        return STORE_OK;
+    if (strlen(model) > SEG_MODEL_MAX)
+        return STORE_EINVAL;
+    dmodel_t *models = realloc(d->models, (d->n_models + 1) * sizeof(*models));
+    if (models == NULL)
+        return STORE_ENOMEM;
+    d->models = models;
+    char *name = strdup(model);
+    if (name == NULL)
+        return STORE_ENOMEM;
+    models[d->n_models] = (dmodel_t){.name = name};
+    *out_idx = (uint32_t)d->n_models++;
+    return STORE_OK;
+}
+
+store_status_t disk_queue_get(disk_t *d, const char *model, uint64_t signature, uint32_t lane,
+                              dqueue_t **out)
+{
+    uint32_t idx;
+    store_status_t st = disk_model_intern(d, model, &idx);
+    if (st != STORE_OK)
+        return st;
+    map_key_t k = {signature, (uint64_t)idx << 32 | lane};
+    dqueue_t *q = map_get(&d->queues, k);
+    if (q != NULL) {
+        *out = q;
+        return STORE_OK;
+    }
+    if (map_reserve(&d->queues, 1) != MAP_OK || (q = calloc(1, sizeof(*q))) == NULL)
+        return STORE_ENOMEM;
+    q->base.id = idx; /* queues are named by their keys; the id field is not a ref namespace */
+    q->model = d->models[idx].name;
+    q->model_idx = idx;
+    q->signature = signature;
+    q->lane = lane;
+    map_put(&d->queues, k, q);
+    q->all_next = d->all;
+    if (d->all != NULL)
+        d->all->all_prev = q;
+    d->all = q;
+    *out = q;
+    return STORE_OK;
+}
+
+/* Grows by half, not double (invariant 3). */
+store_status_t disk_queue_reserve(dqueue_t *q, size_t extra)
+{
+    if (q->head + q->len + extra <= q->cap)
+        return STORE_OK;
+    if (q->len + extra <= q->cap / 2) {
+        memmove(q->recs, q->recs + q->head, q->len * sizeof(*q->recs));
+        q->head = 0;
+        return STORE_OK;
+    }
+    size_t cap = q->cap ? q->cap + q->cap / 2 : 16;
+    if (cap < q->len + extra)
+        cap = q->len + extra;
+    drec_t *recs = malloc(cap * sizeof(*recs));
+    if (recs == NULL)
+        return STORE_ENOMEM;
+    if (q->len != 0)
+        memcpy(recs, q->recs + q->head, q->len * sizeof(*recs));
+    free(q->recs);
+    q->recs = recs;
+    q->cap = cap;
+    q->head = 0;
+    return STORE_OK;
+}
+
+void disk_queue_trim(dqueue_t *q)
+{
+    if (q->head != 0) {
+        memmove(q->recs, q->recs + q->head, q->len * sizeof(*q->recs));
+        q->head = 0;
+    }
+    if (q->len == 0 || q->len == q->cap)
+        return;
+    drec_t *recs = realloc(q->recs, q->len * sizeof(*recs));
+    if (recs != NULL) {
+        q->recs = recs;
+        q->cap = q->len;
+    }
+}
+
+store_status_t disk_queue_push(dqueue_t *q, const drec_t *rec)
+{
+    if (disk_queue_reserve(q, 1) != STORE_OK)
+        return STORE_ENOMEM;
+    q->recs[q->head + q->len++] = *rec;
+    q->base.queued_items++;
+    q->base.queued_tokens += rec->tokens;
+    return STORE_OK;
+}
+
+static int disk_rec_before(const drec_t *a, const dseg_t *seg, uint64_t offset)
+{
+    return a->seg->seq < seg->seq || (a->seg == seg && a->offset < offset);
+}
+
+size_t disk_queue_lower_bound(const dqueue_t *q, const dseg_t *seg, uint64_t offset)
+{
+    size_t lo = 0, hi = q->len;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (disk_rec_before(&q->recs[q->head + mid], seg, offset))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+void disk_queue_free(dqueue_t *q)
+{
+    free(q->segs);
+    free(q->recs);
+    free(q);
+}
+
+void disk_queue_destroy(disk_t *d, dqueue_t *q)
+{
+    map_del(&d->queues, (map_key_t){q->signature, (uint64_t)q->model_idx << 32 | q->lane}, NULL);
+    if (q->all_prev != NULL)
+        q->all_prev->all_next = q->all_next;
+    else
+        d->all = q->all_next;
+    if (q->all_next != NULL)
+        q->all_next->all_prev = q->all_prev;
+    disk_queue_free(q);
+}

@@ -1,0 +1,410 @@
+/*
+ * test_store_check.c - the store's executable invariants (store/disk_check.c,
+ * store/memory_check.c): each check holds on a store the public calls built, and returns 0
+ * once a test breaks the rule it guards on purpose, then 1 again when the test puts it back
+ * (so a check that always failed, or never did, is caught). The structures are reached through
+ * the private headers; each break is undone before the store is closed.
+ *
+ * The checks report the broken rule on stderr before they return 0: the report lines in this
+ * test's output are expected.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tests/support/test_fs.h"
+
+#include "common/invariant.h"
+#include "store/disk_int.h"
+#include "store/memory_int.h"
+
+enum { N_ITEMS = 6 };
+
+typedef struct {
+    char dir[64];
+    store_t *s;
+    store_queue_t *q;
+    store_ref_t refs[N_ITEMS];
+} rig_t;
+
+/* A store holding N_ITEMS items in one lane, all flushed; items 0 and 1 committed (pending).
+ * disk: 0 memory, else a disk store whose segments roll over after `disk` bytes. */
+static void rig_open(rig_t *r, uint64_t disk)
+{
+    memset(r, 0, sizeof(*r));
+    if (disk) {
+        snprintf(r->dir, sizeof(r->dir), "/tmp/lanes-test-check-XXXXXX");
+        assert_non_null(mkdtemp(r->dir));
+        store_disk_config_t cfg = {.dir = r->dir, .segment_max_bytes = disk};
+        assert_int_equal(store_open_disk(&cfg, NULL, &r->s), STORE_OK);
+    } else {
+        assert_int_equal(store_open_memory(&r->s), STORE_OK);
+    }
+    store_key_t key = {"llama", 0xA1A1, 0};
+    assert_int_equal(store_queue_open(r->s, &key, &r->q), STORE_OK);
+    for (int i = 0; i < N_ITEMS; i++) {
+        uint8_t id[8], payload[24];
+        memset(id, 'a' + i, sizeof(id));
+        memset(payload, i, sizeof(payload));
+        store_item_t it = {
+            id, sizeof(id), payload, sizeof(payload), (uint32_t)(10 + i), 1000 + (uint64_t)i};
+        assert_int_equal(store_append(r->s, r->q, &it, &r->refs[i]), STORE_OK);
+    }
+    assert_int_equal(store_flush(r->s), STORE_OK);
+    assert_int_equal(store_commit(r->s, r->q, r->refs, 2), STORE_OK);
+}
+
+static void rig_close(rig_t *r)
+{
+    store_close(r->s);
+    if (r->dir[0] != '\0')
+        assert_int_equal(test_fs_remove_tree(r->dir), 0);
+}
+
+/* ---- disk ------------------------------------------------------------------------------- */
+
+static void test_disk_checks_hold_through_every_operation(void **state)
+{
+    (void)state;
+    rig_t r;
+    rig_open(&r, STORE_SEGMENT_MAX_DEFAULT);
+    disk_t *d = disk_of(r.s);
+    dqueue_t *q = (dqueue_t *)r.q;
+    assert_int_equal(disk_check(d), 1);
+    assert_int_equal(q->len, N_ITEMS - 2);
+    assert_int_equal(d->pending.len, 2);
+    /* One more append stays unflushed: the records past the boundary are checked as such. */
+    store_item_t it = {(const uint8_t *)"z", 1, NULL, 0, 7, 9999};
+    assert_int_equal(store_append(r.s, r.q, &it, NULL), STORE_OK);
+    assert_int_equal(q->n_unflushed, 1);
+    assert_int_equal(disk_check(d), 1);
+    assert_int_equal(store_return(r.s, &r.refs[1], 1), STORE_OK);
+    assert_int_equal(disk_check(d), 1);
+    int completed = 0;
+    assert_int_equal(store_tombstone(r.s, r.refs[0], &completed), STORE_OK);
+    assert_int_equal(completed, 1);
+    assert_int_equal(store_flush(r.s), STORE_OK);
+    assert_int_equal(disk_check(d), 1);
+    assert_int_equal(disk_queue_check(d, q), 1);
+    assert_int_equal(disk_seg_check(d, q->segs[0]), 1);
+    rig_close(&r);
+}
+
+static void test_disk_check_catches_counters_off_their_records(void **state)
+{
+    (void)state;
+    rig_t r;
+    rig_open(&r, STORE_SEGMENT_MAX_DEFAULT);
+    disk_t *d = disk_of(r.s);
+    dqueue_t *q = (dqueue_t *)r.q;
+
+    q->base.queued_tokens++;
+    assert_int_equal(disk_queue_counts_check(q), 1); /* O(1) cannot see a sum */
+    assert_int_equal(disk_queue_check(d, q), 0);
+    assert_int_equal(disk_check(d), 0);
+    q->base.queued_tokens--;
+
+    q->base.queued_items++;
+    assert_int_equal(disk_queue_counts_check(q), 0);
+    q->base.queued_items--;
+
+    q->base.pending_items++;
+    assert_int_equal(disk_queue_check(d, q), 1);
+    assert_int_equal(disk_check(d), 0); /* the pending map holds one fewer */
+    q->base.pending_items--;
+
+    assert_int_equal(disk_check(d), 1);
+    rig_close(&r);
+}
+
+static void test_disk_check_catches_records_out_of_order(void **state)
+{
+    (void)state;
+    rig_t r;
+    rig_open(&r, STORE_SEGMENT_MAX_DEFAULT);
+    disk_t *d = disk_of(r.s);
+    dqueue_t *q = (dqueue_t *)r.q;
+    drec_t *a = &q->recs[q->head], *b = &q->recs[q->head + 1];
+    drec_t tmp = *a;
+    *a = *b;
+    *b = tmp;
+    assert_int_equal(disk_queue_counts_check(q), 1);
+    assert_int_equal(disk_queue_check(d, q), 0);
+    tmp = *a;
+    *a = *b;
+    *b = tmp;
+    assert_int_equal(disk_queue_check(d, q), 1);
+    rig_close(&r);
+}
+
+static void test_disk_check_catches_a_broken_readable_boundary(void **state)
+{
+    (void)state;
+    rig_t r;
+    rig_open(&r, STORE_SEGMENT_MAX_DEFAULT);
+    disk_t *d = disk_of(r.s);
+    dqueue_t *q = (dqueue_t *)r.q;
+    dseg_t *seg = q->segs[0];
+    uint64_t readable = seg->readable;
+
+    /* Past the written bytes. */
+    seg->readable = seg->size + SEG_ALIGN;
+    assert_int_equal(disk_seg_check(d, seg), 0);
+    /* Back to the header while records are readable: peek would hand out unflushed bytes. */
+    seg->readable = seg->header_len;
+    assert_int_equal(disk_seg_check(d, seg), 1);
+    assert_int_equal(disk_queue_check(d, q), 0);
+    seg->readable = readable;
+
+    /* More unflushed records than records: the cursor past what is readable. */
+    q->n_unflushed = q->len + 1;
+    assert_int_equal(disk_queue_counts_check(q), 0);
+    q->n_unflushed = 0;
+
+    assert_int_equal(disk_check(d), 1);
+    rig_close(&r);
+}
+
+static void test_disk_check_catches_an_unflushed_record_counted_readable(void **state)
+{
+    (void)state;
+    rig_t r;
+    rig_open(&r, STORE_SEGMENT_MAX_DEFAULT);
+    disk_t *d = disk_of(r.s);
+    dqueue_t *q = (dqueue_t *)r.q;
+    store_item_t it = {(const uint8_t *)"z", 1, NULL, 0, 7, 9999};
+    assert_int_equal(store_append(r.s, r.q, &it, NULL), STORE_OK);
+    assert_int_equal(q->n_unflushed, 1);
+    q->n_unflushed = 0;
+    assert_int_equal(disk_queue_counts_check(q), 1);
+    assert_int_equal(disk_queue_check(d, q), 0);
+    q->n_unflushed = 1;
+    assert_int_equal(disk_queue_check(d, q), 1);
+    rig_close(&r);
+}
+
+static void test_disk_check_catches_a_pending_entry_also_queued(void **state)
+{
+    (void)state;
+    rig_t r;
+    rig_open(&r, STORE_SEGMENT_MAX_DEFAULT);
+    disk_t *d = disk_of(r.s);
+    dqueue_t *q = (dqueue_t *)r.q;
+    /* A copy of the queue's first record, put in the pending map as well. */
+    drec_t *copy = malloc(sizeof(*copy));
+    assert_non_null(copy);
+    *copy = q->recs[q->head];
+    copy->deliveries = 1;
+    map_key_t k = disk_ref_key(copy->seg->id, copy->offset);
+    assert_int_equal(map_put(&d->pending, k, copy), MAP_OK);
+    q->base.pending_items++;
+    assert_int_equal(disk_queue_check(d, q), 1);
+    assert_int_equal(disk_check(d), 0);
+    q->base.pending_items--;
+    assert_int_equal(map_del(&d->pending, k, NULL), MAP_OK);
+    free(copy);
+    assert_int_equal(disk_check(d), 1);
+    rig_close(&r);
+}
+
+static void test_disk_check_catches_lists_off_their_counts(void **state)
+{
+    (void)state;
+    rig_t r;
+    rig_open(&r, STORE_SEGMENT_MAX_DEFAULT);
+    disk_t *d = disk_of(r.s);
+    dqueue_t *q = (dqueue_t *)r.q;
+
+    d->open_fds++;
+    assert_int_equal(disk_check(d), 0);
+    d->open_fds--;
+
+    /* Dirty but not on the dirty list: its row would miss the next flush. */
+    assert_null(d->dirty);
+    q->segs[0]->dirty = 1;
+    assert_int_equal(disk_check(d), 0);
+    q->segs[0]->dirty = 0;
+
+    assert_int_equal(disk_check(d), 1);
+    rig_close(&r);
+}
+
+/* Segments of 160 bytes hold one 64-byte entry each (the header takes 72): six segments. */
+static void test_disk_check_catches_segments_out_of_place(void **state)
+{
+    (void)state;
+    rig_t r;
+    rig_open(&r, 160);
+    disk_t *d = disk_of(r.s);
+    dqueue_t *q = (dqueue_t *)r.q;
+    assert_int_equal(q->n_segs, N_ITEMS); /* committed is not completed: none is deleted */
+    assert_int_equal(disk_check(d), 1);
+
+    /* An unsealed segment before the last would take appends out of order. */
+    q->segs[0]->sealed = 0;
+    assert_int_equal(disk_queue_counts_check(q), 1); /* O(1) sees only the last two */
+    assert_int_equal(disk_queue_check(d, q), 0);
+    q->segs[0]->sealed = 1;
+    q->segs[q->n_segs - 2]->sealed = 0;
+    assert_int_equal(disk_queue_counts_check(q), 0);
+    q->segs[q->n_segs - 2]->sealed = 1;
+
+    /* Two segments swapped: sequences no longer ascend. */
+    dseg_t *tmp = q->segs[0];
+    q->segs[0] = q->segs[1];
+    q->segs[1] = tmp;
+    assert_int_equal(disk_queue_check(d, q), 0);
+    q->segs[1] = q->segs[0];
+    q->segs[0] = tmp;
+
+    /* A live segment also recorded as deleted. */
+    map_key_t k = {q->segs[0]->id, 0};
+    assert_int_equal(map_put(&d->deleted, k, (void *)(uintptr_t)1), MAP_OK);
+    assert_int_equal(disk_check(d), 0);
+    assert_int_equal(map_del(&d->deleted, k, NULL), MAP_OK);
+
+    assert_int_equal(disk_check(d), 1);
+    rig_close(&r);
+}
+
+/* ---- memory ----------------------------------------------------------------------------- */
+
+static void test_memory_checks_hold_through_every_operation(void **state)
+{
+    (void)state;
+    rig_t r;
+    rig_open(&r, 0);
+    mem_store_t *ms = (mem_store_t *)r.s;
+    mem_queue_t *q = (mem_queue_t *)r.q;
+    assert_int_equal(mem_check(ms), 1);
+    assert_int_equal(q->len, N_ITEMS - 2);
+    assert_int_equal(store_return(r.s, &r.refs[1], 1), STORE_OK);
+    assert_int_equal(mem_check(ms), 1);
+    assert_int_equal(store_tombstone(r.s, r.refs[0], NULL), STORE_OK);
+    assert_int_equal(mem_check(ms), 1);
+    assert_int_equal(mem_queue_check(ms, q), 1);
+    rig_close(&r);
+}
+
+static void test_memory_check_catches_counters_off_their_items(void **state)
+{
+    (void)state;
+    rig_t r;
+    rig_open(&r, 0);
+    mem_store_t *ms = (mem_store_t *)r.s;
+    mem_queue_t *q = (mem_queue_t *)r.q;
+
+    q->base.queued_tokens += 3;
+    assert_int_equal(mem_queue_counts_check(q), 1);
+    assert_int_equal(mem_queue_check(ms, q), 0);
+    q->base.queued_tokens -= 3;
+
+    q->base.queued_items--;
+    assert_int_equal(mem_queue_counts_check(q), 0);
+    q->base.queued_items++;
+
+    q->base.pending_items--;
+    assert_int_equal(mem_check(ms), 0);
+    q->base.pending_items++;
+
+    assert_int_equal(mem_check(ms), 1);
+    rig_close(&r);
+}
+
+static void test_memory_check_catches_items_out_of_order(void **state)
+{
+    (void)state;
+    rig_t r;
+    rig_open(&r, 0);
+    mem_store_t *ms = (mem_store_t *)r.s;
+    mem_queue_t *q = (mem_queue_t *)r.q;
+    mem_item_t **a = &q->items[q->head], **b = &q->items[q->head + 1], *tmp = *a;
+    *a = *b;
+    *b = tmp;
+    assert_int_equal(mem_queue_check(ms, q), 0);
+    tmp = *a;
+    *a = *b;
+    *b = tmp;
+    assert_int_equal(mem_queue_check(ms, q), 1);
+    rig_close(&r);
+}
+
+static void test_memory_check_catches_a_pending_item_also_queued(void **state)
+{
+    (void)state;
+    rig_t r;
+    rig_open(&r, 0);
+    mem_store_t *ms = (mem_store_t *)r.s;
+    mem_queue_t *q = (mem_queue_t *)r.q;
+    /* The first pending item, also put back at the front of the queue array. */
+    mem_item_t *it = map_get(&ms->pending, (map_key_t){r.refs[1].queue, r.refs[1].offset});
+    assert_non_null(it);
+    assert_true(q->head > 0);
+    q->items[--q->head] = it;
+    q->len++;
+    q->base.queued_items++;
+    q->base.queued_tokens += it->tokens;
+    assert_int_equal(mem_queue_check(ms, q), 1);
+    assert_int_equal(mem_check(ms), 0);
+    q->head++;
+    q->len--;
+    q->base.queued_items--;
+    q->base.queued_tokens -= it->tokens;
+    assert_int_equal(mem_check(ms), 1);
+    rig_close(&r);
+}
+
+/* Debug builds run the checks inside the operations: an append to a queue whose counters are
+ * off aborts the process (in a child here). Release builds compile the calls out. */
+static void test_debug_build_aborts_an_operation_on_a_broken_queue(void **state)
+{
+    (void)state;
+    if (!INVARIANTS_CHECKED)
+        skip();
+    rig_t r;
+    rig_open(&r, 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        ((mem_queue_t *)r.q)->base.queued_items++;
+        store_item_t it = {(const uint8_t *)"z", 1, NULL, 0, 7, 9999};
+        store_append(r.s, r.q, &it, NULL);
+        _exit(0); /* not reached when the check runs */
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status));
+    assert_int_equal(WTERMSIG(status), SIGABRT);
+    assert_int_equal(mem_check((mem_store_t *)r.s), 1); /* the parent's store is untouched */
+    rig_close(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_disk_checks_hold_through_every_operation),
+        cmocka_unit_test(test_disk_check_catches_counters_off_their_records),
+        cmocka_unit_test(test_disk_check_catches_records_out_of_order),
+        cmocka_unit_test(test_disk_check_catches_a_broken_readable_boundary),
+        cmocka_unit_test(test_disk_check_catches_an_unflushed_record_counted_readable),
+        cmocka_unit_test(test_disk_check_catches_a_pending_entry_also_queued),
+        cmocka_unit_test(test_disk_check_catches_lists_off_their_counts),
+        cmocka_unit_test(test_disk_check_catches_segments_out_of_place),
+        cmocka_unit_test(test_memory_checks_hold_through_every_operation),
+        cmocka_unit_test(test_memory_check_catches_counters_off_their_items),
+        cmocka_unit_test(test_memory_check_catches_items_out_of_order),
+        cmocka_unit_test(test_memory_check_catches_a_pending_item_also_queued),
+        cmocka_unit_test(test_debug_build_aborts_an_operation_on_a_broken_queue),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,303 @@
+/*
+ * main.c - lanesched-storebench: the disk store's write, completion, recovery and memory
+ * costs, each beside a baseline measured in the same run on the same file system.
+ *
+ * What it measures (one model, one shape, --lanes lanes, items spread over them by a seeded
+ * PRNG; every item has a 16-byte id, a --payload byte payload and a token count):
+ *
+ *   1) appends: store_append of N items with store_flush every F appends (F = a producer's
+ *      Submit message), at both durability levels (STORE_DURABLE_PROCESS: N = --items;
+ *      STORE_DURABLE_POWER: N = --power-items). Items/s, MB/s of entry bytes, store/baseline.
+ *   2) tombstones: the same store, every item committed (untimed), then store_tombstone of each
+ *      in append order with store_flush every F. Tombstones/s, store/baseline.
+ *   3) recovery: a store of --recovery-entries entries (payload --recovery-payload, process
+ *      level) is built, closed, and store_open_disk is timed: entries/s from store_recovery_t
+ *      ((entries_live + entries_tombstoned) / elapsed_ns) and the wall time of the call; then
+ *      again after the oldest third of every lane has been tombstoned. Each timed open runs in
+ *      a fresh process (the benchmark re-executes itself with --recovery-child), as a restart
+ *      does: repeated opens inside one process reuse heap pages malloc has already faulted in,
+ *      which hides part of the cost (--in-process shows the difference).
+ *   4) memory: heap in use (glibc mallinfo2: uordblks + hblkhd) just before and just after that
+ *      open, in that process, divided by the items it queued (the largest of the runs).
+ *      Target: at most 64 bytes per queued item; the payloads stay in the segment files.
+ *
+ * Baselines, and why: a figure for a store means little on its own (it moves with the disk, the
+ * file system and the machine); the same bytes written the plainest way, in the same run and
+ * the same directory, give a ratio that travels.
+ *   1) pwrite() of entry-sized buffers (the entry size is asked of the store itself, with
+ *      store_unflushed_bytes after one append, so it cannot drift from the format) holding the
+ *      same id and payload, back to back in one file, with fdatasync() at the same flush points
+ *      at the power level and nothing at the process level. It is the floor for "hand these
+ *      bytes to the kernel" and for "make them durable with one sync per producer batch". The
+ *      store writes one file per lane and at the power level syncs every touched segment plus
+ *      the LMDB index (a data and a meta-page sync), where the baseline syncs one file: at that
+ *      level the ratio is mostly that sync count, a cost of the layout rather than of the
+ *      write path.
+ *   2) a 4-byte pwrite() at each entry's offset in the baseline file, in the same order, with
+ *      fdatasync() at the flush points at the power level.
+ *   3) pread() of every segment byte once, 1 MiB at a time: the recovery scan checks the CRC of
+ *      every entry, so it touches every byte; the ratio says how close it runs to reading them.
+ *   4) the target (64 bytes) and the bytes the segment files hold.
+ *
+ * Every throughput figure (1-3) is the best of --reps runs, the run least disturbed by the rest
+ * of the machine: 1-2 on a fresh store and a fresh file each run, 3 reopening the same store.
+ * Store and baseline alternate which goes first; sync() runs between timed phases so one phase's
+ * writeback does not land in the next one's timing. Store open/close, item generation, commit and
+ * file removal are untimed. Segment files are created (one warm-up append per lane) before timing
+ * starts.
+ *
+ * What it does not measure: peek and commit (reads), returns, the scheduler, NATS, several
+ * threads, producers or consumers, latency distributions (throughput only), segment roll-over
+ * and whole-file deletion (the defaults stay under the 64 MiB segment cap), more lanes than the
+ * store's 256-file descriptor cache, full disks, faults and damaged stores, memory held by
+ * pending (committed, not completed) items, or peak memory during open. Recovery runs on a warm
+ * page cache unless --cold asks to sync and drop the store's pages first (best effort: a VM's
+ * host may still cache them).
+ *
+ * This file is the command line and the order of the run; each phase, the workload, the files
+ * and the output lines have their own file (storebench.h lists them).
+ */
+#include "tools/storebench/storebench.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_ITEMS            200000ull
+#define DEFAULT_POWER_ITEMS      20000ull
+#define DEFAULT_PAYLOAD          256ull
+#define DEFAULT_FLUSH_EVERY      64ull
+#define DEFAULT_LANES            4ull
+#define DEFAULT_REPS             3ull
+#define DEFAULT_RECOVERY_ENTRIES 1000000ull
+#define DEFAULT_RECOVERY_PAYLOAD 32ull
+#define DEFAULT_DIR              "/tmp"
+#define TARGET_BYTES_PER_ITEM    64.0
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: " PROG " [options]\n"
+            "  --items N             items appended and tombstoned at the process level "
+            "(default %llu)\n"
+            "  --power-items N       the same at the power-loss level (default %llu)\n"
+            "  --payload B           payload bytes per item (default %llu; ids are %u bytes)\n"
+            "  --flush-every F       store_flush every F appends / tombstones (default %llu)\n"
+            "  --lanes L             lanes the items are spread over (default %llu)\n"
+            "  --reps R              repetitions of each timed section, best reported "
+            "(default %llu)\n"
+            "  --recovery-entries N  entries in the recovery store (default %llu)\n"
+            "  --recovery-payload B  payload bytes per recovery entry (default %llu)\n"
+            "  --dir D               parent of the fresh data directory (default %s)\n"
+            "  --keep                keep the data directory\n"
+            "  --cold                sync and drop the recovery store's cached pages before "
+            "each open\n"
+            "  --in-process          time the recovery opens in this process instead of a "
+            "fresh one\n"
+            "  --json                one JSON object on stdout instead of the table\n",
+            DEFAULT_ITEMS, DEFAULT_POWER_ITEMS, DEFAULT_PAYLOAD, ID_LEN, DEFAULT_FLUSH_EVERY,
+            DEFAULT_LANES, DEFAULT_REPS, DEFAULT_RECOVERY_ENTRIES, DEFAULT_RECOVERY_PAYLOAD,
+            DEFAULT_DIR);
+}
+
+static uint64_t parse_u64(const char *flag, const char *s)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno != 0 || end == s || *end != '\0' || s[0] == '-') {
+        fprintf(stderr, PROG ": %s: not a number: %s\n", flag, s);
+        exit(2);
+    }
+    return v;
+}
+
+static void parse_args(int argc, char **argv, opts_t *o)
+{
+    static const struct {
+        const char *flag;
+        size_t field;
+    } numeric[] = {
+        {"--items", offsetof(opts_t, items)},
+        {"--power-items", offsetof(opts_t, power_items)},
+        {"--payload", offsetof(opts_t, payload)},
+        {"--flush-every", offsetof(opts_t, flush_every)},
+        {"--lanes", offsetof(opts_t, lanes)},
+        {"--reps", offsetof(opts_t, reps)},
+        {"--recovery-entries", offsetof(opts_t, recovery_entries)},
+        {"--recovery-payload", offsetof(opts_t, recovery_payload)},
+    };
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        size_t k, nk = sizeof(numeric) / sizeof(numeric[0]);
+        for (k = 0; k < nk && strcmp(a, numeric[k].flag) != 0; k++)
+            ;
+        if (k < nk && i + 1 < argc) {
+            *(uint64_t *)((char *)o + numeric[k].field) = parse_u64(a, argv[++i]);
+        } else if (strcmp(a, "--dir") == 0 && i + 1 < argc) {
+            o->dir = argv[++i];
+        } else if (strcmp(a, "--keep") == 0) {
+            o->keep = 1;
+        } else if (strcmp(a, "--cold") == 0) {
+            o->cold = 1;
+        } else if (strcmp(a, "--in-process") == 0) {
+            o->in_process = 1;
+        } else if (strcmp(a, "--json") == 0) {
+            o->json = 1;
+        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            exit(0);
+        } else {
+            usage(stderr);
+            exit(2);
+        }
+    }
+    if (o->items == 0 || o->items > 100000000ull || o->power_items == 0 ||
+        o->power_items > 100000000ull || o->payload > (1ull << 20) || o->flush_every == 0 ||
+        o->lanes == 0 || o->lanes > 4096 || o->reps == 0 || o->reps > 100 ||
+        o->recovery_entries == 0 || o->recovery_entries > 1000000000ull ||
+        o->recovery_payload > (1ull << 20)) {
+        fprintf(stderr,
+                PROG ": need 1 <= --items, --power-items <= 1e8, --payload and "
+                     "--recovery-payload <= 1 MiB, --flush-every >= 1, 1 <= --lanes <= 4096, "
+                     "1 <= --reps <= 100, 1 <= --recovery-entries <= 1e9\n");
+        exit(2);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    opts_t o = {
+        .items = DEFAULT_ITEMS,
+        .power_items = DEFAULT_POWER_ITEMS,
+        .payload = DEFAULT_PAYLOAD,
+        .flush_every = DEFAULT_FLUSH_EVERY,
+        .lanes = DEFAULT_LANES,
+        .reps = DEFAULT_REPS,
+        .recovery_entries = DEFAULT_RECOVERY_ENTRIES,
+        .recovery_payload = DEFAULT_RECOVERY_PAYLOAD,
+        .dir = DEFAULT_DIR,
+    };
+    if (argc == 3 && strcmp(argv[1], "--recovery-child") == 0)
+        return recovery_child_run(argv[2]);
+    parse_args(argc, argv, &o);
+
+    char run_dir[4096];
+    if (snprintf(run_dir, sizeof(run_dir), "%s/" PROG "-XXXXXX", o.dir) >= (int)sizeof(run_dir))
+        sb_die("--dir", "path too long");
+    if (mkdtemp(run_dir) == NULL)
+        sb_die(run_dir, strerror(errno));
+
+    gen_t g;
+    gen_init(&g, (size_t)o.payload, (unsigned)o.lanes);
+    uint64_t entry_size = gen_entry_size(run_dir, &g);
+    level_t levels[2] = {
+        {.name = "process", .dur = STORE_DURABLE_PROCESS, .n = (size_t)o.items},
+        {.name = "power", .dur = STORE_DURABLE_POWER, .n = (size_t)o.power_items},
+    };
+
+    if (!o.json) {
+        printf(PROG ": the disk store beside plain pwrite() of the same bytes, same directory, "
+                    "same run\n"
+                    "best of %" PRIu64 " runs for every throughput figure (fresh store and file "
+                    "each run); ratios are store/baseline throughput (1.0 = as fast as the "
+                    "baseline)\n"
+                    "data directory: %s (%s at exit)\n"
+                    "items: 1 model, 1 shape, %" PRIu64 " lanes; id %u B, payload %" PRIu64
+                    " B = %" PRIu64 " B per entry on disk; store_flush every %" PRIu64
+                    " appends or tombstones\n"
+                    "baselines: 1-2) pwrite() of the entry-sized buffers back to back in one file "
+                    "(tombstones: 4 bytes at each entry), fdatasync() at the flush points at the "
+                    "power level only\n"
+                    "           3) pread() of every segment byte once, 1 MiB at a time (%s page "
+                    "cache); each timed open in %s\n\n",
+               o.reps, run_dir, o.keep ? "kept" : "removed", o.lanes, ID_LEN, o.payload, entry_size,
+               o.flush_every, o.cold ? "dropped" : "warm",
+               o.in_process ? "this process" : "a fresh process");
+        printf("1) appends    level   side         items        items/s       MB/s  "
+               "store/base\n");
+        fflush(stdout);
+    }
+    for (int k = 0; k < 2; k++) {
+        writes_bench(&o, &g, entry_size, run_dir, &levels[k]);
+        if (!o.json) {
+            report_level_text(&levels[k], entry_size);
+            fflush(stdout);
+        }
+    }
+    if (!o.json) {
+        printf("2) tombstones level   side         items   tombstones/s             "
+               "store/base\n");
+        for (int k = 0; k < 2; k++)
+            report_tomb_text(&levels[k]);
+        fflush(stdout);
+    }
+    gen_fini(&g);
+
+    recovery_bench_t rb = {0};
+    recovery_bench(&o, argv[0], run_dir, &rb);
+    const recovery_t *m = &rb.all_live;
+    double per_item = m->queued ? (double)m->heap_delta / (double)m->queued : 0.0;
+    double per_item_third =
+        rb.third.queued ? (double)rb.third.heap_delta / (double)rb.third.queued : 0.0;
+    int mem_ok = m->heap_ok && per_item <= TARGET_BYTES_PER_ITEM;
+    uint64_t payload_bytes = rb.entries * o.recovery_payload;
+
+    if (!o.json) {
+        printf("3) recovery: store_open_disk on %" PRIu64 " entries of %" PRIu64
+               " B (payload %" PRIu64 " B), %" PRIu64 " lanes, process level, %s page cache; "
+               "built in %.1f s (untimed)\n",
+               rb.entries, rb.entry_size, o.recovery_payload, o.lanes, o.cold ? "dropped" : "warm",
+               (double)rb.build_ns / 1e9);
+        report_open_text("all live", &rb.all_live, &rb);
+        report_open_text("a third tombstoned", &rb.third, &rb);
+        printf("  %-19s pread of %.1f MB of segment files: %.1f ms, %.1f MB/s\n", "baseline",
+               (double)rb.read_bytes / 1e6, (double)rb.read_ns / 1e6,
+               report_per_sec(rb.read_bytes, rb.read_ns) / 1e6);
+        if (m->heap_ok) {
+            printf("4) memory: heap in use (mallinfo2 uordblks+hblkhd) %.1f MB before the open, "
+                   "+%.1f MB after it, for %" PRIu64 " queued items: %.1f B per queued item "
+                   "(target <= %.0f: %s)\n"
+                   "  a third tombstoned: +%.1f MB for %" PRIu64 " queued items: %.1f B per "
+                   "queued item\n"
+                   "  payloads stay on disk: %.1f MB of payload (%.1f MB of segment files) "
+                   "against %.1f MB of heap (%.1f%% of the file bytes)\n",
+                   (double)m->heap_before / 1e6, (double)m->heap_delta / 1e6, m->queued, per_item,
+                   TARGET_BYTES_PER_ITEM, mem_ok ? "MET" : "NOT MET",
+                   (double)rb.third.heap_delta / 1e6, rb.third.queued, per_item_third,
+                   (double)payload_bytes / 1e6, (double)rb.segment_bytes / 1e6,
+                   (double)m->heap_delta / 1e6,
+                   rb.segment_bytes ? 100.0 * (double)m->heap_delta / (double)rb.segment_bytes
+                                    : 0.0);
+        } else {
+            printf("4) memory: not measured (needs glibc >= 2.33 for mallinfo2)\n");
+        }
+        printf("store warnings and errors logged: %lu\n", sb_store_warnings);
+    } else {
+        printf("{\"reps\":%" PRIu64 ",\"best_of_reps\":true,\"dir\":\"%s\",\"lanes\":%" PRIu64
+               ",\"id_bytes\":%u,\"payload_bytes\":%" PRIu64 ",\"entry_bytes\":%" PRIu64
+               ",\"flush_every\":%" PRIu64 ",",
+               o.reps, run_dir, o.lanes, ID_LEN, o.payload, entry_size, o.flush_every);
+        report_level_json(&levels[0], entry_size, 0);
+        report_level_json(&levels[1], entry_size, 0);
+        printf("\"recovery\":{\"entries\":%" PRIu64 ",\"entry_bytes\":%" PRIu64
+               ",\"payload_bytes\":%" PRIu64 ",\"segment_file_bytes\":%" PRIu64
+               ",\"cold\":%s,\"baseline_read_ns\":%" PRIu64 ",\"baseline_read_bytes\":%" PRIu64 ",",
+               rb.entries, rb.entry_size, o.recovery_payload, rb.segment_bytes,
+               o.cold ? "true" : "false", rb.read_ns, rb.read_bytes);
+        report_open_json("all_live", &rb.all_live, &rb);
+        printf(",");
+        report_open_json("third_tombstoned", &rb.third, &rb);
+        printf("},\"memory\":{\"measured\":%s,\"heap_before_bytes\":%" PRIu64
+               ",\"heap_delta_bytes\":%" PRIu64 ",\"queued_items\":%" PRIu64
+               ",\"bytes_per_queued_item\":%.2f,\"target_bytes_per_item\":%.0f,"
+               "\"target_met\":%s},\"store_warnings\":%lu}\n",
+               m->heap_ok ? "true" : "false", m->heap_before, m->heap_delta, m->queued, per_item,
+               TARGET_BYTES_PER_ITEM, mem_ok ? "true" : "false", sb_store_warnings);
+    }
+    if (!o.keep)
+        files_remove(run_dir);
+    return 0;
+}

@@ -1,0 +1,163 @@
+/*
+ * storebench.h - private to tools/storebench: the pieces of lanesched-storebench its files
+ * share. What the benchmark measures, against which baselines and why, is in main.c.
+ *
+ *   main.c      the command line and the run: header, phases in order, the text or JSON output
+ *   writes.c    1) appends and 2) tombstones, store and pwrite() baseline, best of the reps
+ *   recovery.c  3) recovery and 4) memory: the timed opens (each in a fresh process) and the
+ *               pread() baseline
+ *   workload.c  the seeded item generator and the entry size asked of the store
+ *   files.c     the post-order directory walk: removal, sizes, cache eviction, the read baseline
+ *   report.c    the per-level and per-open lines, text and JSON, and the rate arithmetic
+ *   support.c   fatal errors, paths, allocation, heap in use, opening the store and its lanes
+ *
+ * Ownership: every pointer passed in is borrowed for the call; what a function returns through
+ * a pointer it allocated (sb_malloc, sb_store_open, the arrays of gen_t and workload_t) is the
+ * caller's, freed with free(), store_close, gen_fini or workload_fini. Every failure of a
+ * system or store call is fatal (sb_die: a message on stderr, exit status 2).
+ */
+#ifndef LANESCHED_STOREBENCH_H
+#define LANESCHED_STOREBENCH_H
+
+#include "store/store.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SEED       42ull
+#define ID_LEN     16u
+#define MAX_TOKENS 4096u
+#define PEEK_CHUNK 256u
+#define READ_CHUNK (1u << 20)
+#define MODEL      "bench-model"
+#define SIGNATURE  0x5eedc0ffee15600dull
+#define PROG       "lanesched-storebench"
+
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+#define HAVE_MALLINFO2 1
+#else
+#define HAVE_MALLINFO2 0
+#endif
+
+typedef struct {
+    uint64_t items, power_items, payload, flush_every, lanes, reps;
+    uint64_t recovery_entries, recovery_payload;
+    const char *dir;
+    int keep, json, cold, in_process;
+} opts_t;
+
+/* ---- support.c ------------------------------------------------------------------------ */
+
+/* Prints "lanesched-storebench: what: why" on stderr and exits with status 2. */
+_Noreturn void sb_die(const char *what, const char *why);
+/* sb_die with the status's text unless st is STORE_OK. */
+void sb_check(store_status_t st, const char *what);
+/* snprintf into a path buffer; a path that does not fit is fatal, never truncated. */
+void sb_pathf(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* malloc that cannot fail (n = 0 allocates one byte); returned to the caller to free. */
+void *sb_malloc(size_t n);
+/* Heap in use (mallinfo2: uordblks + hblkhd); 0 and *out = 0 where glibc lacks mallinfo2. */
+int sb_heap_in_use(uint64_t *out /* out */);
+/* The store's log: warnings and errors to stderr, counted in sb_store_warnings; info dropped. */
+extern unsigned long sb_store_warnings;
+void sb_store_log(void *ctx, int level, const char *msg);
+/* A disk store in dir (created if missing) at durability dur; *rep (may be NULL) gets the
+ * recovery report. Returned to the caller to store_close. */
+store_t *sb_store_open(const char *dir, store_durability_t dur, store_recovery_t *rep /* out */);
+/* Opens lanes 0 .. lanes-1 of MODEL/SIGNATURE into qs (caller memory, `lanes` entries). */
+void sb_queues_open(store_t *s, unsigned lanes, store_queue_t **qs /* out */);
+
+/* ---- files.c -------------------------------------------------------------------------- */
+
+/* rm -rf of path; a failure other than ENOENT is reported on stderr, not fatal. */
+void files_remove(const char *path);
+/* Bytes of the regular files under path. */
+uint64_t files_bytes(const char *path);
+/* Writes back and drops the cached pages of every file under path (best effort). */
+void files_evict(const char *path);
+/* Reads every file under path once, READ_CHUNK at a time into buf (READ_CHUNK bytes, caller
+ * memory); *out_bytes gets the bytes read. 0, or -1 with errno set. */
+int files_read(const char *path, uint8_t *buf, uint64_t *out_bytes /* out */);
+
+/* ---- workload.c ----------------------------------------------------------------------- */
+
+/* The workload: item i is a pure function of (seed, i), so a run can be regenerated. */
+typedef struct {
+    size_t payload_len;
+    unsigned lanes;
+    uint8_t *pool; /* random bytes payloads are sliced from */
+    size_t pool_len;
+    uint64_t arrival0;
+} gen_t;
+
+void gen_init(gen_t *g /* out */, size_t payload_len, unsigned lanes);
+void gen_fini(gen_t *g);
+/* Fills *it (id written to id[ID_LEN], payload a view into g's pool) and the item's lane. */
+void gen_item(const gen_t *g, uint64_t i, store_item_t *it /* out */, uint8_t *id /* out */,
+              uint32_t *lane /* out */);
+/* Bytes one entry takes in a segment, asked of the store: unflushed bytes after one append in
+ * a scratch store under run_dir. */
+uint64_t gen_entry_size(const char *run_dir, const gen_t *g);
+
+typedef struct {
+    size_t n;
+    store_item_t *items;
+    uint32_t *lane;
+    uint8_t *ids;
+} workload_t;
+
+/* Items 0 .. n-1 of g, generated up front so the timed loops only append. */
+void workload_init(workload_t *w /* out */, const gen_t *g, size_t n);
+void workload_fini(workload_t *w);
+
+/* ---- writes.c ------------------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t append_ns, tomb_ns;
+} phase_ns_t;
+
+typedef struct {
+    const char *name;
+    store_durability_t dur;
+    size_t n;
+    phase_ns_t store, base; /* best of the repetitions, per phase */
+} level_t;
+
+/* 1) and 2) at one durability level: lv->store and lv->base get the best of o->reps runs. */
+void writes_bench(const opts_t *o, const gen_t *g, uint64_t entry_size, const char *run_dir,
+                  level_t *lv /* in, out */);
+
+/* ---- recovery.c ----------------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t live, tombstoned, segments, queued;
+    uint64_t elapsed_ns, wall_ns; /* best of the repetitions, each */
+    uint64_t heap_before, heap_delta;
+    int heap_ok;
+} recovery_t;
+
+typedef struct {
+    uint64_t entries, entry_size, segment_bytes, build_ns, tombstoned;
+    recovery_t all_live, third;
+    uint64_t read_ns, read_bytes; /* baseline, best of the repetitions */
+} recovery_bench_t;
+
+/* 3) and 4): builds the recovery store under run_dir and times its opens, all live and after a
+ * third is tombstoned. argv0 re-executes this program for the fresh-process opens. */
+void recovery_bench(const opts_t *o, const char *argv0, const char *run_dir,
+                    recovery_bench_t *rb /* out */);
+/* --recovery-child DIR: one open in this fresh process, the result on stdout; the exit status. */
+int recovery_child_run(const char *dir);
+
+/* ---- report.c ------------------------------------------------------------------------- */
+
+double report_per_sec(uint64_t n, uint64_t ns);
+double report_ratio(uint64_t num_ns, uint64_t den_ns);
+void report_level_text(const level_t *lv, uint64_t entry_size);
+void report_tomb_text(const level_t *lv);
+void report_open_text(const char *what, const recovery_t *r, const recovery_bench_t *rb);
+/* `last`: no comma after the object. */
+void report_level_json(const level_t *lv, uint64_t entry_size, int last);
+void report_open_json(const char *name, const recovery_t *r, const recovery_bench_t *rb);
+
+#endif

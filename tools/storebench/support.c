@@ -1,0 +1,88 @@
+/*
+ * support.c - what every phase of lanesched-storebench uses: fatal errors, paths, allocation,
+ * heap in use, and opening the disk store and its lanes with the benchmark's log.
+ *
+ * Invariants:
+ *   1. Every failure is fatal and says what failed (exit status 2): a benchmark that carried on
+ *      past a failed call would print figures for work it did not do.
+ *   2. Store warnings and errors are counted, and the count is printed with the results: a run
+ *      that logged any is not a clean measurement.
+ *
+ * Rejected: returning errors to the phases. None of them could do anything but stop.
+ */
+#include "tools/storebench/storebench.h"
+
+#include <malloc.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+void sb_die(const char *what, const char *why)
+{
+    fprintf(stderr, PROG ": %s: %s\n", what, why);
+    exit(2);
+}
+
+void sb_check(store_status_t st, const char *what)
+{
+    if (st != STORE_OK)
+        sb_die(what, store_status_str(st));
+}
+
+void sb_pathf(char *buf, size_t size, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, size, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= size)
+        sb_die("path", "too long");
+}
+
+void *sb_malloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (p == NULL)
+        sb_die("malloc", "out of memory");
+    return p;
+}
+
+/* Heap in use, all of it malloc'd (the benchmark is single-threaded: one arena). */
+int sb_heap_in_use(uint64_t *out)
+{
+#if HAVE_MALLINFO2
+    struct mallinfo2 mi = mallinfo2();
+    *out = (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
+    return 1;
+#else
+    *out = 0;
+    return 0;
+#endif
+}
+
+unsigned long sb_store_warnings;
+
+void sb_store_log(void *ctx, int level, const char *msg)
+{
+    (void)ctx;
+    if (level < STORE_LOG_WARN)
+        return;
+    sb_store_warnings++;
+    fprintf(stderr, PROG ": store %s: %s\n", level == STORE_LOG_ERROR ? "error" : "warning", msg);
+}
+
+store_t *sb_store_open(const char *dir, store_durability_t dur, store_recovery_t *rep)
+{
+    store_disk_config_t cfg = {.dir = dir, .durability = dur, .log = sb_store_log};
+    store_t *s = NULL;
+    sb_check(store_open_disk(&cfg, rep, &s), "store_open_disk");
+    return s;
+}
+
+void sb_queues_open(store_t *s, unsigned lanes, store_queue_t **qs)
+{
+    for (unsigned l = 0; l < lanes; l++) {
+        store_key_t key = {.model = MODEL, .signature = SIGNATURE, .lane = l};
+        sb_check(store_queue_open(s, &key, &qs[l]), "store_queue_open");
+    }
+}
