@@ -52,6 +52,7 @@
 #ifndef LANESCHED_SEGMENT_INT_H
 #define LANESCHED_SEGMENT_INT_H
 
+#include "common/limits.h"
 #include "store/store_int.h"
 
 #define SEG_MAGIC          "LANESEG"
@@ -59,10 +60,10 @@
 #define SEG_HEADER_FIXED   64u
 #define SEG_ENTRY_HEADER   32u
 #define SEG_ALIGN          8u
-#define SEG_MODEL_MAX      255u
-#define SEG_ID_MAX         64u
-#define SEG_STATE_LIVE     0x4556494Cu /* "LIVE" */
-#define SEG_STATE_TOMB     0x424D4F54u /* "TOMB" */
+#define SEG_MODEL_MAX      LIMITS_MODEL_MAX /* the wire's limits (common/limits.h): the codec */
+#define SEG_ID_MAX         LIMITS_ID_MAX    /* refuses more, recovery reads more as damage */
+#define SEG_STATE_LIVE     0x4556494Cu      /* "LIVE" */
+#define SEG_STATE_TOMB     0x424D4F54u      /* "TOMB" */
 #define SEG_STATE_OFFSET   0u
 #define SEG_FILE_SUFFIX    ".seg"
 #define SEG_FILE_NAME_SIZE 24 /* 16 hex digits + ".seg" + NUL, rounded up */
