@@ -9,7 +9,8 @@
  *             batch (fill -> commit -> complete / return) over a store (store/store.h).
  *
  * No NATS here and no clock of its own: time comes from an injected clock, so every timing rule
- * (the quiesce rule) is tested exactly.
+ * (the quiesce rule) is tested exactly. "The article" below is Corey James's article on the
+ * shape-aware broker this design comes from (README: Layout).
  */
 #ifndef LANESCHED_SCHEDULER_H
 #define LANESCHED_SCHEDULER_H

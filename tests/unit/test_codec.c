@@ -137,6 +137,12 @@ static void test_reason_words_are_the_contract(void **state)
     assert_string_equal(codec_status_reason(CODEC_EPAYLOAD_TOO_LARGE), "payload_too_large");
     assert_string_equal(codec_status_reason(CODEC_ESIGNATURE_MISMATCH), "signature_mismatch");
     assert_string_equal(codec_status_reason(CODEC_ENO_SHAPE), "no_shape");
+    assert_string_equal(codec_status_reason(CODEC_EMODEL_TOO_LONG), "model_too_long");
+    assert_string_equal(codec_status_reason(CODEC_EBAD_MODEL_NAME), "bad_model_name");
+    assert_string_equal(codec_status_reason(CODEC_ETOKENS_TOO_LARGE), "tokens_too_large");
+    assert_string_equal(codec_status_reason(CODEC_DUPLICATE), "duplicate");
+    assert_string_equal(codec_status_reason(CODEC_ESTORE_FULL), "store_full");
+    assert_string_equal(codec_status_reason(CODEC_ESTORE_ERROR), "store_error");
 }
 
 /* ---- Submit validation -------------------------------------------------------------------- */
@@ -539,6 +545,57 @@ static void test_register_accepts_zero_max_input_as_unlimited(void **state)
     const codec_register_t r = {"llama", 8, 4096, 0, NULL};
     (void)state;
     assert_int_equal(register_status(&r), CODEC_OK);
+}
+
+/* subjects.md's model rule: dotted names are fine; wildcards, blanks and empty tokens are not. */
+static void test_model_rule_accepts_dotted_names_and_refuses_wildcards(void **state)
+{
+    (void)state;
+    const char *good[] = {"llama", "llama-3.1", "meta.llama-3.1-8b", "a.b.c", "x_y:z", "\xc3\xa9"};
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+        assert_int_equal(codec_model_check(good[i]), CODEC_OK);
+    const char *bad[] = {"*",    ">",  "a.>", "ab.*", "a*b",   "a>b",   "a b",  "a\tb",
+                         "a..b", ".a", "a.",  ".",    "a\x01", "a\x7f", "tab\n"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        if (codec_model_check(bad[i]) != CODEC_EBAD_MODEL_NAME)
+            fail_msg("model '%s' was not refused as bad_model_name", bad[i]);
+    }
+    assert_int_equal(codec_model_check(""), CODEC_EBAD_MODEL);
+    assert_int_equal(codec_model_check(NULL), CODEC_EBAD_MODEL);
+}
+
+static void test_model_of_255_bytes_is_accepted_and_256_refused(void **state)
+{
+    (void)state;
+    char model[LIMITS_MODEL_MAX + 2];
+    memset(model, 'm', sizeof(model));
+    model[LIMITS_MODEL_MAX] = '\0';
+    assert_int_equal(LIMITS_MODEL_MAX, 255);
+    assert_int_equal(codec_model_check(model), CODEC_OK);
+    model[LIMITS_MODEL_MAX] = 'm';
+    model[LIMITS_MODEL_MAX + 1] = '\0';
+    assert_int_equal(codec_model_check(model), CODEC_EMODEL_TOO_LONG);
+    codec_work_item_t it = good_item();
+    it.model = model;
+    const codec_limits_t any = {NULL, 0};
+    assert_int_equal(item_status(&it, &any), CODEC_EMODEL_TOO_LONG);
+    const codec_register_t r = {model, 8, 4096, 0, "gpu-0"};
+    assert_int_equal(register_status(&r), CODEC_EMODEL_TOO_LONG);
+    const codec_register_t w = {"ab.*", 8, 4096, 0, "gpu-0"};
+    assert_int_equal(register_status(&w), CODEC_EBAD_MODEL_NAME);
+}
+
+static void test_tokens_up_to_the_limit_are_accepted(void **state)
+{
+    (void)state;
+    codec_work_item_t it = good_item();
+    it.tokens = LIMITS_TOKENS_MAX;
+    assert_int_equal(LIMITS_TOKENS_MAX, 4294967287u);
+    assert_int_equal(item_status(&it, &LIMITS), CODEC_OK);
+    it.tokens = LIMITS_TOKENS_MAX + 1;
+    assert_int_equal(item_status(&it, &LIMITS), CODEC_ETOKENS_TOO_LARGE);
+    it.tokens = UINT32_MAX;
+    assert_int_equal(item_status(&it, &LIMITS), CODEC_ETOKENS_TOO_LARGE);
 }
 
 /* ---- encode arguments --------------------------------------------------------------------- */
@@ -1100,6 +1157,9 @@ int main(void)
         cmocka_unit_test(test_register_rejects_zero_batch_size),
         cmocka_unit_test(test_register_rejects_zero_batch_tokens),
         cmocka_unit_test(test_register_accepts_zero_max_input_as_unlimited),
+        cmocka_unit_test(test_model_rule_accepts_dotted_names_and_refuses_wildcards),
+        cmocka_unit_test(test_model_of_255_bytes_is_accepted_and_256_refused),
+        cmocka_unit_test(test_tokens_up_to_the_limit_are_accepted),
         cmocka_unit_test(test_encode_refuses_present_zero_signature),
         cmocka_unit_test(test_encode_refuses_null_pointer_with_length),
         cmocka_unit_test(test_destroy_accepts_null),
