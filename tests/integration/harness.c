@@ -1,25 +1,27 @@
 /*
  * harness.c - child processes (nats-server, lanesched, consumer processes), temp dirs, cleanup,
  * and the NATS + codec helpers of the daemon integration tests. See harness.h.
+ *
+ * Starting, waiting for and stopping children is tests/support/test_spawn.c's, shared with
+ * lanesched-bench; this file turns its statuses into test failures (H_REQUIRE). lanes.stats is
+ * parsed with jansson.
  */
 #include "tests/integration/harness.h"
 
 #include "common/clock.h"
 #include "common/rng.h"
+#include "tests/support/test_spawn.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <netinet/in.h>
+#include <jansson.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -90,52 +92,24 @@ void h_log(const char *fmt, ...)
     fflush(stdout);
 }
 
-/* ---- cleanup: async-signal-safe (fork, execv, kill, waitpid only) --------------------------- */
-
-static void spawn_wait_sigsafe(char *const argv[])
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open("/dev/null", O_WRONLY);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    if (pid > 0)
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
-        }
-}
-
-static void kill_reap(volatile pid_t *p)
-{
-    pid_t pid = *p;
-    if (pid <= 0)
-        return;
-    *p = 0;
-    kill(pid, SIGKILL);
-    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
-    }
-}
+/* ---- cleanup: async-signal-safe (test_spawn_kill, test_spawn_run_quiet only) ---------------- */
 
 static void cleanup_all(void)
 {
     if (g_cleaned)
         return;
     g_cleaned = 1;
-    kill_reap(&g_daemon_pid);
+    test_spawn_kill(&g_daemon_pid);
     for (int i = 0; i < MAX_CHILDREN; i++)
-        kill_reap(&g_children[i]);
-    kill_reap(&g_nats_pid);
+        test_spawn_kill(&g_children[i]);
+    test_spawn_kill(&g_nats_pid);
     for (int i = g_n_mounts - 1; i >= 0; i--) {
         char *argv[] = {"/bin/umount", "-l", g_mounts[i], NULL};
-        spawn_wait_sigsafe(argv);
+        test_spawn_run_quiet(argv);
     }
     if (g_tmp[0] != '\0' && !g_keep) {
         char *argv[] = {"/bin/rm", "-rf", g_tmp, NULL};
-        spawn_wait_sigsafe(argv);
+        test_spawn_run_quiet(argv);
     }
 }
 
@@ -266,8 +240,7 @@ void h_fail(const char *file, int line, const char *fmt, ...)
         h_dump_daemon_log();
         pid_t dpid = g_daemon_pid;
         int status = 0;
-        if (dpid > 0 && waitpid(dpid, &status, WNOHANG) == dpid) {
-            g_daemon_pid = 0;
+        if (dpid > 0 && test_spawn_exited(&g_daemon_pid, &status)) {
             fprintf(stderr, "test_daemon[%s]: lanesched (pid %d) had EXITED by itself: %s %d\n",
                     g_name, (int)dpid, WIFEXITED(status) ? "exit code" : "signal",
                     WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
@@ -275,8 +248,7 @@ void h_fail(const char *file, int line, const char *fmt, ...)
             fprintf(stderr, "test_daemon[%s]: lanesched (pid %d) is still running\n", g_name,
                     (int)dpid);
         }
-        if (g_nats_pid > 0 && waitpid(g_nats_pid, NULL, WNOHANG) == g_nats_pid) {
-            g_nats_pid = 0;
+        if (g_nats_pid > 0 && test_spawn_exited(&g_nats_pid, NULL)) {
             print_file_tail("nats-server log (it exited)", g_nats_log, 50);
         }
         if (g_keep)
@@ -291,24 +263,20 @@ void h_fail(const char *file, int line, const char *fmt, ...)
 
 int h_run(const char *const *argv)
 {
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0)
+    char bin[1024];
+    char *args[MAX_ARGS + 1];
+    int n = 0;
+    if (test_spawn_program_find(argv[0], bin, sizeof(bin)) != TEST_SPAWN_OK)
         return -1;
-    if (pid == 0) {
-        int fd = open("/dev/null", O_WRONLY);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        execvp(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
+    args[n++] = bin;
+    for (; argv[n] != NULL; n++) {
+        if (n >= MAX_ARGS)
             return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        args[n] = (char *)argv[n];
+    }
+    args[n] = NULL;
+    fflush(NULL);
+    return test_spawn_run_quiet(args);
 }
 
 bool h_mount_tmpfs(const char *dir, const char *size)
@@ -328,117 +296,37 @@ bool h_mount_tmpfs(const char *dir, const char *size)
 
 /* ---- spawning -------------------------------------------------------------------------------- */
 
-/* fork + exec with stdout/stderr appended to log (NULL: inherit), stdin from in_fd (-1:
- * /dev/null). The child dies with this process (PR_SET_PDEATHSIG). Everything the child needs is
- * prepared before fork(): between fork and exec only async-signal-safe calls. */
-static pid_t spawn(char *const argv[], const char *log, int in_fd, int out_fd)
+/* test_spawn_start with stdout/stderr appended to log (NULL: inherit), stdin from in_fd (-1:
+ * /dev/null), stdout to out_fd (-1: the log); *pid is set as soon as the child exists. The test
+ * fails when it cannot be started. */
+static void spawn(volatile pid_t *pid, char *const argv[], const char *log, int in_fd, int out_fd)
 {
-    int log_fd = -1;
-    if (log != NULL) {
-        log_fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-        H_REQUIRE(log_fd >= 0, "open %s: %s", log, strerror(errno));
-    }
-    int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    H_REQUIRE(null_fd >= 0, "open /dev/null");
-    pid_t parent = getpid();
-    fflush(NULL);
-    pid_t pid = fork();
-    H_REQUIRE(pid >= 0, "fork: %s", strerror(errno));
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(126);
-        signal(SIGPIPE, SIG_DFL);
-        dup2(in_fd >= 0 ? in_fd : null_fd, 0);
-        if (out_fd >= 0)
-            dup2(out_fd, 1);
-        else if (log_fd >= 0)
-            dup2(log_fd, 1);
-        if (log_fd >= 0)
-            dup2(log_fd, 2);
-        execvp(argv[0], argv);
-        static const char msg[] = "exec failed\n";
-        ssize_t ignored = write(2, msg, sizeof(msg) - 1);
-        (void)ignored;
-        _exit(127);
-    }
-    if (log_fd >= 0)
-        close(log_fd);
-    close(null_fd);
-    return pid;
+    test_spawn_opts_t opts;
+    test_spawn_opts_init(&opts);
+    opts.log_path = log;
+    opts.stdin_fd = in_fd;
+    opts.stdout_fd = out_fd;
+    test_spawn_status_t st = test_spawn_start(argv, &opts, pid);
+    H_REQUIRE(st == TEST_SPAWN_OK, "start %s: %s: %s", argv[0], test_spawn_status_str(st),
+              strerror(errno));
 }
 
 /* ---- nats-server ----------------------------------------------------------------------------- */
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    H_REQUIRE(fd >= 0, "socket: %s", strerror(errno));
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof(a));
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = 0;
-    H_REQUIRE(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0, "bind: %s", strerror(errno));
-    socklen_t len = sizeof(a);
-    H_REQUIRE(getsockname(fd, (struct sockaddr *)&a, &len) == 0, "getsockname");
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-static bool tcp_connects(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return false;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof(a));
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons((uint16_t)port);
-    bool ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-    close(fd);
-    return ok;
-}
-
 void h_nats_start(bool jetstream)
 {
     H_REQUIRE(g_nats_pid == 0, "nats-server already running");
-    for (int attempt = 0;; attempt++) {
-        g_port = free_port();
-        char port[16], store[800];
-        snprintf(port, sizeof(port), "%d", g_port);
-        snprintf(store, sizeof(store), "%s/jetstream", g_tmp);
-        char *argv[] = {g_nats_bin, "-a", "127.0.0.1", "-p", port, NULL, NULL, NULL, NULL};
-        if (jetstream) {
-            argv[5] = "-js";
-            argv[6] = "-sd";
-            argv[7] = store;
-        }
-        g_nats_pid = spawn(argv, g_nats_log, -1, -1);
-        uint64_t deadline = h_now_ms() + 10000;
-        bool up = false, exited = false;
-        while (h_now_ms() < deadline) {
-            if (tcp_connects(g_port)) {
-                up = true;
-                break;
-            }
-            int status;
-            if (waitpid(g_nats_pid, &status, WNOHANG) == g_nats_pid) {
-                g_nats_pid = 0;
-                exited = true;
-                break;
-            }
-            h_sleep_ms(10);
-        }
-        if (up)
-            break;
-        /* Somebody else took the port between our probe and the server's bind: try another. */
-        if (exited && attempt < 3)
-            continue;
+    char bin[1024], store[800];
+    H_REQUIRE(test_spawn_program_find(g_nats_bin, bin, sizeof(bin)) == TEST_SPAWN_OK,
+              "nats-server (%s): not found or not executable", g_nats_bin);
+    snprintf(store, sizeof(store), "%s/jetstream", g_tmp);
+    test_spawn_nats_t nats = {
+        .bin = bin, .log_path = g_nats_log, .store_dir = jetstream ? store : NULL};
+    test_spawn_status_t st = test_spawn_nats_start(&nats, &g_nats_pid, &g_port);
+    if (st != TEST_SPAWN_OK) {
         print_file_tail("nats-server log", g_nats_log, 50);
-        H_REQUIRE(0, "nats-server (%s) did not start listening on 127.0.0.1:%d", g_nats_bin,
-                  g_port);
+        H_REQUIRE(0, "nats-server (%s) did not start listening on 127.0.0.1: %s", g_nats_bin,
+                  test_spawn_status_str(st));
     }
     snprintf(g_url, sizeof(g_url), "nats://127.0.0.1:%d", g_port);
     h_log("nats-server pid %d on %s%s", (int)g_nats_pid, g_url, jetstream ? " (JetStream)" : "");
@@ -455,21 +343,6 @@ static off_t file_size(const char *path)
 {
     struct stat sb;
     return stat(path, &sb) == 0 ? sb.st_size : 0;
-}
-
-static bool log_has_after(const char *path, off_t from, const char *needle)
-{
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return false;
-    bool found = false;
-    if (fseek(f, from, SEEK_SET) == 0) {
-        char line[4096];
-        while (!found && fgets(line, sizeof(line), f) != NULL)
-            found = strstr(line, needle) != NULL;
-    }
-    fclose(f);
-    return found;
 }
 
 static void daemon_spawn(void)
@@ -499,22 +372,14 @@ static void daemon_spawn(void)
     }
     off_t from = file_size(g_log);
     uint64_t t = h_now_ms();
-    g_daemon_pid = spawn(argv, g_log, -1, -1);
-    uint64_t deadline = t + 20000;
-    for (;;) {
-        if (log_has_after(g_log, from, "lanesched: ready"))
-            break;
-        int status;
-        pid_t w = waitpid(g_daemon_pid, &status, WNOHANG);
-        if (w == g_daemon_pid) {
-            g_daemon_pid = 0;
-            H_REQUIRE(0, "lanesched exited before it was ready (%s %d): %s",
-                      WIFEXITED(status) ? "exit code" : "signal",
-                      WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), cmd);
-        }
-        H_REQUIRE(h_now_ms() < deadline, "lanesched not ready after 20 s: %s", cmd);
-        h_sleep_ms(10);
-    }
+    spawn(&g_daemon_pid, argv, g_log, -1, -1);
+    int status = 0;
+    test_spawn_status_t st = test_spawn_ready_wait(&g_daemon_pid, g_log, (long)from,
+                                                   "lanesched: ready", 20000, NULL, &status);
+    H_REQUIRE(st != TEST_SPAWN_EEXITED, "lanesched exited before it was ready (%s %d): %s",
+              WIFEXITED(status) ? "exit code" : "signal",
+              WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), cmd);
+    H_REQUIRE(st == TEST_SPAWN_OK, "lanesched not ready after 20 s: %s", cmd);
     h_log("lanesched pid %d ready after %" PRIu64 " ms", (int)g_daemon_pid, h_now_ms() - t);
 }
 
@@ -556,24 +421,14 @@ static void dump_stacks(pid_t pid)
     snprintf(spid, sizeof(spid), "%d", (int)pid);
     char *argv[] = {"/usr/bin/gdb",        "-p", spid, "-batch", "-nx", "-ex",
                     "thread apply all bt", NULL};
-    fflush(NULL);
-    pid_t g = fork();
-    if (g < 0)
+    test_spawn_opts_t opts;
+    test_spawn_opts_init(&opts);
+    opts.stdout_fd = 2;
+    volatile pid_t g = 0;
+    if (test_spawn_start(argv, &opts, &g) != TEST_SPAWN_OK)
         return;
-    if (g == 0) {
-        dup2(2, 1);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    uint64_t deadline = h_now_ms() + 20000;
-    while (waitpid(g, NULL, WNOHANG) != g) {
-        if (h_now_ms() >= deadline) {
-            kill(g, SIGKILL);
-            waitpid(g, NULL, 0);
-            break;
-        }
-        h_sleep_ms(20);
-    }
+    if (!test_spawn_wait(g, 20000, NULL))
+        test_spawn_kill(&g);
 }
 
 int h_daemon_stop(void)
@@ -582,21 +437,14 @@ int h_daemon_stop(void)
     H_REQUIRE(pid > 0, "the daemon is not running");
     kill(pid, SIGCONT);
     kill(pid, SIGTERM);
-    uint64_t deadline = h_now_ms() + 15000;
     int status = 0;
-    for (;;) {
-        pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w == pid)
-            break;
-        if (h_now_ms() >= deadline) {
-            h_log("lanesched did not exit within 15 s of SIGTERM: its threads, then SIGKILL");
-            dump_stacks(pid);
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            g_daemon_pid = 0;
-            return -1;
-        }
-        h_sleep_ms(10);
+    if (!test_spawn_wait(pid, 15000, &status)) {
+        h_log("lanesched did not exit within 15 s of SIGTERM: its threads, then SIGKILL");
+        dump_stacks(pid);
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        g_daemon_pid = 0;
+        return -1;
     }
     g_daemon_pid = 0;
     if (WIFEXITED(status)) {
@@ -992,104 +840,54 @@ char *h_stats(natsConnection *nc)
     return out;
 }
 
-/* Skips the string starting at p (p[0] == '"'); returns the character after the closing quote. */
-static const char *skip_string(const char *p, const char *end)
+/* The stats document as a JSON object (json_decref); the test fails when it is not one. */
+static json_t *stats_parse(const char *json)
 {
-    p++;
-    while (p < end && *p != '"') {
-        if (*p == '\\' && p + 1 < end)
-            p++;
-        p++;
+    json_error_t e;
+    json_t *root = json_loads(json, 0, &e);
+    H_REQUIRE(root != NULL, "stats are not JSON (line %d: %s): %.200s", e.line, e.text, json);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        H_REQUIRE(0, "stats are not a JSON object: %.200s", json);
     }
-    return p < end ? p + 1 : end;
+    return root;
 }
 
-static const char *skip_ws(const char *p, const char *end)
+static bool json_int64_get(const json_t *v, int64_t *out)
 {
-    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
-        p++;
-    return p;
-}
-
-/* The first value (after the colon) of key `key` in [p, end), or NULL. */
-static const char *find_key(const char *p, const char *end, const char *key)
-{
-    size_t klen = strlen(key);
-    while (p < end) {
-        if (*p != '"') {
-            p++;
-            continue;
-        }
-        const char *s = p + 1;
-        const char *after = skip_string(p, end);
-        bool match = (size_t)(after - 1 - s) == klen && memcmp(s, key, klen) == 0;
-        const char *q = skip_ws(after, end);
-        if (q < end && *q == ':') {
-            if (match)
-                return skip_ws(q + 1, end);
-            p = q + 1;
-        } else {
-            p = after;
-        }
-    }
-    return NULL;
-}
-
-/* The end of the object or array starting at p. */
-static const char *match_bracket(const char *p, const char *end)
-{
-    int depth = 0;
-    while (p < end) {
-        if (*p == '"') {
-            p = skip_string(p, end);
-            continue;
-        }
-        if (*p == '{' || *p == '[')
-            depth++;
-        else if (*p == '}' || *p == ']') {
-            if (--depth == 0)
-                return p + 1;
-        }
-        p++;
-    }
-    return end;
-}
-
-static bool parse_number(const char *p, const char *end, int64_t *out)
-{
-    if (p >= end || !((*p >= '0' && *p <= '9') || *p == '-'))
+    if (json_is_integer(v))
+        *out = (int64_t)json_integer_value(v);
+    else if (json_is_real(v))
+        *out = (int64_t)json_real_value(v);
+    else
         return false;
-    char *e = NULL;
-    double d = strtod(p, &e);
-    if (e == p)
-        return false;
-    *out = (int64_t)d;
     return true;
 }
 
 bool h_json_path(const char *json, const char *path, int64_t *out)
 {
-    const char *p = json, *end = json + strlen(json);
+    json_t *root = stats_parse(json);
+    const json_t *v = root;
     char key[128];
     const char *k = path;
+    bool found = false;
     for (;;) {
         const char *dot = strchr(k, '.');
         size_t n = dot != NULL ? (size_t)(dot - k) : strlen(k);
-        if (n >= sizeof(key))
-            return false;
+        if (n >= sizeof(key) || !json_is_object(v))
+            break;
         memcpy(key, k, n);
         key[n] = '\0';
-        const char *v = find_key(p, end, key);
-        if (v == NULL)
-            return false;
-        if (dot == NULL)
-            return parse_number(v, end, out);
-        if (*v != '{')
-            return false;
-        end = match_bracket(v, end);
-        p = v + 1;
+        if ((v = json_object_get(v, key)) == NULL)
+            break;
+        if (dot == NULL) {
+            found = json_int64_get(v, out);
+            break;
+        }
         k = dot + 1;
     }
+    json_decref(root);
+    return found;
 }
 
 int64_t h_counter(const char *json, const char *name)
@@ -1109,25 +907,47 @@ int64_t h_rejected(const char *json, const char *reason)
     return h_json_path(json, path, &v) ? v : 0;
 }
 
+/* Every member named key at any depth of v: their count, and the sum of the numeric ones. */
+static void json_key_visit(const json_t *v, const char *key, int64_t *sum, size_t *count)
+{
+    if (json_is_object(v)) {
+        const char *name;
+        const json_t *member;
+        json_object_foreach((json_t *)v, name, member)
+        {
+            int64_t n = 0;
+            if (strcmp(name, key) == 0) {
+                (*count)++;
+                if (json_int64_get(member, &n))
+                    *sum += n;
+            }
+            json_key_visit(member, key, sum, count);
+        }
+    } else if (json_is_array(v)) {
+        size_t i;
+        const json_t *item;
+        json_array_foreach(v, i, item) json_key_visit(item, key, sum, count);
+    }
+}
+
 int64_t h_json_sum(const char *json, const char *key)
 {
-    const char *p = json, *end = json + strlen(json);
+    json_t *root = stats_parse(json);
     int64_t sum = 0;
-    while ((p = find_key(p, end, key)) != NULL) {
-        int64_t v = 0;
-        if (parse_number(p, end, &v))
-            sum += v;
-    }
+    size_t count = 0;
+    json_key_visit(root, key, &sum, &count);
+    json_decref(root);
     return sum;
 }
 
 size_t h_json_count(const char *json, const char *key)
 {
-    const char *p = json, *end = json + strlen(json);
-    size_t n = 0;
-    while ((p = find_key(p, end, key)) != NULL)
-        n++;
-    return n;
+    json_t *root = stats_parse(json);
+    int64_t sum = 0;
+    size_t count = 0;
+    json_key_visit(root, key, &sum, &count);
+    json_decref(root);
+    return count;
 }
 
 /* ---- a consumer in another process ----------------------------------------------------------- */
@@ -1163,7 +983,9 @@ void h_child_start(h_child_t *ch, const char *model, uint32_t max_batch_size,
     fcntl(out[0], F_SETFD, FD_CLOEXEC);
     char log[800];
     snprintf(log, sizeof(log), "%s/consumer-child.log", g_tmp);
-    ch->pid = spawn(argv, log, in[0], out[1]);
+    volatile pid_t pid = 0;
+    spawn(&pid, argv, log, in[0], out[1]);
+    ch->pid = pid;
     track_child(ch->pid);
     close(in[0]);
     close(out[1]);
@@ -1228,15 +1050,9 @@ void h_child_finish(h_child_t *ch)
     }
     if (ch->pid > 0) {
         kill(ch->pid, SIGCONT);
-        uint64_t deadline = h_now_ms() + 5000;
-        int status;
-        while (waitpid(ch->pid, &status, WNOHANG) != ch->pid) {
-            if (h_now_ms() >= deadline) {
-                kill(ch->pid, SIGKILL);
-                waitpid(ch->pid, &status, 0);
-                break;
-            }
-            h_sleep_ms(10);
+        if (!test_spawn_wait(ch->pid, 5000, NULL)) {
+            kill(ch->pid, SIGKILL);
+            waitpid(ch->pid, NULL, 0);
         }
         untrack_child(ch->pid);
         ch->pid = 0;
