@@ -1,13 +1,15 @@
 /*
  * bench.h - private to tools/bench: the pieces of lanesched-bench shared by its modes.
  *
- *   workload.c  seeded workload generator (models, Zipf-popular shapes, log-normal length
- *               mixtures, arrival processes) with named presets, and trace files
- *   gpu.c       a simulated GPU worker: a four-integer contract, service time that grows with
- *               padded tokens, and an LRU prefix cache of the last C shapes it served
- *   sim.c       sim mode: one trace through several policies in simulated time
- *   report.c    JSON results and the SVG chart
- *   main.c      the command line; sim mode's driver
+ *   workload.c        seeded workload generator (models, Zipf-popular shapes, log-normal length
+ *                     mixtures, arrival processes) with named presets
+ *   workload_trace.c  trace files: a workload written down, replayed by every mode
+ *   gpu.c             a simulated GPU worker: a four-integer contract, service time that grows
+ *                     with padded tokens, and an LRU prefix cache of the last C shapes it served
+ *   sim.c             sim mode: one trace through several policies in simulated time (with
+ *                     sim_queue.c, sim_state.c; sim_int.h)
+ *   report.c          the sim table and JSON results (report_svg.c: the chart; report_int.h)
+ *   main.c            the command line; sim mode's driver
  *
  * The NATS modes have headers of their own: live.h (live.c), baseline.h (baseline.c) and the
  * layer both share, net.h (net*.c). This header and the files above never include them.
@@ -62,6 +64,8 @@ typedef struct {
 
 /* Models a workload may have: wl_model_name() has a name for each. */
 #define WL_MODELS_MAX 64u
+/* Shapes per model a workload may have, churned shapes included. */
+#define WL_SHAPES_MAX 4096u
 
 /* Fills cfg with a named preset: "steady", "bursty", "churn", "sustained". -1 if unknown. */
 int wl_preset(const char *name, uint64_t seed, wl_config_t *cfg /* out */);
@@ -83,7 +87,8 @@ int wl_load(const wl_config_t *cfg, const gpu_config_t *gpu, uint32_t workers,
 /* Generates the trace, arrival-ordered. *out is returned to the caller (free()). 0 on success. */
 int wl_generate(const wl_config_t *cfg, wl_item_t **out /* out */, size_t *out_n /* out */);
 
-/* Trace files: a text header line with the config, then one line per item. 0 on success. */
+/* Trace files (workload_trace.c): a text header line with the config, then one line per item.
+ * 0 on success. */
 int wl_trace_write(const char *path, const wl_config_t *cfg, const wl_item_t *items, size_t n);
 int wl_trace_read(const char *path, wl_config_t *cfg /* out */, wl_item_t **out /* out */,
                   size_t *out_n /* out */);
