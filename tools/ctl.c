@@ -8,11 +8,13 @@
  *   lanesched-ctl wait-drained     waits until tokens completed == tokens received (bounded by
  *                                  --timeout-ms) and exits 0, else 1
  *
- * Invariant: reads only; it never changes the daemon's state.
- * Rejected: a JSON library for reading a flat set of counters; the figures are read from the
- * "counters" object by key.
+ * Invariant: reads only; it never changes the daemon's state. The figures are read from the
+ * document's "counters" object, parsed with jansson; a counter that is absent reads as -1.
+ * Rejected: strstr on "\"key\":" over the raw text (this file's first version): it takes the
+ * first match anywhere in the document and depends on the writer's spacing.
  */
 #include <inttypes.h>
+#include <jansson.h>
 #include <nats/nats.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,13 +27,21 @@ typedef struct {
     long timeout_ms;
 } ctl_opts_t;
 
-/* The number after "key": in the counters object; -1 when absent. */
-static double ctl_counter(const char *json, const char *key)
+/* The stats document parsed (json_decref), or NULL with the reason on stderr. */
+static json_t *ctl_parse(const char *json)
 {
-    char pat[96];
-    snprintf(pat, sizeof(pat), "\"%s\":", key);
-    const char *p = strstr(json, pat);
-    return p != NULL ? strtod(p + strlen(pat), NULL) : -1.0;
+    json_error_t e;
+    json_t *root = json_loads(json, 0, &e);
+    if (root == NULL)
+        fprintf(stderr, "lanesched-ctl: the stats are not JSON (line %d: %s)\n", e.line, e.text);
+    return root;
+}
+
+/* counters.<key> of the parsed document; -1 when absent or not a number. */
+static double ctl_counter(const json_t *stats, const char *key)
+{
+    const json_t *v = json_object_get(json_object_get(stats, "counters"), key);
+    return json_is_number(v) ? json_number_value(v) : -1.0;
 }
 
 static char *ctl_stats(natsConnection *nc, const ctl_opts_t *o)
@@ -49,7 +59,7 @@ static char *ctl_stats(natsConnection *nc, const ctl_opts_t *o)
     return json;
 }
 
-static void ctl_figures(const char *json)
+static void ctl_figures(const json_t *json)
 {
     double rx = ctl_counter(json, "tokens_received"), rt = ctl_counter(json, "tokens_routed");
     double done = ctl_counter(json, "tokens_completed");
@@ -113,21 +123,27 @@ int main(int argc, char **argv)
     int rc = 1;
     if (strcmp(cmd, "stats") == 0 || strcmp(cmd, "figures") == 0) {
         char *json = ctl_stats(nc, &o);
-        if (json != NULL) {
-            if (cmd[0] == 's')
-                printf("%s\n", json);
-            else
-                ctl_figures(json);
-            free(json);
+        if (json != NULL && cmd[0] == 's') {
+            printf("%s\n", json); /* as the daemon sent it */
             rc = 0;
+        } else if (json != NULL) {
+            json_t *stats = ctl_parse(json);
+            if (stats != NULL) {
+                ctl_figures(stats);
+                json_decref(stats);
+                rc = 0;
+            }
         }
+        free(json);
     } else if (strcmp(cmd, "wait-drained") == 0) {
         struct timespec t0, t;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         for (;;) {
             char *json = ctl_stats(nc, &o);
-            int drained = json != NULL && ctl_counter(json, "tokens_received") ==
-                                              ctl_counter(json, "tokens_completed");
+            json_t *stats = json != NULL ? ctl_parse(json) : NULL;
+            int drained = stats != NULL && ctl_counter(stats, "tokens_received") ==
+                                               ctl_counter(stats, "tokens_completed");
+            json_decref(stats);
             free(json);
             if (drained) {
                 rc = 0;

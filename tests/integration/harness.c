@@ -1,25 +1,28 @@
 /*
- * harness.c - child processes (nats-server, lanesched, consumer processes), temp dirs, cleanup,
- * and the NATS + codec helpers of the daemon integration tests. See harness.h.
+ * harness.c - the plumbing of the daemon integration tests: child processes (nats-server,
+ * lanesched, consumer processes), temp dirs, cleanup on every exit, failures. See harness.h.
+ *
+ * Starting, waiting for and stopping children is tests/support/test_spawn.c's, shared with
+ * lanesched-bench; this file turns its statuses into test failures (H_REQUIRE). The rest of the
+ * harness: harness_nats.c (NATS, producer and consumer helpers), harness_stats.c (lanes.stats,
+ * parsed with jansson), harness_child.c (a consumer in another process).
  */
 #include "tests/integration/harness.h"
 
+#include "tests/integration/harness_int.h"
+
 #include "common/clock.h"
 #include "common/rng.h"
+#include "tests/support/test_spawn.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -90,52 +93,24 @@ void h_log(const char *fmt, ...)
     fflush(stdout);
 }
 
-/* ---- cleanup: async-signal-safe (fork, execv, kill, waitpid only) --------------------------- */
-
-static void spawn_wait_sigsafe(char *const argv[])
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open("/dev/null", O_WRONLY);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    if (pid > 0)
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
-        }
-}
-
-static void kill_reap(volatile pid_t *p)
-{
-    pid_t pid = *p;
-    if (pid <= 0)
-        return;
-    *p = 0;
-    kill(pid, SIGKILL);
-    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
-    }
-}
+/* ---- cleanup: async-signal-safe (test_spawn_kill, test_spawn_run_quiet only) ---------------- */
 
 static void cleanup_all(void)
 {
     if (g_cleaned)
         return;
     g_cleaned = 1;
-    kill_reap(&g_daemon_pid);
+    test_spawn_kill(&g_daemon_pid);
     for (int i = 0; i < MAX_CHILDREN; i++)
-        kill_reap(&g_children[i]);
-    kill_reap(&g_nats_pid);
+        test_spawn_kill(&g_children[i]);
+    test_spawn_kill(&g_nats_pid);
     for (int i = g_n_mounts - 1; i >= 0; i--) {
         char *argv[] = {"/bin/umount", "-l", g_mounts[i], NULL};
-        spawn_wait_sigsafe(argv);
+        test_spawn_run_quiet(argv);
     }
     if (g_tmp[0] != '\0' && !g_keep) {
         char *argv[] = {"/bin/rm", "-rf", g_tmp, NULL};
-        spawn_wait_sigsafe(argv);
+        test_spawn_run_quiet(argv);
     }
 }
 
@@ -213,7 +188,7 @@ void h_set_data_dir(const char *dir)
     snprintf(g_data, sizeof(g_data), "%s", dir);
 }
 
-static void print_file_tail(const char *what, const char *path, int max_lines)
+void h_file_tail_print(const char *what, const char *path, int max_lines)
 {
     FILE *f = fopen(path, "r");
     if (f == NULL) {
@@ -245,7 +220,7 @@ static void print_file_tail(const char *what, const char *path, int max_lines)
 
 void h_dump_daemon_log(void)
 {
-    print_file_tail("lanesched log", g_log, 400);
+    h_file_tail_print("lanesched log", g_log, 400);
 }
 
 void h_fail(const char *file, int line, const char *fmt, ...)
@@ -266,8 +241,7 @@ void h_fail(const char *file, int line, const char *fmt, ...)
         h_dump_daemon_log();
         pid_t dpid = g_daemon_pid;
         int status = 0;
-        if (dpid > 0 && waitpid(dpid, &status, WNOHANG) == dpid) {
-            g_daemon_pid = 0;
+        if (dpid > 0 && test_spawn_exited(&g_daemon_pid, &status)) {
             fprintf(stderr, "test_daemon[%s]: lanesched (pid %d) had EXITED by itself: %s %d\n",
                     g_name, (int)dpid, WIFEXITED(status) ? "exit code" : "signal",
                     WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
@@ -275,9 +249,8 @@ void h_fail(const char *file, int line, const char *fmt, ...)
             fprintf(stderr, "test_daemon[%s]: lanesched (pid %d) is still running\n", g_name,
                     (int)dpid);
         }
-        if (g_nats_pid > 0 && waitpid(g_nats_pid, NULL, WNOHANG) == g_nats_pid) {
-            g_nats_pid = 0;
-            print_file_tail("nats-server log (it exited)", g_nats_log, 50);
+        if (g_nats_pid > 0 && test_spawn_exited(&g_nats_pid, NULL)) {
+            h_file_tail_print("nats-server log (it exited)", g_nats_log, 50);
         }
         if (g_keep)
             fprintf(stderr, "test_daemon[%s]: temp dir kept: %s\n", g_name, g_tmp);
@@ -291,24 +264,20 @@ void h_fail(const char *file, int line, const char *fmt, ...)
 
 int h_run(const char *const *argv)
 {
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0)
+    char bin[1024];
+    char *args[MAX_ARGS + 1];
+    int n = 0;
+    if (test_spawn_program_find(argv[0], bin, sizeof(bin)) != TEST_SPAWN_OK)
         return -1;
-    if (pid == 0) {
-        int fd = open("/dev/null", O_WRONLY);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        execvp(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
+    args[n++] = bin;
+    for (; argv[n] != NULL; n++) {
+        if (n >= MAX_ARGS)
             return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        args[n] = (char *)argv[n];
+    }
+    args[n] = NULL;
+    fflush(NULL);
+    return test_spawn_run_quiet(args);
 }
 
 bool h_mount_tmpfs(const char *dir, const char *size)
@@ -328,117 +297,34 @@ bool h_mount_tmpfs(const char *dir, const char *size)
 
 /* ---- spawning -------------------------------------------------------------------------------- */
 
-/* fork + exec with stdout/stderr appended to log (NULL: inherit), stdin from in_fd (-1:
- * /dev/null). The child dies with this process (PR_SET_PDEATHSIG). Everything the child needs is
- * prepared before fork(): between fork and exec only async-signal-safe calls. */
-static pid_t spawn(char *const argv[], const char *log, int in_fd, int out_fd)
+void h_spawn(volatile pid_t *pid, char *const argv[], const char *log, int in_fd, int out_fd)
 {
-    int log_fd = -1;
-    if (log != NULL) {
-        log_fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-        H_REQUIRE(log_fd >= 0, "open %s: %s", log, strerror(errno));
-    }
-    int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    H_REQUIRE(null_fd >= 0, "open /dev/null");
-    pid_t parent = getpid();
-    fflush(NULL);
-    pid_t pid = fork();
-    H_REQUIRE(pid >= 0, "fork: %s", strerror(errno));
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(126);
-        signal(SIGPIPE, SIG_DFL);
-        dup2(in_fd >= 0 ? in_fd : null_fd, 0);
-        if (out_fd >= 0)
-            dup2(out_fd, 1);
-        else if (log_fd >= 0)
-            dup2(log_fd, 1);
-        if (log_fd >= 0)
-            dup2(log_fd, 2);
-        execvp(argv[0], argv);
-        static const char msg[] = "exec failed\n";
-        ssize_t ignored = write(2, msg, sizeof(msg) - 1);
-        (void)ignored;
-        _exit(127);
-    }
-    if (log_fd >= 0)
-        close(log_fd);
-    close(null_fd);
-    return pid;
+    test_spawn_opts_t opts;
+    test_spawn_opts_init(&opts);
+    opts.log_path = log;
+    opts.stdin_fd = in_fd;
+    opts.stdout_fd = out_fd;
+    test_spawn_status_t st = test_spawn_start(argv, &opts, pid);
+    H_REQUIRE(st == TEST_SPAWN_OK, "start %s: %s: %s", argv[0], test_spawn_status_str(st),
+              strerror(errno));
 }
 
 /* ---- nats-server ----------------------------------------------------------------------------- */
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    H_REQUIRE(fd >= 0, "socket: %s", strerror(errno));
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof(a));
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = 0;
-    H_REQUIRE(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0, "bind: %s", strerror(errno));
-    socklen_t len = sizeof(a);
-    H_REQUIRE(getsockname(fd, (struct sockaddr *)&a, &len) == 0, "getsockname");
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-static bool tcp_connects(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return false;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof(a));
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons((uint16_t)port);
-    bool ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-    close(fd);
-    return ok;
-}
-
 void h_nats_start(bool jetstream)
 {
     H_REQUIRE(g_nats_pid == 0, "nats-server already running");
-    for (int attempt = 0;; attempt++) {
-        g_port = free_port();
-        char port[16], store[800];
-        snprintf(port, sizeof(port), "%d", g_port);
-        snprintf(store, sizeof(store), "%s/jetstream", g_tmp);
-        char *argv[] = {g_nats_bin, "-a", "127.0.0.1", "-p", port, NULL, NULL, NULL, NULL};
-        if (jetstream) {
-            argv[5] = "-js";
-            argv[6] = "-sd";
-            argv[7] = store;
-        }
-        g_nats_pid = spawn(argv, g_nats_log, -1, -1);
-        uint64_t deadline = h_now_ms() + 10000;
-        bool up = false, exited = false;
-        while (h_now_ms() < deadline) {
-            if (tcp_connects(g_port)) {
-                up = true;
-                break;
-            }
-            int status;
-            if (waitpid(g_nats_pid, &status, WNOHANG) == g_nats_pid) {
-                g_nats_pid = 0;
-                exited = true;
-                break;
-            }
-            h_sleep_ms(10);
-        }
-        if (up)
-            break;
-        /* Somebody else took the port between our probe and the server's bind: try another. */
-        if (exited && attempt < 3)
-            continue;
-        print_file_tail("nats-server log", g_nats_log, 50);
-        H_REQUIRE(0, "nats-server (%s) did not start listening on 127.0.0.1:%d", g_nats_bin,
-                  g_port);
+    char bin[1024], store[800];
+    H_REQUIRE(test_spawn_program_find(g_nats_bin, bin, sizeof(bin)) == TEST_SPAWN_OK,
+              "nats-server (%s): not found or not executable", g_nats_bin);
+    snprintf(store, sizeof(store), "%s/jetstream", g_tmp);
+    test_spawn_nats_t nats = {
+        .bin = bin, .log_path = g_nats_log, .store_dir = jetstream ? store : NULL};
+    test_spawn_status_t st = test_spawn_nats_start(&nats, &g_nats_pid, &g_port);
+    if (st != TEST_SPAWN_OK) {
+        h_file_tail_print("nats-server log", g_nats_log, 50);
+        H_REQUIRE(0, "nats-server (%s) did not start listening on 127.0.0.1: %s", g_nats_bin,
+                  test_spawn_status_str(st));
     }
     snprintf(g_url, sizeof(g_url), "nats://127.0.0.1:%d", g_port);
     h_log("nats-server pid %d on %s%s", (int)g_nats_pid, g_url, jetstream ? " (JetStream)" : "");
@@ -455,21 +341,6 @@ static off_t file_size(const char *path)
 {
     struct stat sb;
     return stat(path, &sb) == 0 ? sb.st_size : 0;
-}
-
-static bool log_has_after(const char *path, off_t from, const char *needle)
-{
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return false;
-    bool found = false;
-    if (fseek(f, from, SEEK_SET) == 0) {
-        char line[4096];
-        while (!found && fgets(line, sizeof(line), f) != NULL)
-            found = strstr(line, needle) != NULL;
-    }
-    fclose(f);
-    return found;
 }
 
 static void daemon_spawn(void)
@@ -499,22 +370,14 @@ static void daemon_spawn(void)
     }
     off_t from = file_size(g_log);
     uint64_t t = h_now_ms();
-    g_daemon_pid = spawn(argv, g_log, -1, -1);
-    uint64_t deadline = t + 20000;
-    for (;;) {
-        if (log_has_after(g_log, from, "lanesched: ready"))
-            break;
-        int status;
-        pid_t w = waitpid(g_daemon_pid, &status, WNOHANG);
-        if (w == g_daemon_pid) {
-            g_daemon_pid = 0;
-            H_REQUIRE(0, "lanesched exited before it was ready (%s %d): %s",
-                      WIFEXITED(status) ? "exit code" : "signal",
-                      WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), cmd);
-        }
-        H_REQUIRE(h_now_ms() < deadline, "lanesched not ready after 20 s: %s", cmd);
-        h_sleep_ms(10);
-    }
+    h_spawn(&g_daemon_pid, argv, g_log, -1, -1);
+    int status = 0;
+    test_spawn_status_t st = test_spawn_ready_wait(&g_daemon_pid, g_log, (long)from,
+                                                   "lanesched: ready", 20000, NULL, &status);
+    H_REQUIRE(st != TEST_SPAWN_EEXITED, "lanesched exited before it was ready (%s %d): %s",
+              WIFEXITED(status) ? "exit code" : "signal",
+              WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), cmd);
+    H_REQUIRE(st == TEST_SPAWN_OK, "lanesched not ready after 20 s: %s", cmd);
     h_log("lanesched pid %d ready after %" PRIu64 " ms", (int)g_daemon_pid, h_now_ms() - t);
 }
 
@@ -556,24 +419,14 @@ static void dump_stacks(pid_t pid)
     snprintf(spid, sizeof(spid), "%d", (int)pid);
     char *argv[] = {"/usr/bin/gdb",        "-p", spid, "-batch", "-nx", "-ex",
                     "thread apply all bt", NULL};
-    fflush(NULL);
-    pid_t g = fork();
-    if (g < 0)
+    test_spawn_opts_t opts;
+    test_spawn_opts_init(&opts);
+    opts.stdout_fd = 2;
+    volatile pid_t g = 0;
+    if (test_spawn_start(argv, &opts, &g) != TEST_SPAWN_OK)
         return;
-    if (g == 0) {
-        dup2(2, 1);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    uint64_t deadline = h_now_ms() + 20000;
-    while (waitpid(g, NULL, WNOHANG) != g) {
-        if (h_now_ms() >= deadline) {
-            kill(g, SIGKILL);
-            waitpid(g, NULL, 0);
-            break;
-        }
-        h_sleep_ms(20);
-    }
+    if (!test_spawn_wait(g, 20000, NULL))
+        test_spawn_kill(&g);
 }
 
 int h_daemon_stop(void)
@@ -582,21 +435,14 @@ int h_daemon_stop(void)
     H_REQUIRE(pid > 0, "the daemon is not running");
     kill(pid, SIGCONT);
     kill(pid, SIGTERM);
-    uint64_t deadline = h_now_ms() + 15000;
     int status = 0;
-    for (;;) {
-        pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w == pid)
-            break;
-        if (h_now_ms() >= deadline) {
-            h_log("lanesched did not exit within 15 s of SIGTERM: its threads, then SIGKILL");
-            dump_stacks(pid);
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            g_daemon_pid = 0;
-            return -1;
-        }
-        h_sleep_ms(10);
+    if (!test_spawn_wait(pid, 15000, &status)) {
+        h_log("lanesched did not exit within 15 s of SIGTERM: its threads, then SIGKILL");
+        dump_stacks(pid);
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        g_daemon_pid = 0;
+        return -1;
     }
     g_daemon_pid = 0;
     if (WIFEXITED(status)) {
@@ -638,501 +484,10 @@ void h_daemon_resume(void)
     h_log("lanesched SIGCONTinued");
 }
 
-/* ---- NATS ------------------------------------------------------------------------------------ */
+/* ---- for the other harness files (harness_int.h) ----------------------------------------------
+ */
 
-natsConnection *h_connect(void)
-{
-    natsOptions *opts = NULL;
-    natsConnection *nc = NULL;
-    H_REQUIRE(natsOptions_Create(&opts) == NATS_OK, "natsOptions_Create");
-    natsOptions_SetURL(opts, g_url);
-    natsOptions_SetTimeout(opts, 2000);
-    natsOptions_SetAllowReconnect(opts, true);
-    natsOptions_SetMaxReconnect(opts, 1000000);
-    natsOptions_SetReconnectWait(opts, 100);
-    natsStatus s = natsConnection_Connect(&nc, opts);
-    natsOptions_Destroy(opts);
-    H_REQUIRE(s == NATS_OK, "connect to %s: %s", g_url, natsStatus_GetText(s));
-    return nc;
-}
-
-void h_disconnect(natsConnection *nc)
-{
-    if (nc == NULL)
-        return;
-    natsConnection_Close(nc);
-    natsConnection_Destroy(nc);
-}
-
-void h_subject(char *buf, size_t cap, const char *a, const char *b)
-{
-    if (b != NULL)
-        snprintf(buf, cap, "%s.%s.%s", H_PREFIX, a, b);
-    else
-        snprintf(buf, cap, "%s.%s", H_PREFIX, a);
-}
-
-natsStatus h_request(natsConnection *nc, const char *subject, const void *data, size_t len,
-                     int64_t timeout_ms, natsMsg **out)
-{
-    *out = NULL;
-    return natsConnection_Request(out, nc, subject, data, (int)len,
-                                  timeout_ms > 0 ? timeout_ms : 1);
-}
-
-/* ---- producer side --------------------------------------------------------------------------- */
-
-void h_shape_components(unsigned k, uint64_t out[2])
-{
-    char a[96], b[96];
-    snprintf(a, sizeof(a), "You are test assistant number %u. Answer briefly.", k);
-    snprintf(b, sizeof(b), "Few-shot block %u: Q: 2+2? A: 4.", k);
-    out[0] = codec_hash_component(a, strlen(a));
-    out[1] = codec_hash_component(b, strlen(b));
-}
-
-uint64_t h_shape(unsigned k)
-{
-    uint64_t h[2];
-    h_shape_components(k, h);
-    return codec_signature(h, 2);
-}
-
-codec_work_item_t h_item(const char *id, const char *model, uint64_t signature, uint32_t tokens,
-                         const void *payload, size_t payload_len)
-{
-    codec_work_item_t it;
-    memset(&it, 0, sizeof(it));
-    it.id.ptr = (const uint8_t *)id;
-    it.id.len = strlen(id);
-    it.model = model;
-    it.has_signature = signature != 0;
-    it.signature = signature;
-    it.tokens = tokens;
-    it.payload.ptr = payload_len > 0 ? payload : NULL;
-    it.payload.len = payload_len;
-    return it;
-}
-
-natsStatus h_submit(natsConnection *nc, const char *subject_model, const codec_work_item_t *items,
-                    size_t n, int64_t timeout_ms, codec_submit_reply_t **out)
-{
-    *out = NULL;
-    codec_submit_t msg = {items, n};
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    codec_status_t cs = codec_encode_submit(&msg, &buf, &len);
-    H_REQUIRE(cs == CODEC_OK, "encode Submit: %s", codec_status_str(cs));
-    char subject[256];
-    h_subject(subject, sizeof(subject), "submit", subject_model);
-    natsMsg *reply = NULL;
-    natsStatus s = h_request(nc, subject, buf, len, timeout_ms, &reply);
-    free(buf);
-    if (s != NATS_OK)
-        return s;
-    cs = codec_decode_submit_reply(natsMsg_GetData(reply), (size_t)natsMsg_GetDataLength(reply),
-                                   out);
-    natsMsg_Destroy(reply);
-    H_REQUIRE(cs == CODEC_OK, "the reply on %s is not a SubmitReply: %s", subject,
-              codec_status_str(cs));
-    return NATS_OK;
-}
-
-void h_submit_accepted(natsConnection *nc, const char *subject_model,
-                       const codec_work_item_t *items, size_t n)
-{
-    codec_submit_reply_t *r = NULL;
-    natsStatus s = h_submit(nc, subject_model, items, n, 5000, &r);
-    H_REQUIRE(s == NATS_OK, "Submit of %zu items: %s", n, natsStatus_GetText(s));
-    H_REQUIRE(r->error[0] == '\0', "Submit refused whole: %s", r->error);
-    H_REQUIRE(r->n_results == n, "SubmitReply has %zu results for %zu items", r->n_results, n);
-    for (size_t i = 0; i < n; i++) {
-        const codec_item_result_t *res = &r->results[i];
-        H_REQUIRE(res->id.len == items[i].id.len &&
-                      memcmp(res->id.ptr, items[i].id.ptr, res->id.len) == 0,
-                  "result %zu is for another id (%.*s)", i, (int)res->id.len,
-                  (const char *)res->id.ptr);
-        H_REQUIRE(res->status == CODEC_ITEM_ACCEPTED,
-                  "item %.*s: status %d, reason '%s', error '%s' (expected ACCEPTED)",
-                  (int)items[i].id.len, (const char *)items[i].id.ptr, (int)res->status,
-                  res->reason, res->error);
-    }
-    codec_submit_reply_destroy(r);
-}
-
-/* ---- consumer side --------------------------------------------------------------------------- */
-
-natsStatus h_register_raw(natsConnection *nc, const codec_register_t *reg, int64_t timeout_ms,
-                          codec_registered_t **out)
-{
-    *out = NULL;
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    codec_status_t cs = codec_encode_register(reg, &buf, &len);
-    H_REQUIRE(cs == CODEC_OK, "encode Register: %s", codec_status_str(cs));
-    char subject[128];
-    h_subject(subject, sizeof(subject), "register", NULL);
-    natsMsg *reply = NULL;
-    natsStatus s = h_request(nc, subject, buf, len, timeout_ms, &reply);
-    free(buf);
-    if (s != NATS_OK)
-        return s;
-    cs = codec_decode_registered(natsMsg_GetData(reply), (size_t)natsMsg_GetDataLength(reply), out);
-    natsMsg_Destroy(reply);
-    H_REQUIRE(cs == CODEC_OK, "the reply on %s is not a Registered: %s", subject,
-              codec_status_str(cs));
-    return NATS_OK;
-}
-
-static void copy_subject(char *dst, size_t cap, const char *got, const char *kind, const char *id)
-{
-    char want[256];
-    h_subject(want, sizeof(want), kind, id);
-    H_REQUIRE(strcmp(got, want) == 0, "Registered %s subject '%s', expected '%s'", kind, got, want);
-    snprintf(dst, cap, "%s", got);
-}
-
-void h_consumer_register(h_consumer_t *c, natsConnection *nc, const char *model,
-                         uint32_t max_batch_size, uint32_t max_batch_tokens,
-                         uint32_t max_input_tokens, const char *name)
-{
-    memset(c, 0, sizeof(*c));
-    c->nc = nc;
-    snprintf(c->name, sizeof(c->name), "%s", name);
-    codec_register_t reg = {model, max_batch_size, max_batch_tokens, max_input_tokens, name};
-    codec_registered_t *r = NULL;
-    natsStatus s = h_register_raw(nc, &reg, 5000, &r);
-    H_REQUIRE(s == NATS_OK, "Register %s: %s", name, natsStatus_GetText(s));
-    H_REQUIRE(r->error[0] == '\0', "Register %s refused: %s", name, r->error);
-    size_t idlen = strlen(r->consumer_id);
-    bool hex = idlen == 32;
-    for (size_t i = 0; hex && i < idlen; i++)
-        hex = (r->consumer_id[i] >= '0' && r->consumer_id[i] <= '9') ||
-              (r->consumer_id[i] >= 'a' && r->consumer_id[i] <= 'f');
-    H_REQUIRE(hex, "consumer id '%s' is not 32 lowercase hex characters", r->consumer_id);
-    snprintf(c->id, sizeof(c->id), "%s", r->consumer_id);
-    copy_subject(c->pull_subject, sizeof(c->pull_subject), r->pull_subject, "pull", c->id);
-    copy_subject(c->ack_subject, sizeof(c->ack_subject), r->ack_subject, "ack", c->id);
-    copy_subject(c->hb_subject, sizeof(c->hb_subject), r->heartbeat_subject, "hb", c->id);
-    copy_subject(c->bye_subject, sizeof(c->bye_subject), r->bye_subject, "bye", c->id);
-    c->heartbeat_ms = r->heartbeat_ms;
-    c->dead_after_ms = r->dead_after_ms;
-    c->ack_wait_ms = r->ack_wait_ms;
-    codec_registered_destroy(r);
-    H_REQUIRE(c->heartbeat_ms > 0 && c->dead_after_ms > 0 && c->ack_wait_ms > 0,
-              "Registered without timings (hb %u, dead-after %u, ack-wait %u)", c->heartbeat_ms,
-              c->dead_after_ms, c->ack_wait_ms);
-    natsInbox *inbox = NULL;
-    H_REQUIRE(natsInbox_Create(&inbox) == NATS_OK, "natsInbox_Create");
-    snprintf(c->inbox, sizeof(c->inbox), "%s", inbox);
-    natsInbox_Destroy(inbox);
-    s = natsConnection_SubscribeSync(&c->sub, nc, c->inbox);
-    H_REQUIRE(s == NATS_OK, "subscribe %s: %s", c->inbox, natsStatus_GetText(s));
-    natsSubscription_SetPendingLimits(c->sub, 1000000, 1 << 30);
-    H_REQUIRE(natsConnection_Flush(nc) == NATS_OK, "flush");
-}
-
-void h_consumer_close(h_consumer_t *c)
-{
-    h_hb_stop(c);
-    if (c->sub != NULL) {
-        natsSubscription_Unsubscribe(c->sub);
-        natsSubscription_Destroy(c->sub);
-        c->sub = NULL;
-    }
-}
-
-void h_pull(h_consumer_t *c, uint32_t max_batches, uint32_t expires_ms)
-{
-    codec_pull_t p = {max_batches, expires_ms};
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    H_REQUIRE(codec_encode_pull(&p, &buf, &len) == CODEC_OK, "encode Pull");
-    natsStatus s = natsConnection_PublishRequest(c->nc, c->pull_subject, c->inbox, buf, (int)len);
-    free(buf);
-    H_REQUIRE(s == NATS_OK, "publish Pull: %s", natsStatus_GetText(s));
-    natsConnection_Flush(c->nc);
-}
-
-codec_batch_t *h_sub_next_batch(natsSubscription *sub, int64_t timeout_ms, char *subject,
-                                size_t cap)
-{
-    natsMsg *m = NULL;
-    natsStatus s = natsSubscription_NextMsg(&m, sub, timeout_ms > 0 ? timeout_ms : 1);
-    if (s == NATS_TIMEOUT)
-        return NULL;
-    H_REQUIRE(s != NATS_NO_RESPONDERS, "a Pull had no responders (is lanesched subscribed?)");
-    H_REQUIRE(s == NATS_OK, "waiting for a Batch: %s", natsStatus_GetText(s));
-    codec_batch_t *b = NULL;
-    codec_status_t cs =
-        codec_decode_batch(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), &b);
-    if (subject != NULL)
-        snprintf(subject, cap, "%s", natsMsg_GetSubject(m));
-    int len = natsMsg_GetDataLength(m);
-    natsMsg_Destroy(m);
-    H_REQUIRE(cs == CODEC_OK, "a %d-byte message on a pull inbox is not a Batch: %s", len,
-              codec_status_str(cs));
-    return b;
-}
-
-codec_batch_t *h_next_batch(h_consumer_t *c, int64_t timeout_ms)
-{
-    return h_sub_next_batch(c->sub, timeout_ms, NULL, 0);
-}
-
-codec_ack_reply_t *h_ack(h_consumer_t *c, const codec_ack_t *ack, int64_t timeout_ms)
-{
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    H_REQUIRE(codec_encode_ack(ack, &buf, &len) == CODEC_OK, "encode Ack");
-    natsMsg *reply = NULL;
-    natsStatus s = h_request(c->nc, c->ack_subject, buf, len, timeout_ms, &reply);
-    free(buf);
-    if (s == NATS_TIMEOUT)
-        return NULL;
-    H_REQUIRE(s == NATS_OK, "Ack request on %s: %s", c->ack_subject, natsStatus_GetText(s));
-    codec_ack_reply_t *r = NULL;
-    codec_status_t cs =
-        codec_decode_ack_reply(natsMsg_GetData(reply), (size_t)natsMsg_GetDataLength(reply), &r);
-    natsMsg_Destroy(reply);
-    H_REQUIRE(cs == CODEC_OK, "the reply on %s is not an AckReply: %s", c->ack_subject,
-              codec_status_str(cs));
-    return r;
-}
-
-void h_ack_all_ok(h_consumer_t *c, const codec_batch_t *b)
-{
-    codec_ack_t a;
-    memset(&a, 0, sizeof(a));
-    a.batch_id = b->batch_id;
-    a.all = true;
-    codec_ack_reply_t *r = h_ack(c, &a, 5000);
-    H_REQUIRE(r != NULL, "no AckReply for batch %" PRIu64 " within 5 s", b->batch_id);
-    H_REQUIRE(r->error[0] == '\0' && r->acked == b->n_items && r->unknown == 0 && r->returned == 0,
-              "ack of batch %" PRIu64 " (%zu items): AckReply{acked %u, returned %u, unknown %u, "
-              "error '%s'}",
-              b->batch_id, b->n_items, r->acked, r->returned, r->unknown, r->error);
-    codec_ack_reply_destroy(r);
-}
-
-void h_heartbeat(h_consumer_t *c, const uint64_t *in_progress, size_t n)
-{
-    codec_heartbeat_t hb = {in_progress, n};
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    H_REQUIRE(codec_encode_heartbeat(&hb, &buf, &len) == CODEC_OK, "encode Heartbeat");
-    natsStatus s = natsConnection_Publish(c->nc, c->hb_subject, buf, (int)len);
-    free(buf);
-    H_REQUIRE(s == NATS_OK, "publish Heartbeat: %s", natsStatus_GetText(s));
-}
-
-static void *hb_main(void *arg)
-{
-    h_consumer_t *c = arg;
-    uint64_t next = h_now_ms();
-    while (!atomic_load(&c->hb_stop)) {
-        if (h_now_ms() >= next) {
-            h_heartbeat(c, NULL, 0);
-            atomic_fetch_add(&c->hb_sent, 1);
-            next = h_now_ms() + c->hb_period_ms;
-        }
-        h_sleep_ms(10);
-    }
-    return NULL;
-}
-
-void h_hb_start(h_consumer_t *c, unsigned period_ms)
-{
-    H_REQUIRE(!c->hb_running, "heartbeat thread already running");
-    c->hb_period_ms = period_ms;
-    atomic_store(&c->hb_stop, false);
-    H_REQUIRE(pthread_create(&c->hb_thread, NULL, hb_main, c) == 0, "pthread_create");
-    c->hb_running = true;
-}
-
-void h_hb_stop(h_consumer_t *c)
-{
-    if (!c->hb_running)
-        return;
-    atomic_store(&c->hb_stop, true);
-    pthread_join(c->hb_thread, NULL);
-    c->hb_running = false;
-}
-
-codec_ack_reply_t *h_bye(h_consumer_t *c, int64_t timeout_ms)
-{
-    natsMsg *reply = NULL;
-    natsStatus s = h_request(c->nc, c->bye_subject, NULL, 0, timeout_ms, &reply);
-    if (s != NATS_OK)
-        return NULL;
-    codec_ack_reply_t *r = NULL;
-    codec_status_t cs =
-        codec_decode_ack_reply(natsMsg_GetData(reply), (size_t)natsMsg_GetDataLength(reply), &r);
-    natsMsg_Destroy(reply);
-    H_REQUIRE(cs == CODEC_OK, "the reply to bye is not an AckReply");
-    return r;
-}
-
-/* ---- lanes.stats ----------------------------------------------------------------------------- */
-
-char *h_stats(natsConnection *nc)
-{
-    char subject[64];
-    h_subject(subject, sizeof(subject), "stats", NULL);
-    natsMsg *m = NULL;
-    natsStatus s = h_request(nc, subject, "", 0, 5000, &m);
-    H_REQUIRE(s == NATS_OK, "request %s: %s", subject, natsStatus_GetText(s));
-    int len = natsMsg_GetDataLength(m);
-    char *out = malloc((size_t)len + 1);
-    H_REQUIRE(out != NULL, "out of memory");
-    memcpy(out, natsMsg_GetData(m), (size_t)len);
-    out[len] = '\0';
-    natsMsg_Destroy(m);
-    H_REQUIRE(len > 0 && out[0] == '{', "stats reply is not a JSON object: '%.200s'", out);
-    return out;
-}
-
-/* Skips the string starting at p (p[0] == '"'); returns the character after the closing quote. */
-static const char *skip_string(const char *p, const char *end)
-{
-    p++;
-    while (p < end && *p != '"') {
-        if (*p == '\\' && p + 1 < end)
-            p++;
-        p++;
-    }
-    return p < end ? p + 1 : end;
-}
-
-static const char *skip_ws(const char *p, const char *end)
-{
-    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
-        p++;
-    return p;
-}
-
-/* The first value (after the colon) of key `key` in [p, end), or NULL. */
-static const char *find_key(const char *p, const char *end, const char *key)
-{
-    size_t klen = strlen(key);
-    while (p < end) {
-        if (*p != '"') {
-            p++;
-            continue;
-        }
-        const char *s = p + 1;
-        const char *after = skip_string(p, end);
-        bool match = (size_t)(after - 1 - s) == klen && memcmp(s, key, klen) == 0;
-        const char *q = skip_ws(after, end);
-        if (q < end && *q == ':') {
-            if (match)
-                return skip_ws(q + 1, end);
-            p = q + 1;
-        } else {
-            p = after;
-        }
-    }
-    return NULL;
-}
-
-/* The end of the object or array starting at p. */
-static const char *match_bracket(const char *p, const char *end)
-{
-    int depth = 0;
-    while (p < end) {
-        if (*p == '"') {
-            p = skip_string(p, end);
-            continue;
-        }
-        if (*p == '{' || *p == '[')
-            depth++;
-        else if (*p == '}' || *p == ']') {
-            if (--depth == 0)
-                return p + 1;
-        }
-        p++;
-    }
-    return end;
-}
-
-static bool parse_number(const char *p, const char *end, int64_t *out)
-{
-    if (p >= end || !((*p >= '0' && *p <= '9') || *p == '-'))
-        return false;
-    char *e = NULL;
-    double d = strtod(p, &e);
-    if (e == p)
-        return false;
-    *out = (int64_t)d;
-    return true;
-}
-
-bool h_json_path(const char *json, const char *path, int64_t *out)
-{
-    const char *p = json, *end = json + strlen(json);
-    char key[128];
-    const char *k = path;
-    for (;;) {
-        const char *dot = strchr(k, '.');
-        size_t n = dot != NULL ? (size_t)(dot - k) : strlen(k);
-        if (n >= sizeof(key))
-            return false;
-        memcpy(key, k, n);
-        key[n] = '\0';
-        const char *v = find_key(p, end, key);
-        if (v == NULL)
-            return false;
-        if (dot == NULL)
-            return parse_number(v, end, out);
-        if (*v != '{')
-            return false;
-        end = match_bracket(v, end);
-        p = v + 1;
-        k = dot + 1;
-    }
-}
-
-int64_t h_counter(const char *json, const char *name)
-{
-    char path[160];
-    snprintf(path, sizeof(path), "counters.%s", name);
-    int64_t v = 0;
-    H_REQUIRE(h_json_path(json, path, &v), "stats have no numeric %s: %s", path, json);
-    return v;
-}
-
-int64_t h_rejected(const char *json, const char *reason)
-{
-    char path[160];
-    snprintf(path, sizeof(path), "counters.rejected.%s", reason);
-    int64_t v = 0;
-    return h_json_path(json, path, &v) ? v : 0;
-}
-
-int64_t h_json_sum(const char *json, const char *key)
-{
-    const char *p = json, *end = json + strlen(json);
-    int64_t sum = 0;
-    while ((p = find_key(p, end, key)) != NULL) {
-        int64_t v = 0;
-        if (parse_number(p, end, &v))
-            sum += v;
-    }
-    return sum;
-}
-
-size_t h_json_count(const char *json, const char *key)
-{
-    const char *p = json, *end = json + strlen(json);
-    size_t n = 0;
-    while ((p = find_key(p, end, key)) != NULL)
-        n++;
-    return n;
-}
-
-/* ---- a consumer in another process ----------------------------------------------------------- */
-
-static void track_child(pid_t pid)
+void h_child_track(pid_t pid)
 {
     for (int i = 0; i < MAX_CHILDREN; i++)
         if (g_children[i] == 0) {
@@ -1142,231 +497,21 @@ static void track_child(pid_t pid)
     H_REQUIRE(0, "too many child processes");
 }
 
-static void untrack_child(pid_t pid)
+void h_child_untrack(pid_t pid)
 {
     for (int i = 0; i < MAX_CHILDREN; i++)
         if (g_children[i] == pid)
             g_children[i] = 0;
 }
 
-void h_child_start(h_child_t *ch, const char *model, uint32_t max_batch_size,
-                   uint32_t max_batch_tokens)
+const char *h_self(void)
 {
-    memset(ch, 0, sizeof(*ch));
-    int in[2], out[2];
-    H_REQUIRE(pipe(in) == 0 && pipe(out) == 0, "pipe: %s", strerror(errno));
-    char bs[16], bt[16];
-    snprintf(bs, sizeof(bs), "%u", max_batch_size);
-    snprintf(bt, sizeof(bt), "%u", max_batch_tokens);
-    char *argv[] = {g_self, "__consumer", g_url, (char *)model, bs, bt, NULL};
-    fcntl(in[1], F_SETFD, FD_CLOEXEC);
-    fcntl(out[0], F_SETFD, FD_CLOEXEC);
-    char log[800];
-    snprintf(log, sizeof(log), "%s/consumer-child.log", g_tmp);
-    ch->pid = spawn(argv, log, in[0], out[1]);
-    track_child(ch->pid);
-    close(in[0]);
-    close(out[1]);
-    ch->to_fd = in[1];
-    ch->from_fd = out[0];
+    return g_self;
 }
 
-void h_child_send(h_child_t *ch, const char *line)
+void h_identity_set(const char *name, const char *url)
 {
-    size_t len = strlen(line);
-    H_REQUIRE(write(ch->to_fd, line, len) == (ssize_t)len && write(ch->to_fd, "\n", 1) == 1,
-              "writing to the consumer process: %s", strerror(errno));
-}
-
-bool h_child_line(h_child_t *ch, int64_t timeout_ms, char *line, size_t cap)
-{
-    uint64_t deadline = h_now_ms() + (uint64_t)timeout_ms;
-    for (;;) {
-        char *nl = memchr(ch->buf, '\n', ch->len);
-        if (nl != NULL) {
-            size_t n = (size_t)(nl - ch->buf);
-            snprintf(line, cap, "%.*s", (int)n, ch->buf);
-            memmove(ch->buf, nl + 1, ch->len - n - 1);
-            ch->len -= n + 1;
-            return true;
-        }
-        uint64_t now = h_now_ms();
-        if (now >= deadline)
-            return false;
-        struct pollfd p = {ch->from_fd, POLLIN, 0};
-        int pr = poll(&p, 1, (int)(deadline - now));
-        if (pr <= 0)
-            continue;
-        H_REQUIRE(ch->len < sizeof(ch->buf) - 1, "consumer process line too long");
-        ssize_t r = read(ch->from_fd, ch->buf + ch->len, sizeof(ch->buf) - 1 - ch->len);
-        if (r <= 0) {
-            char log[800];
-            snprintf(log, sizeof(log), "%s/consumer-child.log", g_tmp);
-            print_file_tail("consumer process log", log, 50);
-            H_REQUIRE(0, "the consumer process closed its output");
-        }
-        ch->len += (size_t)r;
-    }
-}
-
-void h_child_signal(h_child_t *ch, int sig)
-{
-    H_REQUIRE(ch->pid > 0 && kill(ch->pid, sig) == 0, "kill(%d, %d): %s", (int)ch->pid, sig,
-              strerror(errno));
-    if (sig == SIGKILL) {
-        waitpid(ch->pid, NULL, 0);
-        untrack_child(ch->pid);
-        ch->pid = 0;
-    }
-}
-
-void h_child_finish(h_child_t *ch)
-{
-    if (ch->to_fd >= 0) {
-        close(ch->to_fd);
-        ch->to_fd = -1;
-    }
-    if (ch->pid > 0) {
-        kill(ch->pid, SIGCONT);
-        uint64_t deadline = h_now_ms() + 5000;
-        int status;
-        while (waitpid(ch->pid, &status, WNOHANG) != ch->pid) {
-            if (h_now_ms() >= deadline) {
-                kill(ch->pid, SIGKILL);
-                waitpid(ch->pid, &status, 0);
-                break;
-            }
-            h_sleep_ms(10);
-        }
-        untrack_child(ch->pid);
-        ch->pid = 0;
-    }
-    if (ch->from_fd >= 0) {
-        close(ch->from_fd);
-        ch->from_fd = -1;
-    }
-}
-
-/* The child process: a consumer driven by lines on stdin. */
-
-static void child_out(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void child_out(const char *fmt, ...)
-{
-    char line[16384];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if ((size_t)n > sizeof(line) - 2)
-        n = (int)sizeof(line) - 2;
-    line[n++] = '\n';
-    ssize_t w = write(1, line, (size_t)n);
-    (void)w;
-}
-
-int h_child_main(int argc, char **argv)
-{
-    if (argc != 6) {
-        fprintf(stderr, "usage: test_daemon __consumer URL MODEL MAX_BATCH_SIZE MAX_TOKENS\n");
-        return 2;
-    }
-    snprintf(g_name, sizeof(g_name), "consumer-process");
-    snprintf(g_url, sizeof(g_url), "%s", argv[2]);
+    snprintf(g_name, sizeof(g_name), "%s", name);
+    snprintf(g_url, sizeof(g_url), "%s", url);
     g_t0 = h_now_ms();
-    signal(SIGPIPE, SIG_IGN);
-    natsConnection *nc = h_connect();
-    static h_consumer_t c;
-    h_consumer_register(&c, nc, argv[3], (uint32_t)strtoul(argv[4], NULL, 10),
-                        (uint32_t)strtoul(argv[5], NULL, 10), 0, "child");
-    child_out("REG %s", c.id);
-    codec_batch_t *last = NULL;
-    char in[4096];
-    size_t in_len = 0;
-    uint64_t last_hb = 0;
-    for (;;) {
-        uint64_t now = h_now_ms();
-        if (now >= last_hb + c.heartbeat_ms) {
-            h_heartbeat(&c, NULL, 0);
-            last_hb = now;
-        }
-        char *nl = memchr(in, '\n', in_len);
-        if (nl == NULL) {
-            struct pollfd p = {0, POLLIN, 0};
-            int wait = (int)(last_hb + c.heartbeat_ms - h_now_ms());
-            if (poll(&p, 1, wait > 0 ? wait : 0) <= 0)
-                continue;
-            if (in_len >= sizeof(in) - 1)
-                break;
-            ssize_t r = read(0, in + in_len, sizeof(in) - 1 - in_len);
-            if (r <= 0)
-                break;
-            in_len += (size_t)r;
-            continue;
-        }
-        *nl = '\0';
-        char cmd[4096];
-        snprintf(cmd, sizeof(cmd), "%s", in);
-        size_t used = (size_t)(nl - in) + 1;
-        memmove(in, in + used, in_len - used);
-        in_len -= used;
-
-        unsigned n_batches = 0, expires = 0;
-        if (sscanf(cmd, "pull %u %u", &n_batches, &expires) == 2) {
-            h_pull(&c, n_batches, expires);
-            uint64_t deadline = h_now_ms() + expires + 2000;
-            codec_batch_t *b = NULL;
-            while (b == NULL && h_now_ms() < deadline) {
-                b = h_next_batch(&c, 50);
-                if (h_now_ms() >= last_hb + c.heartbeat_ms) {
-                    h_heartbeat(&c, NULL, 0);
-                    last_hb = h_now_ms();
-                }
-            }
-            if (b == NULL) {
-                child_out("BATCH NONE");
-                continue;
-            }
-            char line[16000];
-            size_t at = 0;
-            const char *st = b->status == CODEC_BATCH_OK        ? "OK"
-                             : b->status == CODEC_BATCH_EXPIRED ? "EXPIRED"
-                                                                : "ERROR";
-            at += (size_t)snprintf(line + at, sizeof(line) - at, "BATCH %s %" PRIu64 " %zu", st,
-                                   b->batch_id, b->n_items);
-            for (size_t i = 0; i < b->n_items && at < sizeof(line) - 100; i++)
-                at += (size_t)snprintf(line + at, sizeof(line) - at, " %.*s",
-                                       (int)b->items[i].id.len, (const char *)b->items[i].id.ptr);
-            if (b->status != CODEC_BATCH_OK && at < sizeof(line) - 100)
-                snprintf(line + at, sizeof(line) - at, " %s", b->error);
-            child_out("%s", line);
-            if (b->status == CODEC_BATCH_OK) {
-                codec_batch_destroy(last);
-                last = b;
-            } else {
-                codec_batch_destroy(b);
-            }
-        } else if (strcmp(cmd, "ack") == 0) {
-            codec_ack_t a;
-            memset(&a, 0, sizeof(a));
-            a.batch_id = last != NULL ? last->batch_id : 0;
-            a.all = true;
-            codec_ack_reply_t *r = h_ack(&c, &a, 3000);
-            if (r == NULL) {
-                child_out("ACK TIMEOUT");
-            } else {
-                child_out("ACK %u %u %u %s", r->acked, r->returned, r->unknown,
-                          r->error[0] ? r->error : "-");
-                codec_ack_reply_destroy(r);
-            }
-        } else {
-            child_out("ERR unknown command '%s'", cmd);
-        }
-    }
-    codec_batch_destroy(last);
-    h_consumer_close(&c);
-    h_disconnect(nc);
-    nats_CloseAndWait(2000);
-    return 0;
 }

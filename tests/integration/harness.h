@@ -181,6 +181,9 @@ codec_ack_reply_t *h_bye(h_consumer_t *c, int64_t timeout_ms);
 
 /* ---- lanes.stats --------------------------------------------------------------------------- */
 
+/* The readers below parse the document with jansson each time; the test fails when it is not a
+ * JSON object. */
+
 /* The stats JSON (malloc'd, NUL-terminated); the test fails if there is no reply. */
 char *h_stats(natsConnection *nc);
 /* The number at a dotted path of object keys ("counters.rejected.malformed"): each key is looked

@@ -1,13 +1,13 @@
 /*
  * baseline.c - lanesched-bench baseline: the same trace through what a NATS user would build
  * instead of lanesched: a JetStream work-queue stream with file storage, producers publishing
- * one message per item, and the same simulated GPU workers on a pull consumer acking each
- * message. `live --baseline` runs it after the lanesched runs on the same trace; `baseline`
- * runs it alone. The flags, children, pacing, workers' GPU step and the output are live.c's
- * (bench.h, "the shared NATS run").
+ * one message per item (baseline_producer.c), and the same simulated GPU workers on a pull
+ * consumer acking each message (baseline_worker.c). `live --baseline` runs it after the
+ * lanesched runs on the same trace; `baseline` runs it alone. The flags, children, pacing,
+ * workers' GPU step and the output are the shared NATS layer's (net.h).
  *
  * Owns: the stream BENCH_WQ (subjects bench.wq.>) and its consumers for the length of a run,
- * the run's producer and worker threads and their NATS connections, the stream-info sampling.
+ * the run's producer and worker threads, the stream-info sampling, the item's message format.
  *
  * Invariants:
  *  1. Stream: work-queue retention, file storage, one replica. One durable pull consumer per
@@ -17,78 +17,42 @@
  *  2. Every item is one message on bench.wq.<model>: the shared payload (run nonce, trace index,
  *     send time) plus its signature and tokens, with Nats-Msg-Id = the item id, so an item
  *     published again is stored once (JetStream's dedupe window standing in for lanesched's).
- *  3. Producers publish up to --batch messages asynchronously, then wait for their acks
- *     (js_PublishAsyncComplete, 5 s); items without an ack are published again with the same id,
- *     at most 10 times in all. An item's ack time is its own pub ack's (the ack handler).
- *  4. FIFO workers: a worker fetches up to max_batch_size messages (whatever is at the head of
- *     its model's queue) and serves them in stream order as consecutive batches under its own
- *     contract: a batch closes before the item that would make len > max_batch_size or
- *     len * pad_to > max_batch_tokens (a single item always fits), pad_to being the longest item
- *     rounded up to 8. That is packer_fill, lanesched's own packer, so only the grouping
- *     differs. Batches of several shapes go through gpu_serve_mixed: a hit only when the batch
- *     holds one shape the worker had cached. Each message is acked (natsMsg_Ack, no reply
- *     awaited) once its batch is served; a batch starts, for the wait figures, when the worker
- *     starts serving it.
- *  5. The run is drained when every producer is done, every stored item was served and the
+ *  3. The run is drained when every producer is done, every stored item was served and the
  *     stream holds no message. Every wait is bounded: fetches (250 ms), ack waits (5 s x 10),
  *     JetStream becoming ready (10 s), worker start (15 s), the drain (ends after
  *     --drain-timeout without an ack) and the whole run (net_run_t.limit_s, as live's).
- *  6. The stream is deleted at the end of the run, and a stale BENCH_WQ at its start.
+ *  4. The stream is deleted at the end of the run, and a stale BENCH_WQ at its start.
  *
  * Rejected alternatives:
- *  - js_Publish one message at a time: a round trip per item; a window of async publishes then
- *    a wait for their acks is what lanesched's producer does with one Submit of --batch items.
- *  - One message per batch (Fetch of 1): a worker with batch slots would not leave them empty.
- *  - Splitting a fetched list by shape before batching: that is shape-aware scheduling, the
- *    thing this baseline stands for not having.
  *  - A consumer per worker: a work-queue stream refuses overlapping consumers; the workers of
  *    a model share one pull consumer, the documented pattern.
  *  - Memory storage: the issue asks for file storage, the level that survives a restart.
  */
-#include "bench.h"
+#include "baseline.h"
 
+#include "baseline_int.h"
 #include "common/clock.h"
-#include "scheduler/core/sched.h"
 
 #include <inttypes.h>
-#include <nats/nats.h>
-#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
-#define BASE_STREAM       "BENCH_WQ"
-#define BASE_SUBJECTS     "bench.wq.>"
-#define BASE_PAYLOAD_LEN  (NET_PAYLOAD_LEN + 12u) /* + signature (8) + tokens (4) */
-#define BASE_FETCH_MS     250
-#define BASE_PUB_WAIT_MS  5000
-#define BASE_PUB_ATTEMPTS 10
-#define BASE_ACK_WAIT_NS  30000000000ll
-#define BASE_JS_READY_MS  10000u
-#define BASE_READY_MS     15000u
-#define BASE_SAMPLE_MS    250u
-#define BASE_PRINT_MS     1000u
+#define BASE_SUBJECTS    "bench.wq.>"
+#define BASE_ACK_WAIT_NS 30000000000ll
+#define BASE_JS_READY_MS 10000u
+#define BASE_READY_MS    15000u
+#define BASE_SAMPLE_MS   250u
+#define BASE_PRINT_MS    1000u
 
-typedef struct {
-    net_run_t *run;
-    uint32_t model;
-    size_t index; /* worker index */
-    const char *subject, *durable;
-    pthread_t thread;
-    bool started;
-    char error[200];
-    atomic_uint pub_errors; /* the ack handler's (another thread) */
-    char pub_error[200];    /* written by the first pub error only */
-} base_thread_t;
-
-static void base_sleep_ms(uint64_t ms)
+void base_sleep_ms(uint64_t ms)
 {
     struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
 }
 
-static void base_error_note(char *buf, size_t len, const char *what, natsStatus s, jsErrCode jerr)
+void base_error_note(char *buf, size_t len, const char *what, natsStatus s, jsErrCode jerr)
 {
     if (buf[0] != '\0')
         return;
@@ -97,7 +61,7 @@ static void base_error_note(char *buf, size_t len, const char *what, natsStatus 
              last != NULL && last[0] ? ": " : "", last != NULL ? last : "");
 }
 
-static void base_item_encode(const net_run_t *run, uint32_t idx, uint64_t sent_ns, uint8_t *out)
+void base_item_encode(const net_run_t *run, uint32_t idx, uint64_t sent_ns, uint8_t *out)
 {
     const wl_item_t *it = &run->trace->items[idx];
     net_payload_encode(run, idx, sent_ns, out);
@@ -107,9 +71,8 @@ static void base_item_encode(const net_run_t *run, uint32_t idx, uint64_t sent_n
         out[NET_PAYLOAD_LEN + 8 + i] = (uint8_t)(it->tokens >> (8 * i));
 }
 
-/* 1 with the item's index, signature and tokens from the message, 0 for another run's. */
-static int base_item_decode(const net_run_t *run, const natsMsg *msg, uint32_t *idx, uint64_t *sig,
-                            uint32_t *tokens)
+int base_item_decode(const net_run_t *run, const natsMsg *msg, uint32_t *idx, uint64_t *sig,
+                     uint32_t *tokens)
 {
     const uint8_t *p = (const uint8_t *)natsMsg_GetData((natsMsg *)msg);
     int len = natsMsg_GetDataLength((natsMsg *)msg);
@@ -124,7 +87,7 @@ static int base_item_decode(const net_run_t *run, const natsMsg *msg, uint32_t *
     return 1;
 }
 
-static natsStatus base_connect(const net_run_t *run, const char *name, natsConnection **nc)
+natsStatus base_connect(const net_run_t *run, const char *name, natsConnection **nc)
 {
     natsOptions *no = NULL;
     natsStatus s = natsOptions_Create(&no);
@@ -138,251 +101,7 @@ static natsStatus base_connect(const net_run_t *run, const char *name, natsConne
     return s;
 }
 
-/* ---- producers (invariants 2 and 3) ---------------------------------------------------------- */
-
-static void base_puback_on(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure)
-{
-    base_thread_t *x = closure;
-    net_run_t *run = x->run;
-    uint32_t idx = 0, tokens = 0;
-    uint64_t sig = 0;
-    (void)js;
-    if (pa != NULL && base_item_decode(run, msg, &idx, &sig, &tokens)) {
-        uint64_t expected = 0;
-        if (atomic_compare_exchange_strong(&run->acked_ns[idx], &expected, clock_mono_ns())) {
-            atomic_fetch_add(&run->accepted_items, 1);
-            atomic_fetch_add(&run->accepted_tokens, tokens);
-            if (pa->Duplicate)
-                atomic_fetch_add(&run->duplicates, 1);
-        }
-    } else if (pae != NULL && atomic_fetch_add(&x->pub_errors, 1) == 0) {
-        snprintf(x->pub_error, sizeof(x->pub_error), "pub ack: %s (JetStream error %d) %s",
-                 natsStatus_GetText(pae->Err), (int)pae->ErrCode,
-                 pae->ErrText != NULL ? pae->ErrText : "");
-    }
-    natsMsg_Destroy(msg);
-}
-
-static void *base_producer_main(void *arg)
-{
-    base_thread_t *x = arg;
-    net_run_t *run = x->run;
-    const net_trace_t *t = run->trace;
-    const uint32_t *ix = t->by_model[x->model];
-    size_t n = t->n_by_model[x->model], next = 0, batch = run->opts->batch;
-    natsConnection *nc = NULL;
-    jsCtx *js = NULL;
-    uint8_t(*payloads)[BASE_PAYLOAD_LEN] = calloc(batch, sizeof(*payloads));
-    char(*ids)[40] = calloc(batch, sizeof(*ids));
-    char name[64];
-    jsErrCode jerr = 0;
-
-    if (payloads == NULL || ids == NULL) {
-        snprintf(x->error, sizeof(x->error), "out of memory");
-        goto out;
-    }
-    snprintf(name, sizeof(name), "bench-%s-producer-%" PRIu32, run->tag, x->model);
-    natsStatus s = base_connect(run, name, &nc);
-    if (s != NATS_OK) {
-        base_error_note(x->error, sizeof(x->error), "connect", s, 0);
-        goto out;
-    }
-    jsOptions jo;
-    jsOptions_Init(&jo);
-    jo.PublishAsync.MaxPending = (int64_t)batch;
-    jo.PublishAsync.AckHandler = base_puback_on;
-    jo.PublishAsync.AckHandlerClosure = x;
-    if ((s = natsConnection_JetStream(&js, nc, &jo)) != NATS_OK) {
-        base_error_note(x->error, sizeof(x->error), "JetStream context", s, 0);
-        goto out;
-    }
-    while (next < n) {
-        size_t k = net_pace_take(run, x->model, next);
-        if (k == 0)
-            break;
-        uint64_t sent = clock_mono_ns();
-        for (size_t j = 0; j < k; j++) {
-            uint32_t i = ix[next + j];
-            snprintf(ids[j], sizeof(ids[j]), "%s-%" PRIu32, run->tag, i);
-            base_item_encode(run, i, sent, payloads[j]);
-            atomic_store(&run->sent_ns[i], sent);
-        }
-        for (int attempt = 0; attempt < BASE_PUB_ATTEMPTS && !net_stopping(run); attempt++) {
-            bool any = false;
-            for (size_t j = 0; j < k; j++) {
-                if (atomic_load(&run->acked_ns[ix[next + j]]) != 0)
-                    continue;
-                any = true;
-                jsPubOptions po;
-                jsPubOptions_Init(&po);
-                po.MsgId = ids[j];
-                s = js_PublishAsync(js, x->subject, payloads[j], (int)BASE_PAYLOAD_LEN, &po);
-                if (s != NATS_OK)
-                    base_error_note(x->error, sizeof(x->error), "publish", s, 0);
-            }
-            if (!any)
-                break;
-            jsPubOptions po;
-            jsPubOptions_Init(&po);
-            po.MaxWait = BASE_PUB_WAIT_MS;
-            s = js_PublishAsyncComplete(js, &po);
-            if (s != NATS_OK)
-                base_error_note(x->error, sizeof(x->error), "wait for pub acks", s, jerr);
-        }
-        for (size_t j = 0; j < k; j++)
-            if (atomic_load(&run->acked_ns[ix[next + j]]) == 0)
-                atomic_fetch_add(&run->failed_items, 1);
-        next += k;
-    }
-out:
-    if (next < n)
-        atomic_fetch_add(&run->failed_items, n - next); /* never published */
-    atomic_fetch_add(&run->producers_done, 1);
-    if (js != NULL) {
-        jsPubOptions po;
-        jsPubOptions_Init(&po);
-        po.MaxWait = 1000;
-        js_PublishAsyncComplete(js, &po);
-    }
-    jsCtx_Destroy(js);
-    natsConnection_Destroy(nc);
-    free(payloads);
-    free(ids);
-    return NULL;
-}
-
-/* ---- workers (invariant 4) ---------------------------------------------------------------------
- */
-
-typedef struct {
-    natsMsg **msgs;
-    uint32_t *idx, *tokens;
-    uint64_t *sigs;
-    size_t n;
-} base_batch_t;
-
-/* Serves and acks the fetched items [off, off + n) as one batch padded to pad_to. */
-static void base_batch_serve(base_thread_t *x, const base_batch_t *b, size_t off, size_t n,
-                             uint32_t pad_to)
-{
-    net_run_t *run = x->run;
-    net_worker_serve(run, run->workers[x->index], b->idx + off, b->sigs + off, b->tokens + off, n,
-                     pad_to);
-    for (size_t i = off; i < off + n; i++) {
-        natsStatus s = natsMsg_Ack(b->msgs[i], NULL);
-        if (s != NATS_OK) {
-            atomic_fetch_add(&run->worker_errors, 1);
-            base_error_note(x->error, sizeof(x->error), "ack", s, 0);
-        }
-    }
-    net_worker_acked(run, n);
-}
-
-/* The fetched list in stream order, foreign items acked and dropped, then cut into consecutive
- * batches by the project's packer (invariant 4). */
-static void base_list_serve(base_thread_t *x, base_batch_t *b, natsMsgList *list)
-{
-    net_run_t *run = x->run;
-    const gpu_config_t *g = &run->opts->gpu;
-    const packer_contract_t contract = {g->max_batch_size, g->max_batch_tokens,
-                                        g->max_input_tokens};
-    b->n = 0;
-    for (int i = 0; i < list->Count; i++) {
-        natsMsg *msg = list->Msgs[i];
-        uint32_t idx = 0, tokens = 0;
-        uint64_t sig = 0;
-        if (!base_item_decode(run, msg, &idx, &sig, &tokens)) {
-            atomic_fetch_add(&run->foreign_items, 1);
-            natsMsg_Ack(msg, NULL);
-            continue;
-        }
-        b->msgs[b->n] = msg;
-        b->idx[b->n] = idx;
-        b->sigs[b->n] = sig;
-        b->tokens[b->n] = tokens;
-        b->n++;
-    }
-    for (size_t off = 0; off < b->n;) {
-        packer_result_t pr;
-        if (packer_fill(&contract, b->tokens + off, b->n - off, &pr) != SCHED_OK) {
-            atomic_fetch_add(&run->worker_errors, 1); /* a contract the packer refuses */
-            pr.count = 1;
-            pr.pad_to = (uint32_t)packer_pad(b->tokens[off]);
-        }
-        base_batch_serve(x, b, off, pr.count, pr.pad_to);
-        off += pr.count;
-    }
-    b->n = 0;
-}
-
-static void *base_worker_main(void *arg)
-{
-    base_thread_t *x = arg;
-    net_run_t *run = x->run;
-    size_t cap = run->opts->gpu.max_batch_size;
-    base_batch_t b = {.msgs = calloc(cap, sizeof(natsMsg *)),
-                      .idx = calloc(cap, sizeof(uint32_t)),
-                      .tokens = calloc(cap, sizeof(uint32_t)),
-                      .sigs = calloc(cap, sizeof(uint64_t))};
-    natsConnection *nc = NULL;
-    jsCtx *js = NULL;
-    natsSubscription *sub = NULL;
-    char name[64];
-    jsErrCode jerr = 0;
-    bool ready = false;
-
-    if (b.msgs == NULL || b.idx == NULL || b.tokens == NULL || b.sigs == NULL) {
-        snprintf(x->error, sizeof(x->error), "out of memory");
-        goto out;
-    }
-    snprintf(name, sizeof(name), "bench-%s-worker-%zu", run->tag, x->index);
-    natsStatus s = base_connect(run, name, &nc);
-    if (s == NATS_OK)
-        s = natsConnection_JetStream(&js, nc, NULL);
-    if (s != NATS_OK) {
-        base_error_note(x->error, sizeof(x->error), "connect", s, 0);
-        goto out;
-    }
-    jsSubOptions so;
-    jsSubOptions_Init(&so);
-    so.Stream = BASE_STREAM;
-    so.Consumer = x->durable;
-    s = js_PullSubscribe(&sub, js, x->subject, x->durable, NULL, &so, &jerr);
-    if (s != NATS_OK) {
-        base_error_note(x->error, sizeof(x->error), "pull subscribe", s, jerr);
-        goto out;
-    }
-    ready = true;
-    atomic_fetch_add(&run->workers_ready, 1);
-    while (!net_stopping(run)) {
-        natsMsgList list = {0};
-        jerr = 0;
-        s = natsSubscription_Fetch(&list, sub, (int)cap, BASE_FETCH_MS, &jerr);
-        if (s == NATS_OK)
-            base_list_serve(x, &b, &list);
-        else if (s != NATS_TIMEOUT) {
-            atomic_fetch_add(&run->worker_errors, 1);
-            base_error_note(x->error, sizeof(x->error), "fetch", s, jerr);
-            base_sleep_ms(100);
-        }
-        natsMsgList_Destroy(&list);
-    }
-    natsConnection_FlushTimeout(nc, 1000); /* the last acks */
-out:
-    if (!ready)
-        atomic_fetch_add(&run->workers_failed, 1);
-    natsSubscription_Destroy(sub); /* not Unsubscribe: the consumer is the stream's, not ours */
-    jsCtx_Destroy(js);
-    natsConnection_Destroy(nc);
-    free(b.msgs);
-    free(b.idx);
-    free(b.tokens);
-    free(b.sigs);
-    return NULL;
-}
-
-/* ---- the run -----------------------------------------------------------------------------------
- */
+/* ---- the run --------------------------------------------------------------------------------- */
 
 static void base_threads_join(base_thread_t *xs, size_t n, const char *what)
 {
@@ -416,7 +135,7 @@ static int base_stream_create(net_run_t *run, jsCtx *js)
     for (;;) {
         jsStreamInfo *si = NULL;
         jsErrCode jerr = 0;
-        js_DeleteStream(js, BASE_STREAM, NULL, &jerr); /* a stale one (invariant 6) */
+        js_DeleteStream(js, BASE_STREAM, NULL, &jerr); /* a stale one (invariant 4) */
         jerr = 0;
         natsStatus s = js_AddStream(&si, js, &sc, NULL, &jerr);
         jsStreamInfo_Destroy(si);
@@ -431,7 +150,8 @@ static int base_stream_create(net_run_t *run, jsCtx *js)
     }
 }
 
-int net_baseline_run(net_run_t *run)
+/* The run through the stream on run->url. 0, or -1 when it could not be set up (run->error). */
+static int base_stream_run(net_run_t *run)
 {
     int rc = -1;
     const net_opts_t *o = run->opts;
@@ -514,7 +234,7 @@ int net_baseline_run(net_run_t *run)
         }
     }
 
-    /* Invariant 5. */
+    /* Invariant 3. */
     uint64_t deadline = run->t0_ns + (uint64_t)(run->limit_s * 1e9), progress_at = 0;
     uint64_t next_sample = clock_mono_ns(), served_last = 0;
     uint64_t next_print = run->t0_ns + BASE_PRINT_MS * 1000000ull, print_at = run->t0_ns;
@@ -603,7 +323,36 @@ out:
     return rc;
 }
 
-int bench_baseline_main(int argc, char **argv)
+void base_run(const net_opts_t *o, const net_trace_t *t, const char *url, net_result_t *res)
 {
-    return net_main(argc, argv, true);
+    net_run_t run;
+    memset(res, 0, sizeof(*res));
+    snprintf(res->system, sizeof(res->system), "jetstream");
+    snprintf(res->durability, sizeof(res->durability), "file");
+    if (net_run_init(&run, o, t, url, 'j') != 0) {
+        snprintf(res->error, sizeof(res->error), "out of memory");
+        return;
+    }
+    if (base_stream_run(&run) != 0) {
+        snprintf(res->error, sizeof(res->error), "%s", run.error);
+    } else if (net_result_fill(&run, res) != 0) {
+        snprintf(res->error, sizeof(res->error), "out of memory");
+    } else {
+        res->ran = true;
+    }
+    net_run_free(&run);
+}
+
+int base_main(int argc, char **argv)
+{
+    net_session_t s;
+    if (!net_session_open(&s, argc, argv, true))
+        return net_session_close(&s);
+    if (!net_stopping(NULL)) {
+        net_result_t res;
+        base_run(&s.opts, &s.trace, net_url(), &res);
+        net_session_result_add(&s, &res);
+    }
+    net_session_report(&s);
+    return net_session_close(&s);
 }

@@ -1,15 +1,18 @@
 /*
  * bench.h - private to tools/bench: the pieces of lanesched-bench shared by its modes.
  *
- *   workload.c  seeded workload generator (models, Zipf-popular shapes, log-normal length
- *               mixtures, arrival processes) with named presets, and trace files
- *   gpu.c       a simulated GPU worker: a four-integer contract, service time that grows with
- *               padded tokens, and an LRU prefix cache of the last C shapes it served
- *   sim.c       sim mode: one trace through several policies in simulated time
- *   live.c      live mode: the trace over NATS against a running lanesched
- *   baseline.c  baseline mode: the same items through a JetStream work-queue stream
- *   report.c    JSON results and the SVG chart
- *   main.c      the command line
+ *   workload.c        seeded workload generator (models, Zipf-popular shapes, log-normal length
+ *                     mixtures, arrival processes) with named presets
+ *   workload_trace.c  trace files: a workload written down, replayed by every mode
+ *   gpu.c             a simulated GPU worker: a four-integer contract, service time that grows
+ *                     with padded tokens, and an LRU prefix cache of the last C shapes it served
+ *   sim.c             sim mode: one trace through several policies in simulated time (with
+ *                     sim_queue.c, sim_state.c; sim_int.h)
+ *   report.c          the sim table and JSON results (report_svg.c: the chart; report_int.h)
+ *   main.c            the command line; sim mode's driver
+ *
+ * The NATS modes have headers of their own: live.h (live.c), baseline.h (baseline.c) and the
+ * layer both share, net.h (net*.c). This header and the files above never include them.
  *
  * Ownership: arrays returned through out pointers are malloc'd and returned to the caller,
  * freed with free(); everything passed in is borrowed for the call.
@@ -17,7 +20,6 @@
 #ifndef LANESCHED_BENCH_H
 #define LANESCHED_BENCH_H
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -62,6 +64,8 @@ typedef struct {
 
 /* Models a workload may have: wl_model_name() has a name for each. */
 #define WL_MODELS_MAX 64u
+/* Shapes per model a workload may have, churned shapes included. */
+#define WL_SHAPES_MAX 4096u
 
 /* Fills cfg with a named preset: "steady", "bursty", "churn", "sustained". -1 if unknown. */
 int wl_preset(const char *name, uint64_t seed, wl_config_t *cfg /* out */);
@@ -83,7 +87,8 @@ int wl_load(const wl_config_t *cfg, const gpu_config_t *gpu, uint32_t workers,
 /* Generates the trace, arrival-ordered. *out is returned to the caller (free()). 0 on success. */
 int wl_generate(const wl_config_t *cfg, wl_item_t **out /* out */, size_t *out_n /* out */);
 
-/* Trace files: a text header line with the config, then one line per item. 0 on success. */
+/* Trace files (workload_trace.c): a text header line with the config, then one line per item.
+ * 0 on success. */
 int wl_trace_write(const char *path, const wl_config_t *cfg, const wl_item_t *items, size_t n);
 int wl_trace_read(const char *path, wl_config_t *cfg /* out */, wl_item_t **out /* out */,
                   size_t *out_n /* out */);
@@ -206,110 +211,5 @@ int report_svg_write(const char *path, const report_t *rep);  /* 0 on success */
 double report_pct(uint64_t num, uint64_t den);
 /* Writes s (borrowed) as a quoted, escaped JSON string: shared by every mode's JSON output. */
 void report_json_str(FILE *f, const char *s);
-
-/* ---- modes (main.c dispatches) ------------------------------------------------------------- */
-
-int bench_live_main(int argc, char **argv);     /* live.c */
-int bench_baseline_main(int argc, char **argv); /* baseline.c */
-
-/* ---- live and baseline: the shared NATS run (live.c implements it, baseline.c uses it) ----- */
-
-/* Parses the NATS modes' flags (argv[0] is the mode's name), starts what the bench needs and runs
- * `live` (baseline false) or `baseline` (true). Exit status: 0 every run drained with a token
- * difference of 0; 1 a run lost tokens, did not drain or failed items; 2 usage or setup error. */
-int net_main(int argc, char **argv, bool baseline);
-
-#define NET_DURABILITY_PROCESS 1u
-#define NET_DURABILITY_POWER   2u
-
-typedef struct {
-    const char *preset, *trace_in, *trace_out;
-    uint64_t seed;
-    double duration_s; /* 0 = the preset's */
-    const char *url;   /* NULL: the bench starts nats-server (and lanesched) itself */
-    const char *prefix, *nats_server, *lanesched;
-    unsigned durability;    /* NET_DURABILITY_* bits */
-    bool baseline;          /* live: the JetStream baseline too, and the items/s ratio */
-    uint32_t workers;       /* simulated workers per model */
-    uint32_t batch;         /* items per Submit; JetStream publishes per wait for their acks */
-    double time_scale;      /* wall time = trace time * time_scale, for arrivals and service */
-    bool no_pace;           /* submit as fast as acks come, ignoring arrival times */
-    double drain_timeout_s; /* after the last submit: give up after this long without progress */
-    gpu_config_t gpu;
-    const char *json_path;
-    bool keep; /* keep the temp directory */
-} net_opts_t;
-
-/* A trace ready to replay: per model, the indices of its items in arrival order. */
-typedef struct {
-    wl_config_t cfg;
-    wl_item_t *items;
-    size_t n_items;
-    uint64_t tokens;
-    uint32_t **by_model;
-    size_t *n_by_model;
-} net_trace_t;
-
-typedef struct net_worker net_worker_t;
-
-/* One run of the trace through one system. Per-item times are monotonic ns, 0 = not yet. */
-typedef struct {
-    const net_opts_t *opts;
-    const net_trace_t *trace;
-    const char *url;
-    char tag[24];           /* unique per run; item ids are <tag>-<trace index> */
-    uint64_t nonce;         /* in every payload: items of another run are recognised */
-    uint64_t t0_ns;         /* item i is due at t0_ns + items[i].t_ns * time_scale */
-    double limit_s;         /* the run ends by t0_ns + limit_s whatever happens */
-    net_worker_t **workers; /* opts->workers per model; worker k serves model k / opts->workers */
-    size_t n_workers;
-    _Atomic uint64_t *sent_ns;   /* producer, just before the submit (also in the payload) */
-    _Atomic uint64_t *acked_ns;  /* producer: the system confirmed the item stored */
-    _Atomic uint64_t *served_ns; /* worker: began serving it (first delivery) */
-    _Atomic uint64_t accepted_items, accepted_tokens, duplicates, failed_items;
-    _Atomic uint64_t served_items, redelivered_items, foreign_items, acked_items, last_ack_ns;
-    _Atomic uint64_t worker_errors;
-    _Atomic uint32_t producers_done, workers_ready, workers_failed;
-    atomic_bool stop;
-    /* filled by the system's run: */
-    bool drained;
-    uint64_t peak_queued;          /* most items the system held (queued or in flight) */
-    long rss_base_kb, rss_peak_kb; /* of the server process measured; -1 = unknown */
-    uint64_t progress_ns;          /* the progress line's last print */
-    bool progress_open;
-    char error[256];
-} net_run_t;
-
-/* A signal asked the bench to stop, or the run's stop flag is set. */
-bool net_stopping(const net_run_t *run);
-/* Producer pacing: waits until item by_model[model][next] is due and returns how many items from
- * next on are due (at most opts->batch), or 0 once stopping. */
-size_t net_pace_take(net_run_t *run, uint32_t model, size_t next);
-/* Payload of every item: nonce, trace index and send time (24 bytes, little-endian); decode gives
- * 0 for another run's item or a bad payload, else 1 with *idx < n_items. */
-#define NET_PAYLOAD_LEN 24u
-void net_payload_encode(const net_run_t *run, uint32_t idx, uint64_t sent_ns, uint8_t *out);
-int net_payload_decode(const net_run_t *run, const void *data, size_t len, uint32_t *idx);
-/* Serves one batch on worker w: first-service times, the GPU model (gpu_serve_mixed when the
- * shapes differ), then sleeps the service time * time_scale on an absolute clock. */
-void net_worker_serve(net_run_t *run, net_worker_t *w, const uint32_t *idx, const uint64_t *sigs,
-                      const uint32_t *tokens, size_t n, uint32_t pad_to);
-/* After a batch's ack: acked items and the time of the last ack. */
-void net_worker_acked(net_run_t *run, size_t n_items);
-/* The workers' GPU counters, summed. */
-void net_run_tally_get(net_run_t *run, gpu_stats_t *out);
-/* The progress line (in place on a terminal, every 5 s otherwise); hit_pct < 0 or lanes < 0 =
- * n/a. net_progress_end ends an in-place line. */
-void net_progress_show(net_run_t *run, const char *label, double items_per_s, double queued,
-                       double lanes, double waste_pct, double hit_pct);
-void net_progress_end(net_run_t *run);
-/* VmRSS (or VmHWM) of a process in kB, -1 if unknown; net_rss_peak_reset restarts VmHWM. */
-long net_rss_kb(int pid, bool peak);
-void net_rss_peak_reset(int pid);
-/* The nats-server the bench started, 0 with --url. */
-int net_server_pid(void);
-/* baseline.c: the run through a JetStream work-queue stream on run->url. 0, or -1 when it could
- * not be set up (run->error). */
-int net_baseline_run(net_run_t *run);
 
 #endif

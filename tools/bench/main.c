@@ -3,9 +3,9 @@
  *
  * Owns: argument parsing for sim mode, choosing the workload (a preset or a trace file), running
  * the policies in table order, the outputs (table, --json, --svg, --trace-out) and the exit
- * status. live and baseline parse their own arguments (bench_live_main, bench_baseline_main in
- * live.c and baseline.c, called with argv[0] = the mode's name); when a build lacks their
- * file, the mode says so and exits 2.
+ * status. live and baseline parse their own arguments (live_main in live.c, base_main in
+ * baseline.c, called with argv[0] = the mode's name); when a build lacks their file, the mode
+ * says so and exits 2.
  *
  * Invariants:
  *   1. Exit status: 0 when every policy ran and every invariant held; 1 when any policy broke
@@ -20,6 +20,13 @@
  * loop as tools/microbench.c keeps every flag's parsing and range check in one place.
  */
 #include "bench.h"
+
+#ifdef LANESCHED_BENCH_LIVE
+#include "live.h"
+#endif
+#ifdef LANESCHED_BENCH_BASELINE
+#include "baseline.h"
+#endif
 
 #include <errno.h>
 #include <inttypes.h>
@@ -495,7 +502,7 @@ int main(int argc, char **argv)
         return main_sim(argc - 1, argv + 1);
     if (strcmp(mode, "live") == 0) {
 #ifdef LANESCHED_BENCH_LIVE
-        return bench_live_main(argc - 1, argv + 1);
+        return live_main(argc - 1, argv + 1);
 #else
         fprintf(stderr, "lanesched-bench: live mode not built (tools/bench/live.c is missing)\n");
         return 2;
@@ -503,7 +510,7 @@ int main(int argc, char **argv)
     }
     if (strcmp(mode, "baseline") == 0) {
 #ifdef LANESCHED_BENCH_BASELINE
-        return bench_baseline_main(argc - 1, argv + 1);
+        return base_main(argc - 1, argv + 1);
 #else
         fprintf(stderr,
                 "lanesched-bench: baseline mode not built (tools/bench/baseline.c is missing)\n");

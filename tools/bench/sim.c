@@ -2,8 +2,10 @@
  * sim.c - lanesched-bench sim mode: one trace through one policy, as a deterministic
  * discrete-event simulation in simulated time.
  *
- * Owns: the event loop, the simulated clock, the workers of every model, the baseline policies'
- * queues, and the invariant checks. Rolling lanes are NOT implemented here: those policies run
+ * Owns: the event loop, the simulated clock, dispatch and completion on the workers of every
+ * model, sampling, the final figures and the invariant checks; the baseline policies' queues are
+ * sim_queue.c's and the run's state (built from the trace, torn down) sim_state.c's. Rolling
+ * lanes are NOT implemented here: those policies run
  * the project's scheduler (sched_create over store_open_memory; sched_submit / sched_fill /
  * sched_commit / sched_complete / sched_tick) with its clock reading the simulated time. Every
  * policy packs with the project's packer (packer_fill), so the policies differ only in how they
@@ -38,10 +40,8 @@
  *   3. Every non-FIFO batch is shape-pure and of the worker's model (besides sched's own guard).
  *   4. Simulated time never goes backwards; an item is dispatched no earlier than it arrived.
  *
- * Baseline queue accounting, so "queues in use" and "new queues per second" compare with lanes:
- * a baseline queue is in use while it holds items or received one within the lanes' quiesce
- * idle time (LANES_QUIESCE_IDLE_NS); an arrival into a queue not in use counts as a queue
- * opened, otherwise as a reuse.
+ * Baseline queue accounting ("queues in use", "new queues per second", comparable with lanes)
+ * is sim_queue.c's invariant 2.
  *
  * Rejected:
  *   - A second implementation of lanes or packing to make the simulator faster: the point is to
@@ -49,9 +49,8 @@
  *   - Wall-clock time or threads: results must be identical run to run, on any machine.
  *   - FIFO batches split by shape so they can hit: that is no longer FIFO.
  */
-#include "bench.h"
+#include "sim_int.h"
 
-#include "scheduler/core/sched.h"
 #include "store/store.h"
 
 #include <inttypes.h>
@@ -59,12 +58,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#define SIM_SHAPES_MAX   (1u << 20)
-#define SIM_POW2_BUCKETS 33u
-#define SIM_RANGE        64u
-
-enum { ITEM_FUTURE = 0, ITEM_QUEUED, ITEM_INFLIGHT, ITEM_DONE };
 
 const char *sim_policy_name(sim_policy_t policy)
 {
@@ -96,80 +89,7 @@ void sim_config_default(sim_config_t *cfg)
     gpu_config_default(&cfg->gpu);
 }
 
-/* ------------------------------------------------------------------------------------------ */
-/* State.                                                                                      */
-
-/* A baseline queue: item indices in arrival order, idx[head .. len). */
-typedef struct {
-    uint32_t *idx;
-    size_t head, len, cap;
-    uint64_t queued_tokens;
-    uint64_t last_arrival_ns;
-    int ever;
-} sim_queue_t;
-
-/* A baseline group of queues: a shape's buckets (FIFO: a model's single queue). */
-typedef struct {
-    sim_queue_t *buckets; /* n_buckets, allocated at the first item */
-    uint64_t queued_items, queued_tokens;
-} sim_group_t;
-
-typedef struct {
-    gpu_t *gpu;
-    uint32_t model;
-    int busy;
-    uint64_t end_ns;
-    uint64_t batch_id; /* the scheduler's */
-    uint32_t *batch;   /* item indices in service */
-    uint32_t n_batch;
-} sim_worker_t;
-
-typedef struct {
-    const sim_config_t *cfg;
-    const wl_item_t *items;
-    size_t n;
-    sim_policy_t policy;
-    sim_result_t *r;
-    int failed;
-    uint64_t now;
-
-    uint32_t models, n_shapes;
-    uint32_t *shape_model;   /* per shape */
-    uint32_t **model_shapes; /* per model: its shapes, ascending */
-    uint32_t *model_n_shapes;
-    uint8_t *state; /* per item: ITEM_* */
-    uint8_t *seen;  /* per worker x shape: the worker has served that shape (cold misses) */
-    uint64_t *waits;
-    size_t n_waits;
-    uint64_t queued_items;
-
-    sim_worker_t *workers;
-    size_t n_workers;
-    packer_contract_t contract;
-    uint32_t batch_cap; /* most items one batch can hold */
-    uint32_t *tok;      /* scratch: batch_cap */
-    uint64_t *sig;      /* scratch: batch_cap */
-
-    /* rolling lanes */
-    store_t *store;
-    sched_t *sched;
-    uint32_t max_lanes;
-    uint64_t *sig_sorted; /* the shapes' signatures, ascending, to index shape_full */
-    uint32_t n_sigs;
-    uint8_t *shape_full; /* per entry of sig_sorted: lanes in use reached max_lanes */
-
-    /* baselines */
-    sim_group_t *groups; /* FIFO: per model; else per shape */
-    uint32_t n_groups, n_buckets;
-    int64_t *current; /* per model: the sticky shape, -1 none */
-    uint64_t switches;
-
-    sim_sample_t win; /* the window since the last sample */
-    size_t series_cap;
-    uint64_t queues_sum;
-} sim_t;
-
-static void sim_fail(sim_t *s, const char *fmt, ...)
+void sim_fail(sim_t *s, const char *fmt, ...)
 {
     if (s->failed)
         return;
@@ -181,118 +101,9 @@ static void sim_fail(sim_t *s, const char *fmt, ...)
     va_end(ap);
 }
 
-static uint64_t sim_clock(void *ctx)
-{
-    return ((const sim_t *)ctx)->now;
-}
-
 int sim_policy_is_lanes(sim_policy_t p)
 {
     return p == SIM_LANES_128 || p == SIM_LANES_2048 || p == SIM_LANES_STARVE;
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* Baseline queues.                                                                            */
-
-static int sim_queue_push(sim_queue_t *q, uint32_t idx, uint32_t tokens, uint64_t now)
-{
-    if (q->len == q->cap) {
-        if (q->head >= q->cap / 4 && q->head > 0) { /* compact */
-            memmove(q->idx, q->idx + q->head, (q->len - q->head) * sizeof(*q->idx));
-            q->len -= q->head;
-            q->head = 0;
-        } else {
-            size_t cap = q->cap ? q->cap * 2 : 64;
-            uint32_t *g = realloc(q->idx, cap * sizeof(*g));
-            if (g == NULL)
-                return -1;
-            q->idx = g;
-            q->cap = cap;
-        }
-    }
-    q->idx[q->len++] = idx;
-    q->queued_tokens += tokens;
-    q->last_arrival_ns = now;
-    q->ever = 1;
-    return 0;
-}
-
-static int sim_queue_in_use(const sim_queue_t *q, uint64_t now)
-{
-    return q->len > q->head || (q->ever && now - q->last_arrival_ns < LANES_QUIESCE_IDLE_NS);
-}
-
-static uint32_t sim_bucket(const sim_t *s, uint32_t tokens)
-{
-    switch (s->policy) {
-    case SIM_POW2: {
-        uint32_t k = 0;
-        while (k < 32 && (1ull << k) < tokens)
-            k++;
-        return k;
-    }
-    case SIM_RANGE64:
-        return (tokens - 1) / SIM_RANGE;
-    default:
-        return 0;
-    }
-}
-
-static int sim_base_submit(sim_t *s, uint32_t i)
-{
-    const wl_item_t *it = &s->items[i];
-    sim_group_t *g = &s->groups[s->policy == SIM_FIFO ? it->model : it->shape];
-    if (g->buckets == NULL && (g->buckets = calloc(s->n_buckets, sizeof(*g->buckets))) == NULL)
-        return -1;
-    sim_queue_t *q = &g->buckets[sim_bucket(s, it->tokens)];
-    if (sim_queue_in_use(q, s->now))
-        s->r->reuses++;
-    else
-        s->r->opened++;
-    if (sim_queue_push(q, i, it->tokens, s->now) != 0)
-        return -1;
-    g->queued_items++;
-    g->queued_tokens += it->tokens;
-    return 0;
-}
-
-/* The baseline's next queue for a model, or NULL: sticky shape, then the fullest bucket. */
-static sim_queue_t *sim_base_pick(sim_t *s, uint32_t model, sim_group_t **out_group)
-{
-    sim_group_t *g;
-    if (s->policy == SIM_FIFO) {
-        g = &s->groups[model];
-        if (g->queued_items == 0)
-            return NULL;
-        *out_group = g;
-        return &g->buckets[0];
-    }
-    int64_t cur = s->current[model];
-    if (cur < 0 || s->groups[cur].queued_items == 0) {
-        int64_t best = -1;
-        uint64_t best_tokens = 0;
-        for (uint32_t k = 0; k < s->model_n_shapes[model]; k++) {
-            uint32_t sh = s->model_shapes[model][k];
-            if (s->groups[sh].queued_tokens > best_tokens) {
-                best = sh;
-                best_tokens = s->groups[sh].queued_tokens;
-            }
-        }
-        if (best < 0)
-            return NULL;
-        if (cur >= 0 && best != cur)
-            s->switches++;
-        s->current[model] = cur = best;
-    }
-    g = &s->groups[cur];
-    sim_queue_t *q = NULL;
-    for (uint32_t b = 0; b < s->n_buckets; b++) {
-        if (g->buckets[b].queued_tokens > 0 &&
-            (q == NULL || g->buckets[b].queued_tokens > q->queued_tokens))
-            q = &g->buckets[b];
-    }
-    *out_group = g;
-    return q;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -390,29 +201,10 @@ static int sim_dispatch(sim_t *s, sim_worker_t *w)
             return -1;
         }
     } else {
-        sim_group_t *g;
-        sim_queue_t *q = sim_base_pick(s, w->model, &g);
-        if (q == NULL)
-            return 0;
-        size_t avail = q->len - q->head;
-        size_t take = avail < s->batch_cap ? avail : s->batch_cap;
-        for (size_t k = 0; k < take; k++)
-            s->tok[k] = s->items[q->idx[q->head + k]].tokens;
         packer_result_t pr;
-        sched_status_t st = packer_fill(&s->contract, s->tok, take, &pr);
-        if (st != SCHED_OK || pr.count == 0 || pr.count > take) {
-            sim_fail(s, "packer_fill: %s", sched_status_str(st));
-            return -1;
-        }
-        for (size_t k = 0; k < pr.count; k++)
-            w->batch[k] = q->idx[q->head + k];
-        w->n_batch = (uint32_t)pr.count;
-        q->head += pr.count;
-        q->queued_tokens -= pr.real_tokens;
-        if (q->head == q->len)
-            q->head = q->len = 0;
-        g->queued_items -= pr.count;
-        g->queued_tokens -= pr.real_tokens;
+        int got = sim_base_take(s, w, &pr);
+        if (got <= 0)
+            return got;
         uint64_t sig = s->items[w->batch[0]].signature;
         sim_batch_start(s, w, pr.pad_to, pr.padded_tokens, pr.real_tokens, s->policy != SIM_FIFO,
                         sig);
@@ -512,15 +304,7 @@ static int sim_sample(sim_t *s)
         sched_tick(s->sched);
         sched_shapes_visit(s->sched, sim_lanes_visit, &c);
     } else {
-        for (uint32_t gi = 0; gi < s->n_groups; gi++) {
-            const sim_group_t *g = &s->groups[gi];
-            uint32_t in_use = 0;
-            for (uint32_t b = 0; g->buckets != NULL && b < s->n_buckets; b++)
-                in_use += (uint32_t)sim_queue_in_use(&g->buckets[b], s->now);
-            c.sum += in_use;
-            if (in_use > c.max)
-                c.max = in_use;
-        }
+        sim_base_count(s, &c.sum, &c.max);
     }
     sim_result_t *r = s->r;
     if (r->n_series == s->series_cap) {
@@ -546,173 +330,6 @@ static int sim_sample(sim_t *s)
     return 0;
 }
 
-/* ------------------------------------------------------------------------------------------ */
-/* Setup and teardown.                                                                         */
-
-static int sim_cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
-static int sim_setup(sim_t *s)
-{
-    const sim_config_t *cfg = s->cfg;
-    uint32_t max_shape = 0, max_tokens = 1;
-    s->models = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        const wl_item_t *it = &s->items[i];
-        if (it->model >= WL_MODELS_MAX || it->shape >= SIM_SHAPES_MAX || it->tokens == 0 ||
-            it->tokens > SCHED_MAX_TOKENS || (i > 0 && it->t_ns < s->items[i - 1].t_ns) ||
-            it->signature == 0) {
-            sim_fail(s, "trace item %zu is out of range or out of order", i);
-            return -1;
-        }
-        if (it->model + 1 > s->models)
-            s->models = it->model + 1;
-        if (it->shape > max_shape)
-            max_shape = it->shape;
-        if (it->tokens > max_tokens)
-            max_tokens = it->tokens;
-    }
-    s->n_shapes = s->n ? max_shape + 1 : 0;
-    s->shape_model = calloc(s->n_shapes + 1, sizeof(*s->shape_model));
-    uint64_t *shape_sig = calloc(s->n_shapes + 1, sizeof(*shape_sig));
-    s->model_n_shapes = calloc(s->models + 1, sizeof(*s->model_n_shapes));
-    s->model_shapes = calloc(s->models + 1, sizeof(*s->model_shapes));
-    s->state = calloc(s->n + 1, 1);
-    s->waits = malloc((s->n + 1) * sizeof(*s->waits));
-    if (s->shape_model == NULL || shape_sig == NULL || s->model_n_shapes == NULL ||
-        s->model_shapes == NULL || s->state == NULL || s->waits == NULL)
-        goto oom;
-    for (size_t i = 0; i < s->n; i++) { /* a shape index names one (model, signature) */
-        const wl_item_t *it = &s->items[i];
-        if (shape_sig[it->shape] == 0) {
-            shape_sig[it->shape] = it->signature;
-            s->shape_model[it->shape] = it->model;
-            s->model_n_shapes[it->model]++;
-        } else if (shape_sig[it->shape] != it->signature ||
-                   s->shape_model[it->shape] != it->model) {
-            free(shape_sig);
-            sim_fail(s, "trace shape %" PRIu32 " has two signatures or models", it->shape);
-            return -1;
-        }
-    }
-    s->sig_sorted = malloc((s->n_shapes + 1) * sizeof(*s->sig_sorted));
-    s->shape_full = calloc(s->n_shapes + 1, 1);
-    if (s->sig_sorted == NULL || s->shape_full == NULL)
-        goto oom;
-    for (uint32_t sh = 0; sh < s->n_shapes; sh++) {
-        if (shape_sig[sh] != 0)
-            s->sig_sorted[s->n_sigs++] = shape_sig[sh];
-    }
-    qsort(s->sig_sorted, s->n_sigs, sizeof(*s->sig_sorted), sim_cmp_u64);
-    for (uint32_t m = 0; m < s->models; m++) {
-        s->model_shapes[m] = malloc((s->model_n_shapes[m] + 1) * sizeof(uint32_t));
-        if (s->model_shapes[m] == NULL)
-            goto oom;
-        s->model_n_shapes[m] = 0;
-    }
-    for (uint32_t sh = 0; sh < s->n_shapes; sh++) {
-        if (shape_sig[sh] != 0) {
-            uint32_t m = s->shape_model[sh];
-            s->model_shapes[m][s->model_n_shapes[m]++] = sh;
-        }
-    }
-    free(shape_sig);
-    shape_sig = NULL;
-
-    s->contract = (packer_contract_t){
-        .max_batch_size = cfg->gpu.max_batch_size,
-        .max_batch_tokens = cfg->gpu.max_batch_tokens,
-        .max_input_tokens = cfg->gpu.max_input_tokens,
-    };
-    uint32_t cap = cfg->gpu.max_batch_tokens / PACKER_PAD_MULTIPLE;
-    s->batch_cap = cap == 0 ? 1 : (cap < cfg->gpu.max_batch_size ? cap : cfg->gpu.max_batch_size);
-    s->tok = malloc(s->batch_cap * sizeof(*s->tok));
-    s->sig = malloc(s->batch_cap * sizeof(*s->sig));
-    s->n_workers = (size_t)s->models * cfg->workers_per_model;
-    s->workers = calloc(s->n_workers + 1, sizeof(*s->workers));
-    s->seen = calloc(s->n_workers * s->n_shapes + 1, 1);
-    if (s->tok == NULL || s->sig == NULL || s->workers == NULL || s->seen == NULL)
-        goto oom;
-    for (size_t k = 0; k < s->n_workers; k++) {
-        sim_worker_t *w = &s->workers[k];
-        w->model = (uint32_t)(k / cfg->workers_per_model);
-        w->batch = malloc(s->batch_cap * sizeof(*w->batch));
-        if (w->batch == NULL || gpu_create(&cfg->gpu, &w->gpu) != 0) {
-            sim_fail(s, "gpu_create: bad worker config or out of memory");
-            return -1;
-        }
-    }
-
-    if (sim_policy_is_lanes(s->policy)) {
-        store_status_t sst = store_open_memory(&s->store);
-        if (sst != STORE_OK) {
-            sim_fail(s, "store_open_memory: %s", store_status_str(sst));
-            return -1;
-        }
-        s->max_lanes = s->policy == SIM_LANES_128 ? 128 : LANES_MAX;
-        sched_config_t sc = {
-            .max_lanes = s->max_lanes,
-            .clock = sim_clock,
-            .clock_ctx = s,
-            .starvation_ns = s->policy == SIM_LANES_STARVE ? cfg->starvation_ns : 0,
-        };
-        sched_status_t st = sched_create(&sc, s->store, &s->sched);
-        if (st != SCHED_OK) {
-            sim_fail(s, "sched_create: %s", sched_status_str(st));
-            return -1;
-        }
-    } else {
-        s->n_groups = s->policy == SIM_FIFO ? s->models : s->n_shapes;
-        s->n_buckets = s->policy == SIM_FIFO   ? 1
-                       : s->policy == SIM_POW2 ? SIM_POW2_BUCKETS
-                                               : (max_tokens - 1) / SIM_RANGE + 1;
-        s->groups = calloc(s->n_groups + 1, sizeof(*s->groups));
-        s->current = malloc((s->models + 1) * sizeof(*s->current));
-        if (s->groups == NULL || s->current == NULL)
-            goto oom;
-        for (uint32_t m = 0; m < s->models; m++)
-            s->current[m] = -1;
-    }
-    return 0;
-oom:
-    free(shape_sig);
-    sim_fail(s, "out of memory");
-    return -1;
-}
-
-static void sim_teardown(sim_t *s)
-{
-    sched_destroy(s->sched);
-    store_close(s->store);
-    for (uint32_t g = 0; s->groups != NULL && g < s->n_groups; g++) {
-        for (uint32_t b = 0; s->groups[g].buckets != NULL && b < s->n_buckets; b++)
-            free(s->groups[g].buckets[b].idx);
-        free(s->groups[g].buckets);
-    }
-    free(s->groups);
-    free(s->current);
-    for (size_t k = 0; s->workers != NULL && k < s->n_workers; k++) {
-        gpu_destroy(s->workers[k].gpu);
-        free(s->workers[k].batch);
-    }
-    free(s->workers);
-    for (uint32_t m = 0; s->model_shapes != NULL && m < s->models; m++)
-        free(s->model_shapes[m]);
-    free(s->model_shapes);
-    free(s->model_n_shapes);
-    free(s->shape_model);
-    free(s->state);
-    free(s->seen);
-    free(s->waits);
-    free(s->tok);
-    free(s->sig);
-    free(s->sig_sorted);
-    free(s->shape_full);
-}
-
 /* Final figures and the end-of-run checks (invariant 1). */
 static void sim_finish(sim_t *s)
 {
@@ -731,7 +348,7 @@ static void sim_finish(sim_t *s)
     r->arrival_s = s->n ? (double)s->items[s->n - 1].t_ns / 1e9 : 0.0;
     r->end_ns = s->now;
     if (s->n_waits != 0) {
-        qsort(s->waits, s->n_waits, sizeof(*s->waits), sim_cmp_u64);
+        qsort(s->waits, s->n_waits, sizeof(*s->waits), sim_u64_cmp);
         r->wait_p50_ns = s->waits[(s->n_waits - 1) / 2];
         r->wait_p99_ns = s->waits[(size_t)((double)(s->n_waits - 1) * 0.99)];
         r->wait_max_ns = s->waits[s->n_waits - 1];
