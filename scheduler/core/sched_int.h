@@ -76,6 +76,9 @@ sched_status_t shapes_intern(struct sched *s, uint32_t model_idx, uint64_t signa
 void shapes_destroy_all(struct sched *s);
 void shapes_tick(struct sched *s, uint64_t now_ns);
 
+/* check.c: the invariants after one operation that touched `lane` of `shape` (NULL: no lane). */
+int sched_check_op(const struct sched *s, const sched_shape_t *shape, uint32_t lane);
+
 /* select.c: the model's shape for the next batch (sticky): SCHED_EEMPTY when it has no work,
  * SCHED_ESTORE when recording a switch failed. */
 sched_status_t select_shape(struct sched *s, sched_model_t *model, sched_shape_t **out /* out */);

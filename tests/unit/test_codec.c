@@ -5,6 +5,9 @@
  * from the xxHash spec, cross-checked with `xxhsum -H64`), so these tests are not circular.
  * Wire-byte tests hand-write protobuf encodings so that renumbering a field in lanes.proto, or
  * changing its wire type, fails here.
+ *
+ * Longer than the house rule's ~600 lines: one cmocka file per module, with a test per
+ * validation rule, a round trip per message and the wire bytes of each.
  */
 #include <stdarg.h>
 #include <stddef.h>

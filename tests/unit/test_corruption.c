@@ -18,6 +18,9 @@
  *
  * Seeded: LANES_TEST_SEED overrides the seed; the seed is printed so a failure can be replayed.
  * Failures name the trial (segment, offset, flipped bytes).
+ *
+ * Longer than the house rule's ~600 lines: one case per kind of damage, each building its own
+ * store on disk, damaging it byte by byte and reading back what recovery reports.
  */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -22,6 +22,9 @@
  * entry's byte offset in it. The tests use that, and the file name of a segment (16 hex digits
  * of its id + ".seg" under <dir>/segments), to find and damage files; nothing else of the
  * private format.
+ *
+ * Longer than the house rule's ~600 lines: the fault sweeps rerun each case failing the 1st,
+ * 2nd, ... Nth operation, and each case needs its own setup and expected state.
  */
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,6 +1,9 @@
 /*
  * test_sched.c - shape table, sticky selection, the shape guard and the life of a batch over
  * the memory store; and a seeded property test over random item streams.
+ *
+ * Longer than the house rule's ~600 lines: one cmocka file per module, and the property test
+ * with its model of the expected state is half of it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
