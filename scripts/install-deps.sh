@@ -22,6 +22,7 @@ PACKAGES=(
 )
 
 export DEBIAN_FRONTEND=noninteractive
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 is_installed() {
     dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
@@ -34,8 +35,26 @@ for pkg in "${PACKAGES[@]}"; do
     fi
 done
 
+# Node.js and npm for clients/node: Debian's, unless the machine has both already (e.g.
+# NodeSource's nodejs, which bundles npm and conflicts with Debian's npm package).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    missing+=(nodejs npm)
+fi
+
+# clients/node's npm packages, exactly as its package-lock.json pins them; skipped while
+# node_modules is newer than the lock and package.json.
+npm_packages() {
+    local dir="$ROOT/clients/node" stamp="$ROOT/clients/node/node_modules/.package-lock.json"
+    if [ -f "$stamp" ] && [ "$stamp" -nt "$dir/package-lock.json" ] && [ "$stamp" -nt "$dir/package.json" ]; then
+        return 0
+    fi
+    echo "install-deps: npm ci in clients/node"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error </dev/null)
+}
+
 if [ "${#missing[@]}" -eq 0 ]; then
     echo "install-deps: all ${#PACKAGES[@]} packages already installed"
+    npm_packages
     exit 0
 fi
 
@@ -52,3 +71,4 @@ echo "install-deps: installing ${missing[*]}"
 "${SUDO[@]}" apt-get update -qq </dev/null
 "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null >/dev/null
 echo "install-deps: done"
+npm_packages
