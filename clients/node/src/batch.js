@@ -59,6 +59,12 @@ export class Batch {
         return this.consumer.ackSend(this, { in_progress: true }, opts);
     }
 
+    /** Stops extending this batch through heartbeats: unless settled, the daemon returns it
+     *  ack_wait_ms after its dispatch or last extension (for work given up on). */
+    release() {
+        this.consumer.release(this);
+    }
+
     /** Records an AckReply's effect on what this side knows (invariant 2). */
     note(ack, code) {
         if (code === 'unknown_batch' || code === 'unknown_consumer') {

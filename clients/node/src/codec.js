@@ -136,8 +136,3 @@ export function decode(name, bytes) {
     const t = types[name];
     return plain(t, t.decode(bytes));
 }
-
-/** Whether message `name` of this schema has a field called field (e.g. a newer addition). */
-export function hasField(name, field) {
-    return types[name].fields[field] !== undefined;
-}

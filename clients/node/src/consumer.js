@@ -28,7 +28,7 @@
 // a worker whose work is asynchronous does not starve the event loop; see README).
 import { EventEmitter } from 'node:events';
 import { createInbox } from 'nats';
-import { encode, decode, hasField, BatchStatus } from './codec.js';
+import { encode, decode, types, BatchStatus } from './codec.js';
 import { LanesError, codeWord, errorFromReply } from './errors.js';
 import { requestRetry, sleep } from './retry.js';
 import { Batch } from './batch.js';
@@ -54,8 +54,12 @@ const DEFAULTS = Object.freeze({
     errorPauseMs: 1000, // after an ERROR batch other than unknown_consumer (e.g. publish_failed)
 });
 
-function registeredOf(r) {
-    const v = hasField('Registered', 'protocol_version') ? r.protocol_version : 0;
+/** Registered's field 10 is the daemon's protocol version (subjects.md); read by number, so a
+ *  schema that does not have it yet reads as version 1. */
+const PROTOCOL_FIELD = types.Registered.fieldsById[10]?.name;
+
+export function registeredOf(r) {
+    const v = PROTOCOL_FIELD ? r[PROTOCOL_FIELD] : 0;
     return {
         consumerId: r.consumer_id,
         pullSubject: r.pull_subject,
@@ -196,7 +200,7 @@ export class Consumer extends EventEmitter {
     heartbeatStart() {
         clearInterval(this.hbTimer);
         this.hbTimer = null;
-        const ms = this.opts.heartbeatMs ?? this.info.heartbeatMs ?? 2000;
+        const ms = this.opts.heartbeatMs ?? (this.info.heartbeatMs || 2000);
         if (ms > 0) this.hbTimer = setInterval(() => this.heartbeat(), ms);
     }
 
@@ -275,7 +279,7 @@ export class Consumer extends EventEmitter {
             this.topUp();
             return;
         }
-        if (gen !== this.generation || this.state !== 'running') {
+        if (gen !== this.generation || this.state !== 'running' || this.reregistering) {
             this.staleReturn(b, gen);
             return;
         }
@@ -346,6 +350,11 @@ export class Consumer extends EventEmitter {
     }
 
     // ---- acks ---------------------------------------------------------------------------------
+
+    /** Stops listing batch in heartbeats (see Batch.release). */
+    release(batch) {
+        if (this.inProgress.get(batch.batchId) === batch) this.inProgress.delete(batch.batchId);
+    }
 
     /**
      * Sends an Ack for batch and resolves to { acked, returned, unknown, error, code } (code: the

@@ -146,15 +146,23 @@ test('in progress keeps a batch past ack_wait; without it the batch comes back',
     }
     assert.deepEqual([(await m.ack()).acked], [1]);
 
-    // Neither: the deadline returns it, and it comes again with deliveries 2.
+    assert.equal(manual.inProgress.size, 0, 'autoInProgress false lists nothing');
+    await manual.close();
+
+    // Released (no longer listed) and not settled: the deadline returns it, and it comes again
+    // with deliveries 2.
+    const auto2 = await consumerOf('prog', { prefetch: 1 });
     await client.submit('prog', [{ id: 'prog-3', tokens: 8 }]);
-    const late = await nextBatch(manual);
+    const late = await nextBatch(auto2);
     assert.equal(late.items[0].id.toString(), 'prog-3');
-    const again = await nextBatch(manual, 4 * ACK_WAIT);
+    assert.equal(auto2.inProgress.has(late.batchId), true);
+    late.release();
+    assert.equal(auto2.inProgress.has(late.batchId), false);
+    const again = await nextBatch(auto2, 4 * ACK_WAIT);
     assert.deepEqual(again.items.map((x) => [x.id.toString(), x.deliveries]), [['prog-3', 2]]);
     assert.equal((await late.ack()).code, 'unknown_batch', 'the first copy was returned');
     assert.equal((await again.ack()).acked, 1);
-    await manual.close();
+    await auto2.close();
 });
 
 test('heartbeats keep an idle consumer alive past dead_after; silence kills', async () => {

