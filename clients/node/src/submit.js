@@ -22,9 +22,9 @@ import { encode, decode, ItemStatus } from './codec.js';
 import { LanesError, errorFromReply } from './errors.js';
 import { requestRetry } from './retry.js';
 
-/** Reply bytes reserved per item beside its id: the longest ItemResult the daemon writes today
- *  (status, an 18-byte reason word, a 73-byte text, framing) is its id plus 101 bytes; the rest
- *  leaves room for longer texts. */
+/** Reply bytes reserved per item beside its id (subjects.md, "How many items in one Submit"): the
+ *  longest ItemResult the daemon writes today (status, reason word, text, framing) is its id plus
+ *  96 bytes; test/shape.test.js checks every word of codec/codec.h against the budget. */
 export const REPLY_BYTES_PER_ITEM = 160;
 /** Reply bytes reserved for the SubmitReply itself (its error field). */
 const REPLY_BYTES_FIXED = 256;

@@ -155,3 +155,22 @@ test('Registered: the protocol version is field 10, absent = version 1', async (
     const want = types.Registered.fieldsById[10] ? 3 : 1;
     assert.equal(registeredOf(decode('Registered', withV)).protocolVersion, want);
 });
+
+test("every reason word and text of the daemon fits the reply budget per item", (t) => {
+    const header = fileURLToPath(new URL('../../../codec/codec.h', import.meta.url));
+    if (!fs.existsSync(header)) {
+        t.skip('codec/codec.h is not beside this package');
+        return;
+    }
+    const src = fs.readFileSync(header, 'utf8');
+    const map = src.slice(src.indexOf('#define CODEC_STATUS_MAP'), src.indexOf('STATUS_ENUM(codec_status_t'));
+    const entries = [...map.replaceAll('\\\n', ' ').matchAll(/X\((\w+),\s*"([^"]*)",\s*((?:"[^"]*"\s*)+)\)/g)];
+    assert.ok(entries.length >= 19, `CODEC_STATUS_MAP read (${entries.length} entries)`);
+    const id = Buffer.alloc(64, 0x61); // the longest id
+    for (const [, , word, texts] of entries) {
+        const text = [...texts.matchAll(/"([^"]*)"/g)].map((m) => m[1]).join('');
+        const one = encode('ItemResult', { id, status: 2, reason: word, error: text });
+        const framed = 1 + (one.length >= 128 ? 2 : 1) + one.length;
+        assert.ok(framed <= id.length + REPLY_BYTES_PER_ITEM, `${word}: ${framed} bytes`);
+    }
+});
