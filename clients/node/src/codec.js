@@ -64,7 +64,8 @@ const UNSIGNED = new Set(['fixed64', 'uint64']);
 function toLong(value, unsigned) {
     if (typeof value === 'bigint') return Long.fromBigInt(BigInt.asUintN(64, value), unsigned);
     if (typeof value === 'number') {
-        if (!Number.isSafeInteger(value)) throw new RangeError(`64-bit value ${value} is not a safe integer: use a BigInt`);
+        if (!Number.isSafeInteger(value))
+            throw new RangeError(`64-bit value ${value} is not a safe integer: use a BigInt`);
         return Long.fromNumber(value, unsigned);
     }
     if (typeof value === 'string') return Long.fromString(value, unsigned);

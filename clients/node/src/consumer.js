@@ -112,6 +112,16 @@ export class Consumer extends EventEmitter {
         this.emit('warning', err);
     }
 
+    /** A publish from a timer or a callback: a failure (the connection closed under us) is a
+     *  warning, never an exception nobody can catch. */
+    send(subject, data, opts) {
+        try {
+            this.nc.publish(subject, data, opts);
+        } catch (err) {
+            this.warn(err);
+        }
+    }
+
     // ---- registration -------------------------------------------------------------------------
 
     async register(retryForMs) {
@@ -132,7 +142,7 @@ export class Consumer extends EventEmitter {
         if (r.error) throw errorFromReply(r.error);
         const info = registeredOf(r);
         if (this.state === 'closed') {
-            this.nc.publish(info.byeSubject, new Uint8Array(0)); // created while closing: leave
+            this.send(info.byeSubject, new Uint8Array(0)); // created while closing: leave
             return;
         }
         if (this.info) this.oldAckSubjects.set(this.generation, this.info.ackSubject);
@@ -140,7 +150,12 @@ export class Consumer extends EventEmitter {
         this.generation++;
         this.info = info;
         if (info.protocolVersion > PROTOCOL_VERSION) {
-            this.warn(new LanesError('protocol_version', `the daemon speaks version ${info.protocolVersion}, this client ${PROTOCOL_VERSION}`));
+            this.warn(
+                new LanesError(
+                    'protocol_version',
+                    `the daemon speaks version ${info.protocolVersion}, this client ${PROTOCOL_VERSION}`,
+                ),
+            );
         }
         this.heartbeatStart();
         this.emit('registered', info);
@@ -207,7 +222,7 @@ export class Consumer extends EventEmitter {
     heartbeat() {
         if (this.state !== 'running' || this.reregistering || this.nc.isClosed()) return;
         const ids = [...this.inProgress.keys()];
-        this.nc.publish(this.info.heartbeatSubject, encode('Heartbeat', { in_progress: ids }));
+        this.send(this.info.heartbeatSubject, encode('Heartbeat', { in_progress: ids }));
     }
 
     // ---- pulls --------------------------------------------------------------------------------
@@ -224,7 +239,7 @@ export class Consumer extends EventEmitter {
         const margin = Math.max(this.info.heartbeatMs || 0, 1000);
         const timer = setTimeout(() => this.pullLost(seq, gen), expires + margin);
         this.pulls.set(seq, { generation: gen, timer });
-        this.nc.publish(this.info.pullSubject, encode('Pull', { max_batches: 1, expires_ms: expires }), {
+        this.send(this.info.pullSubject, encode('Pull', { max_batches: 1, expires_ms: expires }), {
             reply: `${this.inbox}.${gen}.${seq}`,
         });
     }
@@ -307,7 +322,7 @@ export class Consumer extends EventEmitter {
         if (b.status !== BatchStatus.BATCH_STATUS_OK || b.items.length === 0) return;
         const subject = gen === this.generation ? this.info.ackSubject : this.oldAckSubjects.get(gen);
         if (!subject || this.nc.isClosed()) return;
-        this.nc.publish(subject, encode('Ack', { batch_id: b.batch_id, nak: b.items.map((_, i) => i) }));
+        this.send(subject, encode('Ack', { batch_id: b.batch_id, nak: b.items.map((_, i) => i) }));
     }
 
     deliver(batch) {

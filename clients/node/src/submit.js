@@ -82,8 +82,12 @@ export function plan(encoded, maxPayload, maxItems = SUBMIT_MAX_ITEMS) {
             oversized.push(i);
             return;
         }
-        if (cur === null || cur.idx.length >= maxItems || cur.msg + msg > maxPayload ||
-            cur.rep + rep > maxPayload) {
+        if (
+            cur === null ||
+            cur.idx.length >= maxItems ||
+            cur.msg + msg > maxPayload ||
+            cur.rep + rep > maxPayload
+        ) {
             cur = { idx: [], msg: 0, rep: REPLY_BYTES_FIXED };
             chunks.push(cur);
         }
@@ -122,7 +126,12 @@ function result(item, r) {
 
 function summary(results) {
     const count = (s) => results.filter((r) => r.status === s).length;
-    return { results, accepted: count('accepted'), duplicate: count('duplicate'), rejected: count('rejected') };
+    return {
+        results,
+        accepted: count('accepted'),
+        duplicate: count('duplicate'),
+        rejected: count('rejected'),
+    };
 }
 
 /**

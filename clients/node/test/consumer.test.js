@@ -29,7 +29,13 @@ after(async () => {
 });
 
 async function consumerOf(model, opts = {}) {
-    const c = await client.consumer({ model, maxBatchSize: 8, maxBatchTokens: 4096, name: `test-${model}`, ...opts });
+    const c = await client.consumer({
+        model,
+        maxBatchSize: 8,
+        maxBatchTokens: 4096,
+        name: `test-${model}`,
+        ...opts,
+    });
     c.on('warning', () => {}); // expected in several tests; each checks what it needs
     return c;
 }
@@ -106,22 +112,34 @@ test('prefetch keeps several pulls outstanding on the inbox', async () => {
 });
 
 test('nak by position redelivers with deliveries 2, then 3', async () => {
-    await client.submit('nak', ['n-0', 'n-1', 'n-2'].map((id) => ({ id, tokens: 16 })));
+    await client.submit(
+        'nak',
+        ['n-0', 'n-1', 'n-2'].map((id) => ({ id, tokens: 16 })),
+    );
     const c = await consumerOf('nak', { prefetch: 1 });
     const b1 = await nextBatch(c);
-    assert.deepEqual(b1.items.map((x) => x.id.toString()), ['n-0', 'n-1', 'n-2']);
+    assert.deepEqual(
+        b1.items.map((x) => x.id.toString()),
+        ['n-0', 'n-1', 'n-2'],
+    );
     const bad = await b1.settle({ ack: [0], nak: [5] });
     assert.deepEqual([bad.code, bad.unknown], ['unknown_position', 1], 'nothing changed');
     const r = await b1.settle({ ack: [0], nak: [2] });
     assert.deepEqual([r.acked, r.returned, r.code], [1, 1, '']);
     assert.equal(b1.done, false, 'position 1 is still in flight');
     const b2 = await nextBatch(c);
-    assert.deepEqual(b2.items.map((x) => [x.id.toString(), x.deliveries]), [['n-2', 2]]);
+    assert.deepEqual(
+        b2.items.map((x) => [x.id.toString(), x.deliveries]),
+        [['n-2', 2]],
+    );
     const rest = await b1.ack();
     assert.deepEqual([rest.acked, rest.code], [1, ''], 'ack all settles position 1 only');
     assert.equal((await b2.nak()).returned, 1);
     const b3 = await nextBatch(c);
-    assert.deepEqual(b3.items.map((x) => [x.id.toString(), x.deliveries]), [['n-2', 3]]);
+    assert.deepEqual(
+        b3.items.map((x) => [x.id.toString(), x.deliveries]),
+        [['n-2', 3]],
+    );
     assert.equal((await b3.ack()).acked, 1);
     await c.close();
 });
@@ -159,7 +177,10 @@ test('in progress keeps a batch past ack_wait; without it the batch comes back',
     late.release();
     assert.equal(auto2.inProgress.has(late.batchId), false);
     const again = await nextBatch(auto2, 4 * ACK_WAIT);
-    assert.deepEqual(again.items.map((x) => [x.id.toString(), x.deliveries]), [['prog-3', 2]]);
+    assert.deepEqual(
+        again.items.map((x) => [x.id.toString(), x.deliveries]),
+        [['prog-3', 2]],
+    );
     assert.equal((await late.ack()).code, 'unknown_batch', 'the first copy was returned');
     assert.equal((await again.ack()).acked, 1);
     await auto2.close();
@@ -183,7 +204,10 @@ test('heartbeats keep an idle consumer alive past dead_after; silence kills', as
 });
 
 test('bye returns the unfinished batches at once; a close without bye does not', async () => {
-    await client.submit('bye', ['b-0', 'b-1'].map((id) => ({ id, tokens: 8 })));
+    await client.submit(
+        'bye',
+        ['b-0', 'b-1'].map((id) => ({ id, tokens: 8 })),
+    );
     const a = await consumerOf('bye', { prefetch: 1 });
     const held = await nextBatch(a);
     assert.equal(held.items.length, 2);
@@ -198,7 +222,13 @@ test('bye returns the unfinished batches at once; a close without bye does not',
 
     const b = await consumerOf('bye', { prefetch: 1 });
     const again = await nextBatch(b);
-    assert.deepEqual(again.items.map((x) => [x.id.toString(), x.deliveries]), [['b-0', 2], ['b-1', 2]]);
+    assert.deepEqual(
+        again.items.map((x) => [x.id.toString(), x.deliveries]),
+        [
+            ['b-0', 2],
+            ['b-1', 2],
+        ],
+    );
     await b.close({ bye: false });
     const s2 = await shapeStats('bye');
     assert.equal(s2.shapes[0].pending_items, 2, 'without bye the batch stays in flight');

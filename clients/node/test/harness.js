@@ -166,9 +166,12 @@ export class Env {
         if (this.daemon) throw new Error('the daemon is already running');
         const argv = [
             daemonBin(),
-            '--server', this.url,
-            '--prefix', this.prefix,
-            '--data-dir', this.dataDir,
+            '--server',
+            this.url,
+            '--prefix',
+            this.prefix,
+            '--data-dir',
+            this.dataDir,
             ...flags,
         ];
         this.daemon = new Child(argv, this.daemonLog);
@@ -176,13 +179,16 @@ export class Env {
         const end = Date.now() + 20000;
         for (;;) {
             if (this.daemon.status) {
-                throw new Error(`lanesched exited at start (${JSON.stringify(this.daemon.status)}): ${this.tail(this.daemonLog)}`);
+                throw new Error(
+                    `lanesched exited at start (${JSON.stringify(this.daemon.status)}): ${this.tail(this.daemonLog)}`,
+                );
             }
             try {
                 await nc.request(`${this.prefix}.stats`, new Uint8Array(0), { timeout: 500 });
                 return;
             } catch {
-                if (Date.now() > end) throw new Error(`lanesched not answering: ${this.tail(this.daemonLog)}`);
+                if (Date.now() > end)
+                    throw new Error(`lanesched not answering: ${this.tail(this.daemonLog)}`);
                 await sleep(50);
             }
         }
@@ -194,7 +200,9 @@ export class Env {
         this.daemon = null;
         const st = await d.stop(signal);
         if (signal === 'SIGTERM' && st.code !== 0) {
-            throw new Error(`lanesched exited with ${JSON.stringify(st)} at SIGTERM: ${this.tail(this.daemonLog)}`);
+            throw new Error(
+                `lanesched exited with ${JSON.stringify(st)} at SIGTERM: ${this.tail(this.daemonLog)}`,
+            );
         }
         return st;
     }

@@ -22,11 +22,20 @@ after(async () => {
 
 test('after a daemon restart the consumer registers again and the queued work is delivered', async () => {
     const ids = ['r-0', 'r-1', 'r-2', 'r-3', 'r-4'];
-    const r = await client.submit('r', ids.map((id) => ({ id, tokens: 8 })));
+    const r = await client.submit(
+        'r',
+        ids.map((id) => ({ id, tokens: 8 })),
+    );
     assert.equal(r.accepted, 5);
     // One item a batch and one batch ahead: r-0 is held (in flight), r-1 waits in the
     // consumer, the other three stay queued in the daemon.
-    const c = await client.consumer({ model: 'r', maxBatchSize: 1, maxBatchTokens: 64, prefetch: 1, pullExpiresMs: 1000 });
+    const c = await client.consumer({
+        model: 'r',
+        maxBatchSize: 1,
+        maxBatchTokens: 64,
+        prefetch: 1,
+        pullExpiresMs: 1000,
+    });
     const warnings = [];
     c.on('warning', (w) => warnings.push(w.code ?? w.message));
     const registered = [];
@@ -62,7 +71,10 @@ test('after a daemon restart the consumer registers again and the queued work is
     }
     assert.deepEqual(stale, ['r-1'], 'only the batch taken before the restart was stale');
     assert.deepEqual([...got.keys()].sort(), [...ids, 'r-late'].sort());
-    assert.ok([...got.values()].every((d) => d === 1), 'delivery counts start again after a restart');
+    assert.ok(
+        [...got.values()].every((d) => d === 1),
+        'delivery counts start again after a restart',
+    );
     assert.notEqual(c.id, first, 'a new consumer id');
     assert.equal(registered.length, 1, 'registered again exactly once');
     assert.ok(warnings.length > 0, 'the consumer said why');
@@ -77,7 +89,13 @@ test('after a daemon restart the consumer registers again and the queued work is
 });
 
 async function idleConsumer(model) {
-    const c = await client.consumer({ model, maxBatchSize: 4, maxBatchTokens: 64, prefetch: 2, pullExpiresMs: 500 });
+    const c = await client.consumer({
+        model,
+        maxBatchSize: 4,
+        maxBatchTokens: 64,
+        prefetch: 2,
+        pullExpiresMs: 500,
+    });
     const registered = [];
     c.on('registered', (info) => registered.push(info.consumerId));
     c.on('warning', () => {});

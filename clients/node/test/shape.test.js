@@ -104,8 +104,14 @@ test('fixed64 travels little-endian and decodes to the same BigInt', () => {
 });
 
 test('enum names and proto3 zero values as protobufjs sees them', () => {
-    assert.deepEqual({ ...ItemStatus }, { ITEM_STATUS_ACCEPTED: 0, ITEM_STATUS_DUPLICATE: 1, ITEM_STATUS_REJECTED: 2 });
-    assert.deepEqual({ ...BatchStatus }, { BATCH_STATUS_OK: 0, BATCH_STATUS_EXPIRED: 1, BATCH_STATUS_ERROR: 2 });
+    assert.deepEqual(
+        { ...ItemStatus },
+        { ITEM_STATUS_ACCEPTED: 0, ITEM_STATUS_DUPLICATE: 1, ITEM_STATUS_REJECTED: 2 },
+    );
+    assert.deepEqual(
+        { ...BatchStatus },
+        { BATCH_STATUS_OK: 0, BATCH_STATUS_EXPIRED: 1, BATCH_STATUS_ERROR: 2 },
+    );
     const empty = decode('Batch', new Uint8Array(0));
     assert.equal(empty.status, BatchStatus.BATCH_STATUS_OK);
     assert.equal(empty.batch_id, 0n);
@@ -123,20 +129,30 @@ test('a work item gets its shape from components, a signature, or hashes', () =>
 });
 
 test('a Submit is cut so that it and its reply fit max_payload', () => {
-    const mk = (n, size, idLen = 8) => Array.from({ length: n }, () => ({ bytes: new Uint8Array(size), idLen }));
+    const mk = (n, size, idLen = 8) =>
+        Array.from({ length: n }, () => ({ bytes: new Uint8Array(size), idLen }));
     // 100 items of 100 bytes (102 framed) in 1,256 bytes.
     let p = submitPlan(mk(100, 100), 1256, 1000);
-    assert.ok(p.chunks.every((c) => c.length * 102 <= 1256), 'message size per chunk');
+    assert.ok(
+        p.chunks.every((c) => c.length * 102 <= 1256),
+        'message size per chunk',
+    );
     assert.ok(p.chunks.every((c) => c.length * (REPLY_BYTES_PER_ITEM + 8) + 256 <= 1256));
     assert.equal(p.chunks.flat().length, 100);
     // Tiny items: the reply budget decides, not the message size.
     p = submitPlan(mk(1000, 10), 10000, 1000);
     const perReply = REPLY_BYTES_PER_ITEM + 8;
-    assert.ok(p.chunks.every((c) => c.length * perReply + 256 <= 10000), 'reply budget per chunk');
+    assert.ok(
+        p.chunks.every((c) => c.length * perReply + 256 <= 10000),
+        'reply budget per chunk',
+    );
     assert.ok(p.chunks.length >= Math.ceil(1000 / Math.floor((10000 - 256) / perReply)));
     // The item-count cap.
     p = submitPlan(mk(25, 10), 1 << 20, 10);
-    assert.deepEqual(p.chunks.map((c) => c.length), [10, 10, 5]);
+    assert.deepEqual(
+        p.chunks.map((c) => c.length),
+        [10, 10, 5],
+    );
     // One item too large alone is left out; the rest go on, in order.
     const items = [...mk(2, 10), { bytes: new Uint8Array(5000), idLen: 8 }, ...mk(2, 10)];
     p = submitPlan(items, 4000, 1000);
@@ -156,7 +172,7 @@ test('Registered: the protocol version is field 10, absent = version 1', async (
     assert.equal(registeredOf(decode('Registered', withV)).protocolVersion, want);
 });
 
-test("every reason word and text of the daemon fits the reply budget per item", (t) => {
+test('every reason word and text of the daemon fits the reply budget per item', (t) => {
     const header = fileURLToPath(new URL('../../../codec/codec.h', import.meta.url));
     if (!fs.existsSync(header)) {
         t.skip('codec/codec.h is not beside this package');
@@ -164,7 +180,9 @@ test("every reason word and text of the daemon fits the reply budget per item", 
     }
     const src = fs.readFileSync(header, 'utf8');
     const map = src.slice(src.indexOf('#define CODEC_STATUS_MAP'), src.indexOf('STATUS_ENUM(codec_status_t'));
-    const entries = [...map.replaceAll('\\\n', ' ').matchAll(/X\((\w+),\s*"([^"]*)",\s*((?:"[^"]*"\s*)+)\)/g)];
+    const entries = [
+        ...map.replaceAll('\\\n', ' ').matchAll(/X\((\w+),\s*"([^"]*)",\s*((?:"[^"]*"\s*)+)\)/g),
+    ];
     assert.ok(entries.length >= 19, `CODEC_STATUS_MAP read (${entries.length} entries)`);
     const id = Buffer.alloc(64, 0x61); // the longest id
     for (const [, , word, texts] of entries) {
