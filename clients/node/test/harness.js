@@ -215,7 +215,8 @@ export class Env {
         }
     }
 
-    /** Stops everything and removes the directory (kept, and named, when opts.keep). */
+    /** Stops everything and removes the directory (kept, and named, when opts.keep, when the
+     *  daemon did not stop cleanly, or with LANES_TEST_KEEP set: its logs are there). */
     async stop(opts = {}) {
         for (const nc of this.ncs.splice(0)) if (!nc.isClosed()) await nc.close();
         let err = null;
@@ -225,7 +226,8 @@ export class Env {
             err = e;
         }
         if (this.nats) await this.nats.stop('SIGTERM');
-        if (opts.keep || err) console.error(`lanes test directory kept: ${this.dir}`);
+        if (opts.keep || err || process.env.LANES_TEST_KEEP)
+            console.error(`lanes test directory kept: ${this.dir}`);
         else fs.rmSync(this.dir, { recursive: true, force: true });
         if (err) throw err;
     }
