@@ -1,9 +1,22 @@
 #!/usr/bin/env bash
 # install-deps.sh - installs the Debian packages lanesched needs to build, test and run.
 #
+#   scripts/install-deps.sh           everything: build, tests, format (developers, CI)
+#   scripts/install-deps.sh --build   only what building needs (the Docker image's build stage)
+#
 # Idempotent: packages already installed are skipped, and `apt-get update` runs only when
 # something is missing. Uses sudo only when not running as root. Safe without a terminal (CI).
 set -euo pipefail
+
+BUILD_ONLY=0
+case "${1:-}" in
+"") ;;
+--build) BUILD_ONLY=1 ;;
+*)
+    echo "usage: $0 [--build]" >&2
+    exit 2
+    ;;
+esac
 
 PACKAGES=(
     libnats-dev          # NATS C client (the daemon's front)
@@ -14,14 +27,28 @@ PACKAGES=(
     liblmdb-dev          # disk store index
     libcmocka-dev        # unit tests
     libjansson-dev       # JSON: the stats document, lanesched-ctl, the bench and test readers
+    libmicrohttpd-dev    # the /metrics HTTP server (--metrics-listen)
     cmake
     gcc
     make
     pkg-config
+)
+TEST_PACKAGES=(
+    prometheus           # promtool: the integration tests check the /metrics exposition
+    curl                 # the integration tests and the demo scrape /metrics
     clang-format         # scripts/format.sh
 )
 
 export DEBIAN_FRONTEND=noninteractive
+
+if [ "$BUILD_ONLY" -eq 0 ]; then
+    PACKAGES+=("${TEST_PACKAGES[@]}")
+    # Node.js runs the service-discovery test (tests/node, nats.js's service client) and the
+    # Node client (clients/node). A node already on PATH (e.g. NodeSource's, whose nodejs bundles
+    # npm and conflicts with Debian's npm package) is used as it is; otherwise Debian's.
+    command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)
+    command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
+fi
 
 is_installed() {
     dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
