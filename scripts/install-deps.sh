@@ -20,7 +20,6 @@ esac
 
 PACKAGES=(
     libnats-dev          # NATS C client (the daemon's front)
-    nats-server          # integration tests start a real server on a free loopback port
     libprotobuf-c-dev    # wire codec runtime
     protobuf-c-compiler  # protoc-c, compiles codec/lanes.proto at build time
     libxxhash-dev        # shape signatures (XXH64)
@@ -34,6 +33,7 @@ PACKAGES=(
     pkg-config
 )
 TEST_PACKAGES=(
+    nats-server          # integration tests and the demo start a real server on a free port
     prometheus           # promtool: the integration tests check the /metrics exposition
     curl                 # the integration tests and the demo scrape /metrics
     clang-format         # scripts/format.sh
