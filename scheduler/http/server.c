@@ -24,6 +24,7 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,6 +138,16 @@ static enum MHD_Result http_handle(void *cls, struct MHD_Connection *conn, const
     return http_send(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", text, len);
 }
 
+/* libmicrohttpd's own messages go through the process's logger (redaction, JSON lines). */
+static void http_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    msg[strcspn(msg, "\n")] = '\0';
+    log_write(LOG_WARN, "metrics HTTP server: %s", msg);
+}
+
 /* "ADDR:PORT", "[V6]:PORT" or ":PORT" into a socket address. */
 static http_status_t http_addr(const char *listen, struct sockaddr_storage *out, int *port)
 {
@@ -184,9 +195,10 @@ http_status_t http_server_start(const char *listen, http_refresh_fn refresh, voi
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
     if (sa.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    s->mhd = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, http_handle, s,
-                              MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-                              MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
+    s->mhd =
+        MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, http_handle, s, MHD_OPTION_SOCK_ADDR,
+                         (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_TIMEOUT, 10u,
+                         MHD_OPTION_EXTERNAL_LOGGER, http_log, NULL, MHD_OPTION_END);
     if (s->mhd == NULL) {
         http_server_stop(s);
         return HTTP_ELISTEN;
