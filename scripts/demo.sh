@@ -270,7 +270,8 @@ node -e '
     if (l && q && l.gpu_busy_ns > 0)
         console.log(`FIFO would have needed ${(q.gpu_busy_ns / l.gpu_busy_ns).toFixed(2)}x the GPU time of the lanesched policy on these items.`);
     console.log(`GPU time: ${nsPerToken} ns per padded token (the cost of the simulated workers). Hit rate: live,` +
-        "\nbatches of the same shape as the previous batch of their worker; simulated, an LRU of 2 shapes per worker.");
+        "\nbatches of the same shape as the previous batch of their worker; simulated, an LRU of 2 shapes per worker." +
+        "\nLive waits also hold the workers\u2019 NATS round trips and this machine\u2019s load; the simulation has neither.");
 ' "$FINAL" "$NS_PER_TOKEN" "$WORK/sim.json"
 [ "$SIM_OK" = 1 ] || echo "demo: the FIFO comparison failed (see $WORK/sim.log)" >&2
 
