@@ -169,7 +169,8 @@ typedef struct {
     uint32_t heartbeat_ms;
     uint32_t dead_after_ms;
     uint32_t ack_wait_ms;
-    const char *error; /* borrowed */
+    const char *error;         /* borrowed */
+    uint32_t protocol_version; /* the daemon's VERSION_PROTOCOL (common/version.h); 0 = absent */
 } codec_registered_t;
 
 /* Pull. */

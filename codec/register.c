@@ -110,6 +110,7 @@ codec_status_t codec_decode_registered(const void *buf, size_t len, codec_regist
     box->pub.dead_after_ms = r->dead_after_ms;
     box->pub.ack_wait_ms = r->ack_wait_ms;
     box->pub.error = codec_str_view(r->error);
+    box->pub.protocol_version = r->protocol_version;
     box->msg = msg;
     msg = NULL;
     *out = &box->pub;
@@ -146,5 +147,6 @@ codec_status_t codec_encode_registered(const codec_registered_t *msg, uint8_t **
     r.dead_after_ms = msg->dead_after_ms;
     r.ack_wait_ms = msg->ack_wait_ms;
     r.error = codec_str_in(msg->error);
+    r.protocol_version = msg->protocol_version;
     return codec_pb_pack(&r.base, out_buf, out_len);
 }

@@ -2,16 +2,25 @@
  * log.h - the process's one logger, shared by the daemon, the store's log callback and the NATS
  * front, so no library needs the executable to define it.
  *
- * A line is a level and a message. By default lines at or above the level go to stderr as
- * "<UTC time> <level> <message>"; a program or a test may install its own sink instead (the
- * daemon's unit tests capture lines that way). Thread-safe: one line is written whole.
+ * A line is a level and a message. By default lines at or above the level go to stderr, as
+ * "<UTC time> <level> <message>" (text) or as one JSON object per line (json: {"time", "level",
+ * "msg"}); a program or a test may install its own sink instead (the daemon's unit tests capture
+ * lines that way). Thread-safe: one line is written whole.
+ *
+ * Credentials never reach a line: before any sink sees a message, the password of every URL
+ * written as scheme://user:password@host becomes "***" (user kept), a URL's token
+ * (scheme://token@host) becomes "***", and so does every string registered with log_secret_add
+ * (the --password and --token values).
  */
 #ifndef LANESCHED_COMMON_LOG_H
 #define LANESCHED_COMMON_LOG_H
 
-enum { LOG_DEBUG = 0, LOG_INFO = 1, LOG_WARN = 2, LOG_ERROR = 3 };
+#include <stddef.h>
 
-/* Receives each line at or above the level. `line` is borrowed for the call. */
+enum { LOG_DEBUG = 0, LOG_INFO = 1, LOG_WARN = 2, LOG_ERROR = 3 };
+enum { LOG_FORMAT_TEXT = 0, LOG_FORMAT_JSON = 1 };
+
+/* Receives each line at or above the level (already redacted). `line` is borrowed for the call. */
 typedef void (*log_sink_fn)(void *ctx, int level, const char *line);
 
 /* Lines below `level` are dropped. Default LOG_INFO. */
@@ -20,9 +29,26 @@ void log_level_set(int level);
 int log_level_parse(const char *name, int *out_level /* out */);
 /* The name of a level ("info"); "?" for an unknown one. Static storage. */
 const char *log_level_name(int level);
+/* How the stderr sink writes a line. Default LOG_FORMAT_TEXT. */
+void log_format_set(int format);
+/* "text" or "json" -> *out_format; -1 (untouched) for anything else. */
+int log_format_parse(const char *name, int *out_format /* out */);
 /* Replaces the sink (NULL restores stderr). ctx is borrowed until the next call. */
 void log_sink_set(log_sink_fn sink, void *ctx);
+/* Registers a secret (copied) to be written as "***" wherever it appears; strings shorter than
+ * LOG_SECRET_MIN are ignored (they would blank ordinary words), at most LOG_SECRETS_MAX are kept.
+ * 0, or -1 when it was not kept. */
+#define LOG_SECRET_MIN  4
+#define LOG_SECRETS_MAX 8
+int log_secret_add(const char *secret);
 
 void log_write(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* log_write whatever the level: for lines a supervisor waits for ("lanesched: ready"). In the
+ * text format the message goes to stderr alone on its line, without time or level. */
+void log_notice(const char *msg);
+
+/* The redaction of every line, exposed for tests: writes msg with its credentials replaced into
+ * out (cap bytes, always NUL-terminated, cut when too long). */
+void log_redact(const char *msg, char *out /* out */, size_t cap);
 
 #endif

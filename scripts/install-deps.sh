@@ -1,28 +1,55 @@
 #!/usr/bin/env bash
 # install-deps.sh - installs the Debian packages lanesched needs to build, test and run.
 #
+#   scripts/install-deps.sh           everything: build, tests, format (developers, CI)
+#   scripts/install-deps.sh --build   only what building needs (the Docker image's build stage)
+#
 # Idempotent: packages already installed are skipped, and `apt-get update` runs only when
 # something is missing. Uses sudo only when not running as root. Safe without a terminal (CI).
 set -euo pipefail
 
+BUILD_ONLY=0
+case "${1:-}" in
+"") ;;
+--build) BUILD_ONLY=1 ;;
+*)
+    echo "usage: $0 [--build]" >&2
+    exit 2
+    ;;
+esac
+
 PACKAGES=(
     libnats-dev          # NATS C client (the daemon's front)
-    nats-server          # integration tests start a real server on a free loopback port
     libprotobuf-c-dev    # wire codec runtime
     protobuf-c-compiler  # protoc-c, compiles codec/lanes.proto at build time
     libxxhash-dev        # shape signatures (XXH64)
     liblmdb-dev          # disk store index
     libcmocka-dev        # unit tests
     libjansson-dev       # JSON: the stats document, lanesched-ctl, the bench and test readers
+    libmicrohttpd-dev    # the /metrics HTTP server (--metrics-listen)
     cmake
     gcc
     make
     pkg-config
+)
+TEST_PACKAGES=(
+    nats-server          # integration tests and the demo start a real server on a free port
+    prometheus           # promtool: the integration tests check the /metrics exposition
+    curl                 # the integration tests and the demo scrape /metrics
     clang-format         # scripts/format.sh
 )
 
 export DEBIAN_FRONTEND=noninteractive
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+if [ "$BUILD_ONLY" -eq 0 ]; then
+    PACKAGES+=("${TEST_PACKAGES[@]}")
+    # Node.js runs the service-discovery test (tests/node, nats.js's service client) and the
+    # Node client (clients/node). A node already on PATH (e.g. NodeSource's, whose nodejs bundles
+    # npm and conflicts with Debian's npm package) is used as it is; otherwise Debian's.
+    command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)
+    command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
+fi
 
 is_installed() {
     dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
@@ -35,21 +62,21 @@ for pkg in "${PACKAGES[@]}"; do
     fi
 done
 
-# Node.js and npm for clients/node: Debian's, unless the machine has both already (e.g.
-# NodeSource's nodejs, which bundles npm and conflicts with Debian's npm package).
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-    missing+=(nodejs npm)
-fi
-
-# clients/node's npm packages, exactly as its package-lock.json pins them; skipped while
-# node_modules is newer than the lock and package.json.
+# The npm packages of clients/node (the Node client) and tests/node (the service-discovery test),
+# exactly as their package-lock.json files pin them; a folder is skipped while its node_modules
+# is newer than its lock and package.json. Not for --build: building needs no Node.
 npm_packages() {
-    local dir="$ROOT/clients/node" stamp="$ROOT/clients/node/node_modules/.package-lock.json"
-    if [ -f "$stamp" ] && [ "$stamp" -nt "$dir/package-lock.json" ] && [ "$stamp" -nt "$dir/package.json" ]; then
-        return 0
-    fi
-    echo "install-deps: npm ci in clients/node"
-    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error </dev/null)
+    [ "$BUILD_ONLY" -eq 0 ] || return 0
+    local dir stamp
+    for dir in "$ROOT/clients/node" "$ROOT/tests/node"; do
+        stamp="$dir/node_modules/.package-lock.json"
+        if [ -f "$stamp" ] && [ "$stamp" -nt "$dir/package-lock.json" ] &&
+            [ "$stamp" -nt "$dir/package.json" ]; then
+            continue
+        fi
+        echo "install-deps: npm ci in ${dir#"$ROOT"/}"
+        (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error </dev/null)
+    done
 }
 
 if [ "${#missing[@]}" -eq 0 ]; then

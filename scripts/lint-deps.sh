@@ -17,7 +17,8 @@ codec                 -      codec common
 store                 -      store common
 scheduler/core        -      scheduler/core codec store common
 scheduler/daemon      -      scheduler/daemon scheduler/core codec store common
-scheduler/nats        nats   scheduler/nats scheduler/daemon common
+scheduler/http        -      scheduler/http common
+scheduler/nats        nats   scheduler/nats scheduler/daemon scheduler/http common
 clients/c/tools       nats   clients/c codec common
 clients/c             nats   clients/c codec common
 tools                 nats   tools clients/c scheduler/core codec store common tests/support

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# test.sh - THE test command: install dependencies, build in build/, run every test (all labels).
+# test.sh - THE test command: install dependencies (Debian packages, the npm packages of
+# clients/node and tests/node), build in build/, run every test (all labels).
 # Works from any directory. Exits nonzero on any failure.
 set -euo pipefail
 

@@ -31,6 +31,8 @@
  */
 #include "common/clock.h"
 #include "common/rng.h"
+#include "common/usage.h"
+#include "common/version.h"
 #include "scheduler/core/sched.h"
 #include "store/store.h"
 
@@ -431,6 +433,9 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             return 0;
+        } else if (strcmp(a, "--version") == 0) {
+            version_print(stdout, "lanesched-microbench");
+            return 0;
         } else if ((strcmp(a, "--items") == 0 || strcmp(a, "--seed") == 0 ||
                     strcmp(a, "--reps") == 0) &&
                    i + 1 < argc) {
@@ -442,8 +447,8 @@ int main(int argc, char **argv)
             else
                 reps = v;
         } else {
-            usage(stderr);
-            return 2;
+            usage_unknown_flag("lanesched-microbench", a);
+            return USAGE_EXIT;
         }
     }
     if (n_items == 0 || n_items > 1000000000ull || reps == 0 || reps > 100) {

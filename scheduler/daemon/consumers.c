@@ -172,6 +172,13 @@ void consumers_dispatched_note(consumer_t *c, uint64_t items)
     c->items += items;
 }
 
+int consumers_shape_note(consumer_t *c, uint64_t signature)
+{
+    int hit = c->batches != 0 && c->last_signature == signature;
+    c->last_signature = signature;
+    return hit;
+}
+
 /* ---- pulls -------------------------------------------------------------------------------- */
 
 daemon_status_t consumers_pull_add(consumer_t *c, const char *reply, uint32_t credits,

@@ -46,6 +46,9 @@ int consumers_dead(const consumer_t *c);
 void consumers_kill(consumer_t *c);
 /* Counts a batch of `items` dispatched to it (stats). */
 void consumers_dispatched_note(consumer_t *c, uint64_t items);
+/* Records the shape of a batch dispatched to c: 1 when it is the shape of c's previous batch
+ * (a shape hit for a prefix cache of one shape), 0 for its first batch or a switch. */
+int consumers_shape_note(consumer_t *c, uint64_t signature);
 
 /* ---- pulls, oldest first -------------------------------------------------------------------- */
 

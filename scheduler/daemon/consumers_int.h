@@ -25,6 +25,7 @@ struct consumer {
     inflight_t *inflight; /* owned */
     size_t n_inflight, cap_inflight;
     uint64_t batches, items;
+    uint64_t last_signature; /* of the last batch dispatched; valid when batches != 0 */
 };
 
 struct consumers {

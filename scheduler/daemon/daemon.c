@@ -8,6 +8,8 @@
  *      points safe from other threads.
  *   2. The dedupe window is rebuilt from every queued item at start, so a retry of an item
  *      that was queued before a restart is still recognised.
+ *   3. A disk store is opened only under the data directory's exclusive lock (dirlock.c), so
+ *      two daemons never serve the same items.
  *
  * Rejected: opening the store lazily at the first message. A damaged store must stop the
  * daemon at start, before it answers anyone.
@@ -19,6 +21,7 @@
 
 #include <inttypes.h>
 #include <stdlib.h>
+#include <sys/random.h>
 
 STATUS_STR(daemon_status_str, daemon_status_t, DAEMON_STATUS_MAP, "unknown daemon status")
 
@@ -51,6 +54,31 @@ void daemon_publish_set(daemon_t *d, daemon_publish_fn publish, void *ctx)
 {
     d->publish = publish;
     d->publish_ctx = ctx;
+}
+
+const char *daemon_instance_id(const daemon_t *d)
+{
+    return d->instance_id;
+}
+
+void daemon_metrics_sink_set(daemon_t *d, daemon_metrics_sink_fn sink, void *ctx)
+{
+    d->metrics_sink = sink;
+    d->metrics_sink_ctx = ctx;
+}
+
+/* 22 characters of [0-9A-Za-z] (131 random bits), the length and alphabet of a NATS nuid, which
+ * service clients accept as an id token. */
+static daemon_status_t daemon_instance_id_make(char *out)
+{
+    static const char digits[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    uint8_t rnd[22];
+    if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+        return DAEMON_ENOMEM;
+    for (size_t i = 0; i < sizeof(rnd); i++)
+        out[i] = digits[rnd[i] % 62]; /* the bias (256 % 62) is irrelevant for an id */
+    out[sizeof(rnd)] = '\0';
+    return DAEMON_OK;
 }
 
 void daemon_max_payload_set(daemon_t *d, uint32_t bytes)
@@ -112,11 +140,20 @@ daemon_status_t daemon_create(const daemon_config_t *cfg, daemon_t **out)
     if (d == NULL)
         return DAEMON_ENOMEM;
     d->cfg = *cfg;
+    d->lock_fd = -1;
     if (d->cfg.clock == NULL)
         d->cfg.clock = daemon_clock_mono;
     evqueue_init(&d->events);
     dedupe_init(&d->dedupe, daemon_ms_ns(cfg->dedupe_window_ms));
     daemon_status_t st = consumers_create(&d->consumers);
+    if (st == DAEMON_OK)
+        st = daemon_instance_id_make(d->instance_id);
+    if (st == DAEMON_OK)
+        st = service_init(d);
+    if (st == DAEMON_OK)
+        st = metrics_create(&d->metrics);
+    if (st == DAEMON_OK && !cfg->store_memory) /* before the store: invariant 3 */
+        st = dirlock_acquire(cfg->data_dir, &d->lock_fd);
     if (st != DAEMON_OK)
         goto out;
     st = DAEMON_ESTORE;
@@ -157,5 +194,8 @@ void daemon_destroy(daemon_t *d)
     store_close(d->store);
     consumers_destroy(d->consumers);
     dedupe_fini(&d->dedupe);
+    metrics_destroy(d->metrics);
+    service_fini(d);
+    dirlock_release(d->lock_fd); /* after the store closed */
     free(d);
 }

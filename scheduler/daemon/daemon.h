@@ -22,7 +22,8 @@
     X(DAEMON_ENOMEM, "out of memory")         \
     X(DAEMON_EINVAL, "invalid configuration") \
     X(DAEMON_ENATS, "NATS connection failed") \
-    X(DAEMON_ESTORE, "the store failed")
+    X(DAEMON_ESTORE, "the store failed")      \
+    X(DAEMON_ELOCKED, "the data directory is in use by another lanesched")
 
 STATUS_ENUM(daemon_status_t, DAEMON_STATUS_MAP, DAEMON_STATUS_COUNT);
 
@@ -70,6 +71,8 @@ typedef enum {
     EV_STATS,        /* no token */
     EV_DISCONNECTED, /* the daemon's own connection dropped; nothing else set */
     EV_STOP,         /* finish the turn, flush, return from daemon_run */
+    EV_SERVICE,      /* token: the $SRV subject after "$SRV." (PING, INFO.lanesched, ...) */
+    EV_METRICS,      /* no token; reply NULL: a snapshot for the metrics sink */
 } ev_kind_t;
 
 /* Publishes data on subject; returns 0 once the connection took it. All borrowed. Called on the
@@ -89,6 +92,16 @@ void daemon_destroy(daemon_t *d);
 void daemon_publish_set(daemon_t *d, daemon_publish_fn publish, void *ctx);
 /* Lowers the largest payload accepted (the front learns the server's max_payload). */
 void daemon_max_payload_set(daemon_t *d, uint32_t bytes);
+
+/* The instance id (22 characters of [0-9A-Za-z], random at create) that $SRV replies carry and
+ * $SRV.<verb>.lanesched.<id> addresses. Constant for the daemon's life: safe from any thread. */
+const char *daemon_instance_id(const daemon_t *d);
+
+/* Receives the Prometheus text the owner builds for an EV_METRICS without a reply subject
+ * (text borrowed for the call; copy it). Called on the owner thread. */
+typedef void (*daemon_metrics_sink_fn)(void *ctx, const char *text, size_t len);
+/* Sets the sink before daemon_run (ctx borrowed). Without one, such snapshots are dropped. */
+void daemon_metrics_sink_set(daemon_t *d, daemon_metrics_sink_fn sink, void *ctx);
 
 /* Hands a message to the owner: every argument is copied (token, reply may be NULL). Thread-safe.
  * Returns 0, or -1 when out of memory: the message is dropped and counted. */

@@ -12,6 +12,9 @@
  *   consumers.c  the consumer registry and liveness (consumers.h)
  *   dedupe.c     the id window (dedupe.h)
  *   stats.c      the lanes.stats document
+ *   service.c    $SRV.PING/INFO/STATS (the NATS micro-service protocol) and endpoint counts
+ *   metrics.c    the Prometheus figures and their text
+ *   dirlock.c    the exclusive lock on the data directory
  *
  * Everything here runs on the owner thread, except evqueue_post (any thread) and the
  * dropped-message counter (atomic).
@@ -73,13 +76,15 @@ void replies_free(replies_t *r);
 
 /* ---- payload framing (frame.c) -------------------------------------------------------------- */
 
-/* The stored form of an item's reply_to and payload; returned to the caller to free, NULL when
- * out of memory. reply_to and payload are borrowed. */
-uint8_t *frame_encode(const char *reply_to, codec_bytes_t payload, size_t *out_len /* out */);
-/* Splits a stored payload (a view) into views of its reply_to and payload. A payload that is not
- * framed (never written by frame_encode) is all payload, with an empty reply_to. */
+/* The stored form of an item's reply_to, payload and producer creation time (0 = none);
+ * returned to the caller to free, NULL when out of memory. reply_to and payload are borrowed. */
+uint8_t *frame_encode(const char *reply_to, codec_bytes_t payload, uint64_t created_unix_ns,
+                      size_t *out_len /* out */);
+/* Splits a stored payload (a view) into views of its reply_to and payload, and its creation time
+ * (0 when it had none). A payload that is not framed (never written by frame_encode) is all
+ * payload, with an empty reply_to. */
 void frame_decode(const uint8_t *stored_view, size_t len, codec_bytes_t *out_reply_to /* out */,
-                  codec_bytes_t *out_payload /* out */);
+                  codec_bytes_t *out_payload /* out */, uint64_t *out_created_unix_ns /* out */);
 
 /* ---- the owner ------------------------------------------------------------------------------ */
 
@@ -93,6 +98,26 @@ typedef struct {
     uint64_t dropped_messages; /* written by transport threads: atomic access only */
     uint64_t batches_expired_ack_deadline, consumers_declared_dead;
 } daemon_counters_t;
+
+/* ---- service discovery (service.c) ---------------------------------------------------------- */
+
+typedef struct {
+    char name[16];
+    char subject[DAEMON_PREFIX_MAX + LIMITS_MODEL_MAX + 16];
+    ev_kind_t kind;
+    uint64_t requests, errors, processing_ns;
+    char last_error[128];
+} service_endpoint_t;
+
+typedef struct {
+    service_endpoint_t *eps; /* owned, fixed at create */
+    size_t n;
+    char started[64]; /* ISO 8601 UTC */
+} service_t;
+
+/* ---- Prometheus figures (metrics.c) ---------------------------------------------------------- */
+
+typedef struct metrics metrics_t;
 
 struct daemon {
     daemon_config_t cfg;
@@ -110,6 +135,12 @@ struct daemon {
     uint64_t *orphans;       /* batches whose return failed: retried each tick (owned) */
     size_t n_orphans;
     uint64_t started_ns;
+    char instance_id[32];
+    service_t service;
+    metrics_t *metrics;
+    daemon_metrics_sink_fn metrics_sink;
+    void *metrics_sink_ctx;
+    int lock_fd; /* the data directory's lock, -1 when none (memory store) */
 };
 
 uint64_t daemon_now(const struct daemon *d);
@@ -144,5 +175,40 @@ void dispatch_orphans_retry(struct daemon *d);
 
 /* stats.c: the lanes.stats document, returned to the caller to free; NULL when out of memory. */
 char *stats_json(struct daemon *d, size_t *out_len /* out */);
+
+/* service.c */
+/* Builds the endpoint list from the configuration and notes the start time. */
+daemon_status_t service_init(struct daemon *d);
+void service_fini(struct daemon *d);
+/* Counts a handled message for its endpoint: one request, ns of the owner's time. */
+void service_note(struct daemon *d, const ev_t *ev, uint64_t ns);
+/* Counts a refusal sent on the endpoint of kind (and token's model, for submits); error is the
+ * reply's "code_word: text" (borrowed). */
+void service_error(struct daemon *d, ev_kind_t kind, const char *token, const char *error);
+/* Answers an EV_SERVICE ($SRV.PING / INFO / STATS). */
+void service_reply(struct daemon *d, const ev_t *ev);
+
+/* metrics.c */
+daemon_status_t metrics_create(metrics_t **out /* out */);
+void metrics_destroy(metrics_t *m); /* NULL-safe */
+/* Items accepted for a model (borrowed). */
+void metrics_received(metrics_t *m, const char *model, uint64_t items, uint64_t tokens);
+/* Items completed for a model (acked or dead-lettered). */
+void metrics_completed(metrics_t *m, const char *model, uint64_t items, uint64_t tokens);
+/* A batch that NATS took (before its commit, while its views are valid): routed items, the
+ * queue waits of first deliveries, and for a delivery its size, padding and shape hit. */
+void metrics_batch(struct daemon *d, const sched_batch_t *b, int hit, int dead_letter);
+/* One owner turn: its duration without the wait for events, and its store flush's. */
+void metrics_turn(metrics_t *m, uint64_t turn_ns, uint64_t flush_ns);
+/* The Prometheus text exposition, returned to the caller to free; NULL when out of memory. */
+char *metrics_text(struct daemon *d, size_t *out_len /* out */);
+/* Answers an EV_METRICS: the text on the reply subject, or to the sink when there is none. */
+void metrics_request(struct daemon *d, const ev_t *ev);
+
+/* dirlock.c */
+/* Creates dir if missing and takes its exclusive lock (held until dirlock_release). A lock held
+ * by another process: DAEMON_ELOCKED, logged with the holder's pid, host and start. */
+daemon_status_t dirlock_acquire(const char *dir, int *out_fd /* out */);
+void dirlock_release(int fd); /* -1 is a no-op */
 
 #endif

@@ -57,7 +57,8 @@ static int dispatch_encode(const sched_batch_t *b, codec_batch_status_t status, 
         items[i].id = (codec_bytes_t){v->id_len ? v->id_view : NULL, v->id_len};
         items[i].tokens = v->tokens;
         items[i].deliveries = v->deliveries + this_delivery;
-        frame_decode(v->payload_view, v->payload_len, &reply_to, &items[i].payload);
+        uint64_t created = 0;
+        frame_decode(v->payload_view, v->payload_len, &reply_to, &items[i].payload, &created);
         if (reply_to.len != 0)
             memcpy(r, reply_to.ptr, reply_to.len);
         r[reply_to.len] = '\0';
@@ -96,9 +97,12 @@ static int dispatch_dead_letter(struct daemon *d, const sched_batch_t *b)
         return 0;
     }
     free(buf);
-    uint64_t id = b->batch_id;
+    uint64_t id = b->batch_id, tokens = b->real_tokens;
+    const char *model = b->model_view;
+    metrics_batch(d, b, 0, 1);
     if (sched_commit(d->sched, b) == SCHED_OK &&
         sched_complete(d->sched, id, NULL, 0, NULL) == SCHED_OK) {
+        metrics_completed(d->metrics, model, 1, tokens);
         d->counters.dead_lettered++;
         log_write(LOG_WARN, "an item of model %s reached the delivery limit: sent to %s",
                   b->model_view, subject);
@@ -145,6 +149,8 @@ again:;
     }
     uint64_t batch_id = b.batch_id;
     size_t n = b.n;
+    /* before the commit, while the batch's views are valid (a failed commit is logged below) */
+    metrics_batch(d, &b, consumers_shape_note(c, b.signature), 0);
     if ((st = sched_commit(d->sched, &b)) != SCHED_OK) {
         log_write(LOG_ERROR, "committing batch %" PRIu64 " failed: %s", batch_id,
                   sched_status_str(st));

@@ -30,6 +30,24 @@ static codec_status_t intake_store_reason(const struct daemon *d, sched_status_t
     return CODEC_ESTORE_ERROR;
 }
 
+/* Counts a Submit refused whole, or with any item rejected, as an error of its endpoint. */
+static void intake_error_note(struct daemon *d, const ev_t *ev, const codec_submit_reply_t *rep)
+{
+    char text[160];
+    if (rep->error != NULL) {
+        service_error(d, EV_SUBMIT, ev->token, rep->error);
+        return;
+    }
+    for (size_t i = 0; i < rep->n_results; i++) {
+        const codec_item_result_t *r = &rep->results[i];
+        if (r->status == CODEC_ITEM_REJECTED) {
+            snprintf(text, sizeof(text), "%s: %s", r->reason, r->error);
+            service_error(d, EV_SUBMIT, ev->token, text);
+            return;
+        }
+    }
+}
+
 void intake_submit(struct daemon *d, const ev_t *ev, replies_t *deferred)
 {
     d->counters.submits++;
@@ -65,7 +83,7 @@ void intake_submit(struct daemon *d, const ev_t *ev, replies_t *deferred)
         }
         if (why == CODEC_OK) {
             size_t flen = 0;
-            uint8_t *framed = frame_encode(it->reply_to, it->payload, &flen);
+            uint8_t *framed = frame_encode(it->reply_to, it->payload, it->created_unix_ns, &flen);
             sched_item_t si = {ev->token,  it->shape, it->tokens, it->id.ptr,
                                it->id.len, framed,    flen};
             sched_status_t sst = framed ? sched_submit(d->sched, &si, NULL) : SCHED_ENOMEM;
@@ -80,12 +98,14 @@ void intake_submit(struct daemon *d, const ev_t *ev, replies_t *deferred)
             continue;
         }
         r->status = CODEC_ITEM_ACCEPTED;
+        metrics_received(d->metrics, ev->token, 1, it->tokens);
         if (dedupe_add(&d->dedupe, it->id.ptr, it->id.len, now) != DAEMON_OK)
             log_write(LOG_WARN, "dedupe window full: out of memory");
     }
     rep.results = results;
     rep.n_results = sub->n_items;
 reply:
+    intake_error_note(d, ev, &rep);
     if (ev->reply != NULL) {
         uint8_t *buf = NULL;
         size_t len = 0;

@@ -18,6 +18,7 @@
 #include "scheduler/daemon/daemon_int.h"
 
 #include "common/log.h"
+#include "common/version.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -91,7 +92,7 @@ void requests_register(struct daemon *d, const ev_t *ev)
             out = (codec_registered_t){
                 id,          subjects[0],         subjects[1],          subjects[2],
                 subjects[3], d->cfg.heartbeat_ms, d->cfg.dead_after_ms, d->cfg.ack_wait_ms,
-                ""};
+                "",          VERSION_PROTOCOL};
             log_write(LOG_INFO,
                       "consumer %s (%s) registered for model %s: batch %" PRIu32 " items, %" PRIu32
                       " padded tokens, input %" PRIu32,
@@ -99,6 +100,9 @@ void requests_register(struct daemon *d, const ev_t *ev)
                       k.max_batch_tokens, k.max_input_tokens);
         }
     }
+    out.protocol_version = VERSION_PROTOCOL;
+    if (out.error != NULL && out.error[0] != '\0')
+        service_error(d, EV_REGISTER, NULL, out.error);
     if (ev->reply != NULL) {
         uint8_t *buf = NULL;
         size_t len = 0;
@@ -106,6 +110,12 @@ void requests_register(struct daemon *d, const ev_t *ev)
             daemon_publish(d, ev->reply, buf, len);
     }
     codec_register_destroy(reg);
+}
+
+static void requests_pull_error(struct daemon *d, const ev_t *ev, const char *error)
+{
+    service_error(d, EV_PULL, NULL, error);
+    dispatch_status(d, ev->reply, CODEC_BATCH_ERROR, error);
 }
 
 void requests_pull(struct daemon *d, const ev_t *ev)
@@ -117,20 +127,19 @@ void requests_pull(struct daemon *d, const ev_t *ev)
     if (ev->reply == NULL)
         return;
     if (c == NULL) {
-        dispatch_status(d, ev->reply, CODEC_BATCH_ERROR,
-                        "unknown_consumer: register again to get a consumer id");
+        requests_pull_error(d, ev, "unknown_consumer: register again to get a consumer id");
         return;
     }
     codec_pull_t *p = NULL;
     if (codec_decode_pull(ev->data, ev->len, &p) != CODEC_OK) {
-        dispatch_status(d, ev->reply, CODEC_BATCH_ERROR, "malformed: Pull did not decode");
+        requests_pull_error(d, ev, "malformed: Pull did not decode");
         return;
     }
     uint32_t credits = p->max_batches ? p->max_batches : 1;
     uint32_t wait = p->expires_ms ? p->expires_ms : REQUESTS_PULL_EXPIRES_DEFAULT_MS;
     codec_pull_destroy(p);
     if (consumers_pull_add(c, ev->reply, credits, daemon_now(d) + daemon_ms_ns(wait)) != DAEMON_OK)
-        dispatch_status(d, ev->reply, CODEC_BATCH_ERROR, "no_memory");
+        requests_pull_error(d, ev, "no_memory");
 }
 
 /* Completes and returns the positions an ack names; the positions were checked. */
@@ -196,10 +205,16 @@ void requests_ack(struct daemon *d, const ev_t *ev, replies_t *deferred)
         out.error = "unknown_position: a position is outside the batch; nothing changed";
         goto reply;
     }
+    const sched_counters_t *k = sched_counters(d->sched);
+    uint64_t items = k->items_completed, tokens = k->tokens_completed;
     requests_settle(d, ack, &out);
+    metrics_completed(d->metrics, consumers_model(c), k->items_completed - items,
+                      k->tokens_completed - tokens);
     if (!sched_batch_pending(d->sched, ack->batch_id))
         consumers_inflight_del(d->consumers, c, ack->batch_id);
 reply:
+    if (out.error[0] != '\0')
+        service_error(d, EV_ACK, NULL, out.error);
     requests_defer_ack_reply(deferred, ev, &out);
     codec_ack_destroy(ack);
 }

@@ -6,7 +6,8 @@
  *      tokens_received, items_routed, tokens_routed, items_completed, tokens_completed,
  *      items_returned, duplicates, rejected, lanes_opened, lane_reuses, lanes_quiesced,
  *      force_fits, shape_switches, padded_tokens, real_tokens, dead_lettered}, models[],
- *      consumers[]. New keys may be added, none renamed.
+ *      consumers[], version, protocol_version, instance_id. New keys may be added, none
+ *      renamed.
  *   2. The document is valid JSON whatever bytes a client put in a model or consumer name:
  *      strings that are not valid UTF-8 are written with each bad byte as U+FFFD.
  *   3. counters.rejected has one key per reason seen so far, the reason's code word from
@@ -16,6 +17,8 @@
  * and wrote invalid JSON for invalid UTF-8.
  */
 #include "scheduler/daemon/daemon_int.h"
+
+#include "common/version.h"
 
 #include <inttypes.h>
 #include <jansson.h>
@@ -199,6 +202,11 @@ char *stats_json(struct daemon *d, size_t *out_len)
         sched_shapes_visit(d->sched, stats_shape, &m);
     json_t *doc = json_pack("{s:o,s:o,s:o}", "counters", stats_counters(d), "models", m.models,
                             "consumers", stats_consumers(d));
+    if (doc != NULL) { /* who answered: the same as $SRV.INFO says */
+        json_object_set_new(doc, "version", json_string(version_string()));
+        json_object_set_new(doc, "protocol_version", json_integer(VERSION_PROTOCOL));
+        json_object_set_new(doc, "instance_id", json_string(d->instance_id));
+    }
     char *text = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);
     if (text != NULL)

@@ -80,6 +80,7 @@ static void turn_timers(struct daemon *d)
 
 static void turn_handle(struct daemon *d, const ev_t *ev, replies_t *deferred, int *stop)
 {
+    uint64_t t0 = daemon_now(d);
     switch (ev->kind) {
     case EV_SUBMIT:
         intake_submit(d, ev, deferred);
@@ -108,7 +109,14 @@ static void turn_handle(struct daemon *d, const ev_t *ev, replies_t *deferred, i
     case EV_STOP:
         *stop = 1;
         break;
+    case EV_SERVICE:
+        service_reply(d, ev);
+        break;
+    case EV_METRICS:
+        metrics_request(d, ev);
+        break;
     }
+    service_note(d, ev, daemon_now(d) - t0);
 }
 
 daemon_status_t daemon_turn(daemon_t *d, uint64_t wait_ns, int *out_stopped)
@@ -123,12 +131,16 @@ daemon_status_t daemon_turn(daemon_t *d, uint64_t wait_ns, int *out_stopped)
     wait = wait < wait_ns ? wait : wait_ns;
     replies_t deferred = {0};
     int stop = 0;
-    for (ev_t *ev = evqueue_take(&d->events, wait), *next; ev != NULL; ev = next) {
+    ev_t *evs = evqueue_take(&d->events, wait);
+    uint64_t turn_start = daemon_now(d);
+    for (ev_t *ev = evs, *next; ev != NULL; ev = next) {
         next = ev->next;
         turn_handle(d, ev, &deferred, &stop);
         ev_destroy(ev);
     }
+    uint64_t flush_start = daemon_now(d);
     store_status_t fst = store_flush(d->store);
+    uint64_t flush_ns = daemon_now(d) - flush_start;
     if (fst != STORE_OK) {
         /* invariant 1: nothing of this turn is acknowledged */
         log_write(LOG_ERROR, "flushing the store failed (%s): stopping; restart to recover",
@@ -143,6 +155,7 @@ daemon_status_t daemon_turn(daemon_t *d, uint64_t wait_ns, int *out_stopped)
         return DAEMON_OK;
     turn_timers(d);
     dispatch_fill(d);
+    metrics_turn(d->metrics, daemon_now(d) - turn_start, flush_ns);
     return DAEMON_OK;
 }
 

@@ -13,6 +13,12 @@
  *      every consumer it served as disconnected (their batches return to the queue).
  *   3. The owner's publishes go straight to natsConnection_Publish, which is thread-safe; a
  *      return of 0 means the connection took the message (the commit rule hangs on it).
+ *   4. At start, a server that does not answer yet is waited for (compose and Kubernetes start
+ *      NATS and lanesched together): tries FRONT_RETRY_FIRST_MS apart, doubling to
+ *      FRONT_RETRY_MAX_MS, one log line each, until --connect-wait-ms or a stop signal. Any
+ *      other failure (bad credentials, TLS) ends the start at once.
+ *   5. $SRV.<verb>, $SRV.<verb>.lanesched and $SRV.<verb>.lanesched.<id> are subscribed with no
+ *      queue group, so every instance answers a service client's request-many.
  *
  * Rejected: nats.c's micro-service module (not in nats.c 3.4), and queue-group subscriptions
  * (one daemon instance owns each model's scheduling state; several instances split models
@@ -28,6 +34,10 @@
 #include <string.h>
 
 #define FRONT_MAX_SUBS 64
+/* First pause between connection tries at start, and its cap: a server starting beside us is
+ * caught within a fraction of a second, and a long outage costs one log line per 5 s. */
+#define FRONT_RETRY_FIRST_MS 250u
+#define FRONT_RETRY_MAX_MS   5000u
 
 typedef struct {
     front_t *front;
@@ -122,6 +132,58 @@ static daemon_status_t front_subscribe(front_t *f, const char *subject, ev_kind_
     return DAEMON_OK;
 }
 
+/* Connects, waiting for a server that does not answer yet (invariant 4). */
+static natsStatus front_connect_wait(front_t *f, const front_config_t *cfg, natsOptions *opts)
+{
+    uint32_t pause = FRONT_RETRY_FIRST_MS;
+    uint64_t waited = 0;
+    for (unsigned attempt = 1;; attempt++) {
+        natsStatus s = natsConnection_Connect(&f->nc, opts);
+        if (s == NATS_OK) {
+            if (attempt > 1)
+                log_write(LOG_INFO, "NATS reached at %s after %u tries", cfg->servers, attempt);
+            return s;
+        }
+        int retry = s == NATS_NO_SERVER || s == NATS_TIMEOUT || s == NATS_IO_ERROR;
+        int bounded = cfg->connect_wait_ms != 0;
+        if (!retry || (bounded && waited >= cfg->connect_wait_ms)) {
+            log_write(LOG_ERROR, "cannot connect to NATS at %s: %s%s", cfg->servers,
+                      natsStatus_GetText(s), retry ? " (gave up: --connect-wait-ms reached)" : "");
+            return s;
+        }
+        if (bounded && waited + pause > cfg->connect_wait_ms)
+            pause = (uint32_t)(cfg->connect_wait_ms - waited);
+        log_write(LOG_WARN, "NATS not reachable at %s (try %u): %s; next try in %.2f s",
+                  cfg->servers, attempt, natsStatus_GetText(s), pause / 1000.0);
+        if (cfg->pause != NULL && cfg->pause(cfg->pause_ctx, pause) != 0) {
+            log_write(LOG_INFO, "stopped while waiting for NATS");
+            return NATS_NOT_PERMITTED;
+        }
+        waited += pause;
+        pause = pause * 2 < FRONT_RETRY_MAX_MS ? pause * 2 : FRONT_RETRY_MAX_MS;
+    }
+}
+
+/* The $SRV subjects of the three verbs (invariant 5). */
+static daemon_status_t front_subscribe_service(front_t *f)
+{
+    static const char *const verbs[] = {"PING", "INFO", "STATS"};
+    const char *id = daemon_instance_id(f->d);
+    char subject[128];
+    daemon_status_t st = DAEMON_OK;
+    for (size_t i = 0; i < 3 && st == DAEMON_OK; i++) {
+        snprintf(subject, sizeof(subject), "$SRV.%s", verbs[i]);
+        st = front_subscribe(f, subject, EV_SERVICE, 5);
+        snprintf(subject, sizeof(subject), "$SRV.%s.lanesched", verbs[i]);
+        if (st == DAEMON_OK)
+            st = front_subscribe(f, subject, EV_SERVICE, 5);
+        snprintf(subject, sizeof(subject), "$SRV.%s.lanesched.%s", verbs[i], id);
+        if (st == DAEMON_OK)
+            st = front_subscribe(f, subject, EV_SERVICE, 5);
+    }
+    return st;
+}
+
 daemon_status_t front_connect(front_t *f, const front_config_t *cfg)
 {
     daemon_status_t st = DAEMON_ENATS;
@@ -161,12 +223,9 @@ daemon_status_t front_connect(front_t *f, const front_config_t *cfg)
     if (s == NATS_OK)
         s = natsOptions_SetErrorHandler(opts, front_on_error, f);
     if (s == NATS_OK)
-        s = natsConnection_Connect(&f->nc, opts);
-    if (s != NATS_OK) {
-        log_write(LOG_ERROR, "cannot connect to NATS at %s: %s", cfg->servers,
-                  natsStatus_GetText(s));
+        s = front_connect_wait(f, cfg, opts);
+    if (s != NATS_OK)
         goto out;
-    }
     char subject[512];
     const char *p = cfg->prefix;
     size_t plen = strlen(p);
@@ -195,7 +254,8 @@ daemon_status_t front_connect(front_t *f, const front_config_t *cfg)
         ev_kind_t kind;
         int wildcard;
     } verbs[] = {{"register", EV_REGISTER, 0}, {"pull", EV_PULL, 1}, {"ack", EV_ACK, 1},
-                 {"hb", EV_HEARTBEAT, 1},      {"bye", EV_BYE, 1},   {"stats", EV_STATS, 0}};
+                 {"hb", EV_HEARTBEAT, 1},      {"bye", EV_BYE, 1},   {"stats", EV_STATS, 0},
+                 {"metrics", EV_METRICS, 0}};
     for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
         snprintf(subject, sizeof(subject), "%s.%s%s", p, verbs[i].verb,
                  verbs[i].wildcard ? ".*" : "");
@@ -203,6 +263,8 @@ daemon_status_t front_connect(front_t *f, const front_config_t *cfg)
             DAEMON_OK)
             goto out;
     }
+    if ((st = front_subscribe_service(f)) != DAEMON_OK)
+        goto out;
     s = natsConnection_Flush(f->nc);
     st = s == NATS_OK ? DAEMON_OK : DAEMON_ENATS;
 out:

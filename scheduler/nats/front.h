@@ -16,12 +16,18 @@ typedef struct {
     const char *tls_ca, *tls_cert, *tls_key;
     const char *prefix;
     const char *models; /* comma-separated, NULL = every model */
+    /* Waiting for NATS at start: how long in total (0 = forever), and the pause between tries,
+     * which returns nonzero to give up (a stop signal came). */
+    uint32_t connect_wait_ms;
+    int (*pause)(void *ctx, uint32_t ms);
+    void *pause_ctx; /* borrowed */
 } front_config_t;
 
 typedef struct front front_t;
 
 front_t *front_create(daemon_t *d);
-/* Connects and subscribes every subject of the daemon. */
+/* Connects, retrying with backoff while no server answers (a log line each try, bounded by
+ * connect_wait_ms), then subscribes every subject of the daemon. DAEMON_ENATS when it gave up. */
 daemon_status_t front_connect(front_t *f, const front_config_t *cfg);
 /* Stops taking work: unsubscribes (the owner still publishes replies). */
 void front_unsubscribe(front_t *f);

@@ -7,11 +7,17 @@
  *   2. SIGTERM and SIGINT stop taking work (unsubscribe), let the owner finish its turn and
  *      flush, then close the store: pending items come back on the next start.
  *   3. Signals are taken by one thread with sigwait, never by a handler, so stopping uses the
- *      same event queue as everything else.
+ *      same event queue as everything else. Before that thread exists (waiting for NATS at
+ *      start) the wait between tries is a sigtimedwait, so a stop signal ends the start.
+ *   4. The --password and --token values are registered with the logger before anything is
+ *      logged, so no line ever shows them.
  */
+#include "scheduler/http/http.h"
 #include "scheduler/nats/front.h"
 
 #include "common/log.h"
+#include "common/usage.h"
+#include "common/version.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -57,6 +63,12 @@ static const flag_t flags[] = {
      "an item that waited this long goes next: its shape preempts the sticky shape at the next "
      "batch and its lane goes first (0 = off)"},
     {"log-level", "debug|info|warn|error", "info", "lowest level logged to stderr"},
+    {"log-format", "text|json", "text", "stderr lines as text, or one JSON object per line"},
+    {"connect-wait-ms", "MS", "0",
+     "how long to keep trying to reach NATS at start, a log line each try (0 = forever)"},
+    {"metrics-listen", "ADDR:PORT", NULL,
+     "serve Prometheus metrics over HTTP at /metrics, e.g. 127.0.0.1:9471 (default off)"},
+    {"version", NULL, NULL, "print the version and the protocol version, and exit"},
     {"help", NULL, NULL, "this text"},
 };
 #define N_FLAGS (sizeof(flags) / sizeof(flags[0]))
@@ -110,19 +122,28 @@ static int parse_flags(int argc, char **argv, const char **values)
                                       NULL, (int)i + 256};
     longopts[N_FLAGS] = (struct option){0};
     int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    opterr = 0; /* errors are reported by common/usage.c, in every tool's wording */
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         if (c == 'h' || (c >= 256 && strcmp(flags[c - 256].name, "help") == 0)) {
             usage(stdout);
             exit(0);
         }
+        if (c >= 256 && strcmp(flags[c - 256].name, "version") == 0) {
+            version_print(stdout, "lanesched");
+            exit(0);
+        }
+        if (c == ':') {
+            usage_missing_value("lanesched", argv[optind - 1]);
+            return -1;
+        }
         if (c < 256) {
-            usage(stderr);
+            usage_unknown_flag("lanesched", argv[optind - 1]);
             return -1;
         }
         values[c - 256] = optarg;
     }
     if (optind < argc) {
-        fprintf(stderr, "lanesched: unexpected argument '%s'\n", argv[optind]);
+        usage_unexpected("lanesched", argv[optind]);
         return -1;
     }
     return 0;
@@ -157,7 +178,15 @@ static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc
         .models = flag_value(v, "models"),
     };
     const char *store = flag_value(v, "store"), *dur = flag_value(v, "durability");
-    const char *level = flag_value(v, "log-level");
+    const char *level = flag_value(v, "log-level"), *format = flag_value(v, "log-format");
+    log_secret_add(fc->password); /* invariant 4 */
+    log_secret_add(fc->token);
+    int lf;
+    if (log_format_parse(format, &lf) != 0) {
+        fprintf(stderr, "lanesched: --log-format must be text or json, not '%s'\n", format);
+        return -1;
+    }
+    log_format_set(lf);
     if (strcmp(store, "disk") != 0 && strcmp(store, "memory") != 0) {
         fprintf(stderr, "lanesched: --store must be disk or memory, not '%s'\n", store);
         return -1;
@@ -182,7 +211,8 @@ static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc
         parse_u32("max-payload", flag_value(v, "max-payload"), &cfg->max_payload) ||
         parse_u32("dedupe-window-ms", flag_value(v, "dedupe-window-ms"), &cfg->dedupe_window_ms) ||
         parse_u32("segment-max-bytes", flag_value(v, "segment-max-bytes"), &seg_max) ||
-        parse_u32("starvation-ms", flag_value(v, "starvation-ms"), &cfg->starvation_ms))
+        parse_u32("starvation-ms", flag_value(v, "starvation-ms"), &cfg->starvation_ms) ||
+        parse_u32("connect-wait-ms", flag_value(v, "connect-wait-ms"), &fc->connect_wait_ms))
         return -1;
     cfg->segment_max_bytes = seg_max;
     if (cfg->prefix[0] == '\0' || strpbrk(cfg->prefix, " *>") != NULL ||
@@ -205,7 +235,30 @@ typedef struct {
     daemon_t *d;
     front_t *f;
     sigset_t set;
+    int stopped; /* a stop signal came before the signal thread existed */
 } signal_ctx_t;
+
+/* front_config_t.pause before the signal thread exists: 1 when a stop signal came. */
+static int main_pause(void *ctx, uint32_t ms)
+{
+    signal_ctx_t *sc = ctx;
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    int sig = sigtimedwait(&sc->set, NULL, &ts);
+    sc->stopped = sig == SIGTERM || sig == SIGINT;
+    return sc->stopped;
+}
+
+/* http_refresh_fn: asks the owner for a snapshot (any thread). */
+static void main_metrics_refresh(void *ctx)
+{
+    daemon_post(ctx, EV_METRICS, NULL, NULL, NULL, 0);
+}
+
+/* daemon_metrics_sink_fn: the owner's snapshot to the HTTP server. */
+static void main_metrics_offer(void *ctx, const char *text, size_t len)
+{
+    http_server_offer(ctx, text, len);
+}
 
 static void *signal_thread(void *arg)
 {
@@ -242,16 +295,32 @@ int main(int argc, char **argv)
         log_write(LOG_ERROR, "cannot start: %s", daemon_status_str(st));
         return 1;
     }
+    http_server_t *http = NULL;
+    const char *listen = flag_value(values, "metrics-listen");
+    if (listen != NULL && listen[0] != '\0') {
+        http_status_t hst = http_server_start(listen, main_metrics_refresh, d, &http);
+        if (hst != HTTP_OK) {
+            log_write(LOG_ERROR, "--metrics-listen %s: %s", listen, http_status_str(hst));
+            daemon_destroy(d);
+            return 1;
+        }
+        daemon_metrics_sink_set(d, main_metrics_offer, http);
+        log_write(LOG_INFO, "Prometheus metrics on http://%s/metrics", listen);
+    }
     if (nats_Open(-1) != NATS_OK) {
         log_write(LOG_ERROR, "cannot initialise the NATS library");
+        http_server_stop(http);
         daemon_destroy(d);
         return 1;
     }
+    fc.pause = main_pause;
+    fc.pause_ctx = &sc;
     front_t *f = front_create(d);
     if (f == NULL || (st = front_connect(f, &fc)) != DAEMON_OK) {
         front_destroy(f); /* closes the NATS library */
+        http_server_stop(http);
         daemon_destroy(d);
-        return 1;
+        return sc.stopped ? 0 : 1;
     }
     daemon_publish_set(d, front_publish, f);
     daemon_max_payload_set(d, front_payload_cap(f, cfg.max_payload));
@@ -261,19 +330,23 @@ int main(int argc, char **argv)
     if (pthread_create(&sig_thread, NULL, signal_thread, &sc) != 0) {
         log_write(LOG_ERROR, "cannot start the signal thread");
         front_destroy(f);
+        http_server_stop(http);
         daemon_destroy(d);
         return 1;
     }
     log_write(LOG_INFO, "serving %s on %s (store %s%s%s)", cfg.prefix, fc.servers,
               cfg.store_memory ? "memory" : "disk ", cfg.store_memory ? "" : cfg.data_dir,
               cfg.durability_power ? ", power-loss durability" : "");
-    fprintf(stderr, "lanesched: ready\n");
+    log_write(LOG_INFO, "version %s, protocol %d, instance %s", version_string(), VERSION_PROTOCOL,
+              daemon_instance_id(d));
+    log_notice("lanesched: ready");
     st = daemon_run(d);
     /* The signal thread uses f and d: when the owner stopped on its own (a store failure), wake
      * it and wait, so a late SIGTERM cannot reach a destroyed front. */
     pthread_kill(sig_thread, SIGTERM);
     pthread_join(sig_thread, NULL);
-    front_destroy(f); /* closes the NATS library and waits for its threads */
+    http_server_stop(http); /* its threads post to d */
+    front_destroy(f);       /* closes the NATS library and waits for its threads */
     daemon_destroy(d);
     log_write(LOG_INFO, "stopped");
     return st == DAEMON_OK ? 0 : 1;

@@ -740,7 +740,8 @@ static void test_roundtrip_registered(void **state)
                                    1000,
                                    5000,
                                    30000,
-                                   "none"};
+                                   "none",
+                                   1};
     codec_registered_t *out = NULL;
     uint8_t *buf = NULL;
     size_t len = 0;
@@ -757,6 +758,7 @@ static void test_roundtrip_registered(void **state)
     assert_int_equal(out->dead_after_ms, in.dead_after_ms);
     assert_int_equal(out->ack_wait_ms, in.ack_wait_ms);
     assert_string_equal(out->error, in.error);
+    assert_int_equal(out->protocol_version, in.protocol_version);
     codec_registered_destroy(out);
 }
 
@@ -1039,10 +1041,10 @@ static void test_register_wire_bytes(void **state)
 
 static void test_registered_wire_bytes(void **state)
 {
-    const codec_registered_t in = {"c", "p", "a", "h", "b", 6, 7, 8, "e"};
-    static const uint8_t want[] = {0x0a, 0x01, 'c',  0x12, 0x01, 'p',  0x1a, 0x01,
-                                   'a',  0x22, 0x01, 'h',  0x2a, 0x01, 'b',  0x30,
-                                   0x06, 0x38, 0x07, 0x40, 0x08, 0x4a, 0x01, 'e'};
+    const codec_registered_t in = {"c", "p", "a", "h", "b", 6, 7, 8, "e", 9};
+    static const uint8_t want[] = {0x0a, 0x01, 'c',  0x12, 0x01, 'p', 0x1a, 0x01, 'a',
+                                   0x22, 0x01, 'h',  0x2a, 0x01, 'b', 0x30, 0x06, 0x38,
+                                   0x07, 0x40, 0x08, 0x4a, 0x01, 'e', 0x50, 0x09};
     uint8_t *buf = NULL;
     size_t len = 0;
     (void)state;

@@ -20,6 +20,8 @@
  * loop as tools/microbench.c keeps every flag's parsing and range check in one place.
  */
 #include "bench.h"
+#include "common/usage.h"
+#include "common/version.h"
 
 #ifdef LANESCHED_BENCH_LIVE
 #include "live.h"
@@ -192,7 +194,7 @@ static int main_sim_parse(int argc, char **argv, main_sim_args_t *a)
             continue;
         }
         if (i + 1 >= argc) {
-            fprintf(stderr, "lanesched-bench: %s: unknown flag or missing value\n", f);
+            usage_missing_value("lanesched-bench", f);
             return -1;
         }
         const char *v = argv[++i];
@@ -253,7 +255,7 @@ static int main_sim_parse(int argc, char **argv, main_sim_args_t *a)
         } else if (strcmp(f, "--svg") == 0) {
             a->svg = v;
         } else {
-            fprintf(stderr, "lanesched-bench: unknown flag %s\n", f);
+            usage_unknown_flag("lanesched-bench", f);
             return -1;
         }
         if (rc != 0)
@@ -399,10 +401,8 @@ static int main_check_rerun(const sim_config_t *sc, const wl_item_t *items, size
 static int main_sim(int argc, char **argv)
 {
     main_sim_args_t a;
-    if (main_sim_parse(argc, argv, &a) != 0) {
-        main_usage(stderr);
-        return 2;
-    }
+    if (main_sim_parse(argc, argv, &a) != 0)
+        return USAGE_EXIT; /* the parser said why, in common/usage.h's words */
     int rc = 2;
     wl_config_t wl;
     wl_item_t *items = NULL;
@@ -497,6 +497,10 @@ int main(int argc, char **argv)
         main_usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    if (strcmp(argv[1], "--version") == 0) {
+        version_print(stdout, "lanesched-bench");
+        return 0;
+    }
     const char *mode = argv[1];
     if (strcmp(mode, "sim") == 0)
         return main_sim(argc - 1, argv + 1);
@@ -517,7 +521,9 @@ int main(int argc, char **argv)
         return 2;
 #endif
     }
-    fprintf(stderr, "lanesched-bench: unknown mode %s\n", mode);
-    main_usage(stderr);
-    return 2;
+    if (mode[0] == '-')
+        usage_unknown_flag("lanesched-bench", mode);
+    else
+        usage_unknown_command("lanesched-bench", mode);
+    return USAGE_EXIT;
 }

@@ -9,6 +9,7 @@
 #include "net.h"
 
 #include "clients/c/lanes_client.h"
+#include "common/usage.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -238,7 +239,7 @@ int net_args_parse(int argc, char **argv, bool baseline, net_opts_t *o, char *se
         } else {
             if (r < 0)
                 return -1;
-            fprintf(stderr, "lanesched-bench: unknown argument \"%s\" (see --help)\n", a);
+            usage_unknown_flag("lanesched-bench", a);
             return -1;
         }
         if (r < 0)

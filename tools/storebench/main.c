@@ -59,6 +59,9 @@
  */
 #include "tools/storebench/storebench.h"
 
+#include "common/usage.h"
+#include "common/version.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -149,9 +152,12 @@ static void parse_args(int argc, char **argv, opts_t *o)
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             exit(0);
+        } else if (strcmp(a, "--version") == 0) {
+            version_print(stdout, PROG);
+            exit(0);
         } else {
-            usage(stderr);
-            exit(2);
+            usage_unknown_flag(PROG, a);
+            exit(USAGE_EXIT);
         }
     }
     if (o->items == 0 || o->items > 100000000ull || o->power_items == 0 ||

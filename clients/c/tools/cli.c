@@ -18,6 +18,7 @@
 #include "clients/c/tools/cli.h"
 
 #include "common/clock.h"
+#include "common/usage.h"
 
 #include <errno.h>
 #include <math.h>
@@ -26,6 +27,7 @@
 #include <time.h>
 
 volatile sig_atomic_t cli_stop = 0;
+const char *cli_program = "lanesched-tool";
 
 static void cli_on_signal(int sig)
 {
@@ -58,7 +60,7 @@ int cli_flag_value(int argc, char **argv, int *i, const char *name, const char *
     if (arg[len] != '\0')
         return 0;
     if (*i + 1 >= argc) {
-        fprintf(stderr, "%s needs a value (see --help)\n", name);
+        usage_missing_value(cli_program, name);
         return -1;
     }
     *i += 1;
@@ -66,13 +68,33 @@ int cli_flag_value(int argc, char **argv, int *i, const char *name, const char *
     return 1;
 }
 
+/* $name when set and not empty, else def. */
+static const char *cli_env(const char *name, const char *def)
+{
+    const char *v = getenv(name);
+    return v != NULL && v[0] != '\0' ? v : def;
+}
+
 void cli_conn_defaults(lc_client_config_t *config)
 {
     lc_client_config_init(config);
-    const char *server = getenv("LANESCHED_SERVER");
-    const char *prefix = getenv("LANESCHED_PREFIX");
-    config->servers = server != NULL && server[0] != '\0' ? server : LC_DEFAULT_SERVER;
-    config->prefix = prefix != NULL && prefix[0] != '\0' ? prefix : LC_DEFAULT_PREFIX;
+    config->servers = cli_env("LANESCHED_SERVER", LC_DEFAULT_SERVER);
+    config->prefix = cli_env("LANESCHED_PREFIX", LC_DEFAULT_PREFIX);
+    config->user = cli_env("LANESCHED_USER", NULL);
+    config->password = cli_env("LANESCHED_PASSWORD", NULL);
+    config->token = cli_env("LANESCHED_TOKEN", NULL);
+    config->creds_file = cli_env("LANESCHED_CREDS", NULL);
+    config->tls_ca_file = cli_env("LANESCHED_TLS_CA", NULL);
+    config->tls_cert_file = cli_env("LANESCHED_TLS_CERT", NULL);
+    config->tls_key_file = cli_env("LANESCHED_TLS_KEY", NULL);
+}
+
+void cli_unknown(const char *arg)
+{
+    if (arg[0] == '-')
+        usage_unknown_flag(cli_program, arg);
+    else
+        usage_unexpected(cli_program, arg);
 }
 
 int cli_conn_flag(int argc, char **argv, int *i, lc_client_config_t *config)
@@ -143,11 +165,13 @@ void cli_conn_help(FILE *f)
         "  --prefix P              subject prefix (env LANESCHED_PREFIX; default " LC_DEFAULT_PREFIX
         ")\n"
         "  --user U --password P   user/password authentication (or nats://u:p@host in URL)\n"
-        "  --token T               token authentication\n"
-        "  --creds FILE            NATS credentials file (JWT + NKey seed)\n"
+        "                          (env LANESCHED_USER, LANESCHED_PASSWORD)\n"
+        "  --token T               token authentication (env LANESCHED_TOKEN)\n"
+        "  --creds FILE            NATS credentials file, JWT + NKey seed (env LANESCHED_CREDS)\n"
         "  --tls                   require TLS (implied by the three files below)\n"
-        "  --tls-ca FILE           CA bundle (PEM) to verify the server\n"
+        "  --tls-ca FILE           CA bundle (PEM) to verify the server (env LANESCHED_TLS_CA)\n"
         "  --tls-cert FILE         client certificate chain (PEM), with --tls-key FILE\n"
+        "                          (env LANESCHED_TLS_CERT, LANESCHED_TLS_KEY)\n"
         "  --connect-timeout-ms N  connection timeout (default 2000)\n",
         f);
 }

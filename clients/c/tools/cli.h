@@ -13,6 +13,10 @@
 
 #include "clients/c/lanes_client.h"
 
+/* The running tool's name ("lanesched-produce"), set by its main before parsing: command-line
+ * errors name it (common/usage.h's wording). */
+extern const char *cli_program;
+
 /* Set by SIGINT / SIGTERM once cli_signals_install ran. */
 extern volatile sig_atomic_t cli_stop;
 
@@ -33,11 +37,17 @@ int cli_flag_value(int argc, char **argv, int *i, const char *name, const char *
  */
 int cli_conn_flag(int argc, char **argv, int *i, lc_client_config_t *config /* out */);
 
-/* Fills the defaults the environment gives (LANESCHED_SERVER, LANESCHED_PREFIX). */
+/* Fills the defaults the environment gives, the daemon's variable names: LANESCHED_SERVER,
+ * LANESCHED_PREFIX, LANESCHED_USER, LANESCHED_PASSWORD, LANESCHED_TOKEN, LANESCHED_CREDS,
+ * LANESCHED_TLS_CA, LANESCHED_TLS_CERT, LANESCHED_TLS_KEY. */
 void cli_conn_defaults(lc_client_config_t *config /* out */);
 
 /* Prints the connection flags' help lines. */
 void cli_conn_help(FILE *f);
+
+/* The end of a tool's argument loop: an argument nothing took. Prints common/usage.h's
+ * "unknown flag" (it starts with '-') or "unexpected argument" line. */
+void cli_unknown(const char *arg);
 
 /* Parses a whole decimal integer in [min, max]; false (after a message naming flag) otherwise. */
 bool cli_u64_parse(const char *flag, const char *text, uint64_t min, uint64_t max,

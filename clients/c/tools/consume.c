@@ -30,6 +30,7 @@
 #include "clients/c/tools/cli.h"
 #include "clients/c/lanes_client.h"
 #include "common/clock.h"
+#include "common/version.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -133,6 +134,7 @@ static void consume_help(FILE *f)
           "  --json                  one JSON line instead of the text summary\n"
           "  --verbose               one line per batch on stderr\n"
           "  --help                  this text\n"
+          "  --version               the version and the protocol version\n"
           "Exit status: 0 done, 1 usage, 2 connection or protocol failure, 3 a batch broke\n"
           "its packing promise (tokens <= pad_to, len * pad_to <= max-batch-tokens unless a\n"
           "single item, len <= max-batch-size, pad_to tight, right model, non-empty).\n",
@@ -156,6 +158,10 @@ static int consume_args_parse(int argc, char **argv, consume_opts_t *o)
         int rc;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             consume_help(stdout);
+            return 1;
+        }
+        if (strcmp(a, "--version") == 0) {
+            version_print(stdout, cli_program);
             return 1;
         }
         if ((rc = cli_conn_flag(argc, argv, &i, &o->conn)) != 0) {
@@ -229,7 +235,7 @@ static int consume_args_parse(int argc, char **argv, consume_opts_t *o)
             if (rc < 0 || !cli_u64_parse("--ack-timeout-ms", v, 0, INT32_MAX, &o->ack_timeout_ms))
                 return -1;
         } else {
-            fprintf(stderr, "unknown argument \"%s\" (see --help)\n", a);
+            cli_unknown(a);
             return -1;
         }
     }
@@ -420,6 +426,7 @@ static void consume_summary_print(const consume_opts_t *o, const consume_counts_
 
 int main(int argc, char **argv)
 {
+    cli_program = "lanesched-consume";
     int rc = 0;
     consume_opts_t o;
     consume_counts_t k;

@@ -30,6 +30,7 @@
 #include "clients/c/lanes_client.h"
 #include "codec/codec.h"
 #include "common/clock.h"
+#include "common/version.h"
 #include "common/rng.h"
 
 #include <inttypes.h>
@@ -117,6 +118,7 @@ static void produce_help(FILE *f)
         "Output:\n"
         "  --json                  one JSON line instead of the text summary\n"
         "  --help                  this text\n"
+        "  --version               the version and the protocol version\n"
         "Exit status: 0 done, 1 usage, 2 connection failure, or a message unconfirmed or refused\n"
         "whole (the run stops at the first unconfirmed one).\n",
         f);
@@ -155,6 +157,10 @@ static int produce_args_parse(int argc, char **argv, produce_opts_t *o)
         int rc;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             produce_help(stdout);
+            return 1;
+        }
+        if (strcmp(a, "--version") == 0) {
+            version_print(stdout, cli_program);
             return 1;
         }
         if ((rc = cli_conn_flag(argc, argv, &i, &o->conn)) != 0) {
@@ -221,7 +227,7 @@ static int produce_args_parse(int argc, char **argv, produce_opts_t *o)
                 return -1;
             o->id_prefix = v;
         } else {
-            fprintf(stderr, "unknown argument \"%s\" (see --help)\n", a);
+            cli_unknown(a);
             return -1;
         }
     }
@@ -322,6 +328,7 @@ static void produce_summary_print(const produce_opts_t *o, const produce_counts_
 
 int main(int argc, char **argv)
 {
+    cli_program = "lanesched-produce";
     int rc = 0;
     produce_opts_t o;
     produce_counts_t k;

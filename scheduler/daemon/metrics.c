@@ -1,0 +1,530 @@
+/*
+ * metrics.c - the daemon's Prometheus figures: per-model counters and histograms kept by the
+ * owner, and the text exposition (format 0.0.4) built from them and from the scheduler's state.
+ *
+ * The owner notes what happens (an item accepted, a batch dispatched, positions completed, a
+ * turn); metrics_text writes everything at once. The text leaves the owner as a string only:
+ * published on a reply subject (P.metrics) or handed to the metrics sink (the HTTP server's
+ * snapshot), so no other thread ever reads this state.
+ *
+ * Invariants:
+ *   1. Names follow Prometheus conventions: lanesched_ prefix, counters end in _total, times are
+ *      in seconds (_seconds), fractions in [0, 1] end in _ratio; a family is written once, with
+ *      its HELP and TYPE, whether or not it has samples yet.
+ *   2. At most METRICS_MODELS_MAX models get series of their own; later ones are added up under
+ *      model="(other)", so a client inventing model names cannot grow a scrape without bound.
+ *   3. Label values are valid UTF-8 with \, " and newline escaped, whatever bytes a model holds.
+ *   4. Histogram buckets are cumulative and the +Inf bucket equals _count.
+ *   5. Queue wait is observed once per item, at its first dispatch (deliveries 0): a redelivery
+ *      is not a new wait. Items recovered at start are observed from the daemon's start.
+ *
+ * Rejected: a metrics library (none in Debian for C that fits the owner model), and reading the
+ * state from the HTTP thread under a lock (every hot path would pay for the scrape).
+ */
+#include "scheduler/daemon/daemon_int.h"
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/version.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+/* Models with series of their own: one scrape stays under ~1 MB even at this bound. */
+#define METRICS_MODELS_MAX 256
+#define METRICS_OTHER      "(other)"
+
+/* Bucket bounds. Waits: a millisecond (an idle daemon) to five minutes (an overloaded one, the
+ * bench's sustained preset reaches 188 s). Batch sizes: powers of two up to 1,024 items. Turns
+ * and flushes: 100 us (a turn with little to do) to a second (a stalled disk). */
+static const double metrics_wait_le[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                         1,     2.5,    5,     10,   30,    60,   120, 300};
+static const double metrics_size_le[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+static const double metrics_turn_le[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                         0.01,   0.025,   0.05,   0.1,   0.25,   1};
+#define METRICS_LEN(a)      (sizeof(a) / sizeof((a)[0]))
+#define METRICS_BUCKETS_MAX 17
+
+typedef struct {
+    const double *le;
+    size_t n_le;
+    uint64_t counts[METRICS_BUCKETS_MAX + 1]; /* per bucket, not cumulative; [n_le] is +Inf */
+    uint64_t count;
+    double sum;
+} metrics_hist_t;
+
+typedef struct {
+    char *name; /* owned */
+    uint64_t items_received, tokens_received, items_routed, tokens_routed;
+    uint64_t items_completed, tokens_completed, dead_lettered;
+    uint64_t batches, shape_hits, padded_tokens, real_tokens;
+    metrics_hist_t wait, created_wait, batch_items;
+    /* Gauges, recomputed by each metrics_text. */
+    uint64_t queued_items, queued_tokens, inflight_items, lanes, consumers;
+} metrics_model_t;
+
+struct metrics {
+    map_t by_name; /* (XXH64 of the name, its length) -> metrics_model_t */
+    metrics_model_t **models;
+    size_t n_models; /* the last one is METRICS_OTHER once the bound is reached */
+    metrics_hist_t turn, flush;
+};
+
+static void metrics_hist_init(metrics_hist_t *h, const double *le, size_t n_le)
+{
+    memset(h, 0, sizeof(*h));
+    h->le = le;
+    h->n_le = n_le;
+}
+
+static void metrics_hist_add(metrics_hist_t *h, double v)
+{
+    size_t i = 0;
+    while (i < h->n_le && v > h->le[i])
+        i++;
+    h->counts[i]++;
+    h->count++;
+    h->sum += v;
+}
+
+daemon_status_t metrics_create(metrics_t **out)
+{
+    metrics_t *m = calloc(1, sizeof(*m));
+    if (m == NULL)
+        return DAEMON_ENOMEM;
+    map_init(&m->by_name);
+    metrics_hist_init(&m->turn, metrics_turn_le, METRICS_LEN(metrics_turn_le));
+    metrics_hist_init(&m->flush, metrics_turn_le, METRICS_LEN(metrics_turn_le));
+    *out = m;
+    return DAEMON_OK;
+}
+
+void metrics_destroy(metrics_t *m)
+{
+    if (m == NULL)
+        return;
+    for (size_t i = 0; i < m->n_models; i++) {
+        free(m->models[i]->name);
+        free(m->models[i]);
+    }
+    free(m->models);
+    map_fini(&m->by_name);
+    free(m);
+}
+
+static metrics_model_t *metrics_model_new(metrics_t *m, const char *name, map_key_t key)
+{
+    metrics_model_t *mm = calloc(1, sizeof(*mm));
+    metrics_model_t **grown = realloc(m->models, (m->n_models + 1) * sizeof(*grown));
+    if (grown != NULL)
+        m->models = grown;
+    if (mm == NULL || grown == NULL || (mm->name = strdup(name)) == NULL ||
+        map_put(&m->by_name, key, mm) != MAP_OK) {
+        if (mm != NULL)
+            free(mm->name);
+        free(mm);
+        return NULL;
+    }
+    metrics_hist_init(&mm->wait, metrics_wait_le, METRICS_LEN(metrics_wait_le));
+    metrics_hist_init(&mm->created_wait, metrics_wait_le, METRICS_LEN(metrics_wait_le));
+    metrics_hist_init(&mm->batch_items, metrics_size_le, METRICS_LEN(metrics_size_le));
+    m->models[m->n_models++] = mm;
+    return mm;
+}
+
+/* The series of a model (invariant 2); NULL only when out of memory. */
+static metrics_model_t *metrics_model(metrics_t *m, const char *name)
+{
+    size_t len = strlen(name);
+    map_key_t key = {XXH64(name, len, 0), len};
+    metrics_model_t *mm = map_get(&m->by_name, key);
+    if (mm != NULL && strcmp(mm->name, name) == 0)
+        return mm;
+    if (mm == NULL && m->n_models < METRICS_MODELS_MAX - 1)
+        return metrics_model_new(m, name, key);
+    /* past the bound, or another name under the same hash: the shared series, which a model
+     * really named METRICS_OTHER shares too (one series per label value) */
+    key = (map_key_t){XXH64(METRICS_OTHER, strlen(METRICS_OTHER), 0), strlen(METRICS_OTHER)};
+    mm = map_get(&m->by_name, key);
+    return mm != NULL ? mm : metrics_model_new(m, METRICS_OTHER, key);
+}
+
+void metrics_received(metrics_t *m, const char *model, uint64_t items, uint64_t tokens)
+{
+    metrics_model_t *mm = metrics_model(m, model);
+    if (mm == NULL)
+        return;
+    mm->items_received += items;
+    mm->tokens_received += tokens;
+}
+
+void metrics_completed(metrics_t *m, const char *model, uint64_t items, uint64_t tokens)
+{
+    metrics_model_t *mm = metrics_model(m, model);
+    if (mm == NULL)
+        return;
+    mm->items_completed += items;
+    mm->tokens_completed += tokens;
+}
+
+void metrics_batch(struct daemon *d, const sched_batch_t *b, int hit, int dead_letter)
+{
+    metrics_model_t *mm = metrics_model(d->metrics, b->model_view);
+    if (mm == NULL)
+        return;
+    uint64_t now = daemon_now(d), wall = clock_wall_ns();
+    mm->items_routed += b->n;
+    mm->tokens_routed += b->real_tokens;
+    for (size_t i = 0; i < b->n; i++) {
+        const store_view_t *v = &b->items_view[i];
+        if (v->deliveries != 0) /* invariant 5 */
+            continue;
+        uint64_t since = v->arrival_ns > d->started_ns ? v->arrival_ns : d->started_ns;
+        if (now >= since)
+            metrics_hist_add(&mm->wait, (double)(now - since) / 1e9);
+        codec_bytes_t reply_to, payload;
+        uint64_t created = 0;
+        frame_decode(v->payload_view, v->payload_len, &reply_to, &payload, &created);
+        if (created != 0 && wall >= created) /* a producer's clock ahead of ours: not a wait */
+            metrics_hist_add(&mm->created_wait, (double)(wall - created) / 1e9);
+    }
+    if (dead_letter) {
+        mm->dead_lettered += b->n;
+        return;
+    }
+    mm->batches++;
+    mm->shape_hits += hit != 0;
+    mm->padded_tokens += b->padded_tokens;
+    mm->real_tokens += b->real_tokens;
+    metrics_hist_add(&mm->batch_items, (double)b->n);
+}
+
+void metrics_turn(metrics_t *m, uint64_t turn_ns, uint64_t flush_ns)
+{
+    metrics_hist_add(&m->turn, (double)turn_ns / 1e9);
+    metrics_hist_add(&m->flush, (double)flush_ns / 1e9);
+}
+
+/* ---- the text --------------------------------------------------------------------------- */
+
+typedef struct {
+    char *p;
+    size_t len, cap;
+    int oom;
+} metrics_buf_t;
+
+static void metrics_printf(metrics_buf_t *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void metrics_printf(metrics_buf_t *b, const char *fmt, ...)
+{
+    for (int attempt = 0; attempt < 2 && !b->oom; attempt++) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->oom = 1;
+            return;
+        }
+        if ((size_t)n < b->cap - b->len) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = (b->cap + (size_t)n + 1) * 2;
+        char *grown = realloc(b->p, cap);
+        if (grown == NULL) {
+            b->oom = 1;
+            return;
+        }
+        b->p = grown;
+        b->cap = cap;
+    }
+}
+
+/* A label value (invariant 3) into out, which holds at least 6 * strlen(s) + 1 bytes. */
+static void metrics_label(const char *s, char *out)
+{
+    char *w = out;
+    for (const unsigned char *p = (const unsigned char *)s; *p != '\0';) {
+        size_t n = *p < 0x80                  ? 1
+                   : *p >= 0xc2 && *p <= 0xdf ? 2
+                   : *p >= 0xe0 && *p <= 0xef ? 3
+                   : *p >= 0xf0 && *p <= 0xf4 ? 4
+                                              : 0;
+        for (size_t i = 1; i < n; i++)
+            n = (p[i] & 0xc0) == 0x80 ? n : 0;
+        if (n == 3 && ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0)))
+            n = 0;
+        if (n == 4 && ((p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] >= 0x90)))
+            n = 0;
+        if (n == 0) {
+            memcpy(w, "\xef\xbf\xbd", 3);
+            w += 3;
+            p++;
+            continue;
+        }
+        if (*p == '\\' || *p == '"' || *p == '\n') {
+            *w++ = '\\';
+            *w++ = *p == '\n' ? 'n' : (char)*p;
+            p++;
+            continue;
+        }
+        memcpy(w, p, n);
+        w += n;
+        p += n;
+    }
+    *w = '\0';
+}
+
+static void metrics_family(metrics_buf_t *b, const char *name, const char *type, const char *help)
+{
+    metrics_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* One sample per model of a u64 field (offset into metrics_model_t). */
+static void metrics_per_model(metrics_buf_t *b, const metrics_t *m, char **labels, const char *name,
+                              const char *type, const char *help, size_t off)
+{
+    metrics_family(b, name, type, help);
+    for (size_t i = 0; i < m->n_models; i++)
+        metrics_printf(b, "%s{model=\"%s\"} %" PRIu64 "\n", name, labels[i],
+                       *(const uint64_t *)((const char *)m->models[i] + off));
+}
+
+static void metrics_hist_write(metrics_buf_t *b, const char *name, const char *labels,
+                               const metrics_hist_t *h)
+{
+    uint64_t cum = 0;
+    const char *sep = labels[0] != '\0' ? "," : "";
+    for (size_t i = 0; i <= h->n_le; i++) {
+        cum += h->counts[i];
+        if (i < h->n_le)
+            metrics_printf(b, "%s_bucket{%s%sle=\"%g\"} %" PRIu64 "\n", name, labels, sep, h->le[i],
+                           cum);
+        else
+            metrics_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %" PRIu64 "\n", name, labels, sep, cum);
+    }
+    const char *open = labels[0] != '\0' ? "{" : "", *close = labels[0] != '\0' ? "}" : "";
+    metrics_printf(b, "%s_sum%s%s%s %.9g\n%s_count%s%s%s %" PRIu64 "\n", name, open, labels, close,
+                   h->sum, name, open, labels, close, h->count);
+}
+
+static void metrics_hist_per_model(metrics_buf_t *b, const metrics_t *m, char **labels,
+                                   const char *name, const char *help, size_t off)
+{
+    metrics_family(b, name, "histogram", help);
+    char lab[6 * (LIMITS_MODEL_MAX + 16) + 16];
+    for (size_t i = 0; i < m->n_models; i++) {
+        snprintf(lab, sizeof(lab), "model=\"%s\"", labels[i]);
+        metrics_hist_write(b, name, lab,
+                           (const metrics_hist_t *)((const char *)m->models[i] + off));
+    }
+}
+
+static void metrics_ratio(metrics_buf_t *b, const metrics_t *m, char **labels, const char *name,
+                          const char *help, int hits)
+{
+    metrics_family(b, name, "gauge", help);
+    for (size_t i = 0; i < m->n_models; i++) {
+        const metrics_model_t *mm = m->models[i];
+        double r = hits ? (mm->batches ? (double)mm->shape_hits / (double)mm->batches : 0)
+                        : (mm->padded_tokens ? (double)(mm->padded_tokens - mm->real_tokens) /
+                                                   (double)mm->padded_tokens
+                                             : 0);
+        metrics_printf(b, "%s{model=\"%s\"} %.6f\n", name, labels[i], r);
+    }
+}
+
+static void metrics_shape(void *ctx, const char *model, uint64_t signature, const lanes_t *lanes,
+                          int current)
+{
+    (void)signature;
+    (void)current;
+    metrics_model_t *mm = metrics_model(ctx, model);
+    if (mm == NULL)
+        return;
+    mm->queued_items += lanes_queued_items(lanes);
+    mm->queued_tokens += lanes_queued_tokens(lanes);
+    mm->lanes += lanes_in_use(lanes);
+    lanes_lane_t lane;
+    for (uint32_t id = 0; lanes_get(lanes, id, &lane) == SCHED_OK; id++)
+        mm->inflight_items += lane.inflight_items;
+}
+
+/* The gauges of every model, from the scheduler and the registry as they are now. */
+static void metrics_gauges(struct daemon *d)
+{
+    metrics_t *m = d->metrics;
+    for (size_t i = 0; i < m->n_models; i++) {
+        metrics_model_t *mm = m->models[i];
+        mm->queued_items = mm->queued_tokens = mm->inflight_items = mm->lanes = mm->consumers = 0;
+    }
+    sched_shapes_visit(d->sched, metrics_shape, m);
+    for (size_t i = 0; i < consumers_count(d->consumers); i++) {
+        const consumer_t *c = consumers_at(d->consumers, i);
+        metrics_model_t *mm = consumers_dead(c) ? NULL : metrics_model(m, consumers_model(c));
+        if (mm != NULL)
+            mm->consumers++;
+    }
+}
+
+#define METRICS_OFF(field) offsetof(metrics_model_t, field)
+
+static void metrics_write_models(metrics_buf_t *b, const metrics_t *m, char **l)
+{
+    static const struct {
+        const char *name, *type, *help;
+        size_t off;
+    } u64s[] = {
+        {"lanesched_items_received_total", "counter", "Items accepted by submits.",
+         METRICS_OFF(items_received)},
+        {"lanesched_tokens_received_total", "counter", "Tokens of the items accepted.",
+         METRICS_OFF(tokens_received)},
+        {"lanesched_items_routed_total", "counter",
+         "Items sent in batches or as dead letters; each redelivery counts again.",
+         METRICS_OFF(items_routed)},
+        {"lanesched_tokens_routed_total", "counter", "Tokens of the items routed.",
+         METRICS_OFF(tokens_routed)},
+        {"lanesched_items_completed_total", "counter", "Items acked or dead-lettered.",
+         METRICS_OFF(items_completed)},
+        {"lanesched_tokens_completed_total", "counter", "Tokens of the items completed.",
+         METRICS_OFF(tokens_completed)},
+        {"lanesched_items_dead_lettered_total", "counter",
+         "Items published on <prefix>.dead.<model> after --max-deliveries.",
+         METRICS_OFF(dead_lettered)},
+        {"lanesched_batches_total", "counter", "Batches dispatched to consumers.",
+         METRICS_OFF(batches)},
+        {"lanesched_batch_shape_hits_total", "counter",
+         "Batches of the same shape as the consumer's previous batch.", METRICS_OFF(shape_hits)},
+        {"lanesched_padded_tokens_total", "counter",
+         "Sum over batches of items times pad_to (the tokens a GPU computes).",
+         METRICS_OFF(padded_tokens)},
+        {"lanesched_real_tokens_total", "counter", "Sum over batches of the items' tokens.",
+         METRICS_OFF(real_tokens)},
+        {"lanesched_queued_items", "gauge", "Items queued and dispatchable.",
+         METRICS_OFF(queued_items)},
+        {"lanesched_queued_tokens", "gauge", "Tokens of the queued items.",
+         METRICS_OFF(queued_tokens)},
+        {"lanesched_inflight_items", "gauge", "Items dispatched and not yet settled.",
+         METRICS_OFF(inflight_items)},
+        {"lanesched_lanes_in_use", "gauge", "Lanes in use over every shape of the model.",
+         METRICS_OFF(lanes)},
+        {"lanesched_consumers", "gauge", "Consumers registered and alive.", METRICS_OFF(consumers)},
+    };
+    for (size_t i = 0; i < METRICS_LEN(u64s); i++)
+        metrics_per_model(b, m, l, u64s[i].name, u64s[i].type, u64s[i].help, u64s[i].off);
+    metrics_ratio(b, m, l, "lanesched_padding_waste_ratio",
+                  "Padding over padded tokens since start: (padded - real) / padded.", 0);
+    metrics_ratio(b, m, l, "lanesched_shape_hit_ratio",
+                  "Batches of the consumer's previous batch's shape over all batches, since start.",
+                  1);
+    metrics_hist_per_model(b, m, l, "lanesched_queue_wait_seconds",
+                           "From submit accepted to first dispatch, per item.", METRICS_OFF(wait));
+    metrics_hist_per_model(
+        b, m, l, "lanesched_created_wait_seconds",
+        "From the producer's created_unix_ns to first dispatch, per item that carries it.",
+        METRICS_OFF(created_wait));
+    metrics_hist_per_model(b, m, l, "lanesched_batch_size_items", "Items per dispatched batch.",
+                           METRICS_OFF(batch_items));
+}
+
+static void metrics_write_daemon(metrics_buf_t *b, struct daemon *d)
+{
+    const daemon_counters_t *dc = &d->counters;
+    metrics_family(b, "lanesched_info", "gauge", "The daemon's version, protocol and instance.");
+    metrics_printf(b, "lanesched_info{version=\"%s\",protocol_version=\"%d\",instance=\"%s\"} 1\n",
+                   version_string(), VERSION_PROTOCOL, d->instance_id);
+    metrics_family(b, "lanesched_uptime_seconds", "gauge", "Seconds since the daemon started.");
+    metrics_printf(b, "lanesched_uptime_seconds %.3f\n",
+                   (double)(daemon_now(d) - d->started_ns) / 1e9);
+    metrics_family(b, "lanesched_rejected_total", "counter",
+                   "Items rejected by reason code word (malformed counts whole messages).");
+    for (int i = 0; i < CODEC_STATUS_COUNT; i++) {
+        if (i != CODEC_OK && i != CODEC_DUPLICATE)
+            metrics_printf(b, "lanesched_rejected_total{reason=\"%s\"} %" PRIu64 "\n",
+                           codec_status_reason((codec_status_t)i), dc->rejected[i]);
+    }
+    static const struct {
+        const char *name, *help;
+        size_t off;
+    } totals[] = {
+        {"lanesched_duplicates_total", "Submitted items answered duplicate.",
+         offsetof(daemon_counters_t, duplicates)},
+        {"lanesched_publish_failures_total", "NATS publishes that failed.",
+         offsetof(daemon_counters_t, publish_failures)},
+        {"lanesched_disconnects_total", "Losses of the daemon's NATS connection.",
+         offsetof(daemon_counters_t, disconnects)},
+        {"lanesched_batches_expired_ack_deadline_total", "Batches returned by their ack deadline.",
+         offsetof(daemon_counters_t, batches_expired_ack_deadline)},
+        {"lanesched_consumers_declared_dead_total", "Consumers declared dead by silence.",
+         offsetof(daemon_counters_t, consumers_declared_dead)},
+    };
+    for (size_t i = 0; i < METRICS_LEN(totals); i++) {
+        metrics_family(b, totals[i].name, "counter", totals[i].help);
+        metrics_printf(b, "%s %" PRIu64 "\n", totals[i].name,
+                       *(const uint64_t *)((const char *)dc + totals[i].off));
+    }
+    metrics_family(b, "lanesched_dropped_messages_total", "counter",
+                   "Incoming messages dropped before the owner saw them.");
+    metrics_printf(b, "lanesched_dropped_messages_total %" PRIu64 "\n",
+                   __atomic_load_n(&dc->dropped_messages, __ATOMIC_RELAXED));
+    metrics_family(b, "lanesched_owner_turn_duration_seconds", "histogram",
+                   "One turn of the owner loop, its wait for events excluded.");
+    metrics_hist_write(b, "lanesched_owner_turn_duration_seconds", "", &d->metrics->turn);
+    metrics_family(b, "lanesched_store_flush_duration_seconds", "histogram",
+                   "The store flush of each turn (the group commit).");
+    metrics_hist_write(b, "lanesched_store_flush_duration_seconds", "", &d->metrics->flush);
+}
+
+char *metrics_text(struct daemon *d, size_t *out_len)
+{
+    metrics_t *m = d->metrics;
+    metrics_gauges(d);
+    metrics_buf_t b = {.p = malloc(65536), .cap = 65536};
+    char **labels = calloc(m->n_models + 1, sizeof(*labels));
+    b.oom = b.p == NULL || labels == NULL;
+    for (size_t i = 0; !b.oom && i < m->n_models; i++) {
+        labels[i] = malloc(6 * strlen(m->models[i]->name) + 1);
+        if (labels[i] == NULL)
+            b.oom = 1;
+        else
+            metrics_label(m->models[i]->name, labels[i]);
+    }
+    if (!b.oom) {
+        metrics_write_daemon(&b, d);
+        metrics_write_models(&b, m, labels);
+    }
+    for (size_t i = 0; labels != NULL && i < m->n_models; i++)
+        free(labels[i]);
+    free(labels);
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    *out_len = b.len;
+    return b.p;
+}
+
+void metrics_request(struct daemon *d, const ev_t *ev)
+{
+    if (ev->reply == NULL && d->metrics_sink == NULL)
+        return;
+    size_t len = 0;
+    char *text = metrics_text(d, &len);
+    if (text == NULL) {
+        log_write(LOG_WARN, "out of memory: the metrics were not written");
+        if (ev->reply != NULL)
+            service_error(d, EV_METRICS, NULL, "no_memory: the metrics could not be written");
+        return;
+    }
+    if (ev->reply != NULL) {
+        daemon_publish(d, ev->reply, (uint8_t *)text, len);
+        return;
+    }
+    d->metrics_sink(d->metrics_sink_ctx, text, len);
+    free(text);
+}

@@ -1,0 +1,49 @@
+/*
+ * http.h - the daemon's HTTP endpoint for Prometheus (--metrics-listen ADDR:PORT): GET /metrics
+ * serves the latest text the owner handed over; nothing else of the daemon is reachable from it.
+ *
+ * The server never reads scheduling state. For each scrape it asks for a fresh snapshot through
+ * the refresh callback (main.c posts an event to the owner), waits a bounded time for the owner
+ * to offer one (http_server_offer), and serves the newest it has.
+ *
+ * Ownership: http_server_start's *out is returned to the caller, released with
+ * http_server_stop; ctx is borrowed and must outlive the server. Texts are copied.
+ */
+#ifndef LANESCHED_HTTP_H
+#define LANESCHED_HTTP_H
+
+#include "common/status.h"
+
+#include <stddef.h>
+
+#define HTTP_STATUS_MAP(X)                                                          \
+    X(HTTP_OK, "ok")                                                                \
+    X(HTTP_EADDR, "not an ADDR:PORT this host can listen on (e.g. 127.0.0.1:9471)") \
+    X(HTTP_ELISTEN, "cannot listen on the address (in use, or not permitted)")      \
+    X(HTTP_ENOMEM, "out of memory")
+
+STATUS_ENUM(http_status_t, HTTP_STATUS_MAP, HTTP_STATUS_COUNT);
+const char *http_status_str(http_status_t status); /* static storage */
+
+/* The port the README documents for --metrics-listen. */
+#define HTTP_METRICS_PORT 9471
+
+/* How long a scrape waits for the owner's fresh snapshot before serving the last one. */
+#define HTTP_FRESH_WAIT_MS 2000
+
+/* Asks for a snapshot; called on a server thread, must not block. */
+typedef void (*http_refresh_fn)(void *ctx);
+
+typedef struct http_server http_server_t;
+
+/* Listens on listen ("127.0.0.1:9471", "[::1]:9471", ":9471" for every address); borrowed. */
+http_status_t http_server_start(const char *listen, http_refresh_fn refresh, void *ctx,
+                                http_server_t **out /* out */);
+/* Hands over the text to serve from now on (copied). Any thread. */
+void http_server_offer(http_server_t *s, const char *text, size_t len);
+/* Stops listening, waits for the server's threads, frees. NULL-safe. */
+void http_server_stop(http_server_t *s);
+/* The port actually listened on (the given one, or the one picked for port 0). */
+int http_server_port(const http_server_t *s);
+
+#endif

@@ -1,0 +1,227 @@
+/*
+ * server.c - the /metrics HTTP server, on libmicrohttpd (Debian's libmicrohttpd-dev): one
+ * internal polling thread, GET and HEAD only, text/plain in the Prometheus exposition format.
+ *
+ * Invariants:
+ *   1. The server thread touches only this file's state (the snapshot under `lock`): scheduling
+ *      state is the owner's, and reaches here only as a copied text (http_server_offer).
+ *   2. A scrape is answered within HTTP_FRESH_WAIT_MS: with the snapshot the owner produced for
+ *      it, or, when the owner is busy or not running yet, with the newest older one (503 until
+ *      the first exists).
+ *   3. Only GET and HEAD of /metrics (and / pointing at it) are served; every other path is 404,
+ *      every other method 405, and a request body is never read.
+ *
+ * Rejected: a hand-written HTTP server (request parsing is where bugs live), and serving a
+ * snapshot refreshed on a timer (a scrape would read figures up to one period old, and an idle
+ * daemon would build texts nobody reads).
+ */
+#include "scheduler/http/http.h"
+
+#include "common/log.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+STATUS_STR(http_status_str, http_status_t, HTTP_STATUS_MAP, "unknown http status")
+
+struct http_server {
+    struct MHD_Daemon *mhd;
+    http_refresh_fn refresh;
+    void *ctx;
+    int port;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    char *text; /* under lock: the newest snapshot, NULL before the first */
+    size_t len;
+    uint64_t generation; /* under lock: snapshots offered so far */
+};
+
+void http_server_offer(http_server_t *s, const char *text, size_t len)
+{
+    char *copy = malloc(len + 1);
+    if (copy == NULL)
+        return; /* the previous snapshot stays */
+    memcpy(copy, text, len);
+    copy[len] = '\0';
+    pthread_mutex_lock(&s->lock);
+    free(s->text);
+    s->text = copy;
+    s->len = len;
+    s->generation++;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* A copy of the snapshot after asking for a fresh one (invariant 2); NULL when there is none. */
+static char *http_snapshot(http_server_t *s, size_t *len)
+{
+    pthread_mutex_lock(&s->lock);
+    uint64_t before = s->generation;
+    pthread_mutex_unlock(&s->lock);
+    s->refresh(s->ctx);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += HTTP_FRESH_WAIT_MS / 1000;
+    until.tv_nsec += (long)(HTTP_FRESH_WAIT_MS % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&s->lock);
+    while (s->generation == before) {
+        if (pthread_cond_timedwait(&s->cond, &s->lock, &until) == ETIMEDOUT)
+            break;
+    }
+    char *copy = s->text != NULL ? malloc(s->len + 1) : NULL;
+    if (copy != NULL) {
+        memcpy(copy, s->text, s->len + 1);
+        *len = s->len;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return copy;
+}
+
+static enum MHD_Result http_send(struct MHD_Connection *conn, unsigned code, const char *type,
+                                 char *body, size_t len)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (r == NULL) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    enum MHD_Result ret = MHD_queue_response(conn, code, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result http_plain(struct MHD_Connection *conn, unsigned code, const char *msg)
+{
+    char *body = strdup(msg);
+    return body != NULL ? http_send(conn, code, "text/plain; charset=utf-8", body, strlen(body))
+                        : MHD_NO;
+}
+
+static enum MHD_Result http_handle(void *cls, struct MHD_Connection *conn, const char *url,
+                                   const char *method, const char *version, const char *upload_data,
+                                   size_t *upload_data_size, void **req_ctx)
+{
+    (void)version;
+    (void)upload_data;
+    http_server_t *s = cls;
+    static int first_call;
+    if (*req_ctx == NULL) { /* the headers are in; answer at the next call (invariant 3) */
+        *req_ctx = &first_call;
+        return MHD_YES;
+    }
+    *upload_data_size = 0;
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+        return http_plain(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD\n");
+    if (strcmp(url, "/") == 0)
+        return http_plain(conn, MHD_HTTP_OK, "lanesched: the figures are at /metrics\n");
+    if (strcmp(url, "/metrics") != 0)
+        return http_plain(conn, MHD_HTTP_NOT_FOUND, "not found; try /metrics\n");
+    size_t len = 0;
+    char *text = http_snapshot(s, &len);
+    if (text == NULL)
+        return http_plain(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
+                          "no figures yet: the daemon is starting (waiting for NATS?)\n");
+    return http_send(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", text, len);
+}
+
+/* libmicrohttpd's own messages go through the process's logger (redaction, JSON lines). */
+static void http_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    msg[strcspn(msg, "\n")] = '\0';
+    log_write(LOG_WARN, "metrics HTTP server: %s", msg);
+}
+
+/* "ADDR:PORT", "[V6]:PORT" or ":PORT" into a socket address. */
+static http_status_t http_addr(const char *listen, struct sockaddr_storage *out, int *port)
+{
+    char host[256];
+    const char *colon = strrchr(listen, ':');
+    if (colon == NULL || colon[1] == '\0' || (size_t)(colon - listen) >= sizeof(host))
+        return HTTP_EADDR;
+    char *end = NULL;
+    long p = strtol(colon + 1, &end, 10);
+    if (*end != '\0' || p < 0 || p > 65535)
+        return HTTP_EADDR;
+    size_t hlen = (size_t)(colon - listen);
+    memcpy(host, listen, hlen);
+    host[hlen] = '\0';
+    if (hlen >= 2 && host[0] == '[' && host[hlen - 1] == ']') {
+        memmove(host, host + 1, hlen - 2);
+        host[hlen - 2] = '\0';
+    }
+    struct addrinfo hints = {.ai_flags = AI_PASSIVE | AI_NUMERICSERV, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *ai = NULL;
+    if (getaddrinfo(host[0] != '\0' ? host : NULL, colon + 1, &hints, &ai) != 0 || ai == NULL)
+        return HTTP_EADDR;
+    memset(out, 0, sizeof(*out));
+    memcpy(out, ai->ai_addr, ai->ai_addrlen);
+    freeaddrinfo(ai);
+    *port = (int)p;
+    return HTTP_OK;
+}
+
+http_status_t http_server_start(const char *listen, http_refresh_fn refresh, void *ctx,
+                                http_server_t **out)
+{
+    struct sockaddr_storage sa;
+    int port = 0;
+    http_status_t st = http_addr(listen, &sa, &port);
+    if (st != HTTP_OK)
+        return st;
+    http_server_t *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return HTTP_ENOMEM;
+    s->refresh = refresh;
+    s->ctx = ctx;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->cond, NULL);
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    if (sa.ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    s->mhd =
+        MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, http_handle, s, MHD_OPTION_SOCK_ADDR,
+                         (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_TIMEOUT, 10u,
+                         MHD_OPTION_EXTERNAL_LOGGER, http_log, NULL, MHD_OPTION_END);
+    if (s->mhd == NULL) {
+        http_server_stop(s);
+        return HTTP_ELISTEN;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info != NULL && info->port != 0 ? info->port : port;
+    *out = s;
+    return HTTP_OK;
+}
+
+int http_server_port(const http_server_t *s)
+{
+    return s->port;
+}
+
+void http_server_stop(http_server_t *s)
+{
+    if (s == NULL)
+        return;
+    if (s->mhd != NULL)
+        MHD_stop_daemon(s->mhd);
+    pthread_cond_destroy(&s->cond);
+    pthread_mutex_destroy(&s->lock);
+    free(s->text);
+    free(s);
+}

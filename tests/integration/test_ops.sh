@@ -1,0 +1,291 @@
+#!/usr/bin/env bash
+# test_ops.sh - lanesched operated as a user would, end to end: a real nats-server on a free
+# loopback port, the real binaries, and the commands of the README.
+#
+#   tests/integration/test_ops.sh CASE BIN_DIR      (CTest: ops_<case>)
+#   tests/integration/test_ops.sh list
+#
+#   lock               a second daemon on the same data directory refuses, naming the holder's
+#                      pid; after the holder is SIGKILLed the directory can be taken again
+#   start_before_nats  lanesched started before nats-server logs each try and connects once the
+#                      server is up; --connect-wait-ms bounds the wait; SIGTERM ends it cleanly
+#   redaction          passwords and tokens in URLs and flags never reach a log line
+#   log_json           --log-format json: every stderr line is one JSON object
+#   metrics_promtool   /metrics (--metrics-listen) and lanesched-ctl metrics pass
+#                      `promtool check metrics` and count what was submitted and completed
+#   ctl_watch          lanesched-ctl watch prints submits, batches, acks and their replies as
+#                      JSON lines
+#   cli_errors         every binary's --version, and an unknown flag or command reported in one
+#                      wording before anything connects
+#
+# Needs nats-server, node (to read JSON) and, for metrics_promtool, curl and promtool
+# (scripts/install-deps.sh installs them). Everything started is stopped at exit; the work
+# directory is kept when a case fails, or with LANES_TEST_KEEP=1 (its path is printed).
+set -euo pipefail
+
+CASE=${1:-}
+BIN=${2:-}
+CASES="lock start_before_nats redaction log_json metrics_promtool ctl_watch cli_errors"
+if [ "$CASE" = list ]; then
+    tr ' ' '\n' <<<"$CASES"
+    exit 0
+fi
+[ -n "$CASE" ] && [ -d "$BIN" ] || {
+    echo "usage: $0 CASE BIN_DIR | list" >&2
+    exit 2
+}
+
+WORK=$(mktemp -d /tmp/lanes-test-ops.XXXXXX)
+PIDS=()
+ok=0
+cleanup() {
+    for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    if [ $ok = 0 ]; then
+        echo "test_ops[$CASE]: FAILED; logs kept in $WORK" >&2
+    elif [ -n "${LANES_TEST_KEEP:-}" ]; then
+        echo "test_ops[$CASE]: logs kept in $WORK (LANES_TEST_KEEP)"
+    else
+        rm -rf "$WORK"
+    fi
+}
+trap cleanup EXIT
+
+say() { echo "test_ops[$CASE]: $*"; }
+fail() {
+    echo "test_ops[$CASE]: FAIL: $*" >&2
+    for f in "$WORK"/*.log; do [ -f "$f" ] && { echo "--- $f" >&2; tail -n 30 "$f" >&2; }; done
+    exit 1
+}
+
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+free_port() {
+    local p
+    for _ in $(seq 100); do
+        p=$((20000 + RANDOM % 40000))
+        listening "$p" || { echo "$p"; return 0; }
+    done
+    fail "no free port"
+}
+# wait_for WHAT SECONDS COMMAND...: until COMMAND succeeds.
+wait_for() {
+    local what=$1 secs=$2
+    shift 2
+    for _ in $(seq $((secs * 10))); do "$@" && return 0; sleep 0.1; done
+    fail "timed out after ${secs}s waiting for $what"
+}
+nats_start() { # PORT [nats-server flags...]
+    local port=$1
+    shift
+    nats-server -a 127.0.0.1 -p "$port" "$@" >"$WORK/nats-$port.log" 2>&1 &
+    PIDS+=($!)
+    wait_for "nats-server on $port" 10 listening "$port"
+}
+daemon_start() { # NAME FLAGS...: stderr in $WORK/NAME.log, pid in DAEMON_PID
+    local name=$1
+    shift
+    "$BIN/lanesched" "$@" 2>"$WORK/$name.log" &
+    DAEMON_PID=$!
+    PIDS+=($DAEMON_PID)
+}
+ready() { grep -q "lanesched: ready" "$WORK/$1.log"; }
+exited() { ! kill -0 "$1" 2>/dev/null; }
+json_lines() { # FILE: every line is one JSON object
+    node -e '
+        const lines = require("fs").readFileSync(process.argv[1], "utf8").split("\n").filter(Boolean);
+        if (lines.length === 0) { console.error("no lines"); process.exit(1); }
+        for (const l of lines) { const o = JSON.parse(l); if (typeof o !== "object") process.exit(1); }' "$1"
+}
+
+case_lock() {
+    local port
+    port=$(free_port)
+    nats_start "$port"
+    daemon_start first --server "nats://127.0.0.1:$port" --data-dir "$WORK/data"
+    local first=$DAEMON_PID
+    wait_for "the first daemon" 20 ready first
+    daemon_start second --server "nats://127.0.0.1:$port" --data-dir "$WORK/data"
+    local second=$DAEMON_PID
+    wait_for "the second daemon to give up" 10 exited "$second"
+    local rc=0
+    wait "$second" || rc=$?
+    [ $rc = 1 ] || fail "the second daemon exited $rc, not 1"
+    grep -q "the data directory $WORK/data is in use by another lanesched (pid $first on host" \
+        "$WORK/second.log" || fail "the refusal does not name the holder"
+    ! ready second || fail "the second daemon said ready"
+    say "second daemon refused: $(grep -o 'in use by another lanesched ([^)]*)' "$WORK/second.log")"
+    kill -KILL "$first"
+    wait "$first" 2>/dev/null || true
+    daemon_start third --server "nats://127.0.0.1:$port" --data-dir "$WORK/data"
+    wait_for "a daemon after the holder was killed" 20 ready third
+    say "after SIGKILL of the holder the directory is taken again"
+}
+
+case_start_before_nats() {
+    local port
+    port=$(free_port)
+    daemon_start early --server "nats://127.0.0.1:$port" --store memory
+    local early=$DAEMON_PID
+    wait_for "two logged tries" 10 bash -c "[ \$(grep -c 'NATS not reachable at nats://127.0.0.1:$port (try' '$WORK/early.log') -ge 2 ]"
+    ! ready early || fail "ready without NATS"
+    nats_start "$port"
+    wait_for "ready once NATS is up" 20 ready early
+    grep -q "NATS reached at nats://127.0.0.1:$port after" "$WORK/early.log" || fail "no 'reached' line"
+    say "$(grep -c 'NATS not reachable' "$WORK/early.log") tries logged, then ready"
+
+    local none
+    none=$(free_port)
+    daemon_start bounded --server "nats://127.0.0.1:$none" --store memory --connect-wait-ms 700
+    local bounded=$DAEMON_PID
+    wait_for "--connect-wait-ms 700 to give up" 10 exited "$bounded"
+    local rc=0
+    wait "$bounded" || rc=$?
+    [ $rc = 1 ] || fail "a bounded wait exited $rc, not 1"
+    grep -q "gave up: --connect-wait-ms reached" "$WORK/bounded.log" || fail "no 'gave up' line"
+
+    daemon_start stopped --server "nats://127.0.0.1:$none" --store memory
+    local stopped=$DAEMON_PID
+    wait_for "a first try" 10 grep -q "NATS not reachable" "$WORK/stopped.log"
+    kill -TERM "$stopped"
+    wait_for "SIGTERM to end the wait" 5 exited "$stopped"
+    rc=0
+    wait "$stopped" || rc=$?
+    [ $rc = 0 ] || fail "SIGTERM while waiting for NATS exited $rc, not 0"
+    say "bounded wait gives up with 1; SIGTERM while waiting exits 0"
+}
+
+case_redaction() {
+    local port secret=s3cret-pw-42 wrong=wr0ng-pw-77 token=t0ken-abc-99
+    port=$(free_port)
+    nats_start "$port" --user alice --pass "$secret"
+    daemon_start url --server "nats://alice:$secret@127.0.0.1:$port" --store memory
+    wait_for "ready with URL credentials" 20 ready url
+    grep -q "nats://alice:\*\*\*@127.0.0.1:$port" "$WORK/url.log" || fail "the URL is not shown redacted"
+    # refused credentials: the error lines quote the URL; flags: the password and the token
+    daemon_start wrong --server "nats://alice:$wrong@127.0.0.1:$port" --store memory
+    wait_for "refused credentials to stop the start" 10 exited "$DAEMON_PID"
+    daemon_start flags --server "nats://127.0.0.1:$port" --user alice --password "$wrong" \
+        --store memory
+    wait_for "refused flag credentials to stop the start" 10 exited "$DAEMON_PID"
+    daemon_start token --server "nats://$token@127.0.0.1:$(free_port)" --store memory \
+        --connect-wait-ms 300
+    wait_for "the token URL's bounded wait" 10 exited "$DAEMON_PID"
+    "$BIN/lanesched-ctl" --server "nats://alice:$wrong@127.0.0.1:$port" stats 2>"$WORK/ctl.log" &&
+        fail "lanesched-ctl connected with a wrong password"
+    for f in url wrong flags token ctl; do
+        [ -s "$WORK/$f.log" ] || fail "$f: nothing logged"
+        if grep -qE "$secret|$wrong|$token" "$WORK/$f.log"; then fail "$f: a credential was logged"; fi
+    done
+    grep -q "nats://\*\*\*@127.0.0.1" "$WORK/token.log" || fail "the token URL is not shown redacted"
+    say "no credential in $(cat "$WORK"/*.log | wc -l) log lines"
+}
+
+case_log_json() {
+    local port
+    port=$(free_port)
+    nats_start "$port"
+    daemon_start json --server "nats://127.0.0.1:$port" --store memory --log-format json
+    wait_for "ready" 20 ready json
+    "$BIN/lanesched-ctl" --server "nats://127.0.0.1:$port" stats >/dev/null
+    kill -TERM "$DAEMON_PID"
+    wait "$DAEMON_PID"
+    json_lines "$WORK/json.log" || fail "a stderr line is not JSON"
+    grep -q '"msg":"lanesched: ready"' "$WORK/json.log" || fail "no ready line"
+    "$BIN/lanesched" --log-format yaml 2>"$WORK/bad.log" && fail "--log-format yaml accepted"
+    say "$(wc -l <"$WORK/json.log") JSON lines"
+}
+
+case_metrics_promtool() {
+    local port mport url
+    port=$(free_port)
+    mport=$(free_port)
+    url="nats://127.0.0.1:$port"
+    nats_start "$port"
+    daemon_start metrics --server "$url" --data-dir "$WORK/data" --metrics-listen "127.0.0.1:$mport"
+    wait_for "ready" 20 ready metrics
+    "$BIN/lanesched-produce" --server "$url" --model llama --component "You are a helpful assistant." \
+        --tokens-min 20 --tokens-max 400 --count 300 --batch 10 --request >"$WORK/produce.out" 2>&1
+    "$BIN/lanesched-produce" --server "$url" --model 'qwen-"7b"' --signature 0x91f47f2f45b64efd \
+        --tokens 50 --count 5 --request >/dev/null 2>&1 || true
+    "$BIN/lanesched-consume" --server "$url" --model llama --max-batch-size 16 --max-batch-tokens 8192 \
+        --until-idle-ms 1000 >"$WORK/consume.out" 2>&1
+    curl -sf "http://127.0.0.1:$mport/metrics" >"$WORK/scrape.txt" || fail "no /metrics"
+    promtool check metrics <"$WORK/scrape.txt" >"$WORK/promtool.log" 2>&1 ||
+        fail "promtool rejects the scrape: $(cat "$WORK/promtool.log")"
+    "$BIN/lanesched-ctl" --server "$url" metrics >"$WORK/ctl.txt" || fail "lanesched-ctl metrics"
+    promtool check metrics <"$WORK/ctl.txt" >>"$WORK/promtool.log" 2>&1 ||
+        fail "promtool rejects lanesched-ctl metrics"
+    for want in 'lanesched_items_received_total{model="llama"} 300' \
+        'lanesched_items_completed_total{model="llama"} 300' \
+        'lanesched_queued_items{model="llama"} 0' \
+        'lanesched_queue_wait_seconds_count{model="llama"} 300' \
+        'lanesched_created_wait_seconds_count{model="llama"} 300' \
+        'lanesched_items_received_total{model="qwen-\"7b\""} 5' \
+        'lanesched_queued_items{model="qwen-\"7b\""} 5'; do
+        grep -qxF "$want" "$WORK/scrape.txt" || fail "the scrape lacks: $want"
+    done
+    grep -q '^lanesched_store_flush_duration_seconds_count [1-9]' "$WORK/scrape.txt" || fail "no flushes"
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$mport/nope")" = 404 ] || fail "not 404"
+    [ "$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:$mport/metrics")" = 405 ] ||
+        fail "POST not 405"
+    say "promtool: ok on $(grep -vc '^#' "$WORK/scrape.txt") samples (HTTP and lanesched-ctl metrics)"
+}
+
+case_ctl_watch() {
+    local port url
+    port=$(free_port)
+    url="nats://127.0.0.1:$port"
+    nats_start "$port"
+    daemon_start watch --server "$url" --store memory
+    wait_for "ready" 20 ready watch
+    LANESCHED_SERVER=$url "$BIN/lanesched-ctl" watch >"$WORK/watch.jsonl" 2>"$WORK/ctl.log" &
+    local w=$!
+    PIDS+=($w)
+    wait_for "watch to subscribe" 10 grep -q "watching" "$WORK/ctl.log"
+    "$BIN/lanesched-produce" --server "$url" --model llama --component "x" --tokens 30 --count 4 \
+        --batch 4 --request --payload "hello" >/dev/null 2>&1
+    "$BIN/lanesched-consume" --server "$url" --model llama --max-batch-size 8 --max-batch-tokens 4096 \
+        --until-idle-ms 500 >/dev/null 2>&1
+    "$BIN/lanesched-ctl" --server "$url" ping >/dev/null
+    sleep 0.3
+    kill -INT "$w"
+    wait "$w" || fail "watch did not exit 0 on SIGINT"
+    json_lines "$WORK/watch.jsonl" || fail "a watch line is not JSON"
+    for kind in submit submit_reply register registered pull batch ack ack_reply bye service service_reply; do
+        grep -q "\"kind\":\"$kind\"" "$WORK/watch.jsonl" || fail "no $kind line"
+    done
+    grep -q '"payload":"hello"' "$WORK/watch.jsonl" || fail "the payload is not shown"
+    grep -q '"status":"ACCEPTED"' "$WORK/watch.jsonl" || fail "the submit reply is not decoded"
+    say "$(wc -l <"$WORK/watch.jsonl") JSON lines"
+}
+
+case_cli_errors() {
+    local v
+    v=$("$BIN/lanesched" --version)
+    [[ "$v" =~ ^lanesched\ [0-9]+\.[0-9]+\.[0-9]+\ \(protocol\ 1\)$ ]] || fail "lanesched --version: $v"
+    local version=${v#lanesched }
+    for b in lanesched lanesched-produce lanesched-consume lanesched-ctl lanesched-bench \
+        lanesched-storebench lanesched-microbench; do
+        [ "$("$BIN/$b" --version)" = "$b $version" ] || fail "$b --version: $("$BIN/$b" --version)"
+        local rc=0
+        # a server that refuses: a tool that connected first would say so instead
+        LANESCHED_SERVER=nats://127.0.0.1:1 timeout 5 "$BIN/$b" --no-such-flag >/dev/null \
+            2>"$WORK/err.log" || rc=$?
+        [ $rc != 0 ] && [ $rc != 124 ] || fail "$b --no-such-flag exited $rc"
+        [ "$(cat "$WORK/err.log")" = "$b: unknown flag '--no-such-flag' (see $b --help)" ] ||
+            fail "$b: $(cat "$WORK/err.log")"
+    done
+    local rc=0
+    timeout 5 "$BIN/lanesched-ctl" --server nats://127.0.0.1:1 frobnicate 2>"$WORK/err.log" || rc=$?
+    [ $rc = 2 ] || fail "lanesched-ctl frobnicate exited $rc"
+    [ "$(cat "$WORK/err.log")" = "lanesched-ctl: unknown command 'frobnicate' (see lanesched-ctl --help)" ] ||
+        fail "lanesched-ctl: $(cat "$WORK/err.log")"
+    timeout 5 "$BIN/lanesched-bench" frobnicate 2>"$WORK/err.log" || true
+    [ "$(cat "$WORK/err.log")" = "lanesched-bench: unknown command 'frobnicate' (see lanesched-bench --help)" ] ||
+        fail "lanesched-bench: $(cat "$WORK/err.log")"
+    say "7 binaries: --version $version, one wording for unknown flags and commands"
+}
+
+"case_$CASE"
+ok=1
+say "ok"
