@@ -70,6 +70,7 @@ typedef struct {
     seg_header_t header;
     const index_segment_row_t *row; /* NULL: the index does not know it */
     uint64_t file_size;
+    uint64_t ino;
 } rec_file_t;
 
 static int rec_on_segment(void *ctx, const index_segment_row_t *row)
@@ -228,7 +229,7 @@ static store_status_t rec_quarantine(disk_t *d, const char *name, store_recovery
         close(qfd);
     if (rc != 0)
         return STORE_EIO;
-    return disk_fsync_dir(d);
+    return disk_fsync_dir(d, 1);
 }
 
 /* Lists the segment files and reads their headers. */
@@ -288,7 +289,8 @@ static store_status_t rec_list_files(disk_t *d, const rec_ctx_t *c, store_recove
             }
             files = nf;
         }
-        files[n++] = (rec_file_t){id, h, rec_row_find(c, id), (uint64_t)sb.st_size};
+        files[n++] =
+            (rec_file_t){id, h, rec_row_find(c, id), (uint64_t)sb.st_size, (uint64_t)sb.st_ino};
     }
     closedir(dir);
     for (size_t i = 0; i < n_bad && st == STORE_OK; i++)
@@ -356,6 +358,8 @@ static store_status_t rec_scan(disk_t *d, rec_file_t *f, store_recovery_t *rep)
         goto out;
     }
     seg->fd = -1;
+    seg->w_head = seg->w_tail = DISK_WRITE_NONE;
+    seg->ino = f->ino;
     seg->id = f->id;
     seg->seq = f->header.sequence;
     seg->created_ns = f->header.created_ns;
@@ -387,17 +391,20 @@ static store_status_t rec_scan(disk_t *d, rec_file_t *f, store_recovery_t *rep)
         if (seg_entry_check(seed, map + off, durable - off, &e)) {
             seg->entries++;
             seg->tokens += e.tokens;
+            int deliveries = seg_state_deliveries(e.state);
             if (e.state == SEG_STATE_TOMB) {
                 tombs++;
             } else {
-                if (e.state != SEG_STATE_LIVE) {
+                if (deliveries < 0) {
                     rep->damaged_state_words++;
                     disk_corrupt(d, STORE_CORRUPT_BKPT,
                                  "segment %s offset %" PRIu64
                                  ": state word damaged, entry intact: queued again",
                                  name, off);
+                    deliveries = 0;
                 }
-                drec_t rec = {seg, e.arrival_ns, (uint32_t)off, e.length, e.tokens, 0};
+                drec_t rec = {seg,      e.arrival_ns, (uint32_t)off,
+                              e.length, e.tokens,     (uint32_t)deliveries};
                 if ((st = disk_queue_push(q, &rec)) != STORE_OK)
                     goto out;
                 rep->entries_live++;
@@ -446,7 +453,7 @@ static store_status_t rec_scan(disk_t *d, rec_file_t *f, store_recovery_t *rep)
             goto out;
         }
     }
-    seg->size = seg->readable = keep;
+    seg->size = seg->readable = seg->reserved = keep;
     seg->flushed_entries = seg->entries;
     seg->flushed_tokens = seg->tokens;
     seg->deleted = tombs;
@@ -460,6 +467,10 @@ static store_status_t rec_scan(disk_t *d, rec_file_t *f, store_recovery_t *rep)
     if (!bounded) {
         rep->adopted_files++;
         disk_log(d, STORE_LOG_INFO, "segment %s was not in the index: adopted", name);
+    }
+    if (map_reserve(&d->deleted, 1) != MAP_OK) { /* room for its deletion (disk_seg_delete) */
+        st = STORE_ENOMEM;
+        goto out;
     }
     if ((st = disk_seg_attach(d, q, seg)) != STORE_OK)
         goto out;
