@@ -276,7 +276,8 @@ store_status_t disk_seg_pick(disk_t *d, dqueue_t *q, uint64_t size, dseg_t **out
 /* Dooms a sealed, fully tombstoned segment: out of its queue and the segment map now; its row
  * is deleted and its file unlinked by the next flush, which then frees seg. */
 store_status_t disk_seg_delete(disk_t *d, dseg_t *seg);
-/* Unlinks a doomed segment's file (after the flush's index commit) and frees seg. */
+/* Unlinks a doomed segment's file (after the flush's index commit) and frees seg, also when
+ * the unlink fails (the store is then failed, and recovery deletes the file). */
 store_status_t disk_seg_unlink(disk_t *d, dseg_t *seg);
 /* Syncs the segments directory (after a create, rename or unlink in it). `changes` is how many
  * entries the sync makes durable (at least 1): a fault armed on syncs counts each as its own

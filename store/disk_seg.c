@@ -141,10 +141,12 @@ store_status_t disk_seg_unlink(disk_t *d, dseg_t *seg)
     char name[SEG_FILE_NAME_SIZE];
     seg_file_name(seg->id, name);
     disk_fd_close(d, seg);
-    if (store_fault_unlinkat(d->seg_dir_fd, name) != 0)
-        return disk_fail(d, "deleting a drained segment file", errno);
+    int rc = store_fault_unlinkat(d->seg_dir_fd, name);
+    int err = errno;
+    disk_seg_free(d, seg); /* out of every list already: freed whatever the unlink did */
+    if (rc != 0)
+        return disk_fail(d, "deleting a drained segment file", err);
     d->dir_dirty++;
-    disk_seg_free(d, seg);
     return STORE_OK;
 }
 

@@ -20,6 +20,7 @@
  * items); cutting at the row's boundary whatever its checksum (what dropped nine accepted items
  * when a boundary was lowered).
  */
+#define _GNU_SOURCE /* MAP_POPULATE */
 #include "store/recovery_scan_int.h"
 
 #include <errno.h>
@@ -80,7 +81,7 @@ store_status_t rec_scan(disk_t *d, rec_file_t *f, store_recovery_t *rep)
         return STORE_EIO;
     uint64_t size = f->file_size;
     if (size > 0)
-        map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+        map = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
     if (size > 0 && map == MAP_FAILED) {
         st = STORE_EIO;
         goto out;
