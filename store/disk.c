@@ -57,6 +57,7 @@ static void disk_close(store_t *store)
         free(d->released[i].model);
     free(d->released);
     index_close(d->index);
+    disk_watch_close(d);
     disk_io_close(d->io);
     free(d->arena);
     free(d->writes);
@@ -233,7 +234,7 @@ store_status_t store_open_disk(const store_disk_config_t *cfg, store_recovery_t 
         d->cfg.segment_max_bytes = STORE_SEGMENT_MAX_DEFAULT;
     if (d->cfg.index_map_bytes == 0)
         d->cfg.index_map_bytes = 1ull << 30;
-    d->dir_fd = d->seg_dir_fd = -1;
+    d->dir_fd = d->seg_dir_fd = d->watch_fd = -1;
     disk_fd_limit_init(d);
     map_init(&d->queues);
     map_init(&d->segments);
@@ -258,6 +259,7 @@ store_status_t store_open_disk(const store_disk_config_t *cfg, store_recovery_t 
         st = STORE_EIO;
         goto out;
     }
+    disk_watch_open(d); /* before recovery: nothing that happens after it is missed */
     if ((st = disk_recover(d, &report)) != STORE_OK)
         goto out;
     INVARIANT_CHECK(disk_check(d));

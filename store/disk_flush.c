@@ -7,14 +7,15 @@
  * One flush, in order:
  *   1. power level, when segment files were created or unlinked since the last sync: the
  *      segments directory is synced (disk_seg.c's invariant 2), before any entry is written;
- *   2. every touched segment: a check that its file still has its name (fstat), one write per
- *      run of appended entries (usually one), its tombstones sorted by offset and written as
- *      spans of back-to-back entries (a read and a write per span, not a write per item); at
- *      the power level then, in waves of at most half the descriptor cache, the fdatasync of
- *      every segment of the wave, all in flight at once (disk_io.c), or one syncfs;
- *   3. one LMDB transaction: segment rows, doomed segments' rows deleted, released lanes,
+ *   2. every touched segment: one write per run of appended entries (usually one), its
+ *      tombstones sorted by offset and written as spans of back-to-back entries (a read and a
+ *      write per span, not a write per item); at the power level then, in waves of at most
+ *      half the descriptor cache, the fdatasync of every segment of the wave, all in flight at
+ *      once (disk_io.c), or one syncfs;
+ *   3. the check that no segment written to was deleted or replaced meanwhile (disk_watch.c);
+ *   4. one LMDB transaction: segment rows, doomed segments' rows deleted, released lanes,
  *      lane targets, current shapes, the next segment id;
- *   4. the boundaries move; doomed segments' files are unlinked; sealed segments give back the
+ *   5. the boundaries move; doomed segments' files are unlinked; sealed segments give back the
  *      space reserved past their end.
  *
  * Invariants:
@@ -155,32 +156,14 @@ static int disk_dword_cmp(const void *a, const void *b)
     return x->off < y->off ? -1 : x->off > y->off;
 }
 
-/* Invariant 4: the file behind the descriptor still has its name. */
-static store_status_t disk_flush_check(disk_t *d, dseg_t *seg, int fd)
-{
-    disk_io_op_t op = {.kind = DISK_IO_CHECK, .fd = fd, .ino = seg->ino};
-    disk_io_run(d->io, &op, 1);
-    if (op.res == 0)
-        return STORE_OK;
-    if (op.res == ENOENT) {
-        char name[SEG_FILE_NAME_SIZE];
-        seg_file_name(seg->id, name);
-        disk_log(d, STORE_LOG_ERROR,
-                 "segment file %s/segments/%s was deleted or replaced while the store was "
-                 "running: nothing more is written to it or acknowledged; the items it held "
-                 "are lost (the next open reports them)",
-                 d->dir, name);
-    }
-    return disk_fail(d, "checking a segment file", op.res);
-}
-
 /* One segment's gathered writes: its entry runs, then its state words in offset order. */
 static store_status_t disk_flush_seg(disk_t *d, dseg_t *seg)
 {
     int fd;
     store_status_t st = disk_fd_get(d, seg, &fd);
-    if (st != STORE_OK || (!seg->doomed && (st = disk_flush_check(d, seg, fd)) != STORE_OK))
+    if (st != STORE_OK)
         return st;
+    seg->written = 1;
     size_t n_words = 0;
     for (uint32_t i = seg->w_head; i != DISK_WRITE_NONE; i = d->writes[i].next) {
         const dwrite_t *w = &d->writes[i];
@@ -339,7 +322,8 @@ store_status_t disk_flush(disk_t *d)
             return st;
     }
     d->dir_dirty = 0; /* the process level never syncs a directory (disk_seg.c's invariant 2) */
-    if ((st = disk_flush_write(d)) != STORE_OK || (st = disk_flush_index(d)) != STORE_OK)
+    if ((st = disk_flush_write(d)) != STORE_OK || (st = disk_watch_check(d)) != STORE_OK ||
+        (st = disk_flush_index(d)) != STORE_OK)
         return st;
 
     /* Committed: only now do the boundaries move (invariant 1). */
@@ -347,6 +331,7 @@ store_status_t disk_flush(disk_t *d)
         next = seg->dirty_next;
         seg->dirty = 0;
         seg->dirty_next = NULL;
+        seg->written = 0;
         seg->w_head = seg->w_tail = DISK_WRITE_NONE;
         if (seg->doomed) {
             if (st == STORE_OK)

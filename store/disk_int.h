@@ -12,8 +12,9 @@
  *   disk_seg.c     one segment file: create, reserve space, pick for an append, gather its
  *                  writes, mark dirty, doom (delete at the next flush)
  *   disk_fd.c      the cache of open segment descriptors
- *   disk_io.c      the I/O engine: a batch of writes, syncs and file checks in one submission
- *                  (io_uring), or one system call each where io_uring is not available
+ *   disk_watch.c   the watch on the segments directory: files deleted or replaced under the store
+ *   disk_io.c      the I/O engine: a batch of syncs in flight at once (io_uring), or one system
+ *                  call each where io_uring is not available
  *   disk_check.c   the executable invariants (read only)
  *   disk_queue.c   models and lane queues: the in-memory record arrays
  *   disk_log.c     log lines, corruption reports and the sticky error state
@@ -93,6 +94,8 @@ struct dseg {
     int sealed;
     int doomed;         /* fully tombstoned: row deleted and file unlinked at the next flush;
                          * out of every map and queue already, still on the dirty list */
+    int gone;           /* its name was deleted or replaced under the store (disk_watch.c) */
+    int written;        /* the flush in progress wrote to it */
     int needs_sync;     /* written since the last fdatasync */
     int dirty;          /* on the dirty list: index row (and maybe sync) due at the next flush */
     dseg_t *dirty_next; /* borrowed link of disk_t.dirty */
@@ -178,6 +181,7 @@ typedef struct {
     uint8_t *span;      /* owned: DISK_SPAN_MAX bytes, a span of entries rewritten with new words */
     dseg_t **wave;      /* owned array of borrowed segments: a flush's wave (disk_wave_max) */
     unsigned dir_dirty; /* segment files created or unlinked since the directory was last synced */
+    int watch_fd;       /* owned: inotify on the segments directory, -1 without one */
     int reserve_unsupported; /* the file system has no fallocate: appends are written at once */
     uint64_t next_segment_id;
     int meta_dirty;
@@ -294,13 +298,21 @@ store_status_t disk_flush_words_now(disk_t *d, dseg_t *seg, const dword_t *words
 /* Frees the turn's gathered writes and doomed segments without writing them (close). */
 void disk_flush_discard(disk_t *d);
 
+/* ---- disk_watch.c: segment files deleted or replaced under the store ----------------------- */
+
+/* Starts the watch (d->watch_fd, -1 when inotify is not available: fstat checks instead). */
+void disk_watch_open(disk_t *d);
+void disk_watch_close(disk_t *d);
+/* After a flush's writes, before its commit: fails the store when a segment it wrote to is gone
+ * (deleted, renamed away or over). */
+store_status_t disk_watch_check(disk_t *d);
+
 /* ---- disk_io.c: the I/O engine -------------------------------------------------------------- */
 
 typedef enum {
     DISK_IO_WRITE = 0, /* pwrite of buf[0 .. len) at off */
     DISK_IO_SYNC,      /* fdatasync */
     DISK_IO_SYNCFS,    /* syncfs of the file system holding fd */
-    DISK_IO_CHECK,     /* the file behind fd still has a name and is inode `ino` */
 } disk_io_kind_t;
 
 /* One operation of a batch. buf is borrowed until disk_io_run returns. */
@@ -310,8 +322,7 @@ struct disk_io_op {
     const void *buf;
     uint32_t len;
     uint64_t off;
-    uint64_t ino;
-    int res; /* out: 0, or a positive errno (ENOENT for a CHECK: unlinked or replaced) */
+    int res; /* out: 0, or a positive errno */
 };
 
 /* Sets up the engine for cfg.io (STORE_IO_AUTO: io_uring when the kernel allows it). */

@@ -1,11 +1,11 @@
 /*
- * disk_io.c - the disk backend's I/O engine: a batch of writes, syncs and file checks run
- * together and waited for together.
+ * disk_io.c - the disk backend's I/O engine: a batch of writes and syncs run together and
+ * waited for together.
  *
  * Syncs are where batching pays: with io_uring (liburing) the fdatasync of every segment of a
  * batch is in flight at once (the kernel's workers run them in parallel and the file system
  * folds them into shared journal commits), one io_uring_enter for the lot, instead of one sync
- * after another. Writes and checks are plain system calls, in order: the flush has already
+ * after another. Writes are plain system calls, in order: the flush has already
  * gathered them into one write per run of entries (disk_flush.c), and buffered writes through
  * io_uring measured 2.5x slower per write than pwrite() on ext4 here (the kernel cannot do
  * them without blocking and hands each to a worker thread). Where io_uring is not available (a
@@ -23,9 +23,7 @@
  * Rejected: a thread pool of our own for parallel syncs (io_uring's workers are that pool,
  * owned by the kernel); writes through io_uring (measured above); IOSQE_IO_LINK chains of
  * writes and their sync (a failed link cancels the rest of the chain, which makes a batch's
- * results harder to read than two calls: all writes, then all syncs); a path statx to find a
- * deleted file (fstat's link count says the same for the descriptor being written, without a
- * path lookup).
+ * results harder to read than two calls: all writes, then all syncs).
  */
 #define _GNU_SOURCE
 #include "store/disk_int.h"
@@ -34,7 +32,6 @@
 #include <liburing.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 /* Submission queue entries: syncs in flight in one submission (a flush's wave is at most
@@ -92,15 +89,6 @@ static int disk_io_write_rest(const disk_io_op_t *op, size_t done)
     return 0;
 }
 
-/* Unlinked (or renamed over: the old inode loses its last link) while open: st_nlink is 0. */
-static int disk_io_check(const disk_io_op_t *op)
-{
-    struct stat sb;
-    if (fstat(op->fd, &sb) != 0)
-        return errno;
-    return sb.st_nlink == 0 || (uint64_t)sb.st_ino != op->ino ? ENOENT : 0;
-}
-
 static void disk_io_run_plain(disk_io_op_t *op)
 {
     switch (op->kind) {
@@ -112,9 +100,6 @@ static void disk_io_run_plain(disk_io_op_t *op)
         break;
     case DISK_IO_SYNCFS:
         op->res = syncfs(op->fd) == 0 ? 0 : errno;
-        break;
-    case DISK_IO_CHECK:
-        op->res = disk_io_check(op);
         break;
     }
 }

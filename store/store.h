@@ -118,10 +118,12 @@ typedef enum {
 
 /* How the disk store talks to the kernel (measured by lanesched-storebench). */
 typedef enum {
-    /* io_uring where the kernel allows it (a seccomp filter or kernel.io_uring_disabled may
-     * not), else STORE_IO_PLAIN. */
+    /* io_uring for the power level's syncs where the kernel allows it (a seccomp filter or
+     * kernel.io_uring_disabled may not), and inotify to see segment files deleted under the
+     * store; each falls back to what STORE_IO_PLAIN does. */
     STORE_IO_AUTO = 0,
-    /* One system call per write and per sync: what runs where io_uring is not available. */
+    /* One system call per sync, and an fstat() of every segment a flush wrote instead of an
+     * inotify watch on the segments directory: what runs where neither is available. */
     STORE_IO_PLAIN = 1,
 } store_io_t;
 

@@ -6,7 +6,8 @@
  * Each test builds a store in a fresh mkdtemp directory through the public API, closes it,
  * damages the index with LMDB's own API (the row layout restated from store/index_int.h on
  * purpose: the tests must notice if it drifts), reopens it and checks what comes back against
- * what was acknowledged, with the recovery report and the log lines.
+ * what was acknowledged, with the recovery report and the log lines. LANES_TEST_STORE_IO_PLAIN
+ * runs it with plain system calls (fstat instead of inotify for the files taken away).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -132,7 +133,11 @@ static fx_t *fx_new(void **state)
     *state = f;
     snprintf(f->dir, sizeof(f->dir), "/tmp/lanes-test-index-XXXXXX");
     assert_non_null(mkdtemp(f->dir));
-    f->cfg = (store_disk_config_t){.dir = f->dir, .log = fx_log, .log_ctx = f};
+    f->cfg = (store_disk_config_t){.dir = f->dir,
+                                   .log = fx_log,
+                                   .log_ctx = f,
+                                   .io = getenv("LANES_TEST_STORE_IO_PLAIN") ? STORE_IO_PLAIN
+                                                                             : STORE_IO_AUTO};
     assert_int_equal(fx_open(f), STORE_OK);
     return f;
 }
