@@ -113,9 +113,10 @@ static store_status_t disk_flush_run(disk_t *d, int fd, const dwrite_t *w)
     return STORE_OK;
 }
 
-/* Writes sorted state words of one segment: back-to-back entries as one span. */
-static store_status_t disk_words_write(disk_t *d, int fd, const dword_t *w, size_t n,
-                                       const char *what)
+/* Writes sorted state words of seg: back-to-back entries as one span, its bytes taken from
+ * what the last peek read when it holds them (a commit right after its peek), else read. */
+static store_status_t disk_words_write(disk_t *d, const dseg_t *seg, int fd, const dword_t *w,
+                                       size_t n, const char *what)
 {
     if (d->span == NULL && (d->span = malloc(DISK_SPAN_MAX)) == NULL)
         return STORE_ENOMEM;
@@ -135,10 +136,15 @@ static store_status_t disk_words_write(disk_t *d, int fd, const dword_t *w, size
             err = disk_pwrite_all(fd, w[i].word, 4, w[i].off + SEG_STATE_OFFSET);
         } else if (cut > i) {
             size_t span = (size_t)(w[cut - 1].off + 4 - w[i].off);
-            ssize_t r = pread(fd, d->span, span, (off_t)w[i].off);
-            if (r != (ssize_t)span)
-                return disk_fail(d, "reading entries back for their state words",
-                                 r < 0 ? errno : EIO);
+            if (d->peeked_len != 0 && d->peeked_seg == seg && w[i].off >= d->peeked_off &&
+                w[i].off + span <= d->peeked_off + d->peeked_len) {
+                memcpy(d->span, d->scratch + (w[i].off - d->peeked_off), span);
+            } else {
+                ssize_t r = pread(fd, d->span, span, (off_t)w[i].off);
+                if (r != (ssize_t)span)
+                    return disk_fail(d, "reading entries back for their state words",
+                                     r < 0 ? errno : EIO);
+            }
             for (size_t k = i; k < cut; k++)
                 memcpy(d->span + (w[k].off - w[i].off) + SEG_STATE_OFFSET, w[k].word, 4);
             err = disk_pwrite_all(fd, d->span, span, w[i].off);
@@ -187,7 +193,7 @@ static store_status_t disk_flush_seg(disk_t *d, dseg_t *seg)
     }
     if (n_words > 1)
         qsort(d->words, n_words, sizeof(*d->words), disk_dword_cmp);
-    if ((st = disk_words_write(d, fd, d->words, n_words, "writing a tombstone")) != STORE_OK)
+    if ((st = disk_words_write(d, seg, fd, d->words, n_words, "writing a tombstone")) != STORE_OK)
         return st;
     seg->needs_sync = 1;
     return STORE_OK;
@@ -369,7 +375,7 @@ store_status_t disk_flush_words_now(disk_t *d, dseg_t *seg, const dword_t *words
     store_status_t st = disk_fd_get(d, seg, &fd);
     if (st != STORE_OK)
         return st;
-    return disk_words_write(d, fd, words, n, "writing a delivery count");
+    return disk_words_write(d, seg, fd, words, n, "writing a delivery count");
 }
 
 void disk_flush_discard(disk_t *d)

@@ -189,6 +189,11 @@ typedef struct {
     uint64_t unflushed_bytes;
     uint8_t *scratch; /* owned: peek reads and append encoding */
     size_t scratch_cap;
+    /* What the start of scratch holds, as the last peek read it: the bytes at [peeked_off,
+     * peeked_off + peeked_len) of peeked_seg (borrowed; peeked_len 0 once scratch is reused).
+     * A commit that follows rewrites its entries' state words from there, without a read. */
+    const dseg_t *peeked_seg;
+    uint64_t peeked_off, peeked_len;
 } disk_t;
 
 static inline disk_t *disk_of(store_t *s)

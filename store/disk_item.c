@@ -80,6 +80,7 @@ store_status_t disk_append(store_t *store, store_queue_t *queue, const store_ite
         if ((st = disk_scratch_reserve(d, size)) != STORE_OK ||
             (st = disk_fd_get(d, seg, &fd)) != STORE_OK)
             return st;
+        d->peeked_len = 0;
         seg_entry_encode(seg->id, item, item->arrival_ns, d->scratch);
         ssize_t w = store_fault_pwrite(fd, d->scratch, size, (off_t)seg->size);
         if (w != (ssize_t)size) {
@@ -138,9 +139,16 @@ store_status_t disk_peek(store_t *store, store_queue_t *queue, store_view_t *vie
         int fd;
         if ((st = disk_fd_get(d, first->seg, &fd)) != STORE_OK)
             return st;
+        if (at == 0)
+            d->peeked_len = 0; /* scratch is being reused */
         ssize_t r = pread(fd, d->scratch + at, run, first->offset);
         if (r != (ssize_t)run)
             return disk_fail(d, "reading a segment", r < 0 ? errno : EIO);
+        if (at == 0) {
+            d->peeked_seg = first->seg;
+            d->peeked_off = first->offset;
+            d->peeked_len = run;
+        }
         at += run;
         i = j;
     }
@@ -244,6 +252,7 @@ static int disk_entry_is_tombstone(disk_t *d, dseg_t *seg, uint64_t offset)
         pread(fd, hdr, sizeof(hdr), (off_t)offset) != (ssize_t)sizeof(hdr))
         return 0;
     uint32_t length = seg_entry_length(hdr);
+    d->peeked_len = 0;
     if (length < SEG_ENTRY_HEADER || offset + length > seg->readable ||
         disk_scratch_reserve(d, length) != STORE_OK ||
         pread(fd, d->scratch, length, (off_t)offset) != (ssize_t)length)

@@ -11,8 +11,9 @@
 #define KILL_MODEL     "kill-model"
 #define KILL_SIGNATURE 0x4B1114B111ull
 /* Small enough that a writer life of 5..60 ms rolls a segment over even on a loaded machine
- * (segments are sealed at every restart, so a roll-over needs the cap's bytes in one life). */
-#define KILL_SEG_CAP (16u << 10)
+ * (segments are sealed at every restart, so a roll-over needs the cap's bytes in one life);
+ * an entry is at most 32 + 8 + MAX_PAYLOAD bytes, well under it. */
+#define KILL_SEG_CAP (8u << 10)
 #define MAX_PAYLOAD  3072u
 
 typedef struct {

@@ -19,7 +19,7 @@
  *   - the recovery report agrees with what is handed out, and a kill damaged nothing below a
  *     durable boundary: no corrupt region, no damaged state word, no missing file, no index
  *     rebuild; a quarantined file can only be a segment whose header was never fully written;
- *   - no segment file is larger than the 16 KiB cap (KILL_SEG_CAP).
+ *   - no segment file is larger than the 8 KiB cap (KILL_SEG_CAP).
  *
  * Phase 1: 24 kills at STORE_DURABLE_PROCESS; phase 2: 6 kills at STORE_DURABLE_POWER, each on
  * its own directory. Kills land 5..60 ms (power: 20..200 ms) after the writer started (every
