@@ -8,6 +8,9 @@
  * purpose: the tests must notice if it drifts), reopens it and checks what comes back against
  * what was acknowledged, with the recovery report and the log lines. LANES_TEST_STORE_IO_PLAIN
  * runs it with plain system calls (fstat instead of inotify for the files taken away).
+ *
+ * A little longer than the house rule's ~600 lines: each finding needs its own store, its own
+ * damage done through LMDB, and the report, the log and the items checked after the reopen.
  */
 #include <setjmp.h>
 #include <stdarg.h>
