@@ -24,6 +24,7 @@ PACKAGES=(
     protobuf-c-compiler  # protoc-c, compiles codec/lanes.proto at build time
     libxxhash-dev        # shape signatures (XXH64)
     liblmdb-dev          # disk store index
+    liburing-dev         # disk store: a flush's writes and syncs in one io_uring submission
     libcmocka-dev        # unit tests
     libjansson-dev       # JSON: the stats document, lanesched-ctl, the bench and test readers
     libmicrohttpd-dev    # the /metrics HTTP server (--metrics-listen)

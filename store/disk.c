@@ -35,6 +35,7 @@
 static void disk_close(store_t *store)
 {
     disk_t *d = disk_of(store);
+    disk_flush_discard(d); /* never flushes (store.h): a crash loses the same */
     for (size_t i = 0; i < d->pending.cap; i++)
         free(d->pending.slots[i].value);
     for (size_t i = 0; i < d->segments.cap; i++) {
@@ -56,6 +57,14 @@ static void disk_close(store_t *store)
         free(d->released[i].model);
     free(d->released);
     index_close(d->index);
+    disk_watch_close(d);
+    disk_io_close(d->io);
+    free(d->arena);
+    free(d->writes);
+    free(d->ops);
+    free(d->words);
+    free(d->span);
+    free(d->wave);
     if (d->seg_dir_fd >= 0)
         close(d->seg_dir_fd);
     if (d->dir_fd >= 0)
@@ -210,7 +219,9 @@ store_status_t store_open_disk(const store_disk_config_t *cfg, store_recovery_t 
                                store_t **out)
 {
     if (cfg == NULL || cfg->dir == NULL || cfg->dir[0] == '\0' || out == NULL ||
-        cfg->segment_max_bytes > (1ull << 31))
+        cfg->segment_max_bytes > (1ull << 31) ||
+        (cfg->io != STORE_IO_AUTO && cfg->io != STORE_IO_PLAIN) ||
+        (cfg->sync != STORE_SYNC_FILES && cfg->sync != STORE_SYNC_FS))
         return STORE_EINVAL;
     store_status_t st = STORE_ENOMEM;
     disk_t *d = calloc(1, sizeof(*d));
@@ -223,14 +234,18 @@ store_status_t store_open_disk(const store_disk_config_t *cfg, store_recovery_t 
         d->cfg.segment_max_bytes = STORE_SEGMENT_MAX_DEFAULT;
     if (d->cfg.index_map_bytes == 0)
         d->cfg.index_map_bytes = 1ull << 30;
-    d->dir_fd = d->seg_dir_fd = -1;
+    d->dir_fd = d->seg_dir_fd = d->watch_fd = -1;
+    disk_fd_limit_init(d);
     map_init(&d->queues);
     map_init(&d->segments);
     map_init(&d->deleted);
     map_init(&d->pending);
     store_recovery_t report = {0};
-    if ((d->dir = strdup(cfg->dir)) == NULL)
+    if ((d->dir = strdup(cfg->dir)) == NULL ||
+        (d->wave = malloc(disk_wave_max(d) * sizeof(*d->wave))) == NULL ||
+        (st = disk_io_open(d, &d->io)) != STORE_OK)
         goto out;
+    st = STORE_ENOMEM;
     if (mkdir(d->dir, 0755) != 0 && errno != EEXIST) {
         disk_log(d, STORE_LOG_ERROR, "cannot create data directory %s: %s", d->dir,
                  strerror(errno));
@@ -244,6 +259,7 @@ store_status_t store_open_disk(const store_disk_config_t *cfg, store_recovery_t 
         st = STORE_EIO;
         goto out;
     }
+    disk_watch_open(d); /* before recovery: nothing that happens after it is missed */
     if ((st = disk_recover(d, &report)) != STORE_OK)
         goto out;
     INVARIANT_CHECK(disk_check(d));

@@ -18,8 +18,11 @@
  *      its readable boundary, and not also queued; the queues' pending_items add up to its size.
  *   5. Lists: the queue list and map agree; every live segment is listed by exactly one queue;
  *      the descriptor list holds exactly the segments with an open fd, open_fds of them, at most
- *      DISK_FD_CACHE; the dirty list holds exactly the dirty segments; with nothing dirty nothing
- *      is unflushed.
+ *      fd_cache_max; the dirty list holds exactly the dirty segments, doomed ones included (and
+ *      only those of the doomed: they are in no map and no queue); with nothing dirty nothing
+ *      is unflushed, and nothing is gathered.
+ *   6. Gathered writes: each segment's chain is in bounds, its entry runs start at or past the
+ *      readable boundary and end at size, its state words sit on readable entries.
  *
  * Cost: rules 1-2 are O(1) and run after every operation on a queue or segment; rule 3 is
  * O(queue) and runs when the touched queue's length is a power of two (amortised O(1) over a
@@ -169,6 +172,35 @@ static int disk_pending_check(const disk_t *d)
     return 1;
 }
 
+/* Rule 6 for one segment. */
+static int disk_gathered_check(const disk_t *d, const dseg_t *seg)
+{
+    uint64_t run_end = seg->readable;
+    size_t walked = 0;
+    for (uint32_t i = seg->w_head; i != DISK_WRITE_NONE; i = d->writes[i].next) {
+        INVARIANT_HOLDS(i < d->n_writes && walked++ < d->n_writes,
+                        "segment %" PRIu64 ": gathered write %" PRIu32 " of %zu", seg->id, i,
+                        d->n_writes);
+        const dwrite_t *w = &d->writes[i];
+        if (w->items != 0) {
+            INVARIANT_HOLDS(w->off == run_end && w->at + w->len <= d->arena_len,
+                            "segment %" PRIu64 ": entry run at %" PRIu64 " (expected %" PRIu64
+                            "), arena %zu+%" PRIu32 " of %zu",
+                            seg->id, w->off, run_end, w->at, w->len, d->arena_len);
+            run_end += w->len;
+        } else {
+            INVARIANT_HOLDS(w->len >= SEG_ENTRY_HEADER && w->off >= seg->header_len &&
+                                w->off + w->len <= seg->readable,
+                            "segment %" PRIu64 ": state word at %" PRIu64 " (readable %" PRIu64 ")",
+                            seg->id, w->off, seg->readable);
+        }
+    }
+    INVARIANT_HOLDS(run_end == seg->size || d->reserve_unsupported,
+                    "segment %" PRIu64 ": gathered runs end at %" PRIu64 ", size %" PRIu64, seg->id,
+                    run_end, seg->size);
+    return 1;
+}
+
 static int disk_lists_check(const disk_t *d)
 {
     size_t n_queues = 0, n_segs = 0, n_open = 0, n_dirty = 0;
@@ -193,8 +225,18 @@ static int disk_lists_check(const disk_t *d)
             continue;
         n_open += seg->fd >= 0;
         n_dirty += seg->dirty != 0;
-        INVARIANT_HOLDS(map_get(&d->deleted, (map_key_t){seg->id, 0}) == NULL,
+        INVARIANT_HOLDS(map_get(&d->deleted, (map_key_t){seg->id, 0}) == NULL && !seg->doomed,
                         "segment %" PRIu64 " is live and deleted", seg->id);
+    }
+    for (const dseg_t *seg = d->dirty; seg != NULL; seg = seg->dirty_next) {
+        if (!seg->doomed)
+            continue;
+        INVARIANT_HOLDS(seg->q == NULL && map_get(&d->segments, (map_key_t){seg->id, 0}) == NULL &&
+                            map_get(&d->deleted, (map_key_t){seg->id, 0}) != NULL &&
+                            seg->deleted == seg->entries,
+                        "doomed segment %" PRIu64 " is still reachable or not drained", seg->id);
+        n_open += seg->fd >= 0;
+        n_dirty++;
     }
     size_t walked = 0;
     for (const dseg_t *seg = d->lru_head; seg != NULL; seg = seg->lru_next) {
@@ -205,19 +247,24 @@ static int disk_lists_check(const disk_t *d)
             seg->fd, walked, n_open);
         walked++;
     }
-    INVARIANT_HOLDS(walked == n_open && n_open == d->open_fds && d->open_fds <= DISK_FD_CACHE,
+    INVARIANT_HOLDS(walked == n_open && n_open == d->open_fds && d->open_fds <= d->fd_cache_max,
                     "%zu descriptors listed, %zu open, open_fds %u", walked, n_open, d->open_fds);
     walked = 0;
     for (const dseg_t *seg = d->dirty; seg != NULL; seg = seg->dirty_next) {
-        INVARIANT_HOLDS(
-            walked < n_dirty && seg->dirty && map_get(&d->segments, (map_key_t){seg->id, 0}) == seg,
-            "dirty list at segment %" PRIu64 " (%zu walked, %zu dirty)", seg->id, walked, n_dirty);
+        INVARIANT_HOLDS(walked < n_dirty && seg->dirty &&
+                            (seg->doomed || map_get(&d->segments, (map_key_t){seg->id, 0}) == seg),
+                        "dirty list at segment %" PRIu64 " (%zu walked, %zu dirty)", seg->id,
+                        walked, n_dirty);
+        if (!disk_gathered_check(d, seg))
+            return 0;
         walked++;
     }
     INVARIANT_HOLDS(walked == n_dirty, "%zu segments on the dirty list, %zu marked dirty", walked,
                     n_dirty);
-    INVARIANT_HOLDS(d->dirty != NULL || (!unflushed && d->unflushed_bytes == 0),
-                    "nothing is dirty but %" PRIu64 " bytes are unflushed", d->unflushed_bytes);
+    INVARIANT_HOLDS(d->dirty != NULL || (!unflushed && d->unflushed_bytes == 0 &&
+                                         d->n_writes == 0 && d->arena_len == 0),
+                    "nothing is dirty but %" PRIu64 " bytes are unflushed, %zu writes gathered",
+                    d->unflushed_bytes, d->n_writes);
     return 1;
 }
 

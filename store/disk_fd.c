@@ -1,23 +1,40 @@
 /*
- * disk_fd.c - the cache of open segment file descriptors: at most DISK_FD_CACHE, the least
- * recently used closed first, reopened on demand.
+ * disk_fd.c - the cache of open segment file descriptors: at most fd_cache_max (the
+ * configuration's max_open_files, else half the soft RLIMIT_NOFILE), the least recently used
+ * closed first, reopened on demand.
  *
  * Owns every segment's descriptor (dseg_t.fd) and the LRU list through the segments.
  *
  * Invariants:
  *   1. A segment is on the LRU list exactly when its fd is open, and open_fds is the list's
- *      length, never above DISK_FD_CACHE.
+ *      length, never above fd_cache_max.
  *   2. At the power-loss level a descriptor written since its last sync is synced before it is
  *      closed, so no writeback error can be missed by a later descriptor of the same file.
  *
  * Rejected: one descriptor per segment for the store's life. Thousands of lanes, each with a
- * segment, would run into RLIMIT_NOFILE; the daemon also needs descriptors for NATS.
+ * segment, would run into RLIMIT_NOFILE; the daemon also needs descriptors for NATS. A fixed
+ * cache of 256: an owner turn touching more lanes than that closed and reopened descriptors
+ * on every pass (2,418 openat + close over 49k items), so the size follows the limit the
+ * process runs with.
  */
 #include "store/disk_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+void disk_fd_limit_init(disk_t *d)
+{
+    uint64_t n = d->cfg.max_open_files;
+    struct rlimit rl;
+    if (n == 0)
+        n = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur / 2
+                                                                               : DISK_FD_MAX;
+    d->fd_cache_max = (unsigned)(n < DISK_FD_MIN ? DISK_FD_MIN : n > DISK_FD_MAX ? DISK_FD_MAX : n);
+}
 
 static void disk_lru_unlink(disk_t *d, dseg_t *seg)
 {
@@ -55,7 +72,7 @@ void disk_fd_close(disk_t *d, dseg_t *seg)
 
 store_status_t disk_fd_make_room(disk_t *d)
 {
-    while (d->open_fds >= DISK_FD_CACHE && d->lru_tail != NULL) {
+    while (d->open_fds >= d->fd_cache_max && d->lru_tail != NULL) {
         dseg_t *victim = d->lru_tail;
         if (victim->needs_sync && d->cfg.durability == STORE_DURABLE_POWER) {
             if (store_fault_fsync(victim->fd, 1) != 0)
@@ -90,8 +107,20 @@ store_status_t disk_fd_get(disk_t *d, dseg_t *seg, int *out_fd)
     char name[SEG_FILE_NAME_SIZE];
     seg_file_name(seg->id, name);
     int fd = openat(d->seg_dir_fd, name, O_RDWR | O_CLOEXEC);
-    if (fd < 0)
-        return disk_fail(d, "opening a segment file", errno);
+    if (fd < 0) {
+        char what[96];
+        snprintf(what, sizeof(what), "opening segment file %s", name);
+        return disk_fail(d, what, errno);
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || (uint64_t)sb.st_ino != seg->ino) {
+        close(fd);
+        disk_log(d, STORE_LOG_ERROR,
+                 "segment file %s/segments/%s is not the file the store wrote (replaced while "
+                 "the store was running)",
+                 d->dir, name);
+        return disk_fail(d, "reopening a segment file", ENOENT);
+    }
     disk_fd_attach(d, seg, fd);
     *out_fd = fd;
     return STORE_OK;

@@ -1,53 +1,316 @@
 /*
- * disk_flush.c - the readable boundary of the disk backend: store_flush makes every append and
- * tombstone so far durable at the configured level, records the new boundaries in the index,
- * and only then moves them.
+ * disk_flush.c - the readable boundary of the disk backend: store_flush writes the turn's
+ * gathered appends and tombstones, makes them durable at the configured level, records the
+ * new boundaries in the index, and only then moves them; it also writes store_commit's
+ * delivery counts at once.
+ *
+ * One flush, in order:
+ *   1. power level, when segment files were created or unlinked since the last sync: the
+ *      segments directory is synced (disk_seg.c's invariant 2), before any entry is written;
+ *   2. every touched segment: one write per run of appended entries (usually one), its
+ *      tombstones sorted by offset and written as spans of back-to-back entries (a read and a
+ *      write per span, not a write per item); at the power level then, in waves of at most
+ *      half the descriptor cache, the fdatasync of every segment of the wave, all in flight at
+ *      once (disk_io.c), or one syncfs;
+ *   3. the check that no segment written to was deleted or replaced meanwhile (disk_watch.c);
+ *   4. one LMDB transaction: segment rows, doomed segments' rows deleted, released lanes,
+ *      lane targets, current shapes, the next segment id;
+ *   5. the boundaries move; doomed segments' files are unlinked; sealed segments give back the
+ *      space reserved past their end.
  *
  * Invariants:
  *   1. Readers never see bytes past a segment's readable boundary, and the boundary advances
- *      only here: after the data is handed to the kernel (every append is a pwrite) or synced
- *      (power level), and after the index transaction that records it has committed.
- *   2. Every index change of a flush goes into one LMDB transaction: segment rows, released
- *      lanes (deleted before the puts, so a lane reopened under the same key since is kept),
- *      lane targets, current shapes, the next segment id.
+ *      only here: after the data is written (and synced at the power level) and after the index
+ *      transaction that records it has committed.
+ *   2. Every index change of a flush goes into one LMDB transaction; released lanes are deleted
+ *      before the puts, so a lane reopened under the same key since is kept.
  *   3. A flush with nothing dirty walks no queue and opens no transaction (an idle turn).
+ *   4. A segment whose file was deleted or replaced under the store is never written as if it
+ *      were still there: the flush that finds it fails the store, naming the file.
+ *   5. A fault armed on writes fires per entry and per tombstone (store_fault_hit), as when each
+ *      was its own pwrite: an entry run cut by one is written up to the entry before it, the
+ *      short write a real failure leaves; the store then fails.
  *
- * Rejected: syncing each segment as it is written. Appends between two flushes share one sync
- * per touched segment (group commit); the caller bounds the wait with store_unflushed_bytes.
+ * Rejected: syncing each segment as it is written (appends between two flushes share one sync
+ * per touched segment: group commit); writing each append as it is made (a system call per
+ * item, which is what limited the power level); syncfs as the default (one call, but it waits
+ * for every dirty page of every process on the file system: measured faster only with many
+ * touched segments and a quiet disk, see lanesched-storebench).
  */
+#define _GNU_SOURCE
 #include "store/disk_int.h"
 
 #include "common/invariant.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
-store_status_t disk_flush(disk_t *d)
+/* An arena grown past this by a large turn is given back after the flush. */
+#define DISK_ARENA_KEEP (4u << 20)
+/* State words of back-to-back entries are written as one span (the entries read, their words
+ * replaced, the span written back: two calls instead of one per entry) while the span stays
+ * this small: rewriting bytes identical to what is there is harmless, but at the power level
+ * every page rewritten is written back again. */
+#define DISK_SPAN_MAX       (64u << 10)
+#define DISK_SPAN_ENTRY_MAX (4u << 10)
+
+static store_status_t disk_ops_reserve(disk_t *d, size_t n)
 {
-    if (d->failed)
-        return STORE_EIO;
-    if (d->cfg.durability == STORE_DURABLE_POWER) {
-        for (dseg_t *seg = d->dirty; seg != NULL; seg = seg->dirty_next) {
-            if (!seg->needs_sync || seg->fd < 0)
-                continue;
-            if (store_fault_fsync(seg->fd, 1) != 0)
-                return disk_fail(d, "fdatasync of a segment", errno);
-            seg->needs_sync = 0;
+    if (n <= d->cap_ops)
+        return STORE_OK;
+    size_t cap = d->cap_ops ? d->cap_ops : 64;
+    while (cap < n)
+        cap *= 2;
+    disk_io_op_t *ops = realloc(d->ops, cap * sizeof(*ops));
+    if (ops == NULL)
+        return STORE_ENOMEM;
+    d->ops = ops;
+    d->cap_ops = cap;
+    return STORE_OK;
+}
+
+static int disk_pwrite_all(int fd, const uint8_t *buf, size_t len, uint64_t off)
+{
+    while (len > 0) {
+        ssize_t w = pwrite(fd, buf, len, (off_t)off); /* faults: per item, by the callers */
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? errno : ENOSPC;
+        buf += w;
+        len -= (size_t)w;
+        off += (uint64_t)w;
+    }
+    return 0;
+}
+
+/* Bytes of the first k entries of a run (the short write of invariant 5). */
+static uint32_t disk_run_prefix(const disk_t *d, const dwrite_t *w, uint32_t k)
+{
+    uint32_t at = 0;
+    for (uint32_t i = 0; i < k; i++)
+        at += seg_entry_length(d->arena + w->at + at);
+    return at;
+}
+
+/* Writes iov[0 .. n) back to back from off, finishing short writes; 0 or an errno. */
+static int disk_pwritev_all(int fd, struct iovec *iov, int n, uint64_t off)
+{
+    while (n > 0) {
+        ssize_t w = pwritev(fd, iov, n, (off_t)off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? errno : ENOSPC;
+        size_t done = (size_t)w;
+        off += done;
+        while (n > 0 && done >= iov->iov_len) {
+            done -= iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            iov->iov_base = (uint8_t *)iov->iov_base + done;
+            iov->iov_len -= done;
         }
     }
-    if (d->dirty == NULL && !d->meta_dirty && d->n_released == 0 && !d->rows_dirty)
-        return STORE_OK; /* invariant 3 */
+    return 0;
+}
 
+/* Writes every entry run of seg (back to back in the file, wherever they sit in the arena) with
+ * one pwritev per IOV_MAX runs; a fault armed per entry cuts the write short (invariant 5). */
+static store_status_t disk_flush_runs(disk_t *d, const dseg_t *seg, int fd)
+{
+    struct iovec iov[64];
+    int n = 0, fault = 0, err = 0;
+    uint64_t off = 0;
+    for (uint32_t i = seg->w_head; i != DISK_WRITE_NONE && !fault && err == 0;
+         i = d->writes[i].next) {
+        const dwrite_t *w = &d->writes[i];
+        if (w->items == 0)
+            continue;
+        uint32_t len = w->len;
+        for (uint32_t k = 0; k < w->items && !fault; k++) {
+            if (store_fault_hit(STORE_FAULT_WRITE)) {
+                len = disk_run_prefix(d, w, k);
+                fault = 1;
+            }
+        }
+        if (n == 0)
+            off = w->off;
+        if (len != 0)
+            iov[n++] = (struct iovec){d->arena + w->at, len};
+        if (n == (int)(sizeof(iov) / sizeof(iov[0]))) {
+            err = disk_pwritev_all(fd, iov, n, off);
+            n = 0; /* the next run sets off again */
+        }
+    }
+    if (err == 0 && n > 0)
+        err = disk_pwritev_all(fd, iov, n, off);
+    if (err != 0 || fault)
+        return disk_fail(d, "writing a segment", err ? err : EIO);
+    return STORE_OK;
+}
+
+/* Writes sorted state words of seg: back-to-back entries as one span, its bytes taken from
+ * what the last peek read when it holds them (a commit right after its peek), else read. */
+static store_status_t disk_words_write(disk_t *d, const dseg_t *seg, int fd, const dword_t *w,
+                                       size_t n, const char *what)
+{
+    if (d->span == NULL && (d->span = malloc(DISK_SPAN_MAX)) == NULL)
+        return STORE_ENOMEM;
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        uint64_t end = w[i].off + w[i].len;
+        while (j < n && w[j].off == end && w[j].len <= DISK_SPAN_ENTRY_MAX &&
+               w[j].off + SEG_ENTRY_HEADER - w[i].off <= DISK_SPAN_MAX)
+            end += w[j++].len;
+        size_t cut = j; /* words written: i .. cut */
+        for (size_t k = i; k < j && cut == j; k++) {
+            if (store_fault_hit(STORE_FAULT_WRITE))
+                cut = k;
+        }
+        int err = 0;
+        if (cut == i + 1) {
+            err = disk_pwrite_all(fd, w[i].word, 4, w[i].off + SEG_STATE_OFFSET);
+        } else if (cut > i) {
+            size_t span = (size_t)(w[cut - 1].off + 4 - w[i].off);
+            if (d->peeked_len != 0 && d->peeked_seg == seg && w[i].off >= d->peeked_off &&
+                w[i].off + span <= d->peeked_off + d->peeked_len) {
+                memcpy(d->span, d->scratch + (w[i].off - d->peeked_off), span);
+            } else {
+                ssize_t r = pread(fd, d->span, span, (off_t)w[i].off);
+                if (r != (ssize_t)span)
+                    return disk_fail(d, "reading entries back for their state words",
+                                     r < 0 ? errno : EIO);
+            }
+            for (size_t k = i; k < cut; k++)
+                memcpy(d->span + (w[k].off - w[i].off) + SEG_STATE_OFFSET, w[k].word, 4);
+            err = disk_pwrite_all(fd, d->span, span, w[i].off);
+        }
+        if (err != 0 || cut < j)
+            return disk_fail(d, what, err ? err : EIO);
+        i = j;
+    }
+    return STORE_OK;
+}
+
+static int disk_dword_cmp(const void *a, const void *b)
+{
+    const dword_t *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* One segment's gathered writes: its entry runs, then its state words in offset order. */
+static store_status_t disk_flush_seg(disk_t *d, dseg_t *seg)
+{
+    int fd;
+    store_status_t st = disk_fd_get(d, seg, &fd);
+    if (st != STORE_OK)
+        return st;
+    seg->written = 1;
+    if ((st = disk_flush_runs(d, seg, fd)) != STORE_OK)
+        return st;
+    size_t n_words = 0;
+    for (uint32_t i = seg->w_head; i != DISK_WRITE_NONE; i = d->writes[i].next) {
+        const dwrite_t *w = &d->writes[i];
+        if (w->items != 0)
+            continue;
+        if (n_words == d->cap_words) {
+            size_t cap = d->cap_words ? d->cap_words * 2 : 64;
+            dword_t *words = realloc(d->words, cap * sizeof(*words));
+            if (words == NULL)
+                return STORE_ENOMEM;
+            d->words = words;
+            d->cap_words = cap;
+        }
+        dword_t *dw = &d->words[n_words++];
+        dw->off = w->off;
+        dw->len = w->len;
+        memcpy(dw->word, w->word, 4);
+    }
+    if (n_words > 1)
+        qsort(d->words, n_words, sizeof(*d->words), disk_dword_cmp);
+    if ((st = disk_words_write(d, seg, fd, d->words, n_words, "writing a tombstone")) != STORE_OK)
+        return st;
+    seg->needs_sync = 1;
+    return STORE_OK;
+}
+
+/* Syncs the segments of a wave that need it (power level): all in flight at once. */
+static store_status_t disk_flush_sync(disk_t *d, dseg_t *const *wave, size_t n)
+{
+    size_t n_ops = 0;
+    store_status_t st = disk_ops_reserve(d, n + 1);
+    if (st != STORE_OK)
+        return st;
+    int fault = 0;
+    for (size_t i = 0; i < n; i++) {
+        /* A closed descriptor was synced when the cache closed it (disk_fd.c's invariant 2);
+         * the wave's own stay open: it is at most half the cache, so none of them was the
+         * least recently used when another was opened. */
+        if (!wave[i]->needs_sync || wave[i]->fd < 0)
+            continue;
+        fault |= store_fault_hit(STORE_FAULT_FSYNC);
+        if (d->cfg.sync == STORE_SYNC_FILES)
+            d->ops[n_ops++] = (disk_io_op_t){.kind = DISK_IO_SYNC, .fd = wave[i]->fd};
+    }
+    if (d->cfg.sync == STORE_SYNC_FS)
+        d->ops[n_ops++] = (disk_io_op_t){.kind = DISK_IO_SYNCFS, .fd = d->seg_dir_fd};
+    if (fault)
+        return disk_fail(d, "fdatasync of a segment", EIO);
+    disk_io_run(d->io, d->ops, n_ops);
+    for (size_t i = 0; i < n_ops; i++) {
+        if (d->ops[i].res != 0)
+            return disk_fail(d, "fdatasync of a segment", d->ops[i].res);
+    }
+    for (size_t i = 0; i < n; i++)
+        wave[i]->needs_sync = 0;
+    return STORE_OK;
+}
+
+/* Step 2 over the whole dirty list, in waves. */
+static store_status_t disk_flush_write(disk_t *d)
+{
+    size_t wave_max = disk_wave_max(d);
+    int power = d->cfg.durability == STORE_DURABLE_POWER;
+    size_t n = 0;
+    store_status_t st;
+    for (dseg_t *seg = d->dirty; seg != NULL; seg = seg->dirty_next) {
+        if (seg->w_head != DISK_WRITE_NONE && (st = disk_flush_seg(d, seg)) != STORE_OK)
+            return st;
+        if (!power || !seg->needs_sync)
+            continue;
+        d->wave[n++] = seg;
+        if (n == wave_max) {
+            if ((st = disk_flush_sync(d, d->wave, n)) != STORE_OK)
+                return st;
+            n = 0;
+        }
+    }
+    return n == 0 ? STORE_OK : disk_flush_sync(d, d->wave, n);
+}
+
+/* Step 3. */
+static store_status_t disk_flush_index(disk_t *d)
+{
     index_txn_t *txn = NULL;
     index_status_t ist = index_begin(d->index, &txn);
     for (dseg_t *seg = d->dirty; seg != NULL && ist == INDEX_OK; seg = seg->dirty_next) {
+        if (seg->doomed) {
+            ist = index_segment_del(txn, seg->id);
+            continue;
+        }
         index_segment_row_t row = disk_seg_row(seg);
         row.readable = seg->size;
         row.entries = seg->entries;
         row.tokens = seg->tokens;
         ist = index_segment_put(txn, &row);
     }
-    /* Released lanes first: a lane opened again under the same key since then is put after. */
     for (size_t i = 0; i < d->n_released && ist == INDEX_OK; i++)
         ist = index_lane_del(txn, d->released[i].model, d->released[i].signature,
                              d->released[i].lane);
@@ -70,19 +333,71 @@ store_status_t disk_flush(disk_t *d)
         int rc = index_error_get(d->index);
         return disk_fail(d, "committing the index", rc > 0 ? rc : EIO);
     }
+    return STORE_OK;
+}
+
+/* A sealed segment gives back what was reserved past its end (best effort: space only). */
+static void disk_flush_unreserve(dseg_t *seg)
+{
+    if (seg->reserved <= seg->size || seg->fd < 0)
+        return;
+    (void)fallocate(seg->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)seg->size,
+                    (off_t)(seg->reserved - seg->size));
+    seg->reserved = seg->size;
+}
+
+static void disk_flush_reset(disk_t *d)
+{
+    d->n_writes = 0;
+    d->arena_len = 0;
+    if (d->arena_cap > DISK_ARENA_KEEP) {
+        free(d->arena);
+        d->arena = NULL;
+        d->arena_cap = 0;
+    }
+}
+
+store_status_t disk_flush(disk_t *d)
+{
+    if (d->failed)
+        return STORE_EIO;
+    if (d->dirty == NULL && !d->meta_dirty && d->n_released == 0 && !d->rows_dirty)
+        return STORE_OK; /* invariant 3 */
+    store_status_t st;
+    int power = d->cfg.durability == STORE_DURABLE_POWER;
+    if (power && d->dir_dirty) {
+        if ((st = disk_fsync_dir(d, d->dir_dirty)) != STORE_OK)
+            return st;
+    }
+    d->dir_dirty = 0; /* the process level never syncs a directory (disk_seg.c's invariant 2) */
+    if ((st = disk_flush_write(d)) != STORE_OK || (st = disk_watch_check(d)) != STORE_OK ||
+        (st = disk_flush_index(d)) != STORE_OK)
+        return st;
 
     /* Committed: only now do the boundaries move (invariant 1). */
     for (dseg_t *seg = d->dirty, *next; seg != NULL; seg = next) {
         next = seg->dirty_next;
+        seg->dirty = 0;
+        seg->dirty_next = NULL;
+        seg->written = 0;
+        seg->w_head = seg->w_tail = DISK_WRITE_NONE;
+        if (seg->doomed) {
+            if (st == STORE_OK)
+                st = disk_seg_unlink(d, seg);
+            else
+                disk_seg_free(d, seg);
+            continue;
+        }
         seg->readable = seg->size;
         seg->flushed_entries = seg->entries;
         seg->flushed_tokens = seg->tokens;
         seg->q->n_unflushed = 0;
-        seg->dirty = 0;
-        seg->dirty_next = NULL;
+        if (seg->sealed)
+            disk_flush_unreserve(seg);
         INVARIANT_CHECK(disk_seg_check(d, seg) && disk_queue_counts_check(seg->q));
     }
     d->dirty = NULL;
+    disk_flush_reset(d);
     for (dqueue_t *q = d->rows_dirty ? d->all : NULL; q != NULL; q = q->all_next)
         q->target_dirty = 0;
     for (size_t i = 0; d->rows_dirty && i < d->n_models; i++)
@@ -93,5 +408,28 @@ store_status_t disk_flush(disk_t *d)
     d->n_released = 0;
     d->meta_dirty = 0;
     d->unflushed_bytes = 0;
-    return STORE_OK;
+    return st;
+}
+
+store_status_t disk_flush_words_now(disk_t *d, dseg_t *seg, const dword_t *words, size_t n)
+{
+    int fd;
+    store_status_t st = disk_fd_get(d, seg, &fd);
+    if (st != STORE_OK)
+        return st;
+    return disk_words_write(d, seg, fd, words, n, "writing a delivery count");
+}
+
+void disk_flush_discard(disk_t *d)
+{
+    for (dseg_t *seg = d->dirty, *next; seg != NULL; seg = next) {
+        next = seg->dirty_next;
+        seg->dirty = 0;
+        seg->dirty_next = NULL;
+        seg->w_head = seg->w_tail = DISK_WRITE_NONE;
+        if (seg->doomed)
+            disk_seg_free(d, seg);
+    }
+    d->dirty = NULL;
+    disk_flush_reset(d);
 }

@@ -8,9 +8,13 @@
  *   disk_item.c    an item's life: append, peek, commit, tombstone, return, scan
  *   recovery.c     rebuilds the state at open from the index and the segment files
  *   -------------- the layer below, declared here ------------------------------------------
- *   disk_flush.c   the readable boundary: makes appends durable, then moves it
- *   disk_seg.c     one segment file: create, pick for an append, mark dirty, delete
+ *   disk_flush.c   the readable boundary: writes the turn's gathered writes, syncs, moves it
+ *   disk_seg.c     one segment file: create, reserve space, pick for an append, gather its
+ *                  writes, mark dirty, doom (delete at the next flush)
  *   disk_fd.c      the cache of open segment descriptors
+ *   disk_watch.c   the watch on the segments directory: files deleted or replaced under the store
+ *   disk_io.c      the I/O engine: a batch of syncs in flight at once (io_uring), or one system
+ *                  call each where io_uring is not available
  *   disk_check.c   the executable invariants (read only)
  *   disk_queue.c   models and lane queues: the in-memory record arrays
  *   disk_log.c     log lines, corruption reports and the sticky error state
@@ -35,16 +39,46 @@
 typedef struct dseg dseg_t;
 typedef struct dqueue dqueue_t;
 
-/* At most this many segment files are kept open; the least recently used is closed (and, at
- * the power-loss level, synced first, so no writeback error can be missed by a later fd). */
-#define DISK_FD_CACHE 256u
+/* The descriptor cache's size when the configuration leaves it to the store: half the soft
+ * RLIMIT_NOFILE (the rest is the process's: NATS sockets, LMDB, logs), at least DISK_FD_MIN
+ * and at most DISK_FD_MAX. A working set of thousands of lanes then stays open instead of
+ * churning (an LRU smaller than a cyclic working set misses on every access). */
+#define DISK_FD_MIN 64u
+#define DISK_FD_MAX 65536u
+/* Segments written and synced together by one wave of a flush: beyond a thousand syncs in
+ * flight nothing is gained, and a wave must stay under half the descriptor cache. */
+#define DISK_WAVE_MAX 1024u
+
+typedef struct disk_io disk_io_t;
+typedef struct disk_io_op disk_io_op_t;
+
+/* One gathered write of a turn, written at the next flush: a run of entries appended back to
+ * back, or the 4-byte state word of one entry (a tombstone). Owned by disk_t.writes; chained
+ * per segment. */
+typedef struct {
+    uint64_t off;    /* file offset: of the run, or of the entry whose state word it is */
+    size_t at;       /* entry runs: where the bytes are in disk_t.arena */
+    uint32_t len;    /* bytes of the run, or of the entry (the word is its first 4 bytes) */
+    uint8_t word[4]; /* state words: the value written, little-endian */
+    uint32_t items;  /* entries in the run (0: a state word) */
+    uint32_t next;   /* the segment's next write, DISK_WRITE_NONE at the end */
+} dwrite_t;
+
+/* A state word to write: the first 4 bytes of the entry of `len` bytes at `off`. */
+typedef struct {
+    uint64_t off;
+    uint32_t len;
+    uint8_t word[4];
+} dword_t;
+
+#define DISK_WRITE_NONE UINT32_MAX
 
 /* One segment file. Owned by disk_t.segments; listed (borrowed) by its queue's segs. */
 struct dseg {
     uint64_t id;
     uint64_t seq;
     uint64_t created_ns;
-    dqueue_t *q; /* borrowed: the lane queue whose segs lists this segment */
+    dqueue_t *q; /* borrowed: the lane queue whose segs lists this segment; NULL once doomed */
     int fd;      /* owned; -1 while closed by the fd cache */
     uint32_t header_len;
     uint64_t size;     /* bytes written to the file, header included */
@@ -53,8 +87,15 @@ struct dseg {
     uint64_t tokens;
     uint64_t flushed_entries; /* ... and below readable: what the index row says */
     uint64_t flushed_tokens;
-    uint64_t deleted; /* tombstoned entries */
+    uint64_t deleted;  /* tombstoned entries */
+    uint64_t reserved; /* file bytes reserved ahead of size (fallocate), appends stay within */
+    uint64_t ino;      /* inode of the file, to find it deleted or replaced under the store */
+    uint32_t w_head, w_tail; /* its gathered writes, in disk_t.writes (DISK_WRITE_NONE: none) */
     int sealed;
+    int doomed;         /* fully tombstoned: row deleted and file unlinked at the next flush;
+                         * out of every map and queue already, still on the dirty list */
+    int gone;           /* its name was deleted or replaced under the store (disk_watch.c) */
+    int written;        /* the flush in progress wrote to it */
     int needs_sync;     /* written since the last fdatasync */
     int dirty;          /* on the dirty list: index row (and maybe sync) due at the next flush */
     dseg_t *dirty_next; /* borrowed link of disk_t.dirty */
@@ -127,17 +168,43 @@ typedef struct {
     dseg_t *dirty;               /* borrowed list of segments due at the next flush */
     dseg_t *lru_head, *lru_tail; /* borrowed list of the segments with an open fd */
     unsigned open_fds;
+    unsigned fd_cache_max; /* open descriptors kept at most (DISK_FD_MIN .. DISK_FD_MAX) */
+    disk_io_t *io;         /* owned */
+    uint8_t *arena;        /* owned: the bytes of the turn's appended entries */
+    size_t arena_len, arena_cap;
+    dwrite_t *writes; /* owned: the turn's gathered writes */
+    size_t n_writes, cap_writes;
+    disk_io_op_t *ops; /* owned: a flush's syncs */
+    size_t cap_ops;
+    dword_t *words; /* owned: one segment's state words, sorted to be written in spans */
+    size_t cap_words;
+    uint8_t *span;      /* owned: DISK_SPAN_MAX bytes, a span of entries rewritten with new words */
+    dseg_t **wave;      /* owned array of borrowed segments: a flush's wave (disk_wave_max) */
+    unsigned dir_dirty; /* segment files created or unlinked since the directory was last synced */
+    int watch_fd;       /* owned: inotify on the segments directory, -1 without one */
+    int reserve_unsupported; /* the file system has no fallocate: appends are written at once */
     uint64_t next_segment_id;
     int meta_dirty;
     int rows_dirty; /* some lane's target_dirty or model's current_dirty is set */
     uint64_t unflushed_bytes;
     uint8_t *scratch; /* owned: peek reads and append encoding */
     size_t scratch_cap;
+    /* What the start of scratch holds, as the last peek read it: the bytes at [peeked_off,
+     * peeked_off + peeked_len) of peeked_seg (borrowed; peeked_len 0 once scratch is reused).
+     * A commit that follows rewrites its entries' state words from there, without a read. */
+    const dseg_t *peeked_seg;
+    uint64_t peeked_off, peeked_len;
 } disk_t;
 
 static inline disk_t *disk_of(store_t *s)
 {
     return (disk_t *)s;
+}
+
+/* Segments in one wave of a flush (the size of disk_t.wave). */
+static inline size_t disk_wave_max(const disk_t *d)
+{
+    return d->fd_cache_max / 2 < DISK_WAVE_MAX ? d->fd_cache_max / 2 : DISK_WAVE_MAX;
 }
 
 /* The pending map's key of an entry. */
@@ -179,7 +246,9 @@ void disk_queue_destroy(disk_t *d, dqueue_t *q);
 
 /* ---- disk_fd.c: the descriptor cache -------------------------------------------------------- */
 
-/* Closes least recently used descriptors until one more fits the cache (DISK_FD_CACHE). */
+/* Sizes the cache from the configuration or RLIMIT_NOFILE (see DISK_FD_MIN). */
+void disk_fd_limit_init(disk_t *d);
+/* Closes least recently used descriptors until one more fits the cache (fd_cache_max). */
 store_status_t disk_fd_make_room(disk_t *d);
 /* Hands an open descriptor (taken) to the cache, after disk_fd_make_room. */
 void disk_fd_attach(disk_t *d, dseg_t *seg, int fd);
@@ -196,19 +265,80 @@ store_status_t disk_seg_attach(disk_t *d, dqueue_t *q, dseg_t *seg);
 void disk_seg_free(disk_t *d, dseg_t *seg);
 /* Puts seg on the dirty list: its index row is written at the next flush. */
 void disk_seg_mark_dirty(disk_t *d, dseg_t *seg);
+/* Makes sure the file has room for `size` more bytes past seg->size (reserved with fallocate
+ * ahead of the appends): STORE_ENOSPC, with nothing changed, when the disk is full. */
+store_status_t disk_seg_reserve(disk_t *d, dseg_t *seg, uint64_t size);
+/* Gathers an entry of `len` bytes for seg at seg->size, written at the next flush: *out_buf is
+ * where the caller encodes it (a view into disk_t.arena, valid until the next gather). */
+store_status_t disk_seg_gather_entry(disk_t *d, dseg_t *seg, uint32_t len,
+                                     uint8_t **out_buf /* out */);
+/* Gathers a state word for the entry of `len` bytes at `off` of seg, written at the next
+ * flush. */
+store_status_t disk_seg_gather_word(disk_t *d, dseg_t *seg, uint64_t off, uint32_t len,
+                                    uint32_t word);
+/* Is a tombstone for the entry at `off` among seg's gathered writes? */
+int disk_seg_gathered_tomb(const disk_t *d, const dseg_t *seg, uint64_t off);
 /* The index row of seg at its readable boundary. */
 index_segment_row_t disk_seg_row(const dseg_t *seg);
 /* The segment the next entry of `size` bytes goes to, rolling over at the size cap. */
 store_status_t disk_seg_pick(disk_t *d, dqueue_t *q, uint64_t size, dseg_t **out /* out */);
-/* Deletes a sealed, fully tombstoned segment and frees seg. */
+/* Dooms a sealed, fully tombstoned segment: out of its queue and the segment map now; its row
+ * is deleted and its file unlinked by the next flush, which then frees seg. */
 store_status_t disk_seg_delete(disk_t *d, dseg_t *seg);
-/* Syncs the segments directory (after a create, rename or unlink in it). */
-store_status_t disk_fsync_dir(disk_t *d);
+/* Unlinks a doomed segment's file (after the flush's index commit) and frees seg, also when
+ * the unlink fails (the store is then failed, and recovery deletes the file). */
+store_status_t disk_seg_unlink(disk_t *d, dseg_t *seg);
+/* Syncs the segments directory (after a create, rename or unlink in it). `changes` is how many
+ * entries the sync makes durable (at least 1): a fault armed on syncs counts each as its own
+ * sync, as when every create was followed by one. */
+store_status_t disk_fsync_dir(disk_t *d, unsigned changes);
 
 /* ---- disk_flush.c: the readable boundary ---------------------------------------------------- */
 
 /* store_flush of the disk backend. */
 store_status_t disk_flush(disk_t *d);
+/* Writes the state words of entries of seg now (store_commit's delivery counts), words sorted
+ * by offset, back-to-back entries in one write. Fails the store on an error. */
+store_status_t disk_flush_words_now(disk_t *d, dseg_t *seg, const dword_t *words, size_t n);
+/* Frees the turn's gathered writes and doomed segments without writing them (close). */
+void disk_flush_discard(disk_t *d);
+
+/* ---- disk_watch.c: segment files deleted or replaced under the store ----------------------- */
+
+/* Starts the watch (d->watch_fd, -1 when inotify is not available: fstat checks instead). */
+void disk_watch_open(disk_t *d);
+void disk_watch_close(disk_t *d);
+/* After a flush's writes, before its commit: fails the store when a segment it wrote to is gone
+ * (deleted, renamed away or over). */
+store_status_t disk_watch_check(disk_t *d);
+
+/* ---- disk_io.c: the I/O engine -------------------------------------------------------------- */
+
+typedef enum {
+    DISK_IO_WRITE = 0, /* pwrite of buf[0 .. len) at off */
+    DISK_IO_SYNC,      /* fdatasync */
+    DISK_IO_SYNCFS,    /* syncfs of the file system holding fd */
+} disk_io_kind_t;
+
+/* One operation of a batch. buf is borrowed until disk_io_run returns. */
+struct disk_io_op {
+    disk_io_kind_t kind;
+    int fd;
+    const void *buf;
+    uint32_t len;
+    uint64_t off;
+    int res; /* out: 0, or a positive errno */
+};
+
+/* Sets up the engine for cfg.io (STORE_IO_AUTO: io_uring when the kernel allows it). */
+store_status_t disk_io_open(disk_t *d, disk_io_t **out /* out */);
+void disk_io_close(disk_io_t *io);
+/* 1 when operations go to the kernel in one submission (io_uring). */
+int disk_io_batched(const disk_io_t *io);
+/* Runs ops[0 .. n) together and waits for all of them; each op's res says how it went. The
+ * operations of one call may run in any order relative to each other: syncs come in a call of
+ * their own, after the writes they cover returned. */
+void disk_io_run(disk_io_t *io, disk_io_op_t *ops, size_t n);
 
 /* ---- disk_check.c: executable invariants (common/invariant.h) ------------------------------- */
 

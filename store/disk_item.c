@@ -9,17 +9,26 @@
  *      three steps), so a stale peek fails with no effect.
  *   3. The pending map is never persisted. After a crash every entry that was not tombstoned is
  *      live again: that is how dispatched-but-unacknowledged work comes back.
- *   4. Completing writes the 4-byte tombstone over the entry's state word first; the segment's
- *      deleted count reaches the index at the next flush. A crash between the two is repaired by
- *      recovery's scan, which counts tombstones.
- *   5. Out of space on an append is not fatal: the file is cut back to where it was and the
- *      caller is told STORE_ENOSPC; nothing acknowledged is touched.
+ *   4. Completing gathers the 4-byte tombstone over the entry's state word; the flush writes it
+ *      before the index transaction that carries the segment's deleted count. A crash between
+ *      the two is repaired by recovery's scan, which counts tombstones.
+ *   5. Out of space on an append is not fatal: the entry's room is reserved before anything
+ *      changes (disk_seg_reserve), so a full disk gives STORE_ENOSPC for that item alone and
+ *      nothing acknowledged is touched.
  *   6. A returned item goes back to its place in arrival order (disk_queue.c's invariant 1).
+ *   7. Commit writes each item's delivery count into its state word before it returns
+ *      ("DLV" + count, at most 255; a tombstone later overwrites it): a crash of the process
+ *      after a commit keeps the count, so an item whose batch crashes the daemon reaches its
+ *      delivery limit instead of looping forever.
  *
  * Rejected alternatives:
- *   - Buffering appends in user space until flush: a pwrite per append costs a syscall but makes
- *     "handed to the kernel" true at once, lets ENOSPC be reported against the one item that
- *     caused it, and leaves nothing to lose if the process dies between append and flush.
+ *   - A pwrite per append (the first design): a system call per item, which is what limited
+ *     both levels. The bytes are gathered per segment instead and written at the flush; nothing
+ *     is acknowledged before that write, so nothing acknowledged is lost if the process dies in
+ *     between, and the reservation keeps ENOSPC reported against the one item that caused it.
+ *   - Delivery counts in memory only (the first design): a restart reset them, and a poison
+ *     batch that crashed the daemon was delivered forever. Writing them costs one submission per
+ *     batch (one 4-byte write per item inside it), no sync.
  *   - mmap for reads: thousands of lanes each with a 64 MiB segment would exhaust
  *     vm.max_map_count, and a truncated file turns a read into SIGBUS; pread into a scratch
  *     buffer costs one copy of a batch.
@@ -61,21 +70,32 @@ store_status_t disk_append(store_t *store, store_queue_t *queue, const store_ite
     uint64_t size = seg_entry_size(item->id_len, item->payload_len);
     dseg_t *seg;
     store_status_t st;
-    int fd;
     if ((st = disk_queue_reserve(q, 1)) != STORE_OK ||
-        (st = disk_scratch_reserve(d, size)) != STORE_OK ||
         (st = disk_seg_pick(d, q, size, &seg)) != STORE_OK ||
-        (st = disk_fd_get(d, seg, &fd)) != STORE_OK)
+        (st = disk_seg_reserve(d, seg, size)) != STORE_OK)
         return st;
-    seg_entry_encode(seg->id, item, item->arrival_ns, d->scratch);
-    ssize_t w = store_fault_pwrite(fd, d->scratch, size, (off_t)seg->size);
-    if (w != (ssize_t)size) {
-        int err = w < 0 ? errno : ENOSPC;
-        if (err != ENOSPC)
-            return disk_fail(d, "appending to a segment", err);
-        if (ftruncate(fd, (off_t)seg->size) != 0)
-            return disk_fail(d, "cutting back a partial append", errno);
-        return STORE_ENOSPC;
+    if (d->reserve_unsupported) {
+        /* No fallocate: written at once, so a full disk still refuses this item alone. */
+        int fd;
+        if ((st = disk_scratch_reserve(d, size)) != STORE_OK ||
+            (st = disk_fd_get(d, seg, &fd)) != STORE_OK)
+            return st;
+        d->peeked_len = 0;
+        seg_entry_encode(seg->id, item, item->arrival_ns, d->scratch);
+        ssize_t w = store_fault_pwrite(fd, d->scratch, size, (off_t)seg->size);
+        if (w != (ssize_t)size) {
+            int err = w < 0 ? errno : ENOSPC;
+            if (err != ENOSPC)
+                return disk_fail(d, "appending to a segment", err);
+            if (ftruncate(fd, (off_t)seg->size) != 0)
+                return disk_fail(d, "cutting back a partial append", errno);
+            return STORE_ENOSPC;
+        }
+    } else {
+        uint8_t *buf;
+        if ((st = disk_seg_gather_entry(d, seg, (uint32_t)size, &buf)) != STORE_OK)
+            return st;
+        seg_entry_encode(seg->id, item, item->arrival_ns, buf);
     }
     drec_t rec = {seg, item->arrival_ns, (uint32_t)seg->size, (uint32_t)size, item->tokens, 0};
     disk_queue_push(q, &rec);
@@ -83,7 +103,7 @@ store_status_t disk_append(store_t *store, store_queue_t *queue, const store_ite
     seg->size += size;
     seg->entries++;
     seg->tokens += item->tokens;
-    seg->needs_sync = 1;
+    seg->needs_sync |= d->reserve_unsupported; /* gathered bytes: the flush sets it */
     disk_seg_mark_dirty(d, seg);
     d->unflushed_bytes += size;
     INVARIANT_CHECK(disk_seg_check(d, seg) && disk_queue_touched_check(d, q));
@@ -119,9 +139,16 @@ store_status_t disk_peek(store_t *store, store_queue_t *queue, store_view_t *vie
         int fd;
         if ((st = disk_fd_get(d, first->seg, &fd)) != STORE_OK)
             return st;
+        if (at == 0)
+            d->peeked_len = 0; /* scratch is being reused */
         ssize_t r = pread(fd, d->scratch + at, run, first->offset);
         if (r != (ssize_t)run)
             return disk_fail(d, "reading a segment", r < 0 ? errno : EIO);
+        if (at == 0) {
+            d->peeked_seg = first->seg;
+            d->peeked_off = first->offset;
+            d->peeked_len = run;
+        }
         at += run;
         i = j;
     }
@@ -163,12 +190,25 @@ store_status_t disk_commit(store_t *store, store_queue_t *queue, const store_ref
             return STORE_ESTALE;
     }
     drec_t **copies = calloc(n, sizeof(*copies));
+    dword_t *words = malloc(n * sizeof(*words));
     store_status_t st = STORE_ENOMEM;
-    if (copies == NULL || map_reserve(&d->pending, n) != MAP_OK)
+    if (copies == NULL || words == NULL || map_reserve(&d->pending, n) != MAP_OK)
         goto out;
     for (size_t i = 0; i < n; i++) {
         if ((copies[i] = malloc(sizeof(drec_t))) == NULL)
             goto out;
+    }
+    /* Invariant 7: the counts are on disk before anything changes in memory. The refs are the
+     * queue's front, in (segment, offset) order: one write per segment's run. */
+    for (size_t i = 0, from = 0; i < n; i++) {
+        const drec_t *rec = &q->recs[q->head + i];
+        words[i] = (dword_t){.off = rec->offset, .len = rec->length};
+        store_put32(words[i].word, seg_state_delivered(rec->deliveries + 1));
+        if (i + 1 == n || q->recs[q->head + i + 1].seg != rec->seg) {
+            if ((st = disk_flush_words_now(d, rec->seg, words + from, i + 1 - from)) != STORE_OK)
+                goto out;
+            from = i + 1;
+        }
     }
     /* Step 2: advance the cursor. */
     for (size_t i = 0; i < n; i++) {
@@ -193,19 +233,26 @@ out:
     for (size_t i = 0; copies != NULL && i < n; i++)
         free(copies[i]);
     free(copies);
+    free(words);
     return st;
 }
 
-/* Is the readable entry at (seg, offset) a tombstone? Reads and verifies it. */
+/* Is the readable entry at (seg, offset) a tombstone? Among the turn's gathered writes, or
+ * read from the file and verified. */
 static int disk_entry_is_tombstone(disk_t *d, dseg_t *seg, uint64_t offset)
 {
     int fd;
     uint8_t hdr[SEG_ENTRY_HEADER];
     if (offset < seg->header_len || offset % SEG_ALIGN != 0 ||
-        offset + SEG_ENTRY_HEADER > seg->readable || disk_fd_get(d, seg, &fd) != STORE_OK ||
+        offset + SEG_ENTRY_HEADER > seg->readable)
+        return 0;
+    if (disk_seg_gathered_tomb(d, seg, offset))
+        return 1;
+    if (disk_fd_get(d, seg, &fd) != STORE_OK ||
         pread(fd, hdr, sizeof(hdr), (off_t)offset) != (ssize_t)sizeof(hdr))
         return 0;
     uint32_t length = seg_entry_length(hdr);
+    d->peeked_len = 0;
     if (length < SEG_ENTRY_HEADER || offset + length > seg->readable ||
         disk_scratch_reserve(d, length) != STORE_OK ||
         pread(fd, d->scratch, length, (off_t)offset) != (ssize_t)length)
@@ -220,8 +267,8 @@ store_status_t disk_tombstone(store_t *store, store_ref_t ref, int *out_complete
     disk_t *d = disk_of(store);
     if (d->failed)
         return STORE_EIO;
-    drec_t *rec = NULL;
-    if (map_del(&d->pending, disk_ref_key(ref.queue, ref.offset), (void **)&rec) != MAP_OK) {
+    drec_t *rec = map_get(&d->pending, disk_ref_key(ref.queue, ref.offset));
+    if (rec == NULL) {
         dseg_t *seg = map_get(&d->segments, (map_key_t){ref.queue, 0});
         uintptr_t end = (uintptr_t)map_get(&d->deleted, (map_key_t){ref.queue, 0});
         /* A deleted segment's entries were all completed; an offset that cannot start an entry
@@ -241,22 +288,13 @@ store_status_t disk_tombstone(store_t *store, store_ref_t ref, int *out_complete
         return STORE_OK;
     }
     dseg_t *seg = rec->seg;
-    int fd;
-    uint8_t tomb[4];
-    store_put32(tomb, SEG_STATE_TOMB);
-    store_status_t st = disk_fd_get(d, seg, &fd);
-    if (st == STORE_OK &&
-        store_fault_pwrite(fd, tomb, sizeof(tomb), (off_t)rec->offset + SEG_STATE_OFFSET) != 4)
-        st = disk_fail(d, "writing a tombstone", errno ? errno : EIO);
-    if (st != STORE_OK) {
-        /* still pending: the store is failed, so nothing acknowledges it */
-        map_put(&d->pending, disk_ref_key(ref.queue, ref.offset), rec);
-        return st;
-    }
+    store_status_t st = disk_seg_gather_word(d, seg, rec->offset, rec->length, SEG_STATE_TOMB);
+    if (st != STORE_OK)
+        return st; /* still pending, nothing changed */
+    map_del(&d->pending, disk_ref_key(ref.queue, ref.offset), NULL);
     seg->q->base.pending_items--;
     free(rec);
     seg->deleted++;
-    seg->needs_sync = 1;
     disk_seg_mark_dirty(d, seg);
     INVARIANT_CHECK(disk_seg_check(d, seg) && disk_queue_counts_check(seg->q));
     if (out_completed != NULL)

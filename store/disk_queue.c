@@ -19,6 +19,7 @@
  */
 #include "store/disk_int.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,8 +91,12 @@ store_status_t disk_queue_reserve(dqueue_t *q, size_t extra)
         q->head = 0;
         return STORE_OK;
     }
+    if (extra > SIZE_MAX / sizeof(drec_t) - q->len)
+        return STORE_ENOMEM; /* no array that large can exist */
     size_t cap = q->cap ? q->cap + q->cap / 2 : 16;
     if (cap < q->len + extra)
+        cap = q->len + extra;
+    if (cap > SIZE_MAX / sizeof(drec_t))
         cap = q->len + extra;
     drec_t *recs = malloc(cap * sizeof(*recs));
     if (recs == NULL)

@@ -1,27 +1,40 @@
 /*
- * disk_seg.c - one segment file of the disk backend: its creation, its place in its lane's
- * list, which segment an append goes to, and its whole-file deletion.
+ * disk_seg.c - one segment file of the disk backend: its creation, the space reserved ahead of
+ * its appends, the writes gathered for it until the next flush, its place in its lane's list,
+ * which segment an append goes to, and its whole-file deletion.
  *
- * Owns every dseg_t (through disk_t.segments) and the segments/ directory's entries; the
- * format of what is written is segment.c's.
+ * Owns every dseg_t (through disk_t.segments, then the dirty list once doomed), the segments/
+ * directory's entries and the turn's gathered writes (disk_t.arena, disk_t.writes); the format
+ * of what is written is segment.c's, the writing disk_flush.c's.
  *
  * Invariants:
  *   1. Only a lane's last segment is unsealed; an append never starts a segment unless the last
  *      one is sealed or would pass segment_max_bytes (a segment holding only its header takes
  *      any entry, so an entry larger than the cap still has a home).
- *   2. A new segment's file exists, with its header written and the directory synced, before it
- *      is listed: the index never names a segment whose file a crash could lose.
- *   3. A sealed segment whose entries are all tombstoned is deleted whole: index row first,
- *      then the file, then the directory is synced. A crash in between leaves a file the index
- *      does not know, which recovery adopts, finds fully tombstoned and deletes.
+ *   2. A new segment's file exists, with its header written, before it is listed; at the
+ *      power-loss level the flush syncs the directory before the index commit that names it:
+ *      the index never names a segment whose file a crash could lose. (At the process level no
+ *      directory is synced: a crash of the process loses no directory entry, and the index
+ *      itself commits without a sync there.)
+ *   3. A sealed segment whose entries are all tombstoned is doomed: out of its queue and the
+ *      segment map at once, its row deleted in the next flush's transaction, its file unlinked
+ *      after that commit. A crash in between leaves a file the index does not know, which
+ *      recovery adopts, finds fully tombstoned and deletes.
  *   4. Segment ids are never reused (next_segment_id only grows and is in the index's meta
  *      row); a segment deleted this run is remembered with its final size (disk_t.deleted), so a
  *      late completion of one of its refs reads as completed.
+ *   5. seg->size never passes seg->reserved while the file system supports fallocate: the room
+ *      of every gathered append is reserved before the append says OK, so writing it at the
+ *      flush cannot run out of space, and a full disk refuses the one item that did not fit.
  *
  * Rejected: compacting the live entries out of mostly tombstoned segments. It writes durable
  * bytes a second time; a lane's old segments drain as the lane is served, so deleting whole
- * files (the design's rule) reclaims the space without a rewrite.
+ * files (the design's rule) reclaims the space without a rewrite. Reserving with ftruncate (a
+ * sparse file): it allocates nothing, so a full disk would surface at the flush, after the
+ * appends said OK; fallocate's FALLOC_FL_KEEP_SIZE reserves blocks and leaves the size alone,
+ * so recovery still reads exactly the bytes that were written.
  */
+#define _GNU_SOURCE
 #include "store/disk_int.h"
 
 #include "common/clock.h"
@@ -31,10 +44,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-store_status_t disk_fsync_dir(disk_t *d)
+store_status_t disk_fsync_dir(disk_t *d, unsigned changes)
 {
+    for (unsigned i = 1; i < changes; i++) {
+        if (store_fault_hit(STORE_FAULT_FSYNC))
+            return disk_fail(d, "fsync of the segments directory", EIO);
+    }
     if (store_fault_fsync(d->seg_dir_fd, 0) != 0)
         return disk_fail(d, "fsync of the segments directory", errno);
     return STORE_OK;
@@ -105,36 +123,155 @@ static void disk_seg_detach(dseg_t *seg)
     }
 }
 
-/* Invariant 3. */
+/* Invariant 3: the row and the file go at the next flush (disk_flush.c). */
 store_status_t disk_seg_delete(disk_t *d, dseg_t *seg)
 {
-    index_txn_t *txn = NULL;
-    if (index_begin(d->index, &txn) != INDEX_OK || index_segment_del(txn, seg->id) != INDEX_OK) {
-        index_abort(txn);
-        return disk_fail(d, "removing a segment's index row", EIO);
-    }
-    if (index_commit(txn) != INDEX_OK)
-        return disk_fail(d, "committing a segment's index removal", EIO);
+    map_del(&d->segments, (map_key_t){seg->id, 0}, NULL);
+    /* Room was reserved when the segment was made (disk_seg_create, recovery's scan). */
+    map_put(&d->deleted, (map_key_t){seg->id, 0}, (void *)(uintptr_t)(seg->size + 1));
+    disk_seg_detach(seg);
+    seg->q = NULL;
+    seg->doomed = 1;
+    disk_seg_mark_dirty(d, seg);
+    return STORE_OK;
+}
+
+store_status_t disk_seg_unlink(disk_t *d, dseg_t *seg)
+{
     char name[SEG_FILE_NAME_SIZE];
     seg_file_name(seg->id, name);
     disk_fd_close(d, seg);
-    if (store_fault_unlinkat(d->seg_dir_fd, name) != 0)
-        return disk_fail(d, "deleting a drained segment file", errno);
-    store_status_t st = disk_fsync_dir(d);
+    int rc = store_fault_unlinkat(d->seg_dir_fd, name);
+    int err = errno;
+    disk_seg_free(d, seg); /* out of every list already: freed whatever the unlink did */
+    if (rc != 0)
+        return disk_fail(d, "deleting a drained segment file", err);
+    d->dir_dirty++;
+    return STORE_OK;
+}
+
+/* The first reservation of a segment and the largest step: a lane that takes a few items
+ * reserves little (thousands of lanes must not reserve gigabytes), a busy one reserves ahead
+ * in steps that double up to the cap, one fallocate per several thousand entries. */
+#define DISK_RESERVE_MIN (64u << 10)
+#define DISK_RESERVE_MAX (4u << 20)
+
+store_status_t disk_seg_reserve(disk_t *d, dseg_t *seg, uint64_t size)
+{
+    uint64_t need = seg->size + size;
+    if (need <= seg->reserved || d->reserve_unsupported)
+        return STORE_OK;
+    uint64_t step = seg->reserved - seg->header_len;
+    step = step < DISK_RESERVE_MIN   ? DISK_RESERVE_MIN
+           : step > DISK_RESERVE_MAX ? DISK_RESERVE_MAX
+                                     : step;
+    uint64_t want = need + step;
+    if (want > d->cfg.segment_max_bytes)
+        want = need > d->cfg.segment_max_bytes ? need : d->cfg.segment_max_bytes;
+    int fd;
+    store_status_t st = disk_fd_get(d, seg, &fd);
     if (st != STORE_OK)
         return st;
-    /* The removed row must not come back with the next flush. */
-    for (dseg_t **p = &d->dirty; *p != NULL; p = &(*p)->dirty_next) {
-        if (*p == seg) {
-            *p = seg->dirty_next;
-            break;
-        }
+    if (fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)seg->reserved, (off_t)(want - seg->reserved)) ==
+        0) {
+        seg->reserved = want;
+        return STORE_OK;
     }
-    map_del(&d->segments, (map_key_t){seg->id, 0}, NULL);
-    map_put(&d->deleted, (map_key_t){seg->id, 0}, (void *)(uintptr_t)(seg->size + 1));
-    disk_seg_detach(seg);
-    disk_seg_free(d, seg);
+    int err = errno;
+    if (err == EOPNOTSUPP || err == ENOSYS) {
+        d->reserve_unsupported = 1;
+        disk_log(d, STORE_LOG_WARN,
+                 "the file system of %s cannot reserve space (fallocate: %s): appends are "
+                 "written one by one so that a full disk is still refused item by item",
+                 d->dir, strerror(err));
+        return STORE_OK;
+    }
+    if (err != ENOSPC && err != EDQUOT)
+        return disk_fail(d, "reserving space in a segment", err);
+    /* Nearly full: the step does not fit; the item itself may. */
+    if (want > need && fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)seg->reserved,
+                                 (off_t)(need - seg->reserved)) == 0) {
+        seg->reserved = need;
+        return STORE_OK;
+    }
+    return STORE_ENOSPC;
+}
+
+/* Room for one more gathered write. */
+static store_status_t disk_writes_reserve(disk_t *d)
+{
+    if (d->n_writes < d->cap_writes)
+        return STORE_OK;
+    size_t cap = d->cap_writes ? d->cap_writes * 2 : 256;
+    if (cap > DISK_WRITE_NONE)
+        return STORE_ENOMEM;
+    dwrite_t *w = realloc(d->writes, cap * sizeof(*w));
+    if (w == NULL)
+        return STORE_ENOMEM;
+    d->writes = w;
+    d->cap_writes = cap;
     return STORE_OK;
+}
+
+static void disk_seg_chain(disk_t *d, dseg_t *seg, const dwrite_t *w)
+{
+    uint32_t i = (uint32_t)d->n_writes++;
+    d->writes[i] = *w;
+    d->writes[i].next = DISK_WRITE_NONE;
+    if (seg->w_tail == DISK_WRITE_NONE)
+        seg->w_head = i;
+    else
+        d->writes[seg->w_tail].next = i;
+    seg->w_tail = i;
+}
+
+store_status_t disk_seg_gather_entry(disk_t *d, dseg_t *seg, uint32_t len, uint8_t **out_buf)
+{
+    if (d->arena_len + len > d->arena_cap) {
+        size_t cap = d->arena_cap ? d->arena_cap : 64u << 10;
+        while (cap < d->arena_len + len)
+            cap *= 2;
+        uint8_t *a = realloc(d->arena, cap);
+        if (a == NULL)
+            return STORE_ENOMEM;
+        d->arena = a;
+        d->arena_cap = cap;
+    }
+    dwrite_t *tail = seg->w_tail == DISK_WRITE_NONE ? NULL : &d->writes[seg->w_tail];
+    if (tail != NULL && tail->items != 0 && tail->off + tail->len == seg->size &&
+        tail->at + tail->len == d->arena_len && (uint64_t)tail->len + len <= UINT32_MAX) {
+        tail->len += len; /* the same run: back to back in the file and in the arena */
+        tail->items++;
+    } else {
+        if (disk_writes_reserve(d) != STORE_OK)
+            return STORE_ENOMEM;
+        dwrite_t w = {.off = seg->size, .at = d->arena_len, .len = len, .items = 1};
+        disk_seg_chain(d, seg, &w);
+    }
+    *out_buf = d->arena + d->arena_len;
+    d->arena_len += len;
+    return STORE_OK;
+}
+
+store_status_t disk_seg_gather_word(disk_t *d, dseg_t *seg, uint64_t off, uint32_t len,
+                                    uint32_t word)
+{
+    if (disk_writes_reserve(d) != STORE_OK)
+        return STORE_ENOMEM;
+    dwrite_t w = {.off = off, .len = len};
+    store_put32(w.word, word);
+    disk_seg_chain(d, seg, &w);
+    return STORE_OK;
+}
+
+int disk_seg_gathered_tomb(const disk_t *d, const dseg_t *seg, uint64_t off)
+{
+    for (uint32_t i = seg->w_head; i != DISK_WRITE_NONE; i = d->writes[i].next) {
+        const dwrite_t *w = &d->writes[i];
+        if (w->items == 0 && w->off == off && store_get32(w->word) == SEG_STATE_TOMB)
+            return 1;
+    }
+    return 0;
 }
 
 /* Starts a new segment for q: create, header, directory sync (invariant 2). */
@@ -150,6 +287,7 @@ static store_status_t disk_seg_create(disk_t *d, dqueue_t *q, dseg_t **out)
         goto out;
     st = STORE_ENOMEM;
     seg->fd = -1;
+    seg->w_head = seg->w_tail = DISK_WRITE_NONE;
     seg->id = d->next_segment_id;
     seg->seq = q->next_seq;
     seg->created_ns = clock_wall_ns();
@@ -179,13 +317,18 @@ static store_status_t disk_seg_create(disk_t *d, dqueue_t *q, dseg_t **out)
         st = err == ENOSPC ? STORE_ENOSPC : disk_fail(d, "writing a segment header", err);
         goto out;
     }
-    if ((st = disk_fsync_dir(d)) != STORE_OK)
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        st = disk_fail(d, "reading a new segment file's inode", errno);
         goto out;
+    }
     if ((st = disk_seg_attach(d, q, seg)) != STORE_OK)
         goto out;
     d->next_segment_id++;
     d->meta_dirty = 1;
-    seg->size = seg->readable = seg->header_len;
+    d->dir_dirty++;
+    seg->ino = (uint64_t)sb.st_ino;
+    seg->size = seg->readable = seg->reserved = seg->header_len;
     seg->needs_sync = 1;
     disk_fd_attach(d, seg, fd);
     fd = -1;

@@ -10,6 +10,9 @@
  *   2. Every put goes through one wrapper that the fault hook can fail (STORE_FAULT_MDB_PUT).
  *   3. A write transaction is used by one caller at a time; the disk store batches every index
  *      change of a flush into one transaction (never one per item).
+ *   4. Every value written ends with a CRC-32C over the key and the value (index_int.h); a
+ *      value read is handed on only after its length, its CRC and its fields' bounds are
+ *      checked, whatever bytes LMDB returns: nothing read here sizes an allocation.
  *
  * Rejected: a database per model (named databases are a fixed, small set in LMDB: mdb_env_set_
  * maxdbs); keys carry the model instead. SQLite as the index: LMDB's single-writer mmap B-tree
@@ -80,8 +83,10 @@ index_status_t index_open(const char *path, uint64_t map_bytes, int nosync, inde
     index_t *ix = calloc(1, sizeof(*ix));
     if (ix == NULL)
         return INDEX_ENOMEM;
-    if (mkdir(path, 0755) != 0 && errno != EEXIST)
+    if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+        rc = errno;
         goto out;
+    }
     if ((rc = mdb_env_create(&ix->env)) != 0 || (rc = mdb_env_set_maxdbs(ix->env, 4)) != 0 ||
         (rc = mdb_env_set_mapsize(ix->env, map_bytes)) != 0)
         goto out;
@@ -140,33 +145,86 @@ static void index_id_key(uint8_t *key, uint64_t id)
         key[i] = (uint8_t)(id >> ((7 - i) * 8));
 }
 
-static int index_decode_segment(const MDB_val *k, const MDB_val *v, index_segment_row_t *row)
+/* The CRC of a row: the key's bytes, then the value's bytes before the CRC. */
+static uint32_t index_row_crc(const void *key, size_t key_len, const void *val, size_t len)
 {
-    const uint8_t *p = v->mv_data;
-    if (k->mv_size != 8 || v->mv_size < 68)
+    return store_crc32c(store_crc32c(0, key, key_len), val, len);
+}
+
+/* 1 when the value's last 4 bytes are the row's CRC (val_len >= 4). */
+static int index_row_crc_ok(const void *key, size_t key_len, const uint8_t *val, size_t val_len)
+{
+    return store_get32(val + val_len - 4) == index_row_crc(key, key_len, val, val_len - 4);
+}
+
+int index_segment_row_decode(const uint8_t *key, size_t key_len, const uint8_t *p, size_t val_len,
+                             index_segment_row_t *row)
+{
+    if (key_len != 8)
         return 0;
-    uint32_t model_len = store_get32(p + 64);
-    if (model_len == 0 || model_len > SEG_MODEL_MAX || v->mv_size != 68 + model_len)
-        return 0;
-    const uint8_t *kp = k->mv_data;
     uint64_t id = 0;
     for (int i = 0; i < 8; i++)
-        id = id << 8 | kp[i];
-    *row = (index_segment_row_t){
-        .segment_id = id,
-        .sequence = store_get64(p),
-        .signature = store_get64(p + 8),
-        .created_ns = store_get64(p + 16),
-        .entries = store_get64(p + 24),
-        .tokens = store_get64(p + 32),
-        .readable = store_get64(p + 40),
-        .deleted = store_get64(p + 48),
-        .lane = store_get32(p + 56),
-        .sealed = (int)(store_get32(p + 60) & 1),
-    };
-    memcpy(row->model, p + 68, model_len);
-    row->model[model_len] = '\0';
+        id = id << 8 | key[i];
+    index_segment_row_t r = {.segment_id = id, .trust = INDEX_ROW_DAMAGED};
+    uint32_t model_len = val_len >= 68 ? store_get32(p + 64) : 0;
+    int sized = model_len != 0 && model_len <= SEG_MODEL_MAX;
+    if (sized && val_len == 68 + (size_t)model_len + 4)
+        r.trust =
+            index_row_crc_ok(key, key_len, p, val_len) ? INDEX_ROW_CHECKED : INDEX_ROW_DAMAGED;
+    else if (sized && val_len == 68 + (size_t)model_len)
+        r.trust = INDEX_ROW_LEGACY;
+    if (r.trust == INDEX_ROW_DAMAGED) {
+        *row = r;
+        return 1;
+    }
+    r.sequence = store_get64(p);
+    r.signature = store_get64(p + 8);
+    r.created_ns = store_get64(p + 16);
+    r.entries = store_get64(p + 24);
+    r.tokens = store_get64(p + 32);
+    r.readable = store_get64(p + 40);
+    r.deleted = store_get64(p + 48);
+    r.lane = store_get32(p + 56);
+    uint32_t flags = store_get32(p + 60);
+    r.sealed = (int)(flags & 1);
+    memcpy(r.model, p + 68, model_len);
+    r.model[model_len] = '\0';
+    /* Bounds: a boundary inside a segment's possible size, on an entry's alignment; no more
+     * entries below it than fit (32 bytes each), no more completed than there are. */
+    if ((flags & ~1u) != 0 || memchr(r.model, '\0', model_len) != NULL ||
+        r.readable < SEG_HEADER_FIXED || r.readable > UINT32_MAX ||
+        r.entries > (r.readable - SEG_HEADER_FIXED) / SEG_ENTRY_HEADER || r.deleted > r.entries ||
+        r.tokens < r.entries) {
+        *row = (index_segment_row_t){.segment_id = id, .trust = INDEX_ROW_DAMAGED};
+        return 1;
+    }
+    *row = r;
     return 1;
+}
+
+/* A value of `want` bytes plus its CRC, or (legacy) of `want` bytes alone: 1 checked, 0 legacy,
+ * -1 neither. */
+static int index_value_check(const MDB_val *k, const MDB_val *v, size_t want)
+{
+    if (v->mv_size == want + 4)
+        return index_row_crc_ok(k->mv_data, k->mv_size, v->mv_data, v->mv_size) ? 1 : -1;
+    return v->mv_size == want ? 0 : -1;
+}
+
+/* LMDB codes that mean its files are damaged, as opposed to an operator's problem. */
+int index_rc_is_damage(int rc)
+{
+    return rc == MDB_INVALID || rc == MDB_CORRUPTED || rc == MDB_PAGE_NOTFOUND ||
+           rc == MDB_VERSION_MISMATCH || rc == MDB_PANIC || rc == MDB_INCOMPATIBLE ||
+           rc == MDB_BAD_TXN;
+}
+
+/* How a cursor walk ended: MDB_NOTFOUND is its end; anything else is an error. */
+static index_status_t index_walk_end(int rc)
+{
+    if (rc == MDB_NOTFOUND)
+        return INDEX_OK;
+    return index_rc_is_damage(rc) ? INDEX_EDAMAGED : INDEX_ELMDB;
 }
 
 index_status_t index_load(index_t *index, index_visitor_t *vis)
@@ -176,16 +234,23 @@ index_status_t index_load(index_t *index, index_visitor_t *vis)
     MDB_val k, v;
     index_status_t st = INDEX_ELMDB;
     int rc;
-    if (mdb_txn_begin(index->env, NULL, MDB_RDONLY, &txn) != 0)
+    if ((rc = mdb_txn_begin(index->env, NULL, MDB_RDONLY, &txn)) != 0) {
+        st = index_rc_is_damage(rc) ? INDEX_EDAMAGED : INDEX_ELMDB;
+        index->last_rc = rc;
         goto out;
+    }
     vis->next_segment_id = 0;
+    vis->has_meta = 0;
     k.mv_data = (void *)meta_next_segment_id;
     k.mv_size = sizeof(meta_next_segment_id) - 1;
     rc = mdb_get(txn, index->meta, &k, &v);
-    if (rc == 0 && v.mv_size == 8)
+    if (rc == 0 && index_value_check(&k, &v, 8) >= 0) {
         vis->next_segment_id = store_get64(v.mv_data);
-    else if (rc != MDB_NOTFOUND) {
-        st = INDEX_EDAMAGED;
+        vis->has_meta = 1;
+    } else if (rc == 0) {
+        vis->rejected(vis->ctx, "meta", "next_segment_id fails its checksum or length");
+    } else if (rc != MDB_NOTFOUND) {
+        st = index_walk_end(rc);
         goto out;
     }
 
@@ -194,28 +259,31 @@ index_status_t index_load(index_t *index, index_visitor_t *vis)
     for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
          rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
         index_segment_row_t row;
-        if (!index_decode_segment(&k, &v, &row)) {
-            st = INDEX_EDAMAGED;
-            goto out;
+        if (!index_segment_row_decode(k.mv_data, k.mv_size, v.mv_data, v.mv_size, &row)) {
+            vis->rejected(vis->ctx, "segments", "a key that is not a segment id");
+            continue;
         }
         if (vis->segment(vis->ctx, &row) != 0) {
             st = INDEX_ENOMEM;
             goto out;
         }
     }
+    if ((st = index_walk_end(rc)) != INDEX_OK)
+        goto out;
     mdb_cursor_close(cur);
     cur = NULL;
+    st = INDEX_ELMDB;
 
     if (mdb_cursor_open(txn, index->lanes, &cur) != 0)
         goto out;
     for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
          rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
         const uint8_t *kp = k.mv_data;
-        const uint8_t *nul = memchr(kp, 0, k.mv_size);
+        const uint8_t *nul = k.mv_size > 0 ? memchr(kp, 0, k.mv_size) : NULL;
         if (nul == NULL || nul == kp || (size_t)(nul - kp) > SEG_MODEL_MAX ||
-            k.mv_size != (size_t)(nul - kp) + 13 || v.mv_size != 4) {
-            st = INDEX_EDAMAGED;
-            goto out;
+            k.mv_size != (size_t)(nul - kp) + 13 || index_value_check(&k, &v, 4) < 0) {
+            vis->rejected(vis->ctx, "lanes", "a row that fails its checksum or format");
+            continue;
         }
         uint64_t sig = 0;
         uint32_t lane = 0;
@@ -228,18 +296,21 @@ index_status_t index_load(index_t *index, index_visitor_t *vis)
             goto out;
         }
     }
+    if ((st = index_walk_end(rc)) != INDEX_OK)
+        goto out;
     mdb_cursor_close(cur);
     cur = NULL;
+    st = INDEX_ELMDB;
 
     if (mdb_cursor_open(txn, index->current, &cur) != 0)
         goto out;
     for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
          rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
         char model[SEG_MODEL_MAX + 1];
-        if (k.mv_size == 0 || k.mv_size > SEG_MODEL_MAX || v.mv_size != 8 ||
-            memchr(k.mv_data, 0, k.mv_size) != NULL) {
-            st = INDEX_EDAMAGED;
-            goto out;
+        if (k.mv_size == 0 || k.mv_size > SEG_MODEL_MAX ||
+            memchr(k.mv_data, 0, k.mv_size) != NULL || index_value_check(&k, &v, 8) < 0) {
+            vis->rejected(vis->ctx, "current", "a row that fails its checksum or format");
+            continue;
         }
         memcpy(model, k.mv_data, k.mv_size);
         model[k.mv_size] = '\0';
@@ -248,7 +319,7 @@ index_status_t index_load(index_t *index, index_visitor_t *vis)
             goto out;
         }
     }
-    st = INDEX_OK;
+    st = index_walk_end(rc);
 out:
     if (cur != NULL)
         mdb_cursor_close(cur);
@@ -288,12 +359,14 @@ void index_abort(index_txn_t *txn)
     free(txn);
 }
 
-static index_status_t index_put(index_txn_t *t, MDB_dbi dbi, void *key, size_t klen, void *val,
+/* Puts key -> val, where val has room for the CRC after its vlen bytes (invariant 4). */
+static index_status_t index_put(index_txn_t *t, MDB_dbi dbi, void *key, size_t klen, uint8_t *val,
                                 size_t vlen)
 {
     if (store_fault_hit(STORE_FAULT_MDB_PUT))
         return INDEX_ELMDB;
-    MDB_val k = {klen, key}, v = {vlen, val};
+    store_put32(val + vlen, index_row_crc(key, klen, val, vlen));
+    MDB_val k = {klen, key}, v = {vlen + 4, val};
     return mdb_put(t->txn, dbi, &k, &v, 0) == 0 ? INDEX_OK : INDEX_ELMDB;
 }
 
@@ -306,7 +379,7 @@ static index_status_t index_del(index_txn_t *t, MDB_dbi dbi, void *key, size_t k
 
 index_status_t index_segment_put(index_txn_t *txn, const index_segment_row_t *row)
 {
-    uint8_t key[8], val[68 + SEG_MODEL_MAX];
+    uint8_t key[8], val[68 + SEG_MODEL_MAX + 4];
     size_t model_len = strlen(row->model);
     index_id_key(key, row->segment_id);
     store_put64(val, row->sequence);
@@ -333,7 +406,7 @@ index_status_t index_segment_del(index_txn_t *txn, uint64_t segment_id)
 index_status_t index_lane_put(index_txn_t *txn, const char *model, uint64_t signature,
                               uint32_t lane, uint32_t target)
 {
-    uint8_t key[SEG_MODEL_MAX + 13], val[4];
+    uint8_t key[SEG_MODEL_MAX + 13], val[8];
     size_t klen = index_lane_key(key, model, signature, lane);
     store_put32(val, target);
     return index_put(txn, txn->index->lanes, key, klen, val, 4);
@@ -349,14 +422,14 @@ index_status_t index_lane_del(index_txn_t *txn, const char *model, uint64_t sign
 
 index_status_t index_current_put(index_txn_t *txn, const char *model, uint64_t signature)
 {
-    uint8_t val[8];
+    uint8_t val[12];
     store_put64(val, signature);
     return index_put(txn, txn->index->current, (void *)model, strlen(model), val, 8);
 }
 
 index_status_t index_meta_put(index_txn_t *txn, uint64_t next_segment_id)
 {
-    uint8_t val[8];
+    uint8_t val[12];
     store_put64(val, next_segment_id);
     return index_put(txn, txn->index->meta, (void *)meta_next_segment_id,
                      sizeof(meta_next_segment_id) - 1, val, 8);

@@ -7,15 +7,23 @@
  *             value (little-endian):
  *               0 sequence u64 | 8 signature u64 | 16 created_ns u64 | 24 entries u64 |
  *               32 tokens u64 | 40 readable u64 (durable boundary, bytes) | 48 deleted u64 |
- *               56 lane u32 | 60 flags u32 (bit 0: sealed) | 64 model_len u32 | 68 model bytes
+ *               56 lane u32 | 60 flags u32 (bit 0: sealed) | 64 model_len u32 | 68 model bytes |
+ *               crc32c u32
  *   lanes     key: model bytes || 0x00 || signature u64 BE || lane u32 BE
- *             value: target u32 LE (tokens)
- *   current   key: model bytes; value: signature u64 LE (the model's current shape)
- *   meta      key: "next_segment_id"; value: u64 LE
+ *             value: target u32 LE (tokens) | crc32c u32
+ *   current   key: model bytes; value: signature u64 LE (the model's current shape) | crc32c u32
+ *   meta      key: "next_segment_id"; value: u64 LE | crc32c u32
+ *
+ * Every value ends with the CRC-32C of the key's bytes followed by the value's bytes before the
+ * CRC, so a row is checked whole and a row cannot be moved under another key unnoticed. Values
+ * without the CRC (the length an older version wrote) are read as legacy rows; the next flush
+ * rewrites every segment row with its CRC.
  *
  * The segments are the source of truth; the index makes recovery fast and holds the durable
  * boundary (bytes past it were never acknowledged) and the lane targets. A missing or
- * unreadable index is set aside and rebuilt from the segment files.
+ * unreadable index is set aside and rebuilt from the segment files; a row that fails its CRC
+ * or its bounds is handed to the loader as damaged (a segment row: recovery scans that file as
+ * if the index did not know it) or rejected (the other tables: dropped), never trusted.
  *
  * Ownership: index_open's *out is returned to the caller, freed with index_close; a transaction
  * from index_begin is owned by the index until index_commit or index_abort ends and frees it
@@ -49,8 +57,16 @@ const char *index_status_str(index_status_t status);
 typedef struct index index_t;
 typedef struct index_txn index_txn_t;
 
+/* How far a segment row can be trusted. */
+typedef enum {
+    INDEX_ROW_CHECKED = 0, /* its CRC verified and its fields are within bounds */
+    INDEX_ROW_LEGACY,      /* written before rows had a CRC: within bounds, unverified */
+    INDEX_ROW_DAMAGED,     /* CRC or bounds fail: only segment_id (from the key) is known */
+} index_row_trust_t;
+
 typedef struct {
     uint64_t segment_id;
+    index_row_trust_t trust;
     uint64_t sequence;
     uint64_t signature;
     uint64_t created_ns;
@@ -64,13 +80,16 @@ typedef struct {
 } index_segment_row_t;
 
 /* Callbacks for index_load; each row is a copy the callback may keep. Return nonzero to stop
- * (the load then fails with INDEX_ENOMEM). */
+ * (the load then fails with INDEX_ENOMEM). `rejected` hears of every row that cannot be used
+ * at all (table name and why; static strings). */
 typedef struct {
     int (*segment)(void *ctx, const index_segment_row_t *row);
     int (*lane)(void *ctx, const char *model, uint64_t signature, uint32_t lane, uint32_t target);
     int (*current)(void *ctx, const char *model, uint64_t signature);
+    void (*rejected)(void *ctx, const char *table, const char *why);
     void *ctx;
-    uint64_t next_segment_id; /* out */
+    uint64_t next_segment_id; /* out: 0 when the meta row is missing or rejected */
+    int has_meta;             /* out: a meta row was found and accepted */
 } index_visitor_t;
 
 /*
@@ -82,8 +101,20 @@ index_status_t index_open(const char *path, uint64_t map_bytes, int nosync, inde
                           int *out_lmdb_rc /* out */);
 void index_close(index_t *index);
 
-/* Reads every row through the visitor. INDEX_EDAMAGED if a row does not decode. */
+/* Reads every row through the visitor. A row that does not decode is handed over as damaged or
+ * rejected (the visitor's comment), never fails the load; INDEX_EDAMAGED when LMDB itself finds
+ * its pages corrupt, INDEX_ELMDB for any other LMDB failure (out of readers, memory, ...). */
 index_status_t index_load(index_t *index, index_visitor_t *visitor);
+
+/* Decodes a segment row from its key and value bytes (any bytes: a fuzzer's entry point).
+ * *out gets the row with its trust; 0 when the key is not a segment id at all (out untouched). */
+int index_segment_row_decode(const uint8_t *key, size_t key_len, const uint8_t *val, size_t val_len,
+                             index_segment_row_t *out /* out */);
+
+/* 1 when rc (from index_open or LMDB) says the index's files are damaged (set aside and
+ * rebuild); 0 for what an operator must fix (permissions, a read-only file system, no space,
+ * too many open files...), where the index is left as it is and the open fails. */
+int index_rc_is_damage(int rc);
 
 /* One write transaction; every put/del below goes into it. Commit or abort ends it. */
 index_status_t index_begin(index_t *index, index_txn_t **out /* out */);

@@ -5,13 +5,24 @@
  *
  *   index missing or unreadable    set aside as index.damaged-<ns>, rebuilt from the segments:
  *                                  they are the source of truth; the index is a cache of them.
+ *   index that cannot be opened    an operator's error (permissions, a read-only or full file
+ *     for any other reason         system, the open-file limit): the open fails with a message
+ *                                  that says so and the index is left as it is, never set
+ *                                  aside: adopting every segment would re-deliver everything.
+ *   index empty over segments      warned about (truncated, replaced or lost) and rebuilt.
+ *   index row failing its checksum scanned as if adopted (recovery_scan.c's invariant 7),
+ *     or disagreeing with its file reported; the next flush writes a checked row.
  *   file the index does not know   adopted: scanned with no durable boundary (all valid entries
  *                                  kept). It is what a crash between creating a segment and its
  *                                  first index commit leaves, or a deletion cut short.
  *   index row without a file       the row is removed and the loss is reported as an error with
- *                                  the live entries the row claimed: nothing can bring them back.
+ *                                  the live entries the row claimed (or, for a row that fails its
+ *                                  checksum, that their number is unknown): nothing can bring
+ *                                  them back.
  *   unreadable segment header      the file is moved to quarantine/ and reported; never deleted.
- *   bytes past the durable boundary  cut (a torn tail): they were never acknowledged.
+ *   bytes past the durable boundary  cut (a torn tail): they were never acknowledged. Only a
+ *                                  checked row's boundary is used, and not where the row's own
+ *                                  entry count says valid entries past it are durable.
  *   a bad entry below the boundary   skipped alone: the scan resynchronises at the next aligned
  *                                  offset that holds a valid entry, so one bad record never costs
  *                                  the acknowledged records after it (JetStream's file store lost
@@ -37,6 +48,7 @@
  * its count, and to keep a damaged entry from ever being handed out.
  */
 #include "store/recovery_int.h"
+#include "store/recovery_scan_int.h"
 
 #include "common/clock.h"
 
@@ -47,7 +59,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -61,16 +72,10 @@ typedef struct {
         uint32_t lane, target;
     } * lanes;
     size_t n_lanes, cap_lanes;
+    uint64_t max_row_id; /* + 1: ids the index names are never reused, even without meta */
+    uint64_t rejected;   /* rows of the other tables that could not be used */
     disk_t *d;
 } rec_ctx_t;
-
-/* A segment file found on disk, before it is scanned. */
-typedef struct {
-    uint64_t id;
-    seg_header_t header;
-    const index_segment_row_t *row; /* NULL: the index does not know it */
-    uint64_t file_size;
-} rec_file_t;
 
 static int rec_on_segment(void *ctx, const index_segment_row_t *row)
 {
@@ -84,7 +89,16 @@ static int rec_on_segment(void *ctx, const index_segment_row_t *row)
         c->cap_rows = cap;
     }
     c->rows[c->n_rows++] = *row;
+    if (row->segment_id >= c->max_row_id)
+        c->max_row_id = row->segment_id + 1;
     return 0;
+}
+
+static void rec_on_rejected(void *ctx, const char *table, const char *why)
+{
+    rec_ctx_t *c = ctx;
+    c->rejected++;
+    disk_corrupt(c->d, STORE_CORRUPT_BKPT, "index table %s: %s: dropped", table, why);
 }
 
 static int rec_on_lane(void *ctx, const char *model, uint64_t signature, uint32_t lane,
@@ -144,6 +158,19 @@ static int rec_dir_has_segments(disk_t *d)
     return found;
 }
 
+/* An index that cannot be opened or read for a reason other than damage (index_rc_is_damage):
+ * the operator's to fix. The index is left as it is. */
+static store_status_t rec_index_refused(disk_t *d, const char *path, const char *what, int rc)
+{
+    disk_log(d, STORE_LOG_ERROR,
+             "cannot %s the index %s: %s. This is not damage, so the index is left as it is "
+             "(setting it aside would rebuild it from the segments and deliver every item "
+             "again): fix the cause (permissions of %s and its files, a read-only or full file "
+             "system, the open-file limit) and start again",
+             what, path, rc > 0 ? strerror(rc) : index_lmdb_str(rc), path);
+    return STORE_EINDEX;
+}
+
 /* Opens the index, setting a damaged one aside and starting afresh (the scan rebuilds it). */
 static store_status_t rec_open_index(disk_t *d, rec_ctx_t *c, store_recovery_t *rep)
 {
@@ -155,29 +182,42 @@ static store_status_t rec_open_index(disk_t *d, rec_ctx_t *c, store_recovery_t *
     for (int attempt = 0; attempt < 2; attempt++) {
         int rc = 0;
         index_status_t ist = index_open(path, d->cfg.index_map_bytes, nosync, &d->index, &rc);
+        if (ist == INDEX_ENOMEM)
+            return STORE_ENOMEM;
         if (ist == INDEX_OK) {
-            index_visitor_t vis = {rec_on_segment, rec_on_lane, rec_on_current, c, 0};
+            index_visitor_t vis = {
+                rec_on_segment, rec_on_lane, rec_on_current, rec_on_rejected, c, 0, 0};
             ist = index_load(d->index, &vis);
             if (ist == INDEX_OK) {
-                d->next_segment_id = vis.next_segment_id;
-                if (!existed && rec_dir_has_segments(d)) {
+                d->next_segment_id =
+                    vis.next_segment_id > c->max_row_id ? vis.next_segment_id : c->max_row_id;
+                rep->rows_rejected += c->rejected;
+                /* A store's first flush writes the meta row: none means this index never was
+                 * the store's, whatever the directory says (missing, truncated, replaced). */
+                if (!vis.has_meta && rec_dir_has_segments(d)) {
                     rep->index_rebuilt = 1;
                     disk_log(d, STORE_LOG_WARN,
-                             "index %s was missing: rebuilding it from the segment files", path);
+                             "index %s %s, but segment files exist: rebuilding it from them "
+                             "(every valid entry comes back; was the index truncated, replaced "
+                             "or deleted?)",
+                             path, existed ? "is empty" : "was missing");
                 }
                 return STORE_OK;
             }
             if (ist == INDEX_ENOMEM)
                 return STORE_ENOMEM;
+            if (ist == INDEX_ELMDB)
+                return rec_index_refused(d, path, "read", index_error_get(d->index));
             index_close(d->index);
             d->index = NULL;
             rec_ctx_free(c);
             memset(c, 0, sizeof(*c));
             c->d = d;
-            disk_corrupt(d, STORE_CORRUPT_BKPT, "index %s holds an unreadable row", path);
+            disk_corrupt(d, STORE_CORRUPT_BKPT, "index %s has damaged pages", path);
+        } else if (!index_rc_is_damage(rc)) {
+            return rec_index_refused(d, path, "open", rc);
         } else {
-            disk_log(d, STORE_LOG_ERROR, "cannot open index %s: %s", path,
-                     ist == INDEX_ELMDB ? index_lmdb_str(rc) : index_status_str(ist));
+            disk_log(d, STORE_LOG_ERROR, "cannot open index %s: %s", path, index_lmdb_str(rc));
         }
         if (attempt == 1)
             break;
@@ -208,6 +248,32 @@ static const index_segment_row_t *rec_row_find(const rec_ctx_t *c, uint64_t id)
     return lo < c->n_rows && c->rows[lo].segment_id == id ? &c->rows[lo] : NULL;
 }
 
+/* The row of a file when it can be used: it verifies (or predates checksums) and names the
+ * keys the file's header holds. Otherwise NULL, counted and said. */
+static const index_segment_row_t *rec_row_usable(disk_t *d, const index_segment_row_t *row,
+                                                 const seg_header_t *h, const char *name,
+                                                 store_recovery_t *rep)
+{
+    if (row == NULL)
+        return NULL;
+    const char *why = NULL;
+    if (row->trust == INDEX_ROW_DAMAGED)
+        why = "fails its checksum or its bounds";
+    else if (row->sequence != h->sequence || row->signature != h->signature ||
+             row->lane != h->lane || strcmp(row->model, h->model) != 0)
+        why = "names other keys than the file's header";
+    else if (row->readable < h->header_len)
+        why = "puts its boundary inside the file's header";
+    if (why == NULL)
+        return row;
+    rep->rows_rejected++;
+    disk_corrupt(d, STORE_CORRUPT_BKPT,
+                 "index row of segment %s %s: not used; the segment scan decides (every entry "
+                 "whose CRC verifies is kept, none is cut at the boundary the row claims)",
+                 name, why);
+    return NULL;
+}
+
 static store_status_t rec_quarantine(disk_t *d, const char *name, store_recovery_t *rep)
 {
     if (mkdirat(d->dir_fd, "quarantine", 0755) != 0 && errno != EEXIST)
@@ -228,7 +294,7 @@ static store_status_t rec_quarantine(disk_t *d, const char *name, store_recovery
         close(qfd);
     if (rc != 0)
         return STORE_EIO;
-    return disk_fsync_dir(d);
+    return disk_fsync_dir(d, 1);
 }
 
 /* Lists the segment files and reads their headers. */
@@ -288,7 +354,14 @@ static store_status_t rec_list_files(disk_t *d, const rec_ctx_t *c, store_recove
             }
             files = nf;
         }
-        files[n++] = (rec_file_t){id, h, rec_row_find(c, id), (uint64_t)sb.st_size};
+        const index_segment_row_t *row = rec_row_find(c, id);
+        const index_segment_row_t *usable = rec_row_usable(d, row, &h, de->d_name, rep);
+        files[n++] = (rec_file_t){id,
+                                  h,
+                                  usable,
+                                  row != NULL && usable == NULL,
+                                  (uint64_t)sb.st_size,
+                                  (uint64_t)sb.st_ino};
     }
     closedir(dir);
     for (size_t i = 0; i < n_bad && st == STORE_OK; i++)
@@ -318,162 +391,6 @@ static int rec_file_cmp(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-/* Finds the next valid entry at an aligned offset in [from, end); returns end if none. */
-static uint64_t rec_resync(uint32_t seed, const uint8_t *map, uint64_t from, uint64_t end)
-{
-    seg_entry_t e;
-    for (uint64_t off = from; off + SEG_ENTRY_HEADER <= end; off += SEG_ALIGN) {
-        if (seg_entry_check(seed, map + off, end - off, &e))
-            return off;
-    }
-    return end;
-}
-
-/* Scans one segment file, queues its live entries, repairs what it may. */
-static store_status_t rec_scan(disk_t *d, rec_file_t *f, store_recovery_t *rep)
-{
-    char name[SEG_FILE_NAME_SIZE];
-    seg_file_name(f->id, name);
-    store_status_t st = STORE_OK;
-    uint8_t *map = MAP_FAILED;
-    dseg_t *seg = NULL;
-    int fd = openat(d->seg_dir_fd, name, O_RDWR | O_CLOEXEC);
-    if (fd < 0)
-        return STORE_EIO;
-    uint64_t size = f->file_size;
-    if (size > 0)
-        map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (size > 0 && map == MAP_FAILED) {
-        st = STORE_EIO;
-        goto out;
-    }
-    dqueue_t *q;
-    if ((st = disk_queue_get(d, f->header.model, f->header.signature, f->header.lane, &q)) !=
-        STORE_OK)
-        goto out;
-    if ((seg = calloc(1, sizeof(*seg))) == NULL) {
-        st = STORE_ENOMEM;
-        goto out;
-    }
-    seg->fd = -1;
-    seg->id = f->id;
-    seg->seq = f->header.sequence;
-    seg->created_ns = f->header.created_ns;
-    seg->header_len = f->header.header_len;
-    seg->sealed = 1;
-
-    /* The durable boundary: what the index recorded; unknown for an adopted file. */
-    int bounded = f->row != NULL;
-    uint64_t durable = bounded ? f->row->readable : size;
-    uint64_t missing = 0; /* bytes the index says are durable but the file no longer has */
-    if (bounded && durable > size) {
-        disk_corrupt(d, STORE_CORRUPT_BKPT,
-                     "segment %s is %" PRIu64 " bytes, shorter than its durable boundary %" PRIu64,
-                     name, size, durable);
-        missing = durable - size;
-        durable = size;
-    }
-    if (durable < seg->header_len)
-        durable = seg->header_len;
-    uint64_t keep = durable; /* the file is cut back to here */
-    uint64_t tombs = 0;
-    seg_entry_t e;
-    uint32_t seed = seg_crc_seed(f->id);
-    /* Room for every live entry the index knows of, so the queue array is sized once. */
-    if (bounded && f->row->entries > f->row->deleted &&
-        (st = disk_queue_reserve(q, f->row->entries - f->row->deleted)) != STORE_OK)
-        goto out;
-    for (uint64_t off = seg->header_len; off < durable;) {
-        if (seg_entry_check(seed, map + off, durable - off, &e)) {
-            seg->entries++;
-            seg->tokens += e.tokens;
-            if (e.state == SEG_STATE_TOMB) {
-                tombs++;
-            } else {
-                if (e.state != SEG_STATE_LIVE) {
-                    rep->damaged_state_words++;
-                    disk_corrupt(d, STORE_CORRUPT_BKPT,
-                                 "segment %s offset %" PRIu64
-                                 ": state word damaged, entry intact: queued again",
-                                 name, off);
-                }
-                drec_t rec = {seg, e.arrival_ns, (uint32_t)off, e.length, e.tokens, 0};
-                if ((st = disk_queue_push(q, &rec)) != STORE_OK)
-                    goto out;
-                rep->entries_live++;
-                rep->tokens_live += e.tokens;
-            }
-            off += e.length;
-            continue;
-        }
-        uint64_t next = rec_resync(seed, map, off + SEG_ALIGN, durable);
-        if (next == durable && !bounded) {
-            rep->torn_tails++;
-            rep->torn_bytes += size - off;
-            disk_log(d, STORE_LOG_WARN,
-                     "segment %s: torn tail of %" PRIu64 " bytes at offset %" PRIu64 " cut", name,
-                     size - off, off);
-            keep = off;
-            break;
-        }
-        /* A damaged stretch running into missing bytes is one region with them. */
-        if (next == durable && missing != 0) {
-            rep->corrupt_bytes += missing;
-            missing = 0;
-        }
-        rep->corrupt_regions++;
-        rep->corrupt_bytes += next - off;
-        disk_corrupt(d, STORE_CORRUPT_BKPT,
-                     "segment %s: %" PRIu64 " damaged bytes at offset %" PRIu64 " skipped", name,
-                     next - off, off);
-        off = next;
-    }
-    if (missing != 0) {
-        rep->corrupt_regions++;
-        rep->corrupt_bytes += missing;
-    }
-    if (bounded && size > durable) {
-        rep->torn_tails++;
-        rep->torn_bytes += size - durable;
-        disk_log(d, STORE_LOG_WARN,
-                 "segment %s: %" PRIu64 " bytes past the durable boundary %" PRIu64
-                 " (never acknowledged) cut",
-                 name, size - durable, durable);
-    }
-    if (keep < size) {
-        if (ftruncate(fd, (off_t)keep) != 0 || store_fault_fsync(fd, 1) != 0) {
-            st = STORE_EIO;
-            goto out;
-        }
-    }
-    seg->size = seg->readable = keep;
-    seg->flushed_entries = seg->entries;
-    seg->flushed_tokens = seg->tokens;
-    seg->deleted = tombs;
-    rep->entries_tombstoned += tombs;
-    if (bounded && f->row->deleted != tombs) {
-        rep->deleted_count_repairs++;
-        disk_log(d, STORE_LOG_INFO,
-                 "segment %s: deleted count %" PRIu64 " repaired to %" PRIu64 " from tombstones",
-                 name, f->row->deleted, tombs);
-    }
-    if (!bounded) {
-        rep->adopted_files++;
-        disk_log(d, STORE_LOG_INFO, "segment %s was not in the index: adopted", name);
-    }
-    if ((st = disk_seg_attach(d, q, seg)) != STORE_OK)
-        goto out;
-    disk_seg_mark_dirty(d, seg);
-    rep->segments++;
-    seg = NULL;
-out:
-    if (map != MAP_FAILED)
-        munmap(map, size);
-    close(fd);
-    free(seg);
-    return st;
-}
-
 /* Index rows no listed file points at (rec_file_t.row): their files are gone or quarantined.
  * Reports the loss and drops the rows. */
 static store_status_t rec_missing(disk_t *d, const rec_ctx_t *c, const rec_file_t *files,
@@ -483,21 +400,30 @@ static store_status_t rec_missing(disk_t *d, const rec_ctx_t *c, const rec_file_
     if (seen == NULL)
         return STORE_ENOMEM;
     for (size_t i = 0; i < n_files; i++) {
-        if (files[i].row != NULL)
-            seen[files[i].row - c->rows] = 1;
+        const index_segment_row_t *row = rec_row_find(c, files[i].id);
+        if (row != NULL)
+            seen[row - c->rows] = 1;
     }
     store_status_t st = STORE_OK;
     for (size_t i = 0; i < c->n_rows && st == STORE_OK; i++) {
         const index_segment_row_t *row = &c->rows[i];
         if (seen[i])
             continue;
-        uint64_t live = row->entries > row->deleted ? row->entries - row->deleted : 0;
         rep->missing_files++;
-        rep->missing_live_entries += live;
-        disk_log(d, live ? STORE_LOG_ERROR : STORE_LOG_INFO,
-                 "segment %016" PRIx64 " (model %s, lane %" PRIu32 ") is in the index but its "
-                 "file is gone; %" PRIu64 " live entries in it are lost",
-                 row->segment_id, row->model, row->lane, live);
+        if (row->trust == INDEX_ROW_DAMAGED) {
+            disk_log(d, STORE_LOG_ERROR,
+                     "segment %016" PRIx64 " is in the index but its file is gone, and its row "
+                     "fails its checksum: how many live entries it held is unknown; they are "
+                     "lost",
+                     row->segment_id);
+        } else {
+            uint64_t live = row->entries - row->deleted; /* bounded by the decoder */
+            rep->missing_live_entries += live;
+            disk_log(d, live ? STORE_LOG_ERROR : STORE_LOG_INFO,
+                     "segment %016" PRIx64 " (model %s, lane %" PRIu32 ") is in the index but "
+                     "its file is gone; %" PRIu64 " live entries in it are lost",
+                     row->segment_id, row->model, row->lane, live);
+        }
         if (index_segment_del(txn, row->segment_id) != INDEX_OK)
             st = STORE_EINDEX;
     }

@@ -34,8 +34,11 @@
  *   | state  | length | id_len |reserved| tokens | arrival_ns     |pay_len | crc32c | id,
  *   +--------+--------+--------+--------+--------+----------------+--------+--------+ payload
  *
- *   state       u32, SEG_STATE_LIVE or SEG_STATE_TOMB. The only field ever rewritten: a 4-byte
- *               aligned pwrite, so a tombstone never tears the entry around it.
+ *   state       u32, SEG_STATE_LIVE, SEG_STATE_TOMB, or "DLV" + n (bytes 'D' 'L' 'V' n, n in
+ *               1..255): committed n times (the delivery count, saturating; see
+ *               seg_state_delivered). The only field ever rewritten: a 4-byte aligned pwrite,
+ *               so neither a tombstone nor a delivery count tears the entry around it. A reader
+ *               that knows only LIVE and TOMB reads "DLV" + n as a damaged word: live again.
  *   length      u32, bytes of the whole entry including padding; the next entry starts here
  *   id_len      u16, bytes of item id, 0..64
  *   tokens      u32, the item's token length (> 0)
@@ -64,6 +67,8 @@
 #define SEG_ID_MAX         LIMITS_ID_MAX    /* refuses more, recovery reads more as damage */
 #define SEG_STATE_LIVE     0x4556494Cu      /* "LIVE" */
 #define SEG_STATE_TOMB     0x424D4F54u      /* "TOMB" */
+#define SEG_STATE_DLV      0x00564C44u      /* "DLV", the count in the high byte */
+#define SEG_DELIVERIES_MAX 255u
 #define SEG_STATE_OFFSET   0u
 #define SEG_FILE_SUFFIX    ".seg"
 #define SEG_FILE_NAME_SIZE 24 /* 16 hex digits + ".seg" + NUL, rounded up */
@@ -100,6 +105,24 @@ static inline uint32_t seg_entry_id_len(const uint8_t *e)
 static inline uint32_t seg_entry_payload_len(const uint8_t *e)
 {
     return store_get32(e + 24);
+}
+
+/* The state word of an entry committed `deliveries` times (>= 1; saturates at 255). */
+static inline uint32_t seg_state_delivered(uint32_t deliveries)
+{
+    uint32_t n = deliveries < SEG_DELIVERIES_MAX ? deliveries : SEG_DELIVERIES_MAX;
+    return SEG_STATE_DLV | n << 24;
+}
+
+/* The delivery count a state word records: 0 for LIVE, n for "DLV" + n; -1 for any other
+ * word (TOMB included). */
+static inline int seg_state_deliveries(uint32_t state)
+{
+    if (state == SEG_STATE_LIVE)
+        return 0;
+    if ((state & 0x00FFFFFFu) == SEG_STATE_DLV && (state >> 24) != 0)
+        return (int)(state >> 24);
+    return -1;
 }
 
 /* Bytes of a header for a model name of model_len bytes. */

@@ -106,14 +106,38 @@ store_status_t store_open_memory(store_t **out /* out */);
 
 /* What a disk store's appends survive once store_flush has returned. */
 typedef enum {
-    /* A crash of the process: each append is handed to the kernel (pwrite) as it is made, and
-     * the LMDB index commits without syncing. The default: no disk flush per batch. */
+    /* A crash of the process: the flush hands the turn's appends and tombstones to the kernel
+     * (written together, one submission), and the LMDB index commits without syncing. The
+     * default: no disk flush per batch. */
     STORE_DURABLE_PROCESS = 0,
-    /* Power loss: flush fdatasync()s every touched segment, then commits the index with a sync.
-     * Appends made between two flushes share one sync (group commit); the caller bounds how long
-     * appends wait for it (see store_unflushed_bytes). */
+    /* Power loss: the flush also fdatasync()s every touched segment (all of them at once), then
+     * commits the index with a sync. Appends made between two flushes share one sync (group
+     * commit); the caller bounds how long appends wait for it (see store_unflushed_bytes). */
     STORE_DURABLE_POWER = 1,
 } store_durability_t;
+
+/* How the disk store talks to the kernel (measured by lanesched-storebench). */
+typedef enum {
+    /* io_uring for the power level's syncs where the kernel allows it (a seccomp filter or
+     * kernel.io_uring_disabled may not), and inotify to see segment files deleted under the
+     * store; each falls back to what STORE_IO_PLAIN does. */
+    STORE_IO_AUTO = 0,
+    /* One system call per sync, and an fstat() of every segment a flush wrote instead of an
+     * inotify watch on the segments directory: what runs where neither is available. */
+    STORE_IO_PLAIN = 1,
+} store_io_t;
+
+/* How the power-loss level makes a flush's segments durable. */
+typedef enum {
+    /* fdatasync of every touched segment, all in flight at once (io_uring), else one after
+     * another. */
+    STORE_SYNC_FILES = 0,
+    /* One syncfs() of the data directory's file system for all touched segments: cheapest
+     * when many segments are touched and the file system holds little else that is dirty
+     * (its cost grows with every dirty page of every process on it). Needs Linux >= 5.8, the
+     * first that reports writeback errors through syncfs. */
+    STORE_SYNC_FS = 1,
+} store_sync_t;
 
 enum { STORE_LOG_INFO = 0, STORE_LOG_WARN = 1, STORE_LOG_ERROR = 2 };
 
@@ -132,6 +156,9 @@ typedef struct {
     uint64_t index_map_bytes; /* LMDB map size; 0 = 1 GiB */
     store_log_fn log;         /* NULL = stderr */
     void *log_ctx;            /* borrowed; must outlive the store */
+    store_io_t io;
+    store_sync_t sync;       /* power level only */
+    unsigned max_open_files; /* segment descriptors kept open; 0 = half of RLIMIT_NOFILE */
 } store_disk_config_t;
 
 /* What recovery found and did at open. Every dropped byte is counted here and logged. */
@@ -151,8 +178,15 @@ typedef struct {
     uint64_t adopted_files;        /* segment files the index did not know */
     uint64_t quarantined_files;    /* files with an unreadable header, moved aside */
     uint64_t removed_segments;     /* fully tombstoned segments deleted at open */
-    int index_rebuilt;             /* the LMDB index was missing or damaged */
+    int index_rebuilt;             /* the LMDB index was missing, empty or damaged */
     uint64_t elapsed_ns;
+    /* Index rows not trusted: a checksum that fails, a format older than the checksum, or keys
+     * that disagree with the file's header. Their files are scanned as if adopted: every entry
+     * whose CRC verifies is kept, the boundary the row claimed is not used. */
+    uint64_t rows_rejected;
+    /* Rows whose entry count says more entries are durable than their boundary covers: the
+     * valid entries past the boundary, up to the count, are kept (counted here). */
+    uint64_t boundary_entries_kept;
 } store_recovery_t;
 
 /*
@@ -171,11 +205,13 @@ store_status_t store_open_disk(const store_disk_config_t *cfg,
 void store_close(store_t *store);
 
 /*
- * Makes every append and tombstone so far durable at the configured level, then advances the
- * readable boundary of each touched segment and records it in the index (one LMDB transaction).
- * Appended items become visible to peek only after this returns STORE_OK. A failure puts the
- * store in its error state (STORE_EIO from then on): a sync that failed is never retried.
- * A no-op for the memory store.
+ * Writes every append and tombstone since the last flush (the disk store gathers them in
+ * memory: nothing reaches a file before this call), makes them durable at the configured
+ * level, then advances the readable boundary of each touched segment and records it in the
+ * index (one LMDB transaction). Appended items become visible to peek only after this returns
+ * STORE_OK. A failure puts the store in its error state (STORE_EIO from then on): a sync that
+ * failed is never retried. A segment file deleted or replaced under a running store fails the
+ * flush that would write to it, with a log line naming the file. A no-op for the memory store.
  */
 store_status_t store_flush(store_t *store);
 
@@ -192,7 +228,10 @@ store_status_t store_queue_open(store_t *store, const store_key_t *key,
 /* Releases an empty queue (no queued and no pending items), e.g. when its lane id is freed. */
 store_status_t store_queue_release(store_t *store, store_queue_t *queue);
 
-/* Appends at the back of the queue. On success *out_ref names the new item. */
+/* Appends at the back of the queue. On success *out_ref names the new item. The disk store
+ * reserves the entry's room in its segment file (fallocate, ahead of need) before it says OK,
+ * so a full disk refuses this item (STORE_ENOSPC) and nothing else; the bytes are written at
+ * the next store_flush. */
 store_status_t store_append(store_t *store, store_queue_t *queue, const store_item_t *item,
                             store_ref_t *out_ref /* out, may be NULL */);
 
@@ -207,7 +246,10 @@ store_status_t store_peek(store_t *store, store_queue_t *queue, store_view_t *vi
  * Commits a dispatched batch: the refs must be the current front of one queue, in order.
  * Three steps: (1) check every ref against the queue, changing nothing, so a stale peek fails
  * with STORE_ESTALE and no effect; (2) advance the queue past them; (3) add each to the pending
- * map (never persisted) and count one more delivery.
+ * map (never persisted) and count one more delivery. The disk store also writes the new count
+ * into each entry's state word before it returns (one submission for the batch; it survives a
+ * crash of the process, not a power loss), so after a restart store_peek's deliveries are what
+ * was recorded (at most 255) and an item whose batch crashes the daemon reaches its limit.
  */
 store_status_t store_commit(store_t *store, store_queue_t *queue, const store_ref_t *refs,
                             size_t n);
@@ -215,7 +257,9 @@ store_status_t store_commit(store_t *store, store_queue_t *queue, const store_re
 /*
  * Completes a pending item. *out_completed (may be NULL) is 1 when this call completed it and
  * 0 when it was already complete (completing twice is harmless and counted once). A ref that
- * was never committed, or was returned to the queue, gives STORE_ENOTPENDING.
+ * was never committed, or was returned to the queue, gives STORE_ENOTPENDING. The disk store
+ * writes the tombstone at the next store_flush (an item completed but not flushed is
+ * delivered again after a crash).
  */
 store_status_t store_tombstone(store_t *store, store_ref_t ref, int *out_completed /* out */);
 

@@ -125,6 +125,7 @@ static store_status_t daemon_store_open(const daemon_config_t *cfg, store_t **ou
         .segment_max_bytes = cfg->segment_max_bytes,
         .durability = cfg->durability_power ? STORE_DURABLE_POWER : STORE_DURABLE_PROCESS,
         .log = daemon_store_log,
+        .sync = cfg->power_syncfs ? STORE_SYNC_FS : STORE_SYNC_FILES,
     };
     store_recovery_t rep;
     store_status_t st = store_open_disk(&dc, &rep, out);

@@ -47,6 +47,7 @@ typedef struct {
     const char *data_dir;
     int store_memory;
     int durability_power;
+    int power_syncfs;   /* the power level syncs with one syncfs (store.h's STORE_SYNC_FS) */
     const char *models; /* comma-separated, NULL = every model */
     uint32_t heartbeat_ms;
     uint32_t dead_after_ms;

@@ -51,6 +51,9 @@ static const flag_t flags[] = {
     {"durability", "process|power", "process",
      "what an acknowledged submit survives: a crash of the process, or a power loss "
      "(group-committed fdatasync)"},
+    {"power-sync", "files|fs", "files",
+     "how --durability power syncs a turn: every touched segment file, all at once, or one "
+     "syncfs (cheaper with many lanes on a volume of its own)"},
     {"models", "M1,M2,...", NULL, "models this instance owns (default: every model)"},
     {"heartbeat-ms", "MS", "2000", "how often consumers are told to heartbeat"},
     {"dead-after-ms", "MS", "10000", "a consumer silent this long is dead; its batches return"},
@@ -197,6 +200,12 @@ static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc
         return -1;
     }
     cfg->durability_power = strcmp(dur, "power") == 0;
+    const char *psync = flag_value(v, "power-sync");
+    if (strcmp(psync, "files") != 0 && strcmp(psync, "fs") != 0) {
+        fprintf(stderr, "lanesched: --power-sync must be files or fs, not '%s'\n", psync);
+        return -1;
+    }
+    cfg->power_syncfs = strcmp(psync, "fs") == 0;
     int lv;
     if (log_level_parse(level, &lv) != 0) {
         fprintf(stderr, "lanesched: --log-level must be debug, info, warn or error\n");

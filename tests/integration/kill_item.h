@@ -10,8 +10,11 @@
 
 #define KILL_MODEL     "kill-model"
 #define KILL_SIGNATURE 0x4B1114B111ull
-#define KILL_SEG_CAP   (64u << 10)
-#define MAX_PAYLOAD    3072u
+/* Small enough that a writer life of 5..60 ms rolls a segment over even on a loaded machine
+ * (segments are sealed at every restart, so a roll-over needs the cap's bytes in one life);
+ * an entry is at most 32 + 8 + MAX_PAYLOAD bytes, well under it. */
+#define KILL_SEG_CAP (8u << 10)
+#define MAX_PAYLOAD  3072u
 
 typedef struct {
     uint8_t id[8];

@@ -14,19 +14,19 @@
  *   - no completed item is handed out;
  *   - no id is handed out twice; every item handed out is one the writer appended, intact;
  *   - acknowledged items with a "T" line but no "C" line may or may not be there (the tombstone
- *     is written in place at once; only its flush makes it a promise); items never
+ *     is written by the next flush; only that flush makes it a promise); items never
  *     acknowledged may or may not be there;
  *   - the recovery report agrees with what is handed out, and a kill damaged nothing below a
  *     durable boundary: no corrupt region, no damaged state word, no missing file, no index
  *     rebuild; a quarantined file can only be a segment whose header was never fully written;
- *   - no segment file is larger than the 64 KiB cap.
+ *   - no segment file is larger than the 8 KiB cap (KILL_SEG_CAP).
  *
  * Phase 1: 24 kills at STORE_DURABLE_PROCESS; phase 2: 6 kills at STORE_DURABLE_POWER, each on
  * its own directory; a phase that has not yet seen a roll-over (phase 1) or a whole-file deletion
- * adds rounds that let the writer run longer, so a loaded machine still covers them. Kills
- * land 5..60 ms after the writer started (every third round, so some land inside the writer's own
- * recovery) or after it reported the store open. Seeded: LANES_TEST_SEED overrides; the seed is
- * printed.
+ * adds rounds that let the writer run longer, so a loaded machine still covers them. Kills land
+ * 5..60 ms (power: 20..200 ms) after the writer started (every third round, so some land inside
+ * the writer's own recovery) or after it reported the store open. Seeded: LANES_TEST_SEED
+ * overrides; the seed is printed.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -375,8 +375,10 @@ static void one_round(run_t *r, unsigned round, unsigned delay)
     }
     writer_pid = pid;
     close(ready[1]);
+    /* Power level: every flush waits for the disk, so a life needs longer to do anything. */
     if (delay == 0)
-        delay = 5 + (unsigned)(rng_splitmix64(&rng_state) % 56);
+        delay = r->durability ? 20 + (unsigned)(rng_splitmix64(&rng_state) % 181)
+                              : 5 + (unsigned)(rng_splitmix64(&rng_state) % 56);
     int from_spawn = round % 3 == 0;
     if (!from_spawn) {
         /* Wait (at most 30 s) for the writer to have the store open. */

@@ -51,6 +51,7 @@
 #define FMT_ALIGN        8u
 #define FMT_STATE_LIVE   0x4556494Cu /* "LIVE" */
 #define FMT_STATE_TOMB   0x424D4F54u /* "TOMB" */
+#define FMT_STATE_DLV    0x00564C44u /* "DLV" + the delivery count (1..255) in the high byte */
 
 static uint64_t fmt_align(uint64_t n)
 {
@@ -228,7 +229,13 @@ typedef struct {
     int seg;         /* index into fixture.segs */
     uint64_t size;   /* entry bytes, from the format */
     int tomb;        /* tombstoned before close */
+    int committed;   /* committed once: its state word says "DLV" 1 unless tombstoned */
 } item_t;
+
+static uint32_t item_state_word(const item_t *it)
+{
+    return it->tomb ? FMT_STATE_TOMB : it->committed ? FMT_STATE_DLV | 1u << 24 : FMT_STATE_LIVE;
+}
 
 typedef struct {
     uint64_t id;
@@ -338,6 +345,7 @@ static void complete_front(fixture_t *f, store_t *s, store_queue_t *q, size_t n,
                 k = j;
         }
         assert_true(k >= 0);
+        f->items[k].committed = 1;
         if (tomb_pick(k)) {
             int done = -1;
             assert_int_equal(store_tombstone(s, refs[i], &done), STORE_OK);
@@ -437,7 +445,7 @@ static void fixture_check_format(fixture_t *f)
             assert_int_equal(it->ref.offset, off);
             const uint8_t *e = b + off;
             assert_true(off + it->size <= len);
-            assert_int_equal(get32(e), it->tomb ? FMT_STATE_TOMB : FMT_STATE_LIVE);
+            assert_int_equal(get32(e), item_state_word(it));
             assert_int_equal(get32(e + 4), it->size);
             assert_int_equal((size_t)e[8] | (size_t)e[9] << 8, it->id_len);
             assert_int_equal(get32(e + 12), it->tokens);
@@ -517,9 +525,26 @@ static int fixture_teardown(void **state)
 /* ---- expectations ------------------------------------------------------------------------- */
 
 typedef struct {
-    int present[N_ITEMS]; /* 1: handed out exactly once; 0: never handed out */
-    store_recovery_t rep; /* every counter but elapsed_ns */
+    int present[N_ITEMS];         /* 1: handed out exactly once; 0: never handed out */
+    uint32_t deliveries[N_ITEMS]; /* what a handed-out item's view says */
+    store_recovery_t rep;         /* every counter but elapsed_ns */
 } expect_t;
+
+/* What a state word means, as segment_int.h writes it down: 1 and the delivery count for LIVE
+ * (0) and "DLV" + n (n >= 1); 0 for TOMB; -1 for anything else (damaged: live, 0 deliveries). */
+static int state_word_live(uint32_t word, uint32_t *out_deliveries)
+{
+    *out_deliveries = 0;
+    if (word == FMT_STATE_TOMB)
+        return 0;
+    if (word == FMT_STATE_LIVE)
+        return 1;
+    if ((word & 0x00FFFFFFu) == FMT_STATE_DLV && (word >> 24) != 0) {
+        *out_deliveries = word >> 24;
+        return 1;
+    }
+    return -1;
+}
 
 static char trial[512]; /* names the trial in failure messages */
 
@@ -573,6 +598,7 @@ static void expect_clean(const fixture_t *f, expect_t *x)
     memset(x, 0, sizeof(*x));
     for (int i = 0; i < N_ITEMS; i++) {
         x->present[i] = !f->items[i].tomb;
+        x->deliveries[i] = f->items[i].committed && !f->items[i].tomb;
         if (f->items[i].tomb) {
             x->rep.entries_tombstoned++;
         } else {
@@ -585,14 +611,16 @@ static void expect_clean(const fixture_t *f, expect_t *x)
 
 /*
  * Per-entry fate in one segment, and the counters that follow from it:
- *   KEEP     intact; live unless tombstoned
- *   STATE    intact but the state word is damaged: live (a redelivery), never tombstoned
+ *   KEEP     intact; what its state word (words[j], or the item's own when words is NULL)
+ *            says: live with its delivery count, tombstoned, or damaged (live, 0 deliveries:
+ *            a redelivery, never tombstoned)
  *   DROP     damaged below the durable boundary: skipped, its bytes counted
  */
-enum { FATE_KEEP, FATE_STATE, FATE_DROP };
+enum { FATE_KEEP, FATE_DROP };
 
 /* Re-derives x's counters for segment k given each entry's fate (x starts from expect_clean). */
-static void expect_segment(const fixture_t *f, size_t k, const int *fate, expect_t *x)
+static void expect_segment(const fixture_t *f, size_t k, const int *fate, const uint32_t *words,
+                           expect_t *x)
 {
     const seginfo_t *sg = &f->segs[k];
     uint64_t tombs_before = 0, tombs_after = 0, live_after = 0;
@@ -617,9 +645,12 @@ static void expect_segment(const fixture_t *f, size_t k, const int *fate, expect
             continue;
         }
         in_run = 0;
-        if (fate[j] == FATE_STATE)
+        uint32_t deliveries;
+        int live = state_word_live(words != NULL ? words[j] : item_state_word(it), &deliveries);
+        if (live < 0)
             x->rep.damaged_state_words++;
-        if (it->tomb && fate[j] == FATE_KEEP) {
+        x->deliveries[i] = deliveries;
+        if (live == 0) {
             tombs_after++;
             x->rep.entries_tombstoned++;
         } else {
@@ -716,7 +747,7 @@ static void open_and_check(const fixture_t *f, const char *dir, const expect_t *
                          ", %" PRIu64 ")",
                          trial, i, w->ref.queue, w->ref.offset, it->ref.queue, it->ref.offset);
             if (w->payload_len != it->payload_len || w->tokens != it->tokens ||
-                w->arrival_ns != it->arrival_ns || w->deliveries != 0 ||
+                w->arrival_ns != it->arrival_ns || w->deliveries != x->deliveries[i] ||
                 (it->payload_len != 0 &&
                  memcmp(w->payload_view, it->payload, it->payload_len) != 0))
                 fail_msg("%s: item %d handed out with damaged bytes", trial, i);
@@ -798,7 +829,7 @@ static void expect_cut(const fixture_t *f, size_t k, uint64_t cut, expect_t *x)
         if (whole)
             intact_end = it->ref.offset + it->size;
     }
-    expect_segment(f, k, fate, x);
+    expect_segment(f, k, fate, NULL, x);
     assert_int_equal(x->rep.corrupt_regions, cut < sg->size ? 1 : 0);
     assert_int_equal(x->rep.corrupt_bytes, sg->size - intact_end);
 }
@@ -900,8 +931,10 @@ static void test_truncate_at_random_offsets(void **state)
     assert_true(mid_entry >= 40);
 }
 
-/* Damage at positions pos[0..n) (distinct) of segment k; derives the whole expectation. */
-static void expect_flips(const fixture_t *f, size_t k, const uint64_t *pos, size_t n, expect_t *x)
+/* Damage at positions pos[0..n) (distinct, each XORed with mask[p]) of segment k; derives the
+ * whole expectation. */
+static void expect_flips(const fixture_t *f, size_t k, const uint64_t *pos, const uint8_t *mask,
+                         size_t n, expect_t *x)
 {
     const seginfo_t *sg = &f->segs[k];
     for (size_t p = 0; p < n; p++) {
@@ -911,22 +944,23 @@ static void expect_flips(const fixture_t *f, size_t k, const uint64_t *pos, size
         }
     }
     int fate[N_ITEMS];
+    uint32_t words[N_ITEMS];
     for (size_t j = 0; j < sg->n_items; j++) {
         const item_t *it = &f->items[sg->items[j]];
         uint64_t off = it->ref.offset;
         uint64_t checked_end = off + FMT_ENTRY_HEADER + it->id_len + it->payload_len;
         fate[j] = FATE_KEEP;
+        words[j] = item_state_word(it);
         for (size_t p = 0; p < n; p++) {
             if (pos[p] >= off + 4 && pos[p] < checked_end)
                 fate[j] = FATE_DROP; /* covered by the CRC or the length checks */
-        }
-        for (size_t p = 0; p < n && fate[j] == FATE_KEEP; p++) {
+            /* The state word is outside the CRC: what it reads as after the flips decides. */
             if (pos[p] >= off && pos[p] < off + 4)
-                fate[j] = FATE_STATE;
+                words[j] ^= (uint32_t)mask[p] << (8 * (pos[p] - off));
         }
         /* A byte of padding (checked_end .. off + size) is covered by nothing: no effect. */
     }
-    expect_segment(f, k, fate, x);
+    expect_segment(f, k, fate, words, x);
 }
 
 /* Flips the bytes at pos[] of segments segk[] (XOR with a nonzero value), reopens, checks. */
@@ -935,6 +969,8 @@ static void flip_trial(const fixture_t *f, const size_t *segk, const uint64_t *p
     char dir[512], path[1024];
     trial_copy(f, dir, sizeof(dir));
     int n_trial = snprintf(trial, sizeof(trial), "flips");
+    uint8_t masks[64];
+    assert_true(n <= 64);
     for (size_t p = 0; p < n; p++) {
         seg_path(dir, &f->segs[segk[p]], path, sizeof(path));
         int fd = open(path, O_RDWR | O_CLOEXEC);
@@ -942,6 +978,7 @@ static void flip_trial(const fixture_t *f, const size_t *segk, const uint64_t *p
         uint8_t b;
         assert_int_equal(pread(fd, &b, 1, (off_t)pos[p]), 1);
         uint8_t mask = (uint8_t)(1 + rng_below(255));
+        masks[p] = mask;
         b ^= mask;
         assert_int_equal(pwrite(fd, &b, 1, (off_t)pos[p]), 1);
         close(fd);
@@ -953,13 +990,16 @@ static void flip_trial(const fixture_t *f, const size_t *segk, const uint64_t *p
     expect_clean(f, &x);
     for (size_t k = 0; k < f->n_segs; k++) {
         uint64_t mine[64];
+        uint8_t mine_masks[64];
         size_t m = 0;
         for (size_t p = 0; p < n; p++) {
-            if (segk[p] == k)
+            if (segk[p] == k) {
+                mine_masks[m] = masks[p];
                 mine[m++] = pos[p];
+            }
         }
         if (m != 0)
-            expect_flips(f, k, mine, m, &x);
+            expect_flips(f, k, mine, mine_masks, m, &x);
     }
     open_and_check(f, dir, &x);
     /* Files below the durable boundary are never cut; a damaged header moves the file aside. */
@@ -1030,7 +1070,7 @@ static void test_flip_exact_cases(void **state)
         int fate[N_ITEMS] = {0};
         for (size_t j = 0; j < f->segs[k].n_items; j++)
             fate[j] = f->segs[k].items[j] == i ? FATE_DROP : FATE_KEEP;
-        expect_segment(f, k, fate, &x);
+        expect_segment(f, k, fate, NULL, &x);
         assert_int_equal(x.rep.corrupt_regions, 1);
         assert_int_equal(x.rep.corrupt_bytes, it->size);
         /* The length field, and the id. */
@@ -1038,7 +1078,8 @@ static void test_flip_exact_cases(void **state)
         flip_trial(f, &k, &pos, 1);
         pos = it->ref.offset + 32;
         flip_trial(f, &k, &pos, 1);
-        /* The state word: the entry comes back live, even a tombstoned one (a redelivery). */
+        /* The state word: the entry comes back live, even a tombstoned one (a redelivery); a
+         * delivered one whose count byte is hit comes back with the count it now reads as. */
         pos = it->ref.offset + (uint64_t)(i % 4);
         flip_trial(f, &k, &pos, 1);
         tomb_state_done += it->tomb;

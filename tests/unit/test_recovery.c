@@ -16,12 +16,17 @@
  *   - an item that was appended but never flushed, or whose tombstone was never flushed, may or
  *     may not come back, but never twice; nothing the test never appended appears;
  *   - the recovery report's entries_live and tokens_live are what the queues hold;
+ *   - every item comes back with the deliveries its commits recorded (store_commit writes the
+ *     count into the entry before it returns; a commit that failed may or may not have);
  *   - nothing is pending after an open.
  *
  * What the disk backend's refs mean (store.h): ref.queue names the segment, ref.offset the
  * entry's byte offset in it. The tests use that, and the file name of a segment (16 hex digits
  * of its id + ".seg" under <dir>/segments), to find and damage files; nothing else of the
  * private format.
+ *
+ * LANES_TEST_STORE_IO_PLAIN (no io_uring) and LANES_TEST_STORE_SYNCFS (syncfs at the power
+ * level) in the environment select the other I/O paths; CTest runs the file once per path.
  *
  * Longer than the house rule's ~600 lines: the fault sweeps rerun each case failing the 1st,
  * 2nd, ... Nth operation, and each case needs its own setup and expected state.
@@ -65,7 +70,9 @@ typedef struct {
     int tomb_ok;    /* store_tombstone returned OK */
     int completed;  /* tomb_ok, and a store_flush returned OK after it: must never come back */
     int pending;
-    int gone; /* a reopen did not bring it back: it must never appear again */
+    int gone;            /* a reopen did not bring it back: it must never appear again */
+    uint32_t deliveries; /* commits that returned OK */
+    int delivery_unsure; /* a commit of it failed: its count may be one more */
 } litem_t;
 
 typedef struct {
@@ -230,11 +237,14 @@ static rig_t *rig_new(void **state, uint64_t segment_max_bytes, store_durability
     *state = r;
     snprintf(r->dir, sizeof(r->dir), "/tmp/lanes-test-recovery-XXXXXX");
     assert_non_null(mkdtemp(r->dir));
-    r->cfg = (store_disk_config_t){.dir = r->dir,
-                                   .segment_max_bytes = segment_max_bytes,
-                                   .durability = durability,
-                                   .log = rig_log,
-                                   .log_ctx = r};
+    r->cfg = (store_disk_config_t){
+        .dir = r->dir,
+        .segment_max_bytes = segment_max_bytes,
+        .durability = durability,
+        .log = rig_log,
+        .log_ctx = r,
+        .io = getenv("LANES_TEST_STORE_IO_PLAIN") ? STORE_IO_PLAIN : STORE_IO_AUTO,
+        .sync = getenv("LANES_TEST_STORE_SYNCFS") ? STORE_SYNC_FS : STORE_SYNC_FILES};
     assert_int_equal(store_open_disk(&r->cfg, &r->rep, &r->s), STORE_OK);
     assert_int_equal(r->rep.segments, 0);
     assert_int_equal(r->rep.entries_live, 0);
@@ -311,17 +321,23 @@ static int rig_commit(rig_t *r, int lane, size_t k)
         return 0;
     assert_true(k == 0 || n == k);
     store_ref_t refs[MAX_ITEMS];
-    for (size_t i = 0; i < n; i++)
-        refs[i] = views[i].ref;
-    if (!rig_ok(r, store_commit(r->s, r->q[lane], refs, n)))
-        return 0;
+    size_t tags[MAX_ITEMS];
     for (size_t i = 0; i < n; i++) {
-        size_t tag = 0;
+        refs[i] = views[i].ref;
+        tags[i] = 0;
         for (size_t b = 0; b < 8; b++)
-            tag |= (size_t)views[i].id_view[b] << (8 * b);
-        assert_true(tag < r->n);
-        assert_false(r->items[tag].pending);
-        r->items[tag].pending = 1;
+            tags[i] |= (size_t)views[i].id_view[b] << (8 * b);
+        assert_true(tags[i] < r->n);
+    }
+    if (!rig_ok(r, store_commit(r->s, r->q[lane], refs, n))) {
+        for (size_t i = 0; i < n; i++)
+            r->items[tags[i]].delivery_unsure = 1;
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        assert_false(r->items[tags[i]].pending);
+        r->items[tags[i]].pending = 1;
+        r->items[tags[i]].deliveries++;
     }
     return 1;
 }
@@ -441,7 +457,15 @@ static void rig_reopen(rig_t *r)
             assert_int_equal(v->tokens, tag_tokens(tag));
             assert_int_equal(v->arrival_ns, tag_arrival(tag));
             assert_int_equal(v->signature, lane_sig[lane]);
-            assert_int_equal(v->deliveries, 0);
+            if (v->deliveries != it->deliveries &&
+                !(it->delivery_unsure && v->deliveries == it->deliveries + 1)) {
+                print_error("item %zu came back with %" PRIu32 " deliveries, its commits "
+                            "recorded %" PRIu32 "%s\n",
+                            tag, v->deliveries, it->deliveries,
+                            it->delivery_unsure ? " (or one more)" : "");
+                fail();
+            }
+            it->deliveries = v->deliveries;
             uint8_t payload[PAYLOAD];
             tag_payload(tag, payload);
             assert_int_equal(v->payload_len, PAYLOAD);
@@ -469,8 +493,12 @@ static void rig_reopen(rig_t *r)
     for (size_t i = 0; i < r->n; i++) {
         litem_t *it = &r->items[i];
         if (seen[i]) {
-            *it = (litem_t){
-                .lane = it->lane, .tokens = it->tokens, .ref = it->ref, .appended = 1, .acked = 1};
+            *it = (litem_t){.lane = it->lane,
+                            .tokens = it->tokens,
+                            .ref = it->ref,
+                            .appended = 1,
+                            .acked = 1,
+                            .deliveries = it->deliveries};
         } else if (it->appended) {
             it->gone = 1;
             it->pending = 0;
@@ -530,14 +558,57 @@ static void test_crash_after_append_before_flush_keeps_every_flushed_item(void *
     }
     assert_true(rig_flush(r));
     size_t acked = r->n;
-    /* Lane 0 gets 3 unflushed entries past its durable boundary; lane 2 a first segment the
-     * index never heard of. */
+    /* Lane 0 gets 3 unflushed entries; lane 2 a first segment the index never heard of. */
+    for (int i = 0; i < 3; i++)
+        assert_true(rig_append(r, 0));
+    size_t lane2_from = r->n;
+    for (int i = 0; i < 2; i++)
+        assert_true(rig_append(r, 2));
+    rig_crash(r);
+    rig_reopen(r);
+    assert_int_equal(rig_count_back(r, 0, acked), acked);
+    /* Appends are gathered until the flush: a crash before it left no byte of them in a file,
+     * so nothing unacknowledged comes back and there is no tail to cut. */
+    assert_int_equal(r->rep.torn_tails, 0);
+    assert_int_equal(r->rep.torn_bytes, 0);
+    assert_int_equal(rig_count_back(r, acked, r->n), 0);
+    /* The new segment's file (made at the append, header only) is adopted, found empty and
+     * removed. */
+    assert_int_equal(r->rep.adopted_files, 1);
+    assert_int_equal(r->rep.removed_segments, 1);
+    assert_int_equal(r->rep.corrupt_regions, 0);
+    assert_int_equal(r->rep.missing_files, 0);
+    (void)lane2_from;
+    /* The recovered store works: append, flush, crash, reopen. */
+    assert_true(rig_append(r, 0));
+    assert_true(rig_flush(r));
+    rig_reopen(r);
+    assert_int_equal(r->rep.torn_tails, 0);
+    assert_int_equal(rig_count_back(r, 0, r->n), acked + 1);
+}
+
+/* The crash point a pwrite per append used to leave at every append: the bytes are in the
+ * files (the flush wrote them), the index transaction that would record them is not. */
+static void test_crash_after_flush_writes_before_index_cuts_tails_and_adopts_new_file(void **state)
+{
+    rig_t *r = rig_new(state, 0, STORE_DURABLE_PROCESS);
+    for (int i = 0; i < 5; i++) {
+        assert_true(rig_append(r, 0));
+        assert_true(rig_append(r, 1));
+    }
+    assert_true(rig_flush(r));
+    size_t acked = r->n;
+    /* Lane 0 gets 3 entries past its durable boundary; lane 2 a first segment the index never
+     * heard of. */
     for (int i = 0; i < 3; i++)
         assert_true(rig_append(r, 0));
     size_t lane2_from = r->n;
     for (int i = 0; i < 2; i++)
         assert_true(rig_append(r, 2));
     uint64_t e = rig_entry_size(r);
+    store_fault_arm(STORE_FAULT_MDB_PUT, 1);
+    assert_false(rig_flush(r));
+    assert_int_equal(r->first_error, STORE_EIO);
     rig_crash(r);
     rig_reopen(r);
     assert_int_equal(rig_count_back(r, 0, acked), acked);
@@ -621,10 +692,12 @@ static void test_crash_between_tombstone_and_deleted_count_keeps_item_completed(
         assert_true(rig_append(r, 0));
     assert_true(rig_flush(r));
     assert_true(rig_commit(r, 0, 3));
-    /* The tombstones are written in place; the deleted count would reach the index at the next
-     * flush, which never comes. */
+    /* The flush writes the tombstones in place; the index transaction that would carry the
+     * deleted count fails (a crash between the two). */
     assert_true(rig_tombstone(r, 0));
     assert_true(rig_tombstone(r, 2));
+    store_fault_arm(STORE_FAULT_MDB_PUT, 1);
+    assert_false(rig_flush(r));
     rig_crash(r);
     rig_reopen(r);
     assert_true(r->items[0].gone);
@@ -672,17 +745,22 @@ static void test_crash_during_rollover_header_write(void **state)
     assert_int_equal(r->rep.segments, 2);
 }
 
+/* Power level: the process level syncs no directory (a crash of the process loses no entry).
+ * The flush syncs the directory before it writes any entry, so the new file holds its header
+ * only when that sync fails. */
 static void test_crash_during_rollover_directory_fsync(void **state)
 {
-    rig_t *r = rig_new(state, SMALL_SEGMENT, STORE_DURABLE_PROCESS);
+    rig_t *r = rig_new(state, SMALL_SEGMENT, STORE_DURABLE_POWER);
     rig_fill_segment(r, 1, SMALL_SEGMENT);
     assert_true(rig_flush(r));
     size_t acked = r->n;
     size_t files = count_segment_files(r);
-    /* The new segment's file and header are written; the directory sync after it fails. */
+    /* The new segment's file and header are written; the directory sync of the flush after it
+     * fails. */
     unsigned long fired = store_fault_fired(STORE_FAULT_FSYNC);
     store_fault_arm(STORE_FAULT_FSYNC, 1);
-    assert_false(rig_append(r, 1));
+    assert_true(rig_append(r, 1));
+    assert_false(rig_flush(r));
     assert_int_equal(r->first_error, STORE_EIO);
     assert_int_equal(store_fault_fired(STORE_FAULT_FSYNC), fired + 1);
     /* A failed sync is final: no flush, no append, even with the fault gone. */
@@ -725,10 +803,12 @@ static void test_crash_during_whole_file_deletion_unlink_adopts_and_removes_file
     rig_t *r = rig_new(state, SMALL_SEGMENT, STORE_DURABLE_PROCESS);
     uint64_t seg;
     size_t last = rig_prepare_drained_segment(r, &seg);
-    /* The index row is removed, then the unlink fails: what a crash between the two leaves. */
+    /* The flush removes the index row, then the unlink fails: what a crash between the two
+     * leaves. */
     unsigned long fired = store_fault_fired(STORE_FAULT_UNLINK);
     store_fault_arm(STORE_FAULT_UNLINK, 1);
-    assert_false(rig_tombstone(r, last));
+    assert_true(rig_tombstone(r, last));
+    assert_false(rig_flush(r));
     assert_int_equal(r->first_error, STORE_EIO);
     assert_int_equal(store_fault_fired(STORE_FAULT_UNLINK), fired + 1);
     assert_true(seg_exists(r, seg));
@@ -745,14 +825,21 @@ static void test_crash_during_whole_file_deletion_unlink_adopts_and_removes_file
     assert_int_equal(rig_count_back(r, 0, r->n), r->n - (last + 1));
 }
 
+/* Power level (the process level syncs no directory): the flush that completes the segment
+ * unlinks its file after the index commit; the next flush syncs the directory first, and that
+ * sync fails. */
 static void test_crash_during_whole_file_deletion_directory_fsync(void **state)
 {
-    rig_t *r = rig_new(state, SMALL_SEGMENT, STORE_DURABLE_PROCESS);
+    rig_t *r = rig_new(state, SMALL_SEGMENT, STORE_DURABLE_POWER);
     uint64_t seg;
     size_t last = rig_prepare_drained_segment(r, &seg);
+    assert_true(rig_tombstone(r, last));
+    assert_true(rig_flush(r));
+    size_t before = r->n;
+    assert_true(rig_append(r, 2));
     unsigned long fired = store_fault_fired(STORE_FAULT_FSYNC);
     store_fault_arm(STORE_FAULT_FSYNC, 1);
-    assert_false(rig_tombstone(r, last));
+    assert_false(rig_flush(r));
     assert_int_equal(r->first_error, STORE_EIO);
     assert_int_equal(store_fault_fired(STORE_FAULT_FSYNC), fired + 1);
     assert_int_equal(store_flush(r->s), STORE_EIO);
@@ -763,7 +850,9 @@ static void test_crash_during_whole_file_deletion_directory_fsync(void **state)
     assert_int_equal(r->rep.adopted_files, 0);
     for (size_t i = 0; i <= last; i++)
         assert_true(r->items[i].gone);
-    assert_int_equal(rig_count_back(r, 0, r->n), r->n - (last + 1));
+    assert_int_equal(rig_count_back(r, 0, before), before - (last + 1));
+    /* The failed sync came before any entry of that flush was written. */
+    assert_int_equal(rig_count_back(r, before, r->n), 0);
 }
 
 /* ---- the error state ------------------------------------------------------------------------ */
@@ -954,19 +1043,22 @@ static size_t fault_sweep(void **state, store_fault_op_t op, store_durability_t 
 
 static void test_fault_sweep_write(void **state)
 {
-    /* 108 appends, 12 segment headers, 39 tombstones: 159 writes today. */
+    /* 108 appends, 12 segment headers, 39 tombstones, 60 delivery counts: a fault fires per
+     * entry and per state word even where one write carries many (disk_flush.c invariant 5). */
     assert_true(fault_sweep(state, STORE_FAULT_WRITE, STORE_DURABLE_PROCESS) >= 120);
 }
 
 static void test_fault_sweep_fsync(void **state)
 {
-    /* Directory syncs: 12 segment creations and 3 deletions. */
-    assert_true(fault_sweep(state, STORE_FAULT_FSYNC, STORE_DURABLE_PROCESS) >= 12);
+    /* The process level syncs nothing, not even a directory: a crash of the process loses no
+     * byte the kernel holds, and its index commits without a sync too. */
+    assert_int_equal(fault_sweep(state, STORE_FAULT_FSYNC, STORE_DURABLE_PROCESS), 0);
 }
 
 static void test_fault_sweep_fsync_power_durability(void **state)
 {
-    /* ... plus the fdatasync of every touched segment at each flush. */
+    /* Directory syncs for 12 segment creations and 3 deletions (one per entry made durable),
+     * plus the fdatasync of every touched segment at each flush. */
     assert_true(fault_sweep(state, STORE_FAULT_FSYNC, STORE_DURABLE_POWER) >= 30);
 }
 
@@ -1278,15 +1370,17 @@ static void test_fully_tombstoned_sealed_segment_is_deleted_as_file(void **state
     assert_true(rig_commit(r, 0, 0));
     for (size_t i = 0; i + 1 < first; i++)
         assert_true(rig_tombstone(r, i));
+    assert_true(rig_flush(r));
     assert_true(seg_exists(r, seg1));
-    /* The last one: the sealed file goes at once, before any flush. */
+    /* The last one: the sealed file goes with the flush (row, then file). */
     assert_true(rig_tombstone(r, first - 1));
+    assert_true(rig_flush(r));
     assert_false(seg_exists(r, seg1));
     assert_int_equal(count_segment_files(r), 2);
     /* The open (unsealed) segment drained: kept while it takes appends. */
     assert_true(rig_tombstone(r, second));
-    assert_true(seg_exists(r, seg3));
     assert_true(rig_flush(r));
+    assert_true(seg_exists(r, seg3));
     rig_reopen(r);
     /* At reopen it is sealed, found drained, and removed. */
     assert_int_equal(r->rep.removed_segments, 1);
@@ -1298,6 +1392,8 @@ static void test_fully_tombstoned_sealed_segment_is_deleted_as_file(void **state
     assert_true(rig_commit(r, 0, 0));
     for (size_t i = first; i < second; i++)
         assert_true(rig_tombstone(r, i));
+    assert_true(seg_exists(r, seg2));
+    assert_true(rig_flush(r));
     assert_false(seg_exists(r, seg2));
     assert_int_equal(count_segment_files(r), 0);
     assert_true(rig_flush(r));
@@ -1311,6 +1407,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_crash_after_append_before_flush_keeps_every_flushed_item,
                                   rig_teardown),
+        cmocka_unit_test_teardown(
+            test_crash_after_flush_writes_before_index_cuts_tails_and_adopts_new_file,
+            rig_teardown),
         cmocka_unit_test_teardown(
             test_crash_after_flush_before_index_update_cuts_only_unacknowledged, rig_teardown),
         cmocka_unit_test_teardown(test_crash_between_commit_steps_requeues_committed_items,

@@ -10,6 +10,8 @@
  * disk backend with the default segment size, and against the disk backend with 4 KiB segments
  * so that lanes roll over to new segment files (and fully completed ones are deleted) during the
  * tests. Each disk store lives in a fresh mkdtemp directory under /tmp, removed in teardown.
+ * LANES_TEST_STORE_IO_PLAIN in the environment runs the disk groups without io_uring (CTest
+ * runs both: test_store and test_store_io_plain).
  *
  * The contract makes appended items visible to peek only after store_flush (a no-op for the
  * memory store), so the tests flush after appends they then peek or commit.
@@ -111,7 +113,10 @@ static store_t *open_store(void)
     snprintf(dir, sizeof(g_dirs[0]), "/tmp/lanes-test-store-XXXXXX");
     assert_non_null(mkdtemp(dir));
     g_n_dirs++;
-    store_disk_config_t cfg = {.dir = dir, .segment_max_bytes = g_backend->segment_max_bytes};
+    store_disk_config_t cfg = {.dir = dir,
+                               .segment_max_bytes = g_backend->segment_max_bytes,
+                               .io = getenv("LANES_TEST_STORE_IO_PLAIN") ? STORE_IO_PLAIN
+                                                                         : STORE_IO_AUTO};
     store_recovery_t rep;
     memset(&rep, 0xA5, sizeof(rep));
     assert_int_equal(store_open_disk(&cfg, &rep, &s), STORE_OK);

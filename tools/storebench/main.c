@@ -20,6 +20,10 @@
  *   4) memory: heap in use (glibc mallinfo2: uordblks + hblkhd) just before and just after that
  *      open, in that process, divided by the items it queued (the largest of the runs).
  *      Target: at most 64 bytes per queued item; the payloads stay in the segment files.
+ *   5) memory while appending: a fresh process appends --memory-items items (default
+ *      1,000,000) to an empty store and reports its resident memory's growth (VmRSS and
+ *      RssAnon from /proc/self/status) per queued item: the same target, as an operator
+ *      measures it.
  *
  * Baselines, and why: a figure for a store means little on its own (it moves with the disk, the
  * file system and the machine); the same bytes written the plainest way, in the same run and
@@ -76,6 +80,7 @@
 #define DEFAULT_REPS             3ull
 #define DEFAULT_RECOVERY_ENTRIES 1000000ull
 #define DEFAULT_RECOVERY_PAYLOAD 32ull
+#define DEFAULT_MEMORY_ITEMS     1000000ull
 #define DEFAULT_DIR              "/tmp"
 #define TARGET_BYTES_PER_ITEM    64.0
 
@@ -93,6 +98,11 @@ static void usage(FILE *f)
             "(default %llu)\n"
             "  --recovery-entries N  entries in the recovery store (default %llu)\n"
             "  --recovery-payload B  payload bytes per recovery entry (default %llu)\n"
+            "  --memory-items N      items appended for the resident-memory figure (default %llu)\n"
+            "  --io auto|plain       io_uring where available (auto, the default) or one system "
+            "call per sync\n"
+            "  --sync files|fs       the power level's sync: every touched segment (files, the "
+            "default) or one syncfs\n"
             "  --dir D               parent of the fresh data directory (default %s)\n"
             "  --keep                keep the data directory\n"
             "  --cold                sync and drop the recovery store's cached pages before "
@@ -102,7 +112,7 @@ static void usage(FILE *f)
             "  --json                one JSON object on stdout instead of the table\n",
             DEFAULT_ITEMS, DEFAULT_POWER_ITEMS, DEFAULT_PAYLOAD, ID_LEN, DEFAULT_FLUSH_EVERY,
             DEFAULT_LANES, DEFAULT_REPS, DEFAULT_RECOVERY_ENTRIES, DEFAULT_RECOVERY_PAYLOAD,
-            DEFAULT_DIR);
+            DEFAULT_MEMORY_ITEMS, DEFAULT_DIR);
 }
 
 static uint64_t parse_u64(const char *flag, const char *s)
@@ -131,6 +141,7 @@ static void parse_args(int argc, char **argv, opts_t *o)
         {"--reps", offsetof(opts_t, reps)},
         {"--recovery-entries", offsetof(opts_t, recovery_entries)},
         {"--recovery-payload", offsetof(opts_t, recovery_payload)},
+        {"--memory-items", offsetof(opts_t, memory_items)},
     };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -139,6 +150,12 @@ static void parse_args(int argc, char **argv, opts_t *o)
             ;
         if (k < nk && i + 1 < argc) {
             *(uint64_t *)((char *)o + numeric[k].field) = parse_u64(a, argv[++i]);
+        } else if (strcmp(a, "--io") == 0 && i + 1 < argc &&
+                   (strcmp(argv[i + 1], "auto") == 0 || strcmp(argv[i + 1], "plain") == 0)) {
+            sb_io = strcmp(argv[++i], "plain") == 0 ? STORE_IO_PLAIN : STORE_IO_AUTO;
+        } else if (strcmp(a, "--sync") == 0 && i + 1 < argc &&
+                   (strcmp(argv[i + 1], "files") == 0 || strcmp(argv[i + 1], "fs") == 0)) {
+            sb_sync = strcmp(argv[++i], "fs") == 0 ? STORE_SYNC_FS : STORE_SYNC_FILES;
         } else if (strcmp(a, "--dir") == 0 && i + 1 < argc) {
             o->dir = argv[++i];
         } else if (strcmp(a, "--keep") == 0) {
@@ -164,11 +181,12 @@ static void parse_args(int argc, char **argv, opts_t *o)
         o->power_items > 100000000ull || o->payload > (1ull << 20) || o->flush_every == 0 ||
         o->lanes == 0 || o->lanes > 4096 || o->reps == 0 || o->reps > 100 ||
         o->recovery_entries == 0 || o->recovery_entries > 1000000000ull ||
-        o->recovery_payload > (1ull << 20)) {
+        o->recovery_payload > (1ull << 20) || o->memory_items == 0 ||
+        o->memory_items > 1000000000ull) {
         fprintf(stderr,
                 PROG ": need 1 <= --items, --power-items <= 1e8, --payload and "
                      "--recovery-payload <= 1 MiB, --flush-every >= 1, 1 <= --lanes <= 4096, "
-                     "1 <= --reps <= 100, 1 <= --recovery-entries <= 1e9\n");
+                     "1 <= --reps <= 100, 1 <= --recovery-entries, --memory-items <= 1e9\n");
         exit(2);
     }
 }
@@ -184,10 +202,14 @@ int main(int argc, char **argv)
         .reps = DEFAULT_REPS,
         .recovery_entries = DEFAULT_RECOVERY_ENTRIES,
         .recovery_payload = DEFAULT_RECOVERY_PAYLOAD,
+        .memory_items = DEFAULT_MEMORY_ITEMS,
         .dir = DEFAULT_DIR,
     };
     if (argc == 3 && strcmp(argv[1], "--recovery-child") == 0)
         return recovery_child_run(argv[2]);
+    if (argc == 7 && strcmp(argv[1], "--memory-child") == 0)
+        return memory_child_run(argv[2], strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10),
+                                strtoull(argv[5], NULL, 10), strtoull(argv[6], NULL, 10));
     parse_args(argc, argv, &o);
 
     char run_dir[4096];
@@ -218,10 +240,13 @@ int main(int argc, char **argv)
                     "(tombstones: 4 bytes at each entry), fdatasync() at the flush points at the "
                     "power level only\n"
                     "           3) pread() of every segment byte once, 1 MiB at a time (%s page "
-                    "cache); each timed open in %s\n\n",
+                    "cache); each timed open in %s\n"
+                    "store I/O: %s, power-level sync: %s\n\n",
                o.reps, run_dir, o.keep ? "kept" : "removed", o.lanes, ID_LEN, o.payload, entry_size,
                o.flush_every, o.cold ? "dropped" : "warm",
-               o.in_process ? "this process" : "a fresh process");
+               o.in_process ? "this process" : "a fresh process",
+               sb_io == STORE_IO_PLAIN ? "plain system calls" : "io_uring where available",
+               sb_sync == STORE_SYNC_FS ? "one syncfs" : "fdatasync of every touched segment");
         printf("1) appends    level   side         items        items/s       MB/s  "
                "store/base\n");
         fflush(stdout);
@@ -244,6 +269,18 @@ int main(int argc, char **argv)
 
     recovery_bench_t rb = {0};
     recovery_bench(&o, argv[0], run_dir, &rb);
+    memory_t mm;
+    memory_bench(&o, argv[0], run_dir, &mm);
+    double rss_per = mm.rss_after > mm.rss_before
+                         ? (double)(mm.rss_after - mm.rss_before) / (double)mm.queued
+                         : 0.0;
+    double anon_per = mm.anon_after > mm.anon_before
+                          ? (double)(mm.anon_after - mm.anon_before) / (double)mm.queued
+                          : 0.0;
+    double heap_per = mm.heap_after > mm.heap_before
+                          ? (double)(mm.heap_after - mm.heap_before) / (double)mm.queued
+                          : 0.0;
+    int rss_ok = mm.rss_after != 0 && rss_per <= TARGET_BYTES_PER_ITEM;
     const recovery_t *m = &rb.all_live;
     double per_item = m->queued ? (double)m->heap_delta / (double)m->queued : 0.0;
     double per_item_third =
@@ -280,6 +317,14 @@ int main(int argc, char **argv)
         } else {
             printf("4) memory: not measured (needs glibc >= 2.33 for mallinfo2)\n");
         }
+        printf("5) memory while appending %" PRIu64 " items of %" PRIu64 " B payload over %" PRIu64
+               " lanes (flush every %" PRIu64 ", a fresh process): resident +%.1f MB = %.1f B per "
+               "queued item (target <= %.0f: %s); anonymous +%.1f MB = %.1f B; heap +%.1f MB = "
+               "%.1f B\n",
+               mm.queued, o.recovery_payload, o.lanes, o.flush_every,
+               (double)(mm.rss_after - mm.rss_before) / 1e6, rss_per, TARGET_BYTES_PER_ITEM,
+               rss_ok ? "MET" : "NOT MET", (double)(mm.anon_after - mm.anon_before) / 1e6, anon_per,
+               (double)(mm.heap_after - mm.heap_before) / 1e6, heap_per);
         printf("store warnings and errors logged: %lu\n", sb_store_warnings);
     } else {
         printf("{\"reps\":%" PRIu64 ",\"best_of_reps\":true,\"dir\":\"%s\",\"lanes\":%" PRIu64
@@ -299,9 +344,15 @@ int main(int argc, char **argv)
         printf("},\"memory\":{\"measured\":%s,\"heap_before_bytes\":%" PRIu64
                ",\"heap_delta_bytes\":%" PRIu64 ",\"queued_items\":%" PRIu64
                ",\"bytes_per_queued_item\":%.2f,\"target_bytes_per_item\":%.0f,"
-               "\"target_met\":%s},\"store_warnings\":%lu}\n",
+               "\"target_met\":%s},\"memory_appending\":{\"queued_items\":%" PRIu64
+               ",\"rss_growth_bytes\":%" PRIu64 ",\"rss_bytes_per_queued_item\":%.2f,"
+               "\"anon_bytes_per_queued_item\":%.2f,\"heap_bytes_per_queued_item\":%.2f,"
+               "\"target_met\":%s},\"io\":\"%s\",\"sync\":\"%s\",\"store_warnings\":%lu}\n",
                m->heap_ok ? "true" : "false", m->heap_before, m->heap_delta, m->queued, per_item,
-               TARGET_BYTES_PER_ITEM, mem_ok ? "true" : "false", sb_store_warnings);
+               TARGET_BYTES_PER_ITEM, mem_ok ? "true" : "false", mm.queued,
+               mm.rss_after > mm.rss_before ? mm.rss_after - mm.rss_before : 0, rss_per, anon_per,
+               heap_per, rss_ok ? "true" : "false", sb_io == STORE_IO_PLAIN ? "plain" : "auto",
+               sb_sync == STORE_SYNC_FS ? "fs" : "files", sb_store_warnings);
     }
     if (!o.keep)
         files_remove(run_dir);

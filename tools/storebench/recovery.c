@@ -23,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 /* One timed open of the store in dir, as the recovery child (or --in-process) runs it. */
@@ -75,45 +74,9 @@ int recovery_child_run(const char *dir)
 /* Runs open_once in a fresh process: this program re-executed with --recovery-child. */
 static void open_in_child(const char *argv0, const char *dir, open_once_t *out)
 {
-    int fds[2];
-    fflush(stdout);
-    fflush(stderr);
-    if (pipe(fds) != 0)
-        sb_die("pipe", strerror(errno));
-    pid_t pid = fork();
-    if (pid < 0)
-        sb_die("fork", strerror(errno));
-    if (pid == 0) {
-        close(fds[0]);
-        if (dup2(fds[1], STDOUT_FILENO) < 0)
-            _exit(127);
-        close(fds[1]);
-        execl("/proc/self/exe", argv0, "--recovery-child", dir, (char *)NULL);
-        execlp(argv0, argv0, "--recovery-child", dir, (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
+    const char *args[] = {argv0, "--recovery-child", dir, NULL};
     char buf[512];
-    size_t len = 0;
-    for (ssize_t r;
-         len + 1 < sizeof(buf) && (r = read(fds[0], buf + len, sizeof(buf) - 1 - len));) {
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            sb_die("reading the recovery child", strerror(errno));
-        }
-        len += (size_t)r;
-    }
-    buf[len] = '\0';
-    close(fds[0]);
-    int status;
-    while (waitpid(pid, &status, 0) < 0) {
-        if (errno != EINTR)
-            sb_die("waitpid", strerror(errno));
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        sb_die("recovery child", "failed (use --in-process where this program cannot re-execute "
-                                 "itself)");
+    sb_child_run(argv0, args, buf, sizeof(buf));
     if (sscanf(buf,
                "%" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
                " %" SCNu64 " %" SCNu64 " %" SCNu64,

@@ -6,6 +6,7 @@
  *   writes.c    1) appends and 2) tombstones, store and pwrite() baseline, best of the reps
  *   recovery.c  3) recovery and 4) memory: the timed opens (each in a fresh process) and the
  *               pread() baseline
+ *   memory.c    5) resident memory per queued item while appending, in a fresh process
  *   workload.c  the seeded item generator and the entry size asked of the store
  *   files.c     the post-order directory walk: removal, sizes, cache eviction, the read baseline
  *   report.c    the per-level and per-open lines, text and JSON, and the rate arithmetic
@@ -41,7 +42,7 @@
 
 typedef struct {
     uint64_t items, power_items, payload, flush_every, lanes, reps;
-    uint64_t recovery_entries, recovery_payload;
+    uint64_t recovery_entries, recovery_payload, memory_items;
     const char *dir;
     int keep, json, cold, in_process;
 } opts_t;
@@ -50,6 +51,12 @@ typedef struct {
 
 /* Prints "lanesched-storebench: what: why" on stderr and exits with status 2. */
 _Noreturn void sb_die(const char *what, const char *why);
+/* The I/O paths every store the benchmark opens uses (--io, --sync; children get the flags). */
+extern store_io_t sb_io;
+extern store_sync_t sb_sync;
+/* Runs this program again (args: argv0, a --*-child flag, its arguments, NULL) and reads what
+ * it prints into out (cap bytes, NUL-terminated); a child that fails is fatal. */
+void sb_child_run(const char *argv0, const char *const *args, char *out, size_t cap);
 /* sb_die with the status's text unless st is STORE_OK. */
 void sb_check(store_status_t st, const char *what);
 /* snprintf into a path buffer; a path that does not fit is fatal, never truncated. */
@@ -148,6 +155,19 @@ void recovery_bench(const opts_t *o, const char *argv0, const char *run_dir,
                     recovery_bench_t *rb /* out */);
 /* --recovery-child DIR: one open in this fresh process, the result on stdout; the exit status. */
 int recovery_child_run(const char *dir);
+
+/* ---- memory.c ------------------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t items, queued;
+    uint64_t rss_before, rss_after, anon_before, anon_after, heap_before, heap_after;
+} memory_t;
+
+/* 5): appends --memory-items items in a fresh process; *m gets its memory before and after. */
+void memory_bench(const opts_t *o, const char *argv0, const char *run_dir, memory_t *m /* out */);
+/* --memory-child DIR N PAYLOAD LANES FLUSH_EVERY: the appends in this process; exit status. */
+int memory_child_run(const char *dir, uint64_t items, uint64_t payload, uint64_t lanes,
+                     uint64_t flush_every);
 
 /* ---- report.c ------------------------------------------------------------------------- */
 

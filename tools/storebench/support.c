@@ -12,10 +12,17 @@
  */
 #include "tools/storebench/storebench.h"
 
+#include <errno.h>
 #include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+store_io_t sb_io = STORE_IO_AUTO;
+store_sync_t sb_sync = STORE_SYNC_FILES;
 
 void sb_die(const char *what, const char *why)
 {
@@ -73,7 +80,8 @@ void sb_store_log(void *ctx, int level, const char *msg)
 
 store_t *sb_store_open(const char *dir, store_durability_t dur, store_recovery_t *rep)
 {
-    store_disk_config_t cfg = {.dir = dir, .durability = dur, .log = sb_store_log};
+    store_disk_config_t cfg = {
+        .dir = dir, .durability = dur, .log = sb_store_log, .io = sb_io, .sync = sb_sync};
     store_t *s = NULL;
     sb_check(store_open_disk(&cfg, rep, &s), "store_open_disk");
     return s;
@@ -85,4 +93,45 @@ void sb_queues_open(store_t *s, unsigned lanes, store_queue_t **qs)
         store_key_t key = {.model = MODEL, .signature = SIGNATURE, .lane = l};
         sb_check(store_queue_open(s, &key, &qs[l]), "store_queue_open");
     }
+}
+
+void sb_child_run(const char *argv0, const char *const *args, char *out, size_t cap)
+{
+    int fds[2];
+    fflush(stdout);
+    fflush(stderr);
+    if (pipe(fds) != 0)
+        sb_die("pipe", strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0)
+        sb_die("fork", strerror(errno));
+    if (pid == 0) {
+        close(fds[0]);
+        if (dup2(fds[1], STDOUT_FILENO) < 0)
+            _exit(127);
+        close(fds[1]);
+        execv("/proc/self/exe", (char *const *)args);
+        execvp(argv0, (char *const *)args);
+        _exit(127);
+    }
+    close(fds[1]);
+    size_t len = 0;
+    for (ssize_t r; len + 1 < cap && (r = read(fds[0], out + len, cap - 1 - len));) {
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            sb_die("reading a child's result", strerror(errno));
+        }
+        len += (size_t)r;
+    }
+    out[len] = '\0';
+    close(fds[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR)
+            sb_die("waitpid", strerror(errno));
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        sb_die(args[1], "the child failed (use --in-process where this program cannot "
+                        "re-execute itself)");
 }

@@ -1,0 +1,231 @@
+/*
+ * recovery_scan.c - recovery's scan of one segment file: every entry header and CRC from the
+ * file's header to its end, what is queued again, what is cut and what is reported (the
+ * decisions about damage are listed in recovery.c).
+ *
+ * Invariants (numbered on from recovery.c's):
+ *   5. No count read from the index sizes an allocation beyond what the file can hold (one
+ *      entry per 32 bytes): a flipped bit in a row never makes recovery ask for memory that
+ *      cannot exist, whatever its checksum says.
+ *   6. The durable boundary is used only from a row that can be trusted (recovery.c); when
+ *      such a row counts more entries below its boundary than the scan finds there and valid
+ *      entries follow it, those entries are kept up to the count and reported: the boundary,
+ *      not the data, is what is wrong.
+ *   7. Without a usable row (unknown file, or a row that fails its checksum or disagrees with
+ *      the header) every entry whose CRC verifies is kept: such entries may never have been
+ *      acknowledged (a redelivery at worst), but a row that cannot be checked must not make
+ *      recovery drop what may have been.
+ *
+ * Rejected: trusting the row's counts over the scan (a damaged count would drop or invent
+ * items); cutting at the row's boundary whatever its checksum (what dropped nine accepted items
+ * when a boundary was lowered).
+ */
+#define _GNU_SOURCE /* MAP_POPULATE */
+#include "store/recovery_scan_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* Finds the next valid entry at an aligned offset in [from, end); returns end if none. */
+static uint64_t rec_resync(uint32_t seed, const uint8_t *map, uint64_t from, uint64_t end)
+{
+    seg_entry_t e;
+    for (uint64_t off = from; off + SEG_ENTRY_HEADER <= end; off += SEG_ALIGN) {
+        if (seg_entry_check(seed, map + off, end - off, &e))
+            return off;
+    }
+    return end;
+}
+
+/* One valid entry at `off`: counted, and queued unless tombstoned. */
+static store_status_t rec_take(disk_t *d, dqueue_t *q, dseg_t *seg, const char *name, uint64_t off,
+                               const seg_entry_t *e, uint64_t *tombs, store_recovery_t *rep)
+{
+    seg->entries++;
+    seg->tokens += e->tokens;
+    if (e->state == SEG_STATE_TOMB) {
+        (*tombs)++;
+        return STORE_OK;
+    }
+    int deliveries = seg_state_deliveries(e->state);
+    if (deliveries < 0) {
+        rep->damaged_state_words++;
+        disk_corrupt(d, STORE_CORRUPT_BKPT,
+                     "segment %s offset %" PRIu64
+                     ": state word damaged, entry intact: queued again",
+                     name, off);
+        deliveries = 0;
+    }
+    drec_t rec = {seg, e->arrival_ns, (uint32_t)off, e->length, e->tokens, (uint32_t)deliveries};
+    store_status_t st = disk_queue_push(q, &rec);
+    if (st != STORE_OK)
+        return st;
+    rep->entries_live++;
+    rep->tokens_live += e->tokens;
+    return STORE_OK;
+}
+
+store_status_t rec_scan(disk_t *d, rec_file_t *f, store_recovery_t *rep)
+{
+    char name[SEG_FILE_NAME_SIZE];
+    seg_file_name(f->id, name);
+    store_status_t st = STORE_OK;
+    uint8_t *map = MAP_FAILED;
+    dseg_t *seg = NULL;
+    int fd = openat(d->seg_dir_fd, name, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return STORE_EIO;
+    uint64_t size = f->file_size;
+    if (size > 0)
+        map = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (size > 0 && map == MAP_FAILED) {
+        st = STORE_EIO;
+        goto out;
+    }
+    dqueue_t *q;
+    if ((st = disk_queue_get(d, f->header.model, f->header.signature, f->header.lane, &q)) !=
+        STORE_OK)
+        goto out;
+    if ((seg = calloc(1, sizeof(*seg))) == NULL) {
+        st = STORE_ENOMEM;
+        goto out;
+    }
+    seg->fd = -1;
+    seg->w_head = seg->w_tail = DISK_WRITE_NONE;
+    seg->ino = f->ino;
+    seg->id = f->id;
+    seg->seq = f->header.sequence;
+    seg->created_ns = f->header.created_ns;
+    seg->header_len = f->header.header_len;
+    seg->sealed = 1;
+
+    /* The durable boundary: what the index recorded; unknown for an adopted file. */
+    int bounded = f->row != NULL;
+    uint64_t durable = bounded ? f->row->readable : size;
+    uint64_t missing = 0; /* bytes the index says are durable but the file no longer has */
+    if (bounded && durable > size) {
+        disk_corrupt(d, STORE_CORRUPT_BKPT,
+                     "segment %s is %" PRIu64 " bytes, shorter than its durable boundary %" PRIu64,
+                     name, size, durable);
+        missing = durable - size;
+        durable = size;
+    }
+    if (durable < seg->header_len)
+        durable = seg->header_len;
+    uint64_t keep = durable; /* the file is cut back to here */
+    uint64_t tombs = 0;
+    seg_entry_t e;
+    uint32_t seed = seg_crc_seed(f->id);
+    /* Room for every live entry the index knows of, so the queue array is sized once; never
+     * more than the file can hold (invariant 5: a count read from the index sizes nothing it
+     * has not been checked against). */
+    if (bounded && f->row->entries > f->row->deleted) {
+        uint64_t fits = (size - seg->header_len) / SEG_ENTRY_HEADER;
+        uint64_t live = f->row->entries - f->row->deleted;
+        if ((st = disk_queue_reserve(q, (size_t)(live < fits ? live : fits))) != STORE_OK)
+            goto out;
+    }
+    for (uint64_t off = seg->header_len; off < durable;) {
+        if (seg_entry_check(seed, map + off, durable - off, &e)) {
+            if ((st = rec_take(d, q, seg, name, off, &e, &tombs, rep)) != STORE_OK)
+                goto out;
+            off += e.length;
+            continue;
+        }
+        uint64_t next = rec_resync(seed, map, off + SEG_ALIGN, durable);
+        if (next == durable && !bounded) {
+            rep->torn_tails++;
+            rep->torn_bytes += size - off;
+            disk_log(d, STORE_LOG_WARN,
+                     "segment %s: torn tail of %" PRIu64 " bytes at offset %" PRIu64 " cut", name,
+                     size - off, off);
+            keep = off;
+            break;
+        }
+        /* A damaged stretch running into missing bytes is one region with them. */
+        if (next == durable && missing != 0) {
+            rep->corrupt_bytes += missing;
+            missing = 0;
+        }
+        rep->corrupt_regions++;
+        rep->corrupt_bytes += next - off;
+        disk_corrupt(d, STORE_CORRUPT_BKPT,
+                     "segment %s: %" PRIu64 " damaged bytes at offset %" PRIu64 " skipped", name,
+                     next - off, off);
+        off = next;
+    }
+    if (missing != 0) {
+        rep->corrupt_regions++;
+        rep->corrupt_bytes += missing;
+    }
+    /* Invariant 6: the row counts more entries below its boundary than the scan found there,
+     * and valid entries follow it: the boundary is wrong, the count and the CRCs win. */
+    if (bounded && seg->entries < f->row->entries && keep == durable && durable < size) {
+        uint64_t kept = 0, off = durable;
+        while (seg->entries < f->row->entries && seg_entry_check(seed, map + off, size - off, &e)) {
+            if ((st = rec_take(d, q, seg, name, off, &e, &tombs, rep)) != STORE_OK)
+                goto out;
+            off += e.length;
+            kept++;
+        }
+        if (kept != 0) {
+            rep->boundary_entries_kept += kept;
+            disk_log(d, STORE_LOG_WARN,
+                     "segment %s: the index counts %" PRIu64 " entries below its boundary %" PRIu64
+                     " but %" PRIu64 " are there; %" PRIu64 " valid entries past the boundary "
+                     "kept (a boundary that disagrees with its count loses to the scan)",
+                     name, f->row->entries, durable, seg->entries - kept, kept);
+            durable = keep = off;
+        }
+    }
+    if (bounded && size > durable) {
+        rep->torn_tails++;
+        rep->torn_bytes += size - durable;
+        disk_log(d, STORE_LOG_WARN,
+                 "segment %s: %" PRIu64 " bytes past the durable boundary %" PRIu64 " cut (%s)",
+                 name, size - durable, durable,
+                 f->row->trust == INDEX_ROW_CHECKED
+                     ? "never acknowledged: the boundary's index row verifies"
+                     : "past the boundary an index row without checksum recorded");
+    }
+    if (keep < size) {
+        if (ftruncate(fd, (off_t)keep) != 0 || store_fault_fsync(fd, 1) != 0) {
+            st = STORE_EIO;
+            goto out;
+        }
+    }
+    seg->size = seg->readable = seg->reserved = keep;
+    seg->flushed_entries = seg->entries;
+    seg->flushed_tokens = seg->tokens;
+    seg->deleted = tombs;
+    rep->entries_tombstoned += tombs;
+    if (bounded && f->row->deleted != tombs) {
+        rep->deleted_count_repairs++;
+        disk_log(d, STORE_LOG_INFO,
+                 "segment %s: deleted count %" PRIu64 " repaired to %" PRIu64 " from tombstones",
+                 name, f->row->deleted, tombs);
+    }
+    if (!bounded && !f->row_rejected) {
+        rep->adopted_files++;
+        disk_log(d, STORE_LOG_INFO, "segment %s was not in the index: adopted", name);
+    }
+    if (map_reserve(&d->deleted, 1) != MAP_OK) { /* room for its deletion (disk_seg_delete) */
+        st = STORE_ENOMEM;
+        goto out;
+    }
+    if ((st = disk_seg_attach(d, q, seg)) != STORE_OK)
+        goto out;
+    disk_seg_mark_dirty(d, seg);
+    rep->segments++;
+    seg = NULL;
+out:
+    if (map != MAP_FAILED)
+        munmap(map, size);
+    close(fd);
+    free(seg);
+    return st;
+}

@@ -1,0 +1,27 @@
+/*
+ * recovery_scan_int.h - private to store/recovery*.c: one segment file as recovery found it,
+ * and the scan that queues its entries (recovery_scan.c), for recovery.c.
+ */
+#ifndef LANESCHED_RECOVERY_SCAN_INT_H
+#define LANESCHED_RECOVERY_SCAN_INT_H
+
+#include "store/disk_int.h"
+
+/* A segment file found on disk, before it is scanned. */
+typedef struct {
+    uint64_t id;
+    seg_header_t header;
+    /* The index's row for it when the row can be used: its CRC verified (or it predates
+     * CRCs) and its keys agree with the header. NULL: scanned as if the index did not know
+     * it. Borrowed from the loader's row array. */
+    const index_segment_row_t *row;
+    int row_rejected; /* the index had a row for it that could not be used */
+    uint64_t file_size;
+    uint64_t ino;
+} rec_file_t;
+
+/* Scans f's file, queues its live entries under their lane, repairs what it may (cut torn
+ * tails, count tombstones) and records every dropped byte in *rep. */
+store_status_t rec_scan(disk_t *d, rec_file_t *f, store_recovery_t *rep);
+
+#endif
