@@ -1,0 +1,44 @@
+/*
+ * lease_kv.h - the leases of lease.h kept in a JetStream key-value bucket (private to
+ * scheduler/nats/): one key per model, written by its holder, expiring after the bucket's TTL.
+ *
+ * Ownership: lease_kv_create's result is returned to the caller (lease_kv_destroy); the
+ * connection and the configuration's strings are borrowed and must outlive it.
+ */
+#ifndef LANESCHED_NATS_LEASE_KV_H
+#define LANESCHED_NATS_LEASE_KV_H
+
+#include "scheduler/daemon/lease.h"
+
+#include <nats/nats.h>
+#include <stddef.h>
+
+typedef struct {
+    const char *bucket;   /* the KV bucket, created when missing */
+    int replicas;         /* when creating it: 3 on a cluster of 3 */
+    uint32_t ttl_ms;      /* when creating it; an existing bucket's own TTL is used */
+    const char *models;   /* comma-separated: the models this instance may serve */
+    const char *instance; /* this instance's id, the value of every key it holds */
+} lease_kv_config_t;
+
+/* Told on the lease thread whenever a model's serving deadline changes: valid_until_ns > 0 while
+ * this instance holds the model's lease (serve strictly before it, monotonic clock), 0 when it
+ * does not. model is borrowed for the call. */
+typedef void (*lease_kv_notify_fn)(void *ctx, const char *model, uint64_t valid_until_ns);
+
+typedef struct lease_kv lease_kv_t;
+
+/* Binds or creates the bucket (retrying while JetStream is not ready, up to wait_ms) and starts
+ * the lease thread. NATS_OK, or the status of the last failure (logged). */
+natsStatus lease_kv_create(natsConnection *nc, const lease_kv_config_t *cfg, uint32_t wait_ms,
+                           lease_kv_notify_fn notify, void *ctx, lease_kv_t **out /* out */);
+/* Stops the thread; held leases are deleted so a standby takes over at once. NULL-safe. */
+void lease_kv_destroy(lease_kv_t *kv);
+/* The bucket's TTL in use and the number of models held now (for logs and stats). */
+uint64_t lease_kv_ttl_ms(const lease_kv_t *kv);
+
+/* The bucket key of a model: the model itself when every byte is one a key may hold
+ * ([-_.=/A-Za-z0-9]), else "x_" and the model in hex. 0, or -1 when out is too small. */
+int lease_kv_key(const char *model, char *out, size_t len);
+
+#endif
