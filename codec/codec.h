@@ -67,7 +67,8 @@
     X(CODEC_ETOKENS_TOO_LARGE, "tokens_too_large", "tokens is above 4294967287")                   \
     X(CODEC_DUPLICATE, "duplicate", "an item with this id was accepted within the dedupe window")  \
     X(CODEC_ESTORE_FULL, "store_full", "the data directory is full: retry later")                  \
-    X(CODEC_ESTORE_ERROR, "store_error", "the store failed: retry later; an operator has to look")
+    X(CODEC_ESTORE_ERROR, "store_error", "the store failed: retry later; an operator has to look") \
+    X(CODEC_ENOT_OWNER, "not_owner", "this instance does not hold the model's lease now: retry")
 
 /* CODEC_STATUS_COUNT is the number of codec_status_t values; they are 0 .. COUNT - 1. */
 STATUS_ENUM(codec_status_t, CODEC_STATUS_MAP, CODEC_STATUS_COUNT);

@@ -153,8 +153,10 @@ daemon_status_t daemon_create(const daemon_config_t *cfg, daemon_t **out)
         st = service_init(d);
     if (st == DAEMON_OK)
         st = metrics_create(&d->metrics);
+    if (st == DAEMON_OK)
+        st = serving_create(d);
     if (st == DAEMON_OK && !cfg->store_memory) /* before the store: invariant 3 */
-        st = dirlock_acquire(cfg->data_dir, &d->lock_fd);
+        st = dirlock_acquire_wait(cfg->data_dir, cfg->lock_wait, cfg->lock_wait_ctx, &d->lock_fd);
     if (st != DAEMON_OK)
         goto out;
     st = DAEMON_ESTORE;
@@ -197,6 +199,7 @@ void daemon_destroy(daemon_t *d)
     dedupe_fini(&d->dedupe);
     metrics_destroy(d->metrics);
     service_fini(d);
+    serving_destroy(d);
     dirlock_release(d->lock_fd); /* after the store closed */
     free(d);
 }

@@ -17,13 +17,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DAEMON_STATUS_MAP(X)                  \
-    X(DAEMON_OK, "ok")                        \
-    X(DAEMON_ENOMEM, "out of memory")         \
-    X(DAEMON_EINVAL, "invalid configuration") \
-    X(DAEMON_ENATS, "NATS connection failed") \
-    X(DAEMON_ESTORE, "the store failed")      \
-    X(DAEMON_ELOCKED, "the data directory is in use by another lanesched")
+#define DAEMON_STATUS_MAP(X)                                               \
+    X(DAEMON_OK, "ok")                                                     \
+    X(DAEMON_ENOMEM, "out of memory")                                      \
+    X(DAEMON_EINVAL, "invalid configuration")                              \
+    X(DAEMON_ENATS, "NATS connection failed")                              \
+    X(DAEMON_ESTORE, "the store failed")                                   \
+    X(DAEMON_ELOCKED, "the data directory is in use by another lanesched") \
+    X(DAEMON_ESTOPPED, "stopped while waiting for the data directory")
 
 STATUS_ENUM(daemon_status_t, DAEMON_STATUS_MAP, DAEMON_STATUS_COUNT);
 
@@ -59,6 +60,14 @@ typedef struct {
     uint32_t starvation_ms; /* 0 = off */
     daemon_clock_fn clock;  /* NULL = CLOCK_MONOTONIC */
     void *clock_ctx;        /* borrowed */
+    /* Leases (scale-out): each model of `models` is served only while EV_LEASE says this
+     * instance holds its lease, until the deadline it carries (lease.h). Requires models. */
+    int leases;
+    /* With a lock held by another process, daemon_create waits for it, calling lock_wait(ctx,
+     * ms) between tries (a standby on the same volume); lock_wait returns 1 to give up
+     * (DAEMON_ESTOPPED). NULL: a held lock fails at once (DAEMON_ELOCKED). */
+    int (*lock_wait)(void *ctx, uint32_t ms);
+    void *lock_wait_ctx; /* borrowed */
 } daemon_config_t;
 
 /* The kinds of message the daemon handles; the front maps each subscription to one. */
@@ -74,6 +83,7 @@ typedef enum {
     EV_STOP,         /* finish the turn, flush, return from daemon_run */
     EV_SERVICE,      /* token: the $SRV subject after "$SRV." (PING, INFO.lanesched, ...) */
     EV_METRICS,      /* no token; reply NULL: a snapshot for the metrics sink */
+    EV_LEASE,        /* token: a model; data: uint64_t serve-until (monotonic ns), 0 = not held */
 } ev_kind_t;
 
 /* Publishes data on subject; returns 0 once the connection took it. All borrowed. Called on the

@@ -15,6 +15,7 @@
  *   service.c    $SRV.PING/INFO/STATS (the NATS micro-service protocol) and endpoint counts
  *   metrics.c    the Prometheus figures and their text
  *   dirlock.c    the exclusive lock on the data directory
+ *   serving.c    which models this instance serves now (--models, leases)
  *
  * Everything here runs on the owner thread, except evqueue_post (any thread) and the
  * dropped-message counter (atomic).
@@ -119,6 +120,12 @@ typedef struct {
 
 typedef struct metrics metrics_t;
 
+/* One model of --models and, with leases, until when this instance serves it. */
+typedef struct {
+    char *model;       /* owned */
+    uint64_t until_ns; /* monotonic; 0 = not held */
+} serving_model_t;
+
 struct daemon {
     daemon_config_t cfg;
     store_t *store;
@@ -140,13 +147,29 @@ struct daemon {
     metrics_t *metrics;
     daemon_metrics_sink_fn metrics_sink;
     void *metrics_sink_ctx;
-    int lock_fd; /* the data directory's lock, -1 when none (memory store) */
+    int lock_fd;              /* the data directory's lock, -1 when none (memory store) */
+    serving_model_t *serving; /* the --models list with each lease's deadline (owned) */
+    size_t n_serving;
 };
 
 uint64_t daemon_now(const struct daemon *d);
 uint64_t daemon_ms_ns(uint32_t ms);
 /* Publishes buf (taken) on subject now; a failure is counted. buf NULL: nothing sent. */
 void daemon_publish(struct daemon *d, const char *subject, uint8_t *buf, size_t len);
+
+/* serving.c: the models this instance serves now. */
+daemon_status_t serving_create(struct daemon *d);
+void serving_destroy(struct daemon *d);
+/* 1 when this instance serves the model at this moment (every model without --models). */
+int serving_model(const struct daemon *d, const char *model);
+/* 1 when the model is one this instance may serve (in --models, or every model without it). */
+int serving_configured(const struct daemon *d, const char *model);
+/* An EV_LEASE: the model's new deadline. */
+void serving_lease_note(struct daemon *d, const ev_t *ev);
+/* The --models list for stats: the i-th model (a view), whether it is served and for how long. */
+size_t serving_count(const struct daemon *d);
+const char *serving_at(const struct daemon *d, size_t i, int *out_serving /* out */,
+                       uint64_t *out_left_ns /* out */);
 
 /* intake.c */
 void intake_submit(struct daemon *d, const ev_t *ev, replies_t *deferred);
@@ -209,6 +232,10 @@ void metrics_request(struct daemon *d, const ev_t *ev);
 /* Creates dir if missing and takes its exclusive lock (held until dirlock_release). A lock held
  * by another process: DAEMON_ELOCKED, logged with the holder's pid, host and start. */
 daemon_status_t dirlock_acquire(const char *dir, int *out_fd /* out */);
+/* The same, but a lock held by another process is waited for: wait(ctx, ms) between tries,
+ * DAEMON_ESTOPPED when it returns 1. wait NULL: as dirlock_acquire. */
+daemon_status_t dirlock_acquire_wait(const char *dir, int (*wait)(void *ctx, uint32_t ms),
+                                     void *ctx, int *out_fd /* out */);
 void dirlock_release(int fd); /* -1 is a no-op */
 
 #endif

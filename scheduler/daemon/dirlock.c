@@ -56,7 +56,17 @@ static void dirlock_write(int fd)
                   strerror(errno));
 }
 
+/* How often a standby tries a held lock again, and how often it says it still waits. */
+#define DIRLOCK_RETRY_MS  250u
+#define DIRLOCK_LOG_EVERY 40u
+
 daemon_status_t dirlock_acquire(const char *dir, int *out_fd)
+{
+    return dirlock_acquire_wait(dir, NULL, NULL, out_fd);
+}
+
+daemon_status_t dirlock_acquire_wait(const char *dir, int (*wait)(void *ctx, uint32_t ms),
+                                     void *ctx, int *out_fd)
 {
     char path[4096];
     if (snprintf(path, sizeof(path), "%s/%s", dir, DIRLOCK_NAME) >= (int)sizeof(path))
@@ -69,6 +79,20 @@ daemon_status_t dirlock_acquire(const char *dir, int *out_fd)
     if (fd < 0) {
         log_write(LOG_ERROR, "cannot open the data directory lock %s: %s", path, strerror(errno));
         return DAEMON_ESTORE;
+    }
+    for (unsigned tries = 0; wait != NULL && flock(fd, LOCK_EX | LOCK_NB) != 0; tries++) {
+        if (errno != EWOULDBLOCK)
+            break; /* reported below */
+        if (tries % DIRLOCK_LOG_EVERY == 0) {
+            char holder[256];
+            dirlock_holder(fd, holder, sizeof(holder));
+            log_write(LOG_INFO, "the data directory %s is in use (%s): waiting for it (standby)",
+                      dir, holder);
+        }
+        if (wait(ctx, DIRLOCK_RETRY_MS)) {
+            close(fd);
+            return DAEMON_ESTOPPED;
+        }
     }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         int err = errno;

@@ -163,6 +163,8 @@ again:;
         return 1;
     }
     consumers_dispatched_note(c, n);
+    log_write(LOG_DEBUG, "dispatched batch %" PRIu64 " of model %s (%zu items) to %s", batch_id,
+              consumers_model(c), n, consumers_id(c));
     consumers_pull_use(c);
     return 1;
 }
@@ -175,7 +177,8 @@ void dispatch_fill(struct daemon *d)
         size_t n = consumers_count(d->consumers);
         for (size_t k = 0; k < n; k++) {
             consumer_t *c = consumers_at(d->consumers, (d->serve_cursor + k) % n);
-            if (consumers_dead(c) || consumers_pull_reply(c) == NULL)
+            if (consumers_dead(c) || consumers_pull_reply(c) == NULL ||
+                !serving_model(d, consumers_model(c)))
                 continue;
             uint64_t now = daemon_now(d);
             if (now - start > DAEMON_FILL_BUDGET_NS)

@@ -69,11 +69,12 @@ void intake_submit(struct daemon *d, const ev_t *ev, replies_t *deferred)
         goto reply;
     }
     uint64_t now = daemon_now(d);
+    int served = serving_model(d, ev->token); /* a lease lost or lapsed: refuse (fencing) */
     for (size_t i = 0; i < sub->n_items; i++) {
         const codec_work_item_t *it = &sub->items[i];
         codec_item_result_t *r = &results[i];
         *r = (codec_item_result_t){.id = it->id, .reason = "ok", .error = ""};
-        codec_status_t why = it->status;
+        codec_status_t why = it->status == CODEC_OK && !served ? CODEC_ENOT_OWNER : it->status;
         if (why == CODEC_OK && dedupe_contains(&d->dedupe, it->id.ptr, it->id.len, now)) {
             r->status = CODEC_ITEM_DUPLICATE;
             r->reason = codec_status_reason(CODEC_DUPLICATE);

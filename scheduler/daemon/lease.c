@@ -30,7 +30,9 @@ int lease_timing_init(lease_timing_t *t, uint32_t ttl_ms)
         return -1;
     uint64_t ttl = (uint64_t)ttl_ms * 1000000ull;
     uint64_t margin = ttl / 5 > 100000000ull ? ttl / 5 : 100000000ull;
-    *t = (lease_timing_t){.ttl_ns = ttl, .renew_ns = ttl / 3, .margin_ns = margin};
+    uint64_t standby = ttl / 10 > 100000000ull ? ttl / 10 : 100000000ull;
+    *t = (lease_timing_t){
+        .ttl_ns = ttl, .renew_ns = ttl / 3, .margin_ns = margin, .standby_ns = standby};
     return 0;
 }
 
@@ -72,7 +74,7 @@ int lease_refused(lease_t *l, const lease_timing_t *t, uint64_t now_ns)
     l->state = LEASE_STANDBY; /* invariant 2 */
     l->revision = 0;
     l->valid_until_ns = 0;
-    l->next_ns = now_ns + t->renew_ns;
+    l->next_ns = now_ns + t->standby_ns; /* a takeover waits at most this past the expiry */
     return was;
 }
 

@@ -17,9 +17,10 @@
 
 /* Timing of every lease of an instance (nanoseconds, monotonic). */
 typedef struct {
-    uint64_t ttl_ns;    /* the bucket's TTL: a key not written for this long is gone */
-    uint64_t renew_ns;  /* how often the holder renews (a third of the TTL by default) */
-    uint64_t margin_ns; /* the holder stops serving this long before the key could expire */
+    uint64_t ttl_ns;     /* the bucket's TTL: a key not written for this long is gone */
+    uint64_t renew_ns;   /* how often the holder renews (a third of the TTL by default) */
+    uint64_t margin_ns;  /* the holder stops serving this long before the key could expire */
+    uint64_t standby_ns; /* how often a standby tries to take a held key (a tenth of the TTL) */
 } lease_timing_t;
 
 typedef enum {
@@ -43,7 +44,8 @@ typedef struct {
 } lease_t;
 
 /* 0 and the defaults filled in for a TTL (renew a third of it, margin a fifth, at least 100 ms
- * and less than the renew period); -1 when ttl_ms is too short to be safe (< 300 ms). */
+ * and less than the renew period, standby tries every tenth, at least 100 ms); -1 when ttl_ms
+ * is too short to be safe (< 300 ms). */
 int lease_timing_init(lease_timing_t *t /* out */, uint32_t ttl_ms);
 
 /* A lease not held, due for its first try at now_ns. */

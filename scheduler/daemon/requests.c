@@ -27,18 +27,6 @@
 
 #define REQUESTS_PULL_EXPIRES_DEFAULT_MS 30000u
 
-/* 1 if this instance serves the model (every model without --models). */
-static int requests_owns(const struct daemon *d, const char *model)
-{
-    size_t n = strlen(model);
-    for (const char *p = d->cfg.models; p != NULL; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
-        size_t len = strchr(p, ',') ? (size_t)(strchr(p, ',') - p) : strlen(p);
-        if (len == n && strncmp(p, model, n) == 0)
-            return 1;
-    }
-    return d->cfg.models == NULL;
-}
-
 /* With --models, another instance may own this consumer id: stay silent about ids never seen. */
 static int requests_not_mine(struct daemon *d, const char *id)
 {
@@ -73,7 +61,7 @@ void requests_register(struct daemon *d, const ev_t *ev)
     char err[160], subjects[4][DAEMON_PREFIX_MAX + CONSUMERS_ID_LEN + 8];
     consumer_t *c = NULL;
     codec_status_t cst = codec_decode_register(ev->data, ev->len, &reg);
-    if (cst == CODEC_OK && !requests_owns(d, reg->model)) {
+    if (cst == CODEC_OK && !serving_model(d, reg->model)) {
         codec_register_destroy(reg); /* invariant 4: the instance that owns the model answers */
         return;
     }

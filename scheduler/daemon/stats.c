@@ -195,6 +195,23 @@ static json_t *stats_consumers(struct daemon *d)
     return all;
 }
 
+/* serving[]: each model of --models, whether this instance serves it now and, with leases, how
+ * long its lease still lets it. */
+static json_t *stats_serving(struct daemon *d)
+{
+    json_t *all = json_array();
+    for (size_t i = 0; i < serving_count(d); i++) {
+        int on = 0;
+        uint64_t left = 0;
+        const char *model = serving_at(d, i, &on, &left);
+        json_t *one = json_pack("{s:o,s:b}", "model", stats_str(model), "serving", on);
+        if (d->cfg.leases)
+            json_object_set_new(one, "lease_left_ms", stats_u64(left / 1000000));
+        json_array_append_new(all, one);
+    }
+    return all;
+}
+
 char *stats_json(struct daemon *d, size_t *out_len)
 {
     stats_models_t m = {.sched = d->sched, .models = json_array()};
@@ -206,6 +223,8 @@ char *stats_json(struct daemon *d, size_t *out_len)
         json_object_set_new(doc, "version", json_string(version_string()));
         json_object_set_new(doc, "protocol_version", json_integer(VERSION_PROTOCOL));
         json_object_set_new(doc, "instance_id", json_string(d->instance_id));
+        if (serving_count(d) != 0) /* --models, and with leases who holds what */
+            json_object_set_new(doc, "serving", stats_serving(d));
     }
     char *text = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);

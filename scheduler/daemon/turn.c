@@ -115,6 +115,9 @@ static void turn_handle(struct daemon *d, const ev_t *ev, replies_t *deferred, i
     case EV_METRICS:
         metrics_request(d, ev);
         break;
+    case EV_LEASE:
+        serving_lease_note(d, ev);
+        break;
     }
     service_note(d, ev, daemon_now(d) - t0);
 }

@@ -29,6 +29,7 @@
 #include "common/log.h"
 
 #include <nats/nats.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,12 +46,24 @@ typedef struct {
     size_t token_at; /* the subject's token starts here ("lanes.ack." is 10) */
 } front_sub_t;
 
+/* With leases, the submit subject of each model of --models, subscribed while its lease is held. */
+typedef struct {
+    char *model; /* owned */
+    natsSubscription *sub;
+    front_sub_t ctx;
+} front_submit_t;
+
 struct front {
     daemon_t *d;
     natsConnection *nc;
     natsSubscription *subs[FRONT_MAX_SUBS];
     front_sub_t sub_ctx[FRONT_MAX_SUBS];
     int n_subs;
+    char prefix[DAEMON_PREFIX_MAX + 1];
+    pthread_mutex_t submits_lock; /* the lease thread and the signal thread both change them */
+    front_submit_t **submits;     /* under submits_lock; each apart: subscriptions point at it */
+    size_t n_submits;
+    int stopping; /* under submits_lock: front_unsubscribe ran, nothing is subscribed again */
 };
 
 static void front_on_msg(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
@@ -97,8 +110,10 @@ static void front_on_error(natsConnection *nc, natsSubscription *sub, natsStatus
 front_t *front_create(daemon_t *d)
 {
     front_t *f = calloc(1, sizeof(*f));
-    if (f != NULL)
-        f->d = d;
+    if (f == NULL)
+        return NULL;
+    f->d = d;
+    pthread_mutex_init(&f->submits_lock, NULL);
     return f;
 }
 
@@ -229,7 +244,10 @@ daemon_status_t front_connect(front_t *f, const front_config_t *cfg)
     char subject[512];
     const char *p = cfg->prefix;
     size_t plen = strlen(p);
-    if (cfg->models == NULL) {
+    snprintf(f->prefix, sizeof(f->prefix), "%s", p);
+    if (cfg->leases) {
+        /* each model's submit subject comes and goes with its lease (front_submit_serve) */
+    } else if (cfg->models == NULL) {
         /* '>' rather than '*': a model name may contain dots (llama-3.1); the rest of the
          * subject after "<prefix>.submit." is the model */
         snprintf(subject, sizeof(subject), "%s.submit.>", p);
@@ -288,8 +306,67 @@ uint32_t front_payload_cap(front_t *f, uint32_t configured)
     return (uint32_t)cap;
 }
 
+natsConnection *front_connection(front_t *f)
+{
+    return f->nc;
+}
+
+daemon_status_t front_submit_serve(front_t *f, const char *model, int on)
+{
+    daemon_status_t st = DAEMON_OK;
+    pthread_mutex_lock(&f->submits_lock);
+    front_submit_t *s = NULL;
+    for (size_t i = 0; i < f->n_submits && s == NULL; i++)
+        s = strcmp(f->submits[i]->model, model) == 0 ? f->submits[i] : NULL;
+    if (s == NULL && on && !f->stopping) {
+        front_submit_t **grown = realloc(f->submits, (f->n_submits + 1) * sizeof(*grown));
+        if (grown != NULL)
+            f->submits = grown;
+        if (grown == NULL || (s = calloc(1, sizeof(*s))) == NULL ||
+            (s->model = strdup(model)) == NULL) {
+            free(s);
+            st = DAEMON_ENOMEM;
+            goto out;
+        }
+        f->submits[f->n_submits++] = s;
+    }
+    if (s == NULL || (on && (s->sub != NULL || f->stopping)) || (!on && s->sub == NULL))
+        goto out;
+    if (!on) {
+        natsSubscription_Unsubscribe(s->sub);
+        natsSubscription_Destroy(s->sub);
+        s->sub = NULL;
+        log_write(LOG_DEBUG, "unsubscribed the submits of %s", model);
+        goto out;
+    }
+    char subject[512];
+    snprintf(subject, sizeof(subject), "%s.submit.%s", f->prefix, model);
+    s->ctx = (front_sub_t){f, EV_SUBMIT, strlen(f->prefix) + 8};
+    natsStatus ns = natsConnection_Subscribe(&s->sub, f->nc, subject, front_on_msg, &s->ctx);
+    if (ns == NATS_OK)
+        ns = natsSubscription_SetPendingLimits(s->sub, -1, -1); /* invariant 1 */
+    if (ns == NATS_OK)
+        ns = natsConnection_Flush(f->nc);
+    if (ns != NATS_OK) {
+        log_write(LOG_ERROR, "cannot subscribe to %s: %s", subject, natsStatus_GetText(ns));
+        natsSubscription_Destroy(s->sub);
+        s->sub = NULL;
+        st = DAEMON_ENATS;
+    }
+out:
+    pthread_mutex_unlock(&f->submits_lock);
+    return st;
+}
+
 void front_unsubscribe(front_t *f)
 {
+    pthread_mutex_lock(&f->submits_lock);
+    f->stopping = 1;
+    for (size_t i = 0; i < f->n_submits; i++) {
+        if (f->submits[i]->sub != NULL)
+            natsSubscription_Unsubscribe(f->submits[i]->sub);
+    }
+    pthread_mutex_unlock(&f->submits_lock);
     for (int i = 0; i < f->n_subs; i++) {
         natsSubscription_Unsubscribe(f->subs[i]);
     }
@@ -303,6 +380,12 @@ void front_destroy(front_t *f)
         return;
     for (int i = 0; i < f->n_subs; i++)
         natsSubscription_Destroy(f->subs[i]);
+    for (size_t i = 0; i < f->n_submits; i++) {
+        natsSubscription_Destroy(f->submits[i]->sub);
+        free(f->submits[i]->model);
+        free(f->submits[i]);
+    }
+    free(f->submits);
     if (f->nc != NULL) {
         natsConnection_Close(f->nc);
         natsConnection_Destroy(f->nc);
@@ -311,5 +394,6 @@ void front_destroy(front_t *f)
      * every library thread to finish before the front (and then the daemon) is freed. */
     if (nats_CloseAndWait(5000) != NATS_OK)
         log_write(LOG_WARN, "the NATS library did not stop within 5 s");
+    pthread_mutex_destroy(&f->submits_lock);
     free(f);
 }

@@ -9,6 +9,8 @@
 
 #include "scheduler/daemon/daemon.h"
 
+#include <nats/nats.h>
+
 /* How to reach NATS. Strings borrowed from argv/environ for the process's life. */
 typedef struct {
     const char *servers; /* comma-separated URLs */
@@ -16,6 +18,7 @@ typedef struct {
     const char *tls_ca, *tls_cert, *tls_key;
     const char *prefix;
     const char *models; /* comma-separated, NULL = every model */
+    int leases;         /* models' submit subjects follow their leases (front_submit_serve) */
     /* Waiting for NATS at start: how long in total (0 = forever), and the pause between tries,
      * which returns nonzero to give up (a stop signal came). */
     uint32_t connect_wait_ms;
@@ -37,6 +40,11 @@ void front_destroy(front_t *f);
 /* The largest payload a single-item Batch can carry on the connected server, lowered from
  * `configured` (0 = unlimited) when the server carries less (logged). */
 uint32_t front_payload_cap(front_t *f, uint32_t configured);
+/* With leases: subscribes (on) or unsubscribes the model's submit subject. Thread-safe; after
+ * front_unsubscribe nothing is subscribed again. */
+daemon_status_t front_submit_serve(front_t *f, const char *model, int on);
+/* The connection, borrowed, for the lease keeper (valid until front_destroy). */
+natsConnection *front_connection(front_t *f);
 /* A daemon_publish_fn: ctx is the front. */
 int front_publish(void *ctx, const char *subject, const void *data, size_t len);
 

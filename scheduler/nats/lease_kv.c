@@ -162,30 +162,40 @@ static void *lease_kv_main(void *arg)
 }
 
 /* Binds the bucket, creating it when missing; retries while JetStream is not ready. */
-static natsStatus lease_kv_bind(lease_kv_t *kv, const lease_kv_config_t *cfg, uint32_t wait_ms)
+static natsStatus lease_kv_bind(lease_kv_t *kv, const lease_kv_config_t *cfg)
 {
-    uint64_t deadline = clock_mono_ns() + (uint64_t)wait_ms * 1000000ull;
     natsStatus s;
+    int replicas = cfg->replicas > 0 ? cfg->replicas : 1;
     for (uint32_t attempt = 1;; attempt++) {
         s = js_KeyValue(&kv->kv, kv->js, cfg->bucket);
         if (s == NATS_NOT_FOUND) {
             kvConfig c;
             kvConfig_Init(&c);
             c.Bucket = cfg->bucket;
-            c.Replicas = cfg->replicas > 0 ? cfg->replicas : 1;
+            c.Replicas = replicas;
             c.TTL = (int64_t)cfg->ttl_ms * 1000000;
             c.History = 1;
             s = js_CreateKeyValue(&kv->kv, kv->js, &c);
-            if (s != NATS_OK && strstr(nats_GetLastError(NULL) ? nats_GetLastError(NULL) : "",
-                                       "already in use") != NULL)
+            const char *why = nats_GetLastError(NULL) ? nats_GetLastError(NULL) : "";
+            if (s != NATS_OK && strstr(why, "already in use") != NULL)
                 continue; /* another instance created it first: bind to it */
+            if (s != NATS_OK && replicas > 1 && strstr(why, "non-clustered") != NULL) {
+                log_write(LOG_WARN,
+                          "a single NATS server: the lease bucket %s gets 1 replica, "
+                          "not %d",
+                          cfg->bucket, replicas);
+                replicas = 1;
+                continue;
+            }
         }
-        if (s == NATS_OK || clock_mono_ns() >= deadline)
+        if (s == NATS_OK)
             break;
-        log_write(LOG_WARN, "lease bucket %s not ready (%s, attempt %u): retrying", cfg->bucket,
-                  natsStatus_GetText(s), attempt);
-        struct timespec ts = {0, 250000000};
-        nanosleep(&ts, NULL);
+        if (attempt % 8 == 1)
+            log_write(LOG_WARN, "lease bucket %s not ready (%s, attempt %u): retrying", cfg->bucket,
+                      natsStatus_GetText(s), attempt);
+        if (cfg->pause != NULL ? cfg->pause(cfg->pause_ctx, 250)
+                               : nanosleep(&(struct timespec){0, 250000000}, NULL) != 0)
+            break;
     }
     if (s != NATS_OK) {
         log_write(LOG_ERROR, "cannot bind the lease bucket %s: %s %s", cfg->bucket,
@@ -212,7 +222,7 @@ static natsStatus lease_kv_bind(lease_kv_t *kv, const lease_kv_config_t *cfg, ui
     return NATS_OK;
 }
 
-natsStatus lease_kv_create(natsConnection *nc, const lease_kv_config_t *cfg, uint32_t wait_ms,
+natsStatus lease_kv_create(natsConnection *nc, const lease_kv_config_t *cfg,
                            lease_kv_notify_fn notify, void *ctx, lease_kv_t **out)
 {
     natsStatus s = NATS_NO_MEMORY;
@@ -249,7 +259,7 @@ natsStatus lease_kv_create(natsConnection *nc, const lease_kv_config_t *cfg, uin
     jsOptions_Init(&jo);
     jo.Wait = LEASE_KV_CALL_MS;
     if ((s = natsConnection_JetStream(&kv->js, nc, &jo)) != NATS_OK ||
-        (s = lease_kv_bind(kv, cfg, wait_ms)) != NATS_OK)
+        (s = lease_kv_bind(kv, cfg)) != NATS_OK)
         goto out;
     if (pthread_create(&kv->thread, NULL, lease_kv_main, kv) != 0) {
         s = NATS_SYS_ERROR;

@@ -19,6 +19,10 @@ typedef struct {
     uint32_t ttl_ms;      /* when creating it; an existing bucket's own TTL is used */
     const char *models;   /* comma-separated: the models this instance may serve */
     const char *instance; /* this instance's id, the value of every key it holds */
+    /* The pause between tries while JetStream is not ready; returns nonzero to give up (a stop
+     * signal came). NULL: nanosleep, and keep trying. */
+    int (*pause)(void *ctx, uint32_t ms);
+    void *pause_ctx; /* borrowed */
 } lease_kv_config_t;
 
 /* Told on the lease thread whenever a model's serving deadline changes: valid_until_ns > 0 while
@@ -28,9 +32,9 @@ typedef void (*lease_kv_notify_fn)(void *ctx, const char *model, uint64_t valid_
 
 typedef struct lease_kv lease_kv_t;
 
-/* Binds or creates the bucket (retrying while JetStream is not ready, up to wait_ms) and starts
- * the lease thread. NATS_OK, or the status of the last failure (logged). */
-natsStatus lease_kv_create(natsConnection *nc, const lease_kv_config_t *cfg, uint32_t wait_ms,
+/* Binds or creates the bucket (retrying while JetStream is not ready, until cfg->pause gives
+ * up) and starts the lease thread. NATS_OK, or the status of the last failure (logged). */
+natsStatus lease_kv_create(natsConnection *nc, const lease_kv_config_t *cfg,
                            lease_kv_notify_fn notify, void *ctx, lease_kv_t **out /* out */);
 /* Stops the thread; held leases are deleted so a standby takes over at once. NULL-safe. */
 void lease_kv_destroy(lease_kv_t *kv);

@@ -14,6 +14,7 @@
  */
 #include "scheduler/http/http.h"
 #include "scheduler/nats/front.h"
+#include "scheduler/nats/lease_kv.h"
 
 #include "common/log.h"
 #include "common/usage.h"
@@ -55,6 +56,13 @@ static const flag_t flags[] = {
      "how --durability power syncs a turn: every touched segment file, all at once, or one "
      "syncfs (cheaper with many lanes on a volume of its own)"},
     {"models", "M1,M2,...", NULL, "models this instance owns (default: every model)"},
+    {"lease-bucket", "NAME", NULL,
+     "exclusive ownership (off by default): serve each model of --models only while holding its "
+     "lease in this JetStream key-value bucket; standbys take over when a lease lapses"},
+    {"lease-ttl-ms", "MS", "10000",
+     "when the bucket is created: a lease not renewed for this long lapses (an existing bucket "
+     "keeps its own)"},
+    {"lease-replicas", "N", "3", "when the bucket is created: its replicas (1 on a single server)"},
     {"heartbeat-ms", "MS", "2000", "how often consumers are told to heartbeat"},
     {"dead-after-ms", "MS", "10000", "a consumer silent this long is dead; its batches return"},
     {"ack-wait-ms", "MS", "30000", "a batch not acked this long returns to the queue"},
@@ -232,6 +240,15 @@ static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc
                 DAEMON_PREFIX_MAX);
         return -1;
     }
+    const char *bucket = flag_value(v, "lease-bucket");
+    if (bucket != NULL && bucket[0] != '\0') {
+        if (cfg->models == NULL || cfg->store_memory) {
+            fprintf(stderr, "lanesched: --lease-bucket needs --models (the models this instance "
+                            "may serve) and the disk store\n");
+            return -1;
+        }
+        cfg->leases = fc->leases = 1;
+    }
     if (cfg->dead_after_ms == 0 || cfg->ack_wait_ms == 0 || cfg->heartbeat_ms == 0) {
         fprintf(stderr, "lanesched: --heartbeat-ms, --dead-after-ms and --ack-wait-ms must be "
                         "greater than 0\n");
@@ -269,6 +286,47 @@ static void main_metrics_offer(void *ctx, const char *text, size_t len)
     http_server_offer(ctx, text, len);
 }
 
+typedef struct {
+    daemon_t *d;
+    front_t *f;
+} lease_glue_t;
+
+/* lease_kv_notify_fn: a gained lease reaches the owner before the model's submits are
+ * subscribed, a lost one is unsubscribed before the owner hears, so no submit meets an owner
+ * that is not told yet. */
+static void main_lease_notify(void *ctx, const char *model, uint64_t valid_until_ns)
+{
+    lease_glue_t *g = ctx;
+    if (valid_until_ns == 0)
+        front_submit_serve(g->f, model, 0);
+    if (daemon_post(g->d, EV_LEASE, model, NULL, &valid_until_ns, sizeof(valid_until_ns)) != 0)
+        log_write(LOG_ERROR, "out of memory: the lease of %s could not reach the owner", model);
+    if (valid_until_ns != 0)
+        front_submit_serve(g->f, model, 1);
+}
+
+/* Starts the lease keeper when --lease-bucket is set; 0, or -1 (logged). */
+static int main_leases_start(const char **values, const daemon_config_t *cfg, lease_glue_t *g,
+                             signal_ctx_t *sc, lease_kv_t **out)
+{
+    *out = NULL;
+    if (!cfg->leases)
+        return 0;
+    uint32_t ttl = 0, replicas = 0;
+    if (parse_u32("lease-ttl-ms", flag_value(values, "lease-ttl-ms"), &ttl) ||
+        parse_u32("lease-replicas", flag_value(values, "lease-replicas"), &replicas))
+        return -1;
+    lease_kv_config_t lc = {.bucket = flag_value(values, "lease-bucket"),
+                            .replicas = (int)replicas,
+                            .ttl_ms = ttl,
+                            .models = cfg->models,
+                            .instance = daemon_instance_id(g->d),
+                            .pause = main_pause,
+                            .pause_ctx = sc};
+    natsStatus s = lease_kv_create(front_connection(g->f), &lc, main_lease_notify, g, out);
+    return s == NATS_OK ? 0 : -1;
+}
+
 static void *signal_thread(void *arg)
 {
     signal_ctx_t *sc = arg;
@@ -298,8 +356,14 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &sc.set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    if (cfg.leases) { /* a standby on the same volume waits for the directory */
+        cfg.lock_wait = main_pause;
+        cfg.lock_wait_ctx = &sc;
+    }
     daemon_t *d = NULL;
     daemon_status_t st = daemon_create(&cfg, &d);
+    if (st == DAEMON_ESTOPPED)
+        return 0;
     if (st != DAEMON_OK) {
         log_write(LOG_ERROR, "cannot start: %s", daemon_status_str(st));
         return 1;
@@ -333,11 +397,20 @@ int main(int argc, char **argv)
     }
     daemon_publish_set(d, front_publish, f);
     daemon_max_payload_set(d, front_payload_cap(f, cfg.max_payload));
+    lease_glue_t glue = {d, f};
+    lease_kv_t *leases = NULL;
+    if (main_leases_start(values, &cfg, &glue, &sc, &leases) != 0) {
+        front_destroy(f);
+        http_server_stop(http);
+        daemon_destroy(d);
+        return sc.stopped ? 0 : 1;
+    }
     sc.d = d;
     sc.f = f;
     pthread_t sig_thread;
     if (pthread_create(&sig_thread, NULL, signal_thread, &sc) != 0) {
         log_write(LOG_ERROR, "cannot start the signal thread");
+        lease_kv_destroy(leases);
         front_destroy(f);
         http_server_stop(http);
         daemon_destroy(d);
@@ -354,8 +427,9 @@ int main(int argc, char **argv)
      * it and wait, so a late SIGTERM cannot reach a destroyed front. */
     pthread_kill(sig_thread, SIGTERM);
     pthread_join(sig_thread, NULL);
-    http_server_stop(http); /* its threads post to d */
-    front_destroy(f);       /* closes the NATS library and waits for its threads */
+    lease_kv_destroy(leases); /* after the last flush: the leases are released for a standby */
+    http_server_stop(http);   /* its threads post to d */
+    front_destroy(f);         /* closes the NATS library and waits for its threads */
     daemon_destroy(d);
     log_write(LOG_INFO, "stopped");
     return st == DAEMON_OK ? 0 : 1;

@@ -64,8 +64,9 @@ static void test_a_held_key_refuses_the_create_and_the_standby_retries(void **st
     lease_init(&l, 0);
     assert_int_equal(lease_refused(&l, &t, 5 * MS), 0);
     assert_false(lease_serving(&l, 5 * MS));
-    assert_int_equal(lease_due(&l, 5 * MS + t.renew_ns - 1), LEASE_ACT_NONE);
-    assert_int_equal(lease_due(&l, 5 * MS + t.renew_ns), LEASE_ACT_CREATE);
+    assert_int_equal(t.standby_ns, 300 * MS);
+    assert_int_equal(lease_due(&l, 5 * MS + t.standby_ns - 1), LEASE_ACT_NONE);
+    assert_int_equal(lease_due(&l, 5 * MS + t.standby_ns), LEASE_ACT_CREATE);
 }
 
 static void test_a_refused_renewal_stops_serving_at_once(void **state)
