@@ -124,6 +124,7 @@ typedef struct metrics metrics_t;
 typedef struct {
     char *model;       /* owned */
     uint64_t until_ns; /* monotonic; 0 = not held */
+    int announced;     /* serving, as last logged */
 } serving_model_t;
 
 struct daemon {
@@ -166,6 +167,8 @@ int serving_model(const struct daemon *d, const char *model);
 int serving_configured(const struct daemon *d, const char *model);
 /* An EV_LEASE: the model's new deadline. */
 void serving_lease_note(struct daemon *d, const ev_t *ev);
+/* Logs every model whose deadline passed since the last look (called by the timers). */
+void serving_tick(struct daemon *d);
 /* The --models list for stats: the i-th model (a view), whether it is served and for how long. */
 size_t serving_count(const struct daemon *d);
 const char *serving_at(const struct daemon *d, size_t i, int *out_serving /* out */,

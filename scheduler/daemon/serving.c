@@ -45,6 +45,7 @@ daemon_status_t serving_create(struct daemon *d)
         }
         d->serving = grown;
         grown[d->n_serving].until_ns = 0;
+        grown[d->n_serving].announced = 0;
         d->n_serving++;
     }
     free(list);
@@ -82,6 +83,23 @@ int serving_configured(const struct daemon *d, const char *model)
     return d->cfg.models == NULL || serving_find(d, model) != NULL;
 }
 
+/* Logs a change of serving since the last one logged (a lapse is found by the tick). */
+static void serving_announce(struct daemon *d, serving_model_t *s)
+{
+    int is = daemon_now(d) < s->until_ns;
+    if (is == s->announced)
+        return;
+    s->announced = is;
+    log_write(is ? LOG_INFO : LOG_WARN, "model %s: %s", s->model,
+              is ? "lease held, serving" : "lease not held, not serving");
+}
+
+void serving_tick(struct daemon *d)
+{
+    for (size_t i = 0; d->cfg.leases && i < d->n_serving; i++)
+        serving_announce(d, &d->serving[i]);
+}
+
 void serving_lease_note(struct daemon *d, const ev_t *ev)
 {
     serving_model_t *s = serving_find(d, ev->token);
@@ -89,12 +107,9 @@ void serving_lease_note(struct daemon *d, const ev_t *ev)
     if (s == NULL || !d->cfg.leases || ev->len != sizeof(until))
         return;
     memcpy(&until, ev->data, sizeof(until));
-    int was = daemon_now(d) < s->until_ns;
     s->until_ns = until;
+    serving_announce(d, s);
     int is = daemon_now(d) < until;
-    if (was != is)
-        log_write(LOG_INFO, "model %s: %s", s->model,
-                  is ? "lease held, serving" : "lease not held, not serving");
     if (is) {
         /* in wall time for the record of who served when (a test reads it at debug level) */
         uint64_t wall = clock_wall_ns() + (until - daemon_now(d));

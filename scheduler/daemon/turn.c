@@ -68,6 +68,7 @@ static void turn_timers(struct daemon *d)
         consumers_stall_reset(d->consumers, now);
     }
     d->last_timers_ns = now;
+    serving_tick(d);
     if (now >= d->next_tick_ns) {
         dispatch_orphans_retry(d);
         sched_tick(d->sched);

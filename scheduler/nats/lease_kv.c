@@ -34,6 +34,9 @@
 #define LEASE_KV_KEY_MAX (2 + 2 * 255 + 1)
 /* How long one bucket call may take before it counts as failed: well below the margin. */
 #define LEASE_KV_CALL_MS 500
+/* Creating the bucket is a cluster-wide operation (a replicated stream): a new cluster under load
+ * takes seconds, and a create that timed out may still succeed; it is given this long. */
+#define LEASE_KV_CREATE_MS 10000
 
 typedef struct {
     char *model; /* owned */
@@ -175,7 +178,18 @@ static natsStatus lease_kv_bind(lease_kv_t *kv, const lease_kv_config_t *cfg)
             c.Replicas = replicas;
             c.TTL = (int64_t)cfg->ttl_ms * 1000000;
             c.History = 1;
-            s = js_CreateKeyValue(&kv->kv, kv->js, &c);
+            jsCtx *admin = NULL;
+            jsOptions jo;
+            jsOptions_Init(&jo);
+            jo.Wait = LEASE_KV_CREATE_MS;
+            kvStore *created = NULL;
+            s = natsConnection_JetStream(&admin, kv->nc, &jo);
+            if (s == NATS_OK)
+                s = js_CreateKeyValue(&created, admin, &c);
+            kvStore_Destroy(created); /* bound again below, on the fast context */
+            jsCtx_Destroy(admin);
+            if (s == NATS_OK)
+                s = js_KeyValue(&kv->kv, kv->js, cfg->bucket);
             const char *why = nats_GetLastError(NULL) ? nats_GetLastError(NULL) : "";
             if (s != NATS_OK && strstr(why, "already in use") != NULL)
                 continue; /* another instance created it first: bind to it */
