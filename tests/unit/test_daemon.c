@@ -69,7 +69,7 @@ static void fx_forget(fx_t *f)
     f->n_sent = 0;
 }
 
-static int setup_with(void **state, uint32_t max_deliveries)
+static int setup_cfg(void **state, uint32_t max_deliveries, const char *models, int leases)
 {
     fx_t *f = calloc(1, sizeof(*f));
     assert_non_null(f);
@@ -83,11 +83,23 @@ static int setup_with(void **state, uint32_t max_deliveries)
                            .max_payload = 1 << 20,
                            .dedupe_window_ms = 60000,
                            .clock = fx_clock,
-                           .clock_ctx = f};
+                           .clock_ctx = f,
+                           .models = models,
+                           .leases = leases};
     assert_int_equal(daemon_create(&cfg, &f->d), DAEMON_OK);
     daemon_publish_set(f->d, fx_publish, f);
     *state = f;
     return 0;
+}
+
+static int setup_with(void **state, uint32_t max_deliveries)
+{
+    return setup_cfg(state, max_deliveries, NULL, 0);
+}
+
+static int setup_leases(void **state)
+{
+    return setup_cfg(state, 5, "llama", 1);
 }
 
 static int setup(void **state)
@@ -640,6 +652,71 @@ static void test_stop_ends_the_turn_after_its_flush(void **state)
     assert_int_equal(count_on(f, "sub.reply"), 1); /* the submit before it was still answered */
 }
 
+/* ---- leases ------------------------------------------------------------------------------- */
+
+static void lease(fx_t *f, const char *model, uint64_t until_ns)
+{
+    assert_int_equal(daemon_post(f->d, EV_LEASE, model, NULL, &until_ns, sizeof(until_ns)), 0);
+}
+
+/* With leases a model is served only before the deadline of its last renewal, checked on the
+ * owner's clock: submits are refused with not_owner outside it, registers go unanswered, and no
+ * batch leaves once it passed, whatever the lease thread does meanwhile (fencing). */
+static void test_a_model_is_served_only_within_its_lease(void **state)
+{
+    fx_t *f = *state;
+    submit(f, "llama", 42, 100, "l", 0, 2, "r0");
+    turn(f);
+    codec_submit_reply_t *r = submit_reply(f, "r0");
+    assert_int_equal(r->results[0].status, CODEC_ITEM_REJECTED);
+    assert_string_equal(r->results[0].reason, "not_owner");
+    codec_submit_reply_destroy(r);
+    codec_register_t reg0 = {"llama", 8, 4096, 0, "gpu"};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(codec_encode_register(&reg0, &buf, &len), CODEC_OK);
+    assert_int_equal(daemon_post(f->d, EV_REGISTER, NULL, "reg.none", buf, len), 0);
+    free(buf);
+    turn(f);
+    assert_int_equal(count_on(f, "reg.none"), 0); /* the holder answers, not us */
+
+    lease(f, "llama", f->now + 2000 * MS);
+    submit(f, "llama", 42, 100, "l", 0, 4, "r1");
+    turn(f);
+    r = submit_reply(f, "r1");
+    for (size_t i = 0; i < 4; i++)
+        assert_int_equal(r->results[i].status, CODEC_ITEM_ACCEPTED); /* not_owner stored nothing */
+    codec_submit_reply_destroy(r);
+    char id[33];
+    reg(f, "llama", 1, 4096, "gpu", id);
+    pull(f, id, 2, 60000, "inbox"); /* two of the four items */
+    turn(f);
+    assert_int_equal(count_on(f, "inbox"), 2);
+    advance_alive(f, id, 2100); /* past the deadline: the lease thread said nothing more */
+    pull(f, id, 10, 60000, "inbox");
+    advance_alive(f, id, 500);
+    assert_int_equal(count_on(f, "inbox"), 2); /* fenced: the two queued items stay */
+    submit(f, "llama", 42, 100, "m", 0, 1, "r2");
+    turn(f);
+    r = submit_reply(f, "r2");
+    assert_string_equal(r->results[0].reason, "not_owner");
+    codec_submit_reply_destroy(r);
+    json_t *doc = stats(f);
+    json_t *srv = json_array_get(json_object_get(doc, "serving"), 0);
+    assert_string_equal(json_string_value(json_object_get(srv, "model")), "llama");
+    assert_true(json_is_false(json_object_get(srv, "serving")));
+    json_decref(doc);
+
+    lease(f, "llama", f->now + 2000 * MS); /* renewed again: serving resumes */
+    advance_alive(f, id, 300);
+    assert_int_equal(count_on(f, "inbox"), 4);
+    doc = stats(f);
+    srv = json_array_get(json_object_get(doc, "serving"), 0);
+    assert_true(json_is_true(json_object_get(srv, "serving")));
+    assert_true(json_integer_value(json_object_get(srv, "lease_left_ms")) > 0);
+    json_decref(doc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -664,6 +741,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_stats_stay_valid_json_for_any_name, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_ends_the_turn_after_its_flush, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_model_is_served_only_within_its_lease, setup_leases,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
