@@ -1,0 +1,240 @@
+/*
+ * throughput_report.c - what `throughput` prints and writes: one paragraph per run, the ratios
+ * lanesched / JetStream of the same session with the issue's targets as checks, the client-side
+ * verdict of each rerun with twice the clients, and the JSON document.
+ *
+ * Invariants:
+ *  1. Every ratio divides figures of one session (the same machine, items and moment); a figure
+ *     of a run that did not finish is printed as n/a and enters no ratio.
+ *  2. A rerun with twice the producers and consumers that raises a figure by more than
+ *     TP_CLIENT_GAIN says the figure is limited by the bench's clients, never by the broker.
+ *  3. JSON keys are stable; new ones are added, none renamed.
+ */
+#include "throughput_int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Twice the clients may raise a figure by up to this much before the clients count as its limit:
+ * run-to-run noise on a shared 2-core machine is within a few percent. */
+#define TP_CLIENT_GAIN 1.10
+
+static double tp_per_m(double s, uint64_t items)
+{
+    return items > 0 ? s * 1e6 / (double)items : 0.0;
+}
+
+static double tp_rate(const tp_phase_result_t *p, uint64_t items)
+{
+    return p->ran && p->elapsed_s > 0 ? (double)items / p->elapsed_s : 0.0;
+}
+
+static void tp_phase_print(const char *name, const tp_phase_result_t *p, uint64_t items,
+                           bool latency)
+{
+    if (!p->ran) {
+        printf("  %-12s n/a\n", name);
+        return;
+    }
+    printf("  %-12s %10.0f items/s  (%.2f s)", name, tp_rate(p, items), p->elapsed_s);
+    if (latency)
+        printf("  submit->ack p50 %.2f ms  p99 %.2f ms  max %.2f ms", p->lat_p50_ms, p->lat_p99_ms,
+               p->lat_max_ms);
+    printf("\n");
+}
+
+void tp_result_print(const tp_result_t *r, const tp_opts_t *o)
+{
+    bool lanes = strcmp(r->system, "lanesched") == 0;
+    printf("\n%s: %" PRIu32 " producers x %" PRIu32 " Submits in flight x %" PRIu32
+           " items, %" PRIu32 " consumers (batches of %" PRIu32 ", %s), %" PRIu64
+           " items of %" PRIu32 " B per phase\n",
+           r->label, r->producers, o->window, o->batch, r->consumers, o->max_batch_size,
+           lanes ? "prefetch, async acks" : "Fetch, natsMsg_Ack each", r->items, o->payload_bytes);
+    if (!r->ran && r->phase[TP_SUBMIT].ran == false && r->error[0] != '\0') {
+        printf("  FAILED: %s\n", r->error);
+        return;
+    }
+    tp_phase_print("submit only", &r->phase[TP_SUBMIT], r->items, true);
+    tp_phase_print("drain", &r->phase[TP_DRAIN], r->items, false);
+    tp_phase_print("end to end", &r->phase[TP_E2E], r->items, true);
+    const tp_phase_result_t *e = &r->phase[TP_E2E];
+    if (e->ran) {
+        if (lanes)
+            printf("  CPU s per M items (end to end): lanesched %.2f, nats-server %.2f, bench "
+                   "clients %.2f\n",
+                   tp_per_m(e->daemon_cpu_s, r->items), tp_per_m(e->server_cpu_s, r->items),
+                   tp_per_m(e->client_cpu_s, r->items));
+        else
+            printf("  CPU s per M items (end to end): nats-server %.2f, bench clients %.2f\n",
+                   tp_per_m(e->server_cpu_s, r->items), tp_per_m(e->client_cpu_s, r->items));
+        if (lanes)
+            printf("  context switches per item (end to end): lanesched %.3f, nats-server %.3f\n",
+                   (double)e->daemon_ctxsw / (double)r->items,
+                   (double)e->server_ctxsw / (double)r->items);
+        else
+            printf("  context switches per item (end to end): nats-server %.3f\n",
+                   (double)e->server_ctxsw / (double)r->items);
+    }
+    const tp_phase_result_t *s = &r->phase[TP_SUBMIT];
+    if (s->ran)
+        printf("  submit only: CPU s per M items %s %.2f%s%.2f, switches per item %.3f\n",
+               lanes ? "lanesched" : "nats-server",
+               tp_per_m(lanes ? s->daemon_cpu_s : s->server_cpu_s, r->items),
+               lanes ? ", nats-server " : ", bench clients ",
+               tp_per_m(lanes ? s->server_cpu_s : s->client_cpu_s, r->items),
+               (double)(lanes ? s->daemon_ctxsw : s->server_ctxsw) / (double)r->items);
+    if (r->bytes_per_queued_item > 0)
+        printf("  memory: %.0f bytes of %s RSS per queued item (%ld -> %ld kB at %" PRIu64
+               " queued; payloads included)\n",
+               r->bytes_per_queued_item, lanes ? "lanesched" : "nats-server", r->rss_base_kb,
+               r->rss_peak_kb, r->items);
+    printf("  items: %" PRIu64 " sent, lost %" PRIu64 ", duplicated %" PRIu64 ", failed %" PRIu64
+           ", foreign %" PRIu64,
+           2 * r->items, r->lost, r->duplicated, r->failed, r->foreign);
+    if (lanes)
+        printf(r->have_tokens ? ", token difference %" PRId64 : ", token difference n/a",
+               r->token_difference);
+    printf("  %s\n", r->ok ? "OK" : "FAILED");
+    if (r->error[0] != '\0')
+        printf("  %s: %s\n", r->ok ? "note" : "error", r->error);
+}
+
+/* The run of system/durability with the fewest clients (the main one), or NULL. */
+static const tp_result_t *tp_find(const tp_result_t *rs, size_t n, const char *system,
+                                  const char *durability)
+{
+    const tp_result_t *best = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(rs[i].system, system) != 0 || strcmp(rs[i].durability, durability) != 0)
+            continue;
+        if (best == NULL || rs[i].producers + rs[i].consumers < best->producers + best->consumers)
+            best = &rs[i];
+    }
+    return best;
+}
+
+static void tp_ratio_print(const char *what, const tp_result_t *a, const tp_result_t *b, int phase,
+                           double target)
+{
+    double x = a != NULL ? tp_rate(&a->phase[phase], a->items) : 0.0;
+    double y = b != NULL ? tp_rate(&b->phase[phase], b->items) : 0.0;
+    if (x <= 0 || y <= 0) {
+        printf("  %-44s n/a\n", what);
+        return;
+    }
+    printf("  %-44s %6.2fx  (%.0f / %.0f items/s)", what, x / y, x, y);
+    if (target > 0)
+        printf("  target >= %gx: %s", target, x / y >= target ? "YES" : "NO");
+    printf("\n");
+}
+
+void tp_summary_print(const tp_result_t *rs, size_t n, const tp_opts_t *o)
+{
+    const tp_result_t *p = tp_find(rs, n, "lanesched", "process");
+    const tp_result_t *w = tp_find(rs, n, "lanesched", "power");
+    const tp_result_t *j = tp_find(rs, n, "jetstream", "file");
+    printf("\n== lanesched / JetStream, same session and items (store %s, %" PRIu32 " B payloads, "
+           "%" PRIu32 "-item Submits)\n",
+           o->store, o->payload_bytes, o->batch);
+    tp_ratio_print("end to end, process level", p, j, TP_E2E, 3.0);
+    tp_ratio_print("end to end, power level", w, j, TP_E2E, 1.0);
+    tp_ratio_print("submit only, process level", p, j, TP_SUBMIT, 0);
+    tp_ratio_print("submit only, power level", w, j, TP_SUBMIT, 0);
+    tp_ratio_print("drain, process level", p, j, TP_DRAIN, 0);
+    if (p != NULL && p->phase[TP_SUBMIT].ran) {
+        double r = tp_rate(&p->phase[TP_SUBMIT], p->items);
+        printf("  %-44s %.0f items/s  target >= 1,000,000 with 64-item Submits: %s\n",
+               "submit only, process level", r,
+               o->batch != 64 ? "n/a (not 64 items)"
+               : r >= 1e6     ? "YES"
+                              : "NO");
+    }
+    bool any = false;
+    for (size_t i = 0; i < n; i++) {
+        const tp_result_t *base = tp_find(rs, n, rs[i].system, rs[i].durability);
+        if (base == &rs[i] || base == NULL)
+            continue;
+        if (!any)
+            printf("\n== the client side (invariant 2: more clients must not raise a figure)\n");
+        any = true;
+        static const char *const names[TP_PHASES] = {"submit only", "drain", "end to end"};
+        for (int k = 0; k < TP_PHASES; k++) {
+            double a = tp_rate(&base->phase[k], base->items),
+                   b = tp_rate(&rs[i].phase[k], rs[i].items);
+            if (a <= 0 || b <= 0)
+                continue;
+            printf("  %s %s: %ux%u clients %.0f items/s, %ux%u clients %.0f (%.2fx): %s\n",
+                   base->label, names[k], base->producers, base->consumers, a, rs[i].producers,
+                   rs[i].consumers, b, b / a,
+                   b > a * TP_CLIENT_GAIN ? "CLIENT-LIMITED: the bench's clients limit this figure"
+                                          : "the clients are not the limit");
+        }
+    }
+}
+
+static void tp_json_phase(FILE *f, const char *name, const tp_phase_result_t *p, uint64_t items,
+                          bool last)
+{
+    fprintf(
+        f,
+        "      \"%s\": {\"ran\": %s, \"elapsed_s\": %.6f, \"items_per_s\": %.1f, "
+        "\"submit_ack_p50_ms\": %.3f, \"submit_ack_p99_ms\": %.3f, \"submit_ack_max_ms\": %.3f, "
+        "\"daemon_cpu_s_per_m_items\": %.4f, \"server_cpu_s_per_m_items\": %.4f, "
+        "\"client_cpu_s_per_m_items\": %.4f, \"daemon_ctxsw_per_item\": %.5f, "
+        "\"server_ctxsw_per_item\": %.5f}%s\n",
+        name, p->ran ? "true" : "false", p->elapsed_s, tp_rate(p, items), p->lat_p50_ms,
+        p->lat_p99_ms, p->lat_max_ms, tp_per_m(p->daemon_cpu_s, items),
+        tp_per_m(p->server_cpu_s, items), tp_per_m(p->client_cpu_s, items),
+        items ? (double)p->daemon_ctxsw / (double)items : 0.0,
+        items ? (double)p->server_ctxsw / (double)items : 0.0, last ? "" : ",");
+}
+
+int tp_json_write(const char *path, const char *command, const tp_opts_t *o, const tp_result_t *rs,
+                  size_t n, bool ok)
+{
+    FILE *f = fopen(path, "w");
+    if (f == NULL)
+        return -1;
+    fprintf(f, "{\n  \"mode\": \"throughput\",\n  \"command\": ");
+    report_json_str(f, command);
+    fprintf(f,
+            ",\n  \"config\": {\"items_per_phase\": %" PRIu64 ", \"batch\": %" PRIu32
+            ", \"payload_bytes\": %" PRIu32 ", \"tokens\": %" PRIu32 ", \"models\": %" PRIu32
+            ", \"window\": %" PRIu32 ", \"prefetch\": %" PRIu32 ", \"max_batch_size\": %" PRIu32
+            ", \"ack_window\": %" PRIu32 ", \"store\": ",
+            o->items, o->batch, o->payload_bytes, o->tokens, o->models, o->window, o->prefetch,
+            o->max_batch_size, o->ack_window);
+    report_json_str(f, o->store);
+    fprintf(f, "},\n  \"ok\": %s,\n  \"results\": [\n", ok ? "true" : "false");
+    for (size_t i = 0; i < n; i++) {
+        const tp_result_t *r = &rs[i];
+        fprintf(f,
+                "    {\"system\": \"%s\", \"durability\": \"%s\", \"store\": \"%s\", "
+                "\"producers\": %" PRIu32 ", \"consumers\": %" PRIu32 ", \"ran\": %s, "
+                "\"ok\": %s, \"error\": ",
+                r->system, r->durability, r->store, r->producers, r->consumers,
+                r->ran ? "true" : "false", r->ok ? "true" : "false");
+        report_json_str(f, r->error);
+        fprintf(f,
+                ",\n     \"items_per_phase\": %" PRIu64 ", \"lost\": %" PRIu64
+                ", \"duplicated\": %" PRIu64 ", \"failed\": %" PRIu64 ", \"foreign\": %" PRIu64
+                ", \"token_difference\": ",
+                r->items, r->lost, r->duplicated, r->failed, r->foreign);
+        if (r->have_tokens)
+            fprintf(f, "%" PRId64, r->token_difference);
+        else
+            fprintf(f, "null");
+        fprintf(f,
+                ", \"rss_base_kb\": %ld, \"rss_peak_kb\": %ld, \"bytes_per_queued_item\": %.1f,"
+                "\n     \"phases\": {\n",
+                r->rss_base_kb, r->rss_peak_kb, r->bytes_per_queued_item);
+        tp_json_phase(f, "submit_only", &r->phase[TP_SUBMIT], r->items, false);
+        tp_json_phase(f, "drain", &r->phase[TP_DRAIN], r->items, false);
+        tp_json_phase(f, "end_to_end", &r->phase[TP_E2E], r->items, true);
+        fprintf(f, "     }}%s\n", i + 1 < n ? "," : "");
+    }
+    fprintf(f, "  ]\n}\n");
+    return fclose(f) == 0 ? 0 : -1;
+}
