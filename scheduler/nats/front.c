@@ -13,21 +13,47 @@
  *      every consumer it served as disconnected (their batches return to the queue).
  *   3. The owner's publishes go straight to natsConnection_Publish, which is thread-safe; a
  *      return of 0 means the connection took the message (the commit rule hangs on it).
+ *   4. A message reaches the owner as nats.c delivered it (daemon_post_msg): no copy, no
+ *      allocation of ours; the owner destroys it after the burst it came in.
+ *   5. Every subscription is served by nats.c's global delivery pool of one thread: one thread
+ *      instead of one per subscription, the messages of all subjects in the order they arrived,
+ *      and one hand-over path to the owner.
+ *   6. No nats.c message outlives the library: once front_destroy begins, a callback destroys
+ *      what it gets instead of posting it, front_destroy waits for the callbacks running, and
+ *      the messages still queued are released (daemon_events_drop) before nats_CloseAndWait.
  *
  * Rejected: nats.c's micro-service module (not in nats.c 3.4), and queue-group subscriptions
  * (one daemon instance owns each model's scheduling state; several instances split models
- * with --models instead).
+ * with --models instead). For the message path, measured with `lanesched-bench throughput`
+ * (tools/bench/throughput.c; figures in the README):
+ *   - A delivery thread per subscription (nats.c's default, this file's first version): seven
+ *     threads and more, each woken per message, and subjects reordered against each other.
+ *   - Synchronous subscriptions drained by the owner: nats.c cannot wait on several at once, so
+ *     the owner would poll them in turn or sleep on one while another fills; one wildcard
+ *     subscription ("<prefix>.>") would take every instance's submits with --models.
+ *   - Copying each message into an event (the first version: four allocations and a copy of
+ *     the payload per message, then natsMsg_Destroy, which wakes nats.c's garbage collector
+ *     thread per message).
+ *   - natsOptions_SetSendAsap: a write system call per reply instead of the flusher's one per
+ *     turn's worth.
  */
 #include "scheduler/nats/front.h"
 
 #include "common/log.h"
 
 #include <nats/nats.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define FRONT_MAX_SUBS 64
+/* How long front_destroy waits for message callbacks still running (each one only queues). */
+#define FRONT_CLOSE_WAIT_MS 5000
+/* nats.c's global delivery pool (invariant 5): one thread keeps every subject's messages in
+ * arrival order, and the owner, not the delivery, is where the work is. */
+#define FRONT_DELIVERY_THREADS 1
 
 typedef struct {
     front_t *front;
@@ -37,6 +63,8 @@ typedef struct {
 
 struct front {
     daemon_t *d;
+    atomic_int closing;      /* front_destroy began: callbacks destroy what they get */
+    atomic_int in_callbacks; /* message callbacks running now */
     natsConnection *nc;
     natsSubscription *subs[FRONT_MAX_SUBS];
     front_sub_t sub_ctx[FRONT_MAX_SUBS];
@@ -48,11 +76,24 @@ static void front_on_msg(natsConnection *nc, natsSubscription *sub, natsMsg *msg
     (void)nc;
     (void)sub;
     front_sub_t *s = closure;
-    const char *subject = natsMsg_GetSubject(msg);
-    const char *token = strlen(subject) > s->token_at ? subject + s->token_at : "";
-    if (daemon_post(s->front->d, s->kind, token, natsMsg_GetReply(msg), natsMsg_GetData(msg),
-                    (size_t)natsMsg_GetDataLength(msg)) != 0)
-        log_write(LOG_ERROR, "out of memory: a message on %s was dropped", subject);
+    front_t *f = s->front;
+    atomic_fetch_add(&f->in_callbacks, 1);
+    if (atomic_load(&f->closing)) {
+        natsMsg_Destroy(msg); /* invariant 6 */
+    } else {
+        const char *subject = natsMsg_GetSubject(msg);
+        const char *token = strlen(subject) > s->token_at ? subject + s->token_at : "";
+        /* invariant 4: the owner reads the message where nats.c put it and releases it */
+        if (daemon_post_msg(f->d, s->kind, token, natsMsg_GetReply(msg), natsMsg_GetData(msg),
+                            (size_t)natsMsg_GetDataLength(msg), msg) != 0)
+            log_write(LOG_ERROR, "out of memory: a message was dropped (counted)");
+    }
+    atomic_fetch_sub(&f->in_callbacks, 1);
+}
+
+static void front_release(void *ctx, void *msg)
+{
+    (void)ctx;
     natsMsg_Destroy(msg);
 }
 
@@ -87,8 +128,10 @@ static void front_on_error(natsConnection *nc, natsSubscription *sub, natsStatus
 front_t *front_create(daemon_t *d)
 {
     front_t *f = calloc(1, sizeof(*f));
-    if (f != NULL)
+    if (f != NULL) {
         f->d = d;
+        daemon_release_set(d, front_release, f);
+    }
     return f;
 }
 
@@ -160,6 +203,10 @@ daemon_status_t front_connect(front_t *f, const front_config_t *cfg)
         s = natsOptions_SetReconnectedCB(opts, front_on_reconnected, f);
     if (s == NATS_OK)
         s = natsOptions_SetErrorHandler(opts, front_on_error, f);
+    if (s == NATS_OK) /* invariant 5 */
+        s = nats_SetMessageDeliveryPoolSize(FRONT_DELIVERY_THREADS);
+    if (s == NATS_OK)
+        s = natsOptions_UseGlobalMessageDelivery(opts, true);
     if (s == NATS_OK)
         s = natsConnection_Connect(&f->nc, opts);
     if (s != NATS_OK) {
@@ -239,12 +286,19 @@ void front_destroy(front_t *f)
 {
     if (f == NULL)
         return;
+    atomic_store(&f->closing, 1); /* invariant 6 */
     for (int i = 0; i < f->n_subs; i++)
         natsSubscription_Destroy(f->subs[i]);
     if (f->nc != NULL) {
         natsConnection_Close(f->nc);
         natsConnection_Destroy(f->nc);
     }
+    for (int waited = 0; atomic_load(&f->in_callbacks) != 0 && waited < FRONT_CLOSE_WAIT_MS;
+         waited++)
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    /* The messages the owner never took go back to nats.c while it can still free them
+     * (natsMsg_Destroy hands them to its garbage collector thread). */
+    daemon_events_drop(f->d);
     /* nats.c delivers the disconnect of its own close on a callback thread later: wait for
      * every library thread to finish before the front (and then the daemon) is freed. */
     if (nats_CloseAndWait(5000) != NATS_OK)
