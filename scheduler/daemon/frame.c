@@ -16,20 +16,28 @@
  *      payload with an empty reply_to: a damaged frame never reads out of bounds.
  *
  * Rejected: a field of its own in the segment entry. The store stays ignorant of what a payload
- * means, and its format does not change for a daemon-level detail.
+ * means, and its format does not change for a daemon-level detail. A buffer allocated per item
+ * (the first version): the store copies the frame at once, so one scratch buffer serves them all.
  */
 #include "scheduler/daemon/daemon_int.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-uint8_t *frame_encode(const char *reply_to, codec_bytes_t payload, size_t *out_len)
+uint8_t *frame_encode(const char *reply_to, codec_bytes_t payload, uint8_t **scratch, size_t *cap,
+                      size_t *out_len)
 {
     size_t rlen = reply_to != NULL ? strlen(reply_to) : 0;
     size_t len = 4 + rlen + payload.len;
-    uint8_t *buf = malloc(len);
-    if (buf == NULL)
-        return NULL;
+    if (len > *cap) {
+        size_t want = len > 2 * *cap ? len : 2 * *cap;
+        uint8_t *grown = realloc(*scratch, want);
+        if (grown == NULL)
+            return NULL;
+        *scratch = grown;
+        *cap = want;
+    }
+    uint8_t *buf = *scratch;
     buf[0] = (uint8_t)rlen;
     buf[1] = (uint8_t)(rlen >> 8);
     buf[2] = (uint8_t)(rlen >> 16);
