@@ -21,6 +21,8 @@
  *                  after waiting for the acks (nothing returned), every item completed once.
  *   ack_giveup     the daemon stopped: an async ack is given up after its retries, its batch
  *                  leaves the in-progress set and the failure is counted.
+ *   tools          lanesched-produce --async (twice: the second all duplicates) and
+ *                  lanesched-consume --prefetch --ack-async move every item once.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -447,15 +449,57 @@ static int case_ack_giveup(void)
     return 0;
 }
 
+/* ---- tools ------------------------------------------------------------------------------------
+ */
+
+static char g_bin_dir[1024]; /* where lanesched is: the tools are built beside it */
+
+/* lanesched-produce --async and lanesched-consume --prefetch --ack-async move every item once. */
+static int case_tools(void)
+{
+    const char *flags[] = {"--store", "memory", NULL};
+    h_nats_start(false);
+    h_daemon_start(flags);
+    char produce[1100], consume[1100];
+    snprintf(produce, sizeof(produce), "%s/lanesched-produce", g_bin_dir);
+    snprintf(consume, sizeof(consume), "%s/lanesched-consume", g_bin_dir);
+    const char *p_argv[] = {produce,   "--server", h_url(),       "--model", MODEL,
+                            "--async", "--window", "4",           "--batch", "8",
+                            "--count", "400",      "--id-prefix", "tl-",     NULL};
+    H_REQUIRE(h_run(p_argv) == 0, "lanesched-produce --async failed");
+    H_REQUIRE(h_run(p_argv) == 0, "lanesched-produce --async again (duplicates) failed");
+    const char *c_argv[] = {
+        consume,      "--server", h_url(),       "--model",      MODEL, "--max-batch-size", "16",
+        "--prefetch", "4",        "--ack-async", "--ack-window", "2",   "--until-idle-ms",  "1500",
+        NULL};
+    H_REQUIRE(h_run(c_argv) == 0, "lanesched-consume --prefetch --ack-async failed");
+    natsConnection *nc = h_connect();
+    char *doc = h_stats(nc);
+    H_REQUIRE(h_counter(doc, "items_received") == 400 && h_counter(doc, "duplicates") == 400 &&
+                  h_counter(doc, "items_completed") == 400 && h_counter(doc, "items_returned") == 0,
+              "received %" PRId64 ", duplicates %" PRId64 ", completed %" PRId64
+              ", returned %" PRId64,
+              h_counter(doc, "items_received"), h_counter(doc, "duplicates"),
+              h_counter(doc, "items_completed"), h_counter(doc, "items_returned"));
+    free(doc);
+    h_disconnect(nc);
+    h_daemon_stop_clean();
+    return 0;
+}
+
 /* ---- main ------------------------------------------------------------------------------------ */
 
 static const struct {
     const char *name;
     int (*fn)(void);
 } CASES[] = {
-    {"submit_async", case_submit_async},   {"submit_retry", case_submit_retry},
-    {"submit_giveup", case_submit_giveup}, {"prefetch", case_prefetch},
-    {"ack_async", case_ack_async},         {"ack_giveup", case_ack_giveup},
+    {"submit_async", case_submit_async},
+    {"submit_retry", case_submit_retry},
+    {"submit_giveup", case_submit_giveup},
+    {"prefetch", case_prefetch},
+    {"ack_async", case_ack_async},
+    {"ack_giveup", case_ack_giveup},
+    {"tools", case_tools},
 };
 
 int main(int argc, char **argv)
@@ -474,6 +518,12 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < n_cases; i++) {
         if (strcmp(argv[1], CASES[i].name) != 0)
             continue;
+        snprintf(g_bin_dir, sizeof(g_bin_dir), "%s", argv[2]);
+        char *slash = strrchr(g_bin_dir, '/');
+        if (slash != NULL)
+            *slash = '\0';
+        else
+            snprintf(g_bin_dir, sizeof(g_bin_dir), ".");
         h_init(CASES[i].name, argv[2], argc == 4 ? argv[3] : NULL);
         uint64_t t0 = h_now_ms();
         int rc = CASES[i].fn();
