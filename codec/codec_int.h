@@ -100,5 +100,11 @@ int wire_fixed64(wire_t *w, uint64_t *v /* out */);
 int wire_bytes(wire_t *w, wire_t *field /* out */);
 /* Skips one value of an unknown field of this wire type. */
 int wire_skip(wire_t *w, unsigned type);
+/* Writers: each writes at p (room checked by the caller) and returns the end. */
+size_t wire_varint_len(uint64_t v);
+uint8_t *wire_put_varint(uint8_t *p, uint64_t v);
+uint8_t *wire_put_tag(uint8_t *p, uint32_t field, unsigned type);
+uint8_t *wire_put_fixed64(uint8_t *p, uint64_t v); /* the 8 bytes, no tag */
+uint8_t *wire_put_bytes(uint8_t *p, uint32_t field, const void *data, size_t len); /* tag too */
 
 #endif

@@ -1,7 +1,8 @@
 /*
- * wire.c - the protobuf wire format read by hand, for the one message the daemon decodes per
- * item on its hot path (Submit, in submit.c): tags, varints, fixed-width values, length-prefixed
- * fields and the skipping of unknown ones.
+ * wire.c - the protobuf wire format by hand, for the messages that carry items on the hot path:
+ * Submit, which the daemon reads (submit.c), and Batch, which the daemon writes and consumers read
+ * (batch.c). Tags, varints, fixed-width values, length-prefixed fields, the skipping of unknown
+ * ones, and their writing.
  *
  * Invariants:
  *   1. Every rule is protobuf-c 1.4's, so a message decodes here exactly when protobuf-c unpacks
@@ -11,15 +12,20 @@
  *      most 2^31 - 1 and within the message, fixed widths whole; wire types 3, 4, 6 and 7 are
  * refused.
  *   2. A reader never reads past w->end; every failure leaves the reader where it was.
+ *   3. A writer writes what protobuf-c's packer writes: fields in number order, proto3 defaults
+ *      (0, empty) left out, varints minimal; the caller sized the buffer with wire_varint_len.
  *
  * Rejected alternatives:
  *   - protobuf_c_message_unpack for Submit (this codec's first version): five to six allocations
  *     per item (the item, its id, model, payload, reply_to, hashes), which made the decode the
- *     largest cost of a submit in the daemon's profile; the messages with no per-item fields stay
- *     on protobuf-c.
+ *     largest cost of a submit in the daemon's profile; and protobuf_c_message_pack for Batch,
+ *     whose descriptor walk cost more than the copies of the payloads. The messages with no
+ *     per-item fields stay on protobuf-c.
  *   - A generated parser (nanopb, upb): another dependency and code generator for one message.
  */
 #include "codec/codec_int.h"
+
+#include <string.h>
 
 int wire_tag(wire_t *w, uint32_t *field, unsigned *type)
 {
@@ -122,4 +128,47 @@ int wire_skip(wire_t *w, unsigned type)
     if (ok)
         *w = tmp;
     return ok;
+}
+
+/* ---- writing --------------------------------------------------------------------------------- */
+
+size_t wire_varint_len(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+uint8_t *wire_put_varint(uint8_t *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+uint8_t *wire_put_tag(uint8_t *p, uint32_t field, unsigned type)
+{
+    return wire_put_varint(p, (uint64_t)field << 3 | type);
+}
+
+uint8_t *wire_put_fixed64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        *p++ = (uint8_t)(v >> (8 * i));
+    return p;
+}
+
+uint8_t *wire_put_bytes(uint8_t *p, uint32_t field, const void *data, size_t len)
+{
+    p = wire_put_tag(p, field, WIRE_BYTES);
+    p = wire_put_varint(p, len);
+    if (len != 0)
+        memcpy(p, data, len);
+    return p + len;
 }

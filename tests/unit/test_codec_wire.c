@@ -1,9 +1,10 @@
 /*
- * test_codec_wire.c - the hand-written Submit decoder (codec/wire.c, codec/submit.c) against
- * protobuf-c, the reference it replaced: the same messages decode to the same values, and the
- * same bytes are refused. Generated messages (every field, empty fields, hashes packed and one by
- * one, fields repeated, unknown fields of every wire type), each protobuf-c rule written out as a
- * case, then thousands of mutations (bytes flipped, cut, inserted) of generated messages, each
+ * test_codec_wire.c - the hand-written Submit decoder and Batch encoder and decoder (codec/wire.c,
+ * codec/submit.c, codec/batch.c) against protobuf-c, the reference they replaced: the same
+ * messages decode to the same values, the same bytes are refused, and a Batch is written byte for
+ * byte as protobuf-c packs it. Generated messages (every field, empty fields, hashes packed and one
+ * by one, fields repeated, unknown fields of every wire type), each protobuf-c rule written out as
+ * a case, then thousands of mutations (bytes flipped, cut, inserted) of generated messages, each
  * decoded by both.
  */
 #include <setjmp.h>
@@ -376,6 +377,167 @@ static void test_items_keep_their_own_hashes_and_statuses(void **state)
     codec_submit_destroy(got);
 }
 
+/* ---- Batch: written and read by hand ------------------------------------------------------- */
+
+/* A random Batch, encoded by the codec; *ref is the same message as protobuf-c would pack it. */
+static uint8_t *random_batch(size_t *len, uint8_t **ref, size_t *ref_len)
+{
+    size_t n = rnd() % 6;
+    codec_batch_item_t items[6];
+    Lanes__V1__BatchItem pitems[6], *pptrs[6];
+    char ids[6][70], replies[6][40];
+    uint8_t payloads[6][300];
+    static const char *const models[] = {"", "model-a", "x.y.z"};
+    static const char *const errors[] = {"", "delivery_limit: delivered 5 times"};
+    for (size_t i = 0; i < n; i++) {
+        size_t idl = rnd() % 70, pl = rnd() % 300;
+        for (size_t k = 0; k < idl; k++)
+            ids[i][k] = (char)('a' + rnd() % 26);
+        for (size_t k = 0; k < pl; k++)
+            payloads[i][k] = (uint8_t)rnd();
+        snprintf(replies[i], sizeof(replies[i]), rnd() % 2 ? "_INBOX.%u" : "",
+                 (unsigned)(rnd() % 999));
+        items[i] = (codec_batch_item_t){.id = {idl ? (const uint8_t *)ids[i] : NULL, idl},
+                                        .tokens = (uint32_t)(rnd() % 3 ? rnd() : 0),
+                                        .payload = {pl ? payloads[i] : NULL, pl},
+                                        .reply_to = replies[i],
+                                        .deliveries = (uint32_t)(rnd() % 4)};
+        lanes__v1__batch_item__init(&pitems[i]);
+        pitems[i].id = (ProtobufCBinaryData){idl, (uint8_t *)ids[i]};
+        pitems[i].tokens = items[i].tokens;
+        pitems[i].payload = (ProtobufCBinaryData){pl, payloads[i]};
+        pitems[i].reply_to = replies[i];
+        pitems[i].deliveries = items[i].deliveries;
+        pptrs[i] = &pitems[i];
+    }
+    static const int statuses[] = {0, 1, 2, 7, -3};
+    codec_batch_t b = {.batch_id = rnd() % 2 ? rnd() : 0,
+                       .model = models[rnd() % 3],
+                       .signature = rnd() % 2 ? rnd() : 0,
+                       .lane = (uint32_t)(rnd() % 2 ? rnd() : 0),
+                       .pad_to = (uint32_t)(rnd() % 2 ? rnd() : 0),
+                       .items = items,
+                       .n_items = n,
+                       .status = (codec_batch_status_t)statuses[rnd() % 5],
+                       .error = errors[rnd() % 2]};
+    Lanes__V1__Batch pb = LANES__V1__BATCH__INIT;
+    pb.batch_id = b.batch_id;
+    pb.model = (char *)b.model;
+    pb.signature = b.signature;
+    pb.lane = b.lane;
+    pb.pad_to = b.pad_to;
+    pb.n_items = n;
+    pb.items = pptrs;
+    pb.status = (Lanes__V1__BatchStatus)b.status;
+    pb.error = (char *)b.error;
+    *ref_len = protobuf_c_message_get_packed_size(&pb.base);
+    *ref = malloc(*ref_len ? *ref_len : 1);
+    assert_non_null(*ref);
+    protobuf_c_message_pack(&pb.base, *ref);
+    uint8_t *buf = NULL;
+    assert_int_equal(codec_encode_batch(&b, &buf, len), CODEC_OK);
+    return buf;
+}
+
+/* Decodes with both; fails unless they agree. Returns 1 when both accepted. */
+static int both_batch(const uint8_t *buf, size_t len)
+{
+    Lanes__V1__Batch *ref = (Lanes__V1__Batch *)protobuf_c_message_unpack(
+        &lanes__v1__batch__descriptor, NULL, len, len ? buf : (const uint8_t *)"");
+    codec_batch_t *got = NULL;
+    codec_status_t st = codec_decode_batch(buf, len, &got);
+    if (ref == NULL) {
+        assert_int_equal(st, CODEC_EMALFORMED);
+        return 0;
+    }
+    assert_int_equal(st, CODEC_OK);
+    assert_true(got->batch_id == ref->batch_id);
+    assert_string_equal(got->model, ref->model ? ref->model : "");
+    assert_true(got->signature == ref->signature);
+    assert_int_equal(got->lane, ref->lane);
+    assert_int_equal(got->pad_to, ref->pad_to);
+    assert_int_equal((int)got->status, (int)ref->status);
+    assert_string_equal(got->error, ref->error ? ref->error : "");
+    assert_int_equal(got->n_items, ref->n_items);
+    for (size_t i = 0; i < ref->n_items; i++) {
+        const Lanes__V1__BatchItem *w = ref->items[i];
+        const codec_batch_item_t *it = &got->items[i];
+        assert_int_equal(it->id.len, w->id.len);
+        assert_true(it->id.len == 0 ? it->id.ptr == NULL
+                                    : memcmp(it->id.ptr, w->id.data, w->id.len) == 0);
+        assert_int_equal(it->payload.len, w->payload.len);
+        assert_true(it->payload.len == 0
+                        ? it->payload.ptr == NULL
+                        : memcmp(it->payload.ptr, w->payload.data, w->payload.len) == 0);
+        assert_int_equal(it->tokens, w->tokens);
+        assert_int_equal(it->deliveries, w->deliveries);
+        assert_string_equal(it->reply_to, w->reply_to ? w->reply_to : "");
+    }
+    codec_batch_destroy(got);
+    protobuf_c_message_free_unpacked(&ref->base, NULL);
+    return 1;
+}
+
+static void test_batches_are_written_byte_for_byte_as_protobuf_c_packs_them(void **state)
+{
+    (void)state;
+    for (int k = 0; k < 2000; k++) {
+        size_t len = 0, ref_len = 0;
+        uint8_t *ref = NULL, *buf = random_batch(&len, &ref, &ref_len);
+        assert_int_equal(len, ref_len);
+        assert_memory_equal(buf, ref, len);
+        assert_int_equal(both_batch(buf, len), 1);
+        free(buf);
+        free(ref);
+    }
+    codec_batch_t b = {.n_items = 1, .items = NULL};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(codec_encode_batch(&b, &buf, &len), CODEC_EINVAL);
+    codec_batch_item_t bad = {.payload = {NULL, 3}};
+    b.items = &bad;
+    assert_int_equal(codec_encode_batch(&b, &buf, &len), CODEC_EINVAL);
+}
+
+static void test_mutated_batches_are_refused_or_read_alike(void **state)
+{
+    (void)state;
+    int accepted = 0, refused = 0;
+    for (int k = 0; k < 20000; k++) {
+        size_t len = 0, ref_len = 0;
+        uint8_t *ref = NULL, *buf = random_batch(&len, &ref, &ref_len);
+        uint8_t m[2200];
+        size_t n = len < sizeof(m) - 8 ? len : sizeof(m) - 8;
+        memcpy(m, buf, n);
+        free(buf);
+        free(ref);
+        for (int edits = 1 + (int)(rnd() % 3); edits > 0 && n > 0; edits--) {
+            size_t at = rnd() % n;
+            switch (rnd() % 4) {
+            case 0:
+                m[at] ^= (uint8_t)(1u << (rnd() % 8));
+                break;
+            case 1:
+                m[at] = (uint8_t)rnd();
+                break;
+            case 2:
+                n = at;
+                break;
+            default:
+                memmove(m + at + 1, m + at, n - at);
+                m[at] = (uint8_t)rnd();
+                n++;
+            }
+        }
+        if (both_batch(m, n))
+            accepted++;
+        else
+            refused++;
+    }
+    assert_true(accepted > 1000);
+    assert_true(refused > 1000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -383,6 +545,8 @@ int main(void)
         cmocka_unit_test(test_each_protobuf_c_rule),
         cmocka_unit_test(test_mutated_submits_are_refused_or_read_alike),
         cmocka_unit_test(test_items_keep_their_own_hashes_and_statuses),
+        cmocka_unit_test(test_batches_are_written_byte_for_byte_as_protobuf_c_packs_them),
+        cmocka_unit_test(test_mutated_batches_are_refused_or_read_alike),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
