@@ -1,5 +1,6 @@
 /*
- * submit.c - the producer's messages: Submit (WorkItem) and SubmitReply.
+ * submit.c - the producer's message: Submit (WorkItem), written and read by hand (wire.c); its
+ * answer, SubmitReply, is in submit_reply.c.
  *
  * Invariants (besides codec_int.h's):
  *   1. A decodable Submit always yields CODEC_OK: each item carries its own status from
@@ -194,146 +195,69 @@ void codec_submit_destroy(codec_submit_t *pub)
     free(pub); /* the box starts with pub and holds everything in one allocation */
 }
 
-static codec_status_t work_item_in(const codec_work_item_t *in, Lanes__V1__WorkItem *w)
+/* The encoded size of the fields of one WorkItem (wire.c invariant 3). */
+static size_t submit_item_size(const codec_work_item_t *it)
 {
-    lanes__v1__work_item__init(w);
-    if (!codec_bytes_in(in->id, &w->id) || !codec_bytes_in(in->payload, &w->payload))
-        return CODEC_EINVAL;
-    if (in->n_component_hashes && !in->component_hashes)
-        return CODEC_EINVAL;
-    if (in->has_signature && in->signature == 0)
-        return CODEC_EINVAL;
-    w->model = codec_str_in(in->model);
-    w->n_component_hashes = in->n_component_hashes;
-    w->component_hashes = (uint64_t *)in->component_hashes;
-    w->signature = in->has_signature ? in->signature : 0;
-    w->tokens = in->tokens;
-    w->reply_to = codec_str_in(in->reply_to);
-    w->created_unix_ns = in->created_unix_ns;
-    return CODEC_OK;
+    size_t n = 0, h = it->n_component_hashes * 8;
+    size_t model = it->model ? strlen(it->model) : 0,
+           reply = it->reply_to ? strlen(it->reply_to) : 0;
+    n += it->id.len ? 1 + wire_varint_len(it->id.len) + it->id.len : 0;
+    n += model ? 1 + wire_varint_len(model) + model : 0;
+    n += h ? 1 + wire_varint_len(h) + h : 0;
+    n += it->has_signature ? 9 : 0;
+    n += it->tokens ? 1 + wire_varint_len(it->tokens) : 0;
+    n += it->payload.len ? 1 + wire_varint_len(it->payload.len) + it->payload.len : 0;
+    n += reply ? 1 + wire_varint_len(reply) + reply : 0;
+    n += it->created_unix_ns ? 1 + wire_varint_len(it->created_unix_ns) : 0;
+    return n;
+}
+
+static uint8_t *submit_item_put(uint8_t *p, const codec_work_item_t *it)
+{
+    if (it->id.len)
+        p = wire_put_bytes(p, 1, it->id.ptr, it->id.len);
+    if (it->model && it->model[0])
+        p = wire_put_bytes(p, 2, it->model, strlen(it->model));
+    if (it->n_component_hashes) { /* proto3 packs a repeated scalar */
+        p = wire_put_varint(wire_put_tag(p, 3, WIRE_BYTES), it->n_component_hashes * 8);
+        for (size_t k = 0; k < it->n_component_hashes; k++)
+            p = wire_put_fixed64(p, it->component_hashes[k]);
+    }
+    if (it->has_signature)
+        p = wire_put_fixed64(wire_put_tag(p, 4, WIRE_FIXED64), it->signature);
+    if (it->tokens)
+        p = wire_put_varint(wire_put_tag(p, 5, WIRE_VARINT), it->tokens);
+    if (it->payload.len)
+        p = wire_put_bytes(p, 6, it->payload.ptr, it->payload.len);
+    if (it->reply_to && it->reply_to[0])
+        p = wire_put_bytes(p, 7, it->reply_to, strlen(it->reply_to));
+    if (it->created_unix_ns)
+        p = wire_put_varint(wire_put_tag(p, 8, WIRE_VARINT), it->created_unix_ns);
+    return p;
 }
 
 codec_status_t codec_encode_submit(const codec_submit_t *msg, uint8_t **out_buf, size_t *out_len)
 {
-    Lanes__V1__Submit s = LANES__V1__SUBMIT__INIT;
-    Lanes__V1__WorkItem *items = NULL;
-    Lanes__V1__WorkItem **ptrs = NULL;
-    codec_status_t st = CODEC_EINVAL;
-
     if (!msg || !out_buf || !out_len || (msg->n_items && !msg->items))
-        goto out;
-    items = codec_scratch_alloc(msg->n_items, sizeof *items);
-    ptrs = codec_scratch_alloc(msg->n_items, sizeof *ptrs);
-    if (!items || !ptrs) {
-        st = CODEC_ENOMEM;
-        goto out;
-    }
-    for (size_t i = 0; i < msg->n_items; i++) {
-        st = work_item_in(&msg->items[i], &items[i]);
-        if (st != CODEC_OK)
-            goto out;
-        ptrs[i] = &items[i];
-    }
-    s.n_items = msg->n_items;
-    s.items = ptrs;
-    st = codec_pb_pack(&s.base, out_buf, out_len);
-out:
-    free(ptrs);
-    free(items);
-    return st;
-}
-
-/* ---- SubmitReply -------------------------------------------------------------------------- */
-
-struct submit_reply_box {
-    codec_submit_reply_t pub;
-    ProtobufCMessage *msg;
-    codec_item_result_t results[];
-};
-
-codec_status_t codec_decode_submit_reply(const void *buf, size_t len, codec_submit_reply_t **out)
-{
-    ProtobufCMessage *msg = NULL;
-    struct submit_reply_box *box = NULL;
-    const Lanes__V1__SubmitReply *r;
-    codec_status_t st;
-
-    if (!out)
         return CODEC_EINVAL;
-    st = codec_pb_unpack(&lanes__v1__submit_reply__descriptor, buf, len, &msg);
-    if (st != CODEC_OK)
-        goto out;
-    r = (const Lanes__V1__SubmitReply *)msg;
-    box = codec_box_alloc(sizeof *box, r->n_results, sizeof box->results[0]);
-    if (!box) {
-        st = CODEC_ENOMEM;
-        goto out;
+    size_t len = 0;
+    for (size_t i = 0; i < msg->n_items; i++) {
+        const codec_work_item_t *it = &msg->items[i];
+        if ((!it->id.ptr && it->id.len) || (!it->payload.ptr && it->payload.len) ||
+            (it->n_component_hashes && !it->component_hashes) ||
+            (it->has_signature && it->signature == 0))
+            return CODEC_EINVAL;
+        size_t n = submit_item_size(it);
+        len += 1 + wire_varint_len(n) + n;
     }
-    for (size_t i = 0; i < r->n_results; i++) {
-        const Lanes__V1__ItemResult *ir = r->results[i];
-        box->results[i].id = codec_bytes_view(ir->id);
-        box->results[i].status = (codec_item_status_t)ir->status;
-        box->results[i].reason = codec_str_view(ir->reason);
-        box->results[i].error = codec_str_view(ir->error);
+    uint8_t *buf = malloc(len ? len : 1), *p = buf;
+    if (!buf)
+        return CODEC_ENOMEM;
+    for (size_t i = 0; i < msg->n_items; i++) {
+        p = wire_put_varint(wire_put_tag(p, 1, WIRE_BYTES), submit_item_size(&msg->items[i]));
+        p = submit_item_put(p, &msg->items[i]);
     }
-    box->pub.results = box->results;
-    box->pub.n_results = r->n_results;
-    box->pub.error = codec_str_view(r->error);
-    box->msg = msg;
-    msg = NULL;
-    *out = &box->pub;
-    box = NULL;
-out:
-    free(box);
-    codec_pb_free(msg);
-    return st;
-}
-
-void codec_submit_reply_destroy(codec_submit_reply_t *pub)
-{
-    struct submit_reply_box *box = (struct submit_reply_box *)pub;
-
-    if (!box)
-        return;
-    codec_pb_free(box->msg);
-    free(box);
-}
-
-codec_status_t codec_encode_submit_reply(const codec_submit_reply_t *msg, uint8_t **out_buf,
-                                         size_t *out_len)
-{
-    Lanes__V1__SubmitReply r = LANES__V1__SUBMIT_REPLY__INIT;
-    Lanes__V1__ItemResult *results = NULL;
-    Lanes__V1__ItemResult **ptrs = NULL;
-    codec_status_t st = CODEC_EINVAL;
-
-    if (!msg || !out_buf || !out_len || (msg->n_results && !msg->results))
-        goto out;
-    results = codec_scratch_alloc(msg->n_results, sizeof *results);
-    ptrs = codec_scratch_alloc(msg->n_results, sizeof *ptrs);
-    if (!results || !ptrs) {
-        st = CODEC_ENOMEM;
-        goto out;
-    }
-    for (size_t i = 0; i < msg->n_results; i++) {
-        const codec_item_result_t *in = &msg->results[i];
-        Lanes__V1__ItemResult *ir = &results[i];
-        lanes__v1__item_result__init(ir);
-        if (!codec_bytes_in(in->id, &ir->id)) {
-            st = CODEC_EINVAL;
-            goto out;
-        }
-        ir->status = (Lanes__V1__ItemStatus)in->status;
-        ir->reason = codec_str_in(in->reason);
-        ir->error = codec_str_in(in->error);
-        ptrs[i] = ir;
-    }
-    r.n_results = msg->n_results;
-    r.results = ptrs;
-    r.error = codec_str_in(msg->error);
-    st = codec_pb_pack(&r.base, out_buf, out_len);
-out:
-    free(ptrs);
-    free(results);
-    return st;
+    *out_buf = buf;
+    *out_len = (size_t)(p - buf);
+    return CODEC_OK;
 }
