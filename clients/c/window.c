@@ -18,6 +18,8 @@
  *  4. Everything is under mu, callbacks included; no thread of the library runs one: replies and
  *     deadlines are handled inside lc_window_send / lc_window_poll / lc_window_drain /
  *     lc_window_close, on the caller's thread.
+ *  5. The replies read in one go are destroyed together after it: nats.c hands every destroyed
+ *     message to its garbage-collector thread, waking it when it sleeps, so a burst wakes it once.
  *
  * Rejected alternatives:
  *  - An asynchronous subscription with the callback on nats.c's delivery thread (what nats.c
@@ -42,6 +44,8 @@
 
 /* A poll never sleeps longer than this, so a deadline found late is found at most this late. */
 #define LC_WINDOW_TICK_MS 50
+/* Replies destroyed together (invariant 5). */
+#define LC_WINDOW_DESTROY_BATCH 64
 
 typedef struct {
     uint64_t seq; /* 0: free */
@@ -197,6 +201,8 @@ static void lc_window_expire(lc_window_t *w, uint64_t now)
 static int lc_window_pump(lc_window_t *w, int64_t wait_ms)
 {
     int moved = 0;
+    natsMsg *done[LC_WINDOW_DESTROY_BATCH];
+    size_t n_done = 0;
     for (int64_t wait = wait_ms;; wait = 0) {
         natsMsg *msg = NULL;
         natsStatus s = natsSubscription_NextMsg(&msg, w->sub, wait);
@@ -216,8 +222,15 @@ static int lc_window_pump(lc_window_t *w, int64_t wait_ms)
             lc_window_settle(w, i, msg, LC_OK);
             moved = 1;
         }
-        natsMsg_Destroy(msg);
+        done[n_done++] = msg; /* destroyed together: invariant 5 */
+        if (n_done == LC_WINDOW_DESTROY_BATCH) {
+            for (size_t k = 0; k < n_done; k++)
+                natsMsg_Destroy(done[k]);
+            n_done = 0;
+        }
     }
+    for (size_t k = 0; k < n_done; k++)
+        natsMsg_Destroy(done[k]);
     lc_window_expire(w, clock_mono_ns());
     return moved;
 }
