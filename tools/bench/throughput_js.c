@@ -3,8 +3,8 @@
  * JetStream would: a work-queue stream with file storage on the bench's nats-server, producers
  * publishing every item asynchronously with a window (js_PublishAsync, MaxPending = window x
  * batch items, js_PublishAsyncComplete at the end), consumers on one durable pull consumer per
- * model fetching batches (natsSubscription_Fetch) and acking each message (natsMsg_Ack). The same
- * items and phases as throughput_lanes.c.
+ * model keeping pull requests for batches in flight and acking each message. The same items and
+ * phases as throughput_lanes.c.
  *
  * Invariants:
  *  1. Every item is one message with Nats-Msg-Id = its id, so an item published again is stored
@@ -12,16 +12,26 @@
  *     whose latency is measured from the send time in its payload.
  *  2. A publish that failed or was never acknowledged is published again with the same id, at
  *     most TPJ_ROUNDS rounds; what is still unconfirmed then counts as failed.
- *  3. natsMsg_Ack does not wait, so a phase ends when the consumer whose acks reach the phase's
- *     count has flushed its connection (the server has those acks), and the stream is checked
- *     empty after the run: acks that never landed show as messages left.
+ *  3. An ack (+ACK on the message's reply subject, what natsMsg_Ack sends) does not wait, so a
+ *     phase ends when the consumer whose acks reach the phase's count has flushed its connection
+ *     (the server has those acks), and the stream is checked empty after the run: acks that never
+ *     landed show as messages left.
  *  4. The stream is deleted at the end of the run, and a stale one at its start.
+ *  5. A consumer keeps prefetch x max_batch_size messages requested in pull requests of at least
+ *     max_batch_size, topped up at half, as lanesched's consumers keep prefetch batches; a status
+ *     message (408 timeout, 409) ends the oldest request, and the server fills one inbox's
+ *     requests in order.
  *
  * Rejected alternatives:
  *  - js_Publish per message: a round trip per item; an expert publishes asynchronously.
  *  - natsMsg_AckSync: a round trip per message; lanesched's acks are confirmed but windowed,
  *    JetStream's fire-and-forget ack is what its users send (the report says so).
  *  - A push consumer: the issue compares against pull fetch in batches, the work-queue pattern.
+ *  - natsSubscription_Fetch (this file's first version, and baseline_worker.c's): nats.c 3.4.1
+ *    wrote past the end of its message array under this load (a Fetch of 64 returned more than 64,
+ *    caught by ASan, heap corruption in release builds), and one Fetch in flight per consumer
+ *    leaves the server idle between batches. The pull requests are sent as Fetch sends them, kept
+ *    in flight as nats.go's Consume keeps them.
  */
 #include "throughput_int.h"
 
@@ -34,15 +44,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TPJ_STREAM       "TP_WQ"
-#define TPJ_SUBJECTS     "tp.wq.>"
-#define TPJ_ROUNDS       4
-#define TPJ_COMPLETE_MS  30000
-#define TPJ_STALL_MS     30000
-#define TPJ_FETCH_MS     200
-#define TPJ_READY_MS     10000u
-#define TPJ_ACK_WAIT_NS  30000000000ll
-#define TPJ_MAX_ACK_PEND 1000000
+#define TPJ_STREAM          "TP_WQ"
+#define TPJ_SUBJECTS        "tp.wq.>"
+#define TPJ_ROUNDS          4
+#define TPJ_COMPLETE_MS     30000
+#define TPJ_STALL_MS        30000
+#define TPJ_FETCH_MS        200   /* a consumer's wait for its next message */
+#define TPJ_PULLS_MAX       8     /* pull requests in flight per consumer, at most */
+#define TPJ_PULL_EXPIRES_MS 5000u /* a pull request's life on the server */
+#define TPJ_READY_MS        10000u
+#define TPJ_ACK_WAIT_NS     30000000000ll
+#define TPJ_MAX_ACK_PEND    1000000
 
 typedef struct {
     tp_run_t *run;
@@ -225,24 +237,60 @@ out:
 
 /* ---- consumers ------------------------------------------------------------------------------ */
 
-/* Acks a fetched list; the consumer that completes a phase's count flushes first (invariant 3). */
-static void tpj_list_take(tpj_thread_t *x, natsConnection *nc, natsMsgList *list)
+/* Pull requests in flight, oldest first (the server fills one inbox's requests in order). */
+typedef struct {
+    uint32_t left[TPJ_PULLS_MAX]; /* messages each may still bring */
+    size_t head, n;
+    uint64_t requested; /* messages asked for and not yet come or expired */
+} tpj_pulls_t;
+
+static natsStatus tpj_pull_send(natsConnection *nc, const char *next, const char *inbox,
+                                tpj_pulls_t *p, uint32_t batch)
+{
+    char body[96];
+    snprintf(body, sizeof(body), "{\"batch\":%" PRIu32 ",\"expires\":%" PRIu64 "}", batch,
+             (uint64_t)TPJ_PULL_EXPIRES_MS * UINT64_C(1000000));
+    natsStatus s = natsConnection_PublishRequestString(nc, next, inbox, body);
+    if (s == NATS_OK) {
+        p->left[(p->head + p->n++) % TPJ_PULLS_MAX] = batch;
+        p->requested += batch;
+    }
+    return s;
+}
+
+static void tpj_pull_pop(tpj_pulls_t *p)
+{
+    p->requested -= p->left[p->head];
+    p->head = (p->head + 1) % TPJ_PULLS_MAX;
+    p->n--;
+}
+
+/* A message on the consumer's inbox: a status ending the oldest request, or an item acked and
+ * counted. Acks of a phase's last items are flushed before the phase ends (invariant 3). */
+static void tpj_msg_take(tpj_thread_t *x, natsConnection *nc, tpj_pulls_t *p, natsMsg *m)
 {
     tp_run_t *run = x->run;
-    uint64_t n = 0;
-    for (int i = 0; i < list->Count; i++) {
-        natsMsg *m = list->Msgs[i];
-        uint64_t idx;
-        if (tp_payload_read(run, natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), &idx))
-            tp_consumed_note(run, idx);
-        if (natsMsg_Ack(m, NULL) == NATS_OK)
-            n++;
-        else
-            tp_run_error(run, "JetStream consumer %u: ack failed", x->index);
+    const char *status = NULL;
+    if (natsMsgHeader_Get(m, "Status", &status) == NATS_OK) {
+        if (p->n > 0) /* 408 request timeout, 409 (max waiting, leadership): the request ended */
+            tpj_pull_pop(p);
+        return;
     }
-    uint64_t before = atomic_fetch_add(&run->acked_items, n), after = before + n;
-    uint64_t items = run->o->items;
-    if ((before < items && after >= items) || (before < 2 * items && after >= 2 * items))
+    if (p->n > 0) { /* one of the oldest request's messages */
+        p->requested--;
+        if (--p->left[p->head] == 0)
+            tpj_pull_pop(p);
+    }
+    uint64_t idx;
+    if (tp_payload_read(run, natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), &idx))
+        tp_consumed_note(run, idx);
+    const char *reply = natsMsg_GetReply(m);
+    if (reply == NULL || natsConnection_PublishString(nc, reply, "+ACK") != NATS_OK) {
+        tp_run_error(run, "JetStream consumer %u: ack failed", x->index);
+        return;
+    }
+    uint64_t items = run->o->items, before = atomic_fetch_add(&run->acked_items, 1);
+    if (before + 1 == items || before + 1 == 2 * items)
         natsConnection_FlushTimeout(nc, 5000);
     atomic_store(&run->last_ack_ns, clock_mono_ns());
 }
@@ -253,26 +301,25 @@ static void *tpj_consumer_main(void *arg)
     tp_run_t *run = x->run;
     const tp_opts_t *o = run->o;
     natsConnection *nc = NULL;
-    jsCtx *js = NULL;
     natsSubscription *sub = NULL;
-    char subject[64], durable[32];
-    jsErrCode jerr = 0;
+    natsInbox *inbox = NULL;
+    char next[128];
     bool ready = false;
+    tpj_pulls_t pulls = {0};
     uint32_t model = x->index % o->models;
-    tpj_subject(model, subject, sizeof(subject));
-    snprintf(durable, sizeof(durable), TP_MODEL_FMT, model);
+    /* what an expert's consumer keeps requested: the lanesched consumer's prefetch, in messages,
+     * topped up at half (nats.go's Consume does the same with its threshold) */
+    uint64_t want = (uint64_t)o->prefetch * o->max_batch_size;
+    snprintf(next, sizeof(next), "$JS.API.CONSUMER.MSG.NEXT." TPJ_STREAM "." TP_MODEL_FMT, model);
     natsStatus s = tpj_connect(run, "consumer", x->index, &nc);
     if (s == NATS_OK)
-        s = natsConnection_JetStream(&js, nc, NULL);
-    jsSubOptions so;
-    jsSubOptions_Init(&so);
-    so.Stream = TPJ_STREAM;
-    so.Consumer = durable;
+        s = natsInbox_Create(&inbox);
     if (s == NATS_OK)
-        s = js_PullSubscribe(&sub, js, subject, durable, NULL, &so, &jerr);
+        s = natsConnection_SubscribeSync(&sub, nc, inbox);
+    if (s == NATS_OK)
+        s = natsSubscription_SetPendingLimits(sub, -1, -1);
     if (s != NATS_OK) {
-        tp_run_error(run, "JetStream consumer %u: %s (error %d)", x->index, natsStatus_GetText(s),
-                     (int)jerr);
+        tp_run_error(run, "JetStream consumer %u: %s", x->index, natsStatus_GetText(s));
         goto out;
     }
     ready = true;
@@ -280,22 +327,32 @@ static void *tpj_consumer_main(void *arg)
     while (!atomic_load(&run->consume) && !atomic_load(&run->stop))
         net_sleep_ms(1);
     while (!atomic_load(&run->stop)) {
-        natsMsgList list = {0};
-        s = natsSubscription_Fetch(&list, sub, (int)o->max_batch_size, TPJ_FETCH_MS, &jerr);
-        if (s == NATS_OK)
-            tpj_list_take(x, nc, &list);
-        else if (s != NATS_TIMEOUT) {
-            tp_run_error(run, "JetStream consumer %u: fetch: %s", x->index, natsStatus_GetText(s));
-            net_sleep_ms(50);
+        while (pulls.requested * 2 <= want && pulls.n < TPJ_PULLS_MAX) {
+            uint64_t more = want - pulls.requested;
+            s = tpj_pull_send(nc, next, inbox, &pulls,
+                              (uint32_t)(more < o->max_batch_size ? o->max_batch_size : more));
+            if (s != NATS_OK) {
+                tp_run_error(run, "JetStream consumer %u: pull: %s", x->index,
+                             natsStatus_GetText(s));
+                net_sleep_ms(50);
+                break;
+            }
         }
-        natsMsgList_Destroy(&list);
+        natsMsg *m = NULL;
+        s = natsSubscription_NextMsg(&m, sub, TPJ_FETCH_MS);
+        if (s == NATS_OK) {
+            tpj_msg_take(x, nc, &pulls, m);
+            natsMsg_Destroy(m);
+        } else if (s == NATS_TIMEOUT && pulls.n == TPJ_PULLS_MAX) {
+            pulls = (tpj_pulls_t){0}; /* requests lost (e.g. a server restart): start over */
+        }
     }
     natsConnection_FlushTimeout(nc, 2000);
 out:
     if (!ready)
         atomic_fetch_add(&run->ready, 1);
-    natsSubscription_Destroy(sub); /* not Unsubscribe: the durable is the stream's */
-    jsCtx_Destroy(js);
+    natsSubscription_Destroy(sub);
+    natsInbox_Destroy(inbox);
     natsConnection_Destroy(nc);
     return NULL;
 }

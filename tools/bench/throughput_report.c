@@ -51,7 +51,8 @@ void tp_result_print(const tp_result_t *r, const tp_opts_t *o)
            " items, %" PRIu32 " consumers (batches of %" PRIu32 ", %s), %" PRIu64
            " items of %" PRIu32 " B per phase\n",
            r->label, r->producers, o->window, o->batch, r->consumers, o->max_batch_size,
-           lanes ? "prefetch, async acks" : "Fetch, natsMsg_Ack each", r->items, o->payload_bytes);
+           lanes ? "prefetch, async acks" : "pulls in flight, an ack each", r->items,
+           o->payload_bytes);
     if (!r->ran && r->phase[TP_SUBMIT].ran == false && r->error[0] != '\0') {
         printf("  FAILED: %s\n", r->error);
         return;
