@@ -55,7 +55,8 @@ static void tp_help(FILE *f)
         "  --window N           Submits in flight per producer; JetStream: window x batch\n"
         "                       publishes (default 32)\n"
         "  --consumers N        consumer threads, one connection each (default 4)\n"
-        "  --prefetch N         batches requested ahead per consumer (default 4)\n"
+        "  --prefetch N         batches requested ahead per consumer; JetStream: N x batch\n"
+        "                       messages in pull requests (default 8)\n"
         "  --max-batch-size N   the consumers' batch; JetStream fetches this many (default 64)\n"
         "  --ack-window N       asynchronous acks in flight per consumer (default 16)\n"
         "Systems:\n"
@@ -131,7 +132,7 @@ static int tp_args_parse(int argc, char **argv, tp_opts_t *o, char *self_bin, si
                      .producers = 2,
                      .window = 32,
                      .consumers = 4,
-                     .prefetch = 4,
+                     .prefetch = 8,
                      .max_batch_size = 64,
                      .ack_window = 16,
                      .durability = NET_DURABILITY_PROCESS | NET_DURABILITY_POWER,

@@ -100,6 +100,7 @@ typedef struct {
     _Atomic uint32_t go;          /* producer phases released: 1 submit-only, 2 end to end */
     atomic_bool consume;          /* consumers may start pulling */
     _Atomic uint32_t ready, gone; /* threads connected / finished (barriers) */
+    void *system;                 /* the run's system-specific state (throughput_js.c: jsCtx) */
     char error[256];              /* the first thread error */
     atomic_flag error_set;
 } tp_run_t;

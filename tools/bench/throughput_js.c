@@ -12,10 +12,10 @@
  *     whose latency is measured from the send time in its payload.
  *  2. A publish that failed or was never acknowledged is published again with the same id, at
  *     most TPJ_ROUNDS rounds; what is still unconfirmed then counts as failed.
- *  3. An ack (+ACK on the message's reply subject, what natsMsg_Ack sends) does not wait, so a
- *     phase ends when the consumer whose acks reach the phase's count has flushed its connection
- *     (the server has those acks), and the stream is checked empty after the run: acks that never
- *     landed show as messages left.
+ *  3. An ack (+ACK on the message's reply subject, what natsMsg_Ack sends) does not wait, and the
+ *     server applies acks some time after it received them, so a drain or end-to-end phase ends
+ *     when every item of it was consumed and acked and the stream is empty (polled every 2 ms):
+ *     the work queue's promise, an acked item gone, holds by then.
  *  4. The stream is deleted at the end of the run, and a stale one at its start.
  *  5. A consumer keeps prefetch x max_batch_size messages requested in pull requests of at least
  *     max_batch_size, topped up at half, as lanesched's consumers keep prefetch batches; a status
@@ -50,6 +50,7 @@
 #define TPJ_COMPLETE_MS     30000
 #define TPJ_STALL_MS        30000
 #define TPJ_FETCH_MS        200   /* a consumer's wait for its next message */
+#define TPJ_EMPTY_WAIT_MS   5000u /* per watch sample: how long the stream may take to empty */
 #define TPJ_PULLS_MAX       8     /* pull requests in flight per consumer, at most */
 #define TPJ_PULL_EXPIRES_MS 5000u /* a pull request's life on the server */
 #define TPJ_READY_MS        10000u
@@ -365,10 +366,29 @@ static uint64_t tpj_confirmed(tp_run_t *run)
     return atomic_load(&run->confirmed) + atomic_load(&run->failed);
 }
 
+/* Items done: consumed and acked, and once every one of the phase is, only when the stream is
+ * empty too (the server applies acks after it received them): the phase ends then (invariant 3). */
 static uint64_t tpj_done(tp_run_t *run)
 {
     uint64_t a = atomic_load(&run->consumed_items), b = atomic_load(&run->acked_items);
-    return a < b ? a : b;
+    uint64_t done = a < b ? a : b, items = run->o->items;
+    if (done != items && done != 2 * items)
+        return done;
+    uint64_t until = clock_mono_ns() + TPJ_EMPTY_WAIT_MS * 1000000ull;
+    while (clock_mono_ns() < until && !net_stopping(NULL)) {
+        jsStreamInfo *si = NULL;
+        jsErrCode jerr = 0;
+        uint64_t msgs = UINT64_MAX;
+        if (js_GetStreamInfo(&si, run->system, TPJ_STREAM, NULL, &jerr) == NATS_OK && si != NULL)
+            msgs = si->State.Msgs;
+        jsStreamInfo_Destroy(si);
+        if (msgs == 0) {
+            atomic_store(&run->last_ack_ns, clock_mono_ns());
+            return done;
+        }
+        net_sleep_ms(2);
+    }
+    return done - 1; /* not empty yet: the watch asks again */
 }
 
 static int tpj_stream_create(jsCtx *js, const tp_opts_t *o, char *err, size_t errlen)
@@ -502,6 +522,7 @@ bool tp_js_run(const tp_opts_t *o, uint32_t producers, uint32_t consumers, tp_re
     if (tpj_stream_create(js, o, res->error, sizeof(res->error)) != 0)
         goto out;
     stream = true;
+    run.system = js;
     bool threads = tpj_threads_start(prod, producers, &run, tpj_producer_main) &&
                    tpj_threads_start(cons, consumers, &run, tpj_consumer_main);
     uint64_t until = clock_mono_ns() + NET_READY_MS * 1000000ull;
