@@ -58,7 +58,8 @@ typedef struct {
     double elapsed_s, items_per_s;
     double lat_p50_ms, lat_p99_ms, lat_max_ms; /* submit -> its ack (SubmitReply / PubAck) */
     double daemon_cpu_s, server_cpu_s, client_cpu_s;
-    uint64_t daemon_ctxsw, server_ctxsw;
+    uint64_t daemon_ctxsw, server_ctxsw;         /* voluntary and involuntary */
+    uint64_t daemon_ctxsw_vol, server_ctxsw_vol; /* voluntary: waits, what the design controls */
 } tp_phase_result_t;
 
 enum { TP_SUBMIT = 0, TP_DRAIN = 1, TP_E2E = 2, TP_PHASES = 3 };
@@ -129,7 +130,7 @@ void tp_share(const tp_run_t *run, uint32_t phase, uint32_t p, uint32_t producer
 /* /proc readings of one process: CPU seconds (all threads), context switches (all threads). */
 typedef struct {
     double cpu_s;
-    uint64_t ctxsw;
+    uint64_t ctxsw, ctxsw_vol; /* all switches; the voluntary ones (the thread waited) */
 } tp_proc_t;
 void tp_proc_read(int pid, tp_proc_t *out /* out */); /* pid 0 = this process; zeros if gone */
 

@@ -70,13 +70,15 @@ void tp_result_print(const tp_result_t *r, const tp_opts_t *o)
         else
             printf("  CPU s per M items (end to end): nats-server %.2f, bench clients %.2f\n",
                    tp_per_m(e->server_cpu_s, r->items), tp_per_m(e->client_cpu_s, r->items));
+        double n = (double)r->items;
         if (lanes)
-            printf("  context switches per item (end to end): lanesched %.3f, nats-server %.3f\n",
-                   (double)e->daemon_ctxsw / (double)r->items,
-                   (double)e->server_ctxsw / (double)r->items);
+            printf("  context switches per item (end to end): lanesched %.3f (%.3f voluntary), "
+                   "nats-server %.3f (%.3f)\n",
+                   (double)e->daemon_ctxsw / n, (double)e->daemon_ctxsw_vol / n,
+                   (double)e->server_ctxsw / n, (double)e->server_ctxsw_vol / n);
         else
-            printf("  context switches per item (end to end): nats-server %.3f\n",
-                   (double)e->server_ctxsw / (double)r->items);
+            printf("  context switches per item (end to end): nats-server %.3f (%.3f voluntary)\n",
+                   (double)e->server_ctxsw / n, (double)e->server_ctxsw_vol / n);
     }
     const tp_phase_result_t *s = &r->phase[TP_SUBMIT];
     if (s->ran)
@@ -184,12 +186,15 @@ static void tp_json_phase(FILE *f, const char *name, const tp_phase_result_t *p,
         "\"submit_ack_p50_ms\": %.3f, \"submit_ack_p99_ms\": %.3f, \"submit_ack_max_ms\": %.3f, "
         "\"daemon_cpu_s_per_m_items\": %.4f, \"server_cpu_s_per_m_items\": %.4f, "
         "\"client_cpu_s_per_m_items\": %.4f, \"daemon_ctxsw_per_item\": %.5f, "
-        "\"server_ctxsw_per_item\": %.5f}%s\n",
+        "\"server_ctxsw_per_item\": %.5f, \"daemon_voluntary_ctxsw_per_item\": %.5f, "
+        "\"server_voluntary_ctxsw_per_item\": %.5f}%s\n",
         name, p->ran ? "true" : "false", p->elapsed_s, tp_rate(p, items), p->lat_p50_ms,
         p->lat_p99_ms, p->lat_max_ms, tp_per_m(p->daemon_cpu_s, items),
         tp_per_m(p->server_cpu_s, items), tp_per_m(p->client_cpu_s, items),
         items ? (double)p->daemon_ctxsw / (double)items : 0.0,
-        items ? (double)p->server_ctxsw / (double)items : 0.0, last ? "" : ",");
+        items ? (double)p->server_ctxsw / (double)items : 0.0,
+        items ? (double)p->daemon_ctxsw_vol / (double)items : 0.0,
+        items ? (double)p->server_ctxsw_vol / (double)items : 0.0, last ? "" : ",");
 }
 
 int tp_json_write(const char *path, const char *command, const tp_opts_t *o, const tp_result_t *rs,

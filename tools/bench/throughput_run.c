@@ -191,8 +191,9 @@ void tp_proc_read(int pid, tp_proc_t *out)
             continue;
         char status[128];
         snprintf(status, sizeof(status), "/proc/%d/task/%.20s/status", pid, e->d_name);
-        out->ctxsw += tp_status_field(status, "voluntary_ctxt_switches:") +
-                      tp_status_field(status, "nonvoluntary_ctxt_switches:");
+        uint64_t vol = tp_status_field(status, "voluntary_ctxt_switches:");
+        out->ctxsw_vol += vol;
+        out->ctxsw += vol + tp_status_field(status, "nonvoluntary_ctxt_switches:");
     }
     closedir(dir);
 }
@@ -267,6 +268,8 @@ bool tp_phase_watch(tp_run_t *run, const char *label, const char *phase_name, ui
     r->client_cpu_s = c1.cpu_s - c0.cpu_s;
     r->daemon_ctxsw = d1.ctxsw - d0.ctxsw;
     r->server_ctxsw = s1.ctxsw - s0.ctxsw;
+    r->daemon_ctxsw_vol = d1.ctxsw_vol - d0.ctxsw_vol;
+    r->server_ctxsw_vol = s1.ctxsw_vol - s0.ctxsw_vol;
     return done;
 }
 
