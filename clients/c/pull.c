@@ -17,6 +17,9 @@
  *  5. With config.prefetch, the credits outstanding are topped up to prefetch whenever half or
  *     more were used, in one Pull: the daemon always holds credits to pack the next batches
  *     into while the caller serves this one, at one Pull per prefetch / 2 batches.
+ *  6. While asynchronous acks are outstanding, the wait for a batch is cut in LC_ACK_POLL_MS
+ *     slices and their replies are read between them: an AckReply reaches ack_done (and the
+ *     in-progress set) within a slice, not at the end of the wait for the next batch.
  *
  * Rejected alternatives:
  *  - natsConnection_Request for pulls: one Pull has several answers and Request keeps the first
@@ -42,6 +45,9 @@
 /* After a pull's expiry, how long its EXPIRED answer may take to arrive: the daemon's timers run
  * at least every 100 ms and a turn's fill lasts at most 100 ms, so 1 s is a wide margin. */
 #define LC_PULL_GRACE_MS 1000
+/* Invariant 6's slice: an AckReply waits at most this long for its callback, and a consumer with
+ * acks in flight wakes at most this often while it waits for work. */
+#define LC_ACK_POLL_MS 2
 
 void lc_pulls_forget(lc_consumer_t *c, size_t n)
 {
@@ -156,7 +162,14 @@ lc_status_t lc_batch_next(lc_consumer_t *consumer, int64_t timeout_ms, codec_bat
     for (;;) {
         uint64_t now = clock_mono_ns();
         int64_t left_ms = now >= deadline ? 0 : (int64_t)((deadline - now + 999999) / 1000000);
-        natsStatus s = natsSubscription_NextMsg(&msg, c->sub, left_ms);
+        /* invariant 6: while acks are in flight, wait in slices and read their replies */
+        bool acks = c->acks != NULL && lc_window_pending(c->acks) > 0;
+        int64_t slice = acks && left_ms > LC_ACK_POLL_MS ? LC_ACK_POLL_MS : left_ms;
+        natsStatus s = natsSubscription_NextMsg(&msg, c->sub, slice);
+        if (s == NATS_TIMEOUT && slice < left_ms) {
+            lc_ack_async_poll(c);
+            continue;
+        }
         if (s == NATS_TIMEOUT) {
             uint64_t lost = lc_pulls_expire(c, clock_mono_ns());
             if (lost > 0) {

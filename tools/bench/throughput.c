@@ -64,6 +64,8 @@ static void tp_help(FILE *f)
         "  --store S            lanesched's store: disk or memory (default disk)\n"
         "  --no-jetstream       lanesched only\n"
         "  --no-client-check    skip the reruns with twice the clients\n"
+        "  --reps N             every run N times (at most 9), the systems alternating; the\n"
+        "                       ratios and checks use the medians (default 1)\n"
         "  --phase-timeout S    a phase not done by then fails (default 300)\n"
         "  --nats-server PATH   nats-server binary (default: nats-server on PATH)\n"
         "  --lanesched PATH     lanesched binary (default: next to this binary)\n"
@@ -139,6 +141,7 @@ static int tp_args_parse(int argc, char **argv, tp_opts_t *o, char *self_bin, si
                      .store = "disk",
                      .jetstream = true,
                      .client_check = true,
+                     .reps = 1,
                      .phase_timeout_s = 300};
     o->net.prefix = LC_DEFAULT_PREFIX;
     o->net.nats_server = "nats-server";
@@ -165,6 +168,7 @@ static int tp_args_parse(int argc, char **argv, tp_opts_t *o, char *self_bin, si
         {"--prefetch", 1, 1024, offsetof(tp_opts_t, prefetch)},
         {"--max-batch-size", 1, 100000, offsetof(tp_opts_t, max_batch_size)},
         {"--ack-window", 1, 4096, offsetof(tp_opts_t, ack_window)},
+        {"--reps", 1, TP_REPS_MAX, offsetof(tp_opts_t, reps)},
     };
     static const struct {
         const char *name;
@@ -269,23 +273,27 @@ int tp_main(int argc, char **argv)
     fflush(stdout);
     static const char *const levels[2] = {"process", "power"};
     bool setup_failed = false;
-    for (int l = 0; l < 2 && !net_stopping(NULL); l++) {
-        if (!(o.durability & (1u << l)))
-            continue;
-        setup_failed |= !tp_lanes_run(&o, levels[l], o.producers, o.consumers, &results[n]);
-        tp_result_print(&results[n++], &o);
-    }
-    if (o.jetstream && !net_stopping(NULL)) {
-        setup_failed |= !tp_js_run(&o, o.producers, o.consumers, &results[n]);
-        tp_result_print(&results[n++], &o);
-    }
-    if (o.client_check && !net_stopping(NULL)) {
-        const char *level = o.durability & NET_DURABILITY_PROCESS ? "process" : "power";
-        setup_failed |= !tp_lanes_run(&o, level, 2 * o.producers, 2 * o.consumers, &results[n]);
-        tp_result_print(&results[n++], &o);
-        if (o.jetstream && !net_stopping(NULL)) {
-            setup_failed |= !tp_js_run(&o, 2 * o.producers, 2 * o.consumers, &results[n]);
+    for (uint32_t rep = 0; rep < o.reps && !net_stopping(NULL); rep++) {
+        if (o.reps > 1)
+            printf("\n---- run %u of %u\n", rep + 1, o.reps);
+        for (int l = 0; l < 2 && !net_stopping(NULL); l++) {
+            if (!(o.durability & (1u << l)))
+                continue;
+            setup_failed |= !tp_lanes_run(&o, levels[l], o.producers, o.consumers, &results[n]);
             tp_result_print(&results[n++], &o);
+        }
+        if (o.jetstream && !net_stopping(NULL)) {
+            setup_failed |= !tp_js_run(&o, o.producers, o.consumers, &results[n]);
+            tp_result_print(&results[n++], &o);
+        }
+        if (o.client_check && !net_stopping(NULL)) {
+            const char *level = o.durability & NET_DURABILITY_PROCESS ? "process" : "power";
+            setup_failed |= !tp_lanes_run(&o, level, 2 * o.producers, 2 * o.consumers, &results[n]);
+            tp_result_print(&results[n++], &o);
+            if (o.jetstream && !net_stopping(NULL)) {
+                setup_failed |= !tp_js_run(&o, 2 * o.producers, 2 * o.consumers, &results[n]);
+                tp_result_print(&results[n++], &o);
+            }
         }
     }
     tp_summary_print(results, n, &o);

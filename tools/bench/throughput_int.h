@@ -26,10 +26,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TP_MODEL_FMT     "tp-%u"
-#define TP_HEADER_LEN    24u /* nonce, item index, send time: the start of every payload */
-#define TP_RESULTS_MAX   8u  /* process, power, JetStream, and their client-check reruns */
-#define TP_PHASE_STALL_S 30  /* a phase with no progress for this long fails */
+#define TP_MODEL_FMT  "tp-%u"
+#define TP_HEADER_LEN 24u /* nonce, item index, send time: the start of every payload */
+#define TP_REPS_MAX   9u  /* --reps */
+/* each rep: process, power, JetStream, and the client check's two reruns */
+#define TP_RESULTS_MAX   (5u * TP_REPS_MAX)
+#define TP_PHASE_STALL_S 30 /* a phase with no progress for this long fails */
 
 typedef struct {
     uint64_t items;          /* per phase */
@@ -47,6 +49,7 @@ typedef struct {
     const char *store;       /* lanesched --store: "disk" or "memory" */
     bool jetstream;          /* run the JetStream work queue too */
     bool client_check;       /* rerun with twice the clients */
+    uint32_t reps;           /* every run this many times, the systems alternating */
     double phase_timeout_s;  /* a phase ends (failed) after this long */
     const char *json_path;
     net_opts_t net; /* what net_env.c reads: nats_server, lanesched, prefix, keep */

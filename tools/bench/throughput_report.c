@@ -4,8 +4,9 @@
  * verdict of each rerun with twice the clients, and the JSON document.
  *
  * Invariants:
- *  1. Every ratio divides figures of one session (the same machine, items and moment); a figure
- *     of a run that did not finish is printed as n/a and enters no ratio.
+ *  1. Every ratio divides figures of one session (the same machine, items and moment): with
+ *     --reps, the medians of runs that alternated between the systems, so a load that comes and
+ *     goes on a shared machine lands on both; a phase that did not finish enters no median.
  *  2. A rerun with twice the producers and consumers that raises a figure by more than
  *     TP_CLIENT_GAIN says the figure is limited by the bench's clients, never by the broker.
  *  3. JSON keys are stable; new ones are added, none renamed.
@@ -14,6 +15,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Twice the clients may raise a figure by up to this much before the clients count as its limit:
@@ -104,30 +106,62 @@ void tp_result_print(const tp_result_t *r, const tp_opts_t *o)
         printf("  %s: %s\n", r->ok ? "note" : "error", r->error);
 }
 
-/* The run of system/durability with the fewest clients (the main one), or NULL. */
-static const tp_result_t *tp_find(const tp_result_t *rs, size_t n, const char *system,
-                                  const char *durability)
+/* The main client count of a system's runs (the fewest), 0 when it has none. */
+static uint32_t tp_main_clients(const tp_result_t *rs, size_t n, const char *system,
+                                const char *durability)
 {
-    const tp_result_t *best = NULL;
+    uint32_t best = 0;
     for (size_t i = 0; i < n; i++) {
-        if (strcmp(rs[i].system, system) != 0 || strcmp(rs[i].durability, durability) != 0)
-            continue;
-        if (best == NULL || rs[i].producers + rs[i].consumers < best->producers + best->consumers)
-            best = &rs[i];
+        uint32_t c = rs[i].producers + rs[i].consumers;
+        if (strcmp(rs[i].system, system) == 0 && strcmp(rs[i].durability, durability) == 0 &&
+            (best == 0 || c < best))
+            best = c;
     }
     return best;
 }
 
-static void tp_ratio_print(const char *what, const tp_result_t *a, const tp_result_t *b, int phase,
-                           double target)
+static int tp_double_cmp(const void *a, const void *b)
 {
-    double x = a != NULL ? tp_rate(&a->phase[phase], a->items) : 0.0;
-    double y = b != NULL ? tp_rate(&b->phase[phase], b->items) : 0.0;
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The median rate of a phase over the runs of system/durability with this many clients (the
+ * runs that finished it), 0 when none did; *runs gets how many counted. */
+static double tp_median(const tp_result_t *rs, size_t n, const char *system, const char *durability,
+                        uint32_t clients, int phase, size_t *runs)
+{
+    double v[TP_RESULTS_MAX];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const tp_result_t *r = &rs[i];
+        if (strcmp(r->system, system) == 0 && strcmp(r->durability, durability) == 0 &&
+            r->producers + r->consumers == clients && r->phase[phase].ran)
+            v[k++] = tp_rate(&r->phase[phase], r->items);
+    }
+    *runs = k;
+    if (k == 0)
+        return 0.0;
+    qsort(v, k, sizeof(v[0]), tp_double_cmp);
+    return k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
+}
+
+static void tp_ratio_print(const char *what, const tp_result_t *rs, size_t n, const char *level,
+                           int phase, double target)
+{
+    size_t ka = 0, kb = 0;
+    double x = tp_median(rs, n, "lanesched", level, tp_main_clients(rs, n, "lanesched", level),
+                         phase, &ka);
+    double y = tp_median(rs, n, "jetstream", "file", tp_main_clients(rs, n, "jetstream", "file"),
+                         phase, &kb);
     if (x <= 0 || y <= 0) {
         printf("  %-44s n/a\n", what);
         return;
     }
-    printf("  %-44s %6.2fx  (%.0f / %.0f items/s)", what, x / y, x, y);
+    printf("  %-44s %6.2fx  (%.0f / %.0f items/s", what, x / y, x, y);
+    if (ka > 1 || kb > 1)
+        printf(", medians of %zu / %zu runs", ka, kb);
+    printf(")");
     if (target > 0)
         printf("  target >= %gx: %s", target, x / y >= target ? "YES" : "NO");
     printf("\n");
@@ -135,44 +169,57 @@ static void tp_ratio_print(const char *what, const tp_result_t *a, const tp_resu
 
 void tp_summary_print(const tp_result_t *rs, size_t n, const tp_opts_t *o)
 {
-    const tp_result_t *p = tp_find(rs, n, "lanesched", "process");
-    const tp_result_t *w = tp_find(rs, n, "lanesched", "power");
-    const tp_result_t *j = tp_find(rs, n, "jetstream", "file");
     printf("\n== lanesched / JetStream, same session and items (store %s, %" PRIu32 " B payloads, "
            "%" PRIu32 "-item Submits)\n",
            o->store, o->payload_bytes, o->batch);
-    tp_ratio_print("end to end, process level", p, j, TP_E2E, 3.0);
-    tp_ratio_print("end to end, power level", w, j, TP_E2E, 1.0);
-    tp_ratio_print("submit only, process level", p, j, TP_SUBMIT, 0);
-    tp_ratio_print("submit only, power level", w, j, TP_SUBMIT, 0);
-    tp_ratio_print("drain, process level", p, j, TP_DRAIN, 0);
-    if (p != NULL && p->phase[TP_SUBMIT].ran) {
-        double r = tp_rate(&p->phase[TP_SUBMIT], p->items);
+    tp_ratio_print("end to end, process level", rs, n, "process", TP_E2E, 3.0);
+    tp_ratio_print("end to end, power level", rs, n, "power", TP_E2E, 1.0);
+    tp_ratio_print("submit only, process level", rs, n, "process", TP_SUBMIT, 0);
+    tp_ratio_print("submit only, power level", rs, n, "power", TP_SUBMIT, 0);
+    tp_ratio_print("drain, process level", rs, n, "process", TP_DRAIN, 0);
+    size_t k = 0;
+    double r = tp_median(rs, n, "lanesched", "process",
+                         tp_main_clients(rs, n, "lanesched", "process"), TP_SUBMIT, &k);
+    if (k > 0)
         printf("  %-44s %.0f items/s  target >= 1,000,000 with 64-item Submits: %s\n",
                "submit only, process level", r,
                o->batch != 64 ? "n/a (not 64 items)"
                : r >= 1e6     ? "YES"
                               : "NO");
-    }
+    /* invariant 2: a system's runs with more clients than its main ones */
+    static const char *const systems[3][2] = {
+        {"lanesched", "process"}, {"lanesched", "power"}, {"jetstream", "file"}};
+    static const char *const names[TP_PHASES] = {"submit only", "drain", "end to end"};
     bool any = false;
-    for (size_t i = 0; i < n; i++) {
-        const tp_result_t *base = tp_find(rs, n, rs[i].system, rs[i].durability);
-        if (base == &rs[i] || base == NULL)
-            continue;
-        if (!any)
-            printf("\n== the client side (invariant 2: more clients must not raise a figure)\n");
-        any = true;
-        static const char *const names[TP_PHASES] = {"submit only", "drain", "end to end"};
-        for (int k = 0; k < TP_PHASES; k++) {
-            double a = tp_rate(&base->phase[k], base->items),
-                   b = tp_rate(&rs[i].phase[k], rs[i].items);
-            if (a <= 0 || b <= 0)
+    for (int sy = 0; sy < 3; sy++) {
+        uint32_t base = tp_main_clients(rs, n, systems[sy][0], systems[sy][1]);
+        for (size_t i = 0; base != 0 && i < n; i++) {
+            const tp_result_t *x = &rs[i];
+            uint32_t c = x->producers + x->consumers;
+            bool first = true; /* each client count once */
+            for (size_t j = 0; j < i; j++)
+                first &= !(strcmp(rs[j].system, x->system) == 0 &&
+                           strcmp(rs[j].durability, x->durability) == 0 &&
+                           rs[j].producers + rs[j].consumers == c);
+            if (strcmp(x->system, systems[sy][0]) != 0 ||
+                strcmp(x->durability, systems[sy][1]) != 0 || c == base || !first)
                 continue;
-            printf("  %s %s: %ux%u clients %.0f items/s, %ux%u clients %.0f (%.2fx): %s\n",
-                   base->label, names[k], base->producers, base->consumers, a, rs[i].producers,
-                   rs[i].consumers, b, b / a,
-                   b > a * TP_CLIENT_GAIN ? "CLIENT-LIMITED: the bench's clients limit this figure"
-                                          : "the clients are not the limit");
+            if (!any)
+                printf("\n== the client side (invariant 2: more clients must not raise a "
+                       "figure)\n");
+            any = true;
+            for (int ph = 0; ph < TP_PHASES; ph++) {
+                size_t ka = 0, kb = 0;
+                double a = tp_median(rs, n, x->system, x->durability, base, ph, &ka);
+                double b = tp_median(rs, n, x->system, x->durability, c, ph, &kb);
+                if (a <= 0 || b <= 0)
+                    continue;
+                printf("  %s %s %s: %u clients %.0f items/s, %u clients %.0f (%.2fx): %s\n",
+                       x->system, x->durability, names[ph], base, a, c, b, b / a,
+                       b > a * TP_CLIENT_GAIN
+                           ? "CLIENT-LIMITED: the bench's clients limit this figure"
+                           : "the clients are not the limit");
+            }
         }
     }
 }
