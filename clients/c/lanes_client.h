@@ -427,7 +427,8 @@ lc_status_t lc_ack_progress_send(lc_consumer_t *consumer, uint64_t batch_id, int
  * Asynchronous acks: lc_ack_async_send publishes the Ack with a reply subject of its own and
  * returns once config.ack_window has room (waiting for replies meanwhile, at most the request
  * timeout x (1 + retries): LC_ETIMEOUT, nothing sent). The AckReply (sent once the tombstones are
- * durable) is read later, on this thread, inside lc_batch_next, lc_ack_async_send,
+ * durable) is read later, on this thread, inside lc_batch_next (which, while acks are in flight,
+ * reads their replies every 2 ms as it waits for a batch), lc_ack_async_send,
  * lc_ack_async_complete, lc_bye_send or lc_consumer_close, and given to config.ack_done. An Ack
  * unanswered after request_timeout_ms is resent with the same bytes (acks are idempotent) up to
  * request_retries times; given up, its batch leaves the in-progress set so that the daemon's ack
