@@ -361,7 +361,8 @@ bool tp_lanes_run(const tp_opts_t *o, const char *level, uint32_t producers, uin
     res->producers = producers;
     res->consumers = consumers;
     res->items = o->items;
-    if (prod == NULL || cons == NULL || tp_run_init(&run, o, level[1] == 'o' ? 'w' : 'p') != 0) {
+    if (prod == NULL || cons == NULL ||
+        tp_run_init(&run, o, strcmp(level, "power") == 0 ? 'w' : 'p') != 0) {
         snprintf(res->error, sizeof(res->error), "out of memory");
         goto out;
     }
