@@ -59,6 +59,7 @@ typedef struct {
 typedef struct {
     bool ran;
     double elapsed_s, items_per_s;
+    double acks_sent_s; /* JetStream: until the last ack was sent (elapsed_s: until applied) */
     double lat_p50_ms, lat_p99_ms, lat_max_ms; /* submit -> its ack (SubmitReply / PubAck) */
     double daemon_cpu_s, server_cpu_s, client_cpu_s;
     uint64_t daemon_ctxsw, server_ctxsw;         /* voluntary and involuntary */
@@ -97,6 +98,7 @@ typedef struct {
     _Atomic uint64_t confirmed, failed, duplicates, consumed_items, redelivered, foreign;
     _Atomic uint64_t last_confirm_ns, last_consume_ns;
     _Atomic uint64_t acked_items, last_ack_ns; /* consumers' acks confirmed (or flushed) */
+    _Atomic uint64_t acks_sent_ns;             /* JetStream: when the phase's last ack was sent */
     uint64_t *lat_ns; /* per Submit / message confirmed, in the current phase */
     _Atomic uint64_t n_lat;
     uint64_t cap_lat;

@@ -374,6 +374,8 @@ static uint64_t tpj_done(tp_run_t *run)
     uint64_t done = a < b ? a : b, items = run->o->items;
     if (done != items && done != 2 * items)
         return done;
+    if (atomic_load(&run->acks_sent_ns) < atomic_load(&run->last_ack_ns))
+        atomic_store(&run->acks_sent_ns, atomic_load(&run->last_ack_ns));
     uint64_t until = clock_mono_ns() + TPJ_EMPTY_WAIT_MS * 1000000ull;
     while (clock_mono_ns() < until && !net_stopping(NULL)) {
         jsStreamInfo *si = NULL;
@@ -459,12 +461,14 @@ static bool tpj_phases(tp_run_t *run, tp_result_t *res, int pid)
     atomic_store(&run->consume, true);
     ok = tp_phase_watch(run, res->label, "drain", o->items, tpj_done, 0, t0, &ph[TP_DRAIN]);
     ph[TP_DRAIN].elapsed_s = (double)(atomic_load(&run->last_ack_ns) - t0) / 1e9;
+    ph[TP_DRAIN].acks_sent_s = (double)(atomic_load(&run->acks_sent_ns) - t0) / 1e9;
     if (!ok)
         return false;
     t0 = clock_mono_ns();
     atomic_store(&run->go, 2);
     ok = tp_phase_watch(run, res->label, "e2e", 2 * o->items, tpj_done, 0, t0, &ph[TP_E2E]);
     ph[TP_E2E].elapsed_s = (double)(atomic_load(&run->last_ack_ns) - t0) / 1e9;
+    ph[TP_E2E].acks_sent_s = (double)(atomic_load(&run->acks_sent_ns) - t0) / 1e9;
     tp_latency_take(run, &ph[TP_E2E]);
     return ok;
 }

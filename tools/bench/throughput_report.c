@@ -40,6 +40,9 @@ static void tp_phase_print(const char *name, const tp_phase_result_t *p, uint64_
         return;
     }
     printf("  %-12s %10.0f items/s  (%.2f s)", name, tp_rate(p, items), p->elapsed_s);
+    if (p->acks_sent_s > 0)
+        printf("  acks sent by %.2f s: %.0f items/s counted that way", p->acks_sent_s,
+               (double)items / p->acks_sent_s);
     if (latency)
         printf("  submit->ack p50 %.2f ms  p99 %.2f ms  max %.2f ms", p->lat_p50_ms, p->lat_p99_ms,
                p->lat_max_ms);
@@ -234,14 +237,14 @@ static void tp_json_phase(FILE *f, const char *name, const tp_phase_result_t *p,
         "\"daemon_cpu_s_per_m_items\": %.4f, \"server_cpu_s_per_m_items\": %.4f, "
         "\"client_cpu_s_per_m_items\": %.4f, \"daemon_ctxsw_per_item\": %.5f, "
         "\"server_ctxsw_per_item\": %.5f, \"daemon_voluntary_ctxsw_per_item\": %.5f, "
-        "\"server_voluntary_ctxsw_per_item\": %.5f}%s\n",
+        "\"server_voluntary_ctxsw_per_item\": %.5f, \"acks_sent_s\": %.6f}%s\n",
         name, p->ran ? "true" : "false", p->elapsed_s, tp_rate(p, items), p->lat_p50_ms,
         p->lat_p99_ms, p->lat_max_ms, tp_per_m(p->daemon_cpu_s, items),
         tp_per_m(p->server_cpu_s, items), tp_per_m(p->client_cpu_s, items),
         items ? (double)p->daemon_ctxsw / (double)items : 0.0,
         items ? (double)p->server_ctxsw / (double)items : 0.0,
         items ? (double)p->daemon_ctxsw_vol / (double)items : 0.0,
-        items ? (double)p->server_ctxsw_vol / (double)items : 0.0, last ? "" : ",");
+        items ? (double)p->server_ctxsw_vol / (double)items : 0.0, p->acks_sent_s, last ? "" : ",");
 }
 
 int tp_json_write(const char *path, const char *command, const tp_opts_t *o, const tp_result_t *rs,
