@@ -18,9 +18,13 @@
  *   5. Every subscription is served by nats.c's global delivery pool of one thread: one thread
  *      instead of one per subscription, the messages of all subjects in the order they arrived,
  *      and one hand-over path to the owner.
- *   6. No nats.c message outlives the library: once front_destroy begins, a callback destroys
- *      what it gets instead of posting it, front_destroy waits for the callbacks running, and
- *      the messages still queued are released (daemon_events_drop) before nats_CloseAndWait.
+ *   6. No nats.c message outlives the library: the subscriptions are drained (every message
+ *      nats.c holds for them delivered); once front_destroy begins, a callback destroys what it
+ *      gets instead of posting it; front_destroy waits until every subscription's completion
+ *      callback ran (its closing message destroyed by the delivery thread: destroyed during
+ *      nats_CloseAndWait instead, it would reach the library's collector thread after it
+ *      stopped, and leak) and no callback runs, and the messages still queued for the owner are
+ *      released (daemon_events_drop), all before nats_CloseAndWait.
  *
  * Rejected: nats.c's micro-service module (not in nats.c 3.4), and queue-group subscriptions
  * (one daemon instance owns each model's scheduling state; several instances split models
@@ -65,6 +69,8 @@ struct front {
     daemon_t *d;
     atomic_int closing;      /* front_destroy began: callbacks destroy what they get */
     atomic_int in_callbacks; /* message callbacks running now */
+    atomic_int completed;    /* subscriptions closed and done with (front_on_complete) */
+    int drained;             /* front_unsubscribe ran (the stopping thread, then front_destroy) */
     natsConnection *nc;
     natsSubscription *subs[FRONT_MAX_SUBS];
     front_sub_t sub_ctx[FRONT_MAX_SUBS];
@@ -89,6 +95,14 @@ static void front_on_msg(natsConnection *nc, natsSubscription *sub, natsMsg *msg
             log_write(LOG_ERROR, "out of memory: a message was dropped (counted)");
     }
     atomic_fetch_sub(&f->in_callbacks, 1);
+}
+
+/* nats.c calls this once a closed subscription's last callback returned and its closing
+ * message was destroyed (invariant 6). */
+static void front_on_complete(void *closure)
+{
+    front_t *f = closure;
+    atomic_fetch_add(&f->completed, 1);
 }
 
 static void front_release(void *ctx, void *msg)
@@ -155,6 +169,8 @@ static daemon_status_t front_subscribe(front_t *f, const char *subject, ev_kind_
     natsStatus s = natsConnection_Subscribe(&sub, f->nc, subject, front_on_msg, ctx);
     if (s == NATS_OK)
         s = natsSubscription_SetPendingLimits(sub, -1, -1); /* invariant 1 */
+    if (s == NATS_OK)
+        s = natsSubscription_SetOnCompleteCB(sub, front_on_complete, f); /* invariant 6 */
     if (s != NATS_OK) {
         log_write(LOG_ERROR, "cannot subscribe to %s: %s", subject, natsStatus_GetText(s));
         natsSubscription_Destroy(sub);
@@ -275,9 +291,15 @@ uint32_t front_payload_cap(front_t *f, uint32_t configured)
 
 void front_unsubscribe(front_t *f)
 {
-    for (int i = 0; i < f->n_subs; i++) {
-        natsSubscription_Unsubscribe(f->subs[i]);
-    }
+    if (f->drained)
+        return;
+    /* invariant 6: drained, not only unsubscribed, so that no message is left in nats.c's
+     * delivery queue for the library to drop at its close */
+    for (int i = 0; i < f->n_subs; i++)
+        natsSubscription_DrainTimeout(f->subs[i], FRONT_CLOSE_WAIT_MS);
+    for (int i = 0; i < f->n_subs; i++)
+        natsSubscription_WaitForDrainCompletion(f->subs[i], FRONT_CLOSE_WAIT_MS);
+    f->drained = 1;
     if (f->nc != NULL)
         natsConnection_Flush(f->nc);
 }
@@ -287,13 +309,16 @@ void front_destroy(front_t *f)
     if (f == NULL)
         return;
     atomic_store(&f->closing, 1); /* invariant 6 */
+    front_unsubscribe(f);
     for (int i = 0; i < f->n_subs; i++)
         natsSubscription_Destroy(f->subs[i]);
     if (f->nc != NULL) {
         natsConnection_Close(f->nc);
         natsConnection_Destroy(f->nc);
     }
-    for (int waited = 0; atomic_load(&f->in_callbacks) != 0 && waited < FRONT_CLOSE_WAIT_MS;
+    for (int waited = 0;
+         (atomic_load(&f->in_callbacks) != 0 || atomic_load(&f->completed) < f->n_subs) &&
+         waited < FRONT_CLOSE_WAIT_MS;
          waited++)
         nanosleep(&(struct timespec){0, 1000000}, NULL);
     /* The messages the owner never took go back to nats.c while it can still free them
