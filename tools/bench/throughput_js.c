@@ -19,8 +19,9 @@
  *  4. The stream is deleted at the end of the run, and a stale one at its start.
  *  5. A consumer keeps prefetch x max_batch_size messages requested in pull requests of at least
  *     max_batch_size, topped up at half, as lanesched's consumers keep prefetch batches; a status
- *     message (408 timeout, 409) ends the oldest request, and the server fills one inbox's
- *     requests in order.
+ *     message (408 timeout, 409) ends the oldest request, the server fills one inbox's requests in
+ *     order, and a request silent half a second past its expiry is forgotten (as lanesched's
+ *     client forgets its pulls), so a status that never came cannot stall a consumer.
  *
  * Rejected alternatives:
  *  - js_Publish per message: a round trip per item; an expert publishes asynchronously.
@@ -52,7 +53,8 @@
 #define TPJ_FETCH_MS        200   /* a consumer's wait for its next message */
 #define TPJ_EMPTY_WAIT_MS   5000u /* per watch sample: how long the stream may take to empty */
 #define TPJ_PULLS_MAX       8     /* pull requests in flight per consumer, at most */
-#define TPJ_PULL_EXPIRES_MS 5000u /* a pull request's life on the server */
+#define TPJ_PULL_EXPIRES_MS 1000u /* a pull request's life on the server */
+#define TPJ_PULL_GRACE_MS   500u  /* after it, how long its 408 status may take to come */
 #define TPJ_READY_MS        10000u
 #define TPJ_ACK_WAIT_NS     30000000000ll
 #define TPJ_MAX_ACK_PEND    1000000
@@ -240,7 +242,8 @@ out:
 
 /* Pull requests in flight, oldest first (the server fills one inbox's requests in order). */
 typedef struct {
-    uint32_t left[TPJ_PULLS_MAX]; /* messages each may still bring */
+    uint32_t left[TPJ_PULLS_MAX];       /* messages each may still bring */
+    uint64_t lost_after[TPJ_PULLS_MAX]; /* monotonic: expiry + grace; silent past it = gone */
     size_t head, n;
     uint64_t requested; /* messages asked for and not yet come or expired */
 } tpj_pulls_t;
@@ -253,7 +256,10 @@ static natsStatus tpj_pull_send(natsConnection *nc, const char *next, const char
              (uint64_t)TPJ_PULL_EXPIRES_MS * UINT64_C(1000000));
     natsStatus s = natsConnection_PublishRequestString(nc, next, inbox, body);
     if (s == NATS_OK) {
-        p->left[(p->head + p->n++) % TPJ_PULLS_MAX] = batch;
+        size_t at = (p->head + p->n++) % TPJ_PULLS_MAX;
+        p->left[at] = batch;
+        p->lost_after[at] =
+            clock_mono_ns() + (TPJ_PULL_EXPIRES_MS + TPJ_PULL_GRACE_MS) * 1000000ull;
         p->requested += batch;
     }
     return s;
@@ -264,6 +270,13 @@ static void tpj_pull_pop(tpj_pulls_t *p)
     p->requested -= p->left[p->head];
     p->head = (p->head + 1) % TPJ_PULLS_MAX;
     p->n--;
+}
+
+/* Forgets the requests silent past their expiry and a grace (their status never came). */
+static void tpj_pulls_expire(tpj_pulls_t *p, uint64_t now)
+{
+    while (p->n > 0 && p->lost_after[p->head] <= now)
+        tpj_pull_pop(p);
 }
 
 /* A message on the consumer's inbox: a status ending the oldest request, or an item acked and
@@ -328,6 +341,7 @@ static void *tpj_consumer_main(void *arg)
     while (!atomic_load(&run->consume) && !atomic_load(&run->stop))
         net_sleep_ms(1);
     while (!atomic_load(&run->stop)) {
+        tpj_pulls_expire(&pulls, clock_mono_ns());
         while (pulls.requested * 2 <= want && pulls.n < TPJ_PULLS_MAX) {
             uint64_t more = want - pulls.requested;
             s = tpj_pull_send(nc, next, inbox, &pulls,
@@ -344,8 +358,6 @@ static void *tpj_consumer_main(void *arg)
         if (s == NATS_OK) {
             tpj_msg_take(x, nc, &pulls, m);
             natsMsg_Destroy(m);
-        } else if (s == NATS_TIMEOUT && pulls.n == TPJ_PULLS_MAX) {
-            pulls = (tpj_pulls_t){0}; /* requests lost (e.g. a server restart): start over */
         }
     }
     natsConnection_FlushTimeout(nc, 2000);
@@ -358,7 +370,8 @@ out:
     return NULL;
 }
 
-/* ---- the run ----------------------------------------------------------------------------------
+/* ---- the run
+ * ----------------------------------------------------------------------------------
  */
 
 static uint64_t tpj_confirmed(tp_run_t *run)
@@ -367,7 +380,8 @@ static uint64_t tpj_confirmed(tp_run_t *run)
 }
 
 /* Items done: consumed and acked, and once every one of the phase is, only when the stream is
- * empty too (the server applies acks after it received them): the phase ends then (invariant 3). */
+ * empty too (the server applies acks after it received them): the phase ends then (invariant
+ * 3). */
 static uint64_t tpj_done(tp_run_t *run)
 {
     uint64_t a = atomic_load(&run->consumed_items), b = atomic_load(&run->acked_items);
