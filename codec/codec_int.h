@@ -6,8 +6,8 @@
  *      box that also holds the unpacked protobuf-c message; destroy recovers the box from the
  *      public pointer, frees the message, then the box.
  *   2. Decoded pointers are views into the unpacked message (which owns copies of every string
- *      and bytes field), so they live exactly as long as the box and never point into the
- *      caller's input buffer.
+ *      and bytes field), or, for Submit (decoded by hand, wire.c), into the box's own arena, so
+ *      they live exactly as long as the box and never point into the caller's input buffer.
  *   3. A decoder either returns CODEC_OK and sets *out, or returns an error and leaves *out as
  *      it was; every function releases what it allocated through a single `out:` label.
  *   4. Zero is absence (proto3): signature 0 is "no signature", an empty hash vector is "no
@@ -82,5 +82,29 @@ static inline char *codec_str_in(const char *s)
 {
     return (char *)(s ? s : "");
 }
+
+/* ---- the wire format by hand (wire.c) ------------------------------------------------------ */
+
+enum { WIRE_VARINT = 0, WIRE_FIXED64 = 1, WIRE_BYTES = 2, WIRE_FIXED32 = 5 };
+
+/* A view of wire bytes being read: [p, end). */
+typedef struct {
+    const uint8_t *p, *end;
+} wire_t;
+
+/* Each returns 1 and advances w past what it read, or 0 (malformed) and leaves w as it was. */
+int wire_tag(wire_t *w, uint32_t *field /* out */, unsigned *type /* out */);
+int wire_varint(wire_t *w, uint64_t *v /* out */);
+int wire_fixed64(wire_t *w, uint64_t *v /* out */);
+/* A length-prefixed field: *field views its bytes inside w. */
+int wire_bytes(wire_t *w, wire_t *field /* out */);
+/* Skips one value of an unknown field of this wire type. */
+int wire_skip(wire_t *w, unsigned type);
+/* Writers: each writes at p (room checked by the caller) and returns the end. */
+size_t wire_varint_len(uint64_t v);
+uint8_t *wire_put_varint(uint8_t *p, uint64_t v);
+uint8_t *wire_put_tag(uint8_t *p, uint32_t field, unsigned type);
+uint8_t *wire_put_fixed64(uint8_t *p, uint64_t v); /* the 8 bytes, no tag */
+uint8_t *wire_put_bytes(uint8_t *p, uint32_t field, const void *data, size_t len); /* tag too */
 
 #endif

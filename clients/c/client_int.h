@@ -13,6 +13,10 @@
  *     heartbeat interval, the in-progress set, hb_stop and the statistics. No NATS call is made
  *     while it is held, so a slow publish never blocks lc_inprogress_* callers.
  *  4. The heartbeat thread is the only thread besides the caller's that touches a consumer.
+ *  5. A request window (window.c) owns its inbox, its subscription and each outstanding
+ *     request's bytes; the client owns the asynchronous submits' window (submit_async.c), the
+ *     consumer its asynchronous acks' window (ack_async.c). Each window has its own mutex and
+ *     runs its callbacks under it, on the thread that entered it.
  */
 #ifndef LANESCHED_CLIENTS_C_CLIENT_INT_H
 #define LANESCHED_CLIENTS_C_CLIENT_INT_H
@@ -32,9 +36,16 @@
  * published: long enough for a loopback or LAN round trip, short enough not to hang a shutdown. */
 #define LC_FLUSH_ON_CLOSE_MS 1000
 
+/* The longest inbox a request window accepts ("_INBOX." and a 22-character NUID is 29). */
+#define LC_INBOX_MAX 128
+
+typedef struct lc_window lc_window_t;
+typedef struct lc_submit_async lc_submit_async_t;
+
 struct lc_client {
     natsConnection *nc;
     char *prefix;
+    lc_submit_async_t *async; /* owned; NULL until lc_submit_async_open */
     char err[LC_ERR_MAX];
 };
 
@@ -72,6 +83,7 @@ struct lc_consumer {
     lc_inprogress_t *ip;     /* under mu */
     size_t n_ip, cap_ip;
     lc_consumer_stats_t stats; /* under mu */
+    lc_window_t *acks;         /* owned; asynchronous acks, NULL until the first (ack_async.c) */
     char err[LC_ERR_MAX];
 };
 
@@ -107,6 +119,55 @@ lc_status_t lc_request_do(natsConnection *nc, const char *subject, const uint8_t
                           int64_t timeout_ms, uint32_t retries, char *err,
                           uint32_t *out_attempts /* out, may be NULL */,
                           natsMsg **out_msg /* out */);
+
+/* ---- window.c: requests in flight, answered through a callback --------------------------- */
+
+/* What a window's callback learns about one request; pointers borrowed for the callback. */
+typedef struct {
+    uint64_t tag, aux;  /* as given to lc_window_send */
+    const uint8_t *buf; /* the request's bytes */
+    size_t len;
+    uint32_t attempts;   /* sends so far */
+    uint64_t latency_ns; /* first send -> now */
+    natsMsg *msg;        /* the reply on LC_OK (destroyed after the callback), else NULL */
+    lc_status_t status;  /* LC_OK, LC_ETIMEOUT or LC_ENORESPONDERS (given up) */
+    bool closed;         /* given up by lc_window_close */
+} lc_window_done_t;
+
+typedef void (*lc_window_fn)(void *ctx, const lc_window_done_t *done);
+
+/* A window of cap requests on nc (borrowed), each resent after timeout_ms up to retries times;
+ * fn(ctx) settles each. *out returned to the caller (lc_window_close). Failure text in err. */
+lc_status_t lc_window_open(natsConnection *nc, uint32_t cap, int64_t timeout_ms, uint32_t retries,
+                           lc_window_fn fn, void *ctx, char *err, lc_window_t **out /* out */);
+/* Publishes buf (taken, len bytes) on subject (borrowed) with a reply subject of the window,
+ * waiting at most stall_ms for a free slot. LC_OK: fn will settle it once; otherwise nothing
+ * went out and fn is not called. Failure text in err. */
+lc_status_t lc_window_send(lc_window_t *w, const char *subject, uint8_t *buf, size_t len,
+                           uint64_t tag, uint64_t aux, int64_t stall_ms, char *err);
+/* Handles replies (waiting up to wait_ms for the first) and passed deadlines. */
+void lc_window_poll(lc_window_t *w, int64_t wait_ms);
+/* Until nothing is outstanding, at most timeout_ms: LC_OK or LC_ETIMEOUT. */
+lc_status_t lc_window_drain(lc_window_t *w, int64_t timeout_ms);
+size_t lc_window_pending(lc_window_t *w);
+/* Settles what arrived, gives up the rest (closed), frees. NULL-safe. */
+void lc_window_close(lc_window_t *w);
+
+/* ---- submit.c, submit_async.c, ack_async.c -------------------------------------------------- */
+
+/* Encodes items as one Submit for <prefix>.submit.<model>; *out_subject and *out_buf returned
+ * to the caller (free). Failure text on the client. */
+lc_status_t lc_submit_encode(lc_client_t *client, const char *model, const codec_work_item_t *items,
+                             size_t n, char **out_subject /* out */, uint8_t **out_buf /* out */,
+                             size_t *out_len /* out */);
+/* Gives up every outstanding asynchronous submit and frees the window (lc_client_close). */
+void lc_submit_async_close(lc_client_t *client);
+/* With wait, waits (bounded by the consumer's request timeout and retries) for the outstanding
+ * asynchronous acks (lc_bye_send); then settles what arrived, gives up the rest and frees their
+ * window (also lc_consumer_close, without wait). */
+void lc_ack_async_close(lc_consumer_t *c, bool wait);
+/* Handles the asynchronous acks' replies and deadlines without waiting (lc_batch_next). */
+void lc_ack_async_poll(lc_consumer_t *c);
 
 /* ---- inprogress.c: the in-progress set (callers hold mu unless stated) -------------------- */
 

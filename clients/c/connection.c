@@ -304,6 +304,7 @@ void lc_client_close(lc_client_t *client)
 {
     if (client == NULL)
         return;
+    lc_submit_async_close(client);
     natsConnection_FlushTimeout(client->nc, LC_FLUSH_ON_CLOSE_MS);
     natsConnection_Close(client->nc);
     natsConnection_Destroy(client->nc);

@@ -35,6 +35,9 @@
 /* Register, Ack and Bye replies come within one daemon turn plus a flush; 5 s is far beyond that
  * and still short enough for a person watching a tool. */
 #define LC_REQUEST_TIMEOUT_MS 5000
+/* Prefetched pulls expire after this long: an idle consumer sends one Pull per 5 s, and a
+ * pull lost with a daemon restart is noticed (forgotten, then replaced) within 6 s. */
+#define LC_PREFETCH_EXPIRES_MS 5000u
 /* The contract's default heartbeat interval, used when Registered says 0. */
 #define LC_HEARTBEAT_MS 2000u
 
@@ -141,6 +144,7 @@ static void lc_consumer_free(lc_consumer_t *c)
     if (c == NULL)
         return;
     lc_heartbeat_stop(c);
+    lc_ack_async_close(c, false);
     if (c->sub != NULL) {
         natsSubscription_Unsubscribe(c->sub);
         natsSubscription_Destroy(c->sub);
@@ -202,6 +206,8 @@ lc_status_t lc_consumer_open(lc_client_t *client, const lc_consumer_config_t *co
         c->config.request_timeout_ms = LC_REQUEST_TIMEOUT_MS;
     if (c->config.pull_max_batches == 0)
         c->config.pull_max_batches = 1;
+    if (c->config.prefetch_expires_ms == 0)
+        c->config.prefetch_expires_ms = LC_PREFETCH_EXPIRES_MS;
 
     if (pthread_condattr_init(&attr) != 0) {
         lc_errf(client->err, "consumer: pthread_condattr_init failed");
@@ -289,6 +295,7 @@ lc_status_t lc_bye_send(lc_consumer_t *consumer, int64_t timeout_ms)
     }
     lc_consumer_t *c = consumer;
     natsConnection *nc = c->client->nc;
+    lc_ack_async_close(c, true); /* ack_async.c invariant 3 */
     lc_heartbeat_stop(c);
     c->registered = false;
     pthread_mutex_lock(&c->mu);

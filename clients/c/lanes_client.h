@@ -9,11 +9,14 @@
  *   lc_client_*                one NATS connection and the subject prefix      connection.c
  *   lc_shape_*                 shape signatures from component strings         shape.c
  *   lc_submit_*                producer: Submit fire-and-forget or request     submit.c
+ *   lc_submit_async*           producer: Submits in flight, a callback each    submit_async.c
  *   lc_consumer_*, lc_bye_send consumer: Register (again), statistics, leave   consumer.c
  *   lc_pull_send, lc_batch_next pulls and the batches they bring               pull.c
  *   lc_ack_*                   settling batches                                ack.c
+ *   lc_ack_async_*             acks in flight, a callback each                 ack_async.c
  *   lc_inprogress_*            the batch ids heartbeats name                   inprogress.c
  *   (no API of its own)        the consumer's heartbeat thread                 heartbeat.c
+ *   (no API of its own)        requests in flight under a window, resent       window.c
  * Private structs and helpers shared by those files: client_int.h.
  *
  * Ownership rules used below (each pointer states which applies):
@@ -106,7 +109,9 @@ lc_status_t lc_client_open(const lc_client_config_t *config, char *errbuf /* out
                            size_t errlen, lc_client_t **out /* out */);
 
 /* Flushes what was published (at most 1 s), closes and frees: client is released (returned by
- * lc_client_open; every consumer on it must be closed first). NULL-safe. */
+ * lc_client_open; every consumer on it must be closed first). Asynchronous submits still
+ * outstanding get their callback first, with LC_ETIMEOUT (their items may be stored: call
+ * lc_submit_async_complete before to know). NULL-safe. */
 void lc_client_close(lc_client_t *client);
 
 /* Waits until the server has processed everything published so far. */
@@ -180,22 +185,110 @@ lc_status_t lc_submit_request(lc_client_t *client, const char *model,
                               uint32_t retries, lc_item_result_t *results /* out, may be NULL */,
                               lc_submit_summary_t *summary /* out, may be NULL */);
 
+/* ---- asynchronous submit (producer) --------------------------------------------------------
+ *
+ * Several Submits in flight at once, each answered through a callback: what js_PublishAsync and
+ * js_PublishAsyncComplete do for JetStream. lc_submit_async publishes and returns as soon as the
+ * window has room; the SubmitReply (sent once the accepted items are durable) reaches `done`.
+ * Replies and timeouts are handled inside lc_submit_async, lc_submit_async_poll and
+ * lc_submit_async_complete, on the calling thread, like librdkafka's delivery reports: no thread
+ * of the library runs the callback.
+ */
+
+/* The outcome of one lc_submit_async, as `done` sees it. Every pointer is borrowed for the
+ * callback only. */
+typedef struct {
+    uint64_t tag;                    /* the caller's, as given to lc_submit_async */
+    lc_status_t status;              /* LC_OK: results holds one verdict per item */
+    const lc_item_result_t *results; /* n entries on LC_OK, NULL otherwise */
+    size_t n;                        /* items of the Submit */
+    lc_submit_summary_t summary;     /* counts on LC_OK; attempts always */
+    const char *error;               /* why, when status is not LC_OK; "" otherwise */
+    uint64_t latency_ns;             /* first send -> reply (or -> giving up) */
+} lc_submit_done_t;
+
+/* Called once per lc_submit_async that returned LC_OK, on the thread inside lc_submit_async*,
+ * never two at once. It must not call lc_submit_async* or lc_client_close on the same client.
+ * closure: lc_submit_async_config_t.closure (borrowed). */
+typedef void (*lc_submit_done_fn)(void *closure, const lc_submit_done_t *done);
+
+typedef struct {
+    uint32_t window;        /* Submits outstanding at most; 0 = 64 */
+    int64_t timeout_ms;     /* per attempt; 0 = 5000 */
+    uint32_t retries;       /* resends of the same bytes after a timeout (dedupe-safe) */
+    int64_t stall_ms;       /* how long lc_submit_async waits for room; 0 = one full timeout
+                               (timeout_ms x (1 + retries)) */
+    lc_submit_done_fn done; /* required */
+    void *closure;          /* borrowed; passed to done */
+} lc_submit_async_config_t;
+
+/* Zeroes *config (borrowed): every field then means its default (done must still be set). */
+void lc_submit_async_config_init(lc_submit_async_config_t *config /* out */);
+
+/* Sets up asynchronous submits on client: a reply inbox with its subscription and the window.
+ * config: borrowed for the call (copied). Once per client; lc_client_close undoes it. */
+lc_status_t lc_submit_async_open(lc_client_t *client, const lc_submit_async_config_t *config);
+
+/*
+ * Encodes items as one Submit (as lc_submit_request does), waits at most config.stall_ms for room
+ * in the window while handling replies, then publishes it with its own reply subject and returns.
+ * LC_OK: `done` will be called exactly once for it, with tag. Anything else: nothing was sent and
+ * `done` is not called for it (LC_ETIMEOUT: the window stayed full; LC_EINVAL, LC_ENOMEM,
+ * LC_ECODEC, LC_ETOOBIG, LC_ENATS as lc_submit_send). An unanswered Submit is sent again with the
+ * same bytes after timeout_ms, up to `retries` times (the same item ids, so the daemon's dedupe
+ * answers DUPLICATE for what a lost attempt stored), then given up with LC_ETIMEOUT, or
+ * LC_ENORESPONDERS if the server said nobody listens. Any thread; calls on one client serialise.
+ */
+lc_status_t lc_submit_async(lc_client_t *client, const char *model, const codec_work_item_t *items,
+                            size_t n, uint64_t tag);
+
+/* Handles the replies that arrived and the timeouts that passed, without waiting. */
+lc_status_t lc_submit_async_poll(lc_client_t *client);
+
+/* Waits until no Submit is outstanding, at most timeout_ms (> 0): LC_OK, or LC_ETIMEOUT with some
+ * still outstanding (their callbacks come later, or at lc_client_close). */
+lc_status_t lc_submit_async_complete(lc_client_t *client, int64_t timeout_ms);
+
+/* Submits outstanding now (sent, not yet answered or given up). */
+size_t lc_submit_async_pending(lc_client_t *client);
+
 /* ---- consumer ----------------------------------------------------------------------------- */
+
+typedef struct {
+    uint32_t acked;
+    uint32_t returned;
+    uint32_t unknown;
+} lc_ack_reply_t;
+
+/* The outcome of one lc_ack_async_send, on the consumer's driving thread (inside lc_batch_next,
+ * lc_ack_async_send, lc_ack_async_complete, lc_bye_send or lc_consumer_close). status as
+ * lc_ack_send's, or LC_ETIMEOUT / LC_ENORESPONDERS once the retries are spent; reply (borrowed
+ * for the call) only on LC_OK. It must not call lc_ack_async_* itself. */
+typedef void (*lc_ack_done_fn)(void *closure, uint64_t batch_id, lc_status_t status,
+                               const lc_ack_reply_t *reply);
 
 /* Strings borrowed for lc_consumer_open only (the consumer copies them). */
 typedef struct {
     const char *model; /* required */
     uint32_t max_batch_size;
     uint32_t max_batch_tokens;
-    uint32_t max_input_tokens;  /* 0 = unlimited */
-    const char *name;           /* for people (stats); NULL = "" */
-    int64_t request_timeout_ms; /* Register, Ack and Bye replies; 0 = 5000 */
-    uint32_t request_retries;   /* more attempts on timeout / no responders (Ack is idempotent;
-                                   a repeated Register may leave an unused consumer id that the
-                                   daemon declares dead after dead_after_ms) */
-    uint32_t pull_max_batches;  /* credits of the Pull that lc_batch_next sends; 0 = 1 */
-    uint32_t heartbeat_ms;      /* 0 = Registered.heartbeat_ms (2000 if the daemon says 0) */
-    bool no_heartbeat;          /* test hook: no heartbeat thread */
+    uint32_t max_input_tokens;    /* 0 = unlimited */
+    const char *name;             /* for people (stats); NULL = "" */
+    int64_t request_timeout_ms;   /* Register, Ack and Bye replies; 0 = 5000 */
+    uint32_t request_retries;     /* more attempts on timeout / no responders (Ack is idempotent;
+                                     a repeated Register may leave an unused consumer id that the
+                                     daemon declares dead after dead_after_ms) */
+    uint32_t pull_max_batches;    /* credits of the Pull that lc_batch_next sends; 0 = 1 */
+    uint32_t heartbeat_ms;        /* 0 = Registered.heartbeat_ms (2000 if the daemon says 0) */
+    bool no_heartbeat;            /* test hook: no heartbeat thread */
+    uint32_t prefetch;            /* batches lc_batch_next keeps requested ahead: it tops the
+                                     outstanding credits up to this whenever half are used, so
+                                     the daemon packs the next batches while this one is served;
+                                     0 = pull only when nothing is outstanding (pull_max_batches) */
+    uint32_t prefetch_expires_ms; /* expiry of those pulls; 0 = 5000 */
+    uint32_t ack_window;          /* asynchronous acks outstanding at most; 0 = 64 */
+    lc_ack_done_fn ack_done;      /* each asynchronous ack's outcome; NULL = counted only */
+    void *ack_closure;            /* borrowed; passed to ack_done */
 } lc_consumer_config_t;
 
 /* What the daemon answered to Register. Every string is borrowed from the consumer: valid until
@@ -221,6 +314,8 @@ typedef struct {
     uint64_t heartbeats_sent;   /* by the heartbeat thread */
     uint64_t heartbeats_failed; /* encode or publish failures (the thread keeps going) */
     uint64_t in_progress;       /* batch ids currently named by heartbeats */
+    uint64_t acks_async;        /* asynchronous acks sent (lc_ack_async_send) */
+    uint64_t acks_async_failed; /* of those, answered with an error or given up */
 } lc_consumer_stats_t;
 
 typedef struct lc_consumer lc_consumer_t;
@@ -304,12 +399,6 @@ lc_status_t lc_batch_next(lc_consumer_t *consumer, int64_t timeout_ms,
 
 /* ---- acks, in-progress, heartbeats -------------------------------------------------------- */
 
-typedef struct {
-    uint32_t acked;
-    uint32_t returned;
-    uint32_t unknown;
-} lc_ack_reply_t;
-
 /*
  * Publishes an Ack on the ack subject. ack: borrowed (see codec_ack_t). With timeout_ms > 0 it is
  * a request: waits for the AckReply (sent once tombstones are durable), retrying on timeout /
@@ -333,6 +422,26 @@ lc_status_t lc_ack_nak_send(lc_consumer_t *consumer, uint64_t batch_id, uint32_t
 /* Ack{batch_id, in_progress}: extends the deadline by ack_wait_ms now, acks nothing. */
 lc_status_t lc_ack_progress_send(lc_consumer_t *consumer, uint64_t batch_id, int64_t timeout_ms,
                                  lc_ack_reply_t *out /* out, may be NULL */);
+
+/*
+ * Asynchronous acks: lc_ack_async_send publishes the Ack with a reply subject of its own and
+ * returns once config.ack_window has room (waiting for replies meanwhile, at most the request
+ * timeout x (1 + retries): LC_ETIMEOUT, nothing sent). The AckReply (sent once the tombstones are
+ * durable) is read later, on this thread, inside lc_batch_next (which, while acks are in flight,
+ * reads their replies every 2 ms as it waits for a batch), lc_ack_async_send,
+ * lc_ack_async_complete, lc_bye_send or lc_consumer_close, and given to config.ack_done. An Ack
+ * unanswered after request_timeout_ms is resent with the same bytes (acks are idempotent) up to
+ * request_retries times; given up, its batch leaves the in-progress set so that the daemon's ack
+ * deadline returns it (at least once, never lost). The in-progress set is updated at the reply,
+ * as lc_ack_send does. ack: borrowed for the call.
+ */
+lc_status_t lc_ack_async_send(lc_consumer_t *consumer, const codec_ack_t *ack);
+
+/* Ack{batch_id, all}, asynchronously. */
+lc_status_t lc_ack_async_all_send(lc_consumer_t *consumer, uint64_t batch_id);
+
+/* Waits until no asynchronous ack is outstanding, at most timeout_ms: LC_OK or LC_ETIMEOUT. */
+lc_status_t lc_ack_async_complete(lc_consumer_t *consumer, int64_t timeout_ms);
 
 /*
  * The in-progress set: the batch ids every Heartbeat names (extending their deadlines).

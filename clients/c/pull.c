@@ -14,6 +14,12 @@
  *  3. A delivered OK batch enters the in-progress set before it reaches the caller, so the next
  *     heartbeat names it; if it cannot enter (out of memory), it is not delivered.
  *  4. *out is written only on LC_OK, with a status OK batch.
+ *  5. With config.prefetch, the credits outstanding are topped up to prefetch whenever half or
+ *     more were used, in one Pull: the daemon always holds credits to pack the next batches
+ *     into while the caller serves this one, at one Pull per prefetch / 2 batches.
+ *  6. While asynchronous acks are outstanding, the wait for a batch is cut in LC_ACK_POLL_MS
+ *     slices and their replies are read between them: an AckReply reaches ack_done (and the
+ *     in-progress set) within a slice, not at the end of the wait for the next batch.
  *
  * Rejected alternatives:
  *  - natsConnection_Request for pulls: one Pull has several answers and Request keeps the first
@@ -21,6 +27,8 @@
  *    allows several outstanding pulls on one reply subject), with no subscribe churn per pull.
  *  - An asynchronous subscription with a callback delivering batches: the caller would need a
  *    queue and a thread handoff of its own; a synchronous subscription is that queue already.
+ *  - Prefetch by one Pull per batch: a Pull message and a pull record in the daemon per batch
+ *    for nothing; topping up at half keeps as many credits outstanding with fewer messages.
  *  - Checking the packing promises here: a consumer that cares verifies them itself, as
  *    lanesched-consume does; the library delivers what the daemon sent.
  */
@@ -37,6 +45,9 @@
 /* After a pull's expiry, how long its EXPIRED answer may take to arrive: the daemon's timers run
  * at least every 100 ms and a turn's fill lasts at most 100 ms, so 1 s is a wide margin. */
 #define LC_PULL_GRACE_MS 1000
+/* Invariant 6's slice: an AckReply waits at most this long for its callback, and a consumer with
+ * acks in flight wakes at most this often while it waits for work. */
+#define LC_ACK_POLL_MS 2
 
 void lc_pulls_forget(lc_consumer_t *c, size_t n)
 {
@@ -126,7 +137,18 @@ lc_status_t lc_batch_next(lc_consumer_t *consumer, int64_t timeout_ms, codec_bat
     if (timeout_ms < 0)
         timeout_ms = 0;
     int64_t wait_ms = timeout_ms;
-    if (c->n_pulls == 0) {
+    lc_ack_async_poll(c);
+    if (c->config.prefetch > 0) {
+        uint64_t credits = 0;
+        for (size_t i = 0; i < c->n_pulls; i++)
+            credits += c->pulls[i].credits;
+        if (credits * 2 <= c->config.prefetch) { /* invariant 5 */
+            status = lc_pull_send(c, c->config.prefetch - (uint32_t)credits,
+                                  c->config.prefetch_expires_ms);
+            if (status != LC_OK)
+                goto out;
+        }
+    } else if (c->n_pulls == 0) {
         uint32_t expires = timeout_ms < 1                     ? 1u
                            : timeout_ms > (int64_t)UINT32_MAX ? UINT32_MAX
                                                               : (uint32_t)timeout_ms;
@@ -140,7 +162,14 @@ lc_status_t lc_batch_next(lc_consumer_t *consumer, int64_t timeout_ms, codec_bat
     for (;;) {
         uint64_t now = clock_mono_ns();
         int64_t left_ms = now >= deadline ? 0 : (int64_t)((deadline - now + 999999) / 1000000);
-        natsStatus s = natsSubscription_NextMsg(&msg, c->sub, left_ms);
+        /* invariant 6: while acks are in flight, wait in slices and read their replies */
+        bool acks = c->acks != NULL && lc_window_pending(c->acks) > 0;
+        int64_t slice = acks && left_ms > LC_ACK_POLL_MS ? LC_ACK_POLL_MS : left_ms;
+        natsStatus s = natsSubscription_NextMsg(&msg, c->sub, slice);
+        if (s == NATS_TIMEOUT && slice < left_ms) {
+            lc_ack_async_poll(c);
+            continue;
+        }
         if (s == NATS_TIMEOUT) {
             uint64_t lost = lc_pulls_expire(c, clock_mono_ns());
             if (lost > 0) {

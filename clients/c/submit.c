@@ -28,12 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Encodes items as one Submit for <prefix>.submit.<model>; *out_subject and *out_buf returned
- * to the caller (free). */
-static lc_status_t lc_submit_encode(lc_client_t *client, const char *model,
-                                    const codec_work_item_t *items, size_t n,
-                                    char **out_subject /* out */, uint8_t **out_buf /* out */,
-                                    size_t *out_len /* out */)
+lc_status_t lc_submit_encode(lc_client_t *client, const char *model, const codec_work_item_t *items,
+                             size_t n, char **out_subject, uint8_t **out_buf, size_t *out_len)
 {
     lc_status_t status = LC_OK;
     codec_work_item_t *copy = NULL;

@@ -89,10 +89,36 @@ void daemon_max_payload_set(daemon_t *d, uint32_t bytes)
 int daemon_post(daemon_t *d, ev_kind_t kind, const char *token, const char *reply, const void *data,
                 size_t len)
 {
+    if (kind == EV_STOP) {
+        evqueue_stop(&d->events);
+        return 0;
+    }
     if (evqueue_post(&d->events, kind, token, reply, data, len) == 0)
         return 0;
     daemon_dropped_note(d);
     return -1;
+}
+
+void daemon_release_set(daemon_t *d, daemon_release_fn release, void *ctx)
+{
+    evqueue_release_set(&d->events, release, ctx);
+}
+
+int daemon_post_msg(daemon_t *d, ev_kind_t kind, const char *token, const char *reply,
+                    const void *data, size_t len, void *msg)
+{
+    if (evqueue_post_msg(&d->events, kind, token, reply, data, len, msg) == 0)
+        return 0;
+    daemon_dropped_note(d);
+    return -1;
+}
+
+void daemon_events_drop(daemon_t *d)
+{
+    size_t n = 0;
+    evqueue_done(&d->events);
+    evqueue_take(&d->events, 0, &n);
+    evqueue_done(&d->events);
 }
 
 void daemon_dropped_note(daemon_t *d)
@@ -193,6 +219,7 @@ void daemon_destroy(daemon_t *d)
         return;
     evqueue_fini(&d->events);
     free(d->orphans);
+    free(d->frame_scratch);
     sched_destroy(d->sched);
     store_close(d->store);
     consumers_destroy(d->consumers);

@@ -115,9 +115,27 @@ typedef void (*daemon_metrics_sink_fn)(void *ctx, const char *text, size_t len);
 void daemon_metrics_sink_set(daemon_t *d, daemon_metrics_sink_fn sink, void *ctx);
 
 /* Hands a message to the owner: every argument is copied (token, reply may be NULL). Thread-safe.
- * Returns 0, or -1 when out of memory: the message is dropped and counted. */
+ * Returns 0, or -1 when out of memory: the message is dropped and counted. EV_STOP is not queued
+ * behind the messages already waiting: the owner stops after the message in hand, and the ones
+ * behind it are dropped unanswered (nothing of them was stored or acknowledged). */
 int daemon_post(daemon_t *d, ev_kind_t kind, const char *token, const char *reply, const void *data,
                 size_t len);
+
+/* Frees a transport message handed over with daemon_post_msg (ctx as given to
+ * daemon_release_set). Called on the owner thread, or on the posting thread when the message
+ * could not be queued, or by daemon_destroy for messages still queued. */
+typedef void (*daemon_release_fn)(void *ctx, void *msg);
+/* Sets the release function before the first daemon_post_msg (ctx borrowed). */
+void daemon_release_set(daemon_t *d, daemon_release_fn release, void *ctx);
+/* Hands a message to the owner without copying it: token, reply (may be NULL) and data are views
+ * into msg, which is taken; the owner releases it once it handled the burst it came in. kind is
+ * never EV_STOP (daemon_post). Thread-safe. Returns 0, or -1 when out of memory: msg was released,
+ * the drop counted. */
+int daemon_post_msg(daemon_t *d, ev_kind_t kind, const char *token, const char *reply,
+                    const void *data, size_t len, void *msg);
+/* Releases every message still queued, unhandled: the transport calls it after daemon_run
+ * returned and no callback can post any more, while its library can still free them. */
+void daemon_events_drop(daemon_t *d);
 /* Counts a message the transport dropped before it reached daemon_post. Thread-safe. */
 void daemon_dropped_note(daemon_t *d);
 

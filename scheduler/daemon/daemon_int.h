@@ -17,8 +17,8 @@
  *   dirlock.c    the exclusive lock on the data directory
  *   serving.c    which models this instance serves now (--models, leases)
  *
- * Everything here runs on the owner thread, except evqueue_post (any thread) and the
- * dropped-message counter (atomic).
+ * Everything here runs on the owner thread, except evqueue_post, evqueue_post_msg and
+ * evqueue_stop (any thread) and the dropped-message counter (atomic).
  */
 #ifndef LANESCHED_DAEMON_INT_H
 #define LANESCHED_DAEMON_INT_H
@@ -33,33 +33,52 @@
 
 /* ---- events (evqueue.c) -------------------------------------------------------------------- */
 
-/* One message handed to the owner. Every pointer is owned by the event (ev_destroy frees). */
-typedef struct ev {
+/* One message handed to the owner. Its pointers are views into handle's storage, valid until the
+ * owner releases it after the burst (evqueue.c invariant 2). */
+typedef struct {
     ev_kind_t kind;
-    char *token; /* the subject's last token(s): model or consumer id; "" when none */
-    char *reply; /* NULL when the message had no reply subject */
-    uint8_t *data;
+    const char *token; /* the subject's last token(s): model or consumer id; "" when none */
+    const char *reply; /* NULL when the message had no reply subject */
+    const uint8_t *data;
     size_t len;
-    struct ev *next;
+    void *handle; /* the transport's message (released through the release function) or, when
+                     copied, the one allocation holding token, reply and data (freed) */
+    bool copied;
 } ev_t;
 
 typedef struct {
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    ev_t *head, *tail; /* under lock */
+    ev_t *in; /* under lock: posted, not yet taken */
+    size_t n_in, cap_in;
+    ev_t *out; /* owner only: the burst being handled */
+    size_t n_out, cap_out;
+    bool sleeping; /* under lock: the owner waits on cond */
+    int stop;      /* atomic: a stop was posted */
+    daemon_release_fn release;
+    void *release_ctx;
 } evqueue_t;
 
 void evqueue_init(evqueue_t *q);
-/* Frees the events still queued. */
+/* Releases the events still queued or in hand (invariant 2). */
 void evqueue_fini(evqueue_t *q);
-/* Copies the message into an event at the back of the queue. Thread-safe. 0, or -1 when out of
- * memory (nothing queued). */
+void evqueue_release_set(evqueue_t *q, daemon_release_fn release, void *ctx);
+/* Copies the message into one allocation at the back of the queue. Thread-safe. 0, or -1 when
+ * out of memory (nothing queued). */
 int evqueue_post(evqueue_t *q, ev_kind_t kind, const char *token, const char *reply,
                  const void *data, size_t len);
-/* Takes every queued event, oldest first, as a list returned to the caller (ev_destroy each);
- * waits up to wait_ns for the first when the queue is empty. NULL when none came. */
-ev_t *evqueue_take(evqueue_t *q, uint64_t wait_ns);
-void ev_destroy(ev_t *ev); /* NULL-safe */
+/* Queues views into msg (taken). Thread-safe. 0, or -1 when out of memory: msg was released. */
+int evqueue_post_msg(evqueue_t *q, ev_kind_t kind, const char *token, const char *reply,
+                     const void *data, size_t len, void *msg);
+/* A stop (invariant 4). Thread-safe. */
+void evqueue_stop(evqueue_t *q);
+int evqueue_stopping(const evqueue_t *q);
+/* Releases the previous burst, then takes every queued event, oldest first, as an array of
+ * *out_n events owned by the queue (valid until the next take or evqueue_done); waits up to
+ * wait_ns for the first when none is queued and no stop was posted. */
+ev_t *evqueue_take(evqueue_t *q, uint64_t wait_ns, size_t *out_n /* out */);
+/* Releases the burst in hand (all its messages together). */
+void evqueue_done(evqueue_t *q);
 
 /* ---- replies held until the turn's flush (replies.c) ---------------------------------------- */
 
@@ -77,9 +96,11 @@ void replies_free(replies_t *r);
 
 /* ---- payload framing (frame.c) -------------------------------------------------------------- */
 
-/* The stored form of an item's reply_to, payload and producer creation time (0 = none);
- * returned to the caller to free, NULL when out of memory. reply_to and payload are borrowed. */
+/* The stored form of an item's reply_to, payload and producer creation time (0 = none), written
+ * into *scratch (grown to fit, *cap its size; the caller owns and frees it) and returned; NULL
+ * when out of memory. reply_to and payload are borrowed. */
 uint8_t *frame_encode(const char *reply_to, codec_bytes_t payload, uint64_t created_unix_ns,
+                      uint8_t **scratch /* in, out */, size_t *cap /* in, out */,
                       size_t *out_len /* out */);
 /* Splits a stored payload (a view) into views of its reply_to and payload, and its creation time
  * (0 when it had none). A payload that is not framed (never written by frame_encode) is all
@@ -141,6 +162,8 @@ struct daemon {
     uint64_t last_timers_ns; /* when the timers last ran: a stalled loop is detected */
     size_t serve_cursor;     /* round-robin start among consumers */
     uint64_t *orphans;       /* batches whose return failed: retried each tick (owned) */
+    uint8_t *frame_scratch;  /* intake's framing buffer, reused for every item (owned) */
+    size_t frame_cap;
     size_t n_orphans;
     uint64_t started_ns;
     char instance_id[32];

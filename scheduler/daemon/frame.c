@@ -26,7 +26,8 @@
  *      written before it read the same: R never reaches 2^31 (it is at most the payload's size).
  *
  * Rejected: a field of its own in the segment entry. The store stays ignorant of what a payload
- * means, and its format does not change for a daemon-level detail.
+ * means, and its format does not change for a daemon-level detail. A buffer allocated per item
+ * (the first version): the store copies the frame at once, so one scratch buffer serves them all.
  */
 #include "scheduler/daemon/daemon_int.h"
 
@@ -37,16 +38,22 @@
 #define FRAME_CREATED 0x80000000u
 
 uint8_t *frame_encode(const char *reply_to, codec_bytes_t payload, uint64_t created_unix_ns,
-                      size_t *out_len)
+                      uint8_t **scratch, size_t *cap, size_t *out_len)
 {
     size_t rlen = reply_to != NULL ? strlen(reply_to) : 0;
     size_t head = created_unix_ns != 0 ? 12 : 4;
     size_t len = head + rlen + payload.len;
     if (rlen >= FRAME_CREATED)
         return NULL;
-    uint8_t *buf = malloc(len);
-    if (buf == NULL)
-        return NULL;
+    if (len > *cap) {
+        size_t want = len > 2 * *cap ? len : 2 * *cap;
+        uint8_t *grown = realloc(*scratch, want);
+        if (grown == NULL)
+            return NULL;
+        *scratch = grown;
+        *cap = want;
+    }
+    uint8_t *buf = *scratch;
     uint32_t word = (uint32_t)rlen | (created_unix_ns != 0 ? FRAME_CREATED : 0);
     for (int i = 0; i < 4; i++)
         buf[i] = (uint8_t)(word >> (8 * i));

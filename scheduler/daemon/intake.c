@@ -84,11 +84,11 @@ void intake_submit(struct daemon *d, const ev_t *ev, replies_t *deferred)
         }
         if (why == CODEC_OK) {
             size_t flen = 0;
-            uint8_t *framed = frame_encode(it->reply_to, it->payload, it->created_unix_ns, &flen);
+            uint8_t *framed = frame_encode(it->reply_to, it->payload, it->created_unix_ns,
+                                           &d->frame_scratch, &d->frame_cap, &flen);
             sched_item_t si = {ev->token,  it->shape, it->tokens, it->id.ptr,
                                it->id.len, framed,    flen};
             sched_status_t sst = framed ? sched_submit(d->sched, &si, NULL) : SCHED_ENOMEM;
-            free(framed);
             why = sst == SCHED_OK ? CODEC_OK : intake_store_reason(d, sst);
         }
         if (why != CODEC_OK) {

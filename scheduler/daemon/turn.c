@@ -17,6 +17,9 @@
  *      connection has its batches returned to the front of their lanes.
  *   3. The wait for events never outlasts the next timer, nor the fill budget, so timers and
  *      new work are serviced on time.
+ *   4. A stop is honoured after the event being handled: the events behind it are dropped
+ *      unanswered (nothing of them was stored or acknowledged; producers retry against the next
+ *      start), so SIGTERM never waits behind a backlog.
  *
  * Rejected: a timer thread. Timers change scheduling state, and only the owner may.
  */
@@ -135,13 +138,15 @@ daemon_status_t daemon_turn(daemon_t *d, uint64_t wait_ns, int *out_stopped)
     wait = wait < wait_ns ? wait : wait_ns;
     replies_t deferred = {0};
     int stop = 0;
-    ev_t *evs = evqueue_take(&d->events, wait);
+    size_t n = 0;
+    ev_t *burst = evqueue_take(&d->events, wait, &n);
     uint64_t turn_start = daemon_now(d);
-    for (ev_t *ev = evs, *next; ev != NULL; ev = next) {
-        next = ev->next;
-        turn_handle(d, ev, &deferred, &stop);
-        ev_destroy(ev);
+    for (size_t i = 0; i < n && !stop; i++) {
+        turn_handle(d, &burst[i], &deferred, &stop);
+        stop |= evqueue_stopping(&d->events); /* invariant 4: the rest is dropped */
     }
+    stop |= evqueue_stopping(&d->events);
+    evqueue_done(&d->events); /* the burst's messages together (evqueue.c) */
     uint64_t flush_start = daemon_now(d);
     store_status_t fst = store_flush(d->store);
     uint64_t flush_ns = daemon_now(d) - flush_start;

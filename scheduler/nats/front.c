@@ -1,8 +1,8 @@
 /*
  * front.c - the NATS front: with main.c, the only daemon code that talks to nats.c.
  *
- * Owns the connection and the subscriptions. Every callback copies the message into an event
- * for the owner thread and returns; it never touches scheduling state.
+ * Owns the connection and the subscriptions. Every callback hands the message to the owner
+ * thread (invariant 6) and returns; it never touches scheduling state.
  *
  * Invariants:
  *   1. No silent drops: every subscription's pending limits are lifted (core NATS would
@@ -19,10 +19,33 @@
  *      other failure (bad credentials, TLS) ends the start at once.
  *   5. $SRV.<verb>, $SRV.<verb>.lanesched and $SRV.<verb>.lanesched.<id> are subscribed with no
  *      queue group, so every instance answers a service client's request-many.
+ *   6. A message reaches the owner as nats.c delivered it (daemon_post_msg): no copy, no
+ *      allocation of ours; the owner destroys it after the burst it came in.
+ *   7. Every subscription is served by nats.c's global delivery pool of one thread: one thread
+ *      instead of one per subscription, the messages of all subjects in the order they arrived,
+ *      and one hand-over path to the owner.
+ *   8. No nats.c message outlives the library: the subscriptions are drained (every message
+ *      nats.c holds for them delivered); once front_destroy begins, a callback destroys what it
+ *      gets instead of posting it; front_destroy waits until every subscription's completion
+ *      callback ran (its closing message destroyed by the delivery thread: destroyed during
+ *      nats_CloseAndWait instead, it would reach the library's collector thread after it
+ *      stopped, and leak) and no callback runs, and the messages still queued for the owner are
+ *      released (daemon_events_drop), all before nats_CloseAndWait.
  *
  * Rejected: nats.c's micro-service module (not in nats.c 3.4), and queue-group subscriptions
  * (one daemon instance owns each model's scheduling state; several instances split models
- * with --models instead).
+ * with --models instead). For the message path, measured with `lanesched-bench throughput`
+ * (tools/bench/throughput.c; figures in the README):
+ *   - A delivery thread per subscription (nats.c's default, this file's first version): seven
+ *     threads and more, each woken per message, and subjects reordered against each other.
+ *   - Synchronous subscriptions drained by the owner: nats.c cannot wait on several at once, so
+ *     the owner would poll them in turn or sleep on one while another fills; one wildcard
+ *     subscription ("<prefix>.>") would take every instance's submits with --models.
+ *   - Copying each message into an event (the first version: four allocations and a copy of
+ *     the payload per message, then natsMsg_Destroy, which wakes nats.c's garbage collector
+ *     thread per message).
+ *   - natsOptions_SetSendAsap: a write system call per reply instead of the flusher's one per
+ *     turn's worth.
  */
 #include "scheduler/nats/front.h"
 
@@ -30,15 +53,22 @@
 
 #include <nats/nats.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define FRONT_MAX_SUBS 64
 /* First pause between connection tries at start, and its cap: a server starting beside us is
  * caught within a fraction of a second, and a long outage costs one log line per 5 s. */
 #define FRONT_RETRY_FIRST_MS 250u
 #define FRONT_RETRY_MAX_MS   5000u
+/* How long front_destroy waits for message callbacks still running (each one only queues). */
+#define FRONT_CLOSE_WAIT_MS 5000
+/* nats.c's global delivery pool (invariant 7): one thread keeps every subject's messages in
+ * arrival order, and the owner, not the delivery, is where the work is. */
+#define FRONT_DELIVERY_THREADS 1
 
 typedef struct {
     front_t *front;
@@ -55,6 +85,11 @@ typedef struct {
 
 struct front {
     daemon_t *d;
+    atomic_int closing;      /* front_destroy began: callbacks destroy what they get */
+    atomic_int in_callbacks; /* message callbacks running now */
+    atomic_int completed;    /* subscriptions closed and done with (front_on_complete) */
+    atomic_int subscribed;   /* subscriptions made with front_on_complete: completed reaches it */
+    int drained;             /* front_unsubscribe ran (the stopping thread, then front_destroy) */
     natsConnection *nc;
     natsSubscription *subs[FRONT_MAX_SUBS];
     front_sub_t sub_ctx[FRONT_MAX_SUBS];
@@ -71,11 +106,32 @@ static void front_on_msg(natsConnection *nc, natsSubscription *sub, natsMsg *msg
     (void)nc;
     (void)sub;
     front_sub_t *s = closure;
-    const char *subject = natsMsg_GetSubject(msg);
-    const char *token = strlen(subject) > s->token_at ? subject + s->token_at : "";
-    if (daemon_post(s->front->d, s->kind, token, natsMsg_GetReply(msg), natsMsg_GetData(msg),
-                    (size_t)natsMsg_GetDataLength(msg)) != 0)
-        log_write(LOG_ERROR, "out of memory: a message on %s was dropped", subject);
+    front_t *f = s->front;
+    atomic_fetch_add(&f->in_callbacks, 1);
+    if (atomic_load(&f->closing)) {
+        natsMsg_Destroy(msg); /* invariant 8 */
+    } else {
+        const char *subject = natsMsg_GetSubject(msg);
+        const char *token = strlen(subject) > s->token_at ? subject + s->token_at : "";
+        /* invariant 6: the owner reads the message where nats.c put it and releases it */
+        if (daemon_post_msg(f->d, s->kind, token, natsMsg_GetReply(msg), natsMsg_GetData(msg),
+                            (size_t)natsMsg_GetDataLength(msg), msg) != 0)
+            log_write(LOG_ERROR, "out of memory: a message was dropped (counted)");
+    }
+    atomic_fetch_sub(&f->in_callbacks, 1);
+}
+
+/* nats.c calls this once a closed subscription's last callback returned and its closing
+ * message was destroyed (invariant 8). */
+static void front_on_complete(void *closure)
+{
+    front_t *f = closure;
+    atomic_fetch_add(&f->completed, 1);
+}
+
+static void front_release(void *ctx, void *msg)
+{
+    (void)ctx;
     natsMsg_Destroy(msg);
 }
 
@@ -114,6 +170,7 @@ front_t *front_create(daemon_t *d)
         return NULL;
     f->d = d;
     pthread_mutex_init(&f->submits_lock, NULL);
+    daemon_release_set(d, front_release, f);
     return f;
 }
 
@@ -137,12 +194,15 @@ static daemon_status_t front_subscribe(front_t *f, const char *subject, ev_kind_
     natsStatus s = natsConnection_Subscribe(&sub, f->nc, subject, front_on_msg, ctx);
     if (s == NATS_OK)
         s = natsSubscription_SetPendingLimits(sub, -1, -1); /* invariant 1 */
+    if (s == NATS_OK)
+        s = natsSubscription_SetOnCompleteCB(sub, front_on_complete, f); /* invariant 8 */
     if (s != NATS_OK) {
         log_write(LOG_ERROR, "cannot subscribe to %s: %s", subject, natsStatus_GetText(s));
         natsSubscription_Destroy(sub);
         return DAEMON_ENATS;
     }
     f->subs[f->n_subs++] = sub;
+    atomic_fetch_add(&f->subscribed, 1);
     log_write(LOG_DEBUG, "subscribed to %s", subject);
     return DAEMON_OK;
 }
@@ -237,6 +297,10 @@ daemon_status_t front_connect(front_t *f, const front_config_t *cfg)
         s = natsOptions_SetReconnectedCB(opts, front_on_reconnected, f);
     if (s == NATS_OK)
         s = natsOptions_SetErrorHandler(opts, front_on_error, f);
+    if (s == NATS_OK) /* invariant 5 */
+        s = nats_SetMessageDeliveryPoolSize(FRONT_DELIVERY_THREADS);
+    if (s == NATS_OK)
+        s = natsOptions_UseGlobalMessageDelivery(opts, true);
     if (s == NATS_OK)
         s = front_connect_wait(f, cfg, opts);
     if (s != NATS_OK)
@@ -345,6 +409,9 @@ daemon_status_t front_submit_serve(front_t *f, const char *model, int on)
     natsStatus ns = natsConnection_Subscribe(&s->sub, f->nc, subject, front_on_msg, &s->ctx);
     if (ns == NATS_OK)
         ns = natsSubscription_SetPendingLimits(s->sub, -1, -1); /* invariant 1 */
+    if (ns == NATS_OK && (ns = natsSubscription_SetOnCompleteCB(s->sub, front_on_complete, f)) ==
+                             NATS_OK) /* invariant 8 */
+        atomic_fetch_add(&f->subscribed, 1);
     if (ns == NATS_OK)
         ns = natsConnection_Flush(f->nc);
     if (ns != NATS_OK) {
@@ -360,16 +427,28 @@ out:
 
 void front_unsubscribe(front_t *f)
 {
+    if (f->drained)
+        return;
+    /* invariant 8: drained, not only unsubscribed, so that no message is left in nats.c's
+     * delivery queue for the library to drop at its close; the lease-held submit subjects too */
     pthread_mutex_lock(&f->submits_lock);
     f->stopping = 1;
     for (size_t i = 0; i < f->n_submits; i++) {
         if (f->submits[i]->sub != NULL)
-            natsSubscription_Unsubscribe(f->submits[i]->sub);
+            natsSubscription_DrainTimeout(f->submits[i]->sub, FRONT_CLOSE_WAIT_MS);
     }
     pthread_mutex_unlock(&f->submits_lock);
-    for (int i = 0; i < f->n_subs; i++) {
-        natsSubscription_Unsubscribe(f->subs[i]);
+    for (int i = 0; i < f->n_subs; i++)
+        natsSubscription_DrainTimeout(f->subs[i], FRONT_CLOSE_WAIT_MS);
+    for (int i = 0; i < f->n_subs; i++)
+        natsSubscription_WaitForDrainCompletion(f->subs[i], FRONT_CLOSE_WAIT_MS);
+    pthread_mutex_lock(&f->submits_lock);
+    for (size_t i = 0; i < f->n_submits; i++) {
+        if (f->submits[i]->sub != NULL)
+            natsSubscription_WaitForDrainCompletion(f->submits[i]->sub, FRONT_CLOSE_WAIT_MS);
     }
+    pthread_mutex_unlock(&f->submits_lock);
+    f->drained = 1;
     if (f->nc != NULL)
         natsConnection_Flush(f->nc);
 }
@@ -378,6 +457,8 @@ void front_destroy(front_t *f)
 {
     if (f == NULL)
         return;
+    atomic_store(&f->closing, 1); /* invariant 8 */
+    front_unsubscribe(f);
     for (int i = 0; i < f->n_subs; i++)
         natsSubscription_Destroy(f->subs[i]);
     for (size_t i = 0; i < f->n_submits; i++) {
@@ -390,6 +471,14 @@ void front_destroy(front_t *f)
         natsConnection_Close(f->nc);
         natsConnection_Destroy(f->nc);
     }
+    for (int waited = 0; (atomic_load(&f->in_callbacks) != 0 ||
+                          atomic_load(&f->completed) < atomic_load(&f->subscribed)) &&
+                         waited < FRONT_CLOSE_WAIT_MS;
+         waited++)
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    /* The messages the owner never took go back to nats.c while it can still free them
+     * (natsMsg_Destroy hands them to its garbage collector thread). */
+    daemon_events_drop(f->d);
     /* nats.c delivers the disconnect of its own close on a callback thread later: wait for
      * every library thread to finish before the front (and then the daemon) is freed. */
     if (nats_CloseAndWait(5000) != NATS_OK)

@@ -32,7 +32,8 @@ front_t *front_create(daemon_t *d);
 /* Connects, retrying with backoff while no server answers (a log line each try, bounded by
  * connect_wait_ms), then subscribes every subject of the daemon. DAEMON_ENATS when it gave up. */
 daemon_status_t front_connect(front_t *f, const front_config_t *cfg);
-/* Stops taking work: unsubscribes (the owner still publishes replies). */
+/* Stops taking work: drains the subscriptions (what nats.c already received still reaches the
+ * owner; the owner still publishes replies). Called again by front_destroy, it does nothing. */
 void front_unsubscribe(front_t *f);
 /* Closes the connection, then the NATS library, waiting for its threads: no callback runs after
  * it returns, so the daemon can be destroyed next. NULL-safe. */

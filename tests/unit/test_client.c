@@ -168,6 +168,36 @@ static void test_consumer_calls_refuse_null(void **state)
     lc_client_close(NULL);
 }
 
+/* The asynchronous calls refuse what they cannot use, before any NATS call. */
+static void test_async_calls_refuse_null_and_defaults_are_zero(void **state)
+{
+    (void)state;
+    lc_submit_async_config_t ac;
+    memset(&ac, 0xab, sizeof(ac));
+    lc_submit_async_config_init(&ac);
+    assert_int_equal(ac.window, 0);
+    assert_int_equal(ac.timeout_ms, 0);
+    assert_int_equal(ac.retries, 0);
+    assert_null(ac.done);
+    assert_int_equal(lc_submit_async_open(NULL, &ac), LC_EINVAL);
+    codec_work_item_t it = {.id = {(const uint8_t *)"x", 1}, .tokens = 1};
+    assert_int_equal(lc_submit_async(NULL, "m", &it, 1, 0), LC_EINVAL);
+    assert_int_equal(lc_submit_async_poll(NULL), LC_EINVAL);
+    assert_int_equal(lc_submit_async_complete(NULL, 100), LC_EINVAL);
+    assert_int_equal(lc_submit_async_pending(NULL), 0);
+    codec_ack_t ack = {.batch_id = 1, .all = true};
+    assert_int_equal(lc_ack_async_send(NULL, &ack), LC_EINVAL);
+    assert_int_equal(lc_ack_async_all_send(NULL, 1), LC_EINVAL);
+    assert_int_equal(lc_ack_async_complete(NULL, 100), LC_EINVAL);
+    lc_consumer_config_t k;
+    memset(&k, 0xab, sizeof(k));
+    lc_consumer_config_init(&k);
+    assert_int_equal(k.prefetch, 0);
+    assert_int_equal(k.prefetch_expires_ms, 0);
+    assert_int_equal(k.ack_window, 0);
+    assert_null(k.ack_done);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -178,6 +208,7 @@ int main(void)
         cmocka_unit_test(test_status_texts),
         cmocka_unit_test(test_client_open_refuses_bad_config),
         cmocka_unit_test(test_consumer_calls_refuse_null),
+        cmocka_unit_test(test_async_calls_refuse_null_and_defaults_are_zero),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -717,6 +717,91 @@ static void test_a_model_is_served_only_within_its_lease(void **state)
     json_decref(doc);
 }
 
+/* A transport message handed over without a copy: its views are read in place and it is
+ * released exactly once, after the burst it came in (evqueue.c invariant 2). */
+typedef struct {
+    int released;
+    uint8_t *bytes; /* what the "transport" allocated: reply subject, then the Submit */
+} fx_msg_t;
+
+static void fx_release(void *ctx, void *msg)
+{
+    int *count = ctx;
+    fx_msg_t *m = msg;
+    m->released++;
+    (*count)++;
+    free(m->bytes);
+    m->bytes = NULL;
+}
+
+static void test_a_message_handed_over_is_read_in_place_and_released_once(void **state)
+{
+    fx_t *f = *state;
+    int released = 0;
+    daemon_release_set(f->d, fx_release, &released);
+    codec_work_item_t it = {.id = {(const uint8_t *)"z1", 2},
+                            .model = "llama",
+                            .has_signature = true,
+                            .signature = 42,
+                            .tokens = 10,
+                            .payload = {(const uint8_t *)"pay", 3}};
+    codec_submit_t sub = {&it, 1};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(codec_encode_submit(&sub, &buf, &len), CODEC_OK);
+    fx_msg_t msgs[3] = {{0}};
+    for (int i = 0; i < 3; i++) {
+        msgs[i].bytes = malloc(16 + len);
+        assert_non_null(msgs[i].bytes);
+        snprintf((char *)msgs[i].bytes, 16, "in.place.%d", i);
+        memcpy(msgs[i].bytes + 16, buf, len);
+        assert_int_equal(daemon_post_msg(f->d, EV_SUBMIT, "llama", (const char *)msgs[i].bytes,
+                                         msgs[i].bytes + 16, len, &msgs[i]),
+                         0);
+    }
+    free(buf);
+    assert_int_equal(released, 0); /* nothing is released before the owner handled it */
+    turn(f);
+    assert_int_equal(released, 3);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(msgs[i].released, 1);
+    codec_submit_reply_t *r = submit_reply(f, "in.place.0");
+    assert_int_equal(r->n_results, 1);
+    assert_int_equal(r->results[0].status, CODEC_ITEM_ACCEPTED);
+    codec_submit_reply_destroy(r);
+    r = submit_reply(f, "in.place.2");
+    assert_int_equal(r->results[0].status, CODEC_ITEM_DUPLICATE); /* the same id again */
+    codec_submit_reply_destroy(r);
+    turn(f);
+    assert_int_equal(released, 3); /* once, not again at the next turn */
+    /* one never taken is released by daemon_events_drop (the front, before its library closes)
+     */
+    fx_msg_t late = {0};
+    late.bytes = malloc(4);
+    assert_non_null(late.bytes);
+    assert_int_equal(daemon_post_msg(f->d, EV_HEARTBEAT, "nobody", NULL, NULL, 0, &late), 0);
+    daemon_events_drop(f->d);
+    assert_int_equal(late.released, 1);
+    assert_int_equal(released, 4);
+}
+
+static void test_a_stop_overtakes_the_backlog(void **state)
+{
+    fx_t *f = *state;
+    for (int i = 0; i < 200; i++) {
+        char reply[32];
+        snprintf(reply, sizeof(reply), "backlog.%d", i);
+        submit(f, "llama", 42, 100, "b", i * 4, 4, reply);
+    }
+    assert_int_equal(daemon_post(f->d, EV_STOP, NULL, NULL, NULL, 0), 0);
+    int stopped = 0;
+    assert_int_equal(daemon_turn(f->d, 0, &stopped), DAEMON_OK);
+    assert_int_equal(stopped, 1);
+    assert_int_equal(count_on(f, "backlog.0"), 1); /* the message in hand is finished */
+    assert_int_equal(count_on(f, "backlog.1"), 0); /* those behind it are dropped unanswered */
+    assert_int_equal(count_on(f, "backlog.199"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -743,6 +828,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stop_ends_the_turn_after_its_flush, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_model_is_served_only_within_its_lease, setup_leases,
                                         teardown),
+        cmocka_unit_test_setup_teardown(
+            test_a_message_handed_over_is_read_in_place_and_released_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_stop_overtakes_the_backlog, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

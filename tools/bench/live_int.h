@@ -1,5 +1,6 @@
 /*
- * live_int.h - private to live.c and live_stats.c: lanes.stats as the live runs read it.
+ * live_int.h - private to live.c and live_stats.c (and read by throughput_lanes.c for the token
+ * balance): lanes.stats as the live runs read it.
  */
 #ifndef LANESCHED_BENCH_LIVE_INT_H
 #define LANESCHED_BENCH_LIVE_INT_H

@@ -29,6 +29,9 @@
 #ifdef LANESCHED_BENCH_BASELINE
 #include "baseline.h"
 #endif
+#ifdef LANESCHED_BENCH_THROUGHPUT
+#include "throughput.h"
+#endif
 
 #include <errno.h>
 #include <inttypes.h>
@@ -49,6 +52,7 @@ static void main_usage(FILE *f)
             "usage: lanesched-bench sim [flags]        policies side by side, in simulated time\n"
             "       lanesched-bench live [flags]       the trace over NATS against lanesched\n"
             "       lanesched-bench baseline [flags]   the same items through JetStream\n"
+            "       lanesched-bench throughput [flags] the broker saturated, beside JetStream\n"
             "\n"
             "sim flags:\n"
             "  --preset NAME       steady | bursty | churn | sustained (default %s)\n"
@@ -521,6 +525,10 @@ int main(int argc, char **argv)
         return 2;
 #endif
     }
+#ifdef LANESCHED_BENCH_THROUGHPUT
+    if (strcmp(mode, "throughput") == 0)
+        return tp_main(argc - 1, argv + 1);
+#endif
     if (mode[0] == '-')
         usage_unknown_flag("lanesched-bench", mode);
     else

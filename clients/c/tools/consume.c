@@ -82,6 +82,7 @@ typedef struct {
     uint64_t exit_after_batches;
     uint64_t pull_wait_ms;
     uint64_t ack_timeout_ms;
+    bool ack_async; /* --ack-async: acks in flight, each AckReply read later (lc_ack_async_*) */
     bool no_bye;
     bool json;
     bool verbose;
@@ -108,37 +109,42 @@ static void consume_help(FILE *f)
           "padded tokens, acks, verifies every batch, and prints a summary.\n\n",
           f);
     cli_conn_help(f);
-    fputs("Contract (Register):\n"
-          "  --model M               model (required)\n"
-          "  --max-batch-size N      items per batch (default 32)\n"
-          "  --max-batch-tokens N    padded tokens per batch (default 8192)\n"
-          "  --max-input-tokens N    longest input, 0 = unlimited (default 0)\n"
-          "  --name S                name shown in the daemon's stats (default consume-<pid>)\n"
-          "Work:\n"
-          "  --work-us-per-token F   simulated time per padded token (len(items) * pad_to)\n"
-          "  --work-us-per-batch N   simulated time per batch on top (default 0)\n"
-          "  --pull-batches N        batches asked per Pull (default 1)\n"
-          "  --pull-wait-ms N        how long one Pull waits for work (default 1000)\n"
-          "  --ack-timeout-ms N      wait for AckReply; 0 = acks without reply (default 5000)\n"
-          "  --heartbeat-ms N        override the daemon's heartbeat interval\n"
-          "Stopping (default: until SIGINT/SIGTERM):\n"
-          "  --duration-s N          stop after N seconds\n"
-          "  --until-idle-ms N       stop after N ms without a batch\n"
-          "  --exit-after-batches N  stop after N batches\n"
-          "Test hooks:\n"
-          "  --nak-every N           nak the whole batch every Nth batch\n"
-          "  --no-ack-every N        never ack every Nth batch (nor heartbeat it): redelivery\n"
-          "  --no-bye                leave without Bye (looks like a crash)\n"
-          "  --no-heartbeat          no heartbeat thread (the daemon will declare us dead)\n"
-          "Output:\n"
-          "  --json                  one JSON line instead of the text summary\n"
-          "  --verbose               one line per batch on stderr\n"
-          "  --help                  this text\n"
-          "  --version               the version and the protocol version\n"
-          "Exit status: 0 done, 1 usage, 2 connection or protocol failure, 3 a batch broke\n"
-          "its packing promise (tokens <= pad_to, len * pad_to <= max-batch-tokens unless a\n"
-          "single item, len <= max-batch-size, pad_to tight, right model, non-empty).\n",
-          f);
+    fputs(
+        "Contract (Register):\n"
+        "  --model M               model (required)\n"
+        "  --max-batch-size N      items per batch (default 32)\n"
+        "  --max-batch-tokens N    padded tokens per batch (default 8192)\n"
+        "  --max-input-tokens N    longest input, 0 = unlimited (default 0)\n"
+        "  --name S                name shown in the daemon's stats (default consume-<pid>)\n"
+        "Work:\n"
+        "  --work-us-per-token F   simulated time per padded token (len(items) * pad_to)\n"
+        "  --work-us-per-batch N   simulated time per batch on top (default 0)\n"
+        "  --pull-batches N        batches asked per Pull (default 1)\n"
+        "  --pull-wait-ms N        how long one Pull waits for work (default 1000)\n"
+        "  --ack-timeout-ms N      wait for AckReply; 0 = acks without reply (default 5000)\n"
+        "  --prefetch N            keep N batches requested ahead (several pulls outstanding)\n"
+        "  --ack-async             do not wait for each AckReply: acks stay in flight and\n"
+        "                          are counted as their replies come (timeout: --ack-timeout-ms)\n"
+        "  --ack-window N          acks in flight with --ack-async (default 64)\n"
+        "  --heartbeat-ms N        override the daemon's heartbeat interval\n"
+        "Stopping (default: until SIGINT/SIGTERM):\n"
+        "  --duration-s N          stop after N seconds\n"
+        "  --until-idle-ms N       stop after N ms without a batch\n"
+        "  --exit-after-batches N  stop after N batches\n"
+        "Test hooks:\n"
+        "  --nak-every N           nak the whole batch every Nth batch\n"
+        "  --no-ack-every N        never ack every Nth batch (nor heartbeat it): redelivery\n"
+        "  --no-bye                leave without Bye (looks like a crash)\n"
+        "  --no-heartbeat          no heartbeat thread (the daemon will declare us dead)\n"
+        "Output:\n"
+        "  --json                  one JSON line instead of the text summary\n"
+        "  --verbose               one line per batch on stderr\n"
+        "  --help                  this text\n"
+        "  --version               the version and the protocol version\n"
+        "Exit status: 0 done, 1 usage, 2 connection or protocol failure, 3 a batch broke\n"
+        "its packing promise (tokens <= pad_to, len * pad_to <= max-batch-tokens unless a\n"
+        "single item, len <= max-batch-size, pad_to tight, right model, non-empty).\n",
+        f);
 }
 
 /* Returns 0 to run, 1 after --help, -1 on a usage error. */
@@ -173,6 +179,8 @@ static int consume_args_parse(int argc, char **argv, consume_opts_t *o)
             o->json = true;
         } else if (strcmp(a, "--verbose") == 0) {
             o->verbose = true;
+        } else if (strcmp(a, "--ack-async") == 0) {
+            o->ack_async = true;
         } else if (strcmp(a, "--no-bye") == 0) {
             o->no_bye = true;
         } else if (strcmp(a, "--no-heartbeat") == 0) {
@@ -201,6 +209,14 @@ static int consume_args_parse(int argc, char **argv, consume_opts_t *o)
             if (rc < 0 || !cli_u64_parse("--pull-batches", v, 1, UINT32_MAX, &u))
                 return -1;
             o->consumer.pull_max_batches = (uint32_t)u;
+        } else if ((rc = cli_flag_value(argc, argv, &i, "--prefetch", &v)) != 0) {
+            if (rc < 0 || !cli_u64_parse("--prefetch", v, 1, 65536, &u))
+                return -1;
+            o->consumer.prefetch = (uint32_t)u;
+        } else if ((rc = cli_flag_value(argc, argv, &i, "--ack-window", &v)) != 0) {
+            if (rc < 0 || !cli_u64_parse("--ack-window", v, 1, 65536, &u))
+                return -1;
+            o->consumer.ack_window = (uint32_t)u;
         } else if ((rc = cli_flag_value(argc, argv, &i, "--heartbeat-ms", &v)) != 0) {
             if (rc < 0 || !cli_u64_parse("--heartbeat-ms", v, 1, UINT32_MAX, &u))
                 return -1;
@@ -241,6 +257,10 @@ static int consume_args_parse(int argc, char **argv, consume_opts_t *o)
     }
     if (o->consumer.model == NULL || o->consumer.model[0] == '\0') {
         fprintf(stderr, "--model is required (see --help)\n");
+        return -1;
+    }
+    if (o->ack_async && o->ack_timeout_ms == 0) {
+        fprintf(stderr, "--ack-async needs an --ack-timeout-ms above 0 (its replies are read)\n");
         return -1;
     }
     return 0;
@@ -352,11 +372,29 @@ static void consume_batch_handle(const consume_opts_t *o, lc_consumer_t *c, cons
     } else if (o->no_ack_every > 0 && seq % o->no_ack_every == 0) {
         lc_inprogress_remove(c, b->batch_id);
         k->unacked++;
+    } else if (o->ack_async) {
+        st = lc_ack_async_all_send(c, b->batch_id); /* the reply: consume_ack_done */
+        k->acks++;
+        if (st != LC_OK)
+            consume_ack_note(k, st, &reply, c, b->batch_id, false);
     } else {
         st = lc_ack_all_send(c, b->batch_id, timeout, &reply);
         k->acks++;
         consume_ack_note(k, st, &reply, c, b->batch_id, timeout > 0);
     }
+}
+
+/* --ack-async: an AckReply, or an ack given up, read inside the library's calls. */
+typedef struct {
+    consume_counts_t *k;
+    lc_consumer_t *c;
+} consume_acks_t;
+
+static void consume_ack_done(void *closure, uint64_t batch_id, lc_status_t st,
+                             const lc_ack_reply_t *reply)
+{
+    consume_acks_t *a = closure;
+    consume_ack_note(a->k, st, reply, a->c, batch_id, st == LC_OK);
 }
 
 static void consume_summary_print(const consume_opts_t *o, const consume_counts_t *k,
@@ -435,6 +473,7 @@ int main(int argc, char **argv)
     lc_consumer_stats_t stats;
     char name[64];
     char errbuf[256] = "";
+    consume_acks_t acks = {.k = &k};
 
     memset(&o, 0, sizeof(o));
     memset(&k, 0, sizeof(k));
@@ -450,6 +489,10 @@ int main(int argc, char **argv)
     }
     o.consumer.request_timeout_ms = o.ack_timeout_ms > 0 ? (int64_t)o.ack_timeout_ms : 5000;
     o.consumer.request_retries = 2;
+    if (o.ack_async) {
+        o.consumer.ack_done = consume_ack_done;
+        o.consumer.ack_closure = &acks;
+    }
 
     cli_signals_install();
     lc_status_t st = lc_client_open(&o.conn, errbuf, sizeof(errbuf), &client);
@@ -465,6 +508,7 @@ int main(int argc, char **argv)
         rc = EXIT_FAILED;
         goto out;
     }
+    acks.c = consumer;
     const lc_registered_t *reg = lc_consumer_registered_get(consumer);
     if (o.verbose)
         fprintf(stderr,
@@ -542,6 +586,8 @@ int main(int argc, char **argv)
     }
 done:;
     double elapsed = (double)(clock_mono_ns() - start) / 1e9;
+    if (o.ack_async && lc_ack_async_complete(consumer, 3 * (int64_t)o.ack_timeout_ms) != LC_OK)
+        fprintf(stderr, "lanesched-consume: %s\n", lc_consumer_error_get(consumer));
     if (!o.no_bye) {
         st = lc_bye_send(consumer, (int64_t)o.ack_timeout_ms);
         if (st != LC_OK && st != LC_EINVAL) {

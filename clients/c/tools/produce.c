@@ -16,12 +16,13 @@
  *  4. The first message that cannot be confirmed (timeout / no responders / NATS failure after
  *     the retries) stops the run; a message refused whole (SubmitReply.error) is counted and
  *     the run goes on.
+ *  5. --async keeps up to --window Submits in flight (lc_submit_async): each message's fate is
+ *     still exact (one callback each, with its first item's index as the tag), and a retry
+ *     resends that message's own bytes from the library's window.
  *
  * Rejected alternatives:
- *  - Several requests in flight (asynchronous replies): more throughput, but a retry would then
- *    race its own first attempt and the tool would need its own reply matching; the library's
- *    one-request-at-a-time call keeps each message's fate exact. Use several processes or
- *    fire-and-forget for load.
+ *  - Reply matching of its own for --async: the library's window (clients/c/window.c) matches
+ *    every reply to its Submit and resends it, for every producer, not for this tool alone.
  *  - Random ids: a rerun could not repeat ids on purpose to test dedupe.
  *  - Random payload bytes: the payload's content means nothing to the daemon; a fixed pattern
  *    keeps runs reproducible and costs nothing per item.
@@ -47,6 +48,7 @@
 #define DEFAULT_BATCH      1u
 #define DEFAULT_TIMEOUT_MS 5000u
 #define DEFAULT_RETRIES    3u
+#define DEFAULT_WINDOW     16u
 #define MAX_BATCH          100000u
 #define MAX_REASONS        32
 
@@ -66,6 +68,8 @@ typedef struct {
     double rate;
     uint64_t batch;
     bool request;
+    bool async;      /* --async: several Submits in flight (lc_submit_async) */
+    uint64_t window; /* --window: how many */
     uint64_t timeout_ms;
     uint64_t retries;
     const char *id_prefix;
@@ -113,7 +117,10 @@ static void produce_help(FILE *f)
         "  --rate N                items per second, 0 = as fast as possible (default 0)\n"
         "  --batch N               items per Submit message (default 1)\n"
         "  --request               wait for each SubmitReply (default: fire-and-forget)\n"
-        "  --timeout-ms N          reply timeout with --request (default 5000)\n"
+        "  --async                 keep --window Submits in flight, each SubmitReply read as it\n"
+        "                          comes (counts as --request's)\n"
+        "  --window N              Submits in flight with --async (default 16)\n"
+        "  --timeout-ms N          reply timeout with --request / --async (default 5000)\n"
         "  --retries N             resends of an unanswered message, same ids (default 3)\n"
         "Output:\n"
         "  --json                  one JSON line instead of the text summary\n"
@@ -145,6 +152,7 @@ static int produce_args_parse(int argc, char **argv, produce_opts_t *o)
     o->batch = DEFAULT_BATCH;
     o->timeout_ms = DEFAULT_TIMEOUT_MS;
     o->retries = DEFAULT_RETRIES;
+    o->window = DEFAULT_WINDOW;
     o->seed = 1;
     o->components = calloc((size_t)argc, sizeof(*o->components));
     if (o->components == NULL) {
@@ -170,6 +178,8 @@ static int produce_args_parse(int argc, char **argv, produce_opts_t *o)
         }
         if (strcmp(a, "--request") == 0) {
             o->request = true;
+        } else if (strcmp(a, "--async") == 0) {
+            o->async = true;
         } else if (strcmp(a, "--json") == 0) {
             o->json = true;
         } else if (strcmp(a, "--send-hashes") == 0) {
@@ -216,6 +226,9 @@ static int produce_args_parse(int argc, char **argv, produce_opts_t *o)
         } else if ((rc = cli_flag_value(argc, argv, &i, "--batch", &v)) != 0) {
             if (rc < 0 || !cli_u64_parse("--batch", v, 1, MAX_BATCH, &o->batch))
                 return -1;
+        } else if ((rc = cli_flag_value(argc, argv, &i, "--window", &v)) != 0) {
+            if (rc < 0 || !cli_u64_parse("--window", v, 1, 65536, &o->window))
+                return -1;
         } else if ((rc = cli_flag_value(argc, argv, &i, "--timeout-ms", &v)) != 0) {
             if (rc < 0 || !cli_u64_parse("--timeout-ms", v, 1, INT32_MAX, &o->timeout_ms))
                 return -1;
@@ -231,6 +244,11 @@ static int produce_args_parse(int argc, char **argv, produce_opts_t *o)
             return -1;
         }
     }
+    if (o->async && o->request) {
+        fprintf(stderr, "--async and --request exclude each other\n");
+        return -1;
+    }
+    o->request |= o->async; /* the same counts, replies read asynchronously */
     if (o->model == NULL || o->model[0] == '\0') {
         fprintf(stderr, "--model is required (see --help)\n");
         return -1;
@@ -278,13 +296,65 @@ static void produce_reason_count(produce_counts_t *k, const char *reason)
     k->reasons[i].count++;
 }
 
+static const char *produce_mode(const produce_opts_t *o)
+{
+    return o->async ? "async" : o->request ? "request" : "fire-and-forget";
+}
+
+/* One reply's verdicts into the counts; tokens[j] is item j's. */
+static void produce_results_count(produce_counts_t *k, const lc_item_result_t *results, size_t n,
+                                  const uint32_t *tokens, uint32_t attempts)
+{
+    k->retries += attempts - 1;
+    for (size_t j = 0; j < n; j++) {
+        if (results[j].status == CODEC_ITEM_ACCEPTED) {
+            k->accepted++;
+            k->tokens_accepted += tokens[j];
+        } else if (results[j].status == CODEC_ITEM_DUPLICATE) {
+            k->duplicates++;
+            k->tokens_duplicate += tokens[j];
+        } else {
+            k->rejected++;
+            produce_reason_count(k, results[j].reason);
+        }
+    }
+}
+
+/* --async: the tokens of the items in flight, by item index modulo the ring (window + 1
+ * messages: a message's slots are reused only once the window had room for a new one, so the
+ * message that used them was answered), and the run's fate. */
+typedef struct {
+    produce_counts_t *k;
+    uint32_t *tokens;
+    size_t ring;
+    uint32_t scratch_n;
+    uint32_t *scratch; /* one message's tokens, gathered from the ring */
+    bool failed;       /* a Submit was not confirmed: the run stops */
+} produce_async_t;
+
+static void produce_async_done(void *closure, const lc_submit_done_t *d)
+{
+    produce_async_t *a = closure;
+    if (d->status == LC_OK) {
+        for (size_t j = 0; j < d->n && j < a->scratch_n; j++)
+            a->scratch[j] = a->tokens[(d->tag + j) % a->ring];
+        produce_results_count(a->k, d->results, d->n, a->scratch, d->summary.attempts);
+        return;
+    }
+    a->k->failed_messages++;
+    a->k->failed_items += d->n;
+    fprintf(stderr, "lanesched-produce: %s: %s\n", lc_status_str(d->status), d->error);
+    if (d->status != LC_EREFUSED)
+        a->failed = true;
+}
+
 static void produce_summary_print(const produce_opts_t *o, const produce_counts_t *k,
                                   double elapsed_s)
 {
     double rate = elapsed_s > 0 ? (double)k->sent / elapsed_s : 0.0;
     if (o->json) {
-        printf("{\"mode\":\"%s\",\"sent\":%" PRIu64 ",\"tokens_sent\":%" PRIu64,
-               o->request ? "request" : "fire-and-forget", k->sent, k->tokens_sent);
+        printf("{\"mode\":\"%s\",\"sent\":%" PRIu64 ",\"tokens_sent\":%" PRIu64, produce_mode(o),
+               k->sent, k->tokens_sent);
         if (o->request) {
             printf(",\"accepted\":%" PRIu64 ",\"duplicates\":%" PRIu64 ",\"rejected\":%" PRIu64
                    ",\"rejected_by_reason\":{",
@@ -304,8 +374,7 @@ static void produce_summary_print(const produce_opts_t *o, const produce_counts_
                k->retries, k->failed_messages, k->failed_items, elapsed_s, rate);
         return;
     }
-    printf("lanesched-produce: mode=%s sent=%" PRIu64, o->request ? "request" : "fire-and-forget",
-           k->sent);
+    printf("lanesched-produce: mode=%s sent=%" PRIu64, produce_mode(o), k->sent);
     if (o->request) {
         printf(" accepted=%" PRIu64 " duplicates=%" PRIu64 " rejected=%" PRIu64, k->accepted,
                k->duplicates, k->rejected);
@@ -335,11 +404,13 @@ int main(int argc, char **argv)
     lc_client_t *client = NULL;
     codec_work_item_t *items = NULL;
     lc_item_result_t *results = NULL;
+    uint32_t *tokens_of = NULL; /* the current message's tokens, item by item */
     char *ids = NULL;
     uint8_t *payload = NULL;
     uint64_t *hashes = NULL;
     char default_prefix[48];
     char errbuf[256] = "";
+    produce_async_t async = {.k = &k};
 
     memset(&o, 0, sizeof(o));
     memset(&k, 0, sizeof(k));
@@ -371,9 +442,10 @@ int main(int argc, char **argv)
     size_t id_cap = strlen(o.id_prefix) + 21;
     items = calloc(o.batch, sizeof(*items));
     results = calloc(o.batch, sizeof(*results));
+    tokens_of = calloc(o.batch, sizeof(*tokens_of));
     ids = malloc(o.batch * id_cap);
     payload = malloc(payload_len + 1);
-    if (items == NULL || results == NULL || ids == NULL || payload == NULL) {
+    if (items == NULL || results == NULL || tokens_of == NULL || ids == NULL || payload == NULL) {
         fprintf(stderr, "out of memory\n");
         rc = EXIT_FAILED;
         goto out;
@@ -392,6 +464,28 @@ int main(int argc, char **argv)
         fprintf(stderr, "lanesched-produce: %s: %s\n", lc_status_str(st), errbuf);
         rc = EXIT_FAILED;
         goto out;
+    }
+
+    if (o.async) {
+        async.ring = (size_t)(o.window + 1) * o.batch;
+        async.tokens = calloc(async.ring, sizeof(*async.tokens));
+        async.scratch = calloc(o.batch, sizeof(*async.scratch));
+        async.scratch_n = (uint32_t)o.batch;
+        lc_submit_async_config_t ac;
+        lc_submit_async_config_init(&ac);
+        ac.window = (uint32_t)o.window;
+        ac.timeout_ms = (int64_t)o.timeout_ms;
+        ac.retries = (uint32_t)o.retries;
+        ac.done = produce_async_done;
+        ac.closure = &async;
+        st = async.tokens == NULL || async.scratch == NULL ? LC_ENOMEM
+                                                           : lc_submit_async_open(client, &ac);
+        if (st != LC_OK) {
+            fprintf(stderr, "lanesched-produce: async: %s: %s\n", lc_status_str(st),
+                    lc_client_error_get(client));
+            rc = EXIT_FAILED;
+            goto out;
+        }
     }
 
     uint64_t rng = o.seed;
@@ -424,32 +518,28 @@ int main(int argc, char **argv)
                 .payload = {.ptr = payload_len > 0 ? payload : NULL, .len = payload_len},
             };
             tokens_msg += tokens;
+            tokens_of[j] = tokens;
+            if (o.async)
+                async.tokens[(next + j) % async.ring] = tokens;
         }
-        if (!o.request) {
+        if (o.async) {
+            st = lc_submit_async(client, o.model, items, n, next);
+        } else if (!o.request) {
             st = lc_submit_send(client, o.model, items, n);
         } else {
             lc_submit_summary_t sum;
             st = lc_submit_request(client, o.model, items, n, (int64_t)o.timeout_ms,
                                    (uint32_t)o.retries, results, &sum);
-            if (st == LC_OK) {
-                k.retries += sum.attempts - 1;
-                for (size_t j = 0; j < n; j++) {
-                    if (results[j].status == CODEC_ITEM_ACCEPTED) {
-                        k.accepted++;
-                        k.tokens_accepted += items[j].tokens;
-                    } else if (results[j].status == CODEC_ITEM_DUPLICATE) {
-                        k.duplicates++;
-                        k.tokens_duplicate += items[j].tokens;
-                    } else {
-                        k.rejected++;
-                        produce_reason_count(&k, results[j].reason);
-                    }
-                }
-            }
+            if (st == LC_OK)
+                produce_results_count(&k, results, n, tokens_of, sum.attempts);
         }
         k.sent += n;
         k.tokens_sent += tokens_msg;
         next += n;
+        if (async.failed) {
+            rc = EXIT_FAILED;
+            break;
+        }
         if (st != LC_OK) {
             k.failed_messages++;
             k.failed_items += n;
@@ -460,6 +550,15 @@ int main(int argc, char **argv)
                 break;
             }
         }
+    }
+    if (o.async) {
+        st = lc_submit_async_complete(client, (int64_t)(o.timeout_ms * (o.retries + 1)) + 1000);
+        if (st != LC_OK) {
+            fprintf(stderr, "lanesched-produce: %s\n", lc_client_error_get(client));
+            rc = EXIT_FAILED;
+        }
+        if (async.failed)
+            rc = EXIT_FAILED;
     }
     if (!o.request && rc == 0) {
         st = lc_client_flush(client, (int64_t)o.timeout_ms);
@@ -475,6 +574,9 @@ int main(int argc, char **argv)
         rc = EXIT_FAILED;
 out:
     lc_client_close(client);
+    free(tokens_of);
+    free(async.tokens);
+    free(async.scratch);
     free(o.components);
     free(hashes);
     free(items);
