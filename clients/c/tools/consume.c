@@ -520,6 +520,7 @@ int main(int argc, char **argv)
     uint64_t start = clock_mono_ns();
     uint64_t end = o.duration_s > 0 ? start + o.duration_s * 1000000000ull : UINT64_MAX;
     uint64_t last_work = start;
+    uint64_t pulls_lost = 0; /* lost pulls already acted on */
     while (!cli_stop) {
         if (o.exit_after_batches > 0 && k.batches >= o.exit_after_batches)
             break;
@@ -549,9 +550,24 @@ int main(int argc, char **argv)
         case LC_EEMPTY:
             k.expired++;
             break;
-        case LC_ETIMEOUT:
+        case LC_ETIMEOUT: {
             k.idle_timeouts++;
+            /* A pull that got no answer at all past its expiry: the instance that issued our id is
+             * gone (another took its models over, or it restarted) and whoever serves now stays
+             * silent about ids it did not issue (subjects.md, "Subjects served"): register again.
+             */
+            lc_consumer_stats_t now_stats;
+            lc_consumer_stats_get(consumer, &now_stats);
+            if (now_stats.pulls_lost <= pulls_lost)
+                break;
+            pulls_lost = now_stats.pulls_lost;
+            k.reregistrations++;
+            fprintf(stderr, "lanesched-consume: a pull went unanswered; registering again\n");
+            if ((st = lc_consumer_register(consumer)) != LC_OK)
+                fprintf(stderr, "lanesched-consume: register: %s: %s (retrying)\n",
+                        lc_status_str(st), lc_consumer_error_get(consumer));
             break;
+        }
         case LC_ENORESPONDERS:
             /* The daemon is away: wait a little, it may come back (then: unknown_consumer). */
             k.no_responders++;
