@@ -99,9 +99,64 @@ int sched_check_op(const sched_t *s, const sched_shape_t *shape, uint32_t lane)
     return sched_check_totals(s) && (shape == NULL || sched_check_lane(shape, lane));
 }
 
-int sched_check(const sched_t *s)
+int sched_check_op_lanes(const sched_t *s, const sched_shape_t *shape, const uint32_t *lanes,
+                         size_t n)
 {
     if (!sched_check_totals(s))
+        return 0;
+    for (size_t i = 0; shape != NULL && i < n; i++) {
+        if ((i == 0 || lanes[i] != lanes[i - 1]) && !sched_check_lane(shape, lanes[i]))
+            return 0;
+    }
+    return 1;
+}
+
+/* Workers and the counts kept about them: every warm count is the number of workers whose cache
+ * holds the shape, a cache holds distinct shapes of its own model within its capacity, and each
+ * model's n_active is the number of its shapes holding queued items. */
+static int sched_check_workers(const sched_t *s)
+{
+    for (size_t i = 0; i < s->n_models; i++) {
+        const sched_model_t *m = s->models[i];
+        size_t active = 0;
+        for (size_t j = 0; j < m->n_shapes; j++) {
+            const sched_shape_t *shape = m->shapes[j];
+            INVARIANT_HOLDS(shape->index == j && shape->model_idx == i,
+                            "shape %016llx of model %s at %zu says %u of model %u",
+                            (unsigned long long)shape->signature, m->name, j, shape->index,
+                            shape->model_idx);
+            active += lanes_queued_items(shape->lanes) != 0;
+            uint32_t warm = 0;
+            for (size_t w = 0; w < m->n_workers; w++)
+                warm += (uint32_t)worker_is_warm(m->workers[w], shape);
+            INVARIANT_HOLDS(warm == shape->warm, "shape %016llx is warm in %u workers, counted %u",
+                            (unsigned long long)shape->signature, warm, shape->warm);
+        }
+        INVARIANT_HOLDS(active == m->n_active, "model %s has %zu active shapes, counted %zu",
+                        m->name, active, m->n_active);
+        if (!heap_check(m))
+            return 0;
+        for (size_t w = 0; w < m->n_workers; w++) {
+            const struct sched_worker *wk = m->workers[w];
+            INVARIANT_HOLDS(wk->index == w && wk->model_idx == i && wk->n_warm <= wk->cache,
+                            "worker %zu of model %s: index %u, model %u, %u warm of %u", w, m->name,
+                            wk->index, wk->model_idx, wk->n_warm, wk->cache);
+            for (uint32_t a = 0; a < wk->n_warm; a++) {
+                INVARIANT_HOLDS(wk->warm[a]->model_idx == i,
+                                "worker %zu of model %s holds a shape of model %u", w, m->name,
+                                wk->warm[a]->model_idx);
+                for (uint32_t b = a + 1; b < wk->n_warm; b++)
+                    INVARIANT_HOLDS(wk->warm[a] != wk->warm[b],
+                                    "worker %zu of model %s holds a shape twice", w, m->name);
+            }
+        }
+    }
+    return 1;
+}
+
+int sched_check(const sched_t *s)
+{
+    if (!sched_check_totals(s) || !sched_check_workers(s))
         return 0;
     for (size_t i = 0; i < s->n_models; i++) {
         const sched_model_t *m = s->models[i];

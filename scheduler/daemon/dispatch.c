@@ -110,7 +110,7 @@ static int dispatch_dead_letter(struct daemon *d, const sched_batch_t *b)
 static int dispatch_one(struct daemon *d, consumer_t *c, uint64_t now)
 {
     const char *reply = consumers_pull_reply(c);
-    sched_consumer_t sc = {consumers_model(c), *consumers_contract(c)};
+    sched_consumer_t sc = {consumers_model(c), *consumers_contract(c), NULL};
     sched_batch_t b;
 again:;
     sched_status_t st = sched_fill(d->sched, &sc, &b);

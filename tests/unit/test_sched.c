@@ -80,7 +80,7 @@ static sched_placement_t submit(fixture_t *f, const char *model, uint64_t sig, u
 
 static sched_consumer_t consumer(const char *model, uint32_t bs, uint32_t tokens)
 {
-    return (sched_consumer_t){model, {bs, tokens, 0}};
+    return (sched_consumer_t){model, {bs, tokens, 0}, NULL};
 }
 
 /* Fills and commits one batch; returns it (views valid until the next sched call). */
