@@ -21,6 +21,8 @@
  */
 #include "bench.h"
 
+#include "scheduler/core/sched.h"
+
 #ifdef LANESCHED_BENCH_LIVE
 #include "live.h"
 #endif
@@ -38,6 +40,11 @@
 #define MAIN_DEFAULT_SEED   42ull
 #define MAIN_DEFAULT_PRESET "steady"
 #define MAIN_COMMAND_MAX    1024
+/* The sweep's default loads: 40% to 110% in steps of 10 (issue 10), and its SLO. */
+#define MAIN_SWEEP_LOAD_FIRST 40.0
+#define MAIN_SWEEP_LOAD_LAST  110.0
+#define MAIN_SWEEP_LOAD_STEP  10.0
+#define MAIN_SWEEP_SLO_MS     5000u
 
 static void main_usage(FILE *f)
 {
@@ -45,6 +52,9 @@ static void main_usage(FILE *f)
     sim_config_default(&d);
     fprintf(f,
             "usage: lanesched-bench sim [flags]        policies side by side, in simulated time\n"
+            "       lanesched-bench sweep [flags]      every policy at a range of loads: p99 "
+            "wait,\n"
+            "                                          GPU seconds, capacity at an SLO\n"
             "       lanesched-bench live [flags]       the trace over NATS against lanesched\n"
             "       lanesched-bench baseline [flags]   the same items through JetStream\n"
             "\n"
@@ -71,8 +81,17 @@ static void main_usage(FILE *f)
             "%" PRIu64 ")\n"
             "  --ns-per-token X    service time: nanoseconds per padded token (default %g)\n"
             "  --starvation-ms N   the starvation bound of lanes-starve (default %" PRIu64 ")\n"
+            "  --age-bound-ms X    the age bound of lanes, the default policy (default %g; 0 = "
+            "off)\n"
+            "  --merge-credit X    lanes: share of a batch's fixed cost a merge is credited with "
+            "(default %g)\n"
+            "  --cost declared|estimate  lanes: the workers declare their cost in Register, or "
+            "the\n"
+            "                      scheduler estimates it from their batches' times (default "
+            "declared)\n"
             "  --policies LIST     comma-separated subset of fifo,pow2,range64,lanes-128,"
-            "lanes-2048,lanes-starve (default: all)\n"
+            "lanes-seed,lanes-starve,lanes\n"
+            "                      (default: all; lanes-2048 names lanes-seed)\n"
             "  --trace-in FILE     replay a trace file instead of generating one\n"
             "  --trace-out FILE    write the trace that was run\n"
             "  --json FILE         write every figure and the time series as JSON\n"
@@ -80,12 +99,20 @@ static void main_usage(FILE *f)
             "waste over time)\n"
             "  --check             also check that the trace round-trips through a file and that "
             "a rerun of\n"
-            "                      lanes-2048 is identical; exit 1 on any failure (CI)\n"
+            "                      lanes-seed and lanes is identical; exit 1 on any failure (CI)\n"
             "  --claims            exit 1 when any of the printed checks (the issue's claims)\n"
-            "                      says NO (CI runs it on every preset at full length)\n",
+            "                      says NO (CI runs it on every preset at full length)\n"
+            "\n"
+            "sweep flags: sim's (not --rate, --load, --check), and\n"
+            "  --loads LIST        offered loads in percent, ascending (default 40,50,...,110);\n"
+            "                      with --trace-in the trace's arrival times are stretched to "
+            "each\n"
+            "  --slo-ms N          the SLO of capacity: p99 wait at most N ms (default %u)\n"
+            "  --json FILE, --svg FILE   the sweep as JSON; the chart (p99 wait against load)\n",
             MAIN_DEFAULT_PRESET, MAIN_DEFAULT_SEED, d.workers_per_model, d.gpu.cache_shapes,
             d.gpu.max_batch_size, d.gpu.max_batch_tokens, d.gpu.max_input_tokens,
-            d.gpu.batch_fixed_ns / 1000, d.gpu.ns_per_padded_token, d.starvation_ns / 1000000);
+            d.gpu.batch_fixed_ns / 1000, d.gpu.ns_per_padded_token, d.starvation_ns / 1000000,
+            (double)d.age_bound_ns / 1e6, SCHED_MERGE_CREDIT_DEFAULT, MAIN_SWEEP_SLO_MS);
 }
 
 static int main_u64(const char *flag, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -137,12 +164,10 @@ static int main_policies(const char *list, int *sel)
         sel[p] = 0;
     char *save = NULL;
     for (char *w = strtok_r(buf, ",", &save); w != NULL; w = strtok_r(NULL, ",", &save)) {
-        int found = 0;
-        for (int p = 0; p < SIM_POLICY_COUNT; p++) {
-            if (strcmp(w, sim_policy_name((sim_policy_t)p)) == 0)
-                sel[p] = found = 1;
-        }
-        if (!found) {
+        int p = sim_policy_from_name(w);
+        if (p >= 0)
+            sel[p] = 1;
+        else {
             fprintf(stderr, "lanesched-bench: --policies: unknown policy %s\n", w);
             return -1;
         }
@@ -161,9 +186,41 @@ typedef struct {
     int claims; /* --claims: a NO among the checks fails the run */
     int policies[SIM_POLICY_COUNT];
     sim_config_t sim;
+    /* sweep mode */
+    int sweep;
+    double loads[SWEEP_LOADS_MAX];
+    size_t n_loads;
+    uint64_t slo_ns;
+    wl_item_t *trace;   /* the --trace-in trace, read once (sweep) */
+    size_t trace_n;
+    wl_config_t trace_wl;
+    double trace_load; /* its offered load, percent */
 } main_sim_args_t;
 
-static int main_sim_parse(int argc, char **argv, main_sim_args_t *a)
+
+/* Parses "40,50,60" into ascending loads. */
+static int main_loads(const char *list, double *loads, size_t *n)
+{
+    char buf[512];
+    if (strlen(list) >= sizeof(buf))
+        return -1;
+    memcpy(buf, list, strlen(list) + 1);
+    *n = 0;
+    char *save = NULL;
+    for (char *w = strtok_r(buf, ",", &save); w != NULL; w = strtok_r(NULL, ",", &save)) {
+        double v;
+        if (*n == SWEEP_LOADS_MAX || main_double("--loads", w, 1.0, 100000.0, &v) != 0 ||
+            (*n > 0 && v <= loads[*n - 1])) {
+            fprintf(stderr, "lanesched-bench: --loads: up to %u ascending percentages\n",
+                    SWEEP_LOADS_MAX);
+            return -1;
+        }
+        loads[(*n)++] = v;
+    }
+    return *n > 0 ? 0 : -1;
+}
+
+static int main_sim_parse(int argc, char **argv, int sweep, main_sim_args_t *a)
 {
     *a = (main_sim_args_t){
         .preset = MAIN_DEFAULT_PRESET,
@@ -172,7 +229,12 @@ static int main_sim_parse(int argc, char **argv, main_sim_args_t *a)
         .burst_factor = -1,
         .churn = -1,
         .long_share = -1,
+        .sweep = sweep,
+        .slo_ns = MAIN_SWEEP_SLO_MS * 1000000ull,
     };
+    for (double l = MAIN_SWEEP_LOAD_FIRST; l <= MAIN_SWEEP_LOAD_LAST + 1e-9;
+         l += MAIN_SWEEP_LOAD_STEP)
+        a->loads[a->n_loads++] = l;
     sim_config_default(&a->sim);
     for (int p = 0; p < SIM_POLICY_COUNT; p++)
         a->policies[p] = 1;
@@ -242,6 +304,24 @@ static int main_sim_parse(int argc, char **argv, main_sim_args_t *a)
         } else if (strcmp(f, "--starvation-ms") == 0) {
             rc = main_u64(f, v, 1, 3600ull * 1000, &u);
             a->sim.starvation_ns = u * 1000000;
+        } else if (strcmp(f, "--merge-credit") == 0) {
+            rc = main_double(f, v, 0.000001, 1.0, &a->sim.merge_credit);
+        } else if (strcmp(f, "--cost") == 0) {
+            if (strcmp(v, "declared") == 0 || strcmp(v, "estimate") == 0) {
+                a->sim.declare_cost = strcmp(v, "declared") == 0;
+            } else {
+                fprintf(stderr, "lanesched-bench: --cost: declared or estimate, got %s\n", v);
+                rc = -1;
+            }
+        } else if (strcmp(f, "--age-bound-ms") == 0) {
+            double ms;
+            rc = main_double(f, v, 0.0, 3600.0 * 1000, &ms);
+            a->sim.age_bound_ns = (uint64_t)llround(ms * 1e6);
+        } else if (sweep && strcmp(f, "--loads") == 0) {
+            rc = main_loads(v, a->loads, &a->n_loads);
+        } else if (sweep && strcmp(f, "--slo-ms") == 0) {
+            rc = main_u64(f, v, 1, 3600ull * 1000 * 24, &u);
+            a->slo_ns = u * 1000000;
         } else if (strcmp(f, "--policies") == 0) {
             rc = main_policies(v, a->policies);
         } else if (strcmp(f, "--trace-in") == 0) {
@@ -261,6 +341,11 @@ static int main_sim_parse(int argc, char **argv, main_sim_args_t *a)
     }
     if (a->rate > 0 && a->load > 0) {
         fprintf(stderr, "lanesched-bench: --rate and --load both set the arrival rate\n");
+        return -1;
+    }
+    if (sweep && (a->rate > 0 || a->load > 0 || a->check)) {
+        fprintf(stderr, "lanesched-bench: sweep sets the load itself (--loads); --rate, --load "
+                        "and --check are sim's\n");
         return -1;
     }
     int overrides = a->rate > 0 || a->load > 0 || a->models || a->shapes || a->max_tokens ||
@@ -338,6 +423,12 @@ static int main_workload(const main_sim_args_t *a, wl_config_t *wl, wl_item_t **
         fprintf(stderr, "lanesched-bench: --load: cannot derive a rate (a zero-cost worker?)\n");
         return -1;
     }
+    /* A preset with its workload changed is not the preset any more: its claims (steady's
+     * waste, each preset's hit rate) are the preset's, so the run is named <preset>+. */
+    int changed = a->models || a->shapes || a->max_tokens || a->zipf_s >= 0 ||
+                  a->burst_factor >= 0 || a->churn >= 0 || a->long_share >= 0;
+    if (changed && strlen(wl->preset) + 1 < sizeof(wl->preset))
+        strcat(wl->preset, "+");
     if (wl_generate(wl, items, n) != 0) {
         fprintf(stderr, "lanesched-bench: cannot generate the workload (config out of range or "
                         "out of memory)\n");
@@ -399,7 +490,7 @@ static int main_check_rerun(const sim_config_t *sc, const wl_item_t *items, size
 static int main_sim(int argc, char **argv)
 {
     main_sim_args_t a;
-    if (main_sim_parse(argc, argv, &a) != 0) {
+    if (main_sim_parse(argc, argv, 0, &a) != 0) {
         main_usage(stderr);
         return 2;
     }
@@ -474,10 +565,11 @@ static int main_sim(int argc, char **argv)
             printf("check: the trace round-trips through a file\n");
         }
         for (size_t i = 0; i < n_results; i++) {
-            if (results[i].policy != SIM_LANES_2048)
+            if (results[i].policy != SIM_LANES_SEED && results[i].policy != SIM_LANES)
                 continue;
             int same = main_check_rerun(&a.sim, items, n, &results[i]) == 0;
-            printf("check: a rerun of lanes-2048 is %s\n", same ? "identical" : "NOT identical");
+            printf("check: a rerun of %s is %s\n", sim_policy_name(results[i].policy),
+                   same ? "identical" : "NOT identical");
             if (!same)
                 rc = 1;
         }
@@ -487,6 +579,70 @@ out:
     for (size_t i = 0; i < n_results; i++)
         sim_result_free(&results[i]);
     free(items);
+    return rc;
+}
+
+/* sweep_args_t.trace_at: the workload at one load. */
+static int main_trace_at(void *ctx, double load_pct, wl_config_t *wl, wl_item_t **items,
+                         size_t *n)
+{
+    main_sim_args_t *a = ctx;
+    if (a->trace_in == NULL) {
+        main_sim_args_t at = *a;
+        at.load = load_pct;
+        return main_workload(&at, wl, items, n);
+    }
+    if (a->trace == NULL) {
+        if (main_workload(a, &a->trace_wl, &a->trace, &a->trace_n) != 0)
+            return -1;
+        a->trace_load = sweep_offered(&a->sim, a->trace, a->trace_n);
+        if (!(a->trace_load > 0.0)) {
+            fprintf(stderr, "lanesched-bench: %s: the trace offers no load to scale\n",
+                    a->trace_in);
+            return -1;
+        }
+    }
+    /* The same items, arrival times stretched so the trace offers load_pct. */
+    double stretch = a->trace_load / load_pct;
+    *items = malloc((a->trace_n + 1) * sizeof(**items));
+    if (*items == NULL)
+        return -1;
+    for (size_t i = 0; i < a->trace_n; i++) {
+        (*items)[i] = a->trace[i];
+        (*items)[i].t_ns = (uint64_t)llround((double)a->trace[i].t_ns * stretch);
+    }
+    *n = a->trace_n;
+    *wl = a->trace_wl;
+    wl->duration_s *= stretch;
+    return 0;
+}
+
+static int main_sweep(int argc, char **argv)
+{
+    main_sim_args_t a;
+    if (main_sim_parse(argc, argv, 1, &a) != 0) {
+        main_usage(stderr);
+        return 2;
+    }
+    char command[MAIN_COMMAND_MAX];
+    size_t used = (size_t)snprintf(command, sizeof(command), "lanesched-bench");
+    for (int i = 0; i < argc && used < sizeof(command); i++)
+        used += (size_t)snprintf(command + used, sizeof(command) - used, " %s", argv[i]);
+    sweep_args_t sa = {
+        .trace_at = main_trace_at,
+        .ctx = &a,
+        .sim = &a.sim,
+        .policies = a.policies,
+        .loads = a.loads,
+        .n_loads = a.n_loads,
+        .slo_ns = a.slo_ns,
+        .json = a.json,
+        .svg = a.svg,
+        .command = command,
+        .claims = a.claims,
+    };
+    int rc = sweep_run(&sa);
+    free(a.trace);
     return rc;
 }
 
@@ -500,6 +656,8 @@ int main(int argc, char **argv)
     const char *mode = argv[1];
     if (strcmp(mode, "sim") == 0)
         return main_sim(argc - 1, argv + 1);
+    if (strcmp(mode, "sweep") == 0)
+        return main_sweep(argc - 1, argv + 1);
     if (strcmp(mode, "live") == 0) {
 #ifdef LANESCHED_BENCH_LIVE
         return live_main(argc - 1, argv + 1);
