@@ -94,7 +94,8 @@ static sched_status_t sched_restore(sched_t *s)
         lanes_user_set(shape->lanes, k.lane, q);
         shape->oldest_ns = 0; /* a lower bound until the age bound reads it (heap.c) */
         shape->oldest_stale = 1;
-        shapes_queued_note(s, shape, lanes_queued_items(shape->lanes) - items);
+        shapes_queued_note(s, shape, lanes_queued_items(shape->lanes) - items,
+                           lanes_queued_tokens(shape->lanes) - tokens);
         s->items_restored += items;
         s->tokens_restored += tokens;
     }
@@ -199,12 +200,13 @@ sched_status_t sched_submit(sched_t *s, const sched_item_t *item, sched_placemen
         goto out;
     }
     uint64_t before = lanes_queued_items(shape->lanes);
+    uint64_t before_tokens = lanes_queued_tokens(shape->lanes);
     lanes_accept(shape->lanes, &choice, now);
     if (before == 0) {
         shape->oldest_ns = now;
         shape->oldest_stale = 0;
     }
-    shapes_queued_note(s, shape, before);
+    shapes_queued_note(s, shape, before, before_tokens);
     /* The store records the target (only a change costs anything) so the lane comes back with
      * it after a restart. It cannot fail here: the append just succeeded. */
     lanes_lane_t placed;
@@ -302,6 +304,7 @@ sched_status_t sched_commit(sched_t *s, const sched_batch_t *batch)
         }
     }
     uint64_t before = lanes_queued_items(shape->lanes);
+    uint64_t before_tokens = lanes_queued_tokens(shape->lanes);
     for (size_t from = 0, end; from < b->n; from = end) {
         end = sched_lane_run(s, from, b->n);
         uint64_t tokens = 0;
@@ -310,7 +313,7 @@ sched_status_t sched_commit(sched_t *s, const sched_batch_t *batch)
         lanes_note_dispatched(shape->lanes, s->lane_of[from], end - from, tokens);
     }
     shape->oldest_stale = 1; /* its oldest item may have gone: heap.c invariant 3 */
-    shapes_queued_note(s, shape, before);
+    shapes_queued_note(s, shape, before, before_tokens);
     if (rec->worker != NULL)
         worker_warm_touch(rec->worker, shape);
     map_put(&s->inflight, (map_key_t){rec->batch_id, 0}, rec);
@@ -449,6 +452,7 @@ sched_status_t sched_return(sched_t *s, uint64_t batch_id, const uint32_t *posit
     s->inflight_items -= k;
     s->inflight_tokens -= tokens;
     uint64_t before = lanes_queued_items(rec->shape->lanes);
+    uint64_t before_tokens = lanes_queued_tokens(rec->shape->lanes);
     for (uint32_t i = 0; i < k; i++) {
         const sched_inflight_item_t *it = &rec->items[idx[i]];
         lanes_note_returned(rec->shape->lanes, it->lane, 1, it->tokens);
@@ -459,7 +463,7 @@ sched_status_t sched_return(sched_t *s, uint64_t batch_id, const uint32_t *posit
             rec->shape->oldest_ns = it->arrival_ns;
         }
     }
-    shapes_queued_note(s, rec->shape, before);
+    shapes_queued_note(s, rec->shape, before, before_tokens);
     s->counters.items_returned += k;
     shape = rec->shape;
     lane = rec->lane;

@@ -357,7 +357,7 @@ void sched_destroy(sched_t *sched);
  * left out of a batch is not sent alone at once: it keeps filling while it waits, so the batch
  * a merge saves is worth less than a whole fixed cost. Chosen by lanesched-bench sweep; the
  * measurement is in README ("Choosing the constants"). */
-#define SCHED_MERGE_CREDIT_DEFAULT 0.04
+#define SCHED_MERGE_CREDIT_DEFAULT 0.07
 
 /* Longest item the scheduler takes: pad_to and padded-token sums stay within 32/64 bits. */
 #define SCHED_MAX_TOKENS (UINT32_MAX - PACKER_PAD_MULTIPLE)

@@ -117,6 +117,7 @@ struct sched {
     sched_counters_t counters;
     uint64_t items_restored, tokens_restored; /* queued in the store when the scheduler opened */
     uint64_t inflight_items, inflight_tokens; /* committed, neither completed nor returned */
+    uint64_t queued_items, queued_tokens;     /* the sums over every shape's lanes */
     store_status_t store_status;              /* the store's answer behind the last SCHED_ESTORE */
 };
 
@@ -134,8 +135,10 @@ sched_status_t shapes_intern(struct sched *s, uint32_t model_idx, uint64_t signa
 void shapes_destroy_all(struct sched *s);
 /* The quiesce rule on every shape, then idle shapes reclaimed. */
 void shapes_tick(struct sched *s, uint64_t now_ns);
-/* After the shape's queued items changed from `before`: keeps its model's n_active and heaps. */
-void shapes_queued_note(struct sched *s, sched_shape_t *shape, uint64_t before);
+/* After the shape's queued items and tokens changed from before_items, before_tokens: keeps the
+ * scheduler's queued totals, its model's n_active and heaps. */
+void shapes_queued_note(struct sched *s, sched_shape_t *shape, uint64_t before_items,
+                        uint64_t before_tokens);
 /* Reads the shape's oldest readable item from the store (O(lanes)) into oldest_ns. */
 void shapes_oldest_refresh(struct sched *s, sched_shape_t *shape);
 /* The shape's oldest readable queued item: 1, its arrival and its lane (may be NULL); 0 when it

@@ -12,7 +12,7 @@
  *   3. A lane's store queue is attached as the lane's user pointer when the lane opens and is
  *      released when the lane's id goes back to the free list.
  *   4. A model's n_active is the number of its shapes holding queued items, kept by
- *      shapes_active_note at every change of a shape's queued items.
+ *      shapes_queued_note at every change of a shape's queued items.
  *
  * Rejected: hashing the model name into the shape key. Models are few and interned to a small
  * index, which makes the key exact ((signature, model index)) with no collision handling.
@@ -150,9 +150,12 @@ void shapes_tick(struct sched *s, uint64_t now_ns)
     }
 }
 
-void shapes_queued_note(struct sched *s, sched_shape_t *shape, uint64_t before)
+void shapes_queued_note(struct sched *s, sched_shape_t *shape, uint64_t before,
+                        uint64_t before_tokens)
 {
     uint64_t now = lanes_queued_items(shape->lanes);
+    s->queued_items = s->queued_items - before + now;
+    s->queued_tokens = s->queued_tokens - before_tokens + lanes_queued_tokens(shape->lanes);
     sched_model_t *m = s->models[shape->model_idx];
     if (before == 0 && now != 0)
         m->n_active++;
