@@ -313,6 +313,10 @@ sched_status_t sched_commit(sched_t *s, const sched_batch_t *batch)
         lanes_note_dispatched(shape->lanes, s->lane_of[from], end - from, tokens);
     }
     shape->oldest_stale = 1; /* its oldest item may have gone: heap.c invariant 3 */
+    for (size_t i = 0; i < b->n; i++) {
+        uint64_t a = b->items_view[i].arrival_ns;
+        waits_note(&s->waits, rec->commit_ns > a ? rec->commit_ns - a : 0);
+    }
     shapes_queued_note(s, shape, before, before_tokens);
     if (rec->worker != NULL)
         worker_warm_touch(rec->worker, shape);
@@ -401,8 +405,11 @@ sched_status_t sched_complete(sched_t *s, uint64_t batch_id, const uint32_t *pos
         uint64_t now = sched_now(s);
         uint64_t start =
             rec->commit_ns > rec->worker->last_done_ns ? rec->commit_ns : rec->worker->last_done_ns;
-        if (now > start)
+        if (now > start) {
             sched_worker_sample(rec->worker, rec->padded_tokens, now - start);
+            s->counters.service_ns += now - start;
+            s->counters.service_batches++;
+        }
         rec->worker->last_done_ns = now;
         rec->sampled = 1;
     }

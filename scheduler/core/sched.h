@@ -338,6 +338,9 @@ typedef struct {
     uint64_t merged_batches;   /* committed batches holding items of more than one lane */
     uint64_t merged_lanes;     /* lanes those batches took beyond the first */
     uint64_t shapes_reclaimed; /* idle shapes freed by the tick */
+    /* Batch times as workers' completions measured them (worker.c), summed: the GPU busy time
+     * the scheduler saw. A batch counts once, at its first completion. */
+    uint64_t service_ns, service_batches;
 } sched_counters_t;
 
 /*
@@ -409,6 +412,10 @@ void sched_tick(sched_t *sched);
  * completion can change the answer. The daemon and the simulator wake for it.
  */
 uint64_t sched_retry_ns(const sched_t *sched);
+
+/* How long committed items waited, arrival to commit: the q-quantile (0 <= q < 1; 1 = the
+ * longest), to within 12.5% above the true value (waits.c); 0 before any commit. */
+uint64_t sched_wait_quantile_ns(const sched_t *sched, double q);
 
 /* Borrowed view of the counters, valid until sched_destroy. */
 const sched_counters_t *sched_counters(const sched_t *sched);

@@ -9,6 +9,17 @@
 
 #include "common/map.h"
 
+/* Waits of committed items (waits.c): WAITS_SUB buckets per power of two of nanoseconds. */
+#define WAITS_SUB_BITS 3u
+#define WAITS_SUB      (1u << WAITS_SUB_BITS)
+#define WAITS_EXP_MAX  40u
+#define WAITS_BUCKETS  ((WAITS_EXP_MAX - WAITS_SUB_BITS + 1) * WAITS_SUB)
+typedef struct {
+    uint64_t count[WAITS_BUCKETS];
+    uint64_t n, max;
+} waits_t;
+void waits_note(waits_t *w, uint64_t wait_ns);
+
 /* A model's heaps of shapes (heap.c). */
 enum { HEAP_TOKENS = 0, HEAP_COLD, HEAP_OLDEST, HEAP_COUNT };
 #define HEAP_ABSENT SIZE_MAX
@@ -118,6 +129,7 @@ struct sched {
     uint64_t items_restored, tokens_restored; /* queued in the store when the scheduler opened */
     uint64_t inflight_items, inflight_tokens; /* committed, neither completed nor returned */
     uint64_t queued_items, queued_tokens;     /* the sums over every shape's lanes */
+    waits_t waits;                            /* arrival -> commit of every committed item */
     store_status_t store_status;              /* the store's answer behind the last SCHED_ESTORE */
 };
 

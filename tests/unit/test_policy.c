@@ -254,6 +254,33 @@ static void test_worker_waits_for_warm_work_before_a_small_cold_queue(void **sta
     fixture_free(f);
 }
 
+/* ---- waits ---------------------------------------------------------------------------------- */
+
+/* Items committed after waits of 1..1000 ms: the quantiles read within 12.5% above the true
+ * waits, never below, and the longest exactly. */
+static void test_wait_quantiles_are_read_within_an_eighth(void **state)
+{
+    (void)state;
+    fixture_t *f = fixture(SCHED_POLICY_SEED, 0);
+    assert_int_equal(sched_wait_quantile_ns(f->sched, 0.5), 0);
+    sched_consumer_t c = {"m", {1, 100000, 0}, NULL};
+    for (uint32_t i = 1; i <= 1000; i++) {
+        submit(f, "m", 1, 100);
+        f->now += i * MS;
+        sched_batch_t b;
+        uint64_t id = take(f, &c, &b);
+        assert_int_equal(sched_complete(f->sched, id, NULL, 0, NULL), SCHED_OK);
+    }
+    static const double qs[] = {0.5, 0.9, 0.99};
+    for (size_t k = 0; k < 3; k++) {
+        double truth = (1.0 + qs[k] * 999.0) * MS;
+        double got = (double)sched_wait_quantile_ns(f->sched, qs[k]);
+        assert_true(got >= truth && got <= truth * 1.125);
+    }
+    assert_int_equal(sched_wait_quantile_ns(f->sched, 1.0), 1000 * MS);
+    fixture_free(f);
+}
+
 /* ---- property: random streams under the policy ---------------------------------------------- */
 
 static uint64_t pt_rng(uint64_t *s)
@@ -357,6 +384,7 @@ int main(void)
         cmocka_unit_test(test_merged_batch_returns_to_its_own_lanes),
         cmocka_unit_test(test_workers_keep_to_their_warm_shapes),
         cmocka_unit_test(test_worker_waits_for_warm_work_before_a_small_cold_queue),
+        cmocka_unit_test(test_wait_quantiles_are_read_within_an_eighth),
         cmocka_unit_test(test_property_random_streams_under_the_lanes_policy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
