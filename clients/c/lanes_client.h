@@ -196,6 +196,12 @@ typedef struct {
     uint32_t pull_max_batches;  /* credits of the Pull that lc_batch_next sends; 0 = 1 */
     uint32_t heartbeat_ms;      /* 0 = Registered.heartbeat_ms (2000 if the daemon says 0) */
     bool no_heartbeat;          /* test hook: no heartbeat thread */
+    /* Optional, sent in Register (subjects.md): what a batch costs this worker, microseconds per
+     * batch and nanoseconds per padded token (both 0: the daemon estimates them from the
+     * worker's batch times), and the prompt shapes its prefix cache holds (0: 1). */
+    uint32_t batch_fixed_us;
+    uint32_t token_ns;
+    uint32_t cache_shapes;
 } lc_consumer_config_t;
 
 /* What the daemon answered to Register. Every string is borrowed from the consumer: valid until
