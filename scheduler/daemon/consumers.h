@@ -46,6 +46,11 @@ int consumers_dead(const consumer_t *c);
 void consumers_kill(consumer_t *c);
 /* Counts a batch of `items` dispatched to it (stats). */
 void consumers_dispatched_note(consumer_t *c, uint64_t items);
+/* The scheduler's view of the consumer (cost, warm shapes; sched_worker_create): borrowed, the
+ * scheduler owns it. The daemon sets it at registration and clears it when it destroys the
+ * worker at the consumer's death. */
+void consumers_worker_set(consumer_t *c, sched_worker_t *worker);
+sched_worker_t *consumers_worker(const consumer_t *c);
 
 /* ---- pulls, oldest first -------------------------------------------------------------------- */
 

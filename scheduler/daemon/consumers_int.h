@@ -25,6 +25,7 @@ struct consumer {
     inflight_t *inflight; /* owned */
     size_t n_inflight, cap_inflight;
     uint64_t batches, items;
+    sched_worker_t *worker; /* borrowed from the scheduler, which owns it; NULL once dead */
 };
 
 struct consumers {
