@@ -160,11 +160,11 @@ typedef struct {
 /* One sample, taken every sample_ns of simulated time. */
 typedef struct {
     double t_s;
-    uint32_t queues;        /* lanes (rolling lanes) or queues (the others) in use, summed */
-    uint32_t queues_max;    /* the most any one shape (FIFO: model) had */
-    uint32_t queued_items;  /* waiting, not in flight */
-    uint64_t padded, real;  /* tokens of the batches dispatched since the previous sample */
-    uint64_t batches, hits; /* ditto */
+    uint32_t queues;         /* lanes (rolling lanes) or queues (the others) in use, summed */
+    uint32_t queues_max;     /* the most any one shape (FIFO: model) had */
+    uint32_t queued_items;   /* waiting, not in flight */
+    uint64_t padded, real;   /* tokens of the batches dispatched since the previous sample */
+    uint64_t batches, hits;  /* ditto */
     uint64_t opened, reuses; /* lanes (queues) opened and items into existing ones, ditto */
 } sim_sample_t;
 

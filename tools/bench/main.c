@@ -191,12 +191,11 @@ typedef struct {
     double loads[SWEEP_LOADS_MAX];
     size_t n_loads;
     uint64_t slo_ns;
-    wl_item_t *trace;   /* the --trace-in trace, read once (sweep) */
+    wl_item_t *trace; /* the --trace-in trace, read once (sweep) */
     size_t trace_n;
     wl_config_t trace_wl;
     double trace_load; /* its offered load, percent */
 } main_sim_args_t;
-
 
 /* Parses "40,50,60" into ascending loads. */
 static int main_loads(const char *list, double *loads, size_t *n)
@@ -583,8 +582,7 @@ out:
 }
 
 /* sweep_args_t.trace_at: the workload at one load. */
-static int main_trace_at(void *ctx, double load_pct, wl_config_t *wl, wl_item_t **items,
-                         size_t *n)
+static int main_trace_at(void *ctx, double load_pct, wl_config_t *wl, wl_item_t **items, size_t *n)
 {
     main_sim_args_t *a = ctx;
     if (a->trace_in == NULL) {

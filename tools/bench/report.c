@@ -213,11 +213,10 @@ static void report_main_print(FILE *f, const report_t *rep)
         report_dur(mx, sizeof(mx), r->wait_max_ns);
         if (best > 0.0)
             snprintf(vs, sizeof(vs), "%.3f", (double)r->busy_ns / best);
-        fprintf(f,
-                "%-13s %9.1f %7s %7.2f %9s %9s %9s %7.2f %7.2f %8" PRIu64 " %5" PRId64 "%s\n",
-                sim_policy_name(r->policy), (double)r->busy_ns / 1e9, vs,
-                report_items_per_batch(r), p50, p99, mx, report_waste_pct(r), report_hit_pct(r),
-                r->batches, report_token_diff(r), r->ok ? "" : "  INVALID");
+        fprintf(f, "%-13s %9.1f %7s %7.2f %9s %9s %9s %7.2f %7.2f %8" PRIu64 " %5" PRId64 "%s\n",
+                sim_policy_name(r->policy), (double)r->busy_ns / 1e9, vs, report_items_per_batch(r),
+                p50, p99, mx, report_waste_pct(r), report_hit_pct(r), r->batches,
+                report_token_diff(r), r->ok ? "" : "  INVALID");
     }
 }
 
@@ -236,8 +235,8 @@ static void report_queues_print(FILE *f, const report_t *rep)
                 "%-13s %6" PRIu32 " %8.1f %6" PRIu32 " %9.1f %8.2f %11s %9.2f %12" PRIu64
                 " %12" PRIu64 "\n",
                 sim_policy_name(r->policy), r->queues_peak, r->queues_mean, r->queues_max_peak,
-                report_per_s(r->reuses, r->arrival_s), report_per_s(r->opened, r->arrival_s),
-                ratio, report_batches_per_gpu_s(r), r->tokens_in, r->tokens_done);
+                report_per_s(r->reuses, r->arrival_s), report_per_s(r->opened, r->arrival_s), ratio,
+                report_batches_per_gpu_s(r), r->tokens_in, r->tokens_done);
     }
 }
 

@@ -192,7 +192,8 @@ static void report_claims_seed(FILE *f, const report_t *rep, int *failed)
     int story = strcmp(rep->wl->preset, "sustained") == 0;
     if (l128 != NULL && seed->arrival_s > 0 && (story || l128->shapes_full > 0)) {
         double q = seed->arrival_s / 4.0;
-        double first = report_window_waste(l128, 0, q), last = report_window_waste(l128, 3 * q, 4 * q);
+        double first = report_window_waste(l128, 0, q),
+               last = report_window_waste(l128, 3 * q, 4 * q);
         fprintf(f,
                 "  lanes-128 at its budget on %" PRIu32 "/%" PRIu32
                 " shapes: its waste climbs %.2f%% -> %.2f%% by quarter, lanes-seed %.2f%% < "

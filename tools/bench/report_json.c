@@ -74,12 +74,14 @@ static void report_json_result(FILE *f, const sim_result_t *r)
     report_json_num(f, (double)r->busy_ns / 1e9);
     uint64_t reuses = 0, opened = 0;
     double ratio = report_reuse_ratio(r, &reuses, &opened);
-    fprintf(f, ",\n     \"second_half_reuses\": %" PRIu64 ", \"second_half_opened\": %" PRIu64
-               ", \"second_half_reuses_per_new\": ",
+    fprintf(f,
+            ",\n     \"second_half_reuses\": %" PRIu64 ", \"second_half_opened\": %" PRIu64
+            ", \"second_half_reuses_per_new\": ",
             reuses, opened);
     report_json_num(f, ratio >= 0.0 ? ratio : NAN);
-    fprintf(f, ", \"merged_batches\": %" PRIu64 ", \"merged_lanes\": %" PRIu64
-               ", \"cost_known\": %s, \"cost_estimated\": %s, \"cost_fixed_ns\": ",
+    fprintf(f,
+            ", \"merged_batches\": %" PRIu64 ", \"merged_lanes\": %" PRIu64
+            ", \"cost_known\": %s, \"cost_estimated\": %s, \"cost_fixed_ns\": ",
             r->merged_batches, r->merged_lanes, r->cost_known ? "true" : "false",
             r->cost_estimated ? "true" : "false");
     report_json_num(f, r->cost_fixed_ns);
@@ -168,7 +170,8 @@ int report_json_write(const char *path, const report_t *rep)
             "  \"starvation_ns\": %" PRIu64 ",\n  \"age_bound_ns\": %" PRIu64
             ",\n  \"merge_credit\": %.6g,\n  \"cost_declared\": %s,\n  \"sample_ns\": %" PRIu64
             ",\n  \"policies\": [\n",
-            sc->starvation_ns, sc->age_bound_ns, sc->merge_credit > 0 ? sc->merge_credit : SCHED_MERGE_CREDIT_DEFAULT,
+            sc->starvation_ns, sc->age_bound_ns,
+            sc->merge_credit > 0 ? sc->merge_credit : SCHED_MERGE_CREDIT_DEFAULT,
             sc->declare_cost ? "true" : "false", sc->sample_ns);
     for (size_t i = 0; i < rep->n_results; i++) {
         report_json_result(f, &rep->results[i]);

@@ -191,8 +191,9 @@ static int sweep_checks_print(FILE *f, const sweep_t *sw)
             if (sw->cells[i][p].ran)
                 balanced &= sw->cells[i][p].ok && sw->cells[i][p].token_diff == 0;
     failed += !balanced;
-    fprintf(f, "  every policy at every load: tokens in = tokens completed, every invariant held: "
-               "%s\n",
+    fprintf(f,
+            "  every policy at every load: tokens in = tokens completed, every invariant held: "
+            "%s\n",
             balanced ? "yes" : "NO");
     return failed;
 }
@@ -235,7 +236,9 @@ int report_sweep_json_write(const char *path, const sweep_t *sw)
         fprintf(f, ", \"capacity_pct\": ");
         report_json_num(f, cap);
         fprintf(f, ", \"capacity_bound\": \"%s\",\n     \"points\": [",
-                k == 0 ? "at_least" : k < 0 ? "at_most" : "crossing");
+                k == 0  ? "at_least"
+                : k < 0 ? "at_most"
+                        : "crossing");
         for (size_t i = 0; i < a->n_loads; i++) {
             const sweep_cell_t *c = &sw->cells[i][p];
             fprintf(f,
@@ -245,9 +248,9 @@ int report_sweep_json_write(const char *path, const sweep_t *sw)
                     ", \"batches\": %" PRIu64 ", \"items_per_batch\": %.6g"
                     ", \"padding_waste_pct\": %.6g, \"shape_hit_rate_pct\": %.6g"
                     ", \"tokens_difference\": %" PRId64 "}",
-                    i ? "," : "", a->loads[i], c->offered_pct, c->ok ? "true" : "false",
-                    c->busy_ns, c->wait_p50_ns, c->wait_p99_ns, c->wait_max_ns, c->batches,
-                    c->items_per_batch, c->waste_pct, c->hit_pct, c->token_diff);
+                    i ? "," : "", a->loads[i], c->offered_pct, c->ok ? "true" : "false", c->busy_ns,
+                    c->wait_p50_ns, c->wait_p99_ns, c->wait_max_ns, c->batches, c->items_per_batch,
+                    c->waste_pct, c->hit_pct, c->token_diff);
         }
         fprintf(f, "]}");
     }

@@ -84,7 +84,7 @@ typedef struct {
     int64_t *current; /* per model: the sticky shape, -1 none */
     uint64_t switches;
 
-    sim_sample_t win; /* the window since the last sample */
+    sim_sample_t win;                      /* the window since the last sample */
     uint64_t opened_before, reuses_before; /* the counters at the last sample */
     size_t series_cap;
     uint64_t queues_sum;
