@@ -380,8 +380,12 @@ static int case_round_trip(void)
 
 static int case_two_consumers_same_shape(void)
 {
+    /* Every worker of a model on the model's one current shape is the article's rule
+     * (--policy lanes-seed), and the default policy's only while the model's active shapes fit
+     * each worker's cache: these consumers declare none (a cache of 1) for two shapes. */
+    static const char *const seed[] = {"--policy", "lanes-seed", NULL};
     h_nats_start(false);
-    h_daemon_start(NULL);
+    h_daemon_start(seed);
     natsConnection *nc = h_connect();
     book_t bk;
     book_init(&bk, "tc", TC_A + TC_B);
