@@ -142,7 +142,7 @@ static int sweep_cap_claim(const sweep_t *sw, sim_policy_t other, double ratio)
 
 static void sweep_cap_verdict(FILE *f, const sweep_t *sw, int k, int *failed)
 {
-    const char *word = k > 0 ? "yes" : k == 0 ? "NO" : "NOT DECIDED (widen --loads)";
+    const char *word = k > 0 ? "yes" : k == 0 ? "NO" : "NOT DECIDED, widen --loads";
     if (sweep_claims_capacity(sw)) {
         *failed += k <= 0;
         fprintf(f, ": %s\n", word);
