@@ -113,13 +113,17 @@ static int sched_check_lane(const sched_shape_t *shape, uint32_t id)
 
 int sched_check_op(const sched_t *s, const sched_shape_t *shape, uint32_t lane)
 {
-    return sched_check_totals(s) && (shape == NULL || sched_check_lane(shape, lane));
+    return sched_check_totals(s) &&
+           (shape == NULL || (sched_check_lane(shape, lane) &&
+                              heap_check_shape(s->models[shape->model_idx], shape)));
 }
 
 int sched_check_op_lanes(const sched_t *s, const sched_shape_t *shape, const uint32_t *lanes,
                          size_t n)
 {
     if (!sched_check_totals(s))
+        return 0;
+    if (shape != NULL && !heap_check_shape(s->models[shape->model_idx], shape))
         return 0;
     for (size_t i = 0; shape != NULL && i < n; i++) {
         if ((i == 0 || lanes[i] != lanes[i - 1]) && !sched_check_lane(shape, lanes[i]))

@@ -192,6 +192,33 @@ sched_shape_t *heap_oldest_except(struct sched *s, sched_model_t *m, sched_shape
     return top;
 }
 
+int heap_check_shape(const sched_model_t *m, const sched_shape_t *shape)
+{
+    int want[HEAP_COUNT];
+    want[HEAP_TOKENS] = lanes_queued_tokens(shape->lanes) != 0;
+    want[HEAP_COLD] = want[HEAP_TOKENS] && shape->warm == 0;
+    want[HEAP_OLDEST] = lanes_queued_items(shape->lanes) != 0;
+    for (int h = 0; h < HEAP_COUNT; h++) {
+        const shape_heap_t *hp = &m->heaps[h];
+        size_t i = shape->heap_pos[h];
+        INVARIANT_HOLDS(want[h] == (i != HEAP_ABSENT), "shape %016llx: in heap %d %d, should be %d",
+                        (unsigned long long)shape->signature, h, i != HEAP_ABSENT, want[h]);
+        if (i == HEAP_ABSENT)
+            continue;
+        INVARIANT_HOLDS(i < hp->n && hp->a[i] == shape,
+                        "shape %016llx not at its place %zu in heap %d",
+                        (unsigned long long)shape->signature, i, h);
+        INVARIANT_HOLDS(i == 0 || !heap_before(h, shape, hp->a[(i - 1) / 2]),
+                        "shape %016llx before its parent in heap %d",
+                        (unsigned long long)shape->signature, h);
+        for (size_t c = 2 * i + 1; c <= 2 * i + 2 && c < hp->n; c++)
+            INVARIANT_HOLDS(!heap_before(h, hp->a[c], shape),
+                            "a child of shape %016llx before it in heap %d",
+                            (unsigned long long)shape->signature, h);
+    }
+    return 1;
+}
+
 int heap_check(const sched_model_t *m)
 {
     for (int h = 0; h < HEAP_COUNT; h++) {

@@ -318,8 +318,10 @@ sched_status_t sched_commit(sched_t *s, const sched_batch_t *batch)
         waits_note(&s->waits, rec->commit_ns > a ? rec->commit_ns - a : 0);
     }
     shapes_queued_note(s, shape, before, before_tokens);
-    if (rec->worker != NULL)
+    if (rec->worker != NULL) {
         worker_warm_touch(rec->worker, shape);
+        INVARIANT_CHECK(worker_check(rec->worker));
+    }
     map_put(&s->inflight, (map_key_t){rec->batch_id, 0}, rec);
     s->inflight_items += b->n;
     s->inflight_tokens += b->real_tokens;

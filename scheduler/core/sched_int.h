@@ -177,6 +177,11 @@ sched_shape_t *heap_oldest_except(struct sched *s, sched_model_t *m, sched_shape
                                   size_t n_except);
 /* heap.c's invariants 1 and 2 for one model (full recount: the tick's check). */
 int heap_check(const sched_model_t *m);
+/* The same as far as one shape reaches them: its membership and its place against its parent
+ * and children, O(1) (after every operation that touched it). */
+int heap_check_shape(const sched_model_t *m, const sched_shape_t *shape);
+/* worker.c's invariant 1 for one worker, O(cache^2). */
+int worker_check(const struct sched_worker *w);
 
 /* worker.c */
 /* The worker served a batch of this shape: its cache model takes it as the most recent. */

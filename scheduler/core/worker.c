@@ -36,6 +36,8 @@
  */
 #include "scheduler/core/sched_int.h"
 
+#include "common/invariant.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,4 +212,20 @@ sched_status_t worker_warm_touch(sched_worker_t *w, sched_shape_t *shape)
     memmove(&w->warm[1], &w->warm[0], at * sizeof(w->warm[0]));
     w->warm[0] = shape;
     return SCHED_OK;
+}
+
+int worker_check(const sched_worker_t *w)
+{
+    INVARIANT_HOLDS(w->n_warm <= w->cache, "a worker holds %u shapes in a cache of %u", w->n_warm,
+                    w->cache);
+    for (uint32_t a = 0; a < w->n_warm; a++) {
+        INVARIANT_HOLDS(w->warm[a]->warm >= 1 && w->warm[a]->model_idx == w->model_idx,
+                        "a worker's warm shape %016llx counts %u workers, model %u of %u",
+                        (unsigned long long)w->warm[a]->signature, w->warm[a]->warm,
+                        w->warm[a]->model_idx, w->model_idx);
+        for (uint32_t b = a + 1; b < w->n_warm; b++)
+            INVARIANT_HOLDS(w->warm[a] != w->warm[b], "a worker holds shape %016llx twice",
+                            (unsigned long long)w->warm[a]->signature);
+    }
+    return 1;
 }
