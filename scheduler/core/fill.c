@@ -97,7 +97,8 @@ static sched_status_t sched_fill_lane(sched_t *s, const sched_consumer_t *consum
     sched_guard_check(&s->filled, shape->signature);
     INVARIANT_CHECK(sched_batch_check(&s->filled, &consumer->contract));
     s->filled_shape = shape;
-    s->filled_worker = consumer->worker;
+    /* A dead letter never reaches the worker: it is no sample of its cost, nor its cache. */
+    s->filled_worker = s->filled.dead_letter ? NULL : consumer->worker;
     s->filled_valid = 1;
     *out = s->filled;
     return SCHED_OK;

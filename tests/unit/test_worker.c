@@ -230,6 +230,37 @@ static void test_worker_samples_come_from_commit_to_completion(void **state)
     assert_int_equal(wi.samples, 2);
 }
 
+/* A dead letter goes to the dead-letter subject, not to the worker: it is not a sample. */
+static void test_worker_dead_letter_is_no_sample(void **state)
+{
+    (void)state;
+    fixture_t f = {0};
+    assert_int_equal(store_open_memory(&f.store), STORE_OK);
+    sched_config_t cfg = {.clock = fake_now, .clock_ctx = &f, .max_deliveries = 1};
+    assert_int_equal(sched_create(&cfg, f.store, &f.sched), SCHED_OK);
+    sched_worker_t *w = worker(&f, 0, 0, 1);
+    sched_consumer_t c = {"m", {8, 100000, 0}, w};
+    sched_item_t it = {"m", 1, 100, (const uint8_t *)"x", 1, NULL, 0};
+    assert_int_equal(sched_submit(f.sched, &it, NULL), SCHED_OK);
+    sched_batch_t b;
+    assert_int_equal(sched_fill(f.sched, &c, &b), SCHED_OK);
+    uint64_t id = b.batch_id;
+    assert_int_equal(sched_commit(f.sched, &b), SCHED_OK);
+    f.now += 10 * MS;
+    assert_int_equal(sched_return(f.sched, id, NULL, 0, NULL), SCHED_OK); /* no sample */
+    assert_int_equal(sched_fill(f.sched, &c, &b), SCHED_OK);
+    assert_true(b.dead_letter);
+    id = b.batch_id;
+    assert_int_equal(sched_commit(f.sched, &b), SCHED_OK);
+    f.now += 10 * MS;
+    assert_int_equal(sched_complete(f.sched, id, NULL, 0, NULL), SCHED_OK);
+    sched_worker_info_t wi;
+    sched_worker_info(w, &wi);
+    assert_int_equal(wi.samples, 0);
+    sched_destroy(f.sched);
+    store_close(f.store);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -249,6 +280,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_worker_estimate_never_goes_negative, setup, teardown),
         cmocka_unit_test_setup_teardown(test_worker_samples_come_from_commit_to_completion, setup,
                                         teardown),
+        cmocka_unit_test(test_worker_dead_letter_is_no_sample),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
