@@ -8,8 +8,11 @@
  *                     with padded tokens, and an LRU prefix cache of the last C shapes it served
  *   sim.c             sim mode: one trace through several policies in simulated time (with
  *                     sim_queue.c, sim_state.c; sim_int.h)
- *   report.c          the sim table and JSON results (report_svg.c: the chart; report_int.h)
- *   main.c            the command line; sim mode's driver
+ *   sweep.c           sweep mode: every policy at a range of loads, capacity at an SLO
+ *   report.c          the sim tables (report_claims.c the checks, report_json.c the JSON,
+ *                     report_svg.c the chart, report_sweep.c the sweep's; report_int.h)
+ *   args.c            sim's and sweep's flags and the workload they name (args_int.h)
+ *   main.c            the command line; sim's and sweep's drivers
  *
  * The NATS modes have headers of their own: live.h (live.c), baseline.h (baseline.c) and the
  * layer both share, net.h (net*.c). This header and the files above never include them.
