@@ -817,13 +817,13 @@ static double drain_per_batch(uint32_t n)
     for (uint32_t i = 0; i < n; i++)
         submit(f, "m", 0x10000 + i, 100 + i % 64);
     sched_consumer_t c = consumer("m", 32, 100000);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    struct timespec t0, t1; /* this thread's CPU time: other processes' turns do not count */
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
     for (uint32_t i = 0; i < n; i++) {
         sched_batch_t b = take(f, &c);
         assert_int_equal(sched_complete(f->sched, b.batch_id, NULL, 0, NULL), SCHED_OK);
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
     teardown((void **)&f);
     return ((double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9) / n;
 }
@@ -831,20 +831,21 @@ static double drain_per_batch(uint32_t n)
 /* Every batch drains its shape, so every fill chooses a shape anew. Choosing by a scan of every
  * shape made ten times the shapes cost 16.3 times as much per batch (Release: 5.6 us with 2,000
  * shapes, 90.8 us with 20,000); the heaps cost the log's growth and cache effects (1.9x: 0.65
- * and 1.24 us). The best of three runs of each size keeps a busy machine from deciding. */
+ * and 1.24 us). CPU time, and the best of five runs of each size, keep a busy machine from
+ * deciding; the bound sits between the two by a factor of about 3 each way. */
 static void test_choosing_a_shape_does_not_scan_every_shape(void **state)
 {
     (void)state;
     enum { SMALL = 2000, LARGE = 20000 };
     double small = 1e9, large = 1e9;
-    for (int rep = 0; rep < 3; rep++) {
+    for (int rep = 0; rep < 5; rep++) {
         double s = drain_per_batch(SMALL), l = drain_per_batch(LARGE);
         small = s < small ? s : small;
         large = l < large ? l : large;
     }
     print_message("per batch: %.2f us with %d shapes, %.2f us with %d (%.1fx)\n", small * 1e6,
                   SMALL, large * 1e6, LARGE, large / small);
-    assert_true(large / small < 4.0);
+    assert_true(large / small < 6.0);
 }
 
 /* ---- executable invariants ------------------------------------------------------------------ */
