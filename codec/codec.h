@@ -151,13 +151,18 @@ typedef struct {
     const char *error; /* borrowed; set when the whole Submit was refused */
 } codec_submit_reply_t;
 
-/* Register. max_input_tokens 0 = unlimited. */
+/* Register. max_input_tokens 0 = unlimited. The last three are optional (0 = absent): the
+ * worker's cost per batch (microseconds) and per padded token (nanoseconds), and the shapes its
+ * prefix cache holds. */
 typedef struct {
     const char *model; /* borrowed */
     uint32_t max_batch_size;
     uint32_t max_batch_tokens;
     uint32_t max_input_tokens;
     const char *name; /* borrowed */
+    uint32_t batch_fixed_us;
+    uint32_t token_ns;
+    uint32_t cache_shapes;
 } codec_register_t;
 
 /* Registered. */

@@ -32,6 +32,9 @@ codec_status_t codec_decode_register(const void *buf, size_t len, codec_register
         .max_batch_tokens = r->max_batch_tokens,
         .max_input_tokens = r->max_input_tokens,
         .name = codec_str_view(r->name),
+        .batch_fixed_us = r->batch_fixed_us,
+        .token_ns = r->token_ns,
+        .cache_shapes = r->cache_shapes,
     };
     if ((st = codec_register_check(&view)) != CODEC_OK)
         goto out;
@@ -73,6 +76,9 @@ codec_status_t codec_encode_register(const codec_register_t *msg, uint8_t **out_
     r.max_batch_tokens = msg->max_batch_tokens;
     r.max_input_tokens = msg->max_input_tokens;
     r.name = codec_str_in(msg->name);
+    r.batch_fixed_us = msg->batch_fixed_us;
+    r.token_ns = msg->token_ns;
+    r.cache_shapes = msg->cache_shapes;
     return codec_pb_pack(&r.base, out_buf, out_len);
 }
 

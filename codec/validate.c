@@ -72,5 +72,8 @@ codec_status_t codec_register_check(const codec_register_t *reg)
         return CODEC_EZERO_BATCH_SIZE;
     if (reg->max_batch_tokens == 0)
         return CODEC_EZERO_BATCH_TOKENS;
+    /* batch_fixed_us, token_ns and cache_shapes have no rule a client can break: every value is
+     * a cost or a capacity the scheduler can use (it counts a cache of more than
+     * SCHED_CACHE_SHAPES_MAX shapes as that many). */
     return CODEC_OK;
 }

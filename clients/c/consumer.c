@@ -68,7 +68,10 @@ static lc_status_t lc_register_do(lc_consumer_t *c, char *err)
                             .max_batch_size = c->config.max_batch_size,
                             .max_batch_tokens = c->config.max_batch_tokens,
                             .max_input_tokens = c->config.max_input_tokens,
-                            .name = c->name};
+                            .name = c->name,
+                            .batch_fixed_us = c->config.batch_fixed_us,
+                            .token_ns = c->config.token_ns,
+                            .cache_shapes = c->config.cache_shapes};
     codec_status_t cs = codec_encode_register(&reg, &buf, &len);
     if (cs != CODEC_OK) {
         status = lc_codec_fail(err, NULL, "register: encode", cs);

@@ -289,6 +289,12 @@ typedef struct {
     uint32_t ack_window;          /* asynchronous acks outstanding at most; 0 = 64 */
     lc_ack_done_fn ack_done;      /* each asynchronous ack's outcome; NULL = counted only */
     void *ack_closure;            /* borrowed; passed to ack_done */
+    /* Optional, sent in Register (subjects.md): what a batch costs this worker, microseconds per
+     * batch and nanoseconds per padded token (both 0: the daemon estimates them from the
+     * worker's batch times), and the prompt shapes its prefix cache holds (0: 1). */
+    uint32_t batch_fixed_us;
+    uint32_t token_ns;
+    uint32_t cache_shapes;
 } lc_consumer_config_t;
 
 /* What the daemon answered to Register. Every string is borrowed from the consumer: valid until

@@ -4,12 +4,16 @@
  *
  * Invariants of the checks themselves:
  *   1. A check reads and never writes, so calling it changes no behaviour.
- *   2. The per-operation check (sched_check_op) is O(shapes): the conservation rule from the
- *      totals each part keeps, and the one lane the operation touched against the store. The
- *      full recount (sched_check) runs at create and every tick.
+ *   2. The per-operation check (sched_check_op) is O(models) plus the lanes the operation
+ *      touched: the conservation rule from the totals the scheduler keeps, and each touched lane
+ *      against the store. The full recount (sched_check) runs at create and every tick: every
+ *      lane, every in-flight record, the totals against the lanes, workers and heaps.
  *
- * Rejected: the full recount after every operation. Under the bench's sustained preset it made
- * a Debug run ten times slower (20 s against 2 s), all of it in re-walking untouched lanes.
+ * Rejected:
+ *   - The full recount after every operation. Under the bench's sustained preset it made a Debug
+ *     run ten times slower (20 s against 2 s), all of it in re-walking untouched lanes.
+ *   - Summing every shape's lanes after every operation (this file's first version): O(shapes)
+ *     per operation, so with a shape per prompt a Debug build was quadratic in the shapes.
  */
 #include "scheduler/core/sched_int.h"
 
@@ -43,36 +47,49 @@ int sched_batch_check(const sched_batch_t *b, const packer_contract_t *k)
     return 1;
 }
 
-/* The conservation rule (invariant 1) from the totals the lanes and the in-flight records keep:
- * O(shapes), so it can run after every operation. */
+/* The conservation rule (invariant 1) from the totals the scheduler keeps: O(models), so it can
+ * run after every operation whatever the number of shapes. */
 static int sched_check_totals(const sched_t *s)
 {
-    uint64_t queued_items = 0, queued_tokens = 0;
     for (size_t i = 0; i < s->n_models; i++) {
         const sched_model_t *m = s->models[i];
         INVARIANT_HOLDS(m->current == NULL || m->current->model_idx == i,
                         "model %s's current shape belongs to model %u", m->name,
                         m->current ? m->current->model_idx : 0);
+    }
+    const sched_counters_t *k = &s->counters;
+    INVARIANT_HOLDS(s->items_restored + k->items_received ==
+                        s->queued_items + s->inflight_items + k->items_completed,
+                    "items: restored %llu + received %llu != queued %llu + in flight %llu + "
+                    "completed %llu",
+                    (unsigned long long)s->items_restored, (unsigned long long)k->items_received,
+                    (unsigned long long)s->queued_items, (unsigned long long)s->inflight_items,
+                    (unsigned long long)k->items_completed);
+    INVARIANT_HOLDS(s->tokens_restored + k->tokens_received ==
+                        s->queued_tokens + s->inflight_tokens + k->tokens_completed,
+                    "tokens: restored %llu + received %llu != queued %llu + in flight %llu + "
+                    "completed %llu",
+                    (unsigned long long)s->tokens_restored, (unsigned long long)k->tokens_received,
+                    (unsigned long long)s->queued_tokens, (unsigned long long)s->inflight_tokens,
+                    (unsigned long long)k->tokens_completed);
+    return 1;
+}
+
+/* The scheduler's queued totals against the sum over every shape's lanes (the full check). */
+static int sched_check_queued(const sched_t *s)
+{
+    uint64_t queued_items = 0, queued_tokens = 0;
+    for (size_t i = 0; i < s->n_models; i++) {
+        const sched_model_t *m = s->models[i];
         for (size_t j = 0; j < m->n_shapes; j++) {
             queued_items += lanes_queued_items(m->shapes[j]->lanes);
             queued_tokens += lanes_queued_tokens(m->shapes[j]->lanes);
         }
     }
-    const sched_counters_t *k = &s->counters;
-    INVARIANT_HOLDS(s->items_restored + k->items_received ==
-                        queued_items + s->inflight_items + k->items_completed,
-                    "items: restored %llu + received %llu != queued %llu + in flight %llu + "
-                    "completed %llu",
-                    (unsigned long long)s->items_restored, (unsigned long long)k->items_received,
-                    (unsigned long long)queued_items, (unsigned long long)s->inflight_items,
-                    (unsigned long long)k->items_completed);
-    INVARIANT_HOLDS(s->tokens_restored + k->tokens_received ==
-                        queued_tokens + s->inflight_tokens + k->tokens_completed,
-                    "tokens: restored %llu + received %llu != queued %llu + in flight %llu + "
-                    "completed %llu",
-                    (unsigned long long)s->tokens_restored, (unsigned long long)k->tokens_received,
-                    (unsigned long long)queued_tokens, (unsigned long long)s->inflight_tokens,
-                    (unsigned long long)k->tokens_completed);
+    INVARIANT_HOLDS(queued_items == s->queued_items && queued_tokens == s->queued_tokens,
+                    "the lanes hold %llu items %llu tokens, the scheduler counts %llu and %llu",
+                    (unsigned long long)queued_items, (unsigned long long)queued_tokens,
+                    (unsigned long long)s->queued_items, (unsigned long long)s->queued_tokens);
     return 1;
 }
 
@@ -96,12 +113,71 @@ static int sched_check_lane(const sched_shape_t *shape, uint32_t id)
 
 int sched_check_op(const sched_t *s, const sched_shape_t *shape, uint32_t lane)
 {
-    return sched_check_totals(s) && (shape == NULL || sched_check_lane(shape, lane));
+    return sched_check_totals(s) &&
+           (shape == NULL || (sched_check_lane(shape, lane) &&
+                              heap_check_shape(s->models[shape->model_idx], shape)));
+}
+
+int sched_check_op_lanes(const sched_t *s, const sched_shape_t *shape, const uint32_t *lanes,
+                         size_t n)
+{
+    if (!sched_check_totals(s))
+        return 0;
+    if (shape != NULL && !heap_check_shape(s->models[shape->model_idx], shape))
+        return 0;
+    for (size_t i = 0; shape != NULL && i < n; i++) {
+        if ((i == 0 || lanes[i] != lanes[i - 1]) && !sched_check_lane(shape, lanes[i]))
+            return 0;
+    }
+    return 1;
+}
+
+/* Workers and the counts kept about them: every warm count is the number of workers whose cache
+ * holds the shape, a cache holds distinct shapes of its own model within its capacity, and each
+ * model's n_active is the number of its shapes holding queued items. */
+static int sched_check_workers(const sched_t *s)
+{
+    for (size_t i = 0; i < s->n_models; i++) {
+        const sched_model_t *m = s->models[i];
+        size_t active = 0;
+        for (size_t j = 0; j < m->n_shapes; j++) {
+            const sched_shape_t *shape = m->shapes[j];
+            INVARIANT_HOLDS(shape->index == j && shape->model_idx == i,
+                            "shape %016llx of model %s at %zu says %u of model %u",
+                            (unsigned long long)shape->signature, m->name, j, shape->index,
+                            shape->model_idx);
+            active += lanes_queued_items(shape->lanes) != 0;
+            uint32_t warm = 0;
+            for (size_t w = 0; w < m->n_workers; w++)
+                warm += (uint32_t)worker_is_warm(m->workers[w], shape);
+            INVARIANT_HOLDS(warm == shape->warm, "shape %016llx is warm in %u workers, counted %u",
+                            (unsigned long long)shape->signature, warm, shape->warm);
+        }
+        INVARIANT_HOLDS(active == m->n_active, "model %s has %zu active shapes, counted %zu",
+                        m->name, active, m->n_active);
+        if (!heap_check(m))
+            return 0;
+        for (size_t w = 0; w < m->n_workers; w++) {
+            const struct sched_worker *wk = m->workers[w];
+            INVARIANT_HOLDS(wk->index == w && wk->model_idx == i && wk->n_warm <= wk->cache,
+                            "worker %zu of model %s: index %u, model %u, %u warm of %u", w, m->name,
+                            wk->index, wk->model_idx, wk->n_warm, wk->cache);
+            for (uint32_t a = 0; a < wk->n_warm; a++) {
+                INVARIANT_HOLDS(wk->warm[a]->model_idx == i,
+                                "worker %zu of model %s holds a shape of model %u", w, m->name,
+                                wk->warm[a]->model_idx);
+                for (uint32_t b = a + 1; b < wk->n_warm; b++)
+                    INVARIANT_HOLDS(wk->warm[a] != wk->warm[b],
+                                    "worker %zu of model %s holds a shape twice", w, m->name);
+            }
+        }
+    }
+    return 1;
 }
 
 int sched_check(const sched_t *s)
 {
-    if (!sched_check_totals(s))
+    if (!sched_check_totals(s) || !sched_check_queued(s) || !sched_check_workers(s))
         return 0;
     for (size_t i = 0; i < s->n_models; i++) {
         const sched_model_t *m = s->models[i];

@@ -454,6 +454,14 @@ uint32_t lanes_sorted_lane(const lanes_t *lanes, uint32_t idx)
     return lanes->sorted_lane[idx];
 }
 
+int lanes_sorted_pos(const lanes_t *lanes, uint32_t lane, uint32_t *out_idx)
+{
+    if (lane >= lanes->next_id || lanes->lane[lane].state != LANE_ACTIVE)
+        return 0;
+    *out_idx = lanes->lane[lane].pos;
+    return 1;
+}
+
 sched_status_t lanes_get(const lanes_t *lanes, uint32_t lane, lanes_lane_t *out)
 {
     if (lanes == NULL || out == NULL || lane >= lanes->next_id)

@@ -14,6 +14,13 @@
  * within the lane's waste bound of the others, and the batch's maximum is never above the
  * queue's, so the same budget check holds with less padding.
  *
+ * Cost-aware merging (packer_merge_saving, the `lanes` policy's extension across neighbouring
+ * lanes): a worker pays fixed_ns per batch plus token_ns per padded token. Taking a group of
+ * n_add items (whose own batch would pad to pad_add) into a batch of n items padded to pad saves
+ * the group's separate batch and adds the padding of the merged batch over the two apart:
+ *   saving = fixed_ns - token_ns * ((n + n_add) * max(pad, pad_add) - n * pad - n_add * pad_add)
+ * A merge pays when the saving is positive. The function is pure so the rule is tested alone.
+ *
  * Rejected: filtering on max_input_tokens. It strands items no consumer takes and forces linear
  * scans; oversized items go out and the worker answers them with an empty completion.
  */
@@ -50,4 +57,13 @@ sched_status_t packer_fill(const packer_contract_t *contract, const uint32_t *to
         .over_budget = pad_to > contract->max_batch_tokens,
     };
     return SCHED_OK;
+}
+
+double packer_merge_saving(const packer_cost_t *cost, uint64_t n, uint32_t pad, uint64_t n_add,
+                           uint32_t pad_add)
+{
+    uint64_t merged_pad = pad > pad_add ? pad : pad_add;
+    double added =
+        (double)((n + n_add) * merged_pad) - (double)(n * pad) - (double)(n_add * pad_add);
+    return cost->fixed_ns - cost->token_ns * added;
 }

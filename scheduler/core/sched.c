@@ -8,8 +8,9 @@
  * Invariants:
  *   1. tokens_received = tokens queued + tokens in flight + tokens_completed, at every step;
  *      an item is in exactly one of those states (the store holds it, the lanes count it).
- *   2. sched_fill changes nothing but the fill scratch and the model's current shape; an
- *      uncommitted batch leaves its items queued, in place.
+ *   2. sched_fill (fill.c) changes nothing but the fill scratch, the model's current shape
+ *      and what selection learns on the way (exact age bounds); an uncommitted batch leaves its
+ *      items queued, in place.
  *   3. sched_commit accepts only the batch of the last sched_fill, and only if nothing mutated
  *      since: its views would otherwise be stale.
  *   4. Batch ids increase and are never reused, so an ack for a settled or unknown batch is
@@ -20,6 +21,11 @@
  *   7. Every batch sched_fill returns is within the consumer's contract: 1 to max_batch_size
  *      items, pad_to the longest rounded up to PACKER_PAD_MULTIPLE, count * pad_to within
  *      max_batch_tokens unless a single item alone exceeds it.
+ *   8. A batch merged from several lanes commits whole or not at all: each lane's items are the
+ *      front of that lane's queue, committed lane by lane, and a lane that fails puts back the
+ *      ones before it. Completion and return count each item against its own lane.
+ *   9. A batch committed to a worker makes its shape the most recent in that worker's cache
+ *      model; its completion (the first ack) is one sample of the worker's cost (worker.c).
  *   Debug builds check 1 after every operation with the totals each part keeps, and the touched
  *   lane's counts against the store's; 7 for every batch filled; everything, every lane and
  *   every in-flight record recounted, at create and at every tick (sched_check).
@@ -35,10 +41,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* First peek window of a fill, in entries (doubled while the packer takes all of it). */
-#define SCHED_PEEK_FIRST 64u
-
 STATUS_STR(sched_status_str, sched_status_t, SCHED_STATUS_MAP, "unknown scheduler status")
+
+const char *sched_policy_name(sched_policy_t policy)
+{
+    switch (policy) {
+    case SCHED_POLICY_LANES:
+        return "lanes";
+    case SCHED_POLICY_SEED:
+        return "lanes-seed";
+    default:
+        return NULL;
+    }
+}
 
 static uint64_t sched_now(const sched_t *s)
 {
@@ -77,6 +92,10 @@ static sched_status_t sched_restore(sched_t *s)
         if (st != SCHED_OK)
             return st;
         lanes_user_set(shape->lanes, k.lane, q);
+        shape->oldest_ns = 0; /* a lower bound until the age bound reads it (heap.c) */
+        shape->oldest_stale = 1;
+        shapes_queued_note(s, shape, lanes_queued_items(shape->lanes) - items,
+                           lanes_queued_tokens(shape->lanes) - tokens);
         s->items_restored += items;
         s->tokens_restored += tokens;
     }
@@ -94,7 +113,8 @@ static sched_status_t sched_restore(sched_t *s)
 sched_status_t sched_create(const sched_config_t *config, store_t *store, sched_t **out)
 {
     if (config == NULL || config->clock == NULL || store == NULL || out == NULL ||
-        config->max_lanes > LANES_MAX)
+        config->max_lanes > LANES_MAX || (unsigned)config->policy >= SCHED_POLICY_COUNT ||
+        !(config->merge_credit >= 0.0 && config->merge_credit <= 1.0))
         return SCHED_EINVAL;
     sched_t *s = calloc(1, sizeof(*s));
     if (s == NULL)
@@ -105,6 +125,9 @@ sched_status_t sched_create(const sched_config_t *config, store_t *store, sched_
     s->clock_ctx = config->clock_ctx;
     s->max_deliveries = config->max_deliveries;
     s->starvation_ns = config->starvation_ns;
+    s->policy = config->policy;
+    s->merge_credit =
+        config->merge_credit > 0.0 ? config->merge_credit : SCHED_MERGE_CREDIT_DEFAULT;
     s->next_batch_id = 1;
     map_init(&s->shapes);
     map_init(&s->inflight);
@@ -125,9 +148,12 @@ void sched_destroy(sched_t *s)
     for (size_t i = 0; i < s->inflight.cap; i++)
         free(s->inflight.slots[i].value);
     map_fini(&s->inflight);
+    worker_destroy_all(s);
     shapes_destroy_all(s);
     free(s->views);
     free(s->tokens);
+    free(s->lane_of);
+    free(s->arena);
     free(s);
 }
 
@@ -173,7 +199,14 @@ sched_status_t sched_submit(sched_t *s, const sched_item_t *item, sched_placemen
         st = SCHED_ESTORE;
         goto out;
     }
+    uint64_t before = lanes_queued_items(shape->lanes);
+    uint64_t before_tokens = lanes_queued_tokens(shape->lanes);
     lanes_accept(shape->lanes, &choice, now);
+    if (before == 0) {
+        shape->oldest_ns = now;
+        shape->oldest_stale = 0;
+    }
+    shapes_queued_note(s, shape, before, before_tokens);
     /* The store records the target (only a change costs anything) so the lane comes back with
      * it after a restart. It cannot fail here: the append just succeeded. */
     lanes_lane_t placed;
@@ -198,7 +231,7 @@ out:
     return st;
 }
 
-static sched_status_t sched_scratch_reserve(sched_t *s, size_t n)
+sched_status_t sched_scratch_reserve(sched_t *s, size_t n)
 {
     if (n <= s->views_cap)
         return SCHED_OK;
@@ -210,108 +243,21 @@ static sched_status_t sched_scratch_reserve(sched_t *s, size_t n)
     if (tokens == NULL)
         return SCHED_ENOMEM;
     s->tokens = tokens;
+    uint32_t *lane_of = realloc(s->lane_of, n * sizeof(*lane_of));
+    if (lane_of == NULL)
+        return SCHED_ENOMEM;
+    s->lane_of = lane_of;
     s->views_cap = n;
     return SCHED_OK;
 }
 
-/*
- * Packs a batch from one lane into s->filled. SCHED_EEMPTY when the lane has nothing readable
- * (appended but not yet flushed). cap bounds the items a batch can hold.
- */
-static sched_status_t sched_lane_fill(sched_t *s, const sched_consumer_t *consumer,
-                                      sched_model_t *model, sched_shape_t *shape, uint32_t lane_id,
-                                      uint64_t cap, sched_batch_t *out)
+/* Items [from, *out_end) of the filled batch are the run of one lane. */
+static size_t sched_lane_run(const sched_t *s, size_t from, size_t n)
 {
-    lanes_lane_t lane;
-    sched_status_t st = lanes_get(shape->lanes, lane_id, &lane);
-    if (st != SCHED_OK)
-        return st;
-    size_t want = lane.queued_items < cap ? (size_t)lane.queued_items : (size_t)cap;
-    /* A peek reads whole entries (payloads included), so read a window that grows until the
-     * packer stops short of it: the bytes read stay within twice what the batch carries,
-     * instead of `want` entries for a batch that may take a few of them. */
-    size_t window = want < SCHED_PEEK_FIRST ? want : SCHED_PEEK_FIRST;
-    size_t n = 0, take = 0;
-    int dead = 0;
-    packer_result_t pr = {0};
-    for (;;) {
-        if ((st = sched_scratch_reserve(s, window)) != SCHED_OK)
-            return st;
-        if ((s->store_status = store_peek(s->store, lane.user, s->views, window, &n)) != STORE_OK)
-            return SCHED_ESTORE;
-        if (n == 0)
-            break;
-        for (size_t i = 0; i < n; i++)
-            s->tokens[i] = s->views[i].tokens;
-        dead = s->max_deliveries != 0 && s->views[0].deliveries >= s->max_deliveries;
-        take = dead ? 1 : n;
-        for (size_t i = 1; !dead && s->max_deliveries != 0 && i < take; i++) {
-            if (s->views[i].deliveries >= s->max_deliveries)
-                take = i; /* stop before it: it goes out alone as a dead letter next */
-        }
-        if ((st = packer_fill(&consumer->contract, s->tokens, take, &pr)) != SCHED_OK)
-            return st;
-        if (pr.count < take || take < n || n < window || window == want)
-            break;
-        window = window * 2 < want ? window * 2 : want;
-    }
-    if (n == 0)
-        return SCHED_EEMPTY;
-    s->filled = (sched_batch_t){
-        .batch_id = s->next_batch_id++,
-        .model_view = model->name,
-        .signature = shape->signature,
-        .lane = lane_id,
-        .pad_to = pr.pad_to,
-        .padded_tokens = pr.padded_tokens,
-        .real_tokens = pr.real_tokens,
-        .n = pr.count,
-        .items_view = s->views,
-        .dead_letter = dead,
-    };
-    sched_guard_check(&s->filled, model->current->signature);
-    INVARIANT_CHECK(sched_batch_check(&s->filled, &consumer->contract));
-    s->filled_shape = shape;
-    s->filled_valid = 1;
-    *out = s->filled;
-    return SCHED_OK;
-}
-
-sched_status_t sched_fill(sched_t *s, const sched_consumer_t *consumer, sched_batch_t *out)
-{
-    if (s == NULL || consumer == NULL || consumer->model == NULL || out == NULL ||
-        consumer->contract.max_batch_size == 0 || consumer->contract.max_batch_tokens == 0)
-        return SCHED_EINVAL;
-    s->filled_valid = 0;
-    long model_idx = shapes_model_lookup(s, consumer->model);
-    if (model_idx < 0)
-        return SCHED_EEMPTY;
-    sched_model_t *model = s->models[model_idx];
-    sched_shape_t *shape;
-    sched_status_t st = select_shape(s, model, &shape);
-    if (st != SCHED_OK)
-        return st;
-    /* No batch can hold more items than the budget fits at the smallest pad, whatever size the
-     * consumer asked for, so that bounds the peek (and the scratch a remote number can grow). */
-    uint64_t cap = consumer->contract.max_batch_tokens / PACKER_PAD_MULTIPLE;
-    if (cap == 0)
-        cap = 1;
-    if (cap > consumer->contract.max_batch_size)
-        cap = consumer->contract.max_batch_size;
-
-    uint32_t lane_id = 0, prev = 0;
-    if (select_lane_starved(s, shape, &lane_id)) { /* select.c invariant 4 */
-        st = sched_lane_fill(s, consumer, model, shape, lane_id, cap, out);
-        if (st != SCHED_EEMPTY)
-            return st;
-    }
-    for (int more = lanes_next_by_tokens(shape->lanes, NULL, &lane_id); more;
-         prev = lane_id, more = lanes_next_by_tokens(shape->lanes, &prev, &lane_id)) {
-        st = sched_lane_fill(s, consumer, model, shape, lane_id, cap, out);
-        if (st != SCHED_EEMPTY)
-            return st;
-    }
-    return SCHED_EEMPTY;
+    size_t end = from + 1;
+    while (end < n && s->lane_of[end] == s->lane_of[from])
+        end++;
+    return end;
 }
 
 sched_status_t sched_commit(sched_t *s, const sched_batch_t *batch)
@@ -321,27 +267,61 @@ sched_status_t sched_commit(sched_t *s, const sched_batch_t *batch)
     if (!s->filled_valid || batch->batch_id != s->filled.batch_id)
         return SCHED_EUNKNOWN;
     const sched_batch_t *b = &s->filled;
+    sched_shape_t *shape = s->filled_shape;
     sched_status_t st = SCHED_ENOMEM;
     store_ref_t *refs = malloc(b->n * sizeof(*refs));
     sched_inflight_t *rec = malloc(sizeof(*rec) + b->n * sizeof(rec->items[0]));
     if (refs == NULL || rec == NULL || map_reserve(&s->inflight, 1) != MAP_OK)
         goto out;
-    rec->batch_id = b->batch_id;
-    rec->shape = s->filled_shape;
-    rec->lane = b->lane;
-    rec->n = (uint32_t)b->n;
-    rec->unsettled = (uint32_t)b->n;
+    *rec = (sched_inflight_t){
+        .batch_id = b->batch_id,
+        .shape = shape,
+        .worker = s->filled_worker,
+        .commit_ns = sched_now(s),
+        .padded_tokens = b->padded_tokens,
+        .lane = b->lane,
+        .n = (uint32_t)b->n,
+        .unsettled = (uint32_t)b->n,
+    };
     for (size_t i = 0; i < b->n; i++) {
         refs[i] = b->items_view[i].ref;
-        rec->items[i] = (sched_inflight_item_t){refs[i], b->items_view[i].tokens, 0};
+        rec->items[i] = (sched_inflight_item_t){refs[i], b->items_view[i].arrival_ns,
+                                                b->items_view[i].tokens, s->lane_of[i], 0};
     }
+    /* Lane by lane: each lane's items are the front of its queue. A lane whose commit fails
+     * puts back the lanes committed before it, so the batch commits whole or not at all (a put
+     * back item counts one delivery more, which only the rare failure can cause). */
     lanes_lane_t lane;
-    lanes_get(rec->shape->lanes, rec->lane, &lane);
-    if ((s->store_status = store_commit(s->store, lane.user, refs, b->n)) != STORE_OK) {
-        st = SCHED_ESTORE;
-        goto out;
+    for (size_t from = 0, end; from < b->n; from = end) {
+        end = sched_lane_run(s, from, b->n);
+        lanes_get(shape->lanes, s->lane_of[from], &lane);
+        if ((s->store_status = store_commit(s->store, lane.user, refs + from, end - from)) !=
+            STORE_OK) {
+            if (from != 0)
+                (void)store_return(s->store, refs, from);
+            st = SCHED_ESTORE;
+            goto out;
+        }
     }
-    lanes_note_dispatched(rec->shape->lanes, rec->lane, b->n, b->real_tokens);
+    uint64_t before = lanes_queued_items(shape->lanes);
+    uint64_t before_tokens = lanes_queued_tokens(shape->lanes);
+    for (size_t from = 0, end; from < b->n; from = end) {
+        end = sched_lane_run(s, from, b->n);
+        uint64_t tokens = 0;
+        for (size_t i = from; i < end; i++)
+            tokens += b->items_view[i].tokens;
+        lanes_note_dispatched(shape->lanes, s->lane_of[from], end - from, tokens);
+    }
+    shape->oldest_stale = 1; /* its oldest item may have gone: heap.c invariant 3 */
+    for (size_t i = 0; i < b->n; i++) {
+        uint64_t a = b->items_view[i].arrival_ns;
+        waits_note(&s->waits, rec->commit_ns > a ? rec->commit_ns - a : 0);
+    }
+    shapes_queued_note(s, shape, before, before_tokens);
+    if (rec->worker != NULL) {
+        worker_warm_touch(rec->worker, shape);
+        INVARIANT_CHECK(worker_check(rec->worker));
+    }
     map_put(&s->inflight, (map_key_t){rec->batch_id, 0}, rec);
     s->inflight_items += b->n;
     s->inflight_tokens += b->real_tokens;
@@ -349,13 +329,18 @@ sched_status_t sched_commit(sched_t *s, const sched_batch_t *batch)
     s->counters.tokens_routed += b->real_tokens;
     s->counters.padded_tokens += b->padded_tokens;
     s->counters.real_tokens += b->real_tokens;
+    s->counters.batches++;
+    if (b->lanes > 1) {
+        s->counters.merged_batches++;
+        s->counters.merged_lanes += b->lanes - 1;
+    }
     s->filled_valid = 0;
     rec = NULL;
     st = SCHED_OK;
 out:
     free(rec);
     free(refs);
-    INVARIANT_CHECK(sched_check_op(s, s->filled_shape, b->lane));
+    INVARIANT_CHECK(sched_check_op_lanes(s, shape, s->lane_of, b->n));
     return st;
 }
 
@@ -394,6 +379,8 @@ sched_status_t sched_complete(sched_t *s, uint64_t batch_id, const uint32_t *pos
         return st;
     size_t count = positions != NULL ? n : rec->n;
     uint32_t done = 0;
+    const sched_shape_t *shape = rec->shape;
+    uint32_t lane = rec->lane;
     for (size_t i = 0; i < count && st == SCHED_OK; i++) {
         sched_inflight_item_t *it = &rec->items[positions != NULL ? positions[i] : i];
         if (it->settled)
@@ -412,11 +399,22 @@ sched_status_t sched_complete(sched_t *s, uint64_t batch_id, const uint32_t *pos
             s->counters.items_completed++;
             s->counters.tokens_completed += it->tokens;
         }
+        lanes_note_completed(rec->shape->lanes, it->lane, 1);
     }
-    const sched_shape_t *shape = rec->shape;
-    uint32_t lane = rec->lane;
-    if (done != 0)
-        lanes_note_completed(rec->shape->lanes, rec->lane, done);
+    if (done != 0 && rec->worker != NULL && !rec->sampled) {
+        /* The worker's estimate: the batch started when it was committed or when the worker's
+         * previous batch completed, whichever is later (worker.c). */
+        uint64_t now = sched_now(s);
+        uint64_t start =
+            rec->commit_ns > rec->worker->last_done_ns ? rec->commit_ns : rec->worker->last_done_ns;
+        if (now > start) {
+            sched_worker_sample(rec->worker, rec->padded_tokens, now - start);
+            s->counters.service_ns += now - start;
+            s->counters.service_batches++;
+        }
+        rec->worker->last_done_ns = now;
+        rec->sampled = 1;
+    }
     sched_inflight_settle(s, rec);
     if (out_done != NULL) /* also on ESTORE: those positions are completed and stay so */
         *out_done = done;
@@ -462,8 +460,19 @@ sched_status_t sched_return(sched_t *s, uint64_t batch_id, const uint32_t *posit
     rec->unsettled -= k;
     s->inflight_items -= k;
     s->inflight_tokens -= tokens;
-    if (k != 0)
-        lanes_note_returned(rec->shape->lanes, rec->lane, k, tokens);
+    uint64_t before = lanes_queued_items(rec->shape->lanes);
+    uint64_t before_tokens = lanes_queued_tokens(rec->shape->lanes);
+    for (uint32_t i = 0; i < k; i++) {
+        const sched_inflight_item_t *it = &rec->items[idx[i]];
+        lanes_note_returned(rec->shape->lanes, it->lane, 1, it->tokens);
+        if (before == 0 && i == 0) { /* the returned items are all it holds: exact */
+            rec->shape->oldest_ns = it->arrival_ns;
+            rec->shape->oldest_stale = 0;
+        } else if (it->arrival_ns < rec->shape->oldest_ns) {
+            rec->shape->oldest_ns = it->arrival_ns;
+        }
+    }
+    shapes_queued_note(s, rec->shape, before, before_tokens);
     s->counters.items_returned += k;
     shape = rec->shape;
     lane = rec->lane;
@@ -498,6 +507,11 @@ const sched_counters_t *sched_counters(const sched_t *s)
 store_status_t sched_store_status(const sched_t *s)
 {
     return s->store_status;
+}
+
+uint64_t sched_retry_ns(const sched_t *s)
+{
+    return s->retry_ns;
 }
 
 const lanes_t *sched_lanes_view(const sched_t *s, const char *model, uint64_t signature)

@@ -4,9 +4,13 @@
  * Three layers, each usable alone (the benchmark's simulator drives the first two directly):
  *
  *   lanes_*   rolling lanes of one shape: which lane an item of length L joins.
- *   packer_*  how many items from the front of one lane fit a consumer's contract.
- *   sched_*   the shape table, per-model sticky selection, the shape guard, and the life of a
- *             batch (fill -> commit -> complete / return) over a store (store/store.h).
+ *   packer_*  how many items from the front of one lane fit a consumer's contract, and what a
+ *             merge of neighbouring lanes saves at a worker's cost.
+ *   sched_*   the shape table, selection (sticky draining, the age bound, cache affinity), the
+ *             shape guard, the workers the core keeps of consumers (sched_worker_*: cost model
+ *             or its estimate, warm shapes), and the life of a batch (fill -> commit ->
+ *             complete / return) over a store (store/store.h). Two policies: `lanes` (the
+ *             default) and `lanes-seed` (the article's; sched_policy_t).
  *
  * No NATS here and no clock of its own: time comes from an injected clock, so every timing rule
  * (the quiesce rule) is tested exactly. "The article" below is Corey James's article on the
@@ -145,6 +149,8 @@ uint32_t lanes_in_use(const lanes_t *lanes);       /* active + quiescing */
 uint32_t lanes_sorted_count(const lanes_t *lanes); /* active lanes, the ones that take items */
 /* The idx-th active lane in ascending target order (idx < lanes_sorted_count). */
 uint32_t lanes_sorted_lane(const lanes_t *lanes, uint32_t idx);
+/* 1 and the active lane's index in that order; 0 for a lane that is not active. */
+int lanes_sorted_pos(const lanes_t *lanes, uint32_t lane, uint32_t *out_idx /* out */);
 sched_status_t lanes_get(const lanes_t *lanes, uint32_t lane, lanes_lane_t *out /* out */);
 uint64_t lanes_queued_tokens(const lanes_t *lanes); /* dispatchable tokens of the shape */
 uint64_t lanes_queued_items(const lanes_t *lanes);  /* dispatchable items of the shape */
@@ -177,6 +183,18 @@ typedef struct {
 sched_status_t packer_fill(const packer_contract_t *contract, const uint32_t *tokens, size_t n,
                            packer_result_t *out /* out */);
 
+/* What a worker pays for a batch: fixed_ns plus token_ns per padded token. */
+typedef struct {
+    double fixed_ns;
+    double token_ns;
+} packer_cost_t;
+
+/* GPU time (ns) saved by taking a group of n_add items, whose own batch would pad to pad_add,
+ * into a batch of n items padded to pad: the group's fixed cost minus the padding the merge
+ * adds (packer.c). Positive: the merge pays. */
+double packer_merge_saving(const packer_cost_t *cost, uint64_t n, uint32_t pad, uint64_t n_add,
+                           uint32_t pad_add);
+
 /* Round `tokens` up to PACKER_PAD_MULTIPLE. */
 uint64_t packer_pad(uint64_t tokens);
 
@@ -184,6 +202,23 @@ uint64_t packer_pad(uint64_t tokens);
 /* The scheduler: shapes, sticky selection, guard, batches.                                    */
 
 typedef uint64_t (*sched_clock_fn)(void *ctx); /* monotonic nanoseconds */
+
+/* How the core chooses and packs batches. */
+typedef enum {
+    /* The default. With consumers that bring a worker (sched_worker_create): cost-aware packing
+     * across neighbouring lanes of the shape, and cache affinity when a model has more active
+     * shapes than the worker's prefix cache holds. The age bound (starvation_ns) is meant to be
+     * on (SCHED_AGE_BOUND_DEFAULT_NS): the daemon and the bench set it. */
+    SCHED_POLICY_LANES = 0,
+    /* The article's policy: a batch from one lane, every worker of a model on the model's one
+     * current shape. With starvation_ns 0 it is exactly the scheduler before the `lanes` policy
+     * existed (lanesched-bench's lanes-seed). */
+    SCHED_POLICY_SEED,
+    SCHED_POLICY_COUNT
+} sched_policy_t;
+
+/* "lanes", "lanes-seed"; NULL for an unknown value. */
+const char *sched_policy_name(sched_policy_t policy);
 
 typedef struct {
     uint32_t max_lanes; /* 0 = LANES_MAX */
@@ -197,6 +232,11 @@ typedef struct {
      * the oldest such item, preempting the sticky shape at a batch boundary. Each preemption
      * costs a prefix-cache switch; its price in hit rate is measured by lanesched-bench. */
     uint64_t starvation_ns;
+    sched_policy_t policy; /* SCHED_POLICY_LANES when zeroed */
+    /* The `lanes` policy merges a neighbouring lane into a batch when the padding it adds costs
+     * less than this share of the fixed cost of the separate batch it saves (extend.c). 0 =
+     * SCHED_MERGE_CREDIT_DEFAULT; at most 1 (the whole fixed cost). */
+    double merge_credit;
 } sched_config_t;
 
 typedef struct sched sched_t;
@@ -218,10 +258,57 @@ typedef struct {
     int force_fit;
 } sched_placement_t;
 
+typedef struct sched_worker sched_worker_t;
+
 typedef struct {
     const char *model; /* borrowed for the call */
     packer_contract_t contract;
+    /* Borrowed: the consumer's state in the core (cost model, warm shapes), or NULL for a
+     * consumer the core knows nothing of: it is then packed and served as SCHED_POLICY_SEED
+     * would, whatever the policy. */
+    sched_worker_t *worker;
 } sched_consumer_t;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Workers: what the core keeps of one consumer (worker.c).                                   */
+
+/* A worker that declares a prefix cache of more shapes than this is tracked as this many, so
+ * what a client declares cannot grow the core's memory; engines keep a handful. */
+#define SCHED_CACHE_SHAPES_MAX 256u
+
+typedef struct {
+    /* The worker's declared cost: batch_fixed_us microseconds per batch plus token_ns
+     * nanoseconds per padded token. Both 0: not declared; the core estimates them from the
+     * worker's dispatch-to-ack times (worker.c says how). One 0 and one set: declared, with 0
+     * meaning "costs nothing". */
+    uint32_t batch_fixed_us;
+    uint32_t token_ns;
+    uint32_t cache_shapes; /* shapes the worker's prefix cache holds; 0 = 1 */
+} sched_worker_config_t;
+
+typedef struct {
+    packer_cost_t cost; /* valid when known */
+    int known;          /* declared, or estimated from enough samples: packing may merge */
+    int estimated;      /* from samples rather than declared */
+    uint64_t samples;   /* batches measured */
+    uint32_t cache_shapes;
+    uint32_t warm_shapes; /* shapes now in the worker's cache (as the core models it) */
+} sched_worker_info_t;
+
+/*
+ * A consumer of `model` (borrowed for the call) becomes known to the core. The worker is owned
+ * by the scheduler: freed by sched_worker_destroy, or by sched_destroy. *out is a handle to
+ * pass in sched_consumer_t.worker.
+ */
+sched_status_t sched_worker_create(sched_t *sched, const char *model,
+                                   const sched_worker_config_t *cfg,
+                                   sched_worker_t **out /* out */);
+/* Forgets a worker (its consumer left or died); its batches in flight stay in flight. NULL-safe. */
+void sched_worker_destroy(sched_t *sched, sched_worker_t *worker);
+void sched_worker_info(const sched_worker_t *worker, sched_worker_info_t *out /* out */);
+/* One measured batch: padded tokens and the time it took. The core calls it when a batch of the
+ * worker completes (sched_complete); exposed so the estimator is tested alone. */
+void sched_worker_sample(sched_worker_t *worker, uint64_t padded_tokens, uint64_t service_ns);
 
 /*
  * A packed batch. `items` is a view into the scheduler and the store, valid until the next
@@ -231,11 +318,13 @@ typedef struct {
     uint64_t batch_id;
     const char *model_view;
     uint64_t signature;
-    uint32_t lane;
+    uint32_t lane;  /* the lane the batch was chosen from (its first items) */
+    uint32_t lanes; /* lanes its items come from: 1, or more after cost-aware merging */
     uint32_t pad_to;
     uint64_t padded_tokens;
     uint64_t real_tokens;
     size_t n;
+    /* Each lane's items together and in that lane's arrival order, the chosen lane first. */
     const store_view_t *items_view;
     int dead_letter; /* one item past max_deliveries: publish it as dead, commit, complete */
 } sched_batch_t;
@@ -249,6 +338,13 @@ typedef struct {
     uint64_t shape_switches;
     uint64_t starvation_preemptions; /* switches forced by the starvation bound */
     uint64_t padded_tokens, real_tokens;
+    uint64_t batches;          /* committed (dead letters included) */
+    uint64_t merged_batches;   /* committed batches holding items of more than one lane */
+    uint64_t merged_lanes;     /* lanes those batches took beyond the first */
+    uint64_t shapes_reclaimed; /* idle shapes freed by the tick */
+    /* Batch times as workers' completions measured them (worker.c), summed: the GPU busy time
+     * the scheduler saw. A batch counts once, at its first completion. */
+    uint64_t service_ns, service_batches;
 } sched_counters_t;
 
 /*
@@ -260,6 +356,21 @@ typedef struct {
 sched_status_t sched_create(const sched_config_t *config, store_t *store, sched_t **out /* out */);
 /* Frees the scheduler. Batches still in flight stay pending in the store. NULL-safe. */
 void sched_destroy(sched_t *sched);
+
+/* The age bound the `lanes` policy runs with unless told otherwise (starvation_ns): the longest
+ * that keeps its p99 wait under both bucket schemes' at every load of the steady sweep (40% to
+ * 110%): 5, 10 and 20 ms do (at 40%: 43, 42, 40 ms against pow2's 50.7 ms), 50 ms does not (54 ms
+ * at 40%), 100 ms not at 40-50%, 200 ms not at 40-60%; GPU time, waste and capacity do not move
+ * with it (README, "Choosing the constants"). */
+#define SCHED_AGE_BOUND_DEFAULT_NS 20000000ull
+/* The share of a separate batch's fixed cost a merge is credited with (merge_credit). A lane
+ * left out of a batch is not sent alone at once: it keeps filling while it waits, so the batch
+ * a merge saves is worth less than a whole fixed cost, and the whole (1.0) spends nearly every
+ * saving on padding (steady: waste 17.1%, GPU time 0.995x the buckets'). 0.07 is the smallest
+ * share with lanes' p99 wait under both bucket schemes' at every load of the steady sweep
+ * (0.04: over them at 50% and 60%, waste 1.37%; 0.07: waste 2.08%; README, "Choosing the
+ * constants"). */
+#define SCHED_MERGE_CREDIT_DEFAULT 0.07
 
 /* Longest item the scheduler takes: pad_to and padded-token sums stay within 32/64 bits. */
 #define SCHED_MAX_TOKENS (UINT32_MAX - PACKER_PAD_MULTIPLE)
@@ -300,8 +411,21 @@ sched_status_t sched_return(sched_t *sched, uint64_t batch_id, const uint32_t *p
 /* 1 while the batch has positions neither completed nor returned. */
 int sched_batch_pending(const sched_t *sched, uint64_t batch_id);
 
-/* Maintenance tick (every LANES_TICK_NS): the lanes' quiesce rule on every shape. */
+/* Maintenance tick (every LANES_TICK_NS): the lanes' quiesce rule on every shape, and idle
+ * shapes (no lane in use, in no worker's cache, not their model's current shape) freed. */
 void sched_tick(sched_t *sched);
+
+/*
+ * After a sched_fill that returned SCHED_EEMPTY: the time at which a fill for the same consumer
+ * may find work without anything else happening first (cache affinity holds a worker back from
+ * a cold shape until its oldest item reaches the cold bound), or 0 when only new work or a
+ * completion can change the answer. The daemon and the simulator wake for it.
+ */
+uint64_t sched_retry_ns(const sched_t *sched);
+
+/* How long committed items waited, arrival to commit: the q-quantile (0 <= q < 1; 1 = the
+ * longest), to within 12.5% above the true value (waits.c); 0 before any commit. */
+uint64_t sched_wait_quantile_ns(const sched_t *sched, double q);
 
 /* Borrowed view of the counters, valid until sched_destroy. */
 const sched_counters_t *sched_counters(const sched_t *sched);

@@ -9,24 +9,75 @@
 
 #include "common/map.h"
 
+/* Waits of committed items (waits.c): WAITS_SUB buckets per power of two of nanoseconds. */
+#define WAITS_SUB_BITS 3u
+#define WAITS_SUB      (1u << WAITS_SUB_BITS)
+#define WAITS_EXP_MAX  40u
+#define WAITS_BUCKETS  ((WAITS_EXP_MAX - WAITS_SUB_BITS + 1) * WAITS_SUB)
+typedef struct {
+    uint64_t count[WAITS_BUCKETS];
+    uint64_t n, max;
+} waits_t;
+void waits_note(waits_t *w, uint64_t wait_ns);
+
+/* A model's heaps of shapes (heap.c). */
+enum { HEAP_TOKENS = 0, HEAP_COLD, HEAP_OLDEST, HEAP_COUNT };
+#define HEAP_ABSENT SIZE_MAX
+
 typedef struct sched_shape {
     struct sched *sched;
     uint32_t model_idx;
+    uint32_t index; /* its place in its model's shapes[] */
+    uint64_t seq;   /* order of first sight: ties between shapes go to the earlier */
     uint64_t signature;
     lanes_t *lanes;
+    uint32_t warm; /* workers whose cache holds it (worker.c); a warm shape is not reclaimed */
+    size_t heap_pos[HEAP_COUNT];
+    /* A lower bound of its oldest queued item's arrival (heap.c invariant 3); oldest_stale once
+     * a dispatch may have taken that item. */
+    uint64_t oldest_ns;
+    int oldest_stale;
 } sched_shape_t;
 
 typedef struct {
+    struct sched_shape **a;
+    size_t n, cap;
+} shape_heap_t;
+
+typedef struct {
     char *name;
-    sched_shape_t **shapes; /* in order of first sight */
+    sched_shape_t **shapes; /* unordered (a reclaimed shape's place takes the last one) */
     size_t n_shapes;
     size_t cap_shapes;
-    sched_shape_t *current; /* the sticky shape; mirrors the store's current-shape field */
+    size_t n_active;               /* shapes holding queued items */
+    sched_shape_t *current;        /* the sticky shape; mirrors the store's current-shape field */
+    struct sched_worker **workers; /* the model's workers, unordered */
+    size_t n_workers, cap_workers;
+    shape_heap_t heaps[HEAP_COUNT];
 } sched_model_t;
+
+/* The core's view of one consumer (worker.c). */
+struct sched_worker {
+    struct sched *sched;
+    uint32_t model_idx;
+    uint32_t index; /* its place in its model's workers[] */
+    int declared;
+    packer_cost_t declared_cost;
+    /* The estimator's exponentially weighted moments of (padded tokens, service ns). */
+    double w, mean_x, mean_y, s_xx, s_xy;
+    uint64_t samples;
+    uint64_t last_done_ns; /* when its last batch completed: the next one cannot start earlier */
+    uint32_t cache;        /* prefix cache capacity, in shapes */
+    uint32_t n_warm;
+    sched_shape_t **warm;   /* its cache as an LRU of shapes, most recent first; each pinned */
+    sched_shape_t *current; /* cache affinity: the shape this worker drains */
+};
 
 typedef struct {
     store_ref_t ref;
+    uint64_t arrival_ns;
     uint32_t tokens;
+    uint32_t lane;
     uint8_t settled;
 } sched_inflight_item_t;
 
@@ -34,9 +85,13 @@ typedef struct {
 typedef struct {
     uint64_t batch_id;
     sched_shape_t *shape;
-    uint32_t lane;
+    struct sched_worker *worker; /* NULL: none, or destroyed since */
+    uint64_t commit_ns;
+    uint64_t padded_tokens;
+    uint32_t lane; /* the lane it was chosen from */
     uint32_t n;
     uint32_t unsettled;
+    int sampled; /* its completion time went to the worker's estimator */
     sched_inflight_item_t items[];
 } sched_inflight_t;
 
@@ -47,6 +102,9 @@ struct sched {
     void *clock_ctx;
     uint32_t max_deliveries;
     uint64_t starvation_ns;
+    sched_policy_t policy;
+    double merge_credit;
+    uint64_t retry_ns; /* sched_retry_ns: set by the last fill that found nothing */
     sched_model_t **models;
     size_t n_models;
     map_t shapes;   /* (signature, model_idx) -> sched_shape_t */
@@ -55,15 +113,28 @@ struct sched {
     /* The batch of the last sched_fill, valid until the next call that mutates anything. */
     sched_batch_t filled;
     sched_shape_t *filled_shape;
+    struct sched_worker *filled_worker;
     int filled_valid;
-    store_view_t *views; /* scratch for peeks, views_cap entries */
+    int filled_extendable; /* the lane fill took its whole lane, with room left */
+    store_view_t *views;   /* scratch for peeks, views_cap entries */
     uint32_t *tokens;
+    uint32_t *lane_of; /* the lane of each view of the filled batch */
     size_t views_cap;
+    /* Copies of the ids and payloads of a merged batch's items (extend.c): peeking one lane
+     * may reuse the store's buffer behind the views of another. */
+    uint8_t *arena;
+    size_t arena_cap;
+    uint64_t next_shape_seq;
     sched_counters_t counters;
     uint64_t items_restored, tokens_restored; /* queued in the store when the scheduler opened */
     uint64_t inflight_items, inflight_tokens; /* committed, neither completed nor returned */
+    uint64_t queued_items, queued_tokens;     /* the sums over every shape's lanes */
+    waits_t waits;                            /* arrival -> commit of every committed item */
     store_status_t store_status;              /* the store's answer behind the last SCHED_ESTORE */
 };
+
+/* sched.c: the scratch holds at least n views (and tokens, lanes). */
+sched_status_t sched_scratch_reserve(struct sched *s, size_t n);
 
 /* shapes.c */
 /* Index of the model named `name`, or -1. */
@@ -74,14 +145,67 @@ sched_status_t shapes_model_intern(struct sched *s, const char *name, uint32_t *
 sched_status_t shapes_intern(struct sched *s, uint32_t model_idx, uint64_t signature,
                              sched_shape_t **out /* out */);
 void shapes_destroy_all(struct sched *s);
+/* The quiesce rule on every shape, then idle shapes reclaimed. */
 void shapes_tick(struct sched *s, uint64_t now_ns);
+/* After the shape's queued items and tokens changed from before_items, before_tokens: keeps the
+ * scheduler's queued totals, its model's n_active and heaps. */
+void shapes_queued_note(struct sched *s, sched_shape_t *shape, uint64_t before_items,
+                        uint64_t before_tokens);
+/* Reads the shape's oldest readable item from the store (O(lanes)) into oldest_ns. */
+void shapes_oldest_refresh(struct sched *s, sched_shape_t *shape);
+/* The shape's oldest readable queued item: 1, its arrival and its lane (may be NULL); 0 when it
+ * has none. O(lanes). */
+int shapes_oldest(struct sched *s, const sched_shape_t *shape, uint64_t *out_ns /* out */,
+                  uint32_t *out_lane /* out */);
+
+/* heap.c */
+/* Room for one more shape in each of the model's heaps, so heap_fix cannot fail. */
+sched_status_t heap_reserve(sched_model_t *m);
+void heap_free(sched_model_t *m);
+/* After any change of the shape's queued tokens, items, warm count or oldest bound. */
+void heap_fix(sched_model_t *m, sched_shape_t *shape);
+/* Takes the shape out of every heap (it is being reclaimed). */
+void heap_drop(sched_model_t *m, sched_shape_t *shape);
+sched_shape_t *heap_top(const sched_model_t *m, int h);
+/* The shape with the oldest queued item, its bound made exact (heap.c invariant 3); NULL when
+ * none holds items. */
+sched_shape_t *heap_oldest_top(struct sched *s, sched_model_t *m);
+/* The shape's oldest arrival made exact, its heap place kept. */
+uint64_t heap_oldest_exact(struct sched *s, sched_model_t *m, sched_shape_t *shape);
+/* The same among the shapes not in except[0..n) (n <= SCHED_CACHE_SHAPES_MAX + 1). */
+sched_shape_t *heap_oldest_except(struct sched *s, sched_model_t *m, sched_shape_t *const *except,
+                                  size_t n_except);
+/* heap.c's invariants 1 and 2 for one model (full recount: the tick's check). */
+int heap_check(const sched_model_t *m);
+/* The same as far as one shape reaches them: its membership and its place against its parent
+ * and children, O(1) (after every operation that touched it). */
+int heap_check_shape(const sched_model_t *m, const sched_shape_t *shape);
+/* worker.c's invariant 1 for one worker, O(cache^2). */
+int worker_check(const struct sched_worker *w);
+
+/* worker.c */
+/* The worker served a batch of this shape: its cache model takes it as the most recent. */
+sched_status_t worker_warm_touch(struct sched_worker *w, sched_shape_t *shape);
+int worker_is_warm(const struct sched_worker *w, const sched_shape_t *shape);
+/* The cost packing uses for this worker: 1 and *out when known (declared, or estimated). */
+int worker_cost(const struct sched_worker *w, packer_cost_t *out /* out */);
+void worker_destroy_all(struct sched *s);
+
+/* extend.c: extends s->filled (items of one lane of shape in s->views) with whole neighbouring
+ * lanes while each merge pays at cost and the contract holds; cap bounds the items. */
+sched_status_t extend_fill(struct sched *s, const sched_consumer_t *consumer,
+                           const packer_cost_t *cost, sched_shape_t *shape, uint64_t cap);
 
 /* check.c: the invariants after one operation that touched `lane` of `shape` (NULL: no lane). */
 int sched_check_op(const struct sched *s, const sched_shape_t *shape, uint32_t lane);
+/* The same after an operation that touched lanes[0..n) of shape (repeats are checked once). */
+int sched_check_op_lanes(const struct sched *s, const sched_shape_t *shape, const uint32_t *lanes,
+                         size_t n);
 
 /* select.c: the model's shape for the next batch (sticky): SCHED_EEMPTY when it has no work,
  * SCHED_ESTORE when recording a switch failed. */
-sched_status_t select_shape(struct sched *s, sched_model_t *model, sched_shape_t **out /* out */);
+sched_status_t select_shape(struct sched *s, sched_model_t *model, const sched_consumer_t *consumer,
+                            sched_shape_t **out /* out */);
 /* With the starvation bound on: 1 and the lane holding the shape's oldest readable item when
  * that item has waited past the bound; 0 otherwise (out_lane untouched). */
 int select_lane_starved(struct sched *s, const sched_shape_t *shape, uint32_t *out_lane /* out */);

@@ -5,10 +5,14 @@
  * Invariants:
  *   1. The key everywhere is (model, signature); length is never part of it and nothing is
  *      shared across shapes: lanes, pressure and thresholds are local to one shape.
- *   2. A shape, once created, lives until the scheduler is destroyed, so pointers to it held by
- *      in-flight batches stay valid.
+ *   2. A shape lives while anything points at it: it is reclaimed by the tick only once every
+ *      lane of it has been released (so nothing of it is queued or in flight), no worker's
+ *      cache holds it and it is not its model's current shape. So a producer that makes a new
+ *      shape per prompt costs memory for the shapes in use, not for every shape ever seen.
  *   3. A lane's store queue is attached as the lane's user pointer when the lane opens and is
  *      released when the lane's id goes back to the free list.
+ *   4. A model's n_active is the number of its shapes holding queued items, kept by
+ *      shapes_queued_note at every change of a shape's queued items.
  *
  * Rejected: hashing the model name into the shape key. Models are few and interned to a small
  * index, which makes the key exact ((signature, model index)) with no collision handling.
@@ -69,7 +73,7 @@ sched_status_t shapes_intern(struct sched *s, uint32_t model_idx, uint64_t signa
     }
     sched_model_t *model = s->models[model_idx];
     sched_status_t st = SCHED_ENOMEM;
-    if (map_reserve(&s->shapes, 1) != MAP_OK)
+    if (map_reserve(&s->shapes, 1) != MAP_OK || heap_reserve(model) != SCHED_OK)
         goto out;
     if (model->n_shapes == model->cap_shapes) {
         size_t cap = model->cap_shapes ? model->cap_shapes * 2 : 8;
@@ -84,7 +88,11 @@ sched_status_t shapes_intern(struct sched *s, uint32_t model_idx, uint64_t signa
         goto out;
     shape->sched = s;
     shape->model_idx = model_idx;
+    shape->index = (uint32_t)model->n_shapes;
+    shape->seq = s->next_shape_seq++;
     shape->signature = signature;
+    for (int h = 0; h < HEAP_COUNT; h++)
+        shape->heap_pos[h] = HEAP_ABSENT;
     st = lanes_create(s->max_lanes, shapes_lane_released, shape, &shape->lanes);
     if (st != SCHED_OK)
         goto out;
@@ -106,6 +114,7 @@ void shapes_destroy_all(struct sched *s)
             free(m->shapes[j]);
         }
         free(m->shapes);
+        heap_free(m);
         free(m->name);
         free(m);
     }
@@ -113,11 +122,74 @@ void shapes_destroy_all(struct sched *s)
     map_fini(&s->shapes);
 }
 
+/* Frees an idle shape (invariant 2); its place in the model takes the model's last shape. */
+static void shapes_reclaim(struct sched *s, sched_model_t *m, sched_shape_t *shape)
+{
+    map_del(&s->shapes, (map_key_t){shape->signature, shape->model_idx}, NULL);
+    heap_drop(m, shape);
+    sched_shape_t *last = m->shapes[--m->n_shapes];
+    m->shapes[shape->index] = last;
+    last->index = shape->index;
+    lanes_destroy(shape->lanes);
+    free(shape);
+    s->counters.shapes_reclaimed++;
+}
+
 void shapes_tick(struct sched *s, uint64_t now_ns)
 {
     for (size_t i = 0; i < s->n_models; i++) {
         sched_model_t *m = s->models[i];
-        for (size_t j = 0; j < m->n_shapes; j++)
-            s->counters.lanes_quiesced += lanes_tick(m->shapes[j]->lanes, now_ns);
+        for (size_t j = 0; j < m->n_shapes;) {
+            sched_shape_t *shape = m->shapes[j];
+            s->counters.lanes_quiesced += lanes_tick(shape->lanes, now_ns);
+            if (lanes_in_use(shape->lanes) == 0 && shape->warm == 0 && shape != m->current)
+                shapes_reclaim(s, m, shape); /* j now holds the model's last shape */
+            else
+                j++;
+        }
     }
+}
+
+void shapes_queued_note(struct sched *s, sched_shape_t *shape, uint64_t before,
+                        uint64_t before_tokens)
+{
+    uint64_t now = lanes_queued_items(shape->lanes);
+    s->queued_items = s->queued_items - before + now;
+    s->queued_tokens = s->queued_tokens - before_tokens + lanes_queued_tokens(shape->lanes);
+    sched_model_t *m = s->models[shape->model_idx];
+    if (before == 0 && now != 0)
+        m->n_active++;
+    else if (before != 0 && now == 0)
+        m->n_active--;
+    heap_fix(m, shape);
+}
+
+int shapes_oldest(struct sched *s, const sched_shape_t *shape, uint64_t *out_ns, uint32_t *out_lane)
+{
+    int found = 0;
+    lanes_lane_t lane;
+    for (uint32_t id = 0; lanes_get(shape->lanes, id, &lane) == SCHED_OK; id++) {
+        uint64_t t = 0;
+        if (lane.queued_items == 0 || lane.user == NULL ||
+            !store_queue_oldest(s->store, lane.user, &t))
+            continue;
+        if (!found || t < *out_ns) {
+            *out_ns = t;
+            if (out_lane != NULL)
+                *out_lane = id;
+        }
+        found = 1;
+    }
+    return found;
+}
+
+void shapes_oldest_refresh(struct sched *s, sched_shape_t *shape)
+{
+    uint64_t t = 0;
+    /* Nothing readable yet (appended since the last flush): it counts as arriving now, which
+     * is late by at most the time since that flush. */
+    if (!shapes_oldest(s, shape, &t, NULL))
+        t = s->clock(s->clock_ctx);
+    shape->oldest_ns = t;
+    shape->oldest_stale = 0;
 }

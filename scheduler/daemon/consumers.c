@@ -8,7 +8,7 @@
  *   2. Every in-flight batch belongs to exactly one consumer, found through by_batch; an ack
  *      naming a batch that is not the acking consumer's in-flight batch changes nothing.
  *   3. A dead consumer keeps its id for a while (its late acks are answered as stale), but
- *      holds no pulls and no in-flight batches.
+ *      holds no pulls, no in-flight batches and no worker in the scheduler.
  *   4. Liveness is decided here and nowhere else: every message refreshes it (consumers_touch),
  *      silence past dead_after kills (consumers_expire), a stalled owner restarts it.
  *
@@ -177,6 +177,16 @@ int consumers_shape_note(consumer_t *c, uint64_t signature)
     int hit = c->batches != 0 && c->last_signature == signature;
     c->last_signature = signature;
     return hit;
+}
+
+void consumers_worker_set(consumer_t *c, sched_worker_t *worker)
+{
+    c->worker = worker;
+}
+
+sched_worker_t *consumers_worker(const consumer_t *c)
+{
+    return c->worker;
 }
 
 /* ---- pulls -------------------------------------------------------------------------------- */
@@ -375,6 +385,8 @@ int consumers_check(const consumers_t *cs)
         INVARIANT_HOLDS(!c->dead || (c->n_pulls == 0 && c->n_inflight == 0),
                         "dead consumer %s holds %zu pulls and %zu batches", c->id, c->n_pulls,
                         c->n_inflight);
+        INVARIANT_HOLDS(!c->dead || c->worker == NULL,
+                        "dead consumer %s still has a worker in the scheduler", c->id);
         for (size_t j = 0; j < c->n_inflight; j++) {
             const consumer_t *owner =
                 map_get(&cs->by_batch, (map_key_t){c->inflight[j].batch_id, 0});

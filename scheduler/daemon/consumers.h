@@ -49,6 +49,11 @@ void consumers_dispatched_note(consumer_t *c, uint64_t items);
 /* Records the shape of a batch dispatched to c: 1 when it is the shape of c's previous batch
  * (a shape hit for a prefix cache of one shape), 0 for its first batch or a switch. */
 int consumers_shape_note(consumer_t *c, uint64_t signature);
+/* The scheduler's view of the consumer (cost, warm shapes; sched_worker_create): borrowed, the
+ * scheduler owns it. The daemon sets it at registration and clears it when it destroys the
+ * worker at the consumer's death. */
+void consumers_worker_set(consumer_t *c, sched_worker_t *worker);
+sched_worker_t *consumers_worker(const consumer_t *c);
 
 /* ---- pulls, oldest first -------------------------------------------------------------------- */
 

@@ -26,6 +26,7 @@ struct consumer {
     size_t n_inflight, cap_inflight;
     uint64_t batches, items;
     uint64_t last_signature; /* of the last batch dispatched; valid when batches != 0 */
+    sched_worker_t *worker;  /* borrowed from the scheduler, which owns it; NULL once dead */
 };
 
 struct consumers {

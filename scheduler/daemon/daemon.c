@@ -21,6 +21,7 @@
 
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/random.h>
 
 STATUS_STR(daemon_status_str, daemon_status_t, DAEMON_STATUS_MAP, "unknown daemon status")
@@ -194,12 +195,25 @@ daemon_status_t daemon_create(const daemon_config_t *cfg, daemon_t **out)
     sched_config_t sc = {.clock = d->cfg.clock,
                          .clock_ctx = d->cfg.clock_ctx,
                          .max_deliveries = cfg->max_deliveries,
-                         .starvation_ns = daemon_ms_ns(cfg->starvation_ms)};
+                         .starvation_ns = daemon_ms_ns(cfg->starvation_ms),
+                         .policy = SCHED_POLICY_LANES};
+    if (cfg->policy != NULL && strcmp(cfg->policy, sched_policy_name(SCHED_POLICY_SEED)) == 0) {
+        sc.policy = SCHED_POLICY_SEED;
+    } else if (cfg->policy != NULL &&
+               strcmp(cfg->policy, sched_policy_name(SCHED_POLICY_LANES)) != 0) {
+        log_write(LOG_ERROR, "unknown policy %s (lanes, lanes-seed)", cfg->policy);
+        st = DAEMON_EINVAL;
+        goto out;
+    }
+    if (cfg->starvation_ms == DAEMON_STARVATION_DEFAULT)
+        sc.starvation_ns = sc.policy == SCHED_POLICY_LANES ? SCHED_AGE_BOUND_DEFAULT_NS : 0;
     sched_status_t schst = sched_create(&sc, d->store, &d->sched);
     if (schst != SCHED_OK) {
         log_write(LOG_ERROR, "cannot restore the scheduler: %s", sched_status_str(schst));
         goto out;
     }
+    log_write(LOG_INFO, "policy %s, age bound %" PRIu64 " ms", sched_policy_name(sc.policy),
+              sc.starvation_ns / 1000000);
     store_queue_t *q = NULL;
     while (store_queue_next(d->store, q, &q, NULL, NULL)) { /* invariant 2 */
         if (store_queue_scan(d->store, q, daemon_scan_id, d) != STORE_OK)

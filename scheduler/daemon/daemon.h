@@ -39,6 +39,10 @@ const char *daemon_status_str(daemon_status_t status);
  * held this far below the server's max_payload so a single item can always be published. */
 #define DAEMON_BATCH_OVERHEAD 8192
 
+/* daemon_config_t.starvation_ms: the policy's own age bound (the `lanes` policy's
+ * SCHED_AGE_BOUND_DEFAULT_NS; none under lanes-seed, which is the article's policy). */
+#define DAEMON_STARVATION_DEFAULT UINT32_MAX
+
 /* Monotonic nanoseconds; the daemon's only clock (tests inject their own). */
 typedef uint64_t (*daemon_clock_fn)(void *ctx);
 
@@ -57,9 +61,11 @@ typedef struct {
     uint32_t max_payload;
     uint32_t dedupe_window_ms;
     uint64_t segment_max_bytes;
-    uint32_t starvation_ms; /* 0 = off */
-    daemon_clock_fn clock;  /* NULL = CLOCK_MONOTONIC */
-    void *clock_ctx;        /* borrowed */
+    uint32_t starvation_ms; /* the age bound; 0 = off, DAEMON_STARVATION_DEFAULT = the policy's */
+    /* The scheduling policy: "lanes" (NULL: the default) or "lanes-seed" (the article's). */
+    const char *policy;
+    daemon_clock_fn clock; /* NULL = CLOCK_MONOTONIC */
+    void *clock_ctx;       /* borrowed */
     /* Leases (scale-out): each model of `models` is served only while EV_LEASE says this
      * instance holds its lease, until the deadline it carries (lease.h). Requires models. */
     int leases;

@@ -161,6 +161,7 @@ struct daemon {
     uint64_t next_tick_ns;
     uint64_t last_timers_ns; /* when the timers last ran: a stalled loop is detected */
     size_t serve_cursor;     /* round-robin start among consumers */
+    uint64_t retry_ns;       /* the earliest sched_retry_ns of the last fill (0: none) */
     uint64_t *orphans;       /* batches whose return failed: retried each tick (owned) */
     uint8_t *frame_scratch;  /* intake's framing buffer, reused for every item (owned) */
     size_t frame_cap;

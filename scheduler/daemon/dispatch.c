@@ -11,6 +11,9 @@
  *      tick, so its items are never stranded as pending.
  *   5. Consumers with open pulls are served round-robin, one batch each per round, starting one
  *      further each fill, so no consumer of a busy model starves another.
+ *   6. A pull the scheduler holds back (cache affinity: a worker waits for its warm shapes
+ *      before missing on a small cold queue) is filled again by the time the scheduler names
+ *      (sched_retry_ns): the turn's wait ends by then (turn.c invariant 3).
  *
  * Rejected: publishing a batch after committing it. A failed publish would strand the items as
  * pending for a consumer that never saw them, until its ack deadline.
@@ -114,12 +117,16 @@ static int dispatch_dead_letter(struct daemon *d, const sched_batch_t *b)
 static int dispatch_one(struct daemon *d, consumer_t *c, uint64_t now)
 {
     const char *reply = consumers_pull_reply(c);
-    sched_consumer_t sc = {consumers_model(c), *consumers_contract(c)};
+    sched_consumer_t sc = {consumers_model(c), *consumers_contract(c), consumers_worker(c)};
     sched_batch_t b;
 again:;
     sched_status_t st = sched_fill(d->sched, &sc, &b);
-    if (st == SCHED_EEMPTY)
+    if (st == SCHED_EEMPTY) {
+        uint64_t retry = sched_retry_ns(d->sched);
+        if (retry != 0 && (d->retry_ns == 0 || retry < d->retry_ns))
+            d->retry_ns = retry; /* invariant 6 */
         return 0;
+    }
     if (st != SCHED_OK) {
         log_write(LOG_ERROR, "filling a batch for %s failed: %s", consumers_id(c),
                   sched_status_str(st));
@@ -172,6 +179,7 @@ again:;
 void dispatch_fill(struct daemon *d)
 {
     uint64_t start = daemon_now(d);
+    d->retry_ns = 0;
     for (int progress = 1; progress;) {
         progress = 0;
         size_t n = consumers_count(d->consumers);

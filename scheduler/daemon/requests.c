@@ -70,9 +70,14 @@ void requests_register(struct daemon *d, const ev_t *ev)
         out.error = err;
     } else {
         packer_contract_t k = {reg->max_batch_size, reg->max_batch_tokens, reg->max_input_tokens};
-        if (consumers_add(d->consumers, reg->model, reg->name, k, daemon_now(d), &c) != DAEMON_OK) {
+        sched_worker_config_t wc = {reg->batch_fixed_us, reg->token_ns, reg->cache_shapes};
+        sched_worker_t *w = NULL;
+        if (sched_worker_create(d->sched, reg->model, &wc, &w) != SCHED_OK ||
+            consumers_add(d->consumers, reg->model, reg->name, k, daemon_now(d), &c) != DAEMON_OK) {
+            sched_worker_destroy(d->sched, w);
             out.error = "no_memory: the daemon could not register the consumer";
         } else {
+            consumers_worker_set(c, w);
             const char *p = d->cfg.prefix, *id = consumers_id(c);
             static const char *const verbs[4] = {"pull", "ack", "hb", "bye"};
             for (int i = 0; i < 4; i++)
@@ -83,9 +88,11 @@ void requests_register(struct daemon *d, const ev_t *ev)
                 "",          VERSION_PROTOCOL};
             log_write(LOG_INFO,
                       "consumer %s (%s) registered for model %s: batch %" PRIu32 " items, %" PRIu32
-                      " padded tokens, input %" PRIu32,
+                      " padded tokens, input %" PRIu32 "; cost %s; cache of %" PRIu32 " shapes",
                       id, consumers_name(c), consumers_model(c), k.max_batch_size,
-                      k.max_batch_tokens, k.max_input_tokens);
+                      k.max_batch_tokens, k.max_input_tokens,
+                      wc.batch_fixed_us || wc.token_ns ? "declared" : "estimated from its batches",
+                      wc.cache_shapes ? wc.cache_shapes : 1);
         }
     }
     out.protocol_version = VERSION_PROTOCOL;
@@ -233,6 +240,8 @@ void requests_bye(struct daemon *d, const ev_t *ev, replies_t *deferred)
     consumer_t *c = requests_consumer(d, ev->token);
     if (c != NULL) {
         dispatch_release(d, c, 1);
+        sched_worker_destroy(d->sched, consumers_worker(c));
+        consumers_worker_set(c, NULL);
         consumers_kill(c);
         log_write(LOG_INFO, "consumer %s (%s) left", consumers_id(c), consumers_name(c));
     }

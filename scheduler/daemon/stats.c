@@ -130,6 +130,40 @@ static json_t *stats_counters(struct daemon *d)
         "uptime_ms", stats_u64((daemon_now(d) - d->started_ns) / 1000000));
 }
 
+/* The scheduling policy's figures, added to the counters: batches and merges, the GPU busy
+ * time the workers' completions measured, and the queue wait quantiles (sched_wait_quantile_ns:
+ * within 12.5% above the true value). */
+static void stats_policy(struct daemon *d, json_t *counters)
+{
+    const sched_counters_t *k = sched_counters(d->sched);
+    json_object_set_new(counters, "batches", stats_u64(k->batches));
+    json_object_set_new(counters, "merged_batches", stats_u64(k->merged_batches));
+    json_object_set_new(counters, "merged_lanes", stats_u64(k->merged_lanes));
+    json_object_set_new(counters, "shapes_reclaimed", stats_u64(k->shapes_reclaimed));
+    json_object_set_new(counters, "gpu_busy_ns", stats_u64(k->service_ns));
+    json_object_set_new(counters, "gpu_busy_batches", stats_u64(k->service_batches));
+    json_object_set_new(counters, "wait_p50_ns", stats_u64(sched_wait_quantile_ns(d->sched, 0.5)));
+    json_object_set_new(counters, "wait_p99_ns", stats_u64(sched_wait_quantile_ns(d->sched, 0.99)));
+    json_object_set_new(counters, "wait_max_ns", stats_u64(sched_wait_quantile_ns(d->sched, 1.0)));
+}
+
+/* What the scheduler keeps of a consumer: its cost (declared or estimated) and its cache. */
+static void stats_worker(json_t *o, const consumer_t *c)
+{
+    const sched_worker_t *w = consumers_worker(c);
+    if (w == NULL)
+        return;
+    sched_worker_info_t wi;
+    sched_worker_info(w, &wi);
+    json_object_set_new(o, "cost_estimated", json_boolean(wi.estimated));
+    json_object_set_new(o, "cost_samples", stats_u64(wi.samples));
+    json_object_set_new(o, "cost_fixed_us",
+                        wi.known ? json_real(wi.cost.fixed_ns / 1e3) : json_null());
+    json_object_set_new(o, "cost_token_ns", wi.known ? json_real(wi.cost.token_ns) : json_null());
+    json_object_set_new(o, "cache_shapes", stats_u64(wi.cache_shapes));
+    json_object_set_new(o, "warm_shapes", stats_u64(wi.warm_shapes));
+}
+
 typedef struct {
     const sched_t *sched;
     json_t *models;    /* the array being written */
@@ -191,6 +225,7 @@ static json_t *stats_consumers(struct daemon *d)
                            stats_u64(ci.idle_ns / 1000000), "inflight_batches",
                            (json_int_t)ci.inflight_batches, "pulls", (json_int_t)ci.pulls,
                            "batches", stats_u64(ci.batches), "items", stats_u64(ci.items)));
+        stats_worker(json_array_get(all, json_array_size(all) - 1), consumers_at(d->consumers, i));
     }
     return all;
 }
@@ -217,8 +252,11 @@ char *stats_json(struct daemon *d, size_t *out_len)
     stats_models_t m = {.sched = d->sched, .models = json_array()};
     if (m.models != NULL)
         sched_shapes_visit(d->sched, stats_shape, &m);
-    json_t *doc = json_pack("{s:o,s:o,s:o}", "counters", stats_counters(d), "models", m.models,
-                            "consumers", stats_consumers(d));
+    json_t *counters = stats_counters(d);
+    if (counters != NULL)
+        stats_policy(d, counters);
+    json_t *doc = json_pack("{s:o,s:o,s:o}", "counters", counters, "models", m.models, "consumers",
+                            stats_consumers(d));
     if (doc != NULL) { /* who answered: the same as $SRV.INFO says */
         json_object_set_new(doc, "version", json_string(version_string()));
         json_object_set_new(doc, "protocol_version", json_integer(VERSION_PROTOCOL));

@@ -15,8 +15,9 @@
  *      acknowledged falsely).
  *   2. Every in-flight batch has a deadline; a consumer that is dead, says bye, or loses its
  *      connection has its batches returned to the front of their lanes.
- *   3. The wait for events never outlasts the next timer, nor the fill budget, so timers and
- *      new work are serviced on time.
+ *   3. The wait for events never outlasts the next timer, nor the fill budget, nor the time
+ *      the scheduler named for a pull it held back, so timers, new work and held pulls are
+ *      serviced on time.
  *   4. A stop is honoured after the event being handled: the events behind it are dropped
  *      unanswered (nothing of them was stored or acknowledged; producers retry against the next
  *      start), so SIGTERM never waits behind a backlog.
@@ -40,6 +41,8 @@ static void turn_consumer_dead(void *ctx, consumer_t *c, uint64_t silent_ns)
     log_write(LOG_WARN, "consumer %s (%s) silent for %" PRIu64 " ms: dead; %zu batches returned",
               consumers_id(c), consumers_name(c), silent_ns / 1000000, consumers_inflight_count(c));
     dispatch_release(d, c, 1);
+    sched_worker_destroy(d->sched, consumers_worker(c));
+    consumers_worker_set(c, NULL);
     d->counters.consumers_declared_dead++;
 }
 
@@ -133,6 +136,8 @@ daemon_status_t daemon_turn(daemon_t *d, uint64_t wait_ns, int *out_stopped)
     uint64_t now = daemon_now(d);
     uint64_t wake =
         consumers_next_deadline(d->consumers, daemon_ms_ns(d->cfg.dead_after_ms), d->next_tick_ns);
+    if (d->retry_ns != 0 && d->retry_ns < wake)
+        wake = d->retry_ns; /* a consumer held back from a cold shape (dispatch.c) */
     uint64_t wait = wake > now ? wake - now : 0; /* invariant 3 */
     wait = wait < DAEMON_WAIT_MAX_NS ? wait : DAEMON_WAIT_MAX_NS;
     wait = wait < wait_ns ? wait : wait_ns;

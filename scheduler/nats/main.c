@@ -70,9 +70,12 @@ static const flag_t flags[] = {
     {"max-payload", "BYTES", "1048576", "largest item payload accepted"},
     {"dedupe-window-ms", "MS", "120000", "a resubmitted item id within this window is a duplicate"},
     {"segment-max-bytes", "BYTES", "67108864", "a segment rolls over at this size"},
-    {"starvation-ms", "MS", "0",
-     "an item that waited this long goes next: its shape preempts the sticky shape at the next "
-     "batch and its lane goes first (0 = off)"},
+    {"starvation-ms", "MS", NULL,
+     "the age bound: an item that waited this long goes next, its shape preempting at the next "
+     "batch and its lane first (0 = off; default 20 under --policy lanes, 0 under lanes-seed)"},
+    {"policy", "lanes|lanes-seed", "lanes",
+     "lanes: cost-aware packing across neighbouring lanes, cache affinity, the age bound; "
+     "lanes-seed: the article's policy (one lane per batch, every worker on one shape)"},
     {"log-level", "debug|info|warn|error", "info", "lowest level logged to stderr"},
     {"log-format", "text|json", "text", "stderr lines as text, or one JSON object per line"},
     {"connect-wait-ms", "MS", "0",
@@ -228,9 +231,21 @@ static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc
         parse_u32("max-payload", flag_value(v, "max-payload"), &cfg->max_payload) ||
         parse_u32("dedupe-window-ms", flag_value(v, "dedupe-window-ms"), &cfg->dedupe_window_ms) ||
         parse_u32("segment-max-bytes", flag_value(v, "segment-max-bytes"), &seg_max) ||
-        parse_u32("starvation-ms", flag_value(v, "starvation-ms"), &cfg->starvation_ms) ||
         parse_u32("connect-wait-ms", flag_value(v, "connect-wait-ms"), &fc->connect_wait_ms))
         return -1;
+    cfg->policy = flag_value(v, "policy");
+    if (strcmp(cfg->policy, "lanes") != 0 && strcmp(cfg->policy, "lanes-seed") != 0) {
+        fprintf(stderr, "lanesched: --policy must be lanes or lanes-seed, not '%s'\n", cfg->policy);
+        return -1;
+    }
+    const char *starve = flag_value(v, "starvation-ms");
+    cfg->starvation_ms = DAEMON_STARVATION_DEFAULT;
+    if (starve != NULL && parse_u32("starvation-ms", starve, &cfg->starvation_ms))
+        return -1;
+    if (cfg->starvation_ms == DAEMON_STARVATION_DEFAULT && starve != NULL) {
+        fprintf(stderr, "lanesched: --starvation-ms %s is out of range\n", starve);
+        return -1;
+    }
     cfg->segment_max_bytes = seg_max;
     if (cfg->prefix[0] == '\0' || strpbrk(cfg->prefix, " *>") != NULL ||
         strlen(cfg->prefix) > DAEMON_PREFIX_MAX) {

@@ -380,8 +380,12 @@ static int case_round_trip(void)
 
 static int case_two_consumers_same_shape(void)
 {
+    /* Every worker of a model on the model's one current shape is the article's rule
+     * (--policy lanes-seed), and the default policy's only while the model's active shapes fit
+     * each worker's cache: these consumers declare none (a cache of 1) for two shapes. */
+    static const char *const seed[] = {"--policy", "lanes-seed", NULL};
     h_nats_start(false);
-    h_daemon_start(NULL);
+    h_daemon_start(seed);
     natsConnection *nc = h_connect();
     book_t bk;
     book_init(&bk, "tc", TC_A + TC_B);
@@ -876,7 +880,7 @@ static void expect_reject(const codec_submit_reply_t *r, size_t i, const char *r
 static void expect_register_error(natsConnection *nc, const char *model, uint32_t bs, uint32_t bt,
                                   const char *code)
 {
-    codec_register_t reg = {model, bs, bt, 0, "bad"};
+    codec_register_t reg = {model, bs, bt, 0, "bad", 0, 0, 0};
     codec_registered_t *r = NULL;
     natsStatus s = h_register_raw(nc, &reg, 3000, &r);
     H_REQUIRE(s == NATS_OK, "Register(%s, %u, %u): %s", model, bs, bt, natsStatus_GetText(s));

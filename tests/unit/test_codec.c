@@ -524,28 +524,28 @@ static codec_status_t register_status(const codec_register_t *in)
 
 static void test_register_rejects_empty_model(void **state)
 {
-    const codec_register_t r = {"", 8, 4096, 0, "gpu-0"};
+    const codec_register_t r = {"", 8, 4096, 0, "gpu-0", 0, 0, 0};
     (void)state;
     assert_int_equal(register_status(&r), CODEC_EBAD_MODEL);
 }
 
 static void test_register_rejects_zero_batch_size(void **state)
 {
-    const codec_register_t r = {"llama", 0, 4096, 0, "gpu-0"};
+    const codec_register_t r = {"llama", 0, 4096, 0, "gpu-0", 0, 0, 0};
     (void)state;
     assert_int_equal(register_status(&r), CODEC_EZERO_BATCH_SIZE);
 }
 
 static void test_register_rejects_zero_batch_tokens(void **state)
 {
-    const codec_register_t r = {"llama", 8, 0, 0, "gpu-0"};
+    const codec_register_t r = {"llama", 8, 0, 0, "gpu-0", 0, 0, 0};
     (void)state;
     assert_int_equal(register_status(&r), CODEC_EZERO_BATCH_TOKENS);
 }
 
 static void test_register_accepts_zero_max_input_as_unlimited(void **state)
 {
-    const codec_register_t r = {"llama", 8, 4096, 0, NULL};
+    const codec_register_t r = {"llama", 8, 4096, 0, NULL, 0, 0, 0};
     (void)state;
     assert_int_equal(register_status(&r), CODEC_OK);
 }
@@ -582,9 +582,9 @@ static void test_model_of_255_bytes_is_accepted_and_256_refused(void **state)
     it.model = model;
     const codec_limits_t any = {NULL, 0};
     assert_int_equal(item_status(&it, &any), CODEC_EMODEL_TOO_LONG);
-    const codec_register_t r = {model, 8, 4096, 0, "gpu-0"};
+    const codec_register_t r = {model, 8, 4096, 0, "gpu-0", 0, 0, 0};
     assert_int_equal(register_status(&r), CODEC_EMODEL_TOO_LONG);
-    const codec_register_t w = {"ab.*", 8, 4096, 0, "gpu-0"};
+    const codec_register_t w = {"ab.*", 8, 4096, 0, "gpu-0", 0, 0, 0};
     assert_int_equal(register_status(&w), CODEC_EBAD_MODEL_NAME);
 }
 
@@ -714,7 +714,7 @@ static void test_roundtrip_submit_reply(void **state)
 
 static void test_roundtrip_register(void **state)
 {
-    const codec_register_t in = {"llama", 32, 8192, 2048, "gpu-7"};
+    const codec_register_t in = {"llama", 32, 8192, 2048, "gpu-7", 0, 0, 0};
     codec_register_t *out = NULL;
     uint8_t *buf = NULL;
     size_t len = 0;
@@ -727,6 +727,42 @@ static void test_roundtrip_register(void **state)
     assert_int_equal(out->max_batch_tokens, 8192);
     assert_int_equal(out->max_input_tokens, 2048);
     assert_string_equal(out->name, "gpu-7");
+    codec_register_destroy(out);
+}
+
+/* Register's optional fields 6-8 by number, as a client in any language writes them: the cost
+ * per batch (us) and per padded token (ns), and the shapes its cache holds; absent reads 0. */
+static void test_register_cost_and_cache_fields(void **state)
+{
+    (void)state;
+    static const uint8_t wire[] = {
+        0x0a, 0x01, 'm',  /* 1 model "m" */
+        0x10, 0x01,       /* 2 max_batch_size 1 */
+        0x18, 0x08,       /* 3 max_batch_tokens 8 */
+        0x30, 0x88, 0x27, /* 6 batch_fixed_us 5000 */
+        0x38, 0x90, 0x4e, /* 7 token_ns 10000 */
+        0x40, 0x02,       /* 8 cache_shapes 2 */
+    };
+    codec_register_t *out = NULL;
+    assert_int_equal(codec_decode_register(wire, sizeof(wire), &out), CODEC_OK);
+    assert_int_equal(out->batch_fixed_us, 5000);
+    assert_int_equal(out->token_ns, 10000);
+    assert_int_equal(out->cache_shapes, 2);
+    codec_register_destroy(out);
+    assert_int_equal(codec_decode_register(wire, 7, &out), CODEC_OK); /* fields 1-3 only */
+    assert_int_equal(out->batch_fixed_us, 0);
+    assert_int_equal(out->token_ns, 0);
+    assert_int_equal(out->cache_shapes, 0);
+    codec_register_destroy(out);
+    const codec_register_t in = {"llama", 32, 8192, 2048, "gpu-7", 7000, 12000, 4};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(codec_encode_register(&in, &buf, &len), CODEC_OK);
+    assert_int_equal(codec_decode_register(buf, len, &out), CODEC_OK);
+    free(buf);
+    assert_int_equal(out->batch_fixed_us, 7000);
+    assert_int_equal(out->token_ns, 12000);
+    assert_int_equal(out->cache_shapes, 4);
     codec_register_destroy(out);
 }
 
@@ -1028,7 +1064,7 @@ static void test_submit_reply_wire_bytes(void **state)
 
 static void test_register_wire_bytes(void **state)
 {
-    const codec_register_t in = {"m", 1, 2, 3, "n"};
+    const codec_register_t in = {"m", 1, 2, 3, "n", 0, 0, 0};
     static const uint8_t want[] = {0x0a, 0x01, 'm',  0x10, 0x01, 0x18,
                                    0x02, 0x20, 0x03, 0x2a, 0x01, 'n'};
     uint8_t *buf = NULL;
@@ -1171,6 +1207,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip_submit),
         cmocka_unit_test(test_roundtrip_submit_reply),
         cmocka_unit_test(test_roundtrip_register),
+        cmocka_unit_test(test_register_cost_and_cache_fields),
         cmocka_unit_test(test_roundtrip_registered),
         cmocka_unit_test(test_roundtrip_pull),
         cmocka_unit_test(test_roundtrip_batch),

@@ -69,7 +69,8 @@ static void fx_forget(fx_t *f)
     f->n_sent = 0;
 }
 
-static int setup_cfg(void **state, uint32_t max_deliveries, const char *models, int leases)
+static int setup_full(void **state, uint32_t max_deliveries, const char *policy,
+                      uint32_t starvation_ms, const char *models, int leases)
 {
     fx_t *f = calloc(1, sizeof(*f));
     assert_non_null(f);
@@ -82,6 +83,8 @@ static int setup_cfg(void **state, uint32_t max_deliveries, const char *models, 
                            .max_deliveries = max_deliveries,
                            .max_payload = 1 << 20,
                            .dedupe_window_ms = 60000,
+                           .starvation_ms = starvation_ms,
+                           .policy = policy,
                            .clock = fx_clock,
                            .clock_ctx = f,
                            .models = models,
@@ -94,17 +97,27 @@ static int setup_cfg(void **state, uint32_t max_deliveries, const char *models, 
 
 static int setup_with(void **state, uint32_t max_deliveries)
 {
-    return setup_cfg(state, max_deliveries, NULL, 0);
+    return setup_full(state, max_deliveries, NULL, 0, NULL, 0);
 }
 
 static int setup_leases(void **state)
 {
-    return setup_cfg(state, 5, "llama", 1);
+    return setup_full(state, 5, NULL, 0, "llama", 1);
 }
 
 static int setup(void **state)
 {
     return setup_with(state, 5);
+}
+
+static int setup_seed(void **state)
+{
+    return setup_full(state, 5, "lanes-seed", DAEMON_STARVATION_DEFAULT, NULL, 0);
+}
+
+static int setup_lanes(void **state)
+{
+    return setup_full(state, 5, "lanes", DAEMON_STARVATION_DEFAULT, NULL, 0);
 }
 
 static int setup_dead_letter(void **state)
@@ -199,11 +212,11 @@ static codec_submit_reply_t *submit_reply(const fx_t *f, const char *reply)
     return r;
 }
 
-/* Registers a consumer; returns its id (static storage of the fixture's last Registered). */
-static void reg(fx_t *f, const char *model, uint32_t bs, uint32_t tokens, const char *name,
-                char id[33])
+/* Registers a consumer with Register's optional fields (0: absent); returns its id. */
+static void reg_full(fx_t *f, const char *model, uint32_t bs, uint32_t tokens, const char *name,
+                     uint32_t fixed_us, uint32_t token_ns, uint32_t cache, char id[33])
 {
-    codec_register_t r = {model, bs, tokens, 0, name};
+    codec_register_t r = {model, bs, tokens, 0, name, fixed_us, token_ns, cache};
     uint8_t *buf = NULL;
     size_t len = 0;
     assert_int_equal(codec_encode_register(&r, &buf, &len), CODEC_OK);
@@ -222,6 +235,13 @@ static void reg(fx_t *f, const char *model, uint32_t bs, uint32_t tokens, const 
     assert_string_equal(out->pull_subject, want);
     assert_int_equal(out->dead_after_ms, 5000);
     codec_registered_destroy(out);
+}
+
+/* Registers a consumer; returns its id (static storage of the fixture's last Registered). */
+static void reg(fx_t *f, const char *model, uint32_t bs, uint32_t tokens, const char *name,
+                char id[33])
+{
+    reg_full(f, model, bs, tokens, name, 0, 0, 0, id);
 }
 
 static void pull(fx_t *f, const char *id, uint32_t batches, uint32_t expires_ms, const char *inbox)
@@ -671,7 +691,8 @@ static void test_a_model_is_served_only_within_its_lease(void **state)
     assert_int_equal(r->results[0].status, CODEC_ITEM_REJECTED);
     assert_string_equal(r->results[0].reason, "not_owner");
     codec_submit_reply_destroy(r);
-    codec_register_t reg0 = {"llama", 8, 4096, 0, "gpu"};
+    codec_register_t reg0 = {
+        .model = "llama", .max_batch_size = 8, .max_batch_tokens = 4096, .name = "gpu"};
     uint8_t *buf = NULL;
     size_t len = 0;
     assert_int_equal(codec_encode_register(&reg0, &buf, &len), CODEC_OK);
@@ -802,6 +823,132 @@ static void test_a_stop_overtakes_the_backlog(void **state)
     assert_int_equal(count_on(f, "backlog.199"), 0);
 }
 
+/* ---- the scheduling policy ------------------------------------------------------------------
+ */
+
+/* The consumer's entry in the stats (json_decref the document). */
+static json_t *stats_consumer(json_t *doc, const char *id)
+{
+    json_t *all = json_object_get(doc, "consumers"), *c;
+    size_t i;
+    json_array_foreach(all, i, c)
+    {
+        if (strcmp(json_string_value(json_object_get(c, "id")), id) == 0)
+            return c;
+    }
+    fail_msg("consumer %s not in the stats", id);
+    return NULL;
+}
+
+/* Register's optional fields reach the scheduler: a declared cost is used as declared, an
+ * absent one is estimated (unknown until batches come back), an absent cache reads as 1. */
+static void test_register_cost_and_cache_reach_the_scheduler(void **state)
+{
+    fx_t *f = *state;
+    char declared[33], estimated[33];
+    reg_full(f, "llama", 8, 4096, "gpu-0", 5000, 10000, 2, declared);
+    reg(f, "llama", 8, 4096, "gpu-1", estimated);
+    json_t *doc = stats(f);
+    json_t *c = stats_consumer(doc, declared);
+    assert_false(json_is_true(json_object_get(c, "cost_estimated")));
+    assert_true(json_real_value(json_object_get(c, "cost_fixed_us")) == 5000.0);
+    assert_true(json_real_value(json_object_get(c, "cost_token_ns")) == 10000.0);
+    assert_int_equal(json_integer_value(json_object_get(c, "cache_shapes")), 2);
+    c = stats_consumer(doc, estimated);
+    assert_true(json_is_true(json_object_get(c, "cost_estimated")));
+    assert_true(json_is_null(json_object_get(c, "cost_fixed_us")));
+    assert_int_equal(json_integer_value(json_object_get(c, "cache_shapes")), 1);
+    json_decref(doc);
+}
+
+/* Three items of one shape in two lanes 20 tokens apart. The default policy sends one batch
+ * padded to the longest item to a consumer that declared its cost; the article's policy
+ * (--policy lanes-seed) sends the lanes apart. */
+static void merge_case(fx_t *f, size_t want_items)
+{
+    char id[33];
+    reg_full(f, "llama", 8, 8192, "gpu-0", 5000, 10000, 1, id);
+    submit(f, "llama", 0x91f47f2f45b64efd, 1000, "a", 0, 2, "sub.reply");
+    submit(f, "llama", 0x91f47f2f45b64efd, 980, "b", 0, 1, "sub.reply");
+    turn(f);
+    pull(f, id, 1, 1000, "inbox.1");
+    turn(f);
+    codec_batch_t *b = batch_on(f, "inbox.1");
+    assert_int_equal(b->n_items, want_items);
+    assert_int_equal(b->pad_to, 1000);
+    codec_batch_destroy(b);
+    json_t *doc = stats(f);
+    assert_int_equal(counter(doc, "merged_batches"), want_items == 3 ? 1 : 0);
+    json_decref(doc);
+}
+
+static void test_the_default_policy_merges_neighbouring_lanes(void **state)
+{
+    merge_case(*state, 3);
+}
+
+static void test_lanes_seed_sends_one_lane_per_batch(void **state)
+{
+    merge_case(*state, 2);
+}
+
+/* What ops shows: the GPU busy time the completions measured (dispatch to ack, the later of the
+ * two starts) and the queue waits, in the stats' counters. */
+static void test_gpu_time_and_waits_are_counted(void **state)
+{
+    fx_t *f = *state;
+    char id[33];
+    reg(f, "llama", 8, 8192, "gpu-0", id);
+    submit(f, "llama", 0x91f47f2f45b64efd, 100, "a", 0, 2, "sub.reply");
+    turn(f);
+    f->now += 40 * MS; /* the items wait 40 ms for a pull */
+    pull(f, id, 1, 1000, "inbox.1");
+    turn(f);
+    codec_batch_t *b = batch_on(f, "inbox.1");
+    uint64_t batch_id = b->batch_id;
+    codec_batch_destroy(b);
+    f->now += 25 * MS; /* the worker takes 25 ms */
+    codec_ack_reply_t *r = ack(f, id, batch_id, NULL, 0, true);
+    assert_int_equal(r->acked, 2);
+    codec_ack_reply_destroy(r);
+    json_t *doc = stats(f);
+    assert_int_equal(counter(doc, "gpu_busy_ns"), 25 * MS);
+    assert_int_equal(counter(doc, "gpu_busy_batches"), 1);
+    json_int_t p99 = counter(doc, "wait_p99_ns");
+    assert_true(p99 >= (json_int_t)(40 * MS) && p99 <= (json_int_t)(45 * MS)); /* 12.5% */
+    json_decref(doc);
+}
+
+/* A consumer that leaves takes its worker out of the scheduler (debug builds check that a dead
+ * consumer holds none): its entry keeps only the registry's figures. */
+static void test_a_consumer_that_leaves_leaves_no_worker(void **state)
+{
+    fx_t *f = *state;
+    char id[33];
+    reg_full(f, "llama", 8, 4096, "gpu-0", 5000, 10000, 2, id);
+    assert_int_equal(daemon_post(f->d, EV_BYE, id, "bye.reply", NULL, 0), 0);
+    turn(f);
+    json_t *doc = stats(f);
+    json_t *c = stats_consumer(doc, id);
+    assert_false(json_is_true(json_object_get(c, "alive")));
+    assert_null(json_object_get(c, "cost_fixed_us"));
+    json_decref(doc);
+}
+
+static void test_an_unknown_policy_is_refused(void **state)
+{
+    (void)state;
+    daemon_config_t cfg = {.prefix = "lanes",
+                           .store_memory = 1,
+                           .heartbeat_ms = 1000,
+                           .dead_after_ms = 5000,
+                           .ack_wait_ms = 8000,
+                           .policy = "fifo"};
+    daemon_t *d = NULL;
+    assert_int_equal(daemon_create(&cfg, &d), DAEMON_EINVAL);
+    assert_null(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -831,6 +978,16 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             test_a_message_handed_over_is_read_in_place_and_released_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_stop_overtakes_the_backlog, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_register_cost_and_cache_reach_the_scheduler, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_the_default_policy_merges_neighbouring_lanes,
+                                        setup_lanes, teardown),
+        cmocka_unit_test_setup_teardown(test_lanes_seed_sends_one_lane_per_batch, setup_seed,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_gpu_time_and_waits_are_counted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_consumer_that_leaves_leaves_no_worker, setup,
+                                        teardown),
+        cmocka_unit_test(test_an_unknown_policy_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

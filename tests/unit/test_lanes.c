@@ -287,6 +287,30 @@ static void test_targets_stay_sorted(void **state)
     lanes_destroy(l);
 }
 
+/* lanes_sorted_pos names an active lane's place in target order (what the lanes policy walks
+ * out from when it merges neighbours) and nothing for a lane that takes no items. */
+static void test_sorted_pos_is_the_place_in_target_order(void **state)
+{
+    (void)state;
+    lanes_t *l = new_lanes();
+    uint32_t lens[] = {500, 100, 900};
+    uint32_t lane[3];
+    for (int i = 0; i < 3; i++)
+        lane[i] = put(l, lens[i], 0).lane;
+    uint32_t pos = 99;
+    assert_true(lanes_sorted_pos(l, lane[1], &pos) && pos == 0);
+    assert_true(lanes_sorted_pos(l, lane[0], &pos) && pos == 1);
+    assert_true(lanes_sorted_pos(l, lane[2], &pos) && pos == 2);
+    for (uint32_t i = 0; i < lanes_sorted_count(l); i++)
+        assert_true(lanes_sorted_pos(l, lanes_sorted_lane(l, i), &pos) && pos == i);
+    lanes_tick(l, 6 * SEC); /* all three quiesce: no longer in the order */
+    pos = 99;
+    assert_false(lanes_sorted_pos(l, lane[0], &pos));
+    assert_int_equal(pos, 99);
+    assert_false(lanes_sorted_pos(l, 1000, &pos));
+    lanes_destroy(l);
+}
+
 static void test_does_not_quiesce_at_4_99_seconds(void **state)
 {
     (void)state;
@@ -504,6 +528,7 @@ int main(void)
         cmocka_unit_test(test_lane_target_rises_when_longer_item_joins),
         cmocka_unit_test(test_prefers_neighbour_with_smaller_waste_fraction),
         cmocka_unit_test(test_targets_stay_sorted),
+        cmocka_unit_test(test_sorted_pos_is_the_place_in_target_order),
         cmocka_unit_test(test_does_not_quiesce_at_4_99_seconds),
         cmocka_unit_test(test_quiesces_lane_with_3_items_after_5_seconds),
         cmocka_unit_test(test_does_not_quiesce_lane_with_4_items),

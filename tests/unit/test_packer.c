@@ -122,9 +122,30 @@ static void test_rejects_empty_input_and_zero_limits(void **state)
     assert_int_equal(r.count, 77); /* out untouched on failure */
 }
 
+/* The merge rule's arithmetic: the fixed cost saved against the padding added, both ways. */
+static void test_merge_saving_prices_the_padding_against_the_fixed_cost(void **state)
+{
+    (void)state;
+    packer_cost_t cost = {5000000.0, 10000.0}; /* 5 ms per batch, 10 us per padded token */
+    /* 3 shorter items (pad 984) into 2 items at 1000: they pad by 16 each */
+    assert_true(packer_merge_saving(&cost, 2, 1000, 3, 984) ==
+                5e6 - 1e4 * (5 * 1000 - 2000 - 2952));
+    /* 1 longer item (pad 1016) over 4 items at 1000: those 4 pad up by 16 each */
+    assert_true(packer_merge_saving(&cost, 4, 1000, 1, 1016) ==
+                5e6 - 1e4 * (5 * 1016 - 4000 - 1016));
+    /* the same pad: nothing added, the whole fixed cost saved */
+    assert_true(packer_merge_saving(&cost, 3, 512, 2, 512) == 5e6);
+    /* far apart: the padding outweighs the batch saved */
+    assert_true(packer_merge_saving(&cost, 1, 4096, 1, 1024) < 0.0);
+    /* a worker with no fixed cost never gains by merging */
+    packer_cost_t free_batches = {0.0, 10000.0};
+    assert_true(packer_merge_saving(&free_batches, 1, 1000, 1, 992) < 0.0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_merge_saving_prices_the_padding_against_the_fixed_cost),
         cmocka_unit_test(test_pad_multiple_is_8),
         cmocka_unit_test(test_pad_to_is_longest_in_batch_rounded_up_to_8),
         cmocka_unit_test(test_pad_to_ignores_longer_items_left_in_queue),

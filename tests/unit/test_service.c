@@ -134,7 +134,8 @@ static void submit(fx_t *f, const char *model, uint32_t tokens, const char *id, 
 
 static codec_registered_t *reg(fx_t *f, const char *model, uint32_t bs, uint32_t bt)
 {
-    codec_register_t r = {model, bs, bt, 0, "gpu"};
+    codec_register_t r = {
+        .model = model, .max_batch_size = bs, .max_batch_tokens = bt, .name = "gpu"};
     uint8_t *buf = NULL;
     size_t len = 0;
     assert_int_equal(codec_encode_register(&r, &buf, &len), CODEC_OK);

@@ -8,8 +8,11 @@
  *                     with padded tokens, and an LRU prefix cache of the last C shapes it served
  *   sim.c             sim mode: one trace through several policies in simulated time (with
  *                     sim_queue.c, sim_state.c; sim_int.h)
- *   report.c          the sim table and JSON results (report_svg.c: the chart; report_int.h)
- *   main.c            the command line; sim mode's driver
+ *   sweep.c           sweep mode: every policy at a range of loads, capacity at an SLO
+ *   report.c          the sim tables (report_claims.c the checks, report_json.c the JSON,
+ *                     report_svg.c the chart, report_sweep.c the sweep's; report_int.h)
+ *   args.c            sim's and sweep's flags and the workload they name (args_int.h)
+ *   main.c            the command line; sim's and sweep's drivers
  *
  * The NATS modes have headers of their own: live.h (live.c), baseline.h (baseline.c) and the
  * layer both share, net.h (net*.c). This header and the files above never include them.
@@ -131,14 +134,17 @@ typedef enum {
     SIM_FIFO = 0,     /* one queue per model, no length or shape awareness */
     SIM_POW2,         /* per shape, power-of-two length buckets */
     SIM_RANGE64,      /* per shape, fixed 64-token ranges */
-    SIM_LANES_128,    /* rolling lanes (the project's scheduler), 128-lane budget */
-    SIM_LANES_2048,   /* rolling lanes, 2,048 (the daemon's budget) */
-    SIM_LANES_STARVE, /* rolling lanes, 2,048, starvation bound on */
+    SIM_LANES_128,    /* the article's policy with its earlier 128-lane budget */
+    SIM_LANES_SEED,   /* the article's policy (SCHED_POLICY_SEED), 2,048 lanes, no bound */
+    SIM_LANES_STARVE, /* lanes-seed with the starvation bound on */
+    SIM_LANES,        /* the daemon's default policy (SCHED_POLICY_LANES) */
     SIM_POLICY_COUNT
 } sim_policy_t;
 
-/* "fifo", "pow2", "range64", "lanes-128", "lanes-2048", "lanes-starve"; static storage. */
+/* "fifo", "pow2", "range64", "lanes-128", "lanes-seed", "lanes-starve", "lanes"; static. */
 const char *sim_policy_name(sim_policy_t policy);
+/* The policy named `name` (also "lanes-2048", lanes-seed's earlier name); -1 if none. */
+int sim_policy_from_name(const char *name);
 /* 1 for the rolling-lane policies (the project's scheduler), 0 for the baselines. */
 int sim_policy_is_lanes(sim_policy_t policy);
 
@@ -146,17 +152,23 @@ typedef struct {
     uint32_t workers_per_model; /* simulated GPU workers per model, all with `gpu` */
     gpu_config_t gpu;
     uint64_t starvation_ns; /* SIM_LANES_STARVE's bound */
-    uint64_t sample_ns;     /* sampling period; also the scheduler's maintenance tick */
+    uint64_t age_bound_ns;  /* SIM_LANES's age bound (0 = off) */
+    /* SIM_LANES's workers: 1 = they declare their cost in Register (gpu's figures), 0 = they do
+     * not and the scheduler estimates it from their batches' times. */
+    int declare_cost;
+    double merge_credit; /* SIM_LANES's sched_config_t.merge_credit (0 = the default) */
+    uint64_t sample_ns;  /* sampling period; also the scheduler's maintenance tick */
 } sim_config_t;
 
 /* One sample, taken every sample_ns of simulated time. */
 typedef struct {
     double t_s;
-    uint32_t queues;        /* lanes (rolling lanes) or queues (the others) in use, summed */
-    uint32_t queues_max;    /* the most any one shape (FIFO: model) had */
-    uint32_t queued_items;  /* waiting, not in flight */
-    uint64_t padded, real;  /* tokens of the batches dispatched since the previous sample */
-    uint64_t batches, hits; /* ditto */
+    uint32_t queues;         /* lanes (rolling lanes) or queues (the others) in use, summed */
+    uint32_t queues_max;     /* the most any one shape (FIFO: model) had */
+    uint32_t queued_items;   /* waiting, not in flight */
+    uint64_t padded, real;   /* tokens of the batches dispatched since the previous sample */
+    uint64_t batches, hits;  /* ditto */
+    uint64_t opened, reuses; /* lanes (queues) opened and items into existing ones, ditto */
 } sim_sample_t;
 
 typedef struct {
@@ -170,6 +182,11 @@ typedef struct {
     double queues_mean;
     uint64_t opened, reuses; /* lanes opened / items into an existing lane; or queue creations */
     uint64_t force_fits, quiesced, shape_switches, preemptions; /* rolling lanes only */
+    uint64_t merged_batches, merged_lanes; /* `lanes`: batches merged across lanes, lanes added */
+    /* `lanes`: the cost the scheduler packed with at the end of the run (the first worker's;
+     * estimated from its batches unless they declared it) */
+    double cost_fixed_ns, cost_token_ns;
+    int cost_known, cost_estimated;
     uint32_t shapes, shapes_full; /* shapes seen; those whose lanes in use reached the budget */
     double arrival_s;             /* the trace's duration: the denominator of the rates */
     uint64_t end_ns;              /* when the last batch completed */
@@ -191,6 +208,53 @@ int sim_run(const sim_config_t *cfg, const wl_item_t *items, size_t n, sim_polic
             sim_result_t *out /* out */);
 void sim_result_free(sim_result_t *result);
 
+/* ---- sweep mode (sweep.c) ------------------------------------------------------------------ */
+
+#define SWEEP_LOADS_MAX 64u
+
+/* One policy at one load: the figures the sweep prints. */
+typedef struct {
+    int ran, ok;
+    uint64_t busy_ns, batches, wait_p50_ns, wait_p99_ns, wait_max_ns;
+    double waste_pct, hit_pct, items_per_batch, offered_pct;
+    int64_t token_diff;
+} sweep_cell_t;
+
+typedef struct {
+    /* The trace at a load (percent): a preset drawn again at that rate, or a trace file's
+     * arrival times stretched. 0, or -1 with a message on stderr. *items returned to free(). */
+    int (*trace_at)(void *ctx, double load_pct, wl_config_t *wl /* out */,
+                    wl_item_t **items /* out */, size_t *n /* out */);
+    void *ctx;
+    const sim_config_t *sim;
+    const int *policies; /* SIM_POLICY_COUNT flags */
+    const double *loads; /* ascending, percent */
+    size_t n_loads;
+    uint64_t slo_ns;
+    const char *json, *svg, *command;
+    int claims;
+} sweep_args_t;
+
+typedef struct {
+    wl_config_t wl; /* the trace at the first load (preset, seed, shapes) */
+    const sweep_args_t *args;
+    sweep_cell_t cells[SWEEP_LOADS_MAX][SIM_POLICY_COUNT];
+    double wall_s;
+} sweep_t;
+
+/* Runs every selected policy at every load and prints the table, the capacities and (with
+ * args->claims) the checks; writes the JSON and the chart when asked. Returns the exit status:
+ * 0, 1 when a run broke an invariant or a check said NO under --claims, 2 on a setup failure. */
+int sweep_run(const sweep_args_t *args);
+/* The highest load at which the policy's p99 wait stays within the SLO, linear between the
+ * sweep's points (sweep.c says how): 1 when it crossed the SLO inside the range, 0 when it never
+ * did (*out = the highest load: at least that), -1 when it was over it at the first load (*out
+ * = the first load: at most that). */
+int sweep_capacity(const sweep_t *sw, sim_policy_t p, double *out /* out */);
+/* The offered load of a trace in percent, as sim's header computes it (each item costed at a
+ * full batch of its own length, over the trace's arrival window and sim's workers). */
+double sweep_offered(const sim_config_t *sim, const wl_item_t *items, size_t n);
+
 /* ---- report (report.c) -------------------------------------------------------------------- */
 
 typedef struct {
@@ -207,6 +271,10 @@ typedef struct {
 int report_table_print(FILE *f, const report_t *rep);
 int report_json_write(const char *path, const report_t *rep); /* 0 on success */
 int report_svg_write(const char *path, const report_t *rep);  /* 0 on success */
+/* The sweep's table, capacities and checks (returns how many said NO); JSON and chart. */
+int report_sweep_print(FILE *f, const sweep_t *sw);
+int report_sweep_json_write(const char *path, const sweep_t *sw); /* 0 on success */
+int report_sweep_svg_write(const char *path, const sweep_t *sw);  /* 0 on success */
 /* 100 * num / den, 0 when den is 0: every mode's waste and hit percentages. */
 double report_pct(uint64_t num, uint64_t den);
 /* Writes s (borrowed) as a quoted, escaped JSON string: shared by every mode's JSON output. */

@@ -220,6 +220,11 @@ static void *live_worker_main(void *arg)
     kc.max_batch_tokens = o->gpu.max_batch_tokens;
     kc.max_input_tokens = o->gpu.max_input_tokens;
     kc.name = name;
+    kc.cache_shapes = o->gpu.cache_shapes;
+    if (o->declare_cost) { /* Register's cost fields: the simulated worker's, in wall time */
+        kc.batch_fixed_us = (uint32_t)((double)o->gpu.batch_fixed_ns * o->time_scale / 1000.0);
+        kc.token_ns = (uint32_t)(o->gpu.ns_per_padded_token * o->time_scale + 0.5);
+    }
     kc.request_timeout_ms = LIVE_ACK_TIMEOUT_MS;
     kc.request_retries = 2;
     kc.pull_max_batches = 1;
@@ -283,9 +288,9 @@ static void live_threads_error_print(const live_thread_t *xs, size_t n, const ch
             fprintf(stderr, "lanesched-bench: %s %zu: %s\n", what, i, xs[i].error);
 }
 
-/* The daemon at daemon_pid (0: unknown) serves prefix on url; level names the run. */
+/* The daemon at daemon_pid (0: unknown) serves prefix on url; level and policy name the run. */
 static int live_run(const net_opts_t *o, const net_trace_t *t, const char *url, const char *level,
-                    int daemon_pid, net_result_t *res)
+                    const char *policy, int daemon_pid, net_result_t *res)
 {
     int rc = -1;
     net_run_t run;
@@ -298,7 +303,10 @@ static int live_run(const net_opts_t *o, const net_trace_t *t, const char *url, 
     memset(res, 0, sizeof(*res));
     snprintf(res->system, sizeof(res->system), "lanesched");
     snprintf(res->durability, sizeof(res->durability), "%s", level);
-    snprintf(label, sizeof(label), "lanesched %s", level);
+    snprintf(res->policy, sizeof(res->policy), "%s", policy);
+    snprintf(label, sizeof(label), "lanesched %s %s", policy, level);
+    char run_name[48];
+    snprintf(run_name, sizeof(run_name), "%s-%s", level, policy);
     char kind = strcmp(level, "process") == 0 ? 'p' : strcmp(level, "power") == 0 ? 'w' : 'x';
     if (net_run_init(&run, o, t, url, kind) != 0) {
         snprintf(res->error, sizeof(res->error), "out of memory");
@@ -423,7 +431,7 @@ static int live_run(const net_opts_t *o, const net_trace_t *t, const char *url, 
         if (daemon_pid > 0 && net_daemon_exited()) {
             net_progress_end(&run);
             fprintf(stderr, "lanesched-bench: %s: lanesched exited during the run\n", label);
-            net_daemon_log_print(level);
+            net_daemon_log_print(run_name);
             daemon_pid = 0;
             break;
         }
@@ -482,20 +490,28 @@ int live_main(int argc, char **argv)
         return net_session_close(&s);
     const net_opts_t *o = &s.opts;
     static const char *const levels[] = {"process", "power"};
-    for (int l = 0; l < 2 && !net_stopping(NULL); l++) {
-        if (o->url == NULL && !(o->durability & (1u << l)))
+    static const char *const policies[] = {"lanes", "lanes-seed"};
+    for (int p = 0; p < 2 && !net_stopping(NULL); p++) {
+        if (o->url == NULL && !(o->policies & (1u << p)))
             continue;
-        const char *level = o->url != NULL ? "existing" : levels[l];
-        int pid = 0;
-        if (o->url == NULL) {
-            if (net_daemon_start(o, level, s.err, sizeof(s.err)) != 0)
-                return net_session_close(&s);
-            pid = net_daemon_pid();
+        for (int l = 0; l < 2 && !net_stopping(NULL); l++) {
+            if (o->url == NULL && !(o->durability & (1u << l)))
+                continue;
+            const char *level = o->url != NULL ? "existing" : levels[l];
+            const char *policy = o->url != NULL ? "existing" : policies[p];
+            int pid = 0;
+            if (o->url == NULL) {
+                if (net_daemon_start(o, level, policy, s.err, sizeof(s.err)) != 0)
+                    return net_session_close(&s);
+                pid = net_daemon_pid();
+            }
+            net_result_t res;
+            live_run(o, &s.trace, net_url(), level, policy, pid, &res);
+            net_session_result_add(&s, &res);
+            net_daemon_stop();
+            if (o->url != NULL)
+                break;
         }
-        net_result_t res;
-        live_run(o, &s.trace, net_url(), level, pid, &res);
-        net_session_result_add(&s, &res);
-        net_daemon_stop();
         if (o->url != NULL)
             break;
     }

@@ -28,13 +28,16 @@
 #define NET_PRINT_MS         1000u  /* the progress line on a terminal */
 #define NET_READY_MS         15000u /* every worker registered */
 #define NET_STOP_GRACE_MS    10000u /* SIGTERM, then SIGKILL */
-#define NET_RESULTS_MAX      3u     /* process, power, JetStream */
+#define NET_RESULTS_MAX      5u     /* per policy: process, power; JetStream */
 #define NET_STATS_TIMEOUT_MS 2000   /* one lanes.stats request */
 
 /* ---- options and trace (net_args.c, net_session.c) ---------------------------------------- */
 
 #define NET_DURABILITY_PROCESS 1u
 #define NET_DURABILITY_POWER   2u
+/* lanesched's scheduling policies a live run compares (--policies). */
+#define NET_POLICY_LANES 1u
+#define NET_POLICY_SEED  2u
 
 typedef struct {
     const char *preset, *trace_in, *trace_out;
@@ -43,6 +46,8 @@ typedef struct {
     const char *url;   /* NULL: the bench starts nats-server (and lanesched) itself */
     const char *prefix, *nats_server, *lanesched;
     unsigned durability;    /* NET_DURABILITY_* bits */
+    unsigned policies;      /* NET_POLICY_* bits: one lanesched run per policy and level */
+    bool declare_cost;      /* the workers send their simulated cost in Register (--cost) */
     bool baseline;          /* live: the JetStream baseline too, and the items/s ratio */
     uint32_t workers;       /* simulated workers per model */
     uint32_t batch;         /* items per Submit; JetStream publishes per wait for their acks */
@@ -148,16 +153,18 @@ bool net_stopping(const net_run_t *run);
 const char *net_url(void);
 /* The nats-server the bench started, 0 with --url. */
 int net_server_pid(void);
-/* lanesched --durability level with a fresh data directory; waits for "lanesched: ready".
+/* lanesched --durability level --policy policy with a fresh data directory; waits for
+ * "lanesched: ready".
  * 0, or -1 with err set. */
-int net_daemon_start(const net_opts_t *o, const char *level, char *err, size_t errlen);
+int net_daemon_start(const net_opts_t *o, const char *level, const char *policy, char *err,
+                     size_t errlen);
 /* The lanesched the bench started (0: none); whether it exited (then it is reaped, pid 0). */
 int net_daemon_pid(void);
 bool net_daemon_exited(void);
 /* SIGTERM, NET_STOP_GRACE_MS, SIGKILL. */
 void net_daemon_stop(void);
-/* The tail of lanesched's log for that level, on stderr. */
-void net_daemon_log_print(const char *level);
+/* The tail of lanesched's log for that run ("<level>-<policy>"), on stderr. */
+void net_daemon_log_print(const char *run);
 
 /* ---- results (net_result.c) ----------------------------------------------------------------- */
 
@@ -174,6 +181,7 @@ typedef struct {
 typedef struct {
     char system[16];
     char durability[16];
+    char policy[16]; /* lanesched's --policy; "" for JetStream */
     bool ran;
     char error[256];
     uint64_t accepted, accepted_tokens, duplicates, failed, served, redelivered, foreign;

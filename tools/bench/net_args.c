@@ -47,7 +47,11 @@ static void net_help(FILE *f, bool baseline)
               "  --durability L         process, power or both: one run each (default both;\n"
               "                         with --url the running daemon's, one run)\n"
               "  --baseline             also run the JetStream baseline on the same trace and\n"
-              "                         print the end-to-end items/s ratio lanesched / JetStream\n",
+              "                         print the end-to-end items/s ratio lanesched / JetStream\n"
+              "  --policies LIST        lanesched's --policy per run: lanes, lanes-seed or both\n"
+              "                         (default lanes,lanes-seed; with --url the running one's)\n"
+              "  --cost declared|estimate  the workers send their cost in Register, or leave it\n"
+              "                         to the daemon's estimate (default declared)\n",
               f);
     fputs("Load:\n"
           "  --workers N            simulated GPU workers per model (default 2)\n"
@@ -122,14 +126,16 @@ static bool net_double_parse(const char *flag, const char *text, double min, dou
 int net_args_parse(int argc, char **argv, bool baseline, net_opts_t *o, char *self_dir_bin,
                    size_t self_len)
 {
-    static const char *const live_only[] = {"--lanesched", "--prefix", "--durability",
-                                            "--baseline"};
+    static const char *const live_only[] = {"--lanesched", "--prefix",   "--durability",
+                                            "--baseline",  "--policies", "--cost"};
     memset(o, 0, sizeof(*o));
     o->preset = "steady";
     o->seed = 1;
     o->prefix = LC_DEFAULT_PREFIX;
     o->nats_server = "nats-server";
     o->durability = NET_DURABILITY_PROCESS | NET_DURABILITY_POWER;
+    o->policies = NET_POLICY_LANES | NET_POLICY_SEED;
+    o->declare_cost = true;
     o->workers = 2;
     o->batch = 16;
     o->time_scale = 1.0;
@@ -197,6 +203,31 @@ int net_args_parse(int argc, char **argv, bool baseline, net_opts_t *o, char *se
                 fprintf(stderr, "lanesched-bench: --durability: process, power or both\n");
                 return -1;
             }
+        } else if (NET_VALUE("--policies")) {
+            if (r < 0)
+                return -1;
+            o->policies = 0;
+            char buf[64];
+            snprintf(buf, sizeof(buf), "%s", v);
+            char *save = NULL;
+            for (char *w = strtok_r(buf, ",", &save); w != NULL; w = strtok_r(NULL, ",", &save)) {
+                unsigned bit = strcmp(w, "lanes") == 0        ? NET_POLICY_LANES
+                               : strcmp(w, "lanes-seed") == 0 ? NET_POLICY_SEED
+                                                              : 0;
+                if (bit == 0) {
+                    fprintf(stderr, "lanesched-bench: --policies: lanes, lanes-seed\n");
+                    return -1;
+                }
+                o->policies |= bit;
+            }
+        } else if (NET_VALUE("--cost")) {
+            if (r < 0)
+                return -1;
+            if (strcmp(v, "declared") != 0 && strcmp(v, "estimate") != 0) {
+                fprintf(stderr, "lanesched-bench: --cost: declared or estimate\n");
+                return -1;
+            }
+            o->declare_cost = strcmp(v, "declared") == 0;
         } else if (NET_VALUE("--workers")) {
             if (r < 0 || !net_u64_parse("--workers", v, 1, 256, &u))
                 return -1;

@@ -169,25 +169,27 @@ static int net_nats_start(const net_opts_t *o, char *err, size_t errlen)
     return -1;
 }
 
-void net_daemon_log_print(const char *level)
+void net_daemon_log_print(const char *run)
 {
     char log[NET_PATH_MAX + 48];
-    snprintf(log, sizeof(log), "%s/lanesched-%s.log", g_tmp, level);
+    snprintf(log, sizeof(log), "%s/lanesched-%s.log", g_tmp, run);
     net_file_tail_print("lanesched log", log);
 }
 
-int net_daemon_start(const net_opts_t *o, const char *level, char *err, size_t errlen)
+int net_daemon_start(const net_opts_t *o, const char *level, const char *policy, char *err,
+                     size_t errlen)
 {
     char bin[NET_PATH_MAX], data[NET_PATH_MAX + 32], log[NET_PATH_MAX + 48];
     if (test_spawn_program_find(o->lanesched, bin, sizeof(bin)) != TEST_SPAWN_OK) {
         snprintf(err, errlen, "%.300s: not found or not executable (--lanesched)", o->lanesched);
         return -1;
     }
-    snprintf(data, sizeof(data), "%s/data-%s", g_tmp, level);
-    snprintf(log, sizeof(log), "%s/lanesched-%s.log", g_tmp, level);
-    char *argv[] = {
-        bin,        "--server",        g_url, "--data-dir", data, "--durability", (char *)level,
-        "--prefix", (char *)o->prefix, NULL};
+    snprintf(data, sizeof(data), "%s/data-%s-%s", g_tmp, level, policy);
+    snprintf(log, sizeof(log), "%s/lanesched-%s-%s.log", g_tmp, level, policy);
+    char *argv[] = {bin,           "--server",     g_url,
+                    "--data-dir",  data,           "--durability",
+                    (char *)level, "--prefix",     (char *)o->prefix,
+                    "--policy",    (char *)policy, NULL};
     struct stat sb;
     long from = stat(log, &sb) == 0 ? (long)sb.st_size : 0;
     test_spawn_opts_t opts;

@@ -113,8 +113,8 @@ void net_result_print(const net_result_t *r, const net_trace_t *t, const net_opt
 {
     char p50[32], p99[32], pmax[32], s50[32], s99[32];
     bool lanes = strcmp(r->system, "lanesched") == 0;
-    printf("\n== %s%s%s\n", lanes ? "lanesched, durability " : "JetStream work queue, ",
-           r->durability, lanes ? "" : " storage");
+    printf("\n== %s%s%s%s\n", lanes ? "lanesched, durability " : "JetStream work queue, ",
+           r->durability, lanes ? ", policy " : " storage", lanes ? r->policy : "");
     if (!r->ran) {
         printf("not run: %s\n", r->error);
         return;
@@ -207,6 +207,8 @@ static void net_json_result(FILE *f, const net_result_t *r)
     report_json_str(f, r->system);
     fputs(",\"durability\":", f);
     report_json_str(f, r->durability);
+    fputs(",\"policy\":", f);
+    report_json_str(f, r->policy);
     fprintf(f, ",\"ran\":%s", r->ran ? "true" : "false");
     if (!r->ran) {
         fputs(",\"error\":", f);
@@ -232,9 +234,12 @@ static void net_json_result(FILE *f, const net_result_t *r)
     net_json_num(f, "shape_hit_rate_pct", r->hit_pct, true);
     fprintf(f,
             ",\"batches\":%" PRIu64 ",\"padded_tokens\":%" PRIu64 ",\"real_tokens\":%" PRIu64
-            ",\"hits\":%" PRIu64 ",\"gpu_busy_s\":%.3f,\"peak_held_items\":%" PRIu64,
+            ",\"hits\":%" PRIu64 ",\"gpu_busy_s\":%.3f,\"gpu_busy_ns\":%" PRIu64
+            ",\"items_per_batch\":%.3f,\"peak_held_items\":%" PRIu64,
             r->tally.batches, r->tally.padded_tokens, r->tally.real_tokens, r->tally.hits,
-            (double)r->tally.busy_ns / 1e9, r->peak_queued);
+            (double)r->tally.busy_ns / 1e9, r->tally.busy_ns,
+            r->tally.batches ? (double)r->tally.items / (double)r->tally.batches : 0.0,
+            r->peak_queued);
     if (r->rss_base_kb >= 0)
         fprintf(f, ",\"rss_base_kb\":%ld,\"rss_peak_kb\":%ld", r->rss_base_kb, r->rss_peak_kb);
     net_json_num(f, "bytes_per_held_item", r->bytes_per_item, true);

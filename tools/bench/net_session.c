@@ -146,13 +146,31 @@ void net_session_report(net_session_t *s)
     for (size_t i = 0; i < n_res; i++)
         if (strcmp(res[i].system, "jetstream") == 0 && res[i].ran && res[i].items_per_s > 0)
             js = &res[i];
+    /* The figures that decide, run by run (issue 10): the simulated workers' GPU busy time and
+     * the queue wait, then what the GPU saw (items per batch, waste, hit rate). */
+    printf("\n== the figures that decide, per run (same trace, same simulated workers)\n");
+    printf("%-28s %9s %8s %10s %10s %10s %8s %7s\n", "run", "gpu.s", "items/b", "wait.p50",
+           "wait.p99", "wait.max", "waste%", "hit%");
+    for (size_t i = 0; i < n_res; i++) {
+        const net_result_t *r = &res[i];
+        if (!r->ran)
+            continue;
+        char name[64];
+        snprintf(name, sizeof(name), "%s %s%s%s",
+                 strcmp(r->system, "jetstream") == 0 ? "jetstream" : "lanesched", r->durability,
+                 r->policy[0] ? " " : "", r->policy);
+        printf("%-28s %9.2f %8.2f %8.1fms %8.1fms %8.1fms %8.2f %7.2f\n", name,
+               (double)r->tally.busy_ns / 1e9,
+               r->tally.batches ? (double)r->tally.items / (double)r->tally.batches : 0.0,
+               r->wait_p50_ms, r->wait_p99_ms, r->wait_max_ms, r->waste_pct, r->hit_pct);
+    }
     if (js != NULL && n_res > 1) {
         printf("\n== end-to-end items/s, lanesched / JetStream (same trace, same workers; "
                "JetStream acks are fire-and-forget)\n");
         for (size_t i = 0; i < n_res; i++)
             if (strcmp(res[i].system, "lanesched") == 0 && res[i].ran)
-                printf("%-9s %10.1f / %.1f = %.3f\n", res[i].durability, res[i].items_per_s,
-                       js->items_per_s, res[i].items_per_s / js->items_per_s);
+                printf("%-9s %-11s %10.1f / %.1f = %.3f\n", res[i].durability, res[i].policy,
+                       res[i].items_per_s, js->items_per_s, res[i].items_per_s / js->items_per_s);
     }
     printf("\n%s\n", net_stopping(NULL) ? "interrupted: the figures above are partial"
                      : ok

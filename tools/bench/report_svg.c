@@ -20,16 +20,10 @@
 
 #define REPORT_WASTE_BINS 60u /* points of the waste-over-time line */
 
-#define SVG_W     980.0
-#define SVG_LEFT  80.0
-#define SVG_RIGHT 40.0
-#define SVG_FONT  "font-family=\"DejaVu Sans, Arial, Helvetica, sans-serif\""
 #define SVG_WASTE "#d95f02"
 #define SVG_HIT   "#1b9e77"
 #define SVG_L128  "#e7298a"
 #define SVG_L2048 "#4c56b8"
-#define SVG_GRID  "#dddddd"
-#define SVG_AXIS  "#444444"
 
 /* A step of 1, 2 or 5 x 10^k giving about `ticks` ticks up to max. */
 static double svg_nice_step(double max, int ticks)
@@ -40,8 +34,8 @@ static double svg_nice_step(double max, int ticks)
     return (f <= 1.0 ? 1.0 : f <= 2.0 ? 2.0 : f <= 5.0 ? 5.0 : 10.0) * mag;
 }
 
-static void svg_text(FILE *f, double x, double y, const char *anchor, double size,
-                     const char *weight, const char *fill, const char *text)
+void svg_text(FILE *f, double x, double y, const char *anchor, double size, const char *weight,
+              const char *fill, const char *text)
 {
     fprintf(f,
             "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\" font-size=\"%.0f\" "
@@ -104,8 +98,7 @@ static void svg_x_axis_time(FILE *f, double left, double top, double w, double h
     svg_text(f, left + w / 2, top + h + 38, "middle", 13, "normal", SVG_AXIS, "simulated time (s)");
 }
 
-static void svg_legend_item(FILE *f, double x, double y, const char *color, int line,
-                            const char *text)
+void svg_legend_item(FILE *f, double x, double y, const char *color, int line, const char *text)
 {
     if (line)
         fprintf(f,
@@ -167,7 +160,7 @@ static void svg_bars(FILE *f, const report_t *rep, double top, double h)
 static void svg_lanes(FILE *f, const report_t *rep, double top, double h)
 {
     double left = SVG_LEFT, w = SVG_W - SVG_LEFT - SVG_RIGHT;
-    const sim_result_t *rs[2] = {report_find(rep, SIM_LANES_128), report_find(rep, SIM_LANES_2048)};
+    const sim_result_t *rs[2] = {report_find(rep, SIM_LANES_128), report_find(rep, SIM_LANES_SEED)};
     const char *colors[2] = {SVG_L128, SVG_L2048};
     double xmax = 1.0, ymax = 1.0;
     for (int k = 0; k < 2; k++) {
@@ -232,7 +225,7 @@ static void svg_lanes(FILE *f, const report_t *rep, double top, double h)
 static void svg_waste(FILE *f, const report_t *rep, double top, double h)
 {
     double left = SVG_LEFT, w = SVG_W - SVG_LEFT - SVG_RIGHT;
-    const sim_result_t *rs[2] = {report_find(rep, SIM_LANES_128), report_find(rep, SIM_LANES_2048)};
+    const sim_result_t *rs[2] = {report_find(rep, SIM_LANES_128), report_find(rep, SIM_LANES_SEED)};
     const char *colors[2] = {SVG_L128, SVG_L2048};
     double xmax = 1.0;
     for (int k = 0; k < 2; k++) {

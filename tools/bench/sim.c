@@ -70,13 +70,26 @@ const char *sim_policy_name(sim_policy_t policy)
         return "range64";
     case SIM_LANES_128:
         return "lanes-128";
-    case SIM_LANES_2048:
-        return "lanes-2048";
+    case SIM_LANES_SEED:
+        return "lanes-seed";
     case SIM_LANES_STARVE:
         return "lanes-starve";
+    case SIM_LANES:
+        return "lanes";
     default:
         return "unknown";
     }
+}
+
+int sim_policy_from_name(const char *name)
+{
+    if (strcmp(name, "lanes-2048") == 0)
+        return SIM_LANES_SEED;
+    for (int p = 0; p < SIM_POLICY_COUNT; p++) {
+        if (strcmp(name, sim_policy_name((sim_policy_t)p)) == 0)
+            return p;
+    }
+    return -1;
 }
 
 void sim_config_default(sim_config_t *cfg)
@@ -84,6 +97,8 @@ void sim_config_default(sim_config_t *cfg)
     *cfg = (sim_config_t){
         .workers_per_model = 2,
         .starvation_ns = 2000000000ull,
+        .age_bound_ns = SCHED_AGE_BOUND_DEFAULT_NS,
+        .declare_cost = 1,
         .sample_ns = LANES_TICK_NS,
     };
     gpu_config_default(&cfg->gpu);
@@ -103,7 +118,7 @@ void sim_fail(sim_t *s, const char *fmt, ...)
 
 int sim_policy_is_lanes(sim_policy_t p)
 {
-    return p == SIM_LANES_128 || p == SIM_LANES_2048 || p == SIM_LANES_STARVE;
+    return p == SIM_LANES_128 || p == SIM_LANES_SEED || p == SIM_LANES_STARVE || p == SIM_LANES;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -167,11 +182,16 @@ static int sim_dispatch(sim_t *s, sim_worker_t *w)
 {
     uint64_t hits_before = gpu_stats(w->gpu)->hits;
     if (sim_policy_is_lanes(s->policy)) {
-        sched_consumer_t c = {.model = wl_model_name(w->model), .contract = s->contract};
+        sched_consumer_t c = {
+            .model = wl_model_name(w->model), .contract = s->contract, .worker = w->worker};
         sched_batch_t b;
         sched_status_t st = sched_fill(s->sched, &c, &b);
-        if (st == SCHED_EEMPTY)
+        if (st == SCHED_EEMPTY) {
+            uint64_t retry = sched_retry_ns(s->sched);
+            if (retry > s->now && (s->wake_ns <= s->now || retry < s->wake_ns))
+                s->wake_ns = retry;
             return 0;
+        }
         if (st != SCHED_OK) {
             sim_fail(s, "sched_fill: %s", sched_status_str(st));
             return -1;
@@ -300,12 +320,21 @@ static void sim_lanes_visit(void *ctx, const char *model, uint64_t signature, co
 static int sim_sample(sim_t *s)
 {
     sim_lane_count_t c = {s, 0, 0};
+    uint64_t opened, reuses;
     if (sim_policy_is_lanes(s->policy)) {
         sched_tick(s->sched);
         sched_shapes_visit(s->sched, sim_lanes_visit, &c);
+        opened = sched_counters(s->sched)->lanes_opened;
+        reuses = sched_counters(s->sched)->lane_reuses;
     } else {
         sim_base_count(s, &c.sum, &c.max);
+        opened = s->r->opened;
+        reuses = s->r->reuses;
     }
+    s->win.opened = opened - s->opened_before;
+    s->win.reuses = reuses - s->reuses_before;
+    s->opened_before = opened;
+    s->reuses_before = reuses;
     sim_result_t *r = s->r;
     if (r->n_series == s->series_cap) {
         size_t cap = s->series_cap ? s->series_cap * 2 : 256;
@@ -368,6 +397,16 @@ static void sim_finish(sim_t *s)
         r->quiesced = c->lanes_quiesced;
         r->shape_switches = c->shape_switches;
         r->preemptions = c->starvation_preemptions;
+        r->merged_batches = c->merged_batches;
+        r->merged_lanes = c->merged_lanes;
+        if (s->n_workers != 0 && s->workers[0].worker != NULL) {
+            sched_worker_info_t wi;
+            sched_worker_info(s->workers[0].worker, &wi);
+            r->cost_known = wi.known;
+            r->cost_estimated = wi.estimated;
+            r->cost_fixed_ns = wi.cost.fixed_ns;
+            r->cost_token_ns = wi.cost.token_ns;
+        }
         if (c->tokens_received != r->tokens_in || c->tokens_completed != r->tokens_in ||
             c->items_completed != r->items_in || c->padded_tokens != r->padded_tokens ||
             c->real_tokens != r->real_tokens || store_pending_count(s->store) != 0)
@@ -406,8 +445,10 @@ static int sim_loop(sim_t *s)
             int got = sim_dispatch(s, w);
             if (got < 0)
                 return -1;
-            /* 0: this model has nothing; its other idle workers would find nothing either */
-            while (got == 0 && k + 1 < s->n_workers && s->workers[k + 1].model == w->model)
+            /* 0: this model has nothing; its other idle workers would find nothing either,
+             * except under cache affinity, where each worker chooses for itself */
+            while (got == 0 && w->worker == NULL && k + 1 < s->n_workers &&
+                   s->workers[k + 1].model == w->model)
                 k++;
         }
         uint64_t t = UINT64_MAX;
@@ -417,6 +458,8 @@ static int sim_loop(sim_t *s)
             if (s->workers[k].busy && s->workers[k].end_ns < t)
                 t = s->workers[k].end_ns;
         }
+        if (s->wake_ns > s->now && s->wake_ns < t)
+            t = s->wake_ns; /* a worker held back from a cold shape asks again (select.c) */
         if (t == UINT64_MAX)
             break; /* nothing arrives, nobody is busy, and the workers found nothing queued */
         if (next_tick <= t) {

@@ -37,8 +37,9 @@ typedef struct {
     uint32_t model;
     int busy;
     uint64_t end_ns;
-    uint64_t batch_id; /* the scheduler's */
-    uint32_t *batch;   /* item indices in service */
+    uint64_t batch_id;      /* the scheduler's */
+    sched_worker_t *worker; /* the scheduler's view of it (SIM_LANES), owned by the scheduler */
+    uint32_t *batch;        /* item indices in service */
     uint32_t n_batch;
 } sim_worker_t;
 
@@ -50,6 +51,7 @@ typedef struct {
     sim_result_t *r;
     int failed;
     uint64_t now;
+    uint64_t wake_ns; /* the earliest sched_retry_ns of a fill that found nothing */
 
     uint32_t models, n_shapes;
     uint32_t *shape_model;   /* per shape */
@@ -82,7 +84,8 @@ typedef struct {
     int64_t *current; /* per model: the sticky shape, -1 none */
     uint64_t switches;
 
-    sim_sample_t win; /* the window since the last sample */
+    sim_sample_t win;                      /* the window since the last sample */
+    uint64_t opened_before, reuses_before; /* the counters at the last sample */
     size_t series_cap;
     uint64_t queues_sum;
 } sim_t;

@@ -15,6 +15,7 @@
 #include "store/store.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 
 static uint64_t sim_clock(void *ctx)
@@ -130,12 +131,31 @@ int sim_setup(sim_t *s)
             .max_lanes = s->max_lanes,
             .clock = sim_clock,
             .clock_ctx = s,
-            .starvation_ns = s->policy == SIM_LANES_STARVE ? cfg->starvation_ns : 0,
+            .starvation_ns = s->policy == SIM_LANES_STARVE ? cfg->starvation_ns
+                             : s->policy == SIM_LANES      ? cfg->age_bound_ns
+                                                           : 0,
+            .policy = s->policy == SIM_LANES ? SCHED_POLICY_LANES : SCHED_POLICY_SEED,
+            .merge_credit = cfg->merge_credit,
         };
         sched_status_t st = sched_create(&sc, s->store, &s->sched);
         if (st != SCHED_OK) {
             sim_fail(s, "sched_create: %s", sched_status_str(st));
             return -1;
+        }
+        /* The `lanes` policy's workers register their cost (or not) and their cache, as a
+         * consumer would in Register. */
+        sched_worker_config_t wc = {
+            .batch_fixed_us = cfg->declare_cost ? (uint32_t)(cfg->gpu.batch_fixed_ns / 1000) : 0,
+            .token_ns = cfg->declare_cost ? (uint32_t)llround(cfg->gpu.ns_per_padded_token) : 0,
+            .cache_shapes = cfg->gpu.cache_shapes,
+        };
+        for (size_t k = 0; s->policy == SIM_LANES && k < s->n_workers; k++) {
+            sim_worker_t *w = &s->workers[k];
+            if ((st = sched_worker_create(s->sched, wl_model_name(w->model), &wc, &w->worker)) !=
+                SCHED_OK) {
+                sim_fail(s, "sched_worker_create: %s", sched_status_str(st));
+                return -1;
+            }
         }
     } else {
         s->n_groups = s->policy == SIM_FIFO ? s->models : s->n_shapes;

@@ -368,7 +368,7 @@ bool tp_lanes_run(const tp_opts_t *o, const char *level, uint32_t producers, uin
     }
     have_run = true;
     setenv("LANESCHED_STORE", o->store, 1); /* the daemon's flag through its environment */
-    int started = net_daemon_start(&o->net, level, res->error, sizeof(res->error));
+    int started = net_daemon_start(&o->net, level, "lanes", res->error, sizeof(res->error));
     unsetenv("LANESCHED_STORE");
     if (started != 0)
         goto out;

@@ -4,7 +4,8 @@
  *   lanesched-ctl stats            the lanes.stats JSON document, as the daemon sent it
  *   lanesched-ctl figures          the figures that matter, one per line: tokens received /
  *                                  routed / completed and their difference, padding waste,
- *                                  shape switches, lanes opened and reused
+ *                                  shape switches, lanes opened and reused, GPU busy seconds
+ *                                  and queue wait p50 / p99 as the daemon measured them
  *   lanesched-ctl wait-drained     waits until tokens completed == tokens received (bounded by
  *                                  --timeout-ms) and exits 0, else 1
  *   lanesched-ctl metrics          the Prometheus text (<prefix>.metrics), as /metrics serves it
@@ -90,6 +91,13 @@ static void ctl_figures(const json_t *json)
     printf("items returned          %.0f\n", ctl_counter(json, "items_returned"));
     printf("duplicates              %.0f\n", ctl_counter(json, "duplicates"));
     printf("dead-lettered           %.0f\n", ctl_counter(json, "dead_lettered"));
+    printf("GPU busy seconds        %.3f (%.0f batches, dispatch to ack as the daemon measured)\n",
+           ctl_counter(json, "gpu_busy_ns") / 1e9, ctl_counter(json, "gpu_busy_batches"));
+    printf("queue wait p50 / p99    %.1f / %.1f ms (max %.1f)\n",
+           ctl_counter(json, "wait_p50_ns") / 1e6, ctl_counter(json, "wait_p99_ns") / 1e6,
+           ctl_counter(json, "wait_max_ns") / 1e6);
+    printf("batches / merged        %.0f / %.0f (across neighbouring lanes)\n",
+           ctl_counter(json, "batches"), ctl_counter(json, "merged_batches"));
 }
 
 static int ctl_stats_cmd(natsConnection *nc, const ctl_opts_t *o, int figures)

@@ -75,6 +75,7 @@ typedef struct {
     lc_consumer_config_t consumer;
     double work_us_per_token;
     uint64_t work_us_per_batch;
+    bool declare_cost; /* --declare-cost: the two above go in Register */
     uint64_t duration_s;
     uint64_t until_idle_ms;
     uint64_t nak_every;
@@ -116,6 +117,10 @@ static void consume_help(FILE *f)
         "  --max-batch-tokens N    padded tokens per batch (default 8192)\n"
         "  --max-input-tokens N    longest input, 0 = unlimited (default 0)\n"
         "  --name S                name shown in the daemon's stats (default consume-<pid>)\n"
+        "  --cache-shapes N        prompt shapes the engine's prefix cache holds (default: not\n"
+        "                          sent, which the daemon reads as 1)\n"
+        "  --declare-cost          send the simulated cost (the two --work flags) in Register;\n"
+        "                          without it the daemon estimates it from the batch times\n"
         "Work:\n"
         "  --work-us-per-token F   simulated time per padded token (len(items) * pad_to)\n"
         "  --work-us-per-batch N   simulated time per batch on top (default 0)\n"
@@ -221,6 +226,12 @@ static int consume_args_parse(int argc, char **argv, consume_opts_t *o)
             if (rc < 0 || !cli_u64_parse("--heartbeat-ms", v, 1, UINT32_MAX, &u))
                 return -1;
             o->consumer.heartbeat_ms = (uint32_t)u;
+        } else if (strcmp(a, "--declare-cost") == 0) {
+            o->declare_cost = true;
+        } else if ((rc = cli_flag_value(argc, argv, &i, "--cache-shapes", &v)) != 0) {
+            if (rc < 0 || !cli_u64_parse("--cache-shapes", v, 1, UINT32_MAX, &u))
+                return -1;
+            o->consumer.cache_shapes = (uint32_t)u;
         } else if ((rc = cli_flag_value(argc, argv, &i, "--work-us-per-token", &v)) != 0) {
             if (rc < 0 || !cli_double_parse("--work-us-per-token", v, &o->work_us_per_token))
                 return -1;
@@ -262,6 +273,12 @@ static int consume_args_parse(int argc, char **argv, consume_opts_t *o)
     if (o->ack_async && o->ack_timeout_ms == 0) {
         fprintf(stderr, "--ack-async needs an --ack-timeout-ms above 0 (its replies are read)\n");
         return -1;
+    }
+    if (o->declare_cost) {
+        o->consumer.batch_fixed_us =
+            o->work_us_per_batch > UINT32_MAX ? UINT32_MAX : (uint32_t)o->work_us_per_batch;
+        double ns = o->work_us_per_token * 1000.0;
+        o->consumer.token_ns = ns >= (double)UINT32_MAX ? UINT32_MAX : (uint32_t)(ns + 0.5);
     }
     return 0;
 }

@@ -1,0 +1,178 @@
+/*
+ * extend.c - cost-aware packing (the `lanes` policy): a batch taken from one lane grows with the
+ * items of whole neighbouring lanes of the same shape while each merge saves the worker time.
+ *
+ * The rule (packer_merge_saving): merging a lane's items, whose own batch would pad to pad_c,
+ * into the batch saves that separate batch's fixed cost and costs the padding the merged batch
+ * adds over the two apart. It is applied greedily: each round looks at the nearest lane holding
+ * items below the batch (shorter items: they pad up to the batch) and above it (longer: the
+ * batch pads up to them), takes the one whose merge saves more, and stops when neither saves
+ * anything or the contract is full. The shape never changes (the lanes are the shape's own), and
+ * pad_to stays the longest item taken, rounded up to PACKER_PAD_MULTIPLE.
+ *
+ * Invariants:
+ *   1. A lane is merged whole (every readable item) or not at all: a part would not save the
+ *      lane's batch, only shrink it. Its items keep their order, after the items taken before.
+ *   2. The merged batch is within the contract (count, padded budget) and every merge had a
+ *      positive saving at the worker's cost; the batch never contains a dead letter.
+ *   3. Once a second lane is peeked, every view of the batch points into the scheduler's arena,
+ *      never into the store's buffers: a backend may reuse its read buffer from one peek to the
+ *      next (the disk store does), and the batch must outlive the peeks that built it.
+ *
+ * The scan is bounded: below the batch a lane is looked at only while one item of it would pad
+ * by less than the fixed cost (farther lanes are shorter still); above, the side closes at the
+ * first lane whose merge does not pay (farther lanes are longer still). Empty lanes are skipped.
+ *
+ * Rejected:
+ *   - Merging parts of lanes to fill the budget exactly: the part left behind still needs its
+ *     own batch, so the fixed cost is not saved, and the lane's order would be split.
+ *   - A global optimum (a knapsack over every lane of the shape): the greedy nearest-first rule
+ *     is what the saving formula prices exactly, and the sweep shows the gain is in the first
+ *     few neighbours.
+ */
+#include "scheduler/core/sched_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Copies the ids and payloads of views[from, to) into the arena and points them there; rebases
+ * views[0, from) (already in the arena) when it moves. */
+static sched_status_t extend_copy(struct sched *s, size_t *used, size_t from, size_t to)
+{
+    size_t bytes = 0;
+    for (size_t i = from; i < to; i++)
+        bytes += s->views[i].id_len + s->views[i].payload_len;
+    if (*used + bytes > s->arena_cap) {
+        size_t cap = s->arena_cap ? s->arena_cap : 4096;
+        while (cap < *used + bytes)
+            cap *= 2;
+        uint8_t *a = realloc(s->arena, cap);
+        if (a == NULL)
+            return SCHED_ENOMEM;
+        if (a != s->arena) {
+            for (size_t i = 0; i < from; i++) { /* invariant 3 */
+                s->views[i].id_view = a + (s->views[i].id_view - s->arena);
+                s->views[i].payload_view = a + (s->views[i].payload_view - s->arena);
+            }
+        }
+        s->arena = a;
+        s->arena_cap = cap;
+    }
+    for (size_t i = from; i < to; i++) {
+        store_view_t *v = &s->views[i];
+        uint8_t *id = s->arena + *used;
+        if (v->id_len != 0)
+            memcpy(id, v->id_view, v->id_len);
+        uint8_t *payload = id + v->id_len;
+        if (v->payload_len != 0)
+            memcpy(payload, v->payload_view, v->payload_len);
+        v->id_view = id;
+        v->payload_view = payload;
+        *used += v->id_len + v->payload_len;
+    }
+    return SCHED_OK;
+}
+
+/* The next lane holding items from sorted index *idx in direction dir (-1, +1); 0 at the end. */
+static int extend_next(const lanes_t *lanes, int64_t *idx, int dir, lanes_lane_t *out)
+{
+    for (; *idx >= 0 && *idx < (int64_t)lanes_sorted_count(lanes); *idx += dir) {
+        if (lanes_get(lanes, lanes_sorted_lane(lanes, (uint32_t)*idx), out) == SCHED_OK &&
+            out->queued_items != 0 && out->user != NULL)
+            return 1;
+    }
+    return 0;
+}
+
+sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const packer_cost_t *worker,
+                           sched_shape_t *shape, uint64_t cap)
+{
+    /* The fixed cost a merge is credited with (sched_config_t.merge_credit). */
+    packer_cost_t credited = *worker;
+    credited.fixed_ns *= s->merge_credit;
+    const packer_cost_t *cost = &credited;
+    sched_batch_t *b = &s->filled;
+    uint32_t pos;
+    if (b->dead_letter || !lanes_sorted_pos(shape->lanes, b->lane, &pos))
+        return SCHED_OK;
+    const packer_contract_t *k = &c->contract;
+    size_t n = b->n, used = 0;
+    uint32_t pad = b->pad_to;
+    uint64_t real = b->real_tokens;
+    int copied = 0;
+    int64_t idx[2] = {(int64_t)pos - 1, (int64_t)pos + 1};
+    int open[2] = {1, 1};
+    static const int dir[2] = {-1, +1};
+    while ((open[0] || open[1]) && n < cap) {
+        /* The side whose next lane, judged by its target, would save more. */
+        lanes_lane_t cand[2];
+        double est[2] = {0, 0};
+        for (int d = 0; d < 2; d++) {
+            if (!open[d] || !extend_next(shape->lanes, &idx[d], dir[d], &cand[d])) {
+                open[d] = 0;
+                continue;
+            }
+            uint32_t pad_c = (uint32_t)packer_pad(cand[d].target);
+            if (d == 0 &&
+                cost->token_ns * (double)(pad > pad_c ? pad - pad_c : 0) >= cost->fixed_ns) {
+                open[d] = 0; /* one item this far below already pads by a whole batch */
+                continue;
+            }
+            est[d] = packer_merge_saving(cost, n, pad, cand[d].queued_items, pad_c);
+        }
+        int d = !open[0] ? 1 : !open[1] ? 0 : est[1] > est[0];
+        if (!open[d])
+            break;
+        /* Peek it whole (one more than fits, to see that it does not). */
+        size_t room = cap - n;
+        size_t want = cand[d].queued_items < room ? (size_t)cand[d].queued_items + 1 : room + 1;
+        sched_status_t st = sched_scratch_reserve(s, n + want);
+        if (st == SCHED_OK && !copied)
+            st = extend_copy(s, &used, 0, n); /* invariant 3 */
+        if (st != SCHED_OK)
+            return st;
+        copied = 1;
+        size_t got = 0;
+        if ((s->store_status = store_peek(s->store, cand[d].user, s->views + n, want, &got)) !=
+            STORE_OK)
+            return SCHED_ESTORE;
+        uint64_t longest = 0, add_real = 0;
+        int fits = got != 0 && got <= room && got >= cand[d].queued_items;
+        for (size_t i = 0; fits && i < got; i++) {
+            const store_view_t *v = &s->views[n + i];
+            if (s->max_deliveries != 0 && v->deliveries >= s->max_deliveries)
+                fits = 0; /* a dead letter goes out alone (invariant 2) */
+            longest = v->tokens > longest ? v->tokens : longest;
+            add_real += v->tokens;
+        }
+        uint32_t pad_c = (uint32_t)packer_pad(longest);
+        uint32_t pad_m = pad > pad_c ? pad : pad_c;
+        fits = fits && n + got <= k->max_batch_size &&
+               (uint64_t)(n + got) * pad_m <= k->max_batch_tokens;
+        if (!fits || packer_merge_saving(cost, n, pad, got, pad_c) <= 0.0) {
+            if (d == 1)
+                open[1] = 0; /* longer lanes only cost more */
+            else
+                idx[0]--;
+            continue;
+        }
+        uint32_t lane_id = lanes_sorted_lane(shape->lanes, (uint32_t)idx[d]);
+        if ((st = extend_copy(s, &used, n, n + got)) != SCHED_OK)
+            return st;
+        for (size_t i = 0; i < got; i++) {
+            s->lane_of[n + i] = lane_id;
+            s->tokens[n + i] = s->views[n + i].tokens;
+        }
+        n += got;
+        pad = pad_m;
+        real += add_real;
+        b->lanes++;
+        idx[d] += dir[d];
+    }
+    b->n = n;
+    b->pad_to = pad;
+    b->real_tokens = real;
+    b->padded_tokens = (uint64_t)n * pad;
+    b->items_view = s->views;
+    return SCHED_OK;
+}

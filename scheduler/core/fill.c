@@ -1,0 +1,143 @@
+/*
+ * fill.c - the next batch for a consumer: the shape (select.c), the lane (the age bound, then
+ * descending queued tokens), one lane packed to the contract (packer.c), then under the
+ * `lanes` policy whole neighbouring lanes merged where it pays (extend.c), the batch id and the
+ * shape guard.
+ *
+ * Invariants: sched.c's 2, 5 and 7 (fill only peeks; every batch passes the guard and is within
+ * the contract).
+ *
+ * Rejected: peeking a lane's whole queue. A peek reads whole entries (payloads included), so a
+ * batch of a few items from a deep lane would read it all; the window grows instead (below).
+ */
+#include "scheduler/core/sched_int.h"
+
+#include "common/invariant.h"
+
+/* First peek window of a fill, in entries (doubled while the packer takes all of it). */
+#define SCHED_PEEK_FIRST 64u
+
+/*
+ * Packs a batch from one lane into s->filled. SCHED_EEMPTY when the lane has nothing readable
+ * (appended but not yet flushed). cap bounds the items a batch can hold.
+ */
+static sched_status_t sched_lane_fill(sched_t *s, const sched_consumer_t *consumer,
+                                      sched_model_t *model, sched_shape_t *shape, uint32_t lane_id,
+                                      uint64_t cap)
+{
+    lanes_lane_t lane;
+    sched_status_t st = lanes_get(shape->lanes, lane_id, &lane);
+    if (st != SCHED_OK)
+        return st;
+    size_t want = lane.queued_items < cap ? (size_t)lane.queued_items : (size_t)cap;
+    /* A peek reads whole entries (payloads included), so read a window that grows until the
+     * packer stops short of it: the bytes read stay within twice what the batch carries,
+     * instead of `want` entries for a batch that may take a few of them. */
+    size_t window = want < SCHED_PEEK_FIRST ? want : SCHED_PEEK_FIRST;
+    size_t n = 0, take = 0;
+    int dead = 0;
+    packer_result_t pr = {0};
+    for (;;) {
+        if ((st = sched_scratch_reserve(s, window)) != SCHED_OK)
+            return st;
+        if ((s->store_status = store_peek(s->store, lane.user, s->views, window, &n)) != STORE_OK)
+            return SCHED_ESTORE;
+        if (n == 0)
+            break;
+        for (size_t i = 0; i < n; i++)
+            s->tokens[i] = s->views[i].tokens;
+        dead = s->max_deliveries != 0 && s->views[0].deliveries >= s->max_deliveries;
+        take = dead ? 1 : n;
+        for (size_t i = 1; !dead && s->max_deliveries != 0 && i < take; i++) {
+            if (s->views[i].deliveries >= s->max_deliveries)
+                take = i; /* stop before it: it goes out alone as a dead letter next */
+        }
+        if ((st = packer_fill(&consumer->contract, s->tokens, take, &pr)) != SCHED_OK)
+            return st;
+        if (pr.count < take || take < n || n < window || window == want)
+            break;
+        window = window * 2 < want ? window * 2 : want;
+    }
+    if (n == 0)
+        return SCHED_EEMPTY;
+    for (size_t i = 0; i < pr.count; i++)
+        s->lane_of[i] = lane_id;
+    s->filled = (sched_batch_t){
+        .batch_id = 0, /* given when the batch is final (sched_fill) */
+        .model_view = model->name,
+        .signature = shape->signature,
+        .lane = lane_id,
+        .lanes = 1,
+        .pad_to = pr.pad_to,
+        .padded_tokens = pr.padded_tokens,
+        .real_tokens = pr.real_tokens,
+        .n = pr.count,
+        .items_view = s->views,
+        .dead_letter = dead,
+    };
+    /* The whole lane went in and there is room: neighbouring lanes may join (extend.c). */
+    s->filled_extendable = pr.count == n && n == lane.queued_items;
+    return SCHED_OK;
+}
+
+/* The lane fill of sched_fill, then the `lanes` policy's merge, the batch id, the guard. */
+static sched_status_t sched_fill_lane(sched_t *s, const sched_consumer_t *consumer,
+                                      sched_model_t *model, sched_shape_t *shape, uint32_t lane_id,
+                                      uint64_t cap, sched_batch_t *out)
+{
+    sched_status_t st = sched_lane_fill(s, consumer, model, shape, lane_id, cap);
+    if (st != SCHED_OK)
+        return st;
+    packer_cost_t cost;
+    if (s->policy == SCHED_POLICY_LANES && consumer->worker != NULL && s->filled_extendable &&
+        worker_cost(consumer->worker, &cost) &&
+        (st = extend_fill(s, consumer, &cost, shape, cap)) != SCHED_OK)
+        return st;
+    s->filled.batch_id = s->next_batch_id++;
+    sched_guard_check(&s->filled, shape->signature);
+    INVARIANT_CHECK(sched_batch_check(&s->filled, &consumer->contract));
+    s->filled_shape = shape;
+    /* A dead letter never reaches the worker: it is no sample of its cost, nor its cache. */
+    s->filled_worker = s->filled.dead_letter ? NULL : consumer->worker;
+    s->filled_valid = 1;
+    *out = s->filled;
+    return SCHED_OK;
+}
+
+sched_status_t sched_fill(sched_t *s, const sched_consumer_t *consumer, sched_batch_t *out)
+{
+    if (s == NULL || consumer == NULL || consumer->model == NULL || out == NULL ||
+        consumer->contract.max_batch_size == 0 || consumer->contract.max_batch_tokens == 0)
+        return SCHED_EINVAL;
+    s->filled_valid = 0;
+    long model_idx = shapes_model_lookup(s, consumer->model);
+    if (model_idx < 0)
+        return SCHED_EEMPTY;
+    sched_model_t *model = s->models[model_idx];
+    sched_shape_t *shape;
+    s->retry_ns = 0;
+    sched_status_t st = select_shape(s, model, consumer, &shape);
+    if (st != SCHED_OK)
+        return st;
+    /* No batch can hold more items than the budget fits at the smallest pad, whatever size the
+     * consumer asked for, so that bounds the peek (and the scratch a remote number can grow). */
+    uint64_t cap = consumer->contract.max_batch_tokens / PACKER_PAD_MULTIPLE;
+    if (cap == 0)
+        cap = 1;
+    if (cap > consumer->contract.max_batch_size)
+        cap = consumer->contract.max_batch_size;
+
+    uint32_t lane_id = 0, prev = 0;
+    if (select_lane_starved(s, shape, &lane_id)) { /* select.c invariant 4 */
+        st = sched_fill_lane(s, consumer, model, shape, lane_id, cap, out);
+        if (st != SCHED_EEMPTY)
+            return st;
+    }
+    for (int more = lanes_next_by_tokens(shape->lanes, NULL, &lane_id); more;
+         prev = lane_id, more = lanes_next_by_tokens(shape->lanes, &prev, &lane_id)) {
+        st = sched_fill_lane(s, consumer, model, shape, lane_id, cap, out);
+        if (st != SCHED_EEMPTY)
+            return st;
+    }
+    return SCHED_EEMPTY;
+}

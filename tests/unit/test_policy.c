@@ -1,0 +1,391 @@
+/*
+ * test_policy.c - the `lanes` policy's rules in the core: cost-aware merging of neighbouring
+ * lanes (extend.c), cache affinity (select.c invariant 5), the shape heaps (heap.c), idle shapes
+ * reclaimed, and a seeded property test of random streams under the policy with workers (the
+ * scheduler's own checks after every step). Issue 13's scale regressions (reclaim, O(log)
+ * choice) are in test_sched.c, written against the scheduler's older interface so they build
+ * and fail on the scheduler before them.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "scheduler/core/sched.h"
+
+#define MS  1000000ull
+#define SEC 1000000000ull
+
+typedef struct {
+    uint64_t now;
+    store_t *store;
+    sched_t *sched;
+    uint32_t next_id;
+} fixture_t;
+
+static uint64_t fake_now(void *ctx)
+{
+    return ((fixture_t *)ctx)->now;
+}
+
+static fixture_t *fixture(sched_policy_t policy, uint64_t bound_ns)
+{
+    fixture_t *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    f->now = SEC;
+    assert_int_equal(store_open_memory(&f->store), STORE_OK);
+    sched_config_t cfg = {
+        .clock = fake_now, .clock_ctx = f, .policy = policy, .starvation_ns = bound_ns};
+    assert_int_equal(sched_create(&cfg, f->store, &f->sched), SCHED_OK);
+    return f;
+}
+
+static void fixture_free(fixture_t *f)
+{
+    sched_destroy(f->sched);
+    store_close(f->store);
+    free(f);
+}
+
+static void submit(fixture_t *f, const char *model, uint64_t sig, uint32_t tokens)
+{
+    char id[24];
+    int len = snprintf(id, sizeof(id), "i%u", f->next_id++);
+    sched_item_t it = {model, sig, tokens, (const uint8_t *)id, (size_t)len, NULL, 0};
+    assert_int_equal(sched_submit(f->sched, &it, NULL), SCHED_OK);
+}
+
+/* A worker of model m declaring 5 ms per batch and 10 us per padded token: with the default
+ * merge credit a merge may add up to 5 ms * credit / 10 us of padding. */
+static sched_worker_t *worker(fixture_t *f, const char *model, uint32_t cache)
+{
+    sched_worker_t *w = NULL;
+    sched_worker_config_t wc = {5000, 10000, cache};
+    assert_int_equal(sched_worker_create(f->sched, model, &wc, &w), SCHED_OK);
+    return w;
+}
+
+static uint64_t take(fixture_t *f, const sched_consumer_t *c, sched_batch_t *out)
+{
+    assert_int_equal(sched_fill(f->sched, c, out), SCHED_OK);
+    uint64_t id = out->batch_id;
+    assert_int_equal(sched_commit(f->sched, out), SCHED_OK);
+    return id;
+}
+
+static uint32_t credit_tokens(void)
+{
+    return (uint32_t)(5e6 * SCHED_MERGE_CREDIT_DEFAULT / 1e4);
+}
+
+/* ---- cost-aware merging --------------------------------------------------------------------- */
+
+/* Two lanes a few tokens apart: the lanes policy sends them as one batch, padded to the longest
+ * item; the article's policy, or a consumer the core has no worker for, sends two. */
+static void test_neighbouring_lane_merges_when_it_pays(void **state)
+{
+    (void)state;
+    uint32_t gap = credit_tokens() / 2 > 16 ? credit_tokens() / 2 : 17; /* a lane of its own */
+    for (int variant = 0; variant < 3; variant++) {
+        fixture_t *f = fixture(variant == 1 ? SCHED_POLICY_SEED : SCHED_POLICY_LANES, 0);
+        sched_worker_t *w = worker(f, "m", 1);
+        submit(f, "m", 1, 1000);
+        submit(f, "m", 1, 1000);
+        submit(f, "m", 1, 1000 - gap);
+        const lanes_t *l = sched_lanes_view(f->sched, "m", 1);
+        assert_int_equal(lanes_in_use(l), 2);
+        sched_consumer_t c = {"m", {32, 100000, 0}, variant == 2 ? NULL : w};
+        sched_batch_t b;
+        take(f, &c, &b);
+        if (variant == 0) {
+            assert_int_equal(b.n, 3);
+            assert_int_equal(b.lanes, 2);
+            assert_int_equal(b.pad_to, 1000);
+            assert_int_equal(sched_counters(f->sched)->merged_batches, 1);
+        } else {
+            assert_int_equal(b.n, 2);
+            assert_int_equal(b.lanes, 1);
+        }
+        assert_true(sched_check(f->sched));
+        fixture_free(f);
+    }
+}
+
+static void test_lane_too_far_away_is_not_merged(void **state)
+{
+    (void)state;
+    fixture_t *f = fixture(SCHED_POLICY_LANES, 0);
+    sched_worker_t *w = worker(f, "m", 1);
+    submit(f, "m", 1, 1000);
+    submit(f, "m", 1, 1000 - 2 * credit_tokens() - 8); /* pads by more than the credit */
+    sched_consumer_t c = {"m", {32, 100000, 0}, w};
+    sched_batch_t b;
+    take(f, &c, &b);
+    assert_int_equal(b.n, 1);
+    assert_int_equal(sched_counters(f->sched)->merged_batches, 0);
+    fixture_free(f);
+}
+
+static void test_merge_respects_the_contract(void **state)
+{
+    (void)state;
+    fixture_t *f = fixture(SCHED_POLICY_LANES, 0);
+    sched_worker_t *w = worker(f, "m", 1);
+    submit(f, "m", 1, 1000);
+    submit(f, "m", 1, 1000);
+    submit(f, "m", 1, 980);
+    sched_consumer_t c = {"m", {2, 100000, 0}, w}; /* two items at most */
+    sched_batch_t b;
+    take(f, &c, &b);
+    assert_int_equal(b.n, 2);
+    assert_int_equal(b.lanes, 1);
+    sched_consumer_t tight = {"m", {32, 1500, 0}, w}; /* a budget below two items */
+    take(f, &tight, &b);
+    assert_int_equal(b.n, 1);
+    assert_true(sched_batch_check(&b, &tight.contract));
+    fixture_free(f);
+}
+
+/* A merged batch's items settle against their own lanes: returned, each goes back to the front
+ * of its own lane in order; completed, every lane drains. */
+static void test_merged_batch_returns_to_its_own_lanes(void **state)
+{
+    (void)state;
+    fixture_t *f = fixture(SCHED_POLICY_LANES, 0);
+    sched_worker_t *w = worker(f, "m", 1);
+    submit(f, "m", 1, 1000);
+    submit(f, "m", 1, 1000);
+    submit(f, "m", 1, 980); /* 20 tokens short: a lane of its own */
+    sched_consumer_t c = {"m", {32, 100000, 0}, w};
+    sched_batch_t b;
+    uint64_t id = take(f, &c, &b);
+    assert_int_equal(b.lanes, 2);
+    uint32_t returned = 0;
+    assert_int_equal(sched_return(f->sched, id, NULL, 0, &returned), SCHED_OK);
+    assert_int_equal(returned, 3);
+    assert_true(sched_check(f->sched));
+    const lanes_t *l = sched_lanes_view(f->sched, "m", 1);
+    assert_int_equal(lanes_queued_items(l), 3);
+    id = take(f, &c, &b);
+    assert_int_equal(b.n, 3);
+    assert_int_equal(b.items_view[0].deliveries, 1);
+    assert_int_equal(sched_complete(f->sched, id, NULL, 0, NULL), SCHED_OK);
+    assert_int_equal(lanes_queued_items(l), 0);
+    assert_int_equal(sched_counters(f->sched)->tokens_completed, 2980);
+    assert_true(sched_check(f->sched));
+    fixture_free(f);
+}
+
+/* ---- cache affinity ------------------------------------------------------------------------- */
+
+/* Three shapes, two workers caching one shape each: each worker stays on the shape it has warm
+ * even when another holds more work, where the article's rule sends both to one shape. */
+static void test_workers_keep_to_their_warm_shapes(void **state)
+{
+    (void)state;
+    fixture_t *f = fixture(SCHED_POLICY_LANES, 20 * MS);
+    sched_worker_t *w1 = worker(f, "m", 1), *w2 = worker(f, "m", 1);
+    sched_consumer_t c1 = {"m", {1, 100000, 0}, w1}, c2 = {"m", {1, 100000, 0}, w2};
+    for (int i = 0; i < 3; i++) {
+        submit(f, "m", 0xA, 5000);
+        submit(f, "m", 0xB, 4000);
+        submit(f, "m", 0xC, 3000);
+    }
+    sched_batch_t b;
+    take(f, &c1, &b);
+    uint64_t s1 = b.signature;
+    take(f, &c2, &b);
+    uint64_t s2 = b.signature;
+    assert_true(s1 != s2); /* the second took a shape nobody had warm */
+    for (int i = 0; i < 4; i++)
+        submit(f, "m", 0xC, 8000); /* C now holds the most tokens */
+    take(f, &c1, &b);
+    assert_true(b.signature == s1);
+    take(f, &c2, &b);
+    assert_true(b.signature == s2);
+    assert_true(sched_check(f->sched));
+    fixture_free(f);
+}
+
+/* A worker whose warm shapes are dry does not miss on a cold queue smaller than a batch: it
+ * waits (sched_retry_ns says until when) and takes it once its oldest item reaches the cold
+ * bound. A queue that fills a batch is taken at once. */
+static void test_worker_waits_for_warm_work_before_a_small_cold_queue(void **state)
+{
+    (void)state;
+    fixture_t *f = fixture(SCHED_POLICY_LANES, 20 * MS);
+    sched_worker_t *w = worker(f, "m", 1);
+    sched_consumer_t c = {"m", {8, 16384, 0}, w};
+    submit(f, "m", 0xA, 100);
+    submit(f, "m", 0xB, 100);
+    submit(f, "m", 0xC, 100);
+    sched_batch_t b;
+    take(f, &c, &b); /* warm on A (the tie goes to the shape seen first) */
+    assert_int_equal(b.signature, 0xA);
+    f->now += MS;
+    assert_int_equal(sched_fill(f->sched, &c, &b), SCHED_EEMPTY); /* B and C: cold and small */
+    uint64_t retry = sched_retry_ns(f->sched);
+    assert_int_equal(retry, SEC + SEC + 1); /* the oldest cold item's arrival + the cold bound */
+    f->now = retry - 1;
+    assert_int_equal(sched_fill(f->sched, &c, &b), SCHED_EEMPTY);
+    f->now = retry;
+    take(f, &c, &b);
+    assert_int_equal(b.signature, 0xB);
+    fixture_free(f);
+
+    /* a cold queue that fills the budget goes at once */
+    f = fixture(SCHED_POLICY_LANES, 20 * MS);
+    w = worker(f, "m", 1);
+    c.worker = w;
+    submit(f, "m", 0xA, 100);
+    submit(f, "m", 0xB, 100);
+    take(f, &c, &b);
+    for (int i = 0; i < 3; i++)
+        submit(f, "m", 0xD, 8000);
+    f->now += MS;
+    take(f, &c, &b);
+    assert_int_equal(b.signature, 0xD);
+    assert_true(sched_check(f->sched));
+    fixture_free(f);
+}
+
+/* ---- waits ---------------------------------------------------------------------------------- */
+
+/* Items committed after waits of 1..1000 ms: the quantiles read within 12.5% above the true
+ * waits, never below, and the longest exactly. */
+static void test_wait_quantiles_are_read_within_an_eighth(void **state)
+{
+    (void)state;
+    fixture_t *f = fixture(SCHED_POLICY_SEED, 0);
+    assert_int_equal(sched_wait_quantile_ns(f->sched, 0.5), 0);
+    sched_consumer_t c = {"m", {1, 100000, 0}, NULL};
+    for (uint32_t i = 1; i <= 1000; i++) {
+        submit(f, "m", 1, 100);
+        f->now += i * MS;
+        sched_batch_t b;
+        uint64_t id = take(f, &c, &b);
+        assert_int_equal(sched_complete(f->sched, id, NULL, 0, NULL), SCHED_OK);
+    }
+    static const double qs[] = {0.5, 0.9, 0.99};
+    for (size_t k = 0; k < 3; k++) {
+        double truth = (1.0 + qs[k] * 999.0) * MS;
+        double got = (double)sched_wait_quantile_ns(f->sched, qs[k]);
+        assert_true(got >= truth && got <= truth * 1.125);
+    }
+    assert_int_equal(sched_wait_quantile_ns(f->sched, 1.0), 1000 * MS);
+    fixture_free(f);
+}
+
+/* ---- property: random streams under the policy ---------------------------------------------- */
+
+static uint64_t pt_rng(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+typedef struct {
+    uint64_t id;
+    uint32_t n;
+} pt_batch_t;
+
+/* Submits, fills by workers of random caches (and consumers without one), commits most,
+ * completes or returns them at random, ticks: the scheduler's own checks (sched_check after
+ * every step, sched_batch_check on every batch) and its conservation must hold throughout, and
+ * everything must drain at the end. */
+static void run_property(uint64_t seed, uint32_t steps)
+{
+    fixture_t *f = fixture(SCHED_POLICY_LANES, 50 * MS);
+    uint64_t rng = seed;
+    static const char *models[] = {"a", "b"};
+    sched_worker_t *ws[4];
+    for (int i = 0; i < 4; i++)
+        ws[i] = worker(f, models[i % 2], 1 + (uint32_t)(pt_rng(&rng) % 3));
+    pt_batch_t *open = calloc(steps + 1, sizeof(*open));
+    assert_non_null(open);
+    size_t n_open = 0;
+    for (uint32_t step = 0; step < steps; step++) {
+        f->now += pt_rng(&rng) % (100 * MS);
+        uint64_t op = pt_rng(&rng) % 100;
+        if (op < 50) {
+            uint32_t scale = (uint32_t[]){40, 300, 1500, 6000}[pt_rng(&rng) % 4];
+            submit(f, models[pt_rng(&rng) % 2], 1 + pt_rng(&rng) % 7,
+                   1 + (uint32_t)(pt_rng(&rng) % scale));
+        } else if (op < 80) {
+            int k = (int)(pt_rng(&rng) % 5);
+            sched_consumer_t c = {
+                models[k % 2],
+                {1 + (uint32_t)(pt_rng(&rng) % 32), 64 + (uint32_t)(pt_rng(&rng) % 16384), 0},
+                k < 4 ? ws[k] : NULL};
+            sched_batch_t b;
+            sched_status_t st = sched_fill(f->sched, &c, &b);
+            if (st == SCHED_EEMPTY)
+                continue;
+            assert_int_equal(st, SCHED_OK);
+            assert_true(sched_batch_check(&b, &c.contract));
+            if (pt_rng(&rng) % 10 == 0)
+                continue; /* the publish "failed": never committed */
+            open[n_open++] = (pt_batch_t){b.batch_id, (uint32_t)b.n};
+            assert_int_equal(sched_commit(f->sched, &b), SCHED_OK);
+        } else if (op < 95 && n_open > 0) {
+            size_t i = pt_rng(&rng) % n_open;
+            sched_status_t st = pt_rng(&rng) % 4 == 0
+                                    ? sched_return(f->sched, open[i].id, NULL, 0, NULL)
+                                    : sched_complete(f->sched, open[i].id, NULL, 0, NULL);
+            assert_int_equal(st, SCHED_OK);
+            open[i] = open[--n_open];
+        } else if (op < 97) {
+            int k = (int)(pt_rng(&rng) % 4); /* a worker leaves, another comes */
+            sched_worker_destroy(f->sched, ws[k]);
+            ws[k] = worker(f, models[k % 2], 1 + (uint32_t)(pt_rng(&rng) % 3));
+        } else {
+            sched_tick(f->sched);
+        }
+        assert_true(sched_check(f->sched));
+    }
+    for (size_t i = 0; i < n_open; i++)
+        assert_int_equal(sched_complete(f->sched, open[i].id, NULL, 0, NULL), SCHED_OK);
+    for (int m = 0; m < 2; m++) { /* drain: every worker may hold back from cold shapes */
+        sched_consumer_t c = {models[m], {32, 1u << 20, 0}, NULL};
+        sched_batch_t b;
+        while (sched_fill(f->sched, &c, &b) == SCHED_OK) {
+            uint64_t id = b.batch_id;
+            assert_int_equal(sched_commit(f->sched, &b), SCHED_OK);
+            assert_int_equal(sched_complete(f->sched, id, NULL, 0, NULL), SCHED_OK);
+        }
+    }
+    const sched_counters_t *k = sched_counters(f->sched);
+    assert_true(k->tokens_received == k->tokens_completed);
+    assert_true(sched_check(f->sched));
+    free(open);
+    fixture_free(f);
+}
+
+static void test_property_random_streams_under_the_lanes_policy(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed <= 6; seed++)
+        run_property(seed, 2000);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_neighbouring_lane_merges_when_it_pays),
+        cmocka_unit_test(test_lane_too_far_away_is_not_merged),
+        cmocka_unit_test(test_merge_respects_the_contract),
+        cmocka_unit_test(test_merged_batch_returns_to_its_own_lanes),
+        cmocka_unit_test(test_workers_keep_to_their_warm_shapes),
+        cmocka_unit_test(test_worker_waits_for_warm_work_before_a_small_cold_queue),
+        cmocka_unit_test(test_wait_quantiles_are_read_within_an_eighth),
+        cmocka_unit_test(test_property_random_streams_under_the_lanes_policy),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
