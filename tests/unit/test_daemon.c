@@ -597,9 +597,14 @@ static void test_a_fill_yields_after_its_time_budget(void **state)
     turn(f);
     pull(f, a, 1000, 600000, "inbox");
     f->step = 1 * MS; /* every clock read now costs a millisecond */
+    uint64_t t0 = f->now;
     turn(f);
+    uint64_t took = f->now - t0;
     size_t first = count_on(f, "inbox");
-    assert_true(first >= 50 && first <= 150); /* the 100 ms budget cut the fill short */
+    /* The 100 ms budget cut the fill short: some batches went, not all, and the turn ended within
+     * the budget plus the few reads a turn makes outside the fill (a batch costs several reads). */
+    assert_true(first >= 10 && first < 320);
+    assert_true(took >= 100 * MS && took <= 130 * MS);
     f->step = 0;
     turn(f);
     assert_int_equal(count_on(f, "inbox"), 320);
