@@ -82,6 +82,9 @@ void args_usage(FILE *f)
             "                      lanes-seed and lanes is identical; exit 1 on any failure (CI)\n"
             "  --claims            exit 1 when any of the printed checks (the issue's claims)\n"
             "                      says NO (CI runs it on every preset at full length)\n"
+            "  --unmet KEYS        with --claims: the checks named (comma list of the keys the\n"
+            "                      checks print in brackets) are known to fail: a NO is printed and\n"
+            "                      not counted, a yes is counted as a failure (drop it from KEYS)\n"
             "\n"
             "sweep flags: sim's (not --rate, --load, --check), and\n"
             "  --loads LIST        offered loads in percent, ascending (default 40,50,...,110);\n"
@@ -287,6 +290,8 @@ int args_sim_parse(int argc, char **argv, int sweep, args_sim_t *a)
             a->trace_out = v;
         } else if (strcmp(f, "--json") == 0) {
             a->json = v;
+        } else if (strcmp(f, "--unmet") == 0) {
+            a->unmet = v;
         } else if (strcmp(f, "--svg") == 0) {
             a->svg = v;
         } else {

@@ -233,6 +233,7 @@ typedef struct {
     uint64_t slo_ns;
     const char *json, *svg, *command;
     int claims;
+    const char *unmet; /* as report_t's */
 } sweep_args_t;
 
 typedef struct {
@@ -265,6 +266,7 @@ typedef struct {
     const sim_result_t *results; /* one per policy run, in table order */
     size_t n_results;
     const char *command; /* the command line that made it, for the record */
+    const char *unmet;   /* --unmet: keys of the checks known to fail (borrowed; NULL: none) */
 } report_t;
 
 /* Prints the table, its notes and the claims as checks; returns how many checks failed. */

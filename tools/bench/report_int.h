@@ -34,6 +34,10 @@ double report_batches_per_gpu_s(const sim_result_t *r);
 int64_t report_token_diff(const sim_result_t *r);
 /* 850us, 12.3ms, 4.56s, 312s. */
 void report_dur(char *buf, size_t len, uint64_t ns);
+/* The verdict of the check `key` after its figures: ": yes" or ": NO", counted into *failed;
+ * for a key named in the comma list unmet (--unmet; NULL: none) a NO is printed as known and
+ * not counted, and a yes is counted: a claim that came true leaves the list. Returns ok. */
+int report_verdict(FILE *f, const char *key, int ok, const char *unmet, int *failed);
 /* Prints the checks; returns how many said NO. */
 int report_claims_print(FILE *f, const report_t *rep);
 /* A JSON number (null for NaN and infinities). */

@@ -140,12 +140,14 @@ static int sweep_cap_claim(const sweep_t *sw, sim_policy_t other, double ratio)
     return -1;
 }
 
-static void sweep_cap_verdict(FILE *f, const sweep_t *sw, int k, int *failed)
+static void sweep_cap_verdict(FILE *f, const sweep_t *sw, const char *key, int k, int *failed)
 {
     const char *word = k > 0 ? "yes" : k == 0 ? "NO" : "NOT DECIDED, widen --loads";
-    if (sweep_claims_capacity(sw)) {
-        *failed += k <= 0;
-        fprintf(f, ": %s\n", word);
+    if (sweep_claims_capacity(sw) && k >= 0) {
+        report_verdict(f, key, k > 0, sw->args->unmet, failed);
+    } else if (sweep_claims_capacity(sw)) {
+        *failed += 1;
+        fprintf(f, " [%s]: %s\n", key, word);
     } else {
         fprintf(f, " (%s; no claim on %s)\n", word, sw->wl.preset);
     }
@@ -171,8 +173,7 @@ static int sweep_checks_print(FILE *f, const sweep_t *sw)
             fprintf(f, "  %.0f%%: lanes p99 wait %s <= %s (the better of pow2 and range64)",
                     a->loads[i], lp, bp);
             if (verdict) {
-                failed += !ok;
-                fprintf(f, ": %s\n", ok ? "yes" : "NO");
+                report_verdict(f, "p99", ok, a->unmet, &failed);
             } else {
                 fprintf(f, " (%s; no claim on %s)\n", ok ? "holds" : "does not hold",
                         sw->wl.preset);
@@ -191,7 +192,7 @@ static int sweep_checks_print(FILE *f, const sweep_t *sw)
         int k = kp == 0 || kr == 0 ? 0 : kp < 0 || kr < 0 ? -1 : 1;
         fprintf(f, "  capacity at the SLO: lanes %s >= %.2f x %s (%s, the best bucket scheme)", lc,
                 SWEEP_CAP_RATIO_BUCKETS, bc, sim_policy_name(best));
-        sweep_cap_verdict(f, sw, k, &failed);
+        sweep_cap_verdict(f, sw, "capacity", k, &failed);
     }
     if (sweep_has(sw, SIM_FIFO)) {
         char lc[24], fc[24];
@@ -199,18 +200,16 @@ static int sweep_checks_print(FILE *f, const sweep_t *sw)
         sweep_capacity_str(sw, SIM_FIFO, fc, sizeof(fc));
         fprintf(f, "  capacity at the SLO: lanes %s >= %.0f x fifo %s", lc, SWEEP_CAP_RATIO_FIFO,
                 fc);
-        sweep_cap_verdict(f, sw, sweep_cap_claim(sw, SIM_FIFO, SWEEP_CAP_RATIO_FIFO), &failed);
+        sweep_cap_verdict(f, sw, "capacity-fifo", sweep_cap_claim(sw, SIM_FIFO, SWEEP_CAP_RATIO_FIFO),
+                          &failed);
     }
     int balanced = 1;
     for (size_t i = 0; i < a->n_loads; i++)
         for (int p = 0; p < SIM_POLICY_COUNT; p++)
             if (sw->cells[i][p].ran)
                 balanced &= sw->cells[i][p].ok && sw->cells[i][p].token_diff == 0;
-    failed += !balanced;
-    fprintf(f,
-            "  every policy at every load: tokens in = tokens completed, every invariant held: "
-            "%s\n",
-            balanced ? "yes" : "NO");
+    fprintf(f, "  every policy at every load: tokens in = tokens completed, every invariant held");
+    report_verdict(f, "balanced", balanced, a->unmet, &failed);
     return failed;
 }
 
