@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -247,12 +248,18 @@ static test_spawn_status_t test_spawn_nats_try(const test_spawn_nats_t *nats, in
     test_spawn_opts_init(&opts);
     opts.log_path = nats->log_path;
     opts.own_group = nats->own_group;
+    struct stat sb;
+    long from = nats->log_path != NULL && stat(nats->log_path, &sb) == 0 ? (long)sb.st_size : 0;
     test_spawn_status_t st = test_spawn_start(argv, &opts, pid);
     if (st != TEST_SPAWN_OK)
         return st;
     uint64_t end = clock_mono_ns() + TEST_SPAWN_NATS_START_MS * 1000000ull;
     for (;;) {
-        if (test_port_probe(port))
+        /* A connect alone could reach another server that took the port meanwhile (a test suite
+         * running beside this one): ours is up when it also logged that it is ready, after the
+         * bytes the log had before it started. One that lost the port exits instead. */
+        if (test_port_probe(port) &&
+            (nats->log_path == NULL || test_spawn_log_has(nats->log_path, from, "Server is ready")))
             return TEST_SPAWN_OK;
         if (test_spawn_exited(pid, NULL))
             return TEST_SPAWN_EEXITED;
