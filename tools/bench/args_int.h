@@ -25,7 +25,7 @@ typedef struct {
     uint32_t models, shapes, max_tokens;
     double zipf_s, burst_factor, churn, long_share;
     int check;
-    int claims; /* --claims: a NO among the checks fails the run */
+    int claims;        /* --claims: a NO among the checks fails the run */
     const char *unmet; /* --unmet KEYS: checks known to fail, printed and not counted */
     int policies[SIM_POLICY_COUNT];
     sim_config_t sim;

@@ -200,8 +200,8 @@ static int sweep_checks_print(FILE *f, const sweep_t *sw)
         sweep_capacity_str(sw, SIM_FIFO, fc, sizeof(fc));
         fprintf(f, "  capacity at the SLO: lanes %s >= %.0f x fifo %s", lc, SWEEP_CAP_RATIO_FIFO,
                 fc);
-        sweep_cap_verdict(f, sw, "capacity-fifo", sweep_cap_claim(sw, SIM_FIFO, SWEEP_CAP_RATIO_FIFO),
-                          &failed);
+        sweep_cap_verdict(f, sw, "capacity-fifo",
+                          sweep_cap_claim(sw, SIM_FIFO, SWEEP_CAP_RATIO_FIFO), &failed);
     }
     int balanced = 1;
     for (size_t i = 0; i < a->n_loads; i++)
