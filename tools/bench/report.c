@@ -31,6 +31,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------------------------------ */
@@ -180,6 +181,33 @@ double report_best_bucket_gpu(const report_t *rep)
     if (p == NULL || r == NULL)
         return 0.0;
     return (double)(p->busy_ns < r->busy_ns ? p->busy_ns : r->busy_ns);
+}
+
+double report_gpu_floor(const report_t *rep)
+{
+    uint32_t shapes = 0;
+    for (size_t i = 0; i < rep->n_items; i++)
+        shapes = rep->items[i].shape + 1 > shapes ? rep->items[i].shape + 1 : shapes;
+    uint64_t *n = calloc(shapes ? shapes : 1, sizeof(*n)),
+             *padded = calloc(shapes ? shapes : 1, sizeof(*padded));
+    double floor = 0.0;
+    const gpu_config_t *g = &rep->sim->gpu;
+    if (n == NULL || padded == NULL || g->max_batch_size == 0 || g->max_batch_tokens == 0)
+        goto out;
+    for (size_t i = 0; i < rep->n_items; i++) {
+        n[rep->items[i].shape]++;
+        padded[rep->items[i].shape] += packer_pad(rep->items[i].tokens);
+    }
+    for (uint32_t k = 0; k < shapes; k++) {
+        uint64_t by_count = (n[k] + g->max_batch_size - 1) / g->max_batch_size;
+        uint64_t by_tokens = (padded[k] + g->max_batch_tokens - 1) / g->max_batch_tokens;
+        floor += (double)padded[k] * g->ns_per_padded_token +
+                 (double)(by_count > by_tokens ? by_count : by_tokens) * (double)g->batch_fixed_ns;
+    }
+out:
+    free(n);
+    free(padded);
+    return floor;
 }
 
 double report_reuse_ratio(const sim_result_t *r, uint64_t *out_reuses, uint64_t *out_opened)

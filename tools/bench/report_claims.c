@@ -141,6 +141,14 @@ static void report_claims_lanes(FILE *f, const report_t *rep, int *failed)
         fprintf(f, "  lanes GPU %.1f s <= %.2f x %.1f s (the better of pow2 and range64; %.3f)",
                 (double)l->busy_ns / 1e9, GPU_CLAIM_RATIO, best / 1e9, (double)l->busy_ns / best);
         report_claim(f, rep, "gpu", (double)l->busy_ns <= GPU_CLAIM_RATIO * best, failed);
+        double floor = report_gpu_floor(rep);
+        if (floor > 0.0)
+            fprintf(f,
+                    "  any policy's GPU floor on this trace: %.1f s (%.3f x the better bucket "
+                    "scheme; shape-pure batches full to the contract, no padding)%s\n",
+                    floor / 1e9, floor / best,
+                    floor > GPU_CLAIM_RATIO * best ? ": the GPU claim cannot hold on this run"
+                                                   : "");
     }
     if (strcmp(preset, "steady") == 0) {
         fprintf(f, "  lanes waste %.2f%% <= %.1f%% on steady", report_waste_pct(l),

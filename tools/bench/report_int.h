@@ -24,6 +24,10 @@ double report_best_bucket_gpu(const report_t *rep);
  * the two counts through the out pointers (may be NULL). */
 double report_reuse_ratio(const sim_result_t *r, uint64_t *out_reuses /* out */,
                           uint64_t *out_opened /* out */);
+/* The GPU time no policy can go below on this trace, in ns: every shape's items in batches of
+ * one shape, each padded only to the 8-token multiple and as full as the contract allows (the
+ * fewest batches its item count and padded tokens need); 0 when it cannot be computed. */
+double report_gpu_floor(const report_t *rep);
 /* The best hit rate any policy reaches with r's waits on this trace (report_claims.c). */
 double report_hit_bound(const report_t *rep, const sim_result_t *r);
 /* Offered load in percent of one model (all: UINT32_MAX), as the header prints it. */
