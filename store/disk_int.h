@@ -13,6 +13,7 @@
  *   disk_fd.c      the cache of open segment descriptors
  *   disk_check.c   the executable invariants (read only)
  *   disk_queue.c   models and lane queues: the in-memory record arrays
+ *   disk_epoch.c   the store's epoch, counted in the index
  *   disk_log.c     log lines, corruption reports and the sticky error state
  *
  * Calls run down this list, never up: disk.c calls any file below it; disk_item.c and
@@ -209,6 +210,11 @@ store_status_t disk_fsync_dir(disk_t *d);
 
 /* store_flush of the disk backend. */
 store_status_t disk_flush(disk_t *d);
+
+/* ---- disk_epoch.c: the store's epoch -------------------------------------------------------- */
+
+/* store_epoch_next of the disk backend: counted in the index (index_epoch_next). */
+store_status_t disk_epoch_next(store_t *store, uint32_t *out_epoch /* out */);
 
 /* ---- disk_check.c: executable invariants (common/invariant.h) ------------------------------- */
 

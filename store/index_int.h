@@ -12,6 +12,7 @@
  *             value: target u32 LE (tokens)
  *   current   key: model bytes; value: signature u64 LE (the model's current shape)
  *   meta      key: "next_segment_id"; value: u64 LE
+ *             key: "epoch"; value: u32 LE (opens counted, store_epoch_next)
  *
  * The segments are the source of truth; the index makes recovery fast and holds the durable
  * boundary (bytes past it were never acknowledged) and the lane targets. A missing or
@@ -98,6 +99,10 @@ index_status_t index_lane_del(index_txn_t *txn, const char *model, uint64_t sign
                               uint32_t lane);
 index_status_t index_current_put(index_txn_t *txn, const char *model, uint64_t signature);
 index_status_t index_meta_put(index_txn_t *txn, uint64_t next_segment_id);
+
+/* Counts one more epoch in the meta database (key "epoch": u32 LE) in a transaction of its own
+ * and returns it (1 .. STORE_EPOCH_MAX; a random start when the key is missing). */
+index_status_t index_epoch_next(index_t *index, uint32_t *out_epoch /* out */);
 
 /* LMDB's code for the last failed commit (an errno when positive, e.g. ENOSPC), 0 if none. */
 int index_error_get(const index_t *index);
