@@ -13,7 +13,10 @@
  *   3. sched_commit accepts only the batch of the last sched_fill, and only if nothing mutated
  *      since: its views would otherwise be stale.
  *   4. Batch ids increase and are never reused, so an ack for a settled or unknown batch is
- *      recognised and changes nothing.
+ *      recognised and changes nothing. An id is the store's epoch (store_epoch_next, a new one
+ *      at every open) times 2^32 plus a count from 1, so an id from before a restart is never
+ *      handed out again; a run that counts past 2^32 - 1 batches takes a new epoch. Ids stay
+ *      below 2^53, exact in every JSON reader and in JavaScript numbers.
  *   5. Every batch passes the shape guard before sched_fill returns it.
  *   6. Counters: routed counts every delivery (redeliveries again); completed counts an item's
  *      first completion only.
@@ -37,6 +40,11 @@
 
 /* First peek window of a fill, in entries (doubled while the packer takes all of it). */
 #define SCHED_PEEK_FIRST 64u
+/* Fill scratch kept across ticks, in entries: a batch of one huge contract grows it to that
+ * contract's cap, and the next tick gives the rest back. */
+#define SCHED_SCRATCH_KEEP (4u * SCHED_PEEK_FIRST)
+/* The batch count inside one epoch: the low 32 bits of a batch id (invariant 4). */
+#define SCHED_EPOCH_SHIFT 32
 
 STATUS_STR(sched_status_str, sched_status_t, SCHED_STATUS_MAP, "unknown scheduler status")
 
@@ -105,10 +113,14 @@ sched_status_t sched_create(const sched_config_t *config, store_t *store, sched_
     s->clock_ctx = config->clock_ctx;
     s->max_deliveries = config->max_deliveries;
     s->starvation_ns = config->starvation_ns;
-    s->next_batch_id = 1;
     map_init(&s->shapes);
     map_init(&s->inflight);
-    sched_status_t st = sched_restore(s);
+    uint32_t epoch = 0;
+    sched_status_t st = SCHED_ESTORE;
+    if ((s->store_status = store_epoch_next(store, &epoch)) == STORE_OK) {
+        s->next_batch_id = (uint64_t)epoch << SCHED_EPOCH_SHIFT | 1u; /* invariant 4 */
+        st = sched_restore(s);
+    }
     if (st != SCHED_OK) {
         sched_destroy(s);
         return st;
@@ -257,6 +269,12 @@ static sched_status_t sched_lane_fill(sched_t *s, const sched_consumer_t *consum
     }
     if (n == 0)
         return SCHED_EEMPTY;
+    if ((uint32_t)s->next_batch_id == UINT32_MAX) { /* invariant 4: the epoch's count is spent */
+        uint32_t epoch;
+        if ((s->store_status = store_epoch_next(s->store, &epoch)) != STORE_OK)
+            return SCHED_ESTORE;
+        s->next_batch_id = (uint64_t)epoch << SCHED_EPOCH_SHIFT | 1u;
+    }
     s->filled = (sched_batch_t){
         .batch_id = s->next_batch_id++,
         .model_view = model->name,
@@ -486,6 +504,13 @@ int sched_batch_pending(const sched_t *s, uint64_t batch_id)
 void sched_tick(sched_t *s)
 {
     s->filled_valid = 0;
+    if (s->views_cap > SCHED_SCRATCH_KEEP) { /* a peak's scratch goes back */
+        free(s->views);
+        free(s->tokens);
+        s->views = NULL;
+        s->tokens = NULL;
+        s->views_cap = 0;
+    }
     shapes_tick(s, sched_now(s));
     INVARIANT_CHECK(sched_check(s));
 }
@@ -507,6 +532,24 @@ const lanes_t *sched_lanes_view(const sched_t *s, const char *model, uint64_t si
         return NULL;
     const sched_shape_t *shape = map_get(&s->shapes, (map_key_t){signature, (uint64_t)idx});
     return shape != NULL ? shape->lanes : NULL;
+}
+
+size_t sched_scratch_entries(const sched_t *s)
+{
+    return s->views_cap;
+}
+
+size_t sched_model_count(const sched_t *s)
+{
+    return s->n_models;
+}
+
+size_t sched_shape_count(const sched_t *s, const char *model)
+{
+    if (model == NULL)
+        return s->shapes.len;
+    long idx = shapes_model_lookup(s, model);
+    return idx < 0 ? 0 : s->models[idx]->n_shapes;
 }
 
 void sched_shapes_visit(const sched_t *s, sched_shape_visit_fn fn, void *ctx)
