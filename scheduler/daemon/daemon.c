@@ -7,7 +7,10 @@
  *      registry and the dedupe window; daemon_post and daemon_dropped_note are the only entry
  *      points safe from other threads.
  *   2. The dedupe window is rebuilt from every queued item at start, so a retry of an item
- *      that was queued before a restart is still recognised.
+ *      that was queued before a restart is still recognised; so are the models' queue totals
+ *      (quota.c), so the queue limits hold across restarts.
+ *   3. EV_STOP overtakes the queue: daemon_post raises a flag the owner reads after every
+ *      event, so a stop waits for the event being handled, never for a backlog behind it.
  *
  * Rejected: opening the store lazily at the first message. A damaged store must stop the
  * daemon at start, before it answers anyone.
@@ -58,9 +61,17 @@ void daemon_max_payload_set(daemon_t *d, uint32_t bytes)
     d->cfg.max_payload = bytes;
 }
 
+void daemon_reply_max_set(daemon_t *d, uint64_t bytes)
+{
+    if (bytes != 0)
+        d->reply_max = bytes;
+}
+
 int daemon_post(daemon_t *d, ev_kind_t kind, const char *token, const char *reply, const void *data,
                 size_t len)
 {
+    if (kind == EV_STOP) /* invariant 3; the event itself still wakes a waiting owner */
+        __atomic_store_n(&d->stop_posted, 1, __ATOMIC_RELEASE);
     if (evqueue_post(&d->events, kind, token, reply, data, len) == 0)
         return 0;
     daemon_dropped_note(d);
@@ -81,11 +92,19 @@ static void daemon_store_log(void *ctx, int level, const char *msg)
               "store: %s", msg);
 }
 
-static void daemon_scan_id(void *ctx, const store_view_t *v)
+typedef struct {
+    struct daemon *d;
+    const char *model; /* the queue's, a view of the store */
+    daemon_status_t st;
+} daemon_scan_t;
+
+static void daemon_scan_item(void *ctx, const store_view_t *v)
 {
-    struct daemon *d = ctx;
+    daemon_scan_t *sc = ctx;
     if (v->id_len != 0)
-        dedupe_add(&d->dedupe, v->id_view, v->id_len, daemon_now(d));
+        dedupe_add(&sc->d->dedupe, v->id_view, v->id_len, daemon_now(sc->d));
+    if (quota_add(&sc->d->quota, sc->model, v->id_len + v->payload_len) != DAEMON_OK)
+        sc->st = DAEMON_ENOMEM;
 }
 
 static store_status_t daemon_store_open(const daemon_config_t *cfg, store_t **out)
@@ -114,8 +133,13 @@ daemon_status_t daemon_create(const daemon_config_t *cfg, daemon_t **out)
     d->cfg = *cfg;
     if (d->cfg.clock == NULL)
         d->cfg.clock = daemon_clock_mono;
+    limits_resolve(&d->cfg.limits);
+    d->caps = limits_caps(&d->cfg.limits);
+    d->reply_max = DAEMON_REPLY_MAX_DEFAULT;
+    quota_init(&d->quota, d->cfg.limits.queue_items, d->cfg.limits.queue_bytes);
     evqueue_init(&d->events);
     dedupe_init(&d->dedupe, daemon_ms_ns(cfg->dedupe_window_ms));
+    dedupe_limit_set(&d->dedupe, d->cfg.limits.dedupe_ids);
     daemon_status_t st = consumers_create(&d->consumers);
     if (st != DAEMON_OK)
         goto out;
@@ -135,9 +159,14 @@ daemon_status_t daemon_create(const daemon_config_t *cfg, daemon_t **out)
         goto out;
     }
     store_queue_t *q = NULL;
-    while (store_queue_next(d->store, q, &q, NULL, NULL)) { /* invariant 2 */
-        if (store_queue_scan(d->store, q, daemon_scan_id, d) != STORE_OK)
+    store_key_t key;
+    while (store_queue_next(d->store, q, &q, &key, NULL)) { /* invariant 2 */
+        daemon_scan_t scan = {d, key.model, DAEMON_OK};
+        if (store_queue_scan(d->store, q, daemon_scan_item, &scan) != STORE_OK)
             goto out;
+        if ((st = scan.st) != DAEMON_OK)
+            goto out;
+        st = DAEMON_ESTORE;
     }
     d->started_ns = daemon_now(d);
     *out = d;
@@ -157,5 +186,6 @@ void daemon_destroy(daemon_t *d)
     store_close(d->store);
     consumers_destroy(d->consumers);
     dedupe_fini(&d->dedupe);
+    quota_fini(&d->quota);
     free(d);
 }

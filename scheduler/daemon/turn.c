@@ -17,6 +17,9 @@
  *      connection has its batches returned to the front of their lanes.
  *   3. The wait for events never outlasts the next timer, nor the fill budget, so timers and
  *      new work are serviced on time.
+ *   4. A stop is honoured after the event being handled: the events behind it are dropped
+ *      unanswered (nothing of them was stored or acknowledged; producers retry against the
+ *      next start), so SIGTERM never waits behind a backlog.
  *
  * Rejected: a timer thread. Timers change scheduling state, and only the owner may.
  */
@@ -71,6 +74,7 @@ static void turn_timers(struct daemon *d)
     if (now >= d->next_tick_ns) {
         dispatch_orphans_retry(d);
         sched_tick(d->sched);
+        quota_tick(&d->quota);
         d->next_tick_ns = now + LANES_TICK_NS;
         consumers_prune(d->consumers, now, DAEMON_DEAD_KEEP_PERIODS * dead_after);
     }
@@ -125,7 +129,10 @@ daemon_status_t daemon_turn(daemon_t *d, uint64_t wait_ns, int *out_stopped)
     int stop = 0;
     for (ev_t *ev = evqueue_take(&d->events, wait), *next; ev != NULL; ev = next) {
         next = ev->next;
-        turn_handle(d, ev, &deferred, &stop);
+        if (!stop)
+            turn_handle(d, ev, &deferred, &stop);
+        if (__atomic_load_n(&d->stop_posted, __ATOMIC_ACQUIRE))
+            stop = 1; /* invariant 4: the rest of the list is dropped */
         ev_destroy(ev);
     }
     store_status_t fst = store_flush(d->store);
