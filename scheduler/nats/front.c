@@ -226,6 +226,12 @@ uint32_t front_payload_cap(front_t *f, uint32_t configured)
     return (uint32_t)cap;
 }
 
+uint64_t front_server_max_payload(front_t *f)
+{
+    int64_t server = f->nc != NULL ? natsConnection_GetMaxPayload(f->nc) : 0;
+    return server > 0 ? (uint64_t)server : 0;
+}
+
 void front_unsubscribe(front_t *f)
 {
     for (int i = 0; i < f->n_subs; i++) {

@@ -31,6 +31,8 @@ void front_destroy(front_t *f);
 /* The largest payload a single-item Batch can carry on the connected server, lowered from
  * `configured` (0 = unlimited) when the server carries less (logged). */
 uint32_t front_payload_cap(front_t *f, uint32_t configured);
+/* The largest message the server carries (its max_payload), 0 before a connection. */
+uint64_t front_server_max_payload(front_t *f);
 /* A daemon_publish_fn: ctx is the front. */
 int front_publish(void *ctx, const char *subject, const void *data, size_t len);
 
