@@ -19,6 +19,8 @@ PACKAGES=(
     make
     pkg-config
     clang-format         # scripts/format.sh
+    clang                # tests/fuzz: libFuzzer harnesses (-fsanitize=fuzzer)
+    libclang-rt-14-dev   # libFuzzer and the sanitizer runtimes for clang
 )
 
 export DEBIAN_FRONTEND=noninteractive
