@@ -10,7 +10,8 @@
  *      that was queued before a restart is still recognised; so are the models' queue totals
  *      (quota.c), so the queue limits hold across restarts.
  *   3. EV_STOP overtakes the queue: daemon_post raises a flag the owner reads after every
- *      event, so a stop waits for the event being handled, never for a backlog behind it.
+ *      event, so a stop waits for the event being handled, never for a backlog behind it. A
+ *      stats summary overtakes it too (stats.c's invariant 5).
  *
  * Rejected: opening the store lazily at the first message. A damaged store must stop the
  * daemon at start, before it answers anyone.
@@ -72,6 +73,8 @@ int daemon_post(daemon_t *d, ev_kind_t kind, const char *token, const char *repl
 {
     if (kind == EV_STOP) /* invariant 3; the event itself still wakes a waiting owner */
         __atomic_store_n(&d->stop_posted, 1, __ATOMIC_RELEASE);
+    if (kind == EV_STATS && stats_waiting_add(d, reply, data, len))
+        return 0; /* the owner is in a turn: stats.c's invariant 5 */
     if (evqueue_post(&d->events, kind, token, reply, data, len) == 0)
         return 0;
     daemon_dropped_note(d);
@@ -137,6 +140,7 @@ daemon_status_t daemon_create(const daemon_config_t *cfg, daemon_t **out)
     d->caps = limits_caps(&d->cfg.limits);
     d->reply_max = DAEMON_REPLY_MAX_DEFAULT;
     quota_init(&d->quota, d->cfg.limits.queue_items, d->cfg.limits.queue_bytes);
+    stats_waiting_init(&d->waiting);
     evqueue_init(&d->events);
     dedupe_init(&d->dedupe, daemon_ms_ns(cfg->dedupe_window_ms));
     dedupe_limit_set(&d->dedupe, d->cfg.limits.dedupe_ids);
@@ -187,5 +191,6 @@ void daemon_destroy(daemon_t *d)
     consumers_destroy(d->consumers);
     dedupe_fini(&d->dedupe);
     quota_fini(&d->quota);
+    stats_waiting_fini(&d->waiting);
     free(d);
 }

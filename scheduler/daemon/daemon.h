@@ -68,6 +68,9 @@ const char *daemon_status_str(daemon_status_t status);
 #define DAEMON_LIMIT_MODELS           1024u
 #define DAEMON_LIMIT_SHAPES           16384u
 #define DAEMON_LIMIT_SHAPES_PER_MODEL 4096u
+/* New shapes one Submit may create: each opens a lane and its segment file (about 0.5 ms on the
+ * CI machine), so a message of 10,000 new shapes would hold the owner for seconds. */
+#define DAEMON_LIMIT_NEW_SHAPES 64u
 /* Items stored per model (queued + in flight): JetStream's max_msgs. 10 M items cost about
  * 350 MB of RAM for the disk store's records. */
 #define DAEMON_LIMIT_QUEUE_ITEMS 10000000ull
@@ -90,6 +93,7 @@ typedef struct {
     uint32_t models;
     uint32_t shapes; /* of every model together */
     uint32_t shapes_per_model;
+    uint32_t new_shapes; /* per Submit */
     uint64_t queue_items;
     uint64_t queue_bytes;
     uint64_t dedupe_ids;

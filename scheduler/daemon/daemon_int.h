@@ -121,6 +121,28 @@ void quota_batch_close(quota_t *q, uint64_t batch_id);
 /* Frees the entries of models that hold nothing (every tick). */
 void quota_tick(quota_t *q);
 
+/* ---- stats asked for while the owner is busy (stats.c) ------------------------------------- */
+
+/* Summaries asked for while the owner is in a turn, answered between its events (stats never
+ * waits behind a backlog). */
+typedef struct {
+    pthread_mutex_t lock;
+    char **replies; /* owned, under lock: reply subjects waiting */
+    size_t n, cap;  /* under lock */
+    int busy;       /* under lock: the owner is in a turn */
+} stats_waiting_t;
+
+void stats_waiting_init(stats_waiting_t *w);
+void stats_waiting_fini(stats_waiting_t *w);
+/* Owner: a turn begins. */
+void stats_waiting_begin(struct daemon *d);
+/* Any thread: sets a summary request aside when the owner is in a turn; 1 if it did (it is then
+ * not queued). body (borrowed): a page request (a JSON object) is never set aside. */
+int stats_waiting_add(struct daemon *d, const char *reply, const void *body, size_t len);
+/* Owner, between events: answers every request set aside with one summary built now; with
+ * end_of_turn, requests arriving after it are queued again. */
+void stats_waiting_answer(struct daemon *d, int end_of_turn);
+
 /* ---- the owner ------------------------------------------------------------------------------ */
 
 typedef struct {
@@ -140,6 +162,7 @@ struct daemon {
     quota_t quota;
     uint64_t reply_max; /* the server's max_payload: no reply is built larger */
     int stop_posted;    /* set by daemon_post(EV_STOP) on any thread: atomic access only */
+    stats_waiting_t waiting;
     store_t *store;
     sched_t *sched;
     consumers_t *consumers;

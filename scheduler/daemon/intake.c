@@ -70,24 +70,28 @@ static uint64_t intake_reply_bound(const codec_submit_t *sub)
 }
 
 /* The model's limits on what it holds (invariant 1): a new model past --limit-models, a new
- * shape past --limit-shapes, a full queue. CODEC_OK when the item may be stored. */
+ * shape past --limit-shapes or --limit-new-shapes of this message (*new_shapes counts them), a
+ * full queue. CODEC_OK when the item may be stored. */
 static codec_status_t intake_room(const struct daemon *d, const char *model, uint64_t shape,
-                                  uint64_t bytes)
+                                  uint64_t bytes, uint32_t *new_shapes)
 {
     if (sched_lanes_view(d->sched, model, shape) == NULL) {
         size_t shapes = sched_shape_count(d->sched, model);
         if (shapes == 0 && sched_model_count(d->sched) >= d->cfg.limits.models)
             return CODEC_ETOO_MANY_MODELS;
-        if (shapes >= d->cfg.limits.shapes_per_model ||
+        if (shapes >= d->cfg.limits.shapes_per_model || *new_shapes >= d->cfg.limits.new_shapes ||
             sched_shape_count(d->sched, NULL) >= d->cfg.limits.shapes)
             return CODEC_ETOO_MANY_SHAPES;
+        codec_status_t st = quota_check(&d->quota, model, bytes);
+        *new_shapes += st == CODEC_OK;
+        return st;
     }
     return quota_check(&d->quota, model, bytes);
 }
 
 /* One item that passed validation: the window, the limits, the store. */
 static void intake_item(struct daemon *d, const ev_t *ev, const codec_work_item_t *it, uint64_t now,
-                        codec_item_result_t *r)
+                        uint32_t *new_shapes, codec_item_result_t *r)
 {
     if (dedupe_contains(&d->dedupe, it->id.ptr, it->id.len, now)) {
         r->status = CODEC_ITEM_DUPLICATE;
@@ -97,8 +101,9 @@ static void intake_item(struct daemon *d, const ev_t *ev, const codec_work_item_
     }
     size_t flen = 0;
     uint8_t *framed = frame_encode(it->reply_to, it->payload, &flen);
-    codec_status_t why =
-        framed != NULL ? intake_room(d, ev->token, it->shape, it->id.len + flen) : CODEC_ENOMEM;
+    codec_status_t why = framed != NULL
+                             ? intake_room(d, ev->token, it->shape, it->id.len + flen, new_shapes)
+                             : CODEC_ENOMEM;
     if (why == CODEC_OK) {
         sched_item_t si = {ev->token, it->shape, it->tokens, it->id.ptr, it->id.len, framed, flen};
         sched_status_t sst = sched_submit(d->sched, &si, NULL);
@@ -172,12 +177,13 @@ void intake_submit(struct daemon *d, const ev_t *ev, replies_t *deferred)
         goto reply;
     }
     uint64_t now = daemon_now(d);
+    uint32_t new_shapes = 0;
     for (size_t i = 0; i < sub->n_items; i++) {
         const codec_work_item_t *it = &sub->items[i];
         codec_item_result_t *r = &results[i];
         *r = (codec_item_result_t){.id = it->id, .reason = "ok", .error = ""};
         if (it->status == CODEC_OK) {
-            intake_item(d, ev, it, now, r);
+            intake_item(d, ev, it, now, &new_shapes, r);
             continue;
         }
         r->status = CODEC_ITEM_REJECTED;

@@ -32,6 +32,7 @@ void limits_resolve(daemon_limits_t *l)
     LIMITS_DEFAULT(l->models, DAEMON_LIMIT_MODELS);
     LIMITS_DEFAULT(l->shapes, DAEMON_LIMIT_SHAPES);
     LIMITS_DEFAULT(l->shapes_per_model, DAEMON_LIMIT_SHAPES_PER_MODEL);
+    LIMITS_DEFAULT(l->new_shapes, DAEMON_LIMIT_NEW_SHAPES);
     LIMITS_DEFAULT(l->queue_items, DAEMON_LIMIT_QUEUE_ITEMS);
     LIMITS_DEFAULT(l->queue_bytes, DAEMON_LIMIT_QUEUE_BYTES);
     LIMITS_DEFAULT(l->dedupe_ids, DAEMON_LIMIT_DEDUPE_IDS);

@@ -17,16 +17,22 @@
  *      request body, subjects.md). A document longer than the server carries (reply_max)
  *      shrinks its lists by half until it fits. Building it walks every shape once, with O(1)
  *      work for each shape not listed.
+ *   5. A summary never waits behind a flood: asked for while the owner is in a turn, it is set
+ *      aside by daemon_post and answered as soon as the owner finishes the message it is
+ *      handling (built then, so it is as fresh as one queued), not after the turn's backlog.
+ *      Asked for between turns, and for every page, it waits in the queue like any message.
  *
  * Rejected: a hand-written writer (its first version): it escaped one vsnprintf per character
  * and wrote invalid JSON for invalid UTF-8. Building the document on another thread: it reads
  * the scheduler and the registry, which only the owner may; bounded, it costs the owner
- * well under a millisecond at the limits' defaults.
+ * well under a millisecond at the limits' defaults. Answering from a copy built earlier: its
+ * figures would lag a request sent right after a reply, which clients read as lost counts.
  */
 #include "scheduler/daemon/daemon_int.h"
 
 #include <inttypes.h>
 #include <jansson.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +42,15 @@
  * with every name at its limit; a reply that would not fit the server shrinks anyway). */
 #define STATS_SUMMARY_MAX    64u
 #define STATS_SUMMARY_SHAPES 16u
+/* While the owner has been in one turn for longer than STATS_BUSY_NS, a summary request is
+ * answered at once, on the thread that posts it, from the summary the owner rebuilds every
+ * STATS_SNAPSHOT_EVERY_NS of its own work (invariant 5): a flood that makes turns long cannot
+ * make stats slow. 20 ms is a fifth of the 100 ms an operator's poll may take. */
+#define STATS_BUSY_NS           20000000ull
+#define STATS_SNAPSHOT_EVERY_NS 100000000ull
+/* Summaries asked for during one turn and answered between its events (invariant 5); past this
+ * many, requests wait in the queue like any other message. */
+#define STATS_WAITING_MAX 1024u
 /* A detail page: at most this many models or consumers, or shapes of one model. */
 #define STATS_PAGE_MAX        256u
 #define STATS_PAGE_SHAPES_MAX 1024u
@@ -348,17 +363,41 @@ static void stats_extras(struct daemon *d, json_t *doc, json_t *counters)
                                   stats_u64(sched_shape_count(d->sched, NULL)), "consumers",
                                   stats_u64(n), "consumers_alive", stats_u64(alive)));
     const daemon_limits_t *l = &d->cfg.limits;
-    json_object_set_new(
-        doc, "limits",
-        json_pack(
-            "{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "name_bytes",
-            stats_u64(l->name_bytes), "items_per_submit", stats_u64(l->items), "reply_to_bytes",
-            stats_u64(l->reply_to_bytes), "consumers", stats_u64(l->consumers),
-            "pulls_per_consumer", stats_u64(l->pulls), "inflight_batches", stats_u64(l->inflight),
-            "batch_size", stats_u64(l->batch_size), "batch_tokens", stats_u64(l->batch_tokens),
-            "models", stats_u64(l->models), "shapes", stats_u64(l->shapes), "shapes_per_model",
-            stats_u64(l->shapes_per_model), "queue_items", stats_u64(l->queue_items), "queue_bytes",
-            stats_u64(l->queue_bytes), "dedupe_ids", stats_u64(l->dedupe_ids)));
+    static const struct {
+        const char *key;
+        size_t offset;
+        int wide;
+    } limits[] = {
+        {"name_bytes", offsetof(daemon_limits_t, name_bytes), 0},
+        {"items_per_submit", offsetof(daemon_limits_t, items), 0},
+        {"reply_to_bytes", offsetof(daemon_limits_t, reply_to_bytes), 0},
+        {"consumers", offsetof(daemon_limits_t, consumers), 0},
+        {"pulls_per_consumer", offsetof(daemon_limits_t, pulls), 0},
+        {"inflight_batches", offsetof(daemon_limits_t, inflight), 0},
+        {"batch_size", offsetof(daemon_limits_t, batch_size), 0},
+        {"batch_tokens", offsetof(daemon_limits_t, batch_tokens), 0},
+        {"models", offsetof(daemon_limits_t, models), 0},
+        {"shapes", offsetof(daemon_limits_t, shapes), 0},
+        {"shapes_per_model", offsetof(daemon_limits_t, shapes_per_model), 0},
+        {"new_shapes_per_submit", offsetof(daemon_limits_t, new_shapes), 0},
+        {"queue_items", offsetof(daemon_limits_t, queue_items), 1},
+        {"queue_bytes", offsetof(daemon_limits_t, queue_bytes), 1},
+        {"dedupe_ids", offsetof(daemon_limits_t, dedupe_ids), 1},
+    };
+    json_t *lim = json_object();
+    for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+        const char *p = (const char *)l + limits[i].offset;
+        uint64_t v = 0;
+        if (limits[i].wide) {
+            memcpy(&v, p, sizeof(uint64_t));
+        } else {
+            uint32_t v32;
+            memcpy(&v32, p, sizeof(v32));
+            v = v32;
+        }
+        json_object_set_new(lim, limits[i].key, stats_u64(v));
+    }
+    json_object_set_new(doc, "limits", lim);
 }
 
 /* The document for rq with lists of at most `max` entries (and shapes_max per model). */
@@ -426,4 +465,87 @@ char *stats_json(struct daemon *d, const void *body, size_t body_len, size_t *ou
         max = max > 1 ? max / 2 : 1;
         shapes_max = shapes_max > 1 ? shapes_max / 2 : 1;
     }
+}
+
+/* ---- summaries asked for while the owner is busy -------------------------------------------- */
+
+void stats_waiting_init(stats_waiting_t *w)
+{
+    memset(w, 0, sizeof(*w));
+    pthread_mutex_init(&w->lock, NULL);
+}
+
+static void stats_replies_free(char **replies, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(replies[i]);
+    free(replies);
+}
+
+void stats_waiting_fini(stats_waiting_t *w)
+{
+    stats_replies_free(w->replies, w->n);
+    pthread_mutex_destroy(&w->lock);
+}
+
+void stats_waiting_begin(struct daemon *d)
+{
+    pthread_mutex_lock(&d->waiting.lock);
+    d->waiting.busy = 1;
+    pthread_mutex_unlock(&d->waiting.lock);
+}
+
+int stats_waiting_add(struct daemon *d, const char *reply, const void *body, size_t len)
+{
+    const char *b = body;
+    size_t i = 0;
+    while (i < len && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r'))
+        i++;
+    if (reply == NULL || (i < len && b[i] == '{')) /* a page waits its turn in the queue */
+        return 0;
+    stats_waiting_t *w = &d->waiting;
+    int taken = 0;
+    pthread_mutex_lock(&w->lock);
+    if (w->busy && w->n < STATS_WAITING_MAX) {
+        if (w->n == w->cap) {
+            size_t cap = w->cap ? w->cap * 2 : 16;
+            char **r = realloc(w->replies, cap * sizeof(*r));
+            if (r != NULL) {
+                w->replies = r;
+                w->cap = cap;
+            }
+        }
+        if (w->n < w->cap && (w->replies[w->n] = strdup(reply)) != NULL) {
+            w->n++;
+            taken = 1;
+        }
+    }
+    pthread_mutex_unlock(&w->lock);
+    return taken;
+}
+
+void stats_waiting_answer(struct daemon *d, int end_of_turn)
+{
+    stats_waiting_t *w = &d->waiting;
+    pthread_mutex_lock(&w->lock);
+    char **replies = w->replies;
+    size_t n = w->n;
+    if (n != 0) {
+        w->replies = NULL;
+        w->n = w->cap = 0;
+    }
+    if (end_of_turn)
+        w->busy = 0; /* from now on a request is queued: the owner's next turn answers it */
+    pthread_mutex_unlock(&w->lock);
+    if (n == 0)
+        return;
+    size_t len = 0;
+    char *text = stats_json(d, NULL, 0, &len);
+    for (size_t i = 0; text != NULL && i < n; i++) {
+        if (d->publish == NULL || d->publish(d->publish_ctx, replies[i], text, len) != 0)
+            d->counters.publish_failures++;
+    }
+    d->counters.stats_requests += n;
+    free(text);
+    stats_replies_free(replies, n);
 }

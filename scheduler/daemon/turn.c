@@ -20,6 +20,8 @@
  *   4. A stop is honoured after the event being handled: the events behind it are dropped
  *      unanswered (nothing of them was stored or acknowledged; producers retry against the
  *      next start), so SIGTERM never waits behind a backlog.
+ *   5. From taking its events to the end of the turn the owner is busy, and between events it
+ *      answers the stats summaries asked for meanwhile (stats.c's invariant 5).
  *
  * Rejected: a timer thread. Timers change scheduling state, and only the owner may.
  */
@@ -127,13 +129,16 @@ daemon_status_t daemon_turn(daemon_t *d, uint64_t wait_ns, int *out_stopped)
     wait = wait < wait_ns ? wait : wait_ns;
     replies_t deferred = {0};
     int stop = 0;
-    for (ev_t *ev = evqueue_take(&d->events, wait), *next; ev != NULL; ev = next) {
+    ev_t *list = evqueue_take(&d->events, wait);
+    stats_waiting_begin(d); /* invariant 5 */
+    for (ev_t *ev = list, *next; ev != NULL; ev = next) {
         next = ev->next;
         if (!stop)
             turn_handle(d, ev, &deferred, &stop);
         if (__atomic_load_n(&d->stop_posted, __ATOMIC_ACQUIRE))
             stop = 1; /* invariant 4: the rest of the list is dropped */
         ev_destroy(ev);
+        stats_waiting_answer(d, 0);
     }
     store_status_t fst = store_flush(d->store);
     if (fst != STORE_OK) {
@@ -146,10 +151,11 @@ daemon_status_t daemon_turn(daemon_t *d, uint64_t wait_ns, int *out_stopped)
     replies_send(d, &deferred);
     if (out_stopped != NULL)
         *out_stopped = stop;
-    if (stop)
-        return DAEMON_OK;
-    turn_timers(d);
-    dispatch_fill(d);
+    if (!stop) {
+        turn_timers(d);
+        dispatch_fill(d);
+    }
+    stats_waiting_answer(d, 1);
     return DAEMON_OK;
 }
 

@@ -73,6 +73,7 @@ static const flag_t flags[] = {
     {"limit-models", "N", "1024", "models with shapes (too_many_models)"},
     {"limit-shapes", "N", "16384", "shapes of every model together (too_many_shapes)"},
     {"limit-shapes-per-model", "N", "4096", "shapes of one model (too_many_shapes)"},
+    {"limit-new-shapes", "N", "64", "new shapes one Submit may create (too_many_shapes)"},
     {"queue-max-items", "N", "10000000",
      "items stored per model, queued or in flight (queue_full)"},
     {"queue-max-bytes", "BYTES", "8589934592",
@@ -153,6 +154,7 @@ static int config_limits(const char **v, daemon_limits_t *l)
             {"limit-models", offsetof(daemon_limits_t, models)},
             {"limit-shapes", offsetof(daemon_limits_t, shapes)},
             {"limit-shapes-per-model", offsetof(daemon_limits_t, shapes_per_model)},
+            {"limit-new-shapes", offsetof(daemon_limits_t, new_shapes)},
         },
       u64[] = {
           {"queue-max-items", offsetof(daemon_limits_t, queue_items)},

@@ -239,6 +239,44 @@ static void test_models_and_shapes_of_the_daemon_are_bounded(void **state)
     fx_destroy(f);
 }
 
+/* Bounded work per message: one Submit creates at most --limit-new-shapes shapes (each a lane and
+ * a segment file); the rest of its new shapes are refused, and go in with the next message. */
+static void test_one_submit_creates_a_bounded_number_of_shapes(void **state)
+{
+    (void)state;
+    enum { N = 100 };
+    fx_t *f = fx_create(NULL, 0);
+    codec_work_item_t items[N];
+    char ids[N][16];
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < N; i++) {
+            int len = snprintf(ids[i], sizeof(ids[i]), "n%d-%d", round, i);
+            items[i] = (codec_work_item_t){.id = {(const uint8_t *)ids[i], (size_t)len},
+                                           .model = "llama",
+                                           .has_signature = true,
+                                           .signature = 100 + (uint64_t)i,
+                                           .tokens = 10};
+        }
+        codec_submit_t s = {items, N};
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        assert_int_equal(codec_encode_submit(&s, &buf, &len), CODEC_OK);
+        assert_int_equal(daemon_post(f->d, EV_SUBMIT, "llama", "n.reply", buf, len), 0);
+        free(buf);
+        fx_turn(f);
+        codec_submit_reply_t *r = fx_submit_reply(f, "n.reply");
+        for (int i = 0; i < N; i++) {
+            /* round 0: the first 64 new shapes; round 1: those exist, 36 more are new */
+            const char *want =
+                round == 0 ? ((unsigned)i < DAEMON_LIMIT_NEW_SHAPES ? "ok" : "too_many_shapes")
+                           : "ok";
+            assert_string_equal(r->results[i].reason, want);
+        }
+        codec_submit_reply_destroy(r);
+    }
+    fx_destroy(f);
+}
+
 /* Finding 3: the retry of a 9,000-item submit with 64-byte ids is answered: DUPLICATE results
  * carry their word and no text, so the reply stays under NATS's 1 MiB. */
 static void test_a_retried_large_submit_gets_a_reply_that_fits(void **state)
@@ -500,6 +538,7 @@ int main(void)
         cmocka_unit_test(test_consumers_past_the_limit_and_stats_pages),
         cmocka_unit_test(test_shapes_past_the_limit_and_stats_pages),
         cmocka_unit_test(test_models_and_shapes_of_the_daemon_are_bounded),
+        cmocka_unit_test(test_one_submit_creates_a_bounded_number_of_shapes),
         cmocka_unit_test(test_a_retried_large_submit_gets_a_reply_that_fits),
         cmocka_unit_test(test_a_reply_that_cannot_fit_is_refused_before_storing),
         cmocka_unit_test(test_message_caps_and_permanent_errors_have_their_own_words),

@@ -11,6 +11,7 @@
  *   producers.c  producer threads
  *   consumers.c  consumer threads
  *   history.c    what was sent, acknowledged and delivered; the checker
+ *   flood.c      --flood: the hostile-client cases, each against a fresh daemon
  *
  * Ownership: the campaign (chaos_t) owns everything; threads borrow it for their life.
  */
@@ -48,6 +49,7 @@ typedef struct {
     uint32_t chaos_pct;                /* % of batches a consumer naks, drops or crashes on */
     uint64_t seed;
     int verbose;
+    int flood; /* --flood instead of a campaign */
 } chaos_opts_t;
 
 /* ---- the history (history.c) ------------------------------------------------------------------
@@ -141,6 +143,9 @@ typedef struct chaos {
     pthread_t *threads;
     size_t n_threads;
 } chaos_t;
+
+/* --flood: every case of flood.c against a fresh daemon; 0 when all pass, 1, or 2 (setup). */
+int chaos_flood(const chaos_opts_t *o);
 
 void *chaos_producer_main(void *arg); /* arg: chaos_thread_arg_t, freed by the thread */
 void *chaos_consumer_main(void *arg); /* arg: chaos_thread_arg_t, freed by the thread */

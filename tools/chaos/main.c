@@ -87,7 +87,8 @@ static void chaos_usage(FILE *f)
             "  --durability process|power (default process)\n"
             "  --segment-max-bytes N (default 65536)\n"
             "  --drain-s S           how long the final drain may take (default 180)\n"
-            "  --seed N              (default 1)   --verbose\n");
+            "  --seed N              (default 1)   --verbose\n"
+            "  --flood               instead of a campaign, the hostile-client cases (flood.c)\n");
 }
 
 static int chaos_range(const char *v, uint32_t *lo, uint32_t *hi)
@@ -140,6 +141,7 @@ static int chaos_flags(int argc, char **argv, chaos_opts_t *o)
                                              {"drain-s", required_argument, NULL, 'T'},
                                              {"seed", required_argument, NULL, 'x'},
                                              {"verbose", no_argument, NULL, 'v'},
+                                             {"flood", no_argument, NULL, 'F'},
                                              {"help", no_argument, NULL, 'h'},
                                              {NULL, 0, NULL, 0}};
     for (int ch; (ch = getopt_long(argc, argv, "", longopts, NULL)) != -1;) {
@@ -203,6 +205,9 @@ static int chaos_flags(int argc, char **argv, chaos_opts_t *o)
             break;
         case 'x':
             o->seed = strtoull(optarg, NULL, 10);
+            break;
+        case 'F':
+            o->flood = 1;
             break;
         case 'v':
             o->verbose = 1;
@@ -439,7 +444,7 @@ int main(int argc, char **argv)
     if (nats_Open(-1) != NATS_OK)
         return 2;
     fprintf(stderr, "chaos: work directory %s, seed %" PRIu64 "\n", c->o.work, c->o.seed);
-    int rc = chaos_run(c);
+    int rc = c->o.flood ? chaos_flood(&c->o) : chaos_run(c);
     if (rc == 0 && c->o.work == work) /* a passing run in a directory of its own leaves nothing */
         test_fs_remove_tree(work);
     nats_Close();
