@@ -39,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     MDB_txn *txn = NULL;
     MDB_dbi dbi[4];
     if (mdb_env_create(&env) != 0 || mdb_env_set_maxdbs(env, 4) != 0 ||
-        mdb_env_set_mapsize(env, 256u << 10) != 0 ||
+        mdb_env_set_mapsize(env, 128u << 10) != 0 ||
         mdb_env_open(env, path, MDB_NOSYNC, 0644) != 0 || mdb_txn_begin(env, NULL, 0, &txn) != 0)
         abort();
     size_t n = 0;

@@ -27,8 +27,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* A small index map: the base store needs a few pages, and a run copies the file. */
-#define FUZZ_INDEX_MAP (256u << 10)
+/* A small index map: the base store needs a few pages, and every open reserves the whole map
+ * in the file (index_preallocate), which a run pays for. */
+#define FUZZ_INDEX_MAP (128u << 10)
 
 uint32_t fuzz_get32(const uint8_t *p)
 {
@@ -128,7 +129,8 @@ static void fuzz_base_make(const char *dir)
 typedef struct {
     char rel[64]; /* "segments/<name>" or "index/data.mdb" */
     uint8_t *bytes;
-    size_t len;
+    size_t len;  /* bytes up to the last nonzero one: the rest is written as a hole */
+    size_t size; /* the file's size */
 } fuzz_file_t;
 
 static fuzz_file_t base_files[64];
@@ -150,7 +152,9 @@ static void fuzz_base_read(const char *base, const char *sub)
         if (fd < 0 || fstat(fd, &sb) != 0 || (f->bytes = malloc((size_t)sb.st_size + 1)) == NULL ||
             read(fd, f->bytes, (size_t)sb.st_size) != sb.st_size)
             fuzz_die("cannot read the base store");
-        f->len = (size_t)sb.st_size;
+        f->size = f->len = (size_t)sb.st_size;
+        while (f->len > 0 && f->bytes[f->len - 1] == 0)
+            f->len--;
         close(fd);
     }
     if (d != NULL)
@@ -220,7 +224,8 @@ const char *fuzz_store_fresh(void)
         snprintf(path, sizeof(path), "%.250s/%.64s", run, base_files[i].rel);
         int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd < 0 ||
-            write(fd, base_files[i].bytes, base_files[i].len) != (ssize_t)base_files[i].len)
+            write(fd, base_files[i].bytes, base_files[i].len) != (ssize_t)base_files[i].len ||
+            ftruncate(fd, (off_t)base_files[i].size) != 0)
             fuzz_die("cannot write the run directory");
         close(fd);
     }
