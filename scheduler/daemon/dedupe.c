@@ -29,7 +29,9 @@
 #include <string.h>
 #include <xxhash.h>
 
-/* The ring's first size and the size it never shrinks below. */
+/* The ring's first size and the size it never shrinks below: 32 KiB with its index, nothing
+ * beside the rest of the daemon, and a window that empties between bursts is not reallocated
+ * at every one. */
 #define DEDUPE_RING_MIN 1024u
 
 void dedupe_init(dedupe_t *d, uint64_t window_ns)

@@ -13,29 +13,29 @@
  */
 #include "scheduler/daemon/daemon_int.h"
 
-#define LIMITS_DEFAULT(field, value) \
-    do {                             \
-        if ((field) == 0)            \
-            (field) = (value);       \
+#define DAEMON_LIMIT_FILL(field, value) \
+    do {                                \
+        if ((field) == 0)               \
+            (field) = (value);          \
     } while (0)
 
 void limits_resolve(daemon_limits_t *l)
 {
-    LIMITS_DEFAULT(l->name_bytes, DAEMON_LIMIT_NAME_BYTES);
-    LIMITS_DEFAULT(l->items, DAEMON_LIMIT_ITEMS);
-    LIMITS_DEFAULT(l->reply_to_bytes, DAEMON_LIMIT_REPLY_TO_BYTES);
-    LIMITS_DEFAULT(l->consumers, DAEMON_LIMIT_CONSUMERS);
-    LIMITS_DEFAULT(l->pulls, DAEMON_LIMIT_PULLS);
-    LIMITS_DEFAULT(l->inflight, DAEMON_LIMIT_INFLIGHT);
-    LIMITS_DEFAULT(l->batch_size, DAEMON_LIMIT_BATCH_SIZE);
-    LIMITS_DEFAULT(l->batch_tokens, DAEMON_LIMIT_BATCH_TOKENS);
-    LIMITS_DEFAULT(l->models, DAEMON_LIMIT_MODELS);
-    LIMITS_DEFAULT(l->shapes, DAEMON_LIMIT_SHAPES);
-    LIMITS_DEFAULT(l->shapes_per_model, DAEMON_LIMIT_SHAPES_PER_MODEL);
-    LIMITS_DEFAULT(l->new_shapes, DAEMON_LIMIT_NEW_SHAPES);
-    LIMITS_DEFAULT(l->queue_items, DAEMON_LIMIT_QUEUE_ITEMS);
-    LIMITS_DEFAULT(l->queue_bytes, DAEMON_LIMIT_QUEUE_BYTES);
-    LIMITS_DEFAULT(l->dedupe_ids, DAEMON_LIMIT_DEDUPE_IDS);
+    DAEMON_LIMIT_FILL(l->name_bytes, DAEMON_LIMIT_NAME_BYTES);
+    DAEMON_LIMIT_FILL(l->items, DAEMON_LIMIT_ITEMS);
+    DAEMON_LIMIT_FILL(l->reply_to_bytes, DAEMON_LIMIT_REPLY_TO_BYTES);
+    DAEMON_LIMIT_FILL(l->consumers, DAEMON_LIMIT_CONSUMERS);
+    DAEMON_LIMIT_FILL(l->pulls, DAEMON_LIMIT_PULLS);
+    DAEMON_LIMIT_FILL(l->inflight, DAEMON_LIMIT_INFLIGHT);
+    DAEMON_LIMIT_FILL(l->batch_size, DAEMON_LIMIT_BATCH_SIZE);
+    DAEMON_LIMIT_FILL(l->batch_tokens, DAEMON_LIMIT_BATCH_TOKENS);
+    DAEMON_LIMIT_FILL(l->models, DAEMON_LIMIT_MODELS);
+    DAEMON_LIMIT_FILL(l->shapes, DAEMON_LIMIT_SHAPES);
+    DAEMON_LIMIT_FILL(l->shapes_per_model, DAEMON_LIMIT_SHAPES_PER_MODEL);
+    DAEMON_LIMIT_FILL(l->new_shapes, DAEMON_LIMIT_NEW_SHAPES);
+    DAEMON_LIMIT_FILL(l->queue_items, DAEMON_LIMIT_QUEUE_ITEMS);
+    DAEMON_LIMIT_FILL(l->queue_bytes, DAEMON_LIMIT_QUEUE_BYTES);
+    DAEMON_LIMIT_FILL(l->dedupe_ids, DAEMON_LIMIT_DEDUPE_IDS);
 }
 
 codec_caps_t limits_caps(const daemon_limits_t *l)
