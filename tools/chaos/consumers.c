@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Credits kept outstanding and the wait of a pull: short, so a consumer notices a restarted
+ * daemon (unknown_consumer) within a second or two. */
 #define CHAOS_PULL_BATCHES    4u
 #define CHAOS_PULL_EXPIRES_MS 1000u
 

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* subjects.md: a producer retries "for at most 60 s" and waits about 2 s for each reply. */
 #define CHAOS_GIVEUP_MS  60000u
 #define CHAOS_REQUEST_MS 2000
 
