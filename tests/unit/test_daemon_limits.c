@@ -14,6 +14,8 @@
 
 #include "tests/unit/daemon_fx.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -531,6 +533,58 @@ static void test_a_stop_overtakes_a_backlog(void **state)
     fx_destroy(f);
 }
 
+typedef struct {
+    fx_t *f;
+    atomic_bool run;
+} asker_t;
+
+/* Another thread asking for stats all along, as operators and dashboards do. */
+static void *ask_stats(void *arg)
+{
+    asker_t *a = arg;
+    while (atomic_load(&a->run)) {
+        daemon_post(a->f->d, EV_STATS, NULL, "stats.reply", NULL, 0);
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+/* Finding 1: stats waited behind every queued event. A summary asked for while the owner works
+ * through a backlog is answered between two of its events: its counters show the backlog half
+ * done (queued behind the backlog, every answer would count all of it). */
+static void test_stats_are_answered_ahead_of_a_backlog(void **state)
+{
+    (void)state;
+    fx_t *f = fx_create(NULL, 0);
+    for (int i = 0; i < 20000; i++)
+        fx_submit(f, "llama", 42, "b", i, 1, 0, "b.reply");
+    asker_t a = {.f = f};
+    atomic_store(&a.run, true);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, ask_stats, &a), 0);
+    struct timespec ts = {0, 5000000};
+    nanosleep(&ts, NULL);
+    fx_turn(f);
+    atomic_store(&a.run, false);
+    pthread_join(t, NULL);
+    size_t mid_backlog = 0, answers = 0;
+    for (size_t i = 0; i < f->n_sent; i++) {
+        if (strcmp(f->sent[i].subject, "stats.reply") != 0)
+            continue;
+        json_t *doc = json_loadb((const char *)f->sent[i].data, f->sent[i].len, 0, NULL);
+        assert_non_null(doc);
+        mid_backlog += fx_counter(doc, "items_received") < 20000;
+        answers++;
+        json_decref(doc);
+    }
+    print_message("%zu stats answers during the turn, %zu of them mid-backlog\n", answers,
+                  mid_backlog);
+    assert_int_equal(fx_count_on(f, "b.reply"), 20000);
+    assert_true(mid_backlog > 0);
+    fx_destroy(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -546,6 +600,7 @@ int main(void)
         cmocka_unit_test(test_pulls_lists_and_batches_in_flight_are_bounded),
         cmocka_unit_test(test_a_full_queue_refuses_with_queue_full),
         cmocka_unit_test(test_a_stop_overtakes_a_backlog),
+        cmocka_unit_test(test_stats_are_answered_ahead_of_a_backlog),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
