@@ -49,13 +49,16 @@ typedef struct {
     uint32_t chaos_pct;                /* % of batches a consumer naks, drops or crashes on */
     uint64_t seed;
     int verbose;
-    int flood; /* --flood instead of a campaign */
+    int flood;         /* --flood instead of a campaign */
+    int require_drain; /* a queue that does not drain in time fails the campaign */
 } chaos_opts_t;
 
 /* ---- the history (history.c) ------------------------------------------------------------------
  */
 
-enum { CHAOS_UNSENT = 0, CHAOS_SENT, CHAOS_ACKED, CHAOS_REFUSED };
+/* CHAOS_STORED: acknowledged, never delivered, and found in the daemon's store after the drain
+ * (queued still: not lost). */
+enum { CHAOS_UNSENT = 0, CHAOS_SENT, CHAOS_ACKED, CHAOS_REFUSED, CHAOS_STORED };
 
 /* Per item (producer p, sequence s): its state and how often it was delivered. */
 typedef struct {
@@ -69,7 +72,8 @@ typedef struct {
 
 typedef struct {
     uint64_t sent, acked, refused;
-    uint64_t lost;       /* acknowledged, never delivered */
+    uint64_t lost;       /* acknowledged, never delivered, not in the store */
+    uint64_t undrained;  /* acknowledged, never delivered, still in the store */
     uint64_t duplicated; /* delivered more than once (allowed: at least once) */
     uint64_t recovered;  /* sent without an acknowledgement, delivered anyway */
     uint64_t unexpected, corrupt;
@@ -89,6 +93,9 @@ void chaos_history_delivered(chaos_history_t *h, const uint8_t *id, size_t id_le
 /* Every acknowledged item delivered at least once. */
 bool chaos_history_all_delivered(chaos_history_t *h);
 void chaos_history_verdict(chaos_history_t *h, chaos_verdict_t *out /* out */);
+/* After the daemon stopped: marks every acknowledged item never delivered that the store in
+ * data_dir still holds (CHAOS_STORED); how many. -1 when the store does not open. */
+long chaos_history_store_check(chaos_history_t *h, const char *data_dir);
 /* Writes every lost item's id to path (one per line). */
 void chaos_history_lost_write(chaos_history_t *h, const char *path);
 

@@ -15,6 +15,8 @@
  */
 #include "tools/chaos/chaos.h"
 
+#include "store/store.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,7 +111,9 @@ void chaos_history_verdict(chaos_history_t *h, chaos_verdict_t *out)
         v.sent += st != CHAOS_UNSENT;
         v.acked += st == CHAOS_ACKED;
         v.refused += st == CHAOS_REFUSED;
+        v.acked += st == CHAOS_STORED;
         v.lost += st == CHAOS_ACKED && d == 0;
+        v.undrained += st == CHAOS_STORED && d == 0;
         v.duplicated += d > 1;
         v.recovered += st == CHAOS_SENT && d > 0;
     }
@@ -131,4 +135,40 @@ void chaos_history_lost_write(chaos_history_t *h, const char *path)
         }
     }
     fclose(f);
+}
+
+typedef struct {
+    chaos_history_t *h;
+    long found;
+} chaos_scan_t;
+
+static void chaos_scan_item(void *ctx, const store_view_t *v)
+{
+    chaos_scan_t *sc = ctx;
+    long i = chaos_item_index(sc->h, v->id_view, v->id_len);
+    uint8_t acked = CHAOS_ACKED;
+    if (i >= 0 && atomic_load(&sc->h->delivered[i]) == 0 &&
+        atomic_compare_exchange_strong(&sc->h->state[i], &acked, CHAOS_STORED))
+        sc->found++;
+}
+
+static void chaos_store_quiet(void *ctx, int level, const char *msg)
+{
+    (void)ctx;
+    if (level == STORE_LOG_ERROR)
+        fprintf(stderr, "chaos: store: %s\n", msg);
+}
+
+long chaos_history_store_check(chaos_history_t *h, const char *data_dir)
+{
+    store_disk_config_t cfg = {.dir = data_dir, .log = chaos_store_quiet};
+    store_t *s = NULL;
+    if (store_open_disk(&cfg, NULL, &s) != STORE_OK)
+        return -1;
+    chaos_scan_t sc = {h, 0};
+    store_queue_t *q = NULL;
+    while (store_queue_next(s, q, &q, NULL, NULL))
+        store_queue_scan(s, q, chaos_scan_item, &sc);
+    store_close(s); /* nothing flushed: the directory is as the daemon left it */
+    return sc.found;
 }
