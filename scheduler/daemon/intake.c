@@ -16,6 +16,8 @@
  *      and no text; a message whose reply could be larger even so (every id at its length,
  *      every result at the longest word) is refused whole as reply_too_large before anything
  *      is stored; a reply whose refusal texts would push it over is sent without them.
+ *   6. A stats summary asked for meanwhile waits for at most one item, not for the message:
+ *      the owner answers those between items (stats.c's invariant 5).
  *
  * Rejected: checking item rules here as well as in the codec. The codec's validation is the one
  * home of every rule a producer can break; what is checked here is the daemon's own state (the
@@ -182,6 +184,7 @@ void intake_submit(struct daemon *d, const ev_t *ev, replies_t *deferred)
         const codec_work_item_t *it = &sub->items[i];
         codec_item_result_t *r = &results[i];
         *r = (codec_item_result_t){.id = it->id, .reason = "ok", .error = ""};
+        stats_waiting_answer(d, 0); /* between two items the state is whole (invariant 6) */
         if (it->status == CODEC_OK) {
             intake_item(d, ev, it, now, &new_shapes, r);
             continue;

@@ -19,7 +19,8 @@
  *      work for each shape not listed.
  *   5. A summary never waits behind a flood: asked for while the owner is in a turn, it is set
  *      aside by daemon_post and answered as soon as the owner finishes the message it is
- *      handling (built then, so it is as fresh as one queued), not after the turn's backlog.
+ *      handling, or the item of a Submit (built then, so it is as fresh as one queued), not
+ *      after the turn's backlog.
  *      Asked for between turns, and for every page, it waits in the queue like any message.
  *
  * Rejected: a hand-written writer (its first version): it escaped one vsnprintf per character

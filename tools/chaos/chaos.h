@@ -49,8 +49,9 @@ typedef struct {
     uint32_t chaos_pct;                /* % of batches a consumer naks, drops or crashes on */
     uint64_t seed;
     int verbose;
-    int flood;         /* --flood instead of a campaign */
-    int require_drain; /* a queue that does not drain in time fails the campaign */
+    int flood;               /* --flood instead of a campaign */
+    int require_drain;       /* a queue that does not drain in time fails the campaign */
+    uint32_t flood_stats_ms; /* --flood: the longest a stats answer may take */
 } chaos_opts_t;
 
 /* ---- the history (history.c) ------------------------------------------------------------------

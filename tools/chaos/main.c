@@ -90,7 +90,8 @@ static void chaos_usage(FILE *f)
             "  --drain-s S           how long the final drain may take (default 180); what is\n"
             "                        left is looked for in the store (--require-drain: FAIL)\n"
             "  --seed N              (default 1)   --verbose\n"
-            "  --flood               instead of a campaign, the hostile-client cases (flood.c)\n");
+            "  --flood               instead of a campaign, the hostile-client cases (flood.c)\n"
+            "  --flood-stats-ms N    the longest a stats answer may take there (default 100)\n");
 }
 
 static int chaos_range(const char *v, uint32_t *lo, uint32_t *hi)
@@ -121,6 +122,7 @@ static int chaos_flags(int argc, char **argv, chaos_opts_t *o)
                         .drain_s = 180,
                         .segment_max = 65536,
                         .chaos_pct = 10,
+                        .flood_stats_ms = 100,
                         .seed = 1};
     snprintf(o->damage, sizeof(o->damage), "tail,index-delete,index-empty");
     static const struct option longopts[] = {{"lanesched", required_argument, NULL, 'L'},
@@ -145,6 +147,7 @@ static int chaos_flags(int argc, char **argv, chaos_opts_t *o)
                                              {"verbose", no_argument, NULL, 'v'},
                                              {"flood", no_argument, NULL, 'F'},
                                              {"require-drain", no_argument, NULL, 'Q'},
+                                             {"flood-stats-ms", required_argument, NULL, 'P'},
                                              {"help", no_argument, NULL, 'h'},
                                              {NULL, 0, NULL, 0}};
     for (int ch; (ch = getopt_long(argc, argv, "", longopts, NULL)) != -1;) {
@@ -214,6 +217,9 @@ static int chaos_flags(int argc, char **argv, chaos_opts_t *o)
             break;
         case 'Q':
             o->require_drain = 1;
+            break;
+        case 'P':
+            o->flood_stats_ms = u;
             break;
         case 'v':
             o->verbose = 1;
