@@ -42,8 +42,10 @@
  * so the one list of code words. The code word is stable: it goes into ItemResult.reason, the
  * error words of replies, the stats' rejected-by-reason keys and the daemon's counters (indexed
  * by this enum), so never rename one; add new entries at the end. The validation reasons are
- * given by the decoders (codec/validate.c); the last three by the daemon after validation
- * (CODEC_DUPLICATE is a result, not a rejection).
+ * given by the decoders and the checks of codec/validate.c; duplicate, store_full, store_error,
+ * not_owner, too_many_consumers, too_many_pulls, too_many_models, too_many_shapes, queue_full and
+ * reply_too_large by the daemon from its own state (CODEC_DUPLICATE is a result, not a
+ * rejection).
  */
 #define CODEC_STATUS_MAP(X)                                                                        \
     X(CODEC_OK, "ok", "ok")                                                                        \
@@ -68,7 +70,32 @@
     X(CODEC_DUPLICATE, "duplicate", "an item with this id was accepted within the dedupe window")  \
     X(CODEC_ESTORE_FULL, "store_full", "the data directory is full: retry later")                  \
     X(CODEC_ESTORE_ERROR, "store_error", "the store failed: retry later; an operator has to look") \
-    X(CODEC_ENOT_OWNER, "not_owner", "this instance does not hold the model's lease now: retry")
+    X(CODEC_ENOT_OWNER, "not_owner", "this instance does not hold the model's lease now: retry")   \
+    X(CODEC_ENAME_TOO_LONG, "name_too_long", "name is longer than the configured maximum")         \
+    X(CODEC_EBATCH_SIZE_TOO_LARGE, "batch_size_too_large",                                         \
+      "max_batch_size is above the configured maximum")                                            \
+    X(CODEC_EBATCH_TOKENS_TOO_LARGE, "batch_tokens_too_large",                                     \
+      "max_batch_tokens is above the configured maximum")                                          \
+    X(CODEC_ETOO_MANY_ITEMS, "too_many_items",                                                     \
+      "the message holds more items than the configured maximum: send fewer")                      \
+    X(CODEC_EREPLY_TO_TOO_LONG, "reply_to_too_long",                                               \
+      "reply_to is longer than the configured maximum")                                            \
+    X(CODEC_ETOO_MANY_POSITIONS, "too_many_positions",                                             \
+      "an ack or nak list is longer than the configured maximum")                                  \
+    X(CODEC_ETOO_MANY_IDS, "too_many_ids",                                                         \
+      "in_progress lists more batch ids than the configured maximum")                              \
+    X(CODEC_ETOO_MANY_CONSUMERS, "too_many_consumers",                                             \
+      "the daemon holds the configured maximum of consumers: retry later")                         \
+    X(CODEC_ETOO_MANY_PULLS, "too_many_pulls",                                                     \
+      "this consumer holds the configured maximum of open pulls")                                  \
+    X(CODEC_ETOO_MANY_MODELS, "too_many_models",                                                   \
+      "the daemon holds the configured maximum of models: retry later")                            \
+    X(CODEC_ETOO_MANY_SHAPES, "too_many_shapes",                                                   \
+      "the model, or the daemon, holds the configured maximum of shapes: retry later")             \
+    X(CODEC_EQUEUE_FULL, "queue_full",                                                             \
+      "the model's queue holds the configured maximum of items or bytes: retry later")             \
+    X(CODEC_EREPLY_TOO_LARGE, "reply_too_large",                                                   \
+      "the reply would be larger than the server carries: nothing was stored; send fewer items")
 
 /* CODEC_STATUS_COUNT is the number of codec_status_t values; they are 0 .. COUNT - 1. */
 STATUS_ENUM(codec_status_t, CODEC_STATUS_MAP, CODEC_STATUS_COUNT);
@@ -234,9 +261,23 @@ typedef struct {
 
 /* Per-subject limits applied to every submitted item. limits itself may be NULL (no limits). */
 typedef struct {
-    const char *model;  /* borrowed; NULL = any non-empty model; else each item's must equal it */
-    size_t max_payload; /* bytes; 0 = unlimited; a payload of exactly max_payload is accepted */
+    const char *model;   /* borrowed; NULL = any non-empty model; else each item's must equal it */
+    size_t max_payload;  /* bytes; 0 = unlimited; a payload of exactly max_payload is accepted */
+    size_t max_reply_to; /* bytes of reply_to; 0 = unlimited */
 } codec_limits_t;
+
+/*
+ * Caps on the counts and lengths a client controls in one message, beyond the hard limits of
+ * common/limits.h: the daemon's configured limits (its --limit-* flags). 0 = no cap.
+ */
+typedef struct {
+    size_t max_items;          /* WorkItems per Submit (ETOO_MANY_ITEMS) */
+    size_t max_name;           /* bytes of Register.name (ENAME_TOO_LONG) */
+    uint32_t max_batch_size;   /* Register.max_batch_size (EBATCH_SIZE_TOO_LARGE) */
+    uint32_t max_batch_tokens; /* Register.max_batch_tokens (EBATCH_TOKENS_TOO_LARGE) */
+    size_t max_positions;      /* entries of Ack.ack, and of Ack.nak (ETOO_MANY_POSITIONS) */
+    size_t max_ids;            /* entries of Heartbeat.in_progress (ETOO_MANY_IDS) */
+} codec_caps_t;
 
 /* ---- validation: every rule a producer or consumer can break, in one place ---------------- */
 
@@ -253,8 +294,9 @@ codec_status_t codec_model_check(const char *model);
  * limits->model (EBAD_MODEL); tokens 0 (EZERO_TOKENS); tokens over LIMITS_TOKENS_MAX
  * (ETOKENS_TOO_LARGE); payload over limits->max_payload (EPAYLOAD_TOO_LARGE); neither component
  * hashes nor signature (ENO_SHAPE); both given and codec_signature(hashes) != signature
- * (ESIGNATURE_MISMATCH). On CODEC_OK *out_shape is the item's shape: codec_signature(hashes)
- * when hashes are given, else the signature. item and limits (may be NULL) are borrowed.
+ * (ESIGNATURE_MISMATCH); reply_to over limits->max_reply_to (EREPLY_TO_TOO_LONG). On CODEC_OK
+ * *out_shape is the item's shape: codec_signature(hashes) when hashes are given, else the
+ * signature. item and limits (may be NULL) are borrowed.
  */
 codec_status_t codec_item_check(const codec_work_item_t *item, const codec_limits_t *limits,
                                 uint64_t *out_shape /* out */);
@@ -262,6 +304,20 @@ codec_status_t codec_item_check(const codec_work_item_t *item, const codec_limit
 /* The rules of a Register, first failure wins: the model rule (codec_model_check),
  * max_batch_size 0 (EZERO_BATCH_SIZE), max_batch_tokens 0 (EZERO_BATCH_TOKENS). Borrowed. */
 codec_status_t codec_register_check(const codec_register_t *reg);
+
+/*
+ * The caps of one message (codec_caps_t), checked by the daemon after a decode succeeded; each
+ * returns CODEC_OK or the cap's own status. caps and the message are borrowed.
+ *   submit:    more than max_items items (the whole message is refused).
+ *   register:  name over max_name bytes, then max_batch_size over its cap, then
+ *              max_batch_tokens over its cap (after codec_register_check's rules).
+ *   ack:       ack or nak with more than max_positions entries.
+ *   heartbeat: in_progress with more than max_ids entries.
+ */
+codec_status_t codec_submit_caps_check(const codec_submit_t *sub, const codec_caps_t *caps);
+codec_status_t codec_register_caps_check(const codec_register_t *reg, const codec_caps_t *caps);
+codec_status_t codec_ack_caps_check(const codec_ack_t *ack, const codec_caps_t *caps);
+codec_status_t codec_heartbeat_caps_check(const codec_heartbeat_t *hb, const codec_caps_t *caps);
 
 /* ---- decode ------------------------------------------------------------------------------- */
 

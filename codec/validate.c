@@ -9,6 +9,9 @@
  *   2. First failure wins, in the documented order, so a producer learns one reason per item
  *      and the same item always gets the same answer (the validation reasons are permanent).
  *   3. The hard limits come from common/limits.h, shared with the segment format.
+ *   4. The configured caps (codec_caps_t, codec_limits_t.max_reply_to) come after every hard
+ *      rule, so a message that broke a hard rule before a cap existed gets the same word now.
+ *      A cap of 0 is no cap.
  *
  * Rejected: checking the model rule against the subject only. The subject's model is what the
  * daemon interns and stores; a name with '*' or '>' could never be published as a batch or
@@ -59,6 +62,9 @@ codec_status_t codec_item_check(const codec_work_item_t *it, const codec_limits_
                          : codec_signature(it->component_hashes, it->n_component_hashes);
     if (it->n_component_hashes != 0 && it->has_signature && shape != it->signature)
         return CODEC_ESIGNATURE_MISMATCH;
+    if (limits && limits->max_reply_to && it->reply_to != NULL &&
+        strnlen(it->reply_to, limits->max_reply_to + 1) > limits->max_reply_to)
+        return CODEC_EREPLY_TO_TOO_LONG;
     *out_shape = shape;
     return CODEC_OK;
 }
@@ -75,5 +81,47 @@ codec_status_t codec_register_check(const codec_register_t *reg)
     /* batch_fixed_us, token_ns and cache_shapes have no rule a client can break: every value is
      * a cost or a capacity the scheduler can use (it counts a cache of more than
      * SCHED_CACHE_SHAPES_MAX shapes as that many). */
+    return CODEC_OK;
+}
+
+/* 1 when n is over a cap that is set. */
+static int validate_over(size_t n, size_t cap)
+{
+    return cap != 0 && n > cap;
+}
+
+codec_status_t codec_submit_caps_check(const codec_submit_t *sub, const codec_caps_t *caps)
+{
+    if (caps != NULL && validate_over(sub->n_items, caps->max_items))
+        return CODEC_ETOO_MANY_ITEMS;
+    return CODEC_OK;
+}
+
+codec_status_t codec_register_caps_check(const codec_register_t *reg, const codec_caps_t *caps)
+{
+    if (caps == NULL)
+        return CODEC_OK;
+    if (caps->max_name != 0 && reg->name != NULL &&
+        strnlen(reg->name, caps->max_name + 1) > caps->max_name)
+        return CODEC_ENAME_TOO_LONG;
+    if (validate_over(reg->max_batch_size, caps->max_batch_size))
+        return CODEC_EBATCH_SIZE_TOO_LARGE;
+    if (validate_over(reg->max_batch_tokens, caps->max_batch_tokens))
+        return CODEC_EBATCH_TOKENS_TOO_LARGE;
+    return CODEC_OK;
+}
+
+codec_status_t codec_ack_caps_check(const codec_ack_t *ack, const codec_caps_t *caps)
+{
+    if (caps != NULL && (validate_over(ack->n_ack, caps->max_positions) ||
+                         validate_over(ack->n_nak, caps->max_positions)))
+        return CODEC_ETOO_MANY_POSITIONS;
+    return CODEC_OK;
+}
+
+codec_status_t codec_heartbeat_caps_check(const codec_heartbeat_t *hb, const codec_caps_t *caps)
+{
+    if (caps != NULL && validate_over(hb->n_in_progress, caps->max_ids))
+        return CODEC_ETOO_MANY_IDS;
     return CODEC_OK;
 }

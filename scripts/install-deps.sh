@@ -38,6 +38,8 @@ TEST_PACKAGES=(
     prometheus           # promtool: the integration tests check the /metrics exposition
     curl                 # the integration tests and the demo scrape /metrics
     clang-format         # scripts/format.sh
+    clang                # tests/fuzz: libFuzzer harnesses (-fsanitize=fuzzer)
+    libclang-rt-14-dev   # libFuzzer and the sanitizer runtimes for clang
 )
 
 export DEBIAN_FRONTEND=noninteractive

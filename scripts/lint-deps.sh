@@ -21,6 +21,7 @@ scheduler/http        -      scheduler/http common
 scheduler/nats        nats   scheduler/nats scheduler/daemon scheduler/http common
 clients/c/tools       nats   clients/c codec common
 clients/c             nats   clients/c codec common
+tools/chaos           nats   tools/chaos codec store common tests/support
 tools                 nats   tools clients/c scheduler/core codec store common tests/support
 tests/support         nats   tests/support codec common
 tests                 nats   tests clients/c scheduler codec store common tools

@@ -213,6 +213,7 @@ static const struct store_ops disk_ops = {
     .pending_count = disk_pending_count,
     .current_shape_set = disk_current_shape_set,
     .current_shape_get = disk_current_shape_get,
+    .epoch_next = disk_epoch_next,
 };
 
 store_status_t store_open_disk(const store_disk_config_t *cfg, store_recovery_t *out_report,

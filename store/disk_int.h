@@ -17,6 +17,7 @@
  *                  call each where io_uring is not available
  *   disk_check.c   the executable invariants (read only)
  *   disk_queue.c   models and lane queues: the in-memory record arrays
+ *   disk_epoch.c   the store's epoch, counted in the index
  *   disk_log.c     log lines, corruption reports and the sticky error state
  *
  * Calls run down this list, never up: disk.c calls any file below it; disk_item.c and
@@ -339,6 +340,11 @@ int disk_io_batched(const disk_io_t *io);
  * operations of one call may run in any order relative to each other: syncs come in a call of
  * their own, after the writes they cover returned. */
 void disk_io_run(disk_io_t *io, disk_io_op_t *ops, size_t n);
+
+/* ---- disk_epoch.c: the store's epoch -------------------------------------------------------- */
+
+/* store_epoch_next of the disk backend: counted in the index (index_epoch_next). */
+store_status_t disk_epoch_next(store_t *store, uint32_t *out_epoch /* out */);
 
 /* ---- disk_check.c: executable invariants (common/invariant.h) ------------------------------- */
 

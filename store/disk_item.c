@@ -364,6 +364,7 @@ store_status_t disk_queue_scan(store_t *store, store_queue_t *queue, store_scan_
         store_view_t v = {.ref = {rec->seg->id, rec->offset},
                           .id_view = hdr + SEG_ENTRY_HEADER,
                           .id_len = id_len <= SEG_ID_MAX ? id_len : 0,
+                          .payload_len = seg_entry_payload_len(hdr),
                           .tokens = rec->tokens,
                           .deliveries = rec->deliveries,
                           .signature = q->signature,

@@ -439,3 +439,32 @@ int index_error_get(const index_t *index)
 {
     return index->last_rc;
 }
+
+index_status_t index_epoch_next(index_t *index, uint32_t *out_epoch)
+{
+    static const char key[] = "epoch";
+    index_txn_t *t = NULL;
+    index_status_t st = index_begin(index, &t);
+    if (st != INDEX_OK)
+        return st;
+    MDB_val k = {sizeof(key) - 1, (void *)key}, v;
+    int rc = mdb_get(t->txn, index->meta, &k, &v);
+    uint32_t epoch;
+    if (rc == 0 && index_value_check(&k, &v, 4) >= 0)
+        epoch = store_get32(v.mv_data) % STORE_EPOCH_MAX + 1u;
+    else if (rc == 0 || rc == MDB_NOTFOUND)
+        epoch = store_epoch_random(); /* new, rebuilt, or a damaged value */
+    else {
+        index_abort(t);
+        return INDEX_ELMDB;
+    }
+    uint8_t val[8]; /* the epoch and its CRC (invariant 4) */
+    store_put32(val, epoch);
+    if ((st = index_put(t, index->meta, (void *)key, sizeof(key) - 1, val, 4)) != INDEX_OK) {
+        index_abort(t);
+        return st;
+    }
+    if ((st = index_commit(t)) == INDEX_OK)
+        *out_epoch = epoch;
+    return st;
+}

@@ -13,6 +13,7 @@
  *             value: target u32 LE (tokens) | crc32c u32
  *   current   key: model bytes; value: signature u64 LE (the model's current shape) | crc32c u32
  *   meta      key: "next_segment_id"; value: u64 LE | crc32c u32
+ *             key: "epoch"; value: u32 LE (opens counted, store_epoch_next) | crc32c u32
  *
  * Every value ends with the CRC-32C of the key's bytes followed by the value's bytes before the
  * CRC, so a row is checked whole and a row cannot be moved under another key unnoticed. Values
@@ -129,6 +130,10 @@ index_status_t index_lane_del(index_txn_t *txn, const char *model, uint64_t sign
                               uint32_t lane);
 index_status_t index_current_put(index_txn_t *txn, const char *model, uint64_t signature);
 index_status_t index_meta_put(index_txn_t *txn, uint64_t next_segment_id);
+
+/* Counts one more epoch in the meta database (key "epoch": u32 LE) in a transaction of its own
+ * and returns it (1 .. STORE_EPOCH_MAX; a random start when the key is missing). */
+index_status_t index_epoch_next(index_t *index, uint32_t *out_epoch /* out */);
 
 /* LMDB's code for the last failed commit (an errno when positive, e.g. ENOSPC), 0 if none. */
 int index_error_get(const index_t *index);

@@ -431,6 +431,7 @@ static store_status_t mem_queue_scan(store_t *store, store_queue_t *queue, store
         store_view_t v = {.ref = it->ref,
                           .id_view = it->bytes,
                           .id_len = it->id_len,
+                          .payload_len = it->payload_len,
                           .tokens = it->tokens,
                           .deliveries = it->deliveries,
                           .signature = q->signature,
@@ -448,6 +449,19 @@ static int mem_queue_oldest(const store_t *store, const store_queue_t *queue, ui
         return 0;
     *out = q->items[q->head]->arrival_ns;
     return 1;
+}
+
+/* Every memory store of the process draws from one count: no epoch repeats within its life. */
+static store_status_t mem_epoch_next(store_t *store, uint32_t *out)
+{
+    (void)store;
+    static uint32_t last; /* 0 until the first draw */
+    uint32_t seen = __atomic_load_n(&last, __ATOMIC_RELAXED), next;
+    do
+        next = seen == 0 ? store_epoch_random() : seen % STORE_EPOCH_MAX + 1u;
+    while (!__atomic_compare_exchange_n(&last, &seen, next, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    *out = next;
+    return STORE_OK;
 }
 
 static const struct store_ops mem_ops = {
@@ -468,6 +482,7 @@ static const struct store_ops mem_ops = {
     .pending_count = mem_pending_count,
     .current_shape_set = mem_current_shape_set,
     .current_shape_get = mem_current_shape_get,
+    .epoch_next = mem_epoch_next,
 };
 
 store_status_t store_open_memory(store_t **out)

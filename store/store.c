@@ -12,6 +12,10 @@
  */
 #include "store/store_int.h"
 
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
 STATUS_STR(store_status_str, store_status_t, STORE_STATUS_MAP, "unknown store status")
 
 void store_close(store_t *store)
@@ -147,4 +151,19 @@ int store_queue_oldest(const store_t *store, const store_queue_t *queue, uint64_
     if (store == NULL || queue == NULL || out_arrival_ns == NULL)
         return 0;
     return store->ops->queue_oldest(store, queue, out_arrival_ns);
+}
+
+store_status_t store_epoch_next(store_t *store, uint32_t *out_epoch)
+{
+    if (store == NULL || out_epoch == NULL)
+        return STORE_EINVAL;
+    return store->ops->epoch_next(store, out_epoch);
+}
+
+uint32_t store_epoch_random(void)
+{
+    uint32_t r = 0;
+    if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
+        r = (uint32_t)time(NULL) ^ (uint32_t)getpid() << 8;
+    return (r & ((1u << 20) - 1u)) + 1u;
 }

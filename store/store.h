@@ -284,8 +284,9 @@ int store_queue_next(store_t *store, store_queue_t *prev, store_queue_t **out /*
 
 /*
  * Calls fn for every queued item of the queue, in order, with a view whose payload is not read
- * (payload_view NULL, payload_len 0); the view is valid for the call only. For rebuilding
- * caches at start (the daemon's dedupe window); it reads entry headers, not payloads.
+ * (payload_view NULL; payload_len is the payload's length); the view is valid for the call only.
+ * For rebuilding caches at start (the daemon's dedupe window and queue limits); it reads entry
+ * headers, not payloads.
  */
 typedef void (*store_scan_fn)(void *ctx, const store_view_t *view);
 store_status_t store_queue_scan(store_t *store, store_queue_t *queue, store_scan_fn fn, void *ctx);
@@ -308,6 +309,18 @@ uint64_t store_pending_count(const store_t *store);
 store_status_t store_current_shape_set(store_t *store, const char *model, uint64_t signature);
 store_status_t store_current_shape_get(store_t *store, const char *model, int *out_has /* out */,
                                        uint64_t *out_signature /* out */);
+
+/*
+ * The store's epoch: a number from 1 to STORE_EPOCH_MAX that this call has not returned for this
+ * store before. The disk store counts in its index (meta key "epoch", committed before the call
+ * returns, durable at the store's level); a missing index (new, or set aside and rebuilt) starts
+ * at a random epoch, so a rebuilt index rarely meets one it used before. The memory store counts
+ * in the process, from a random start, so it never repeats within a process's life. After
+ * STORE_EPOCH_MAX the count starts again at 1. The scheduler puts it in its batch ids, so an id
+ * handed out before a restart is not handed out again.
+ */
+#define STORE_EPOCH_MAX ((1u << 21) - 1u)
+store_status_t store_epoch_next(store_t *store, uint32_t *out_epoch /* out */);
 
 /* ---- test-only fault injection (store/fault.c) -------------------------------------------- */
 

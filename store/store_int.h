@@ -43,7 +43,11 @@ struct store_ops {
     store_status_t (*current_shape_set)(store_t *store, const char *model, uint64_t signature);
     store_status_t (*current_shape_get)(store_t *store, const char *model, int *out_has,
                                         uint64_t *out_signature);
+    store_status_t (*epoch_next)(store_t *store, uint32_t *out_epoch);
 };
+
+/* A random epoch in 1 .. 2^20, where a store without a recorded epoch starts. */
+uint32_t store_epoch_random(void);
 
 struct store {
     const struct store_ops *ops;

@@ -14,9 +14,6 @@
 
 #include "common/invariant.h"
 
-/* First peek window of a fill, in entries (doubled while the packer takes all of it). */
-#define SCHED_PEEK_FIRST 64u
-
 /*
  * Packs a batch from one lane into s->filled. SCHED_EEMPTY when the lane has nothing readable
  * (appended but not yet flushed). cap bounds the items a batch can hold.
@@ -93,6 +90,12 @@ static sched_status_t sched_fill_lane(sched_t *s, const sched_consumer_t *consum
         worker_cost(consumer->worker, &cost) &&
         (st = extend_fill(s, consumer, &cost, shape, cap)) != SCHED_OK)
         return st;
+    if ((uint32_t)s->next_batch_id == UINT32_MAX) { /* sched.c invariant 4: the epoch is spent */
+        uint32_t epoch;
+        if ((s->store_status = store_epoch_next(s->store, &epoch)) != STORE_OK)
+            return SCHED_ESTORE;
+        s->next_batch_id = (uint64_t)epoch << SCHED_EPOCH_SHIFT | 1u;
+    }
     s->filled.batch_id = s->next_batch_id++;
     sched_guard_check(&s->filled, shape->signature);
     INVARIANT_CHECK(sched_batch_check(&s->filled, &consumer->contract));

@@ -14,7 +14,10 @@
  *   3. sched_commit accepts only the batch of the last sched_fill, and only if nothing mutated
  *      since: its views would otherwise be stale.
  *   4. Batch ids increase and are never reused, so an ack for a settled or unknown batch is
- *      recognised and changes nothing.
+ *      recognised and changes nothing. An id is the store's epoch (store_epoch_next, a new one
+ *      at every open) times 2^32 plus a count from 1, so an id from before a restart is never
+ *      handed out again; a run that counts past 2^32 - 1 batches takes a new epoch. Ids stay
+ *      below 2^53, exact in every JSON reader and in JavaScript numbers.
  *   5. Every batch passes the shape guard before sched_fill returns it.
  *   6. Counters: routed counts every delivery (redeliveries again); completed counts an item's
  *      first completion only.
@@ -40,6 +43,10 @@
 
 #include <stdlib.h>
 #include <string.h>
+
+/* Fill scratch kept across ticks, in entries: a batch of one huge contract grows it to that
+ * contract's cap, and the next tick gives the rest back. */
+#define SCHED_SCRATCH_KEEP (4u * SCHED_PEEK_FIRST)
 
 STATUS_STR(sched_status_str, sched_status_t, SCHED_STATUS_MAP, "unknown scheduler status")
 
@@ -128,10 +135,14 @@ sched_status_t sched_create(const sched_config_t *config, store_t *store, sched_
     s->policy = config->policy;
     s->merge_credit =
         config->merge_credit > 0.0 ? config->merge_credit : SCHED_MERGE_CREDIT_DEFAULT;
-    s->next_batch_id = 1;
     map_init(&s->shapes);
     map_init(&s->inflight);
-    sched_status_t st = sched_restore(s);
+    uint32_t epoch = 0;
+    sched_status_t st = SCHED_ESTORE;
+    if ((s->store_status = store_epoch_next(store, &epoch)) == STORE_OK) {
+        s->next_batch_id = (uint64_t)epoch << SCHED_EPOCH_SHIFT | 1u; /* invariant 4 */
+        st = sched_restore(s);
+    }
     if (st != SCHED_OK) {
         sched_destroy(s);
         return st;
@@ -495,6 +506,18 @@ int sched_batch_pending(const sched_t *s, uint64_t batch_id)
 void sched_tick(sched_t *s)
 {
     s->filled_valid = 0;
+    if (s->views_cap > SCHED_SCRATCH_KEEP) { /* a peak's scratch goes back */
+        free(s->views);
+        free(s->tokens);
+        free(s->lane_of);
+        s->views = NULL;
+        s->tokens = NULL;
+        s->lane_of = NULL;
+        s->views_cap = 0;
+        free(s->arena); /* a merged batch's copies: the same peak */
+        s->arena = NULL;
+        s->arena_cap = 0;
+    }
     shapes_tick(s, sched_now(s));
     INVARIANT_CHECK(sched_check(s));
 }
@@ -521,6 +544,24 @@ const lanes_t *sched_lanes_view(const sched_t *s, const char *model, uint64_t si
         return NULL;
     const sched_shape_t *shape = map_get(&s->shapes, (map_key_t){signature, (uint64_t)idx});
     return shape != NULL ? shape->lanes : NULL;
+}
+
+size_t sched_scratch_entries(const sched_t *s)
+{
+    return s->views_cap;
+}
+
+size_t sched_model_count(const sched_t *s)
+{
+    return s->n_models;
+}
+
+size_t sched_shape_count(const sched_t *s, const char *model)
+{
+    if (model == NULL)
+        return s->shapes.len;
+    long idx = shapes_model_lookup(s, model);
+    return idx < 0 ? 0 : s->models[idx]->n_shapes;
 }
 
 void sched_shapes_visit(const sched_t *s, sched_shape_visit_fn fn, void *ctx)

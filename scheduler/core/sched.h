@@ -411,8 +411,9 @@ sched_status_t sched_return(sched_t *sched, uint64_t batch_id, const uint32_t *p
 /* 1 while the batch has positions neither completed nor returned. */
 int sched_batch_pending(const sched_t *sched, uint64_t batch_id);
 
-/* Maintenance tick (every LANES_TICK_NS): the lanes' quiesce rule on every shape, and idle
- * shapes (no lane in use, in no worker's cache, not their model's current shape) freed. */
+/* Maintenance tick (every LANES_TICK_NS): the lanes' quiesce rule on every shape, idle shapes
+ * (no lane in use, in no worker's cache, not their model's current shape) freed, and fill
+ * scratch grown past a few hundred entries by a large batch released. */
 void sched_tick(sched_t *sched);
 
 /*
@@ -426,6 +427,9 @@ uint64_t sched_retry_ns(const sched_t *sched);
 /* How long committed items waited, arrival to commit: the q-quantile (0 <= q < 1; 1 = the
  * longest), to within 12.5% above the true value (waits.c); 0 before any commit. */
 uint64_t sched_wait_quantile_ns(const sched_t *sched, double q);
+
+/* Entries of fill scratch the scheduler holds now (each a store_view_t and a token count). */
+size_t sched_scratch_entries(const sched_t *sched);
 
 /* Borrowed view of the counters, valid until sched_destroy. */
 const sched_counters_t *sched_counters(const sched_t *sched);
@@ -441,6 +445,11 @@ void sched_shapes_visit(const sched_t *sched, sched_shape_visit_fn fn, void *ctx
 
 /* The lanes of a shape, or NULL if the scheduler has never seen it. Borrowed view. */
 const lanes_t *sched_lanes_view(const sched_t *sched, const char *model, uint64_t signature);
+
+/* How many models the scheduler holds, and how many shapes `model` has (NULL: every model's;
+ * 0 for a model it does not hold): what the daemon's limits on client-made state count. */
+size_t sched_model_count(const sched_t *sched);
+size_t sched_shape_count(const sched_t *sched, const char *model);
 
 /* The model's current shape: 0 with *out_sig untouched when it has none. */
 int sched_current_shape(const sched_t *sched, const char *model, uint64_t *out_sig /* out */);

@@ -133,6 +133,11 @@ struct sched {
     store_status_t store_status;              /* the store's answer behind the last SCHED_ESTORE */
 };
 
+/* First peek window of a fill, in entries (doubled while the packer takes all of it; fill.c). */
+#define SCHED_PEEK_FIRST 64u
+/* The batch count inside one epoch: the low 32 bits of a batch id (sched.c invariant 4). */
+#define SCHED_EPOCH_SHIFT 32
+
 /* sched.c: the scratch holds at least n views (and tokens, lanes). */
 sched_status_t sched_scratch_reserve(struct sched *s, size_t n);
 

@@ -361,6 +361,24 @@ void consumers_prune(consumers_t *cs, uint64_t now_ns, uint64_t keep_ns)
     cs->n_all = w;
 }
 
+int consumers_forget_dead(consumers_t *cs)
+{
+    size_t oldest = SIZE_MAX;
+    for (size_t i = 0; i < cs->n_all; i++) {
+        const consumer_t *c = cs->all[i];
+        if (c->dead && (oldest == SIZE_MAX || c->last_seen_ns < cs->all[oldest]->last_seen_ns))
+            oldest = i;
+    }
+    if (oldest == SIZE_MAX)
+        return 0;
+    consumer_t *c = cs->all[oldest];
+    map_del(&cs->by_id, consumers_id_key(c->id), NULL);
+    consumer_free(c);
+    memmove(cs->all + oldest, cs->all + oldest + 1, (cs->n_all - oldest - 1) * sizeof(*cs->all));
+    cs->n_all--;
+    return 1;
+}
+
 void consumers_info(const consumer_t *c, uint64_t now_ns, consumers_info_t *out)
 {
     *out = (consumers_info_t){

@@ -109,6 +109,9 @@ void consumers_stall_reset(consumers_t *cs, uint64_t now_ns);
 uint64_t consumers_next_deadline(const consumers_t *cs, uint64_t dead_after_ns, uint64_t bound);
 /* Forgets consumers dead for longer than keep_ns (their ids then read as unknown, not stale). */
 void consumers_prune(consumers_t *cs, uint64_t now_ns, uint64_t keep_ns);
+/* Forgets the dead consumer silent the longest, ahead of its time (the registry is at its
+ * limit); 0 when every consumer is alive. */
+int consumers_forget_dead(consumers_t *cs);
 
 /* ---- stats ---------------------------------------------------------------------------------- */
 

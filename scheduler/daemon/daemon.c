@@ -7,9 +7,15 @@
  *      registry and the dedupe window; daemon_post and daemon_dropped_note are the only entry
  *      points safe from other threads.
  *   2. The dedupe window is rebuilt from every queued item at start, so a retry of an item
- *      that was queued before a restart is still recognised.
+ *      that was queued before a restart is still recognised; so are the models' queue totals
+ *      (quota.c), so the queue limits hold across restarts.
  *   3. A disk store is opened only under the data directory's exclusive lock (dirlock.c), so
  *      two daemons never serve the same items.
+ *   4. EV_STOP overtakes the queue: daemon_post raises evqueue's stop flag, which the owner
+ *      reads after every event (evqueue.c's invariant 4), so a stop waits for the event being
+ *      handled, never for a backlog behind it. A stats summary overtakes the backlog too: while
+ *      the owner is in a turn, daemon_post and daemon_post_msg set it aside (stats.c's
+ *      invariant 5).
  *
  * Rejected: opening the store lazily at the first message. A damaged store must stop the
  * daemon at start, before it answers anyone.
@@ -87,13 +93,21 @@ void daemon_max_payload_set(daemon_t *d, uint32_t bytes)
     d->cfg.max_payload = bytes;
 }
 
+void daemon_reply_max_set(daemon_t *d, uint64_t bytes)
+{
+    if (bytes != 0)
+        d->reply_max = bytes;
+}
+
 int daemon_post(daemon_t *d, ev_kind_t kind, const char *token, const char *reply, const void *data,
                 size_t len)
 {
-    if (kind == EV_STOP) {
+    if (kind == EV_STOP) { /* invariant 4 */
         evqueue_stop(&d->events);
         return 0;
     }
+    if (kind == EV_STATS && stats_waiting_add(d, reply, data, len))
+        return 0; /* the owner is in a turn: stats.c's invariant 5 */
     if (evqueue_post(&d->events, kind, token, reply, data, len) == 0)
         return 0;
     daemon_dropped_note(d);
@@ -108,6 +122,10 @@ void daemon_release_set(daemon_t *d, daemon_release_fn release, void *ctx)
 int daemon_post_msg(daemon_t *d, ev_kind_t kind, const char *token, const char *reply,
                     const void *data, size_t len, void *msg)
 {
+    if (kind == EV_STATS && stats_waiting_add(d, reply, data, len)) {
+        evqueue_release(&d->events, msg); /* set aside with a copy of reply: invariant 4 */
+        return 0;
+    }
     if (evqueue_post_msg(&d->events, kind, token, reply, data, len, msg) == 0)
         return 0;
     daemon_dropped_note(d);
@@ -136,11 +154,19 @@ static void daemon_store_log(void *ctx, int level, const char *msg)
               "store: %s", msg);
 }
 
-static void daemon_scan_id(void *ctx, const store_view_t *v)
+typedef struct {
+    struct daemon *d;
+    const char *model; /* the queue's, a view of the store */
+    daemon_status_t st;
+} daemon_scan_t;
+
+static void daemon_scan_item(void *ctx, const store_view_t *v)
 {
-    struct daemon *d = ctx;
+    daemon_scan_t *sc = ctx;
     if (v->id_len != 0)
-        dedupe_add(&d->dedupe, v->id_view, v->id_len, daemon_now(d));
+        dedupe_add(&sc->d->dedupe, v->id_view, v->id_len, daemon_now(sc->d));
+    if (quota_add(&sc->d->quota, sc->model, v->id_len + v->payload_len) != DAEMON_OK)
+        sc->st = DAEMON_ENOMEM;
 }
 
 static store_status_t daemon_store_open(const daemon_config_t *cfg, store_t **out)
@@ -171,8 +197,14 @@ daemon_status_t daemon_create(const daemon_config_t *cfg, daemon_t **out)
     d->lock_fd = -1;
     if (d->cfg.clock == NULL)
         d->cfg.clock = daemon_clock_mono;
+    limits_resolve(&d->cfg.limits);
+    d->caps = limits_caps(&d->cfg.limits);
+    d->reply_max = DAEMON_REPLY_MAX_DEFAULT;
+    quota_init(&d->quota, d->cfg.limits.queue_items, d->cfg.limits.queue_bytes);
+    stats_waiting_init(&d->waiting);
     evqueue_init(&d->events);
     dedupe_init(&d->dedupe, daemon_ms_ns(cfg->dedupe_window_ms));
+    dedupe_limit_set(&d->dedupe, d->cfg.limits.dedupe_ids);
     daemon_status_t st = consumers_create(&d->consumers);
     if (st == DAEMON_OK)
         st = daemon_instance_id_make(d->instance_id);
@@ -215,9 +247,14 @@ daemon_status_t daemon_create(const daemon_config_t *cfg, daemon_t **out)
     log_write(LOG_INFO, "policy %s, age bound %" PRIu64 " ms", sched_policy_name(sc.policy),
               sc.starvation_ns / 1000000);
     store_queue_t *q = NULL;
-    while (store_queue_next(d->store, q, &q, NULL, NULL)) { /* invariant 2 */
-        if (store_queue_scan(d->store, q, daemon_scan_id, d) != STORE_OK)
+    store_key_t key;
+    while (store_queue_next(d->store, q, &q, &key, NULL)) { /* invariant 2 */
+        daemon_scan_t scan = {d, key.model, DAEMON_OK};
+        if (store_queue_scan(d->store, q, daemon_scan_item, &scan) != STORE_OK)
             goto out;
+        if ((st = scan.st) != DAEMON_OK)
+            goto out;
+        st = DAEMON_ESTORE;
     }
     d->started_ns = daemon_now(d);
     *out = d;
@@ -241,6 +278,8 @@ void daemon_destroy(daemon_t *d)
     metrics_destroy(d->metrics);
     service_fini(d);
     serving_destroy(d);
+    quota_fini(&d->quota);
+    stats_waiting_fini(&d->waiting);
     dirlock_release(d->lock_fd); /* after the store closed */
     free(d);
 }

@@ -43,6 +43,68 @@ const char *daemon_status_str(daemon_status_t status);
  * SCHED_AGE_BOUND_DEFAULT_NS; none under lanes-seed, which is the article's policy). */
 #define DAEMON_STARVATION_DEFAULT UINT32_MAX
 
+/*
+ * The defaults of the limits on what one client controls (daemon_limits_t; a field left 0 takes
+ * its default). Each keeps one message's work, and one client's memory, bounded; subjects.md
+ * lists them with the reason code a client gets past each.
+ */
+/* Register.name bytes: a name is for people (logs, stats); a 100 KB name only costs. */
+#define DAEMON_LIMIT_NAME_BYTES 256u
+/* WorkItems per Submit: the reply to 10,000 items with 64-byte ids and the longest reason word
+ * is about 0.9 MB, under NATS's default max_payload of 1 MB. */
+#define DAEMON_LIMIT_ITEMS 10000u
+/* WorkItem.reply_to bytes: a subject; with a 64-byte id it stays far inside the 8 KB a batch
+ * keeps free per item (DAEMON_BATCH_OVERHEAD), so a batch of one item always fits. */
+#define DAEMON_LIMIT_REPLY_TO_BYTES 1024u
+/* Consumers registered (alive, and dead ones still remembered): timers walk them every turn. */
+#define DAEMON_LIMIT_CONSUMERS 1024u
+/* Open pulls per consumer: a client that pulls without end would queue records without end. */
+#define DAEMON_LIMIT_PULLS 64u
+/* Batches in flight per consumer, JetStream's max_ack_pending default (1,000) rounded to a
+ * power of two; a consumer holding that many gets none until it settles one. A heartbeat lists
+ * at most this many ids. */
+#define DAEMON_LIMIT_INFLIGHT 1024u
+/* Register.max_batch_size (an Ack lists at most this many positions): engines batch tens to a
+ * few thousand sequences; 2^32 - 1 made a 250 ms turn of failed publishes. */
+#define DAEMON_LIMIT_BATCH_SIZE 4096u
+/* Register.max_batch_tokens: 4 Mi padded tokens, far past any engine's step. */
+#define DAEMON_LIMIT_BATCH_TOKENS 4194304u
+/* Models with shapes, and shapes per model: every shape costs lanes, segment files and a row in
+ * stats; a producer that hashes whole prompts instead of templates makes one per item. */
+#define DAEMON_LIMIT_MODELS           1024u
+#define DAEMON_LIMIT_SHAPES           16384u
+#define DAEMON_LIMIT_SHAPES_PER_MODEL 4096u
+/* New shapes one Submit may create: each opens a lane and its segment file (about 0.5 ms on the
+ * CI machine), so a message of 10,000 new shapes would hold the owner for seconds. */
+#define DAEMON_LIMIT_NEW_SHAPES 64u
+/* Items stored per model (queued + in flight): JetStream's max_msgs. 10 M items cost about
+ * 350 MB of RAM for the disk store's records. */
+#define DAEMON_LIMIT_QUEUE_ITEMS 10000000ull
+/* Bytes stored per model (ids, payloads and reply subjects): JetStream's max_bytes. */
+#define DAEMON_LIMIT_QUEUE_BYTES (8ull << 30)
+/* Ids in the dedupe window: 4 Mi ids of about 32 bytes each is 128 MiB; past it the oldest
+ * are forgotten early (counted in dedupe_evictions). */
+#define DAEMON_LIMIT_DEDUPE_IDS 4194304ull
+
+/* The limits in force; 0 in a field = its DAEMON_LIMIT_ default. */
+typedef struct {
+    uint32_t name_bytes;
+    uint32_t items;
+    uint32_t reply_to_bytes;
+    uint32_t consumers;
+    uint32_t pulls;
+    uint32_t inflight;
+    uint32_t batch_size;
+    uint32_t batch_tokens;
+    uint32_t models;
+    uint32_t shapes; /* of every model together */
+    uint32_t shapes_per_model;
+    uint32_t new_shapes; /* per Submit */
+    uint64_t queue_items;
+    uint64_t queue_bytes;
+    uint64_t dedupe_ids;
+} daemon_limits_t;
+
 /* Monotonic nanoseconds; the daemon's only clock (tests inject their own). */
 typedef uint64_t (*daemon_clock_fn)(void *ctx);
 
@@ -74,6 +136,7 @@ typedef struct {
      * (DAEMON_ESTOPPED). NULL: a held lock fails at once (DAEMON_ELOCKED). */
     int (*lock_wait)(void *ctx, uint32_t ms);
     void *lock_wait_ctx; /* borrowed */
+    daemon_limits_t limits;
 } daemon_config_t;
 
 /* The kinds of message the daemon handles; the front maps each subscription to one. */
@@ -109,6 +172,10 @@ void daemon_destroy(daemon_t *d);
 void daemon_publish_set(daemon_t *d, daemon_publish_fn publish, void *ctx);
 /* Lowers the largest payload accepted (the front learns the server's max_payload). */
 void daemon_max_payload_set(daemon_t *d, uint32_t bytes);
+/* The largest message the server carries (its max_payload): no reply is built larger (a submit
+ * whose reply could be larger is refused before anything is stored; stats pages shrink to it).
+ * Until set: 1 MiB, NATS's default. */
+void daemon_reply_max_set(daemon_t *d, uint64_t bytes);
 
 /* The instance id (22 characters of [0-9A-Za-z], random at create) that $SRV replies carry and
  * $SRV.<verb>.lanesched.<id> addresses. Constant for the daemon's life: safe from any thread. */

@@ -11,14 +11,17 @@
  *   replies.c    replies held until the turn's flush
  *   consumers.c  the consumer registry and liveness (consumers.h)
  *   dedupe.c     the id window (dedupe.h)
+ *   limits.c     the limits in force and the caps the codec checks
+ *   quota.c      what each model holds in the store, against the queue limits
  *   stats.c      the lanes.stats document
  *   service.c    $SRV.PING/INFO/STATS (the NATS micro-service protocol) and endpoint counts
  *   metrics.c    the Prometheus figures and their text
  *   dirlock.c    the exclusive lock on the data directory
  *   serving.c    which models this instance serves now (--models, leases)
  *
- * Everything here runs on the owner thread, except evqueue_post, evqueue_post_msg and
- * evqueue_stop (any thread) and the dropped-message counter (atomic).
+ * Everything here runs on the owner thread, except evqueue_post, evqueue_post_msg,
+ * evqueue_release, evqueue_stop and stats_waiting_add (any thread) and the dropped-message
+ * counter (atomic).
  */
 #ifndef LANESCHED_DAEMON_INT_H
 #define LANESCHED_DAEMON_INT_H
@@ -70,6 +73,9 @@ int evqueue_post(evqueue_t *q, ev_kind_t kind, const char *token, const char *re
 /* Queues views into msg (taken). Thread-safe. 0, or -1 when out of memory: msg was released. */
 int evqueue_post_msg(evqueue_t *q, ev_kind_t kind, const char *token, const char *reply,
                      const void *data, size_t len, void *msg);
+/* Releases a transport message that is not queued (a stats request set aside, stats.c) through
+ * the release function. Thread-safe. */
+void evqueue_release(const evqueue_t *q, void *msg);
 /* A stop (invariant 4). Thread-safe. */
 void evqueue_stop(evqueue_t *q);
 int evqueue_stopping(const evqueue_t *q);
@@ -107,6 +113,66 @@ uint8_t *frame_encode(const char *reply_to, codec_bytes_t payload, uint64_t crea
  * payload, with an empty reply_to. */
 void frame_decode(const uint8_t *stored_view, size_t len, codec_bytes_t *out_reply_to /* out */,
                   codec_bytes_t *out_payload /* out */, uint64_t *out_created_unix_ns /* out */);
+
+/* ---- limits (limits.c) ---------------------------------------------------------------------- */
+
+/* Fills every 0 field of l with its DAEMON_LIMIT_ default. */
+void limits_resolve(daemon_limits_t *l);
+/* The message caps of resolved limits, for the codec's checks. */
+codec_caps_t limits_caps(const daemon_limits_t *l);
+
+/* ---- per-model queue limits (quota.c) -------------------------------------------------------- */
+
+typedef struct quota_model quota_model_t;
+typedef struct {
+    map_t models;                  /* (XXH64 of the name, seeds 0 and 1) -> quota_model_t, owned */
+    map_t batches;                 /* (batch id, 0) -> a batch's per-position byte counts, owned */
+    uint64_t max_items, max_bytes; /* per model; 0 = none */
+} quota_t;
+
+void quota_init(quota_t *q, uint64_t max_items, uint64_t max_bytes);
+void quota_fini(quota_t *q);
+/* CODEC_EQUEUE_FULL when one more item of `bytes` would pass a limit of the model. */
+codec_status_t quota_check(const quota_t *q, const char *model, uint64_t bytes);
+/* Counts an item stored (accepted, or recovered at start). */
+daemon_status_t quota_add(quota_t *q, const char *model, uint64_t bytes);
+/* Items and bytes the model holds (0 for a model never seen). */
+void quota_usage(const quota_t *q, const char *model, uint64_t *out_items /* out */,
+                 uint64_t *out_bytes /* out */);
+/* A dead letter: one item of the model completed outside any batch record. */
+void quota_complete_one(quota_t *q, const char *model, uint64_t bytes);
+/* A batch committed: remembers each position's bytes (items_view borrowed for the call). */
+daemon_status_t quota_batch_open(quota_t *q, uint64_t batch_id, const char *model,
+                                 const store_view_t *items_view, size_t n);
+/* Positions (all of them when pos is NULL) completed, or returned to their lane. */
+void quota_batch_completed(quota_t *q, uint64_t batch_id, const uint32_t *pos, size_t n);
+void quota_batch_returned(quota_t *q, uint64_t batch_id, const uint32_t *pos, size_t n);
+/* The batch is settled or returned: its record goes. */
+void quota_batch_close(quota_t *q, uint64_t batch_id);
+/* Frees the entries of models that hold nothing (every tick). */
+void quota_tick(quota_t *q);
+
+/* ---- stats asked for while the owner is busy (stats.c) ------------------------------------- */
+
+/* Summaries asked for while the owner is in a turn, answered between its events (stats never
+ * waits behind a backlog). */
+typedef struct {
+    pthread_mutex_t lock;
+    char **replies; /* owned, under lock: reply subjects waiting */
+    size_t n, cap;  /* under lock */
+    int busy;       /* under lock: the owner is in a turn */
+} stats_waiting_t;
+
+void stats_waiting_init(stats_waiting_t *w);
+void stats_waiting_fini(stats_waiting_t *w);
+/* Owner: a turn begins. */
+void stats_waiting_begin(struct daemon *d);
+/* Any thread: sets a summary request aside when the owner is in a turn; 1 if it did (it is then
+ * not queued). body (borrowed): a page request (a JSON object) is never set aside. */
+int stats_waiting_add(struct daemon *d, const char *reply, const void *body, size_t len);
+/* Owner, between events: answers every request set aside with one summary built now; with
+ * end_of_turn, requests arriving after it are queued again. */
+void stats_waiting_answer(struct daemon *d, int end_of_turn);
 
 /* ---- the owner ------------------------------------------------------------------------------ */
 
@@ -149,7 +215,11 @@ typedef struct {
 } serving_model_t;
 
 struct daemon {
-    daemon_config_t cfg;
+    daemon_config_t cfg; /* cfg.limits resolved (limits_resolve) */
+    codec_caps_t caps;   /* limits_caps(&cfg.limits) */
+    quota_t quota;
+    uint64_t reply_max; /* the server's max_payload: no reply is built larger */
+    stats_waiting_t waiting;
     store_t *store;
     sched_t *sched;
     consumers_t *consumers;
@@ -176,6 +246,9 @@ struct daemon {
     serving_model_t *serving; /* the --models list with each lease's deadline (owned) */
     size_t n_serving;
 };
+
+/* The largest reply built until the front says what the server carries: NATS's default. */
+#define DAEMON_REPLY_MAX_DEFAULT (1ull << 20)
 
 uint64_t daemon_now(const struct daemon *d);
 uint64_t daemon_ms_ns(uint32_t ms);
@@ -223,8 +296,10 @@ void dispatch_release(struct daemon *d, consumer_t *c, int close_pulls);
 /* Retries the returns that failed (every tick). */
 void dispatch_orphans_retry(struct daemon *d);
 
-/* stats.c: the lanes.stats document, returned to the caller to free; NULL when out of memory. */
-char *stats_json(struct daemon *d, size_t *out_len /* out */);
+/* stats.c: the lanes.stats document for a request body (borrowed; empty or not a JSON object:
+ * the summary), returned to the caller to free; NULL when out of memory. Never longer than
+ * d->reply_max. */
+char *stats_json(struct daemon *d, const void *body, size_t body_len, size_t *out_len /* out */);
 
 /* service.c */
 /* Builds the endpoint list from the configuration and notes the start time. */

@@ -14,6 +14,11 @@
  *   6. A pull the scheduler holds back (cache affinity: a worker waits for its warm shapes
  *      before missing on a small cold queue) is filled again by the time the scheduler names
  *      (sched_retry_ns): the turn's wait ends by then (turn.c invariant 3).
+ *   7. A consumer holding --limit-inflight batches gets no more until it settles one
+ *      (JetStream's max_ack_pending): its records, and the work a heartbeat or ack of it costs,
+ *      stay bounded whatever credits it asked for.
+ *   8. Every committed batch has its positions' sizes in the quota (quota.c) until it is settled
+ *      or returned, so completions are subtracted from its model's queue totals.
  *
  * Rejected: publishing a batch after committing it. A failed publish would strand the items as
  * pending for a consumer that never saw them, until its ack deadline.
@@ -101,11 +106,14 @@ static int dispatch_dead_letter(struct daemon *d, const sched_batch_t *b)
     }
     free(buf);
     uint64_t id = b->batch_id, tokens = b->real_tokens;
-    const char *model = b->model_view;
+    uint64_t bytes = b->items_view[0].id_len + b->items_view[0].payload_len;
+    char model[LIMITS_MODEL_MAX + 1];
+    snprintf(model, sizeof(model), "%s", b->model_view);
     metrics_batch(d, b, 0, 1);
     if (sched_commit(d->sched, b) == SCHED_OK &&
         sched_complete(d->sched, id, NULL, 0, NULL) == SCHED_OK) {
         metrics_completed(d->metrics, model, 1, tokens);
+        quota_complete_one(&d->quota, model, bytes);
         d->counters.dead_lettered++;
         log_write(LOG_WARN, "an item of model %s reached the delivery limit: sent to %s",
                   b->model_view, subject);
@@ -156,17 +164,21 @@ again:;
     }
     uint64_t batch_id = b.batch_id;
     size_t n = b.n;
-    /* before the commit, while the batch's views are valid (a failed commit is logged below) */
+    /* the metrics and the quota (invariant 8) before the commit, while the batch's views are
+     * valid (a failed commit is logged below) */
     metrics_batch(d, &b, consumers_shape_note(c, b.signature), 0);
-    if ((st = sched_commit(d->sched, &b)) != SCHED_OK) {
+    daemon_status_t qst = quota_batch_open(&d->quota, batch_id, b.model_view, b.items_view, n);
+    if (qst != DAEMON_OK || (st = sched_commit(d->sched, &b)) != SCHED_OK) {
         log_write(LOG_ERROR, "committing batch %" PRIu64 " failed: %s", batch_id,
-                  sched_status_str(st));
+                  qst != DAEMON_OK ? "out of memory" : sched_status_str(st));
+        quota_batch_close(&d->quota, batch_id);
         return 0;
     }
     if (consumers_inflight_add(d->consumers, c, batch_id, now + daemon_ms_ns(d->cfg.ack_wait_ms),
                                (uint32_t)n) != DAEMON_OK) {
         log_write(LOG_ERROR, "out of memory tracking batch %" PRIu64 ": returned", batch_id);
         sched_return(d->sched, batch_id, NULL, 0, NULL); /* invariant 2 */
+        quota_batch_close(&d->quota, batch_id);
         return 1;
     }
     consumers_dispatched_note(c, n);
@@ -186,7 +198,8 @@ void dispatch_fill(struct daemon *d)
         for (size_t k = 0; k < n; k++) {
             consumer_t *c = consumers_at(d->consumers, (d->serve_cursor + k) % n);
             if (consumers_dead(c) || consumers_pull_reply(c) == NULL ||
-                !serving_model(d, consumers_model(c)))
+                !serving_model(d, consumers_model(c)) ||
+                consumers_inflight_count(c) >= d->cfg.limits.inflight) /* invariant 7 */
                 continue;
             uint64_t now = daemon_now(d);
             if (now - start > DAEMON_FILL_BUDGET_NS)
@@ -211,6 +224,7 @@ void dispatch_return(struct daemon *d, consumer_t *c, uint64_t batch_id)
             d->orphans[d->n_orphans++] = batch_id;
         }
     }
+    quota_batch_close(&d->quota, batch_id); /* returned: its items are still stored */
     consumers_inflight_del(d->consumers, c, batch_id);
 }
 

@@ -9,8 +9,9 @@
  *   2. A transport message is handed over as it is (daemon_post_msg): the event's pointers are
  *      views into it and the owner releases it, through the release function, once the burst was
  *      handled; a copied event (daemon_post) owns one allocation holding token, reply and data.
- *      Every posted message is released exactly once, also when it cannot be queued and when the
- *      queue is finalised with events still in it.
+ *      Every posted message is released exactly once, also when it cannot be queued, when it is
+ *      not queued at all (a stats summary set aside, evqueue_release) and when the queue is
+ *      finalised with events still in it.
  *   3. A post wakes the owner only when it sleeps on the condition variable: under load the
  *      owner is busy, finds the next burst at its next take, and nobody makes a system call.
  *   4. A stop is a flag, not an event in line: evqueue_stopping is true from the moment it was
@@ -134,6 +135,12 @@ int evqueue_post(evqueue_t *q, ev_kind_t kind, const char *token, const char *re
         return 0;
     free(block);
     return -1;
+}
+
+void evqueue_release(const evqueue_t *q, void *msg)
+{
+    if (msg != NULL && q->release != NULL)
+        q->release(q->release_ctx, msg); /* invariant 2: never queued, released here */
 }
 
 void evqueue_stop(evqueue_t *q)

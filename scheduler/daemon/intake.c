@@ -1,18 +1,28 @@
 /*
- * intake.c - submits: decode and validate, dedupe, frame, store, answer.
+ * intake.c - submits: decode and validate, check the caps, dedupe, check the model's limits,
+ * frame, store, answer.
  *
  * Invariants:
  *   1. Every item gets exactly one result, in the order of the Submit: its validation reason
- *      (codec_item_check, permanent), DUPLICATE, a store refusal (store_full, store_error), or
- *      ACCEPTED. One bad item never affects the others.
+ *      (codec_item_check, permanent), not_owner (with leases, a model this instance does not
+ *      hold now), DUPLICATE, a refusal from the daemon's state (too_many_models,
+ *      too_many_shapes, queue_full), a store refusal (store_full, store_error), or ACCEPTED.
+ *      One bad item never affects the others.
  *   2. An item is ACCEPTED only after sched_submit stored it; its id enters the dedupe window
  *      then and not before, so a refused item can be retried with the same id.
  *   3. The SubmitReply is deferred to the turn's flush (replies.c): ACCEPTED is never said of
  *      an item the store has not made durable.
  *   4. Every rejection is counted under its reason (daemon_counters_t.rejected).
+ *   5. The reply fits what the server carries: ACCEPTED and DUPLICATE results carry their word
+ *      and no text; a message whose reply could be larger even so (every id at its length,
+ *      every result at the longest word) is refused whole as reply_too_large before anything
+ *      is stored; a reply whose refusal texts would push it over is sent without them.
+ *   6. A stats summary asked for meanwhile waits for at most one item, not for the message:
+ *      the owner answers those between items (stats.c's invariant 5).
  *
- * Rejected: checking limits here as well as in the codec. The codec's validation is the one
- * home of every rule a producer can break; the scheduler's own argument checks only catch bugs.
+ * Rejected: checking item rules here as well as in the codec. The codec's validation is the one
+ * home of every rule a producer can break; what is checked here is the daemon's own state (the
+ * window, the shapes and models it holds, the models' queues).
  */
 #include "scheduler/daemon/daemon_int.h"
 
@@ -20,6 +30,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* The reason a store failure gives the producer: a full disk is told apart (retry later) from
  * everything else, out of memory included (subjects.md: an operator has to look). */
@@ -48,17 +59,134 @@ static void intake_error_note(struct daemon *d, const ev_t *ev, const codec_subm
     }
 }
 
+static size_t intake_varint_len(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+/* The largest SubmitReply these items can get without refusal texts (invariant 5): each
+ * ItemResult at its id's length, a status, and the longest code word. */
+static uint64_t intake_reply_bound(const codec_submit_t *sub)
+{
+    static size_t longest;
+    if (longest == 0) {
+        for (int i = 0; i < CODEC_STATUS_COUNT; i++) {
+            size_t n = strlen(codec_status_reason((codec_status_t)i));
+            longest = n > longest ? n : longest;
+        }
+    }
+    uint64_t total = 0;
+    for (size_t i = 0; i < sub->n_items; i++) {
+        size_t id = sub->items[i].id.len;
+        size_t result =
+            1 + intake_varint_len(id) + id + 2 + 1 + intake_varint_len(longest) + longest;
+        total += 1 + intake_varint_len(result) + result;
+    }
+    return total;
+}
+
+/* The model's limits on what it holds (invariant 1): a new model past --limit-models, a new
+ * shape past --limit-shapes or --limit-new-shapes of this message (*new_shapes counts them), a
+ * full queue. CODEC_OK when the item may be stored. */
+static codec_status_t intake_room(const struct daemon *d, const char *model, uint64_t shape,
+                                  uint64_t bytes, uint32_t *new_shapes)
+{
+    if (sched_lanes_view(d->sched, model, shape) == NULL) {
+        size_t shapes = sched_shape_count(d->sched, model);
+        if (shapes == 0 && sched_model_count(d->sched) >= d->cfg.limits.models)
+            return CODEC_ETOO_MANY_MODELS;
+        if (shapes >= d->cfg.limits.shapes_per_model || *new_shapes >= d->cfg.limits.new_shapes ||
+            sched_shape_count(d->sched, NULL) >= d->cfg.limits.shapes)
+            return CODEC_ETOO_MANY_SHAPES;
+        codec_status_t st = quota_check(&d->quota, model, bytes);
+        *new_shapes += st == CODEC_OK;
+        return st;
+    }
+    return quota_check(&d->quota, model, bytes);
+}
+
+/* One item that passed validation: the window, the limits, the store. */
+static void intake_item(struct daemon *d, const ev_t *ev, const codec_work_item_t *it, uint64_t now,
+                        uint32_t *new_shapes, codec_item_result_t *r)
+{
+    if (dedupe_contains(&d->dedupe, it->id.ptr, it->id.len, now)) {
+        r->status = CODEC_ITEM_DUPLICATE;
+        r->reason = codec_status_reason(CODEC_DUPLICATE); /* invariant 5: no text */
+        d->counters.duplicates++;
+        return;
+    }
+    size_t flen = 0;
+    uint8_t *framed = frame_encode(it->reply_to, it->payload, it->created_unix_ns,
+                                   &d->frame_scratch, &d->frame_cap, &flen);
+    codec_status_t why = framed != NULL
+                             ? intake_room(d, ev->token, it->shape, it->id.len + flen, new_shapes)
+                             : CODEC_ESTORE_ERROR; /* out of memory: an operator has to look */
+    if (why == CODEC_OK) {
+        sched_item_t si = {ev->token, it->shape, it->tokens, it->id.ptr, it->id.len, framed, flen};
+        sched_status_t sst = sched_submit(d->sched, &si, NULL);
+        why = sst == SCHED_OK ? CODEC_OK : intake_store_reason(d, sst);
+    }
+    if (why != CODEC_OK) {
+        r->status = CODEC_ITEM_REJECTED;
+        r->reason = codec_status_reason(why);
+        r->error = codec_status_str(why);
+        d->counters.rejected[why]++;
+        return;
+    }
+    r->status = CODEC_ITEM_ACCEPTED;
+    metrics_received(d->metrics, ev->token, 1, it->tokens);
+    if (quota_add(&d->quota, ev->token, it->id.len + flen) != DAEMON_OK)
+        log_write(LOG_WARN, "queue totals of model %s: out of memory", ev->token);
+    if (dedupe_add(&d->dedupe, it->id.ptr, it->id.len, now) != DAEMON_OK)
+        log_write(LOG_WARN, "dedupe window full: out of memory");
+}
+
+/* Encodes the reply and queues it for after the flush; without the refusal texts when they
+ * would make it larger than the server carries (invariant 5). */
+static void intake_reply(struct daemon *d, const ev_t *ev, codec_submit_reply_t *rep,
+                         codec_item_result_t *results, replies_t *deferred)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (codec_encode_submit_reply(rep, &buf, &len) != CODEC_OK)
+        return;
+    if (len > d->reply_max && results != NULL) {
+        free(buf);
+        buf = NULL;
+        for (size_t i = 0; i < rep->n_results; i++)
+            results[i].error = "";
+        if (codec_encode_submit_reply(rep, &buf, &len) != CODEC_OK)
+            return;
+    }
+    replies_add(deferred, ev->reply, buf, len);
+}
+
 void intake_submit(struct daemon *d, const ev_t *ev, replies_t *deferred)
 {
     d->counters.submits++;
-    codec_limits_t lim = {.model = ev->token, .max_payload = d->cfg.max_payload};
+    codec_limits_t lim = {.model = ev->token,
+                          .max_payload = d->cfg.max_payload,
+                          .max_reply_to = d->cfg.limits.reply_to_bytes};
     codec_submit_t *sub = NULL;
     codec_status_t cst = codec_decode_submit(ev->data, ev->len, &lim, &sub);
     codec_submit_reply_t rep = {0};
     codec_item_result_t *results = NULL;
     char errbuf[160];
-    if (cst != CODEC_OK) {
+    if (cst == CODEC_OK) {
+        cst = codec_submit_caps_check(sub, &d->caps);
+        if (cst == CODEC_OK && ev->reply != NULL && intake_reply_bound(sub) > d->reply_max)
+            cst = CODEC_EREPLY_TOO_LARGE; /* invariant 5: nothing stored */
+        if (cst != CODEC_OK)
+            d->counters.rejected[cst]++;
+    } else {
         d->counters.rejected[cst == CODEC_ENOMEM ? CODEC_ENOMEM : CODEC_EMALFORMED]++;
+    }
+    if (cst != CODEC_OK) {
         snprintf(errbuf, sizeof(errbuf), "%s: %s", codec_status_reason(cst), codec_status_str(cst));
         rep.error = errbuf;
         goto reply;
@@ -70,49 +198,28 @@ void intake_submit(struct daemon *d, const ev_t *ev, replies_t *deferred)
     }
     uint64_t now = daemon_now(d);
     int served = serving_model(d, ev->token); /* a lease lost or lapsed: refuse (fencing) */
+    uint32_t new_shapes = 0;
     for (size_t i = 0; i < sub->n_items; i++) {
         const codec_work_item_t *it = &sub->items[i];
         codec_item_result_t *r = &results[i];
         *r = (codec_item_result_t){.id = it->id, .reason = "ok", .error = ""};
+        stats_waiting_answer(d, 0); /* between two items the state is whole (invariant 6) */
         codec_status_t why = it->status == CODEC_OK && !served ? CODEC_ENOT_OWNER : it->status;
-        if (why == CODEC_OK && dedupe_contains(&d->dedupe, it->id.ptr, it->id.len, now)) {
-            r->status = CODEC_ITEM_DUPLICATE;
-            r->reason = codec_status_reason(CODEC_DUPLICATE);
-            r->error = codec_status_str(CODEC_DUPLICATE);
-            d->counters.duplicates++;
-            continue;
-        }
         if (why == CODEC_OK) {
-            size_t flen = 0;
-            uint8_t *framed = frame_encode(it->reply_to, it->payload, it->created_unix_ns,
-                                           &d->frame_scratch, &d->frame_cap, &flen);
-            sched_item_t si = {ev->token,  it->shape, it->tokens, it->id.ptr,
-                               it->id.len, framed,    flen};
-            sched_status_t sst = framed ? sched_submit(d->sched, &si, NULL) : SCHED_ENOMEM;
-            why = sst == SCHED_OK ? CODEC_OK : intake_store_reason(d, sst);
-        }
-        if (why != CODEC_OK) {
-            r->status = CODEC_ITEM_REJECTED;
-            r->reason = codec_status_reason(why);
-            r->error = codec_status_str(why);
-            d->counters.rejected[why]++;
+            intake_item(d, ev, it, now, &new_shapes, r);
             continue;
         }
-        r->status = CODEC_ITEM_ACCEPTED;
-        metrics_received(d->metrics, ev->token, 1, it->tokens);
-        if (dedupe_add(&d->dedupe, it->id.ptr, it->id.len, now) != DAEMON_OK)
-            log_write(LOG_WARN, "dedupe window full: out of memory");
+        r->status = CODEC_ITEM_REJECTED;
+        r->reason = codec_status_reason(why);
+        r->error = codec_status_str(why);
+        d->counters.rejected[why]++;
     }
     rep.results = results;
     rep.n_results = sub->n_items;
 reply:
     intake_error_note(d, ev, &rep);
-    if (ev->reply != NULL) {
-        uint8_t *buf = NULL;
-        size_t len = 0;
-        if (codec_encode_submit_reply(&rep, &buf, &len) == CODEC_OK)
-            replies_add(deferred, ev->reply, buf, len);
-    }
+    if (ev->reply != NULL)
+        intake_reply(d, ev, &rep, results, deferred);
     free(results);
     codec_submit_destroy(sub);
 }

@@ -11,6 +11,10 @@
  *      first); Registered and Batch status messages change nothing durable and go at once.
  *   4. With --models, ids this instance never issued get no answer at all: the instance that
  *      issued them answers.
+ *   5. Every count a consumer controls is capped (limits.c): its name and contract at
+ *      register, consumers registered, open pulls per consumer, positions per ack, ids per
+ *      heartbeat; past a cap the message changes nothing and gets the cap's own word. (A pull's
+ *      credits are a counter: batches in flight per consumer are what dispatch bounds.)
  *
  * Rejected: answering unknown ids with --models set. Every instance would then answer every
  * other instance's consumers with "unknown_consumer" and they would re-register in a loop.
@@ -64,6 +68,14 @@ void requests_register(struct daemon *d, const ev_t *ev)
     if (cst == CODEC_OK && !serving_model(d, reg->model)) {
         codec_register_destroy(reg); /* invariant 4: the instance that owns the model answers */
         return;
+    }
+    if (cst == CODEC_OK) { /* invariant 5; the decoder's own refusals are not counted */
+        cst = codec_register_caps_check(reg, &d->caps);
+        if (cst == CODEC_OK && consumers_count(d->consumers) >= d->cfg.limits.consumers &&
+            !consumers_forget_dead(d->consumers))
+            cst = CODEC_ETOO_MANY_CONSUMERS; /* every one of them alive */
+        if (cst != CODEC_OK)
+            d->counters.rejected[cst]++;
     }
     if (cst != CODEC_OK) {
         snprintf(err, sizeof(err), "%s: %s", codec_status_reason(cst), codec_status_str(cst));
@@ -130,6 +142,17 @@ void requests_pull(struct daemon *d, const ev_t *ev)
         requests_pull_error(d, ev, "malformed: Pull did not decode");
         return;
     }
+    codec_status_t cst = CODEC_OK;
+    if (consumers_pull_count(c) >= d->cfg.limits.pulls)
+        cst = CODEC_ETOO_MANY_PULLS;
+    if (cst != CODEC_OK) { /* invariant 5 */
+        char err[160];
+        snprintf(err, sizeof(err), "%s: %s", codec_status_reason(cst), codec_status_str(cst));
+        d->counters.rejected[cst]++;
+        codec_pull_destroy(p);
+        requests_pull_error(d, ev, err);
+        return;
+    }
     uint32_t credits = p->max_batches ? p->max_batches : 1;
     uint32_t wait = p->expires_ms ? p->expires_ms : REQUESTS_PULL_EXPIRES_DEFAULT_MS;
     codec_pull_destroy(p);
@@ -144,15 +167,19 @@ static void requests_settle(struct daemon *d, const codec_ack_t *ack, codec_ack_
     sched_status_t st = SCHED_OK;
     if (ack->all) {
         st = sched_complete(d->sched, ack->batch_id, NULL, 0, &n);
+        quota_batch_completed(&d->quota, ack->batch_id, NULL, 0);
         out->acked += n;
     } else {
         if (ack->n_ack != 0) {
             st = sched_complete(d->sched, ack->batch_id, ack->ack, ack->n_ack, &n);
+            quota_batch_completed(&d->quota, ack->batch_id, ack->ack, ack->n_ack);
             out->acked += n;
         }
         if (st == SCHED_OK && ack->n_nak != 0 && sched_batch_pending(d->sched, ack->batch_id)) {
             n = 0;
             st = sched_return(d->sched, ack->batch_id, ack->nak, ack->n_nak, &n);
+            if (st == SCHED_OK)
+                quota_batch_returned(&d->quota, ack->batch_id, ack->nak, ack->n_nak);
             out->returned += n;
         }
     }
@@ -176,6 +203,13 @@ void requests_ack(struct daemon *d, const ev_t *ev, replies_t *deferred)
     if (codec_decode_ack(ev->data, ev->len, &ack) != CODEC_OK) {
         out.unknown = 1;
         out.error = "malformed: Ack did not decode";
+        goto reply;
+    }
+    if (codec_ack_caps_check(ack, &d->caps) != CODEC_OK) { /* invariant 5 */
+        d->counters.rejected[CODEC_ETOO_MANY_POSITIONS]++;
+        out.unknown = 1;
+        out.error = "too_many_positions: an ack or nak list is longer than a batch can be; "
+                    "nothing changed";
         goto reply;
     }
     inflight_t *in = consumers_inflight_find(c, ack->batch_id);
@@ -205,8 +239,10 @@ void requests_ack(struct daemon *d, const ev_t *ev, replies_t *deferred)
     requests_settle(d, ack, &out);
     metrics_completed(d->metrics, consumers_model(c), k->items_completed - items,
                       k->tokens_completed - tokens);
-    if (!sched_batch_pending(d->sched, ack->batch_id))
+    if (!sched_batch_pending(d->sched, ack->batch_id)) {
+        quota_batch_close(&d->quota, ack->batch_id);
         consumers_inflight_del(d->consumers, c, ack->batch_id);
+    }
 reply:
     if (out.error[0] != '\0')
         service_error(d, EV_ACK, NULL, out.error);
@@ -223,6 +259,11 @@ void requests_heartbeat(struct daemon *d, const ev_t *ev)
     codec_heartbeat_t *hb = NULL;
     if (c == NULL || codec_decode_heartbeat(ev->data, ev->len, &hb) != CODEC_OK)
         return;
+    if (codec_heartbeat_caps_check(hb, &d->caps) != CODEC_OK) { /* invariant 5: liveness only */
+        d->counters.rejected[CODEC_ETOO_MANY_IDS]++;
+        codec_heartbeat_destroy(hb);
+        return;
+    }
     uint64_t deadline = daemon_now(d) + daemon_ms_ns(d->cfg.ack_wait_ms);
     for (size_t i = 0; i < hb->n_in_progress; i++) {
         inflight_t *in = consumers_inflight_find(c, hb->in_progress[i]);
@@ -255,7 +296,7 @@ void requests_stats(struct daemon *d, const ev_t *ev)
     if (ev->reply == NULL)
         return;
     size_t len = 0;
-    char *json = stats_json(d, &len);
+    char *json = stats_json(d, ev->data, ev->len, &len);
     daemon_publish(d, ev->reply, (uint8_t *)json, len);
 }
 

@@ -12,9 +12,23 @@
  *      strings that are not valid UTF-8 are written with each bad byte as U+FFFD.
  *   3. counters.rejected has one key per reason seen so far, the reason's code word from
  *      CODEC_STATUS_MAP: the counters, the keys and the wire words are one list.
+ *   4. Bounded: the summary lists at most STATS_SUMMARY_MAX models (each with its current shape
+ *      and its STATS_SUMMARY_SHAPES shapes with most queued tokens) and consumers, saying in
+ *      "truncated" that it left some out; everything else is read in pages ("detail" in the
+ *      request body, subjects.md). A document longer than the server carries (reply_max)
+ *      shrinks its lists by half until it fits. Building it walks every shape once, with O(1)
+ *      work for each shape not listed.
+ *   5. A summary never waits behind a flood: asked for while the owner is in a turn, it is set
+ *      aside by daemon_post or daemon_post_msg and answered as soon as the owner finishes the
+ *      message it is handling, or the item of a Submit (built then, so it is as fresh as one
+ *      queued), not after the turn's backlog.
+ *      Asked for between turns, and for every page, it waits in the queue like any message.
  *
  * Rejected: a hand-written writer (its first version): it escaped one vsnprintf per character
- * and wrote invalid JSON for invalid UTF-8.
+ * and wrote invalid JSON for invalid UTF-8. Building the document on another thread: it reads
+ * the scheduler and the registry, which only the owner may; bounded, it costs the owner
+ * well under a millisecond at the limits' defaults. Answering from a copy built earlier: its
+ * figures would lag a request sent right after a reply, which clients read as lost counts.
  */
 #include "scheduler/daemon/daemon_int.h"
 
@@ -22,12 +36,22 @@
 
 #include <inttypes.h>
 #include <jansson.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Models listed at most (their shapes with them); the rest are left out of the document. */
-#define STATS_MODELS_MAX 256
+/* The summary (a request without a detail): at most this many models and consumers, and
+ * shapes per model, so a flood of names or shapes cannot make it grow (about 300 KB at most
+ * with every name at its limit; a reply that would not fit the server shrinks anyway). */
+#define STATS_SUMMARY_MAX    64u
+#define STATS_SUMMARY_SHAPES 16u
+/* Summaries asked for during one turn and answered between its events (invariant 5); past this
+ * many, requests wait in the queue like any other message. */
+#define STATS_WAITING_MAX 1024u
+/* A detail page: at most this many models or consumers, or shapes of one model. */
+#define STATS_PAGE_MAX        256u
+#define STATS_PAGE_SHAPES_MAX 1024u
 
 /* Length of the valid UTF-8 sequence at s (n bytes left), or 0 when it is not one. */
 static size_t stats_utf8_len(const unsigned char *s, size_t n)
@@ -164,13 +188,127 @@ static void stats_worker(json_t *o, const consumer_t *c)
     json_object_set_new(o, "warm_shapes", stats_u64(wi.warm_shapes));
 }
 
+/* ---- which part of the document a request asks for ------------------------------------------ */
+
+typedef enum { STATS_SUMMARY = 0, STATS_MODELS, STATS_SHAPES, STATS_CONSUMERS } stats_kind_t;
+
 typedef struct {
-    const sched_t *sched;
-    json_t *models;    /* the array being written */
-    json_t *shapes;    /* shapes[] of the model being written (borrowed from it) */
-    const char *model; /* that model, borrowed from the scheduler */
-    size_t n_models;
+    stats_kind_t kind;
+    char model[LIMITS_MODEL_MAX + 1]; /* STATS_SHAPES: whose shapes */
+    size_t offset, limit;
+} stats_request_t;
+
+/* The request of a body: empty, or not a JSON object with a known "detail", is the summary. */
+static void stats_request_parse(const void *body, size_t len, stats_request_t *rq)
+{
+    *rq = (stats_request_t){.kind = STATS_SUMMARY};
+    json_t *doc = len != 0 ? json_loadb(body, len, 0, NULL) : NULL;
+    const char *detail = json_string_value(json_object_get(doc, "detail"));
+    const char *model = json_string_value(json_object_get(doc, "model"));
+    json_t *offset = json_object_get(doc, "offset"), *limit = json_object_get(doc, "limit");
+    if (detail != NULL && strcmp(detail, "models") == 0)
+        rq->kind = STATS_MODELS;
+    else if (detail != NULL && strcmp(detail, "shapes") == 0 && model != NULL)
+        rq->kind = STATS_SHAPES;
+    else if (detail != NULL && strcmp(detail, "consumers") == 0)
+        rq->kind = STATS_CONSUMERS;
+    if (rq->kind == STATS_SHAPES)
+        snprintf(rq->model, sizeof(rq->model), "%s", model);
+    size_t max = rq->kind == STATS_SHAPES ? STATS_PAGE_SHAPES_MAX : STATS_PAGE_MAX;
+    rq->limit = max;
+    if (json_is_integer(offset) && json_integer_value(offset) > 0)
+        rq->offset = (size_t)json_integer_value(offset);
+    if (json_is_integer(limit) && json_integer_value(limit) > 0 &&
+        (uint64_t)json_integer_value(limit) < max)
+        rq->limit = (size_t)json_integer_value(limit);
+    json_decref(doc);
+}
+
+/* ---- models and their shapes ----------------------------------------------------------------- */
+
+/* One shape's object; its pending count walks the shape's lanes, so only listed shapes pay. */
+static json_t *stats_shape_json(uint64_t signature, const lanes_t *lanes, int current)
+{
+    uint64_t queued_items = 0, pending = 0;
+    lanes_lane_t lane;
+    for (uint32_t id = 0; lanes_get(lanes, id, &lane) == SCHED_OK; id++) {
+        queued_items += lane.queued_items;
+        pending += lane.inflight_items;
+    }
+    return json_pack("{s:o,s:b,s:I,s:o,s:o,s:o,s:o,s:o}", "signature", stats_sig(signature),
+                     "current", current, "lanes", (json_int_t)lanes_in_use(lanes), "queued_items",
+                     stats_u64(queued_items), "queued_tokens",
+                     stats_u64(lanes_queued_tokens(lanes)), "pending_items", stats_u64(pending),
+                     "lanes_opened", stats_u64(lanes_counters(lanes)->opened), "force_fits",
+                     stats_u64(lanes_counters(lanes)->force_fits));
+}
+
+/* A shape kept for a model's list: its current shape first, then the most queued tokens. */
+typedef struct {
+    uint64_t signature;
+    const lanes_t *lanes;
+    int current;
+} stats_pick_t;
+
+typedef struct {
+    struct daemon *d;
+    const stats_request_t *rq;
+    size_t models_max, shapes_max; /* per document, per model */
+    json_t *models;                /* the array being written */
+    const char *model;             /* the model being visited (borrowed from the scheduler) */
+    size_t model_index;            /* its position in the scheduler's order */
+    int listed;                    /* it is on this page */
+    size_t n_listed, n_shapes;     /* models listed; the model's shapes seen */
+    uint64_t lanes_total, queued_items_total, queued_tokens_total;
+    stats_pick_t picks[STATS_PAGE_SHAPES_MAX];
+    size_t n_picks;
+    int truncated;
 } stats_models_t;
+
+static int stats_pick_before(const stats_pick_t *a, const stats_pick_t *b)
+{
+    if (a->current != b->current)
+        return a->current;
+    return lanes_queued_tokens(a->lanes) > lanes_queued_tokens(b->lanes);
+}
+
+/* Keeps the best shapes_max shapes of the model (insertion into a short sorted array). */
+static void stats_pick(stats_models_t *m, const stats_pick_t *p)
+{
+    size_t at = m->n_picks;
+    while (at > 0 && stats_pick_before(p, &m->picks[at - 1]))
+        at--;
+    if (at >= m->shapes_max)
+        return;
+    size_t n = m->n_picks < m->shapes_max ? m->n_picks : m->shapes_max - 1;
+    memmove(m->picks + at + 1, m->picks + at, (n - at) * sizeof(*m->picks));
+    m->picks[at] = *p;
+    m->n_picks = n + 1;
+}
+
+/* Writes the model just visited, if it is listed. */
+static void stats_model_end(stats_models_t *m)
+{
+    if (m->model == NULL || !m->listed)
+        return;
+    uint64_t cur = 0, items = 0, bytes = 0;
+    int has = sched_current_shape(m->d->sched, m->model, &cur);
+    quota_usage(&m->d->quota, m->model, &items, &bytes);
+    json_t *shapes = json_array();
+    for (size_t i = 0; i < m->n_picks; i++)
+        json_array_append_new(shapes, stats_shape_json(m->picks[i].signature, m->picks[i].lanes,
+                                                       m->picks[i].current));
+    m->truncated |= m->n_picks < m->n_shapes;
+    json_array_append_new(
+        m->models,
+        json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "model", stats_str(m->model),
+                  "current_shape", has ? stats_sig(cur) : json_null(), "shapes", shapes,
+                  "shapes_total", stats_u64(m->n_shapes), "lanes_total", stats_u64(m->lanes_total),
+                  "queued_items_total", stats_u64(m->queued_items_total), "queued_tokens_total",
+                  stats_u64(m->queued_tokens_total), "stored_items", stats_u64(items),
+                  "stored_bytes", stats_u64(bytes)));
+    m->n_listed++;
+}
 
 /* sched_shapes_visit goes model by model, so a model's shapes arrive together. */
 static void stats_shape(void *ctx, const char *model, uint64_t signature, const lanes_t *lanes,
@@ -178,55 +316,70 @@ static void stats_shape(void *ctx, const char *model, uint64_t signature, const 
 {
     stats_models_t *m = ctx;
     if (m->model == NULL || strcmp(model, m->model) != 0) {
-        if (m->n_models == STATS_MODELS_MAX) {
-            m->shapes = NULL;
-            return;
-        }
-        uint64_t cur = 0;
-        int has = sched_current_shape(m->sched, model, &cur);
-        m->shapes = json_array();
-        json_array_append_new(m->models,
-                              json_pack("{s:o,s:o,s:o}", "model", stats_str(model), "current_shape",
-                                        has ? stats_sig(cur) : json_null(), "shapes", m->shapes));
+        stats_model_end(m);
+        m->model_index += m->model != NULL;
         m->model = model;
-        m->n_models++;
+        m->n_shapes = m->n_picks = 0;
+        m->lanes_total = m->queued_items_total = m->queued_tokens_total = 0;
+        if (m->rq->kind == STATS_SHAPES)
+            m->listed = strcmp(model, m->rq->model) == 0;
+        else
+            m->listed = m->model_index >= m->rq->offset && m->n_listed < m->models_max;
+        m->truncated |= !m->listed && m->rq->kind == STATS_SUMMARY;
     }
-    if (m->shapes == NULL)
+    size_t seen = m->n_shapes++;
+    if (!m->listed)
         return;
-    uint64_t queued_items = 0, pending = 0;
-    lanes_lane_t lane;
-    for (uint32_t id = 0; lanes_get(lanes, id, &lane) == SCHED_OK; id++) {
-        queued_items += lane.queued_items;
-        pending += lane.inflight_items;
+    m->lanes_total += lanes_in_use(lanes);
+    m->queued_items_total += lanes_queued_items(lanes);
+    m->queued_tokens_total += lanes_queued_tokens(lanes);
+    stats_pick_t p = {signature, lanes, current};
+    if (m->rq->kind != STATS_SHAPES) {
+        stats_pick(m, &p);
+    } else if (seen >= m->rq->offset && m->n_picks < m->shapes_max) {
+        m->picks[m->n_picks++] = p; /* a page of shapes: in the scheduler's order */
     }
-    json_array_append_new(
-        m->shapes,
-        json_pack("{s:o,s:b,s:I,s:o,s:o,s:o,s:o,s:o}", "signature", stats_sig(signature), "current",
-                  current, "lanes", (json_int_t)lanes_in_use(lanes), "queued_items",
-                  stats_u64(queued_items), "queued_tokens", stats_u64(lanes_queued_tokens(lanes)),
-                  "pending_items", stats_u64(pending), "lanes_opened",
-                  stats_u64(lanes_counters(lanes)->opened), "force_fits",
-                  stats_u64(lanes_counters(lanes)->force_fits)));
 }
 
-static json_t *stats_consumers(struct daemon *d)
+/* ---- consumers ------------------------------------------------------------------------------- */
+
+static json_t *stats_consumer_json(const consumers_info_t *ci, const consumer_t *c)
+{
+    json_t *o = json_pack("{s:s,s:o,s:o,s:I,s:I,s:I,s:b,s:o,s:I,s:I,s:o,s:o}", "id", ci->id, "name",
+                          stats_str(ci->name), "model", stats_str(ci->model), "max_batch_size",
+                          (json_int_t)ci->contract.max_batch_size, "max_batch_tokens",
+                          (json_int_t)ci->contract.max_batch_tokens, "max_input_tokens",
+                          (json_int_t)ci->contract.max_input_tokens, "alive", ci->alive, "idle_ms",
+                          stats_u64(ci->idle_ns / 1000000), "inflight_batches",
+                          (json_int_t)ci->inflight_batches, "pulls", (json_int_t)ci->pulls,
+                          "batches", stats_u64(ci->batches), "items", stats_u64(ci->items));
+    if (o != NULL)
+        stats_worker(o, c);
+    return o;
+}
+
+/* Consumers from `offset`, at most max: the live ones first, each group in registration order
+ * (the summary), or all in registration order (a page). */
+static json_t *stats_consumers(struct daemon *d, size_t offset, size_t max, int alive_first,
+                               int *truncated)
 {
     json_t *all = json_array();
     uint64_t now = daemon_now(d);
-    for (size_t i = 0; i < consumers_count(d->consumers); i++) {
-        consumers_info_t ci;
-        consumers_info(consumers_at(d->consumers, i), now, &ci);
-        json_array_append_new(
-            all, json_pack("{s:s,s:o,s:o,s:I,s:I,s:I,s:b,s:o,s:I,s:I,s:o,s:o}", "id", ci.id, "name",
-                           stats_str(ci.name), "model", stats_str(ci.model), "max_batch_size",
-                           (json_int_t)ci.contract.max_batch_size, "max_batch_tokens",
-                           (json_int_t)ci.contract.max_batch_tokens, "max_input_tokens",
-                           (json_int_t)ci.contract.max_input_tokens, "alive", ci.alive, "idle_ms",
-                           stats_u64(ci.idle_ns / 1000000), "inflight_batches",
-                           (json_int_t)ci.inflight_batches, "pulls", (json_int_t)ci.pulls,
-                           "batches", stats_u64(ci.batches), "items", stats_u64(ci.items)));
-        stats_worker(json_array_get(all, json_array_size(all) - 1), consumers_at(d->consumers, i));
+    size_t n = consumers_count(d->consumers), listed = 0;
+    for (int pass = alive_first ? 0 : 2; pass < (alive_first ? 2 : 3) && listed < max; pass++) {
+        for (size_t i = alive_first ? 0 : offset; i < n && listed < max; i++) {
+            consumers_info_t ci;
+            const consumer_t *c = consumers_at(d->consumers, i);
+            consumers_info(c, now, &ci);
+            if ((pass == 0 && !ci.alive) || (pass == 1 && ci.alive))
+                continue;
+            json_array_append_new(all, stats_consumer_json(&ci, c));
+            listed++;
+        }
+        if (!alive_first)
+            break;
     }
+    *truncated |= listed + (alive_first ? 0 : offset) < n;
     return all;
 }
 
@@ -247,26 +400,213 @@ static json_t *stats_serving(struct daemon *d)
     return all;
 }
 
-char *stats_json(struct daemon *d, size_t *out_len)
+/* ---- the document ---------------------------------------------------------------------------- */
+
+static void stats_extras(struct daemon *d, json_t *doc, json_t *counters)
 {
-    stats_models_t m = {.sched = d->sched, .models = json_array()};
-    if (m.models != NULL)
+    size_t alive = 0, n = consumers_count(d->consumers);
+    for (size_t i = 0; i < n; i++)
+        alive += !consumers_dead(consumers_at(d->consumers, i));
+    json_object_set_new(counters, "dedupe_ids", stats_u64(d->dedupe.len));
+    json_object_set_new(counters, "dedupe_bytes", stats_u64(dedupe_bytes(&d->dedupe)));
+    json_object_set_new(counters, "dedupe_evictions", stats_u64(d->dedupe.evictions));
+    json_object_set_new(doc, "totals",
+                        json_pack("{s:o,s:o,s:o,s:o}", "models",
+                                  stats_u64(sched_model_count(d->sched)), "shapes",
+                                  stats_u64(sched_shape_count(d->sched, NULL)), "consumers",
+                                  stats_u64(n), "consumers_alive", stats_u64(alive)));
+    const daemon_limits_t *l = &d->cfg.limits;
+    static const struct {
+        const char *key;
+        size_t offset;
+        int wide;
+    } limits[] = {
+        {"name_bytes", offsetof(daemon_limits_t, name_bytes), 0},
+        {"items_per_submit", offsetof(daemon_limits_t, items), 0},
+        {"reply_to_bytes", offsetof(daemon_limits_t, reply_to_bytes), 0},
+        {"consumers", offsetof(daemon_limits_t, consumers), 0},
+        {"pulls_per_consumer", offsetof(daemon_limits_t, pulls), 0},
+        {"inflight_batches", offsetof(daemon_limits_t, inflight), 0},
+        {"batch_size", offsetof(daemon_limits_t, batch_size), 0},
+        {"batch_tokens", offsetof(daemon_limits_t, batch_tokens), 0},
+        {"models", offsetof(daemon_limits_t, models), 0},
+        {"shapes", offsetof(daemon_limits_t, shapes), 0},
+        {"shapes_per_model", offsetof(daemon_limits_t, shapes_per_model), 0},
+        {"new_shapes_per_submit", offsetof(daemon_limits_t, new_shapes), 0},
+        {"queue_items", offsetof(daemon_limits_t, queue_items), 1},
+        {"queue_bytes", offsetof(daemon_limits_t, queue_bytes), 1},
+        {"dedupe_ids", offsetof(daemon_limits_t, dedupe_ids), 1},
+    };
+    json_t *lim = json_object();
+    for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+        const char *p = (const char *)l + limits[i].offset;
+        uint64_t v = 0;
+        if (limits[i].wide) {
+            memcpy(&v, p, sizeof(uint64_t));
+        } else {
+            uint32_t v32;
+            memcpy(&v32, p, sizeof(v32));
+            v = v32;
+        }
+        json_object_set_new(lim, limits[i].key, stats_u64(v));
+    }
+    json_object_set_new(doc, "limits", lim);
+}
+
+/* The document for rq with lists of at most `max` entries (and shapes_max per model). */
+static char *stats_build(struct daemon *d, const stats_request_t *rq, size_t max, size_t shapes_max)
+{
+    int summary = rq->kind == STATS_SUMMARY, truncated = 0;
+    stats_models_t m = {.d = d, .rq = rq, .models_max = max, .shapes_max = shapes_max};
+    m.models = json_array();
+    if (m.models != NULL && rq->kind != STATS_CONSUMERS) {
         sched_shapes_visit(d->sched, stats_shape, &m);
+        stats_model_end(&m);
+    }
+    json_t *consumers = summary || rq->kind == STATS_CONSUMERS
+                            ? stats_consumers(d, summary ? 0 : rq->offset, max, summary, &truncated)
+                            : json_array();
     json_t *counters = stats_counters(d);
     if (counters != NULL)
         stats_policy(d, counters);
     json_t *doc = json_pack("{s:o,s:o,s:o}", "counters", counters, "models", m.models, "consumers",
-                            stats_consumers(d));
-    if (doc != NULL) { /* who answered: the same as $SRV.INFO says */
-        json_object_set_new(doc, "version", json_string(version_string()));
-        json_object_set_new(doc, "protocol_version", json_integer(VERSION_PROTOCOL));
-        json_object_set_new(doc, "instance_id", json_string(d->instance_id));
-        if (serving_count(d) != 0) /* --models, and with leases who holds what */
-            json_object_set_new(doc, "serving", stats_serving(d));
+                            consumers);
+    if (doc == NULL)
+        return NULL;
+    stats_extras(d, doc, counters);
+    /* who answered: the same as $SRV.INFO says */
+    json_object_set_new(doc, "version", json_string(version_string()));
+    json_object_set_new(doc, "protocol_version", json_integer(VERSION_PROTOCOL));
+    json_object_set_new(doc, "instance_id", json_string(d->instance_id));
+    if (serving_count(d) != 0) /* --models, and with leases who holds what */
+        json_object_set_new(doc, "serving", stats_serving(d));
+    if (summary) {
+        json_object_set_new(doc, "truncated", json_boolean(truncated || m.truncated));
+    } else {
+        static const char *const names[] = {"", "models", "shapes", "consumers"};
+        size_t total = rq->kind == STATS_MODELS   ? sched_model_count(d->sched)
+                       : rq->kind == STATS_SHAPES ? sched_shape_count(d->sched, rq->model)
+                                                  : consumers_count(d->consumers);
+        size_t returned = rq->kind == STATS_MODELS   ? m.n_listed
+                          : rq->kind == STATS_SHAPES ? m.n_picks
+                                                     : json_array_size(consumers);
+        size_t next = rq->offset + returned;
+        json_object_set_new(doc, "page",
+                            json_pack("{s:s,s:o,s:o,s:o,s:o}", "detail", names[rq->kind], "offset",
+                                      stats_u64(rq->offset), "returned", stats_u64(returned),
+                                      "total", stats_u64(total), "next",
+                                      next < total ? stats_u64(next) : json_null()));
+        if (rq->kind == STATS_SHAPES)
+            json_object_set_new(doc, "model", stats_str(rq->model));
     }
-    char *text = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
+    char *text = json_dumps(doc, JSON_COMPACT);
     json_decref(doc);
-    if (text != NULL)
-        *out_len = strlen(text);
     return text;
+}
+
+char *stats_json(struct daemon *d, const void *body, size_t body_len, size_t *out_len)
+{
+    stats_request_t rq;
+    stats_request_parse(body, body_len, &rq);
+    size_t max = rq.kind == STATS_SUMMARY ? STATS_SUMMARY_MAX : rq.limit;
+    size_t shapes_max = rq.kind == STATS_SHAPES    ? rq.limit
+                        : rq.kind == STATS_SUMMARY ? STATS_SUMMARY_SHAPES
+                                                   : STATS_SUMMARY_SHAPES;
+    /* invariant 4: a page that would not fit shrinks by half until it does */
+    for (;;) {
+        char *text = stats_build(d, &rq, max, shapes_max);
+        if (text == NULL)
+            return NULL;
+        size_t len = strlen(text);
+        if (len <= d->reply_max || (max <= 1 && shapes_max <= 1)) {
+            *out_len = len;
+            return text;
+        }
+        free(text);
+        max = max > 1 ? max / 2 : 1;
+        shapes_max = shapes_max > 1 ? shapes_max / 2 : 1;
+    }
+}
+
+/* ---- summaries asked for while the owner is busy -------------------------------------------- */
+
+void stats_waiting_init(stats_waiting_t *w)
+{
+    memset(w, 0, sizeof(*w));
+    pthread_mutex_init(&w->lock, NULL);
+}
+
+static void stats_replies_free(char **replies, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(replies[i]);
+    free(replies);
+}
+
+void stats_waiting_fini(stats_waiting_t *w)
+{
+    stats_replies_free(w->replies, w->n);
+    pthread_mutex_destroy(&w->lock);
+}
+
+void stats_waiting_begin(struct daemon *d)
+{
+    pthread_mutex_lock(&d->waiting.lock);
+    d->waiting.busy = 1;
+    pthread_mutex_unlock(&d->waiting.lock);
+}
+
+int stats_waiting_add(struct daemon *d, const char *reply, const void *body, size_t len)
+{
+    const char *b = body;
+    size_t i = 0;
+    while (i < len && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r'))
+        i++;
+    if (reply == NULL || (i < len && b[i] == '{')) /* a page waits its turn in the queue */
+        return 0;
+    stats_waiting_t *w = &d->waiting;
+    int taken = 0;
+    pthread_mutex_lock(&w->lock);
+    if (w->busy && w->n < STATS_WAITING_MAX) {
+        if (w->n == w->cap) {
+            size_t cap = w->cap ? w->cap * 2 : 16;
+            char **r = realloc(w->replies, cap * sizeof(*r));
+            if (r != NULL) {
+                w->replies = r;
+                w->cap = cap;
+            }
+        }
+        if (w->n < w->cap && (w->replies[w->n] = strdup(reply)) != NULL) {
+            w->n++;
+            taken = 1;
+        }
+    }
+    pthread_mutex_unlock(&w->lock);
+    return taken;
+}
+
+void stats_waiting_answer(struct daemon *d, int end_of_turn)
+{
+    stats_waiting_t *w = &d->waiting;
+    pthread_mutex_lock(&w->lock);
+    char **replies = w->replies;
+    size_t n = w->n;
+    if (n != 0) {
+        w->replies = NULL;
+        w->n = w->cap = 0;
+    }
+    if (end_of_turn)
+        w->busy = 0; /* from now on a request is queued: the owner's next turn answers it */
+    pthread_mutex_unlock(&w->lock);
+    if (n == 0)
+        return;
+    size_t len = 0;
+    char *text = stats_json(d, NULL, 0, &len);
+    for (size_t i = 0; text != NULL && i < n; i++) {
+        if (d->publish == NULL || d->publish(d->publish_ctx, replies[i], text, len) != 0)
+            d->counters.publish_failures++;
+    }
+    d->counters.stats_requests += n;
+    free(text);
+    stats_replies_free(replies, n);
 }

@@ -21,6 +21,8 @@
  *   4. A stop is honoured after the event being handled: the events behind it are dropped
  *      unanswered (nothing of them was stored or acknowledged; producers retry against the next
  *      start), so SIGTERM never waits behind a backlog.
+ *   5. From taking its events to the end of the turn the owner is busy, and between events it
+ *      answers the stats summaries asked for meanwhile (stats.c's invariant 5).
  *
  * Rejected: a timer thread. Timers change scheduling state, and only the owner may.
  */
@@ -78,6 +80,7 @@ static void turn_timers(struct daemon *d)
     if (now >= d->next_tick_ns) {
         dispatch_orphans_retry(d);
         sched_tick(d->sched);
+        quota_tick(&d->quota);
         d->next_tick_ns = now + LANES_TICK_NS;
         consumers_prune(d->consumers, now, DAEMON_DEAD_KEEP_PERIODS * dead_after);
     }
@@ -145,10 +148,12 @@ daemon_status_t daemon_turn(daemon_t *d, uint64_t wait_ns, int *out_stopped)
     int stop = 0;
     size_t n = 0;
     ev_t *burst = evqueue_take(&d->events, wait, &n);
+    stats_waiting_begin(d); /* invariant 5 */
     uint64_t turn_start = daemon_now(d);
     for (size_t i = 0; i < n && !stop; i++) {
         turn_handle(d, &burst[i], &deferred, &stop);
         stop |= evqueue_stopping(&d->events); /* invariant 4: the rest is dropped */
+        stats_waiting_answer(d, 0);
     }
     stop |= evqueue_stopping(&d->events);
     evqueue_done(&d->events); /* the burst's messages together (evqueue.c) */
@@ -165,11 +170,12 @@ daemon_status_t daemon_turn(daemon_t *d, uint64_t wait_ns, int *out_stopped)
     replies_send(d, &deferred);
     if (out_stopped != NULL)
         *out_stopped = stop;
-    if (stop)
-        return DAEMON_OK;
-    turn_timers(d);
-    dispatch_fill(d);
-    metrics_turn(d->metrics, daemon_now(d) - turn_start, flush_ns);
+    if (!stop) {
+        turn_timers(d);
+        dispatch_fill(d);
+        metrics_turn(d->metrics, daemon_now(d) - turn_start, flush_ns);
+    }
+    stats_waiting_answer(d, 1);
     return DAEMON_OK;
 }
 

@@ -425,6 +425,12 @@ out:
     return st;
 }
 
+uint64_t front_server_max_payload(front_t *f)
+{
+    int64_t server = f->nc != NULL ? natsConnection_GetMaxPayload(f->nc) : 0;
+    return server > 0 ? (uint64_t)server : 0;
+}
+
 void front_unsubscribe(front_t *f)
 {
     if (f->drained)

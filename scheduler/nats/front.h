@@ -46,6 +46,8 @@ uint32_t front_payload_cap(front_t *f, uint32_t configured);
 daemon_status_t front_submit_serve(front_t *f, const char *model, int on);
 /* The connection, borrowed, for the lease keeper (valid until front_destroy). */
 natsConnection *front_connection(front_t *f);
+/* The largest message the server carries (its max_payload), 0 before a connection. */
+uint64_t front_server_max_payload(front_t *f);
 /* A daemon_publish_fn: ctx is the front. */
 int front_publish(void *ctx, const char *subject, const void *data, size_t len);
 

@@ -25,6 +25,7 @@
 #include <getopt.h>
 #include <nats/nats.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +77,29 @@ static const flag_t flags[] = {
     {"policy", "lanes|lanes-seed", "lanes",
      "lanes: cost-aware packing across neighbouring lanes, cache affinity, the age bound; "
      "lanes-seed: the article's policy (one lane per batch, every worker on one shape)"},
+    {"limit-name-bytes", "BYTES", "256", "longest Register.name accepted (name_too_long)"},
+    {"limit-items", "N", "10000", "most items in one Submit (too_many_items)"},
+    {"limit-reply-to-bytes", "BYTES", "1024", "longest WorkItem.reply_to (reply_to_too_long)"},
+    {"limit-consumers", "N", "1024", "consumers registered at once (too_many_consumers)"},
+    {"limit-pulls", "N", "64", "open pulls per consumer (too_many_pulls)"},
+    {"limit-inflight", "N", "1024",
+     "batches in flight per consumer (no more are sent until one is settled); also the longest "
+     "Heartbeat list (too_many_ids)"},
+    {"limit-batch-size", "N", "4096",
+     "largest Register.max_batch_size (batch_size_too_large); also the longest Ack list "
+     "(too_many_positions)"},
+    {"limit-batch-tokens", "N", "4194304",
+     "largest Register.max_batch_tokens (batch_tokens_too_large)"},
+    {"limit-models", "N", "1024", "models with shapes (too_many_models)"},
+    {"limit-shapes", "N", "16384", "shapes of every model together (too_many_shapes)"},
+    {"limit-shapes-per-model", "N", "4096", "shapes of one model (too_many_shapes)"},
+    {"limit-new-shapes", "N", "64", "new shapes one Submit may create (too_many_shapes)"},
+    {"queue-max-items", "N", "10000000",
+     "items stored per model, queued or in flight (queue_full)"},
+    {"queue-max-bytes", "BYTES", "8589934592",
+     "bytes stored per model: ids, payloads, reply subjects (queue_full)"},
+    {"dedupe-max-ids", "N", "4194304",
+     "ids the dedupe window holds; past it the oldest are forgotten early"},
     {"log-level", "debug|info|warn|error", "info", "lowest level logged to stderr"},
     {"log-format", "text|json", "text", "stderr lines as text, or one JSON object per line"},
     {"connect-wait-ms", "MS", "0",
@@ -113,6 +137,80 @@ static int parse_u32(const char *name, const char *v, uint32_t *out)
     }
     *out = (uint32_t)x;
     return 0;
+}
+
+static int parse_u64(const char *name, const char *v, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno != 0 || *end != '\0' || end == v || v[0] == '-') {
+        fprintf(stderr, "lanesched: --%s: '%s' is not a number\n", name, v);
+        return -1;
+    }
+    *out = (uint64_t)x;
+    return 0;
+}
+
+static const char *flag_value(const char **values, const char *name)
+{
+    for (size_t i = 0; i < N_FLAGS; i++) {
+        if (strcmp(flags[i].name, name) == 0)
+            return values[i];
+    }
+    return NULL;
+}
+
+/* The limits (daemon_limits_t): each a count of at least 1. */
+static int config_limits(const char **v, daemon_limits_t *l)
+{
+    static const struct {
+        const char *flag;
+        size_t offset;
+    } u32[] =
+        {
+            {"limit-name-bytes", offsetof(daemon_limits_t, name_bytes)},
+            {"limit-items", offsetof(daemon_limits_t, items)},
+            {"limit-reply-to-bytes", offsetof(daemon_limits_t, reply_to_bytes)},
+            {"limit-consumers", offsetof(daemon_limits_t, consumers)},
+            {"limit-pulls", offsetof(daemon_limits_t, pulls)},
+            {"limit-inflight", offsetof(daemon_limits_t, inflight)},
+            {"limit-batch-size", offsetof(daemon_limits_t, batch_size)},
+            {"limit-batch-tokens", offsetof(daemon_limits_t, batch_tokens)},
+            {"limit-models", offsetof(daemon_limits_t, models)},
+            {"limit-shapes", offsetof(daemon_limits_t, shapes)},
+            {"limit-shapes-per-model", offsetof(daemon_limits_t, shapes_per_model)},
+            {"limit-new-shapes", offsetof(daemon_limits_t, new_shapes)},
+        },
+      u64[] = {
+          {"queue-max-items", offsetof(daemon_limits_t, queue_items)},
+          {"queue-max-bytes", offsetof(daemon_limits_t, queue_bytes)},
+          {"dedupe-max-ids", offsetof(daemon_limits_t, dedupe_ids)},
+      };
+    for (size_t i = 0; i < sizeof(u32) / sizeof(u32[0]); i++) {
+        uint32_t x;
+        if (parse_u32(u32[i].flag, flag_value(v, u32[i].flag), &x) != 0 || x == 0)
+            goto bad;
+        memcpy((char *)l + u32[i].offset, &x, sizeof(x));
+    }
+    for (size_t i = 0; i < sizeof(u64) / sizeof(u64[0]); i++) {
+        uint64_t x;
+        if (parse_u64(u64[i].flag, flag_value(v, u64[i].flag), &x) != 0 || x == 0)
+            goto bad;
+        memcpy((char *)l + u64[i].offset, &x, sizeof(x));
+    }
+    if (l->reply_to_bytes > DAEMON_BATCH_OVERHEAD / 2) {
+        fprintf(stderr,
+                "lanesched: --limit-reply-to-bytes is at most %d: an item's id and "
+                "reply subject must fit the room a batch keeps for them\n",
+                DAEMON_BATCH_OVERHEAD / 2);
+        return -1;
+    }
+    return 0;
+bad:
+    fprintf(stderr, "lanesched: every --limit-*, --queue-max-* and --dedupe-max-ids value must "
+                    "be at least 1\n");
+    return -1;
 }
 
 /* Fills values[] from defaults, then the environment, then argv. */
@@ -161,15 +259,6 @@ static int parse_flags(int argc, char **argv, const char **values)
         return -1;
     }
     return 0;
-}
-
-static const char *flag_value(const char **values, const char *name)
-{
-    for (size_t i = 0; i < N_FLAGS; i++) {
-        if (strcmp(flags[i].name, name) == 0)
-            return values[i];
-    }
-    return NULL;
 }
 
 static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc)
@@ -247,6 +336,8 @@ static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc
         return -1;
     }
     cfg->segment_max_bytes = seg_max;
+    if (config_limits(v, &cfg->limits) != 0)
+        return -1;
     if (cfg->prefix[0] == '\0' || strpbrk(cfg->prefix, " *>") != NULL ||
         strlen(cfg->prefix) > DAEMON_PREFIX_MAX) {
         fprintf(stderr,
@@ -412,6 +503,7 @@ int main(int argc, char **argv)
     }
     daemon_publish_set(d, front_publish, f);
     daemon_max_payload_set(d, front_payload_cap(f, cfg.max_payload));
+    daemon_reply_max_set(d, front_server_max_payload(f));
     lease_glue_t glue = {d, f};
     lease_kv_t *leases = NULL;
     if (main_leases_start(values, &cfg, &glue, &sc, &leases) != 0) {

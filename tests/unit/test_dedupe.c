@@ -250,6 +250,58 @@ static void test_no_collisions_in_1m_ids(void **state)
     dedupe_fini(&d);
 }
 
+/* The window holds at most max_ids ids: past it the oldest are forgotten first, counted. */
+static void test_a_bounded_window_forgets_the_oldest(void **state)
+{
+    (void)state;
+    dedupe_t d;
+    dedupe_init(&d, 1000);
+    dedupe_limit_set(&d, 3);
+    add(&d, "a", 0);
+    add(&d, "b", 1);
+    add(&d, "c", 2);
+    add(&d, "d", 3);
+    add(&d, "e", 4);
+    assert_int_equal(d.len, 3);
+    assert_int_equal(d.evictions, 2);
+    assert_false(has(&d, "a", 5));
+    assert_false(has(&d, "b", 5));
+    assert_true(has(&d, "c", 5));
+    assert_true(has(&d, "e", 5));
+    add(&d, "c", 6); /* a re-add is one more record: the oldest (c's first) goes */
+    assert_true(has(&d, "c", 6));
+    assert_true(has(&d, "d", 6));
+    assert_int_equal(d.len, 3);
+    dedupe_fini(&d);
+}
+
+/* Memory per remembered id at a full window of 2^20 ids: 24-byte records and a half-full
+ * index of 4-byte slots, 32 bytes (the first version took about 96); and it is given back
+ * once the ids expire. */
+static void test_bytes_per_id(void **state)
+{
+    (void)state;
+    enum { N = 1 << 20 };
+    char id[32];
+    dedupe_t d;
+    dedupe_init(&d, 1000);
+    dedupe_limit_set(&d, N);
+    for (uint32_t i = 0; i < N; i++) {
+        size_t n = fmt_id(id, sizeof(id), "item", i);
+        assert_int_equal(dedupe_add(&d, (const uint8_t *)id, n, 1), DAEMON_OK);
+    }
+    double per_id = (double)dedupe_bytes(&d) / N;
+    print_message("dedupe: %.1f bytes per id at %d ids\n", per_id, N);
+    assert_true(per_id <= 32.0);
+    for (uint32_t i = 0; i < N; i++) {
+        size_t n = fmt_id(id, sizeof(id), "item", i);
+        assert_true(dedupe_contains(&d, (const uint8_t *)id, n, 2));
+    }
+    assert_false(has(&d, "item-x", 2000)); /* all expired */
+    assert_true(dedupe_bytes(&d) <= 64 * 1024);
+    dedupe_fini(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -264,6 +316,8 @@ int main(void)
         cmocka_unit_test(test_readd_after_expiry_is_a_new_window),
         cmocka_unit_test(test_many_ids_ring_grows),
         cmocka_unit_test(test_no_collisions_in_1m_ids),
+        cmocka_unit_test(test_a_bounded_window_forgets_the_oldest),
+        cmocka_unit_test(test_bytes_per_id),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -919,6 +919,28 @@ static void test_batch_check_holds_the_contract(void **state)
     assert_true(sched_batch_check(&b, &k));
 }
 
+/* Finding 8 of issue 13: a contract at the caps grows the fill scratch to the batch's size once;
+ * the next tick gives it back, and the counts stay what the scheduler reports. */
+static void test_a_large_batch_s_scratch_is_released_at_the_tick(void **state)
+{
+    fixture_t *f = *state;
+    for (int i = 0; i < 5000; i++)
+        submit(f, "m", 0xB, 8);
+    sched_consumer_t c = consumer("m", 4096, 4194304);
+    sched_batch_t b = take(f, &c);
+    assert_int_equal(b.n, 4096);
+    assert_true(sched_scratch_entries(f->sched) >= 4096);
+    sched_tick(f->sched);
+    assert_true(sched_scratch_entries(f->sched) <= 256);
+    assert_int_equal(sched_complete(f->sched, b.batch_id, NULL, 0, NULL), SCHED_OK);
+    b = take(f, &c); /* and a later fill still works */
+    assert_int_equal(b.n, 5000 - 4096);
+    assert_int_equal(sched_model_count(f->sched), 1);
+    assert_int_equal(sched_shape_count(f->sched, "m"), 1);
+    assert_int_equal(sched_shape_count(f->sched, NULL), 1);
+    assert_int_equal(sched_shape_count(f->sched, "other"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -967,6 +989,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_check_catches_an_item_behind_the_schedulers_back,
                                         setup, teardown),
         cmocka_unit_test(test_batch_check_holds_the_contract),
+        cmocka_unit_test_setup_teardown(test_a_large_batch_s_scratch_is_released_at_the_tick, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
