@@ -1,5 +1,6 @@
 /*
- * stats.c - the lanes.stats JSON document, written through jansson.
+ * stats.c - the lanes.stats JSON document, written through jansson. A little over 600 lines:
+ * the summary and the pages share one writer per object, so the key list stays in one file.
  *
  * Invariants:
  *   1. The keys of subjects.md's stats table are stable: counters.{items_received,
