@@ -133,8 +133,9 @@ int sched_check_op_lanes(const sched_t *s, const sched_shape_t *shape, const uin
 }
 
 /* Workers and the counts kept about them: every warm count is the number of workers whose cache
- * holds the shape, a cache holds distinct shapes of its own model within its capacity, and each
- * model's n_active is the number of its shapes holding queued items. */
+ * holds the shape, a cache holds distinct shapes of its own model within its capacity, each
+ * model's n_active is the number of its shapes holding queued items, and a model not in use has
+ * no current shape (shapes.c invariant 5: its place may go to another name). */
 static int sched_check_workers(const sched_t *s)
 {
     for (size_t i = 0; i < s->n_models; i++) {
@@ -155,6 +156,8 @@ static int sched_check_workers(const sched_t *s)
         }
         INVARIANT_HOLDS(active == m->n_active, "model %s has %zu active shapes, counted %zu",
                         m->name, active, m->n_active);
+        INVARIANT_HOLDS(shapes_model_in_use(m) || m->current == NULL,
+                        "model %s holds neither shapes nor workers but a current shape", m->name);
         if (!heap_check(m))
             return 0;
         for (size_t w = 0; w < m->n_workers; w++) {

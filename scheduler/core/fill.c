@@ -4,8 +4,9 @@
  * `lanes` policy whole neighbouring lanes merged where it pays (extend.c), the batch id and the
  * shape guard.
  *
- * Invariants: sched.c's 2, 5 and 7 (fill only peeks; every batch passes the guard and is within
- * the contract).
+ * Invariants: sched.c's 2, 5 and 7 (fill only peeks at the items; every batch passes the guard
+ * and is within the contract). The one write a fill makes is the store's next epoch, once per
+ * 2^32 batch ids (sched.c invariant 4), which touches no item.
  *
  * Rejected: peeking a lane's whole queue. A peek reads whole entries (payloads included), so a
  * batch of a few items from a deep lane would read it all; the window grows instead (below).

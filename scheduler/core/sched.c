@@ -553,7 +553,16 @@ size_t sched_scratch_entries(const sched_t *s)
 
 size_t sched_model_count(const sched_t *s)
 {
-    return s->n_models;
+    size_t n = 0;
+    for (size_t i = 0; i < s->n_models; i++)
+        n += shapes_model_in_use(s->models[i]);
+    return n;
+}
+
+int sched_model_in_use(const sched_t *s, const char *model)
+{
+    long idx = shapes_model_lookup(s, model);
+    return idx >= 0 && shapes_model_in_use(s->models[idx]);
 }
 
 size_t sched_shape_count(const sched_t *s, const char *model)

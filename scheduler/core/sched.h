@@ -446,9 +446,11 @@ void sched_shapes_visit(const sched_t *sched, sched_shape_visit_fn fn, void *ctx
 /* The lanes of a shape, or NULL if the scheduler has never seen it. Borrowed view. */
 const lanes_t *sched_lanes_view(const sched_t *sched, const char *model, uint64_t signature);
 
-/* How many models the scheduler holds, and how many shapes `model` has (NULL: every model's;
- * 0 for a model it does not hold): what the daemon's limits on client-made state count. */
+/* How many models the scheduler has in use (holding shapes or workers: shapes.c invariant 5),
+ * whether `model` is one of them, and how many shapes `model` has (NULL: every model's; 0 for
+ * a model it does not hold): what the daemon's limits on client-made state count. */
 size_t sched_model_count(const sched_t *sched);
+int sched_model_in_use(const sched_t *sched, const char *model);
 size_t sched_shape_count(const sched_t *sched, const char *model);
 
 /* The model's current shape: 0 with *out_sig untouched when it has none. */

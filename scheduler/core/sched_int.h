@@ -144,7 +144,9 @@ sched_status_t sched_scratch_reserve(struct sched *s, size_t n);
 /* shapes.c */
 /* Index of the model named `name`, or -1. */
 long shapes_model_lookup(const struct sched *s, const char *name);
-/* Index of the model, added on first sight. */
+/* Whether the model holds shapes or workers (shapes.c invariant 5). */
+int shapes_model_in_use(const sched_model_t *m);
+/* Index of the model, added on first sight (in the place of a model no longer in use). */
 sched_status_t shapes_model_intern(struct sched *s, const char *name, uint32_t *out_idx /* out */);
 /* The shape (model_idx, signature), created on first sight. */
 sched_status_t shapes_intern(struct sched *s, uint32_t model_idx, uint64_t signature,

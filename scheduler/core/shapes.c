@@ -13,6 +13,10 @@
  *      released when the lane's id goes back to the free list.
  *   4. A model's n_active is the number of its shapes holding queued items, kept by
  *      shapes_queued_note at every change of a shape's queued items.
+ *   5. A model is in use while it holds shapes or workers. One in neither (a consumer's model
+ *      whose consumers left before anything was submitted) is referenced by no shape key, worker
+ *      or batch, so the next new name takes its place: registering and leaving under made-up
+ *      names cannot grow the table.
  *
  * Rejected: hashing the model name into the shape key. Models are few and interned to a small
  * index, which makes the key exact ((signature, model index)) with no collision handling.
@@ -31,11 +35,29 @@ long shapes_model_lookup(const struct sched *s, const char *name)
     return -1;
 }
 
+int shapes_model_in_use(const sched_model_t *m)
+{
+    return m->n_shapes != 0 || m->n_workers != 0;
+}
+
 sched_status_t shapes_model_intern(struct sched *s, const char *name, uint32_t *out_idx)
 {
     long found = shapes_model_lookup(s, name);
     if (found >= 0) {
         *out_idx = (uint32_t)found;
+        return SCHED_OK;
+    }
+    for (size_t i = 0; i < s->n_models; i++) { /* invariant 5 */
+        sched_model_t *free_slot = s->models[i];
+        if (shapes_model_in_use(free_slot))
+            continue;
+        char *copy = strdup(name);
+        if (copy == NULL)
+            return SCHED_ENOMEM;
+        free(free_slot->name);
+        free_slot->name = copy;
+        free_slot->current = NULL;
+        *out_idx = (uint32_t)i;
         return SCHED_OK;
     }
     sched_status_t st = SCHED_ENOMEM;

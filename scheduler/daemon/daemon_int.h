@@ -297,8 +297,9 @@ void dispatch_release(struct daemon *d, consumer_t *c, int close_pulls);
 void dispatch_orphans_retry(struct daemon *d);
 
 /* stats.c: the lanes.stats document for a request body (borrowed; empty or not a JSON object:
- * the summary), returned to the caller to free; NULL when out of memory. Never longer than
- * d->reply_max. */
+ * the summary), returned to the caller to free; NULL when out of memory. Its lists shrink until
+ * it fits d->reply_max; one still longer at a single entry per list (a max_payload below the
+ * counters' size) is returned as it is, and its failed publish is counted. */
 char *stats_json(struct daemon *d, const void *body, size_t body_len, size_t *out_len /* out */);
 
 /* service.c */

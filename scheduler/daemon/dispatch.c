@@ -18,7 +18,8 @@
  *      (JetStream's max_ack_pending): its records, and the work a heartbeat or ack of it costs,
  *      stay bounded whatever credits it asked for.
  *   8. Every committed batch has its positions' sizes in the quota (quota.c) until it is settled
- *      or returned, so completions are subtracted from its model's queue totals.
+ *      or returned, so completions are subtracted from its model's queue totals; the one
+ *      exception, out of memory for the record, is logged and errs towards a full queue.
  *
  * Rejected: publishing a batch after committing it. A failed publish would strand the items as
  * pending for a consumer that never saw them, until its ack deadline.
@@ -167,10 +168,17 @@ again:;
     /* the metrics and the quota (invariant 8) before the commit, while the batch's views are
      * valid (a failed commit is logged below) */
     metrics_batch(d, &b, consumers_shape_note(c, b.signature), 0);
-    daemon_status_t qst = quota_batch_open(&d->quota, batch_id, b.model_view, b.items_view, n);
-    if (qst != DAEMON_OK || (st = sched_commit(d->sched, &b)) != SCHED_OK) {
+    /* The consumer has the batch: a quota record that cannot be made must not keep it from being
+     * committed (it would be sent again); its items then stay counted against the queue limit
+     * until a restart rebuilds the counts. */
+    if (quota_batch_open(&d->quota, batch_id, b.model_view, b.items_view, n) != DAEMON_OK)
+        log_write(LOG_ERROR,
+                  "out of memory recording batch %" PRIu64 " for the queue limits: its %zu items "
+                  "stay counted until a restart",
+                  batch_id, n);
+    if ((st = sched_commit(d->sched, &b)) != SCHED_OK) {
         log_write(LOG_ERROR, "committing batch %" PRIu64 " failed: %s", batch_id,
-                  qst != DAEMON_OK ? "out of memory" : sched_status_str(st));
+                  sched_status_str(st));
         quota_batch_close(&d->quota, batch_id);
         return 0;
     }

@@ -98,8 +98,9 @@ static codec_status_t intake_room(const struct daemon *d, const char *model, uin
 {
     if (sched_lanes_view(d->sched, model, shape) == NULL) {
         size_t shapes = sched_shape_count(d->sched, model);
-        if (shapes == 0 && sched_model_count(d->sched) >= d->cfg.limits.models)
-            return CODEC_ETOO_MANY_MODELS;
+        if (!sched_model_in_use(d->sched, model) &&
+            sched_model_count(d->sched) >= d->cfg.limits.models)
+            return CODEC_ETOO_MANY_MODELS; /* a model a consumer registered for is not new */
         if (shapes >= d->cfg.limits.shapes_per_model || *new_shapes >= d->cfg.limits.new_shapes ||
             sched_shape_count(d->sched, NULL) >= d->cfg.limits.shapes)
             return CODEC_ETOO_MANY_SHAPES;

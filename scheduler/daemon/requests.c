@@ -74,6 +74,9 @@ void requests_register(struct daemon *d, const ev_t *ev)
         if (cst == CODEC_OK && consumers_count(d->consumers) >= d->cfg.limits.consumers &&
             !consumers_forget_dead(d->consumers))
             cst = CODEC_ETOO_MANY_CONSUMERS; /* every one of them alive */
+        if (cst == CODEC_OK && !sched_model_in_use(d->sched, reg->model) &&
+            sched_model_count(d->sched) >= d->cfg.limits.models)
+            cst = CODEC_ETOO_MANY_MODELS; /* a consumer makes its model in use, as a submit does */
         if (cst != CODEC_OK)
             d->counters.rejected[cst]++;
     }
@@ -167,12 +170,14 @@ static void requests_settle(struct daemon *d, const codec_ack_t *ack, codec_ack_
     sched_status_t st = SCHED_OK;
     if (ack->all) {
         st = sched_complete(d->sched, ack->batch_id, NULL, 0, &n);
-        quota_batch_completed(&d->quota, ack->batch_id, NULL, 0);
+        if (st == SCHED_OK) /* a failed store keeps its items: they stay counted */
+            quota_batch_completed(&d->quota, ack->batch_id, NULL, 0);
         out->acked += n;
     } else {
         if (ack->n_ack != 0) {
             st = sched_complete(d->sched, ack->batch_id, ack->ack, ack->n_ack, &n);
-            quota_batch_completed(&d->quota, ack->batch_id, ack->ack, ack->n_ack);
+            if (st == SCHED_OK)
+                quota_batch_completed(&d->quota, ack->batch_id, ack->ack, ack->n_ack);
             out->acked += n;
         }
         if (st == SCHED_OK && ack->n_nak != 0 && sched_batch_pending(d->sched, ack->batch_id)) {

@@ -165,6 +165,7 @@ daemon_status_t daemon_turn(daemon_t *d, uint64_t wait_ns, int *out_stopped)
         log_write(LOG_ERROR, "flushing the store failed (%s): stopping; restart to recover",
                   store_status_str(fst));
         replies_free(&deferred);
+        stats_waiting_answer(d, 1); /* the summaries set aside are not left waiting */
         return DAEMON_ESTORE;
     }
     replies_send(d, &deferred);

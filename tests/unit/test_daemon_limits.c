@@ -241,6 +241,48 @@ static void test_models_and_shapes_of_the_daemon_are_bounded(void **state)
     fx_destroy(f);
 }
 
+/* The reviewer's finding on the merge: a model a consumer registered for is a model in use. Its
+ * submits are not refused as a new model's; a Register for a model past the limit is refused; and
+ * registering and leaving under made-up names does not use the limit up (shapes.c invariant 5). */
+static void test_models_of_consumers_count_and_their_places_are_reused(void **state)
+{
+    (void)state;
+    daemon_limits_t lim = {.models = 2};
+    fx_t *f = fx_create(&lim, 0);
+    char a[33], b[33], c[33];
+    assert_string_equal(fx_register(f, "a", 8, 4096, "gpu-a", a), "");
+    submit_shapes(f, "a", 1, 1, "a.reply"); /* the consumer came first: model a is not new */
+    codec_submit_reply_t *r = fx_submit_reply(f, "a.reply");
+    assert_string_equal(r->results[0].reason, "ok");
+    codec_submit_reply_destroy(r);
+    assert_string_equal(fx_register(f, "b", 8, 4096, "gpu-b", b), "");
+    assert_true(strncmp(fx_register(f, "c", 8, 4096, "gpu-c", c), "too_many_models:", 16) == 0);
+    assert_string_equal(fx_register(f, "b", 8, 4096, "gpu-b2", c), ""); /* b is in use */
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(daemon_post(f->d, EV_BYE, i == 0 ? b : c, "bye.reply", NULL, 0), 0);
+        fx_turn(f);
+    }
+    for (int i = 0; i < 10; i++) { /* made-up models, each left at once */
+        char model[16];
+        snprintf(model, sizeof(model), "x%d", i);
+        assert_string_equal(fx_register(f, model, 8, 4096, "gpu-x", c), "");
+        assert_int_equal(daemon_post(f->d, EV_BYE, c, "bye.reply", NULL, 0), 0);
+        fx_turn(f);
+    }
+    submit_shapes(f, "d", 1, 1, "d.reply"); /* the second model in use */
+    r = fx_submit_reply(f, "d.reply");
+    assert_string_equal(r->results[0].reason, "ok");
+    codec_submit_reply_destroy(r);
+    submit_shapes(f, "e", 1, 1, "e.reply"); /* a third */
+    r = fx_submit_reply(f, "e.reply");
+    assert_string_equal(r->results[0].reason, "too_many_models");
+    codec_submit_reply_destroy(r);
+    json_t *doc = fx_stats(f, NULL, NULL);
+    assert_int_equal(fx_rejected(doc, "too_many_models"), 2);
+    json_decref(doc);
+    fx_destroy(f);
+}
+
 /* Bounded work per message: one Submit creates at most --limit-new-shapes shapes (each a lane and
  * a segment file); the rest of its new shapes are refused, and go in with the next message. */
 static void test_one_submit_creates_a_bounded_number_of_shapes(void **state)
@@ -592,6 +634,7 @@ int main(void)
         cmocka_unit_test(test_consumers_past_the_limit_and_stats_pages),
         cmocka_unit_test(test_shapes_past_the_limit_and_stats_pages),
         cmocka_unit_test(test_models_and_shapes_of_the_daemon_are_bounded),
+        cmocka_unit_test(test_models_of_consumers_count_and_their_places_are_reused),
         cmocka_unit_test(test_one_submit_creates_a_bounded_number_of_shapes),
         cmocka_unit_test(test_a_retried_large_submit_gets_a_reply_that_fits),
         cmocka_unit_test(test_a_reply_that_cannot_fit_is_refused_before_storing),
