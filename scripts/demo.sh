@@ -211,7 +211,7 @@ FINAL="received=$received completed=$completed padded=$padded real=$real batches
 
 # ---- what FIFO would have cost on the same items ------------------------------------------
 # The recorded submits as a lanesched-bench trace (v1: t_ns model shape signature tokens), then
-# sim with the fifo and lanes-2048 policies on simulated GPUs of the same cost and contract.
+# sim with the fifo and lanes (the default) policies on simulated GPUs of the same cost and contract.
 node -e '
     const fs = require("fs");
     const lines = fs.readFileSync(process.argv[1], "utf8").split("\n").filter(Boolean);
@@ -238,7 +238,7 @@ node -e '
 ' "$WORK/submits.jsonl" "$WORK/demo.trace" 2>"$WORK/trace.log" || die "the recorded submits could not be read (see $WORK/trace.log)"
 SIM_OK=1
 "$BIN/lanesched-bench" sim --trace-in "$WORK/demo.trace" --duration $((SECONDS_LOAD + 10)) \
-    --policies fifo,lanes-2048 --workers 2 --batch-size 32 --batch-tokens 32768 \
+    --policies fifo,lanes --workers 2 --batch-size 32 --batch-tokens 32768 \
     --batch-us 0 --ns-per-token "$NS_PER_TOKEN" --json "$WORK/sim.json" >"$WORK/sim.log" 2>&1 || SIM_OK=0
 
 # ---- the closing table ----------------------------------------------------------------------
@@ -262,7 +262,7 @@ node -e '
     row("lanesched, this run", s(liveGpu), f.p99 === "-" ? "n/a" : "<= " + f.p99 + " s",
         pc(padded ? (100 * (padded - real)) / padded : undefined),
         pc(f.batches > 0 ? (100 * f.hits) / f.batches : undefined));
-    const l = sim["lanes-2048"], q = sim["fifo"];
+    const l = sim["lanes"], q = sim["fifo"];
     row("lanesched policy, same items simulated", s(l && l.gpu_busy_ns), s(l && l.wait_p99_ns),
         pc(l && l.padding_waste_pct), pc(l && l.shape_hit_rate_pct));
     row("FIFO, same items simulated", s(q && q.gpu_busy_ns), s(q && q.wait_p99_ns),
