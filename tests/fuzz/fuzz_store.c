@@ -36,11 +36,12 @@ uint32_t fuzz_get32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
+/* The store's log: silent, unless FUZZ_VERBOSE is set (reproducing a crash). */
 static void fuzz_quiet(void *ctx, int level, const char *msg)
 {
     (void)ctx;
-    (void)level;
-    (void)msg;
+    if (getenv("FUZZ_VERBOSE") != NULL)
+        fprintf(stderr, "store[%d]: %s\n", level, msg);
 }
 
 static store_disk_config_t fuzz_config(const char *dir)
