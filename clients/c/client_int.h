@@ -35,6 +35,9 @@
 /* How long lc_client_close and a fire-and-forget Bye wait for the server to have what was
  * published: long enough for a loopback or LAN round trip, short enough not to hang a shutdown. */
 #define LC_FLUSH_ON_CLOSE_MS 1000
+/* lc_sub_destroy's wait for the PONG after an UNSUB: a loopback server answers in well under a
+ * millisecond, and a consumer's close should not hang on a stalled one. */
+#define LC_UNSUB_FLUSH_MS 1000
 
 /* The longest inbox a request window accepts ("_INBOX." and a 22-character NUID is 29). */
 #define LC_INBOX_MAX 128
@@ -119,6 +122,13 @@ lc_status_t lc_request_do(natsConnection *nc, const char *subject, const uint8_t
                           int64_t timeout_ms, uint32_t retries, char *err,
                           uint32_t *out_attempts /* out, may be NULL */,
                           natsMsg **out_msg /* out */);
+
+/* Unsubscribes sub (taken; NULL is a no-op) on nc (borrowed), waits up to LC_UNSUB_FLUSH_MS
+ * for the server's PONG, then destroys sub. nats.c 3.4's read loop looks a message's
+ * subscription up and locks it after, so a subscription destroyed in between is used after it
+ * was freed (nats.c issue #637, fixed in 3.6); it handles the PONG only after every message it
+ * looked up before. A PONG later than that leaves the race as open as nats.c has it. */
+void lc_sub_destroy(natsConnection *nc, natsSubscription *sub);
 
 /* ---- window.c: requests in flight, answered through a callback --------------------------- */
 

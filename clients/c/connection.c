@@ -178,6 +178,15 @@ out:
 
 /* ---- client ------------------------------------------------------------------------------- */
 
+void lc_sub_destroy(natsConnection *nc, natsSubscription *sub)
+{
+    if (sub == NULL)
+        return;
+    natsSubscription_Unsubscribe(sub);
+    natsConnection_FlushTimeout(nc, LC_UNSUB_FLUSH_MS);
+    natsSubscription_Destroy(sub);
+}
+
 void lc_client_config_init(lc_client_config_t *config)
 {
     memset(config, 0, sizeof(*config));

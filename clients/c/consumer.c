@@ -148,10 +148,7 @@ static void lc_consumer_free(lc_consumer_t *c)
         return;
     lc_heartbeat_stop(c);
     lc_ack_async_close(c, false);
-    if (c->sub != NULL) {
-        natsSubscription_Unsubscribe(c->sub);
-        natsSubscription_Destroy(c->sub);
-    }
+    lc_sub_destroy(c->client->nc, c->sub);
     natsInbox_Destroy(c->inbox);
     if (c->sync_ready) {
         lc_inprogress_clear(c);

@@ -338,10 +338,7 @@ void lc_window_close(lc_window_t *w)
         if (w->slots[i].seq != 0)
             lc_window_settle(w, i, NULL, LC_ETIMEOUT);
     pthread_mutex_unlock(&w->mu);
-    if (w->sub != NULL) {
-        natsSubscription_Unsubscribe(w->sub);
-        natsSubscription_Destroy(w->sub);
-    }
+    lc_sub_destroy(w->nc, w->sub);
     natsInbox_Destroy(w->inbox);
     pthread_mutex_destroy(&w->mu);
     free(w->slots);

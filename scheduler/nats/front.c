@@ -31,6 +31,11 @@
  *      nats_CloseAndWait instead, it would reach the library's collector thread after it
  *      stopped, and leak) and no callback runs, and the messages still queued for the owner are
  *      released (daemon_events_drop), all before nats_CloseAndWait.
+ *   9. A submit subscription is destroyed only once nats.c's read loop cannot hold it: after a
+ *      flush that followed its UNSUB (the read loop handles the PONG after every message it
+ *      looked up before), or after the connection closed. nats.c 3.4's read loop looks a
+ *      message's subscription up and locks it after, so one destroyed in between is used after
+ *      it was freed (nats.c issue #637, fixed in 3.6). Until then it waits in f->retired.
  *
  * Rejected: nats.c's micro-service module (not in nats.c 3.4), and queue-group subscriptions
  * (one daemon instance owns each model's scheduling state; several instances split models
@@ -69,6 +74,9 @@
 /* nats.c's global delivery pool (invariant 7): one thread keeps every subject's messages in
  * arrival order, and the owner, not the delivery, is where the work is. */
 #define FRONT_DELIVERY_THREADS 1
+/* The wait for the server's PONG after a submit subject is unsubscribed (invariant 9): short,
+ * since the lease thread waits too; a slower PONG only keeps the subscription until later. */
+#define FRONT_RETIRE_FLUSH_MS 1000
 
 typedef struct {
     front_t *front;
@@ -99,6 +107,8 @@ struct front {
     front_submit_t **submits;     /* under submits_lock; each apart: subscriptions point at it */
     size_t n_submits;
     int stopping; /* under submits_lock: front_unsubscribe ran, nothing is subscribed again */
+    natsSubscription **retired; /* under submits_lock: unsubscribed, not yet safe to destroy */
+    size_t n_retired;
 };
 
 static void front_on_msg(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
@@ -375,6 +385,28 @@ natsConnection *front_connection(front_t *f)
     return f->nc;
 }
 
+/* Under submits_lock, after a flush or the close (invariant 9). */
+static void front_retired_destroy(front_t *f)
+{
+    for (size_t i = 0; i < f->n_retired; i++)
+        natsSubscription_Destroy(f->retired[i]);
+    f->n_retired = 0;
+}
+
+/* Under submits_lock: unsubscribes sub (taken) and keeps it until a flush (invariant 9). */
+static void front_retire(front_t *f, natsSubscription *sub)
+{
+    natsSubscription_Unsubscribe(sub);
+    natsSubscription **grown = realloc(f->retired, (f->n_retired + 1) * sizeof(*grown));
+    if (grown == NULL) { /* the unsafe order, narrowed by a flush, rather than a leak */
+        natsConnection_FlushTimeout(f->nc, FRONT_RETIRE_FLUSH_MS);
+        natsSubscription_Destroy(sub);
+        return;
+    }
+    f->retired = grown;
+    f->retired[f->n_retired++] = sub;
+}
+
 daemon_status_t front_submit_serve(front_t *f, const char *model, int on)
 {
     daemon_status_t st = DAEMON_OK;
@@ -397,8 +429,9 @@ daemon_status_t front_submit_serve(front_t *f, const char *model, int on)
     if (s == NULL || (on && (s->sub != NULL || f->stopping)) || (!on && s->sub == NULL))
         goto out;
     if (!on) {
-        natsSubscription_Unsubscribe(s->sub);
-        natsSubscription_Destroy(s->sub);
+        front_retire(f, s->sub);
+        if (natsConnection_FlushTimeout(f->nc, FRONT_RETIRE_FLUSH_MS) == NATS_OK)
+            front_retired_destroy(f);
         s->sub = NULL;
         log_write(LOG_DEBUG, "unsubscribed the submits of %s", model);
         goto out;
@@ -412,11 +445,12 @@ daemon_status_t front_submit_serve(front_t *f, const char *model, int on)
     if (ns == NATS_OK && (ns = natsSubscription_SetOnCompleteCB(s->sub, front_on_complete, f)) ==
                              NATS_OK) /* invariant 8 */
         atomic_fetch_add(&f->subscribed, 1);
-    if (ns == NATS_OK)
-        ns = natsConnection_Flush(f->nc);
+    if (ns == NATS_OK && (ns = natsConnection_Flush(f->nc)) == NATS_OK)
+        front_retired_destroy(f);
     if (ns != NATS_OK) {
         log_write(LOG_ERROR, "cannot subscribe to %s: %s", subject, natsStatus_GetText(ns));
-        natsSubscription_Destroy(s->sub);
+        if (s->sub != NULL)
+            front_retire(f, s->sub);
         s->sub = NULL;
         st = DAEMON_ENATS;
     }
@@ -473,10 +507,11 @@ void front_destroy(front_t *f)
         free(f->submits[i]);
     }
     free(f->submits);
-    if (f->nc != NULL) {
+    if (f->nc != NULL)
         natsConnection_Close(f->nc);
-        natsConnection_Destroy(f->nc);
-    }
+    front_retired_destroy(f); /* invariant 9: the read loop is joined */
+    free(f->retired);
+    natsConnection_Destroy(f->nc);
     for (int waited = 0; (atomic_load(&f->in_callbacks) != 0 ||
                           atomic_load(&f->completed) < atomic_load(&f->subscribed)) &&
                          waited < FRONT_CLOSE_WAIT_MS;

@@ -158,6 +158,10 @@ void h_consumer_register(h_consumer_t *c, natsConnection *nc, const char *model,
                          uint32_t max_input_tokens, const char *name);
 /* Stops the heartbeat thread and drops the inbox subscription. Sends nothing (no bye). */
 void h_consumer_close(h_consumer_t *c);
+/* Unsubscribes sub (taken; NULL is a no-op) on nc (borrowed), waits for the PONG, destroys it:
+ * nats.c 3.4's read loop may still hold the subscription of a message it read before the UNSUB
+ * (nats.c issue #637, fixed in 3.6; a SEGV in natsConn_processMsg). */
+void h_sub_destroy(natsConnection *nc, natsSubscription *sub);
 
 /* Publishes a Pull with the consumer's inbox as reply subject. */
 void h_pull(h_consumer_t *c, uint32_t max_batches, uint32_t expires_ms);

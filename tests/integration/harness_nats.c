@@ -206,14 +206,20 @@ void h_consumer_register(h_consumer_t *c, natsConnection *nc, const char *model,
     H_REQUIRE(natsConnection_Flush(nc) == NATS_OK, "flush");
 }
 
+void h_sub_destroy(natsConnection *nc, natsSubscription *sub)
+{
+    if (sub == NULL)
+        return;
+    natsSubscription_Unsubscribe(sub);
+    natsConnection_FlushTimeout(nc, 2000);
+    natsSubscription_Destroy(sub);
+}
+
 void h_consumer_close(h_consumer_t *c)
 {
     h_hb_stop(c);
-    if (c->sub != NULL) {
-        natsSubscription_Unsubscribe(c->sub);
-        natsSubscription_Destroy(c->sub);
-        c->sub = NULL;
-    }
+    h_sub_destroy(c->nc, c->sub);
+    c->sub = NULL;
 }
 
 void h_pull(h_consumer_t *c, uint32_t max_batches, uint32_t expires_ms)

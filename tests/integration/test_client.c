@@ -26,12 +26,18 @@
  *   daemon_restart  after a restart pull and ack say LC_EUNKNOWN_CONSUMER; lc_consumer_register
  *                   gives a new id, clears the in-progress set, the unacked item comes back and
  *                   the heartbeat thread keeps the new id alive.
+ *   sub_flood       5,000 subscriptions, each dropped by lc_sub_destroy (what lc_consumer_close
+ *                   and lc_window_close call) while a second connection floods its subject: with
+ *                   Unsubscribe + Destroy alone, nats.c 3.4's read loop uses a freed subscription
+ *                   (issue #637) within a few hundred to a few thousand rounds.
  *
- * Longer than the ~600 lines of the house rule (about 750): nine scenarios share the helpers at
+ * Longer than the ~600 lines of the house rule (about 800): ten scenarios share the helpers at
  * the top and each reads top to bottom as one conversation; a file per scenario would need a
- * header of those helpers and nine executables, and would not be shorter to read.
+ * header of those helpers and ten executables, and would not be shorter to read.
  */
 #include <arpa/inet.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -40,6 +46,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "clients/c/client_int.h"
 #include "clients/c/lanes_client.h"
 #include "tests/integration/harness.h"
 
@@ -711,6 +718,52 @@ static int case_daemon_restart(void)
     return 0;
 }
 
+/* ---- sub_flood --------------------------------------------------------------------------------
+ */
+
+#define FLOOD_ROUNDS 5000
+
+static atomic_bool g_flooding;
+
+static void *flood_main(void *arg)
+{
+    natsConnection *nc = arg;
+    while (atomic_load(&g_flooding)) {
+        for (int i = 0; i < 100; i++)
+            natsConnection_PublishString(nc, "flood", "x");
+        natsConnection_FlushTimeout(nc, 1000);
+    }
+    return NULL;
+}
+
+static int case_sub_flood(void)
+{
+    h_nats_start(false);
+    natsConnection *pub = h_connect(), *nc = h_connect();
+    pthread_t t;
+    atomic_store(&g_flooding, true);
+    H_REQUIRE(pthread_create(&t, NULL, flood_main, pub) == 0, "pthread_create");
+    uint32_t got = 0;
+    for (uint32_t i = 0; i < FLOOD_ROUNDS; i++) {
+        natsSubscription *sub = NULL;
+        H_REQUIRE(natsConnection_SubscribeSync(&sub, nc, "flood") == NATS_OK, "subscribe");
+        natsSubscription_SetPendingLimits(sub, -1, -1);
+        natsMsg *m = NULL;
+        if (natsSubscription_NextMsg(&m, sub, 1000) == NATS_OK)
+            got++;
+        natsMsg_Destroy(m);
+        lc_sub_destroy(nc, sub);
+    }
+    atomic_store(&g_flooding, false);
+    pthread_join(t, NULL);
+    /* Every round must have had messages in flight, or it tested nothing. */
+    H_REQUIRE(got == FLOOD_ROUNDS, "only %u of %u rounds saw the flood", got, FLOOD_ROUNDS);
+    h_log("%u subscriptions dropped under a flood", got);
+    natsConnection_Destroy(nc);
+    natsConnection_Destroy(pub);
+    return 0;
+}
+
 /* ---- main ------------------------------------------------------------------------------------ */
 
 static const struct {
@@ -721,7 +774,7 @@ static const struct {
     {"submit_request", case_submit_request}, {"submit_send", case_submit_send},
     {"consume_ack", case_consume_ack},       {"in_progress", case_in_progress},
     {"heartbeat", case_heartbeat},           {"bye", case_bye},
-    {"daemon_restart", case_daemon_restart},
+    {"daemon_restart", case_daemon_restart}, {"sub_flood", case_sub_flood},
 };
 
 int main(int argc, char **argv)

@@ -493,8 +493,7 @@ static int case_two_consumers_same_shape(void)
               h_counter(st, "tokens_completed"), h_counter(st, "tokens_received"));
     require_empty(st, "after the drain");
     free(st);
-    natsSubscription_Unsubscribe(sub);
-    natsSubscription_Destroy(sub);
+    h_sub_destroy(nc, sub);
     book_free(&bk);
     finish(nc);
     return 0;
@@ -1273,8 +1272,7 @@ static int case_ack_deadline_and_dead_letter(void)
     h_pull(&c, 1, 500);
     expect_expired(&c, 3000, "a live consumer with nothing to do");
     h_consumer_close(&c);
-    natsSubscription_Unsubscribe(dead);
-    natsSubscription_Destroy(dead);
+    h_sub_destroy(nc, dead);
     finish(nc);
     return 0;
 }

@@ -142,7 +142,11 @@ void *base_worker_main(void *arg)
 out:
     if (!ready)
         atomic_fetch_add(&run->workers_failed, 1);
-    natsSubscription_Destroy(sub); /* not Unsubscribe: the consumer is the stream's, not ours */
+    /* Closed first: nats.c 3.4's read loop may hold the subscription of a message it read
+     * (nats.c issue #637). Not Unsubscribe: the consumer is the stream's, not ours. */
+    if (nc != NULL)
+        natsConnection_Close(nc);
+    natsSubscription_Destroy(sub);
     jsCtx_Destroy(js);
     natsConnection_Destroy(nc);
     free(b.msgs);

@@ -364,6 +364,8 @@ static void *tpj_consumer_main(void *arg)
 out:
     if (!ready)
         atomic_fetch_add(&run->ready, 1);
+    if (nc != NULL) /* closed before the free: nats.c 3.4's read loop (issue #637) */
+        natsConnection_Close(nc);
     natsSubscription_Destroy(sub);
     natsInbox_Destroy(inbox);
     natsConnection_Destroy(nc);

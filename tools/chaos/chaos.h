@@ -165,6 +165,11 @@ typedef struct {
 
 /* A connection to url that reconnects without end; NULL when it cannot be made. */
 natsConnection *chaos_connect(const char *url, const char *name);
+/* Closes nc (its read loop joined), then destroys sub and nc; both taken, either may be NULL.
+ * The other order crashes nats.c 3.4 now and then: its read loop looks a message's subscription
+ * up, then locks it, so a subscription destroyed in between is used after it was freed
+ * (nats.c issue #637, fixed in 3.6; seen as a SEGV in natsConn_processMsg in CI). */
+void chaos_disconnect(natsConnection *nc, natsSubscription *sub);
 /* Milliseconds on the monotonic clock. (Randomness: common/rng.h's splitmix64, from --seed.) */
 uint64_t chaos_now_ms(void);
 void chaos_sleep_ms(uint64_t ms);

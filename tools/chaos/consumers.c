@@ -8,6 +8,7 @@
  *      so an ack lost to a crash afterwards can only add a redelivery, never hide a delivery.
  *   2. unknown_consumer (the daemon restarted, or declared this consumer dead) makes the thread
  *      register again, as subjects.md's life cycle says.
+ *   3. The connection closes before its inbox subscription is destroyed (chaos_disconnect).
  */
 #include "tools/chaos/chaos.h"
 
@@ -167,13 +168,11 @@ void *chaos_consumer_main(void *arg)
             codec_batch_destroy(b);
         }
         if (crashed) { /* no bye: the daemon finds out by silence */
-            natsSubscription_Destroy(sub);
-            natsConnection_Destroy(nc);
+            chaos_disconnect(nc, sub);
             sub = NULL;
             nc = NULL;
         }
     }
-    natsSubscription_Destroy(sub);
-    natsConnection_Destroy(nc);
+    chaos_disconnect(nc, sub);
     return NULL;
 }

@@ -338,6 +338,9 @@ static codec_batch_t *flood_pull_one(flood_t *f, const char *id)
         codec_decode_batch(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), &b) != CODEC_OK)
         b = NULL;
     natsMsg_Destroy(m);
+    natsSubscription_Unsubscribe(
+        sub); /* then the PONG, then the free (chaos.h, chaos_disconnect) */
+    natsConnection_FlushTimeout(f->nc, 1000);
     natsSubscription_Destroy(sub);
     return b;
 }

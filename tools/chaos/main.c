@@ -64,6 +64,14 @@ natsConnection *chaos_connect(const char *url, const char *name)
     return nc;
 }
 
+void chaos_disconnect(natsConnection *nc, natsSubscription *sub)
+{
+    if (nc != NULL)
+        natsConnection_Close(nc);
+    natsSubscription_Destroy(sub);
+    natsConnection_Destroy(nc);
+}
+
 /* ---- flags ------------------------------------------------------------------------------------
  */
 

@@ -187,6 +187,12 @@ static int ctl_ping(natsConnection *nc, const ctl_opts_t *o)
         fprintf(stderr, "lanesched-ctl: no lanesched answered $SRV.PING.lanesched within %ld ms\n",
                 o->timeout_ms);
 out:
+    /* UNSUB, then the PONG, then the free: nats.c 3.4's read loop may still hold a late
+     * answer's subscription until it reads the PONG (nats.c issue #637, fixed in 3.6). */
+    if (sub != NULL) {
+        natsSubscription_Unsubscribe(sub);
+        natsConnection_FlushTimeout(nc, 1000);
+    }
     natsSubscription_Destroy(sub);
     natsInbox_Destroy(inbox);
     return found > 0 ? 0 : 1;

@@ -517,8 +517,12 @@ int ctl_watch(natsConnection *nc, const ctl_opts_t *o, const char *subject)
     for (int i = 0; i < 3; i++) {
         if (subs[i] != NULL)
             natsSubscription_Unsubscribe(subs[i]);
-        natsSubscription_Destroy(subs[i]);
     }
+    /* The PONG before the free: nats.c 3.4's read loop may still hold a subscription of a
+     * message it read before the UNSUB (nats.c issue #637, fixed in 3.6). */
+    natsConnection_FlushTimeout(nc, 1000);
+    for (int i = 0; i < 3; i++)
+        natsSubscription_Destroy(subs[i]);
     pthread_mutex_lock(&w.lock);
     for (size_t i = 0; i < WATCH_REPLIES_MAX; i++)
         free(w.replies[i].subject);
