@@ -87,10 +87,18 @@ static sched_status_t sched_fill_lane(sched_t *s, const sched_consumer_t *consum
     if (st != SCHED_OK)
         return st;
     packer_cost_t cost;
-    if (s->policy == SCHED_POLICY_LANES && consumer->worker != NULL && s->filled_extendable &&
-        worker_cost(consumer->worker, &cost) &&
+    int costed = s->policy == SCHED_POLICY_LANES && consumer->worker != NULL &&
+                 worker_cost(consumer->worker, &cost);
+    if (costed && s->filled_extendable &&
         (st = extend_fill(s, consumer, &cost, shape, cap)) != SCHED_OK)
         return st;
+    uint64_t until;
+    if (costed && hold_batch(s, consumer, model, &cost, s->clock(s->clock_ctx), &until)) {
+        s->held = 1;
+        s->retry_ns = until;
+        s->counters.holds++;
+        return SCHED_EEMPTY;
+    }
     if ((uint32_t)s->next_batch_id == UINT32_MAX) { /* sched.c invariant 4: the epoch is spent */
         uint32_t epoch;
         if ((s->store_status = store_epoch_next(s->store, &epoch)) != STORE_OK)
@@ -108,18 +116,10 @@ static sched_status_t sched_fill_lane(sched_t *s, const sched_consumer_t *consum
     return SCHED_OK;
 }
 
-sched_status_t sched_fill(sched_t *s, const sched_consumer_t *consumer, sched_batch_t *out)
+static sched_status_t sched_fill_pick(sched_t *s, const sched_consumer_t *consumer,
+                                      sched_model_t *model, sched_batch_t *out)
 {
-    if (s == NULL || consumer == NULL || consumer->model == NULL || out == NULL ||
-        consumer->contract.max_batch_size == 0 || consumer->contract.max_batch_tokens == 0)
-        return SCHED_EINVAL;
-    s->filled_valid = 0;
-    long model_idx = shapes_model_lookup(s, consumer->model);
-    if (model_idx < 0)
-        return SCHED_EEMPTY;
-    sched_model_t *model = s->models[model_idx];
     sched_shape_t *shape;
-    s->retry_ns = 0;
     sched_status_t st = select_shape(s, model, consumer, &shape);
     if (st != SCHED_OK)
         return st;
@@ -134,14 +134,36 @@ sched_status_t sched_fill(sched_t *s, const sched_consumer_t *consumer, sched_ba
     uint32_t lane_id = 0, prev = 0;
     if (select_lane_starved(s, shape, &lane_id)) { /* select.c invariant 4 */
         st = sched_fill_lane(s, consumer, model, shape, lane_id, cap, out);
-        if (st != SCHED_EEMPTY)
+        if (st != SCHED_EEMPTY || s->held)
             return st;
     }
     for (int more = lanes_next_by_tokens(shape->lanes, NULL, &lane_id); more;
          prev = lane_id, more = lanes_next_by_tokens(shape->lanes, &prev, &lane_id)) {
         st = sched_fill_lane(s, consumer, model, shape, lane_id, cap, out);
-        if (st != SCHED_EEMPTY)
+        if (st != SCHED_EEMPTY || s->held)
             return st;
     }
     return SCHED_EEMPTY;
+}
+
+sched_status_t sched_fill(sched_t *s, const sched_consumer_t *consumer, sched_batch_t *out)
+{
+    if (s == NULL || consumer == NULL || consumer->model == NULL || out == NULL ||
+        consumer->contract.max_batch_size == 0 || consumer->contract.max_batch_tokens == 0)
+        return SCHED_EINVAL;
+    s->filled_valid = 0;
+    long model_idx = shapes_model_lookup(s, consumer->model);
+    if (model_idx < 0)
+        return SCHED_EEMPTY;
+    sched_model_t *model = s->models[model_idx];
+    s->retry_ns = 0;
+    s->held = 0;
+    uint64_t switches = s->counters.shape_switches;
+    uint64_t preemptions = s->counters.starvation_preemptions;
+    sched_status_t st = sched_fill_pick(s, consumer, model, out);
+    if (s->held) { /* select.c invariant 2: counted only for a batch that goes out */
+        s->counters.shape_switches = switches;
+        s->counters.starvation_preemptions = preemptions;
+    }
+    return st;
 }

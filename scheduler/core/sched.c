@@ -135,6 +135,10 @@ sched_status_t sched_create(const sched_config_t *config, store_t *store, sched_
     s->policy = config->policy;
     s->merge_credit =
         config->merge_credit > 0.0 ? config->merge_credit : SCHED_MERGE_CREDIT_DEFAULT;
+    s->hold_ns = config->policy == SCHED_POLICY_LANES ? config->hold_ns : 0;
+    s->hold_load = config->hold_load > 0.0 ? config->hold_load : SCHED_HOLD_LOAD_DEFAULT;
+    s->hold_share = config->hold_share > 0.0 ? config->hold_share : SCHED_HOLD_SHARE_DEFAULT;
+    s->hold_ramp = config->hold_ramp > 0.0 ? config->hold_ramp : SCHED_HOLD_RAMP_DEFAULT;
     map_init(&s->shapes);
     map_init(&s->inflight);
     uint32_t epoch = 0;
@@ -213,6 +217,7 @@ sched_status_t sched_submit(sched_t *s, const sched_item_t *item, sched_placemen
     uint64_t before = lanes_queued_items(shape->lanes);
     uint64_t before_tokens = lanes_queued_tokens(shape->lanes);
     lanes_accept(shape->lanes, &choice, now);
+    hold_arrival_note(s->models[model_idx], item->tokens, now);
     if (before == 0) {
         shape->oldest_ns = now;
         shape->oldest_stale = 0;

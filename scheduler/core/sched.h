@@ -237,6 +237,14 @@ typedef struct {
      * less than this share of the fixed cost of the separate batch it saves (extend.c). 0 =
      * SCHED_MERGE_CREDIT_DEFAULT; at most 1 (the whole fixed cost). */
     double merge_credit;
+    /* The `lanes` policy's hold (hold.c; 0 = off): while a model's offered load is at least
+     * hold_load (0 = SCHED_HOLD_LOAD_DEFAULT) of its workers' time, a batch whose fixed cost is
+     * at least hold_share (0 = SCHED_HOLD_SHARE_DEFAULT) of its GPU time waits for company
+     * until its oldest item has waited hold_ns. */
+    uint64_t hold_ns;
+    double hold_load;
+    double hold_share;
+    double hold_ramp;
 } sched_config_t;
 
 typedef struct sched sched_t;
@@ -342,6 +350,7 @@ typedef struct {
     uint64_t merged_batches;   /* committed batches holding items of more than one lane */
     uint64_t merged_lanes;     /* lanes those batches took beyond the first */
     uint64_t shapes_reclaimed; /* idle shapes freed by the tick */
+    uint64_t holds;            /* fills whose batch waited for company (hold.c) */
     /* Batch times as workers' completions measured them (worker.c), summed: the GPU busy time
      * the scheduler saw. A batch counts once, at its first completion. */
     uint64_t service_ns, service_batches;
@@ -371,6 +380,11 @@ void sched_destroy(sched_t *sched);
  * (0.04: over them at 50% and 60%, waste 1.37%; 0.07: waste 2.08%; README, "Choosing the
  * constants"). */
 #define SCHED_MERGE_CREDIT_DEFAULT 0.07
+/* The hold (hold_ns, hold_load, hold_share): see README, "Choosing the constants". */
+#define SCHED_HOLD_DEFAULT_NS    350000000ull
+#define SCHED_HOLD_LOAD_DEFAULT  0.6
+#define SCHED_HOLD_SHARE_DEFAULT 0.2
+#define SCHED_HOLD_RAMP_DEFAULT  0.15
 
 /* Longest item the scheduler takes: pad_to and padded-token sums stay within 32/64 bits. */
 #define SCHED_MAX_TOKENS (UINT32_MAX - PACKER_PAD_MULTIPLE)

@@ -54,6 +54,9 @@ typedef struct {
     struct sched_worker **workers; /* the model's workers, unordered */
     size_t n_workers, cap_workers;
     shape_heap_t heaps[HEAP_COUNT];
+    /* hold.c: decayed sums of its arrivals (items, tokens) as of load_t_ns */
+    double load_items, load_tokens;
+    uint64_t load_t_ns;
 } sched_model_t;
 
 /* The core's view of one consumer (worker.c). */
@@ -104,6 +107,10 @@ struct sched {
     uint64_t starvation_ns;
     sched_policy_t policy;
     double merge_credit;
+    uint64_t hold_ns;  /* 0: no hold (hold.c) */
+    double hold_load;  /* the gate: offered load at least this */
+    double hold_ramp;  /* ... and the whole hold from hold_load + hold_ramp */
+    double hold_share; /* held while the fixed cost is at least this share of the batch */
     uint64_t retry_ns; /* sched_retry_ns: set by the last fill that found nothing */
     sched_model_t **models;
     size_t n_models;
@@ -116,6 +123,7 @@ struct sched {
     struct sched_worker *filled_worker;
     int filled_valid;
     int filled_extendable; /* the lane fill took its whole lane, with room left */
+    int held;              /* the last fill's batch waits (hold.c) */
     store_view_t *views;   /* scratch for peeks, views_cap entries */
     uint32_t *tokens;
     uint32_t *lane_of; /* the lane of each view of the filled batch */
@@ -189,6 +197,17 @@ int heap_check(const sched_model_t *m);
 int heap_check_shape(const sched_model_t *m, const sched_shape_t *shape);
 /* worker.c's invariant 1 for one worker, O(cache^2). */
 int worker_check(const struct sched_worker *w);
+
+/* hold.c */
+/* An item of `tokens` arrived for the model at `now`. */
+void hold_arrival_note(sched_model_t *m, uint32_t tokens, uint64_t now);
+/* The model's offered load as a share of its workers' time, each item costed in a full batch of
+ * its own length under contract k and cost (hold.c invariant 1). */
+double hold_load(const sched_model_t *m, const packer_contract_t *k, const packer_cost_t *cost,
+                 uint64_t now);
+/* Whether s->filled waits (hold.c invariants 2, 3): 1 and *out_until, when the hold ends. */
+int hold_batch(struct sched *s, const sched_consumer_t *c, sched_model_t *m,
+               const packer_cost_t *cost, uint64_t now, uint64_t *out_until /* out */);
 
 /* worker.c */
 /* The worker served a batch of this shape: its cache model takes it as the most recent. */

@@ -8,7 +8,8 @@
  *      on the same prefix.
  *   2. Only when the current shape is dry does the model switch, to the shape with the most
  *      dispatchable tokens (ties: the shape seen first), and the switch is written to the
- *      store's current-shape field and counted.
+ *      store's current-shape field and counted (not when the fill's batch is held, hold.c:
+ *      the switch stays, so the next fill weighs the other shapes, but counts no preemption).
  *   3. With the starvation bound (the age bound), a shape whose oldest item has waited past the
  *      bound preempts the current shape at the next batch boundary; among several, the one
  *      with the oldest item goes first.

@@ -239,13 +239,16 @@ daemon_status_t daemon_create(const daemon_config_t *cfg, daemon_t **out)
     }
     if (cfg->starvation_ms == DAEMON_STARVATION_DEFAULT)
         sc.starvation_ns = sc.policy == SCHED_POLICY_LANES ? SCHED_AGE_BOUND_DEFAULT_NS : 0;
+    sc.hold_ns =
+        cfg->hold_ms == DAEMON_HOLD_DEFAULT ? SCHED_HOLD_DEFAULT_NS : daemon_ms_ns(cfg->hold_ms);
     sched_status_t schst = sched_create(&sc, d->store, &d->sched);
     if (schst != SCHED_OK) {
         log_write(LOG_ERROR, "cannot restore the scheduler: %s", sched_status_str(schst));
         goto out;
     }
-    log_write(LOG_INFO, "policy %s, age bound %" PRIu64 " ms", sched_policy_name(sc.policy),
-              sc.starvation_ns / 1000000);
+    log_write(LOG_INFO, "policy %s, age bound %" PRIu64 " ms, hold %" PRIu64 " ms",
+              sched_policy_name(sc.policy), sc.starvation_ns / 1000000,
+              sc.policy == SCHED_POLICY_LANES ? sc.hold_ns / 1000000 : 0);
     store_queue_t *q = NULL;
     store_key_t key;
     while (store_queue_next(d->store, q, &q, &key, NULL)) { /* invariant 2 */

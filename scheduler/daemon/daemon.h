@@ -42,6 +42,8 @@ const char *daemon_status_str(daemon_status_t status);
 /* daemon_config_t.starvation_ms: the policy's own age bound (the `lanes` policy's
  * SCHED_AGE_BOUND_DEFAULT_NS; none under lanes-seed, which is the article's policy). */
 #define DAEMON_STARVATION_DEFAULT UINT32_MAX
+/* daemon_config_t.hold_ms: the `lanes` policy's hold (SCHED_HOLD_DEFAULT_NS). */
+#define DAEMON_HOLD_DEFAULT UINT32_MAX
 
 /*
  * The defaults of the limits on what one client controls (daemon_limits_t; a field left 0 takes
@@ -124,6 +126,7 @@ typedef struct {
     uint32_t dedupe_window_ms;
     uint64_t segment_max_bytes;
     uint32_t starvation_ms; /* the age bound; 0 = off, DAEMON_STARVATION_DEFAULT = the policy's */
+    uint32_t hold_ms;       /* the hold; 0 = off, DAEMON_HOLD_DEFAULT = the policy's */
     /* The scheduling policy: "lanes" (NULL: the default) or "lanes-seed" (the article's). */
     const char *policy;
     daemon_clock_fn clock; /* NULL = CLOCK_MONOTONIC */

@@ -163,6 +163,7 @@ static void stats_policy(struct daemon *d, json_t *counters)
     const sched_counters_t *k = sched_counters(d->sched);
     json_object_set_new(counters, "batches", stats_u64(k->batches));
     json_object_set_new(counters, "merged_batches", stats_u64(k->merged_batches));
+    json_object_set_new(counters, "fills_held", stats_u64(k->holds));
     json_object_set_new(counters, "merged_lanes", stats_u64(k->merged_lanes));
     json_object_set_new(counters, "shapes_reclaimed", stats_u64(k->shapes_reclaimed));
     json_object_set_new(counters, "gpu_busy_ns", stats_u64(k->service_ns));

@@ -74,6 +74,9 @@ static const flag_t flags[] = {
     {"starvation-ms", "MS", NULL,
      "the age bound: an item that waited this long goes next, its shape preempting at the next "
      "batch and its lane first (0 = off; default 20 under --policy lanes, 0 under lanes-seed)"},
+    {"hold-ms", "MS", NULL,
+     "the hold of --policy lanes: while a model's offered load is high, an under-filled batch "
+     "waits for company until its oldest item waited this long (0 = off; default 350)"},
     {"policy", "lanes|lanes-seed", "lanes",
      "lanes: cost-aware packing across neighbouring lanes, cache affinity, the age bound; "
      "lanes-seed: the article's policy (one lane per batch, every worker on one shape)"},
@@ -333,6 +336,14 @@ static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc
         return -1;
     if (cfg->starvation_ms == DAEMON_STARVATION_DEFAULT && starve != NULL) {
         fprintf(stderr, "lanesched: --starvation-ms %s is out of range\n", starve);
+        return -1;
+    }
+    const char *hold = flag_value(v, "hold-ms");
+    cfg->hold_ms = DAEMON_HOLD_DEFAULT;
+    if (hold != NULL && parse_u32("hold-ms", hold, &cfg->hold_ms))
+        return -1;
+    if (cfg->hold_ms == DAEMON_HOLD_DEFAULT && hold != NULL) {
+        fprintf(stderr, "lanesched: --hold-ms %s is out of range\n", hold);
         return -1;
     }
     cfg->segment_max_bytes = seg_max;

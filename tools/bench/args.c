@@ -65,6 +65,11 @@ void args_usage(FILE *f)
         "off)\n"
         "  --merge-credit X    lanes: share of a batch's fixed cost a merge is credited with "
         "(default %g)\n"
+        "  --hold-ms X         lanes: while a model's offered load is at least --hold-load\n"
+        "                      (default %g) of its workers' time, rising to the whole hold\n"
+        "                      over --hold-ramp more (default %g), a batch whose fixed cost is\n"
+        "                      at least --hold-share (default %g) of its GPU time waits for\n"
+        "                      company until its oldest item waited X ms (default %g; 0 = off)\n"
         "  --cost declared|estimate  lanes: the workers declare their cost in Register, or "
         "the\n"
         "                      scheduler estimates it from their batches' times (default "
@@ -95,7 +100,9 @@ void args_usage(FILE *f)
         ARGS_DEFAULT_PRESET, ARGS_DEFAULT_SEED, d.workers_per_model, d.gpu.cache_shapes,
         d.gpu.max_batch_size, d.gpu.max_batch_tokens, d.gpu.max_input_tokens,
         d.gpu.batch_fixed_ns / 1000, d.gpu.ns_per_padded_token, d.starvation_ns / 1000000,
-        (double)d.age_bound_ns / 1e6, SCHED_MERGE_CREDIT_DEFAULT, ARGS_SWEEP_SLO_MS);
+        (double)d.age_bound_ns / 1e6, SCHED_MERGE_CREDIT_DEFAULT, SCHED_HOLD_LOAD_DEFAULT,
+        SCHED_HOLD_RAMP_DEFAULT, SCHED_HOLD_SHARE_DEFAULT, (double)d.hold_ns / 1e6,
+        ARGS_SWEEP_SLO_MS);
 }
 
 static int args_u64(const char *flag, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -273,6 +280,16 @@ int args_sim_parse(int argc, char **argv, int sweep, args_sim_t *a)
                 fprintf(stderr, "lanesched-bench: --cost: declared or estimate, got %s\n", v);
                 rc = -1;
             }
+        } else if (strcmp(f, "--hold-ms") == 0) {
+            double ms;
+            rc = args_double(f, v, 0.0, 3600.0 * 1000, &ms);
+            a->sim.hold_ns = (uint64_t)llround(ms * 1e6);
+        } else if (strcmp(f, "--hold-load") == 0) {
+            rc = args_double(f, v, 0.000001, 100.0, &a->sim.hold_load);
+        } else if (strcmp(f, "--hold-ramp") == 0) {
+            rc = args_double(f, v, 0.000001, 100.0, &a->sim.hold_ramp);
+        } else if (strcmp(f, "--hold-share") == 0) {
+            rc = args_double(f, v, 0.000001, 1.0, &a->sim.hold_share);
         } else if (strcmp(f, "--age-bound-ms") == 0) {
             double ms;
             rc = args_double(f, v, 0.0, 3600.0 * 1000, &ms);

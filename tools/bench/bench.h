@@ -157,7 +157,9 @@ typedef struct {
      * not and the scheduler estimates it from their batches' times. */
     int declare_cost;
     double merge_credit; /* SIM_LANES's sched_config_t.merge_credit (0 = the default) */
-    uint64_t sample_ns;  /* sampling period; also the scheduler's maintenance tick */
+    uint64_t hold_ns;    /* SIM_LANES's hold (0 = off) */
+    double hold_load, hold_share, hold_ramp; /* its gate, share and ramp (0 = the defaults) */
+    uint64_t sample_ns; /* sampling period; also the scheduler's maintenance tick */
 } sim_config_t;
 
 /* One sample, taken every sample_ns of simulated time. */
@@ -182,6 +184,7 @@ typedef struct {
     double queues_mean;
     uint64_t opened, reuses; /* lanes opened / items into an existing lane; or queue creations */
     uint64_t force_fits, quiesced, shape_switches, preemptions; /* rolling lanes only */
+    uint64_t holds;                        /* lanes: fills whose batch waited for company */
     uint64_t merged_batches, merged_lanes; /* `lanes`: batches merged across lanes, lanes added */
     /* `lanes`: the cost the scheduler packed with at the end of the run (the first worker's;
      * estimated from its batches unless they declared it) */

@@ -60,10 +60,10 @@ static void report_json_result(FILE *f, const sim_result_t *r)
     fprintf(f,
             ",\n     \"force_fits\": %" PRIu64 ", \"quiesced\": %" PRIu64
             ", \"shape_switches\": %" PRIu64 ", \"starvation_preemptions\": %" PRIu64
-            ", \"shapes\": %" PRIu32 ", \"shapes_at_lane_budget\": %" PRIu32
+            ", \"holds\": %" PRIu64 ", \"shapes\": %" PRIu32 ", \"shapes_at_lane_budget\": %" PRIu32
             ",\n     \"wait_p50_ns\": %" PRIu64 ", \"wait_p99_ns\": %" PRIu64
             ", \"wait_max_ns\": %" PRIu64 ", \"wait_mean_ns\": ",
-            r->force_fits, r->quiesced, r->shape_switches, r->preemptions, r->shapes,
+            r->force_fits, r->quiesced, r->shape_switches, r->preemptions, r->holds, r->shapes,
             r->shapes_full, r->wait_p50_ns, r->wait_p99_ns, r->wait_max_ns);
     report_json_num(f, r->wait_mean_ns);
     fprintf(f, ", \"batches_per_gpu_s\": ");
@@ -168,10 +168,10 @@ int report_json_write(const char *path, const report_t *rep)
             sc->gpu.cache_shapes);
     fprintf(f,
             "  \"starvation_ns\": %" PRIu64 ",\n  \"age_bound_ns\": %" PRIu64
-            ",\n  \"merge_credit\": %.6g,\n  \"cost_declared\": %s,\n  \"sample_ns\": %" PRIu64
-            ",\n  \"policies\": [\n",
+            ",\n  \"merge_credit\": %.6g,\n  \"hold_ns\": %" PRIu64
+            ",\n  \"cost_declared\": %s,\n  \"sample_ns\": %" PRIu64 ",\n  \"policies\": [\n",
             sc->starvation_ns, sc->age_bound_ns,
-            sc->merge_credit > 0 ? sc->merge_credit : SCHED_MERGE_CREDIT_DEFAULT,
+            sc->merge_credit > 0 ? sc->merge_credit : SCHED_MERGE_CREDIT_DEFAULT, sc->hold_ns,
             sc->declare_cost ? "true" : "false", sc->sample_ns);
     for (size_t i = 0; i < rep->n_results; i++) {
         report_json_result(f, &rep->results[i]);

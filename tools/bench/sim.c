@@ -98,6 +98,7 @@ void sim_config_default(sim_config_t *cfg)
         .workers_per_model = 2,
         .starvation_ns = 2000000000ull,
         .age_bound_ns = SCHED_AGE_BOUND_DEFAULT_NS,
+        .hold_ns = SCHED_HOLD_DEFAULT_NS,
         .declare_cost = 1,
         .sample_ns = LANES_TICK_NS,
     };
@@ -397,6 +398,7 @@ static void sim_finish(sim_t *s)
         r->quiesced = c->lanes_quiesced;
         r->shape_switches = c->shape_switches;
         r->preemptions = c->starvation_preemptions;
+        r->holds = c->holds;
         r->merged_batches = c->merged_batches;
         r->merged_lanes = c->merged_lanes;
         if (s->n_workers != 0 && s->workers[0].worker != NULL) {

@@ -136,6 +136,10 @@ int sim_setup(sim_t *s)
                                                            : 0,
             .policy = s->policy == SIM_LANES ? SCHED_POLICY_LANES : SCHED_POLICY_SEED,
             .merge_credit = cfg->merge_credit,
+            .hold_ns = s->policy == SIM_LANES ? cfg->hold_ns : 0,
+            .hold_load = cfg->hold_load,
+            .hold_share = cfg->hold_share,
+            .hold_ramp = cfg->hold_ramp,
         };
         sched_status_t st = sched_create(&sc, s->store, &s->sched);
         if (st != SCHED_OK) {

@@ -1,0 +1,187 @@
+/*
+ * test_hold.c - the `lanes` policy's load-gated hold (hold.c): an under-filled batch waits for
+ * company only while its model's offered load is high, never past the hold, and never when it
+ * is full, when the hold is off, or under the article's policy.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "scheduler/core/sched.h"
+
+#define MS  1000000ull
+#define SEC 1000000000ull
+
+typedef struct {
+    uint64_t now;
+    store_t *store;
+    sched_t *sched;
+    sched_worker_t *worker;
+    uint32_t next_id;
+} fixture_t;
+
+static uint64_t fake_now(void *ctx)
+{
+    return ((fixture_t *)ctx)->now;
+}
+
+/* One worker of model "m" declaring 5 ms per batch and 10 us per padded token. */
+static fixture_t *fixture(sched_policy_t policy, uint64_t hold_ns, double gate)
+{
+    fixture_t *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    f->now = SEC;
+    assert_int_equal(store_open_memory(&f->store), STORE_OK);
+    sched_config_t cfg = {.clock = fake_now,
+                          .clock_ctx = f,
+                          .policy = policy,
+                          .hold_ns = hold_ns,
+                          .hold_load = gate,
+                          .hold_ramp = gate};
+    assert_int_equal(sched_create(&cfg, f->store, &f->sched), SCHED_OK);
+    sched_worker_config_t wc = {5000, 10000, 1};
+    assert_int_equal(sched_worker_create(f->sched, "m", &wc, &f->worker), SCHED_OK);
+    return f;
+}
+
+static void fixture_free(fixture_t *f)
+{
+    sched_destroy(f->sched);
+    store_close(f->store);
+    free(f);
+}
+
+static void submit(fixture_t *f, uint32_t tokens)
+{
+    char id[24];
+    int len = snprintf(id, sizeof(id), "i%u", f->next_id++);
+    sched_item_t it = {"m", 1, tokens, (const uint8_t *)id, (size_t)len, NULL, 0};
+    assert_int_equal(sched_submit(f->sched, &it, NULL), SCHED_OK);
+}
+
+/* Fills, and when a batch comes out commits and completes it; its item count, or 0 (held or
+ * empty). */
+static size_t drain_one(fixture_t *f)
+{
+    sched_consumer_t c = {"m", {32, 16384, 0}, f->worker};
+    sched_batch_t b;
+    sched_status_t st = sched_fill(f->sched, &c, &b);
+    if (st == SCHED_EEMPTY)
+        return 0;
+    assert_int_equal(st, SCHED_OK);
+    size_t n = b.n;
+    uint64_t id = b.batch_id;
+    assert_int_equal(sched_commit(f->sched, &b), SCHED_OK);
+    assert_int_equal(sched_complete(f->sched, id, NULL, 0, NULL), SCHED_OK);
+    return n;
+}
+
+/* 250 items of 500 tokens a second for 10 s, no batch taken: 1.29 times the worker's time,
+ * each item costed in a full batch (5 ms of tokens + 5 ms / 32 of the batch). Then drained:
+ * full batches go at once, the last two items (fixed cost a third of their batch) wait. */
+#define HEAVY_ITEMS 2498
+static void load_heavy(fixture_t *f)
+{
+    for (int i = 0; i < HEAVY_ITEMS; i++) {
+        f->now += 4 * MS;
+        submit(f, 500);
+    }
+    size_t got, total = 0;
+    while ((got = drain_one(f)) != 0)
+        total += got;
+    assert_int_equal(total, HEAVY_ITEMS - HEAVY_ITEMS % 32);
+    assert_int_equal(sched_counters(f->sched)->holds, 1);
+    f->now += SEC; /* past any hold */
+    assert_int_equal(drain_one(f), HEAVY_ITEMS % 32);
+}
+
+/* A single item under the default gate at a high load: held until its wait reaches the hold,
+ * sched_retry_ns says when, and then it goes out alone. */
+static void test_under_filled_batch_waits_at_high_load(void **state)
+{
+    (void)state;
+    fixture_t *f = fixture(SCHED_POLICY_LANES, SCHED_HOLD_DEFAULT_NS, 0);
+    load_heavy(f);
+    uint64_t holds = sched_counters(f->sched)->holds;
+    submit(f, 500);
+    uint64_t arrived = f->now;
+    assert_int_equal(drain_one(f), 0);
+    assert_int_equal(sched_retry_ns(f->sched), arrived + SCHED_HOLD_DEFAULT_NS);
+    assert_int_equal(sched_counters(f->sched)->holds, holds + 1);
+    f->now = arrived + SCHED_HOLD_DEFAULT_NS - 1;
+    submit(f, 504); /* company: the batch is still under-filled and its oldest item decides */
+    assert_int_equal(drain_one(f), 0);
+    assert_int_equal(sched_retry_ns(f->sched), arrived + SCHED_HOLD_DEFAULT_NS);
+    f->now = arrived + SCHED_HOLD_DEFAULT_NS;
+    assert_int_equal(drain_one(f), 2);
+    assert_true(sched_check(f->sched));
+    fixture_free(f);
+}
+
+/* One item a second is half a percent of the worker's time: nothing is ever held. */
+static void test_low_load_never_holds(void **state)
+{
+    (void)state;
+    fixture_t *f = fixture(SCHED_POLICY_LANES, SCHED_HOLD_DEFAULT_NS, 0);
+    for (int i = 0; i < 20; i++) {
+        f->now += SEC;
+        submit(f, 500);
+        assert_int_equal(drain_one(f), 1);
+    }
+    assert_int_equal(sched_counters(f->sched)->holds, 0);
+    fixture_free(f);
+}
+
+/* Whatever the load: a batch full to the contract's items goes at once; with the hold off, or
+ * under the article's policy, an under-filled one does too. */
+static void test_full_batches_and_hold_off_never_wait(void **state)
+{
+    (void)state;
+    for (int variant = 0; variant < 3; variant++) {
+        fixture_t *f = variant == 0   ? fixture(SCHED_POLICY_LANES, 100 * MS, 1e-6)
+                       : variant == 1 ? fixture(SCHED_POLICY_LANES, 0, 1e-6)
+                                      : fixture(SCHED_POLICY_SEED, 100 * MS, 1e-6);
+        for (int i = 0; i < 32; i++)
+            submit(f, 16);
+        assert_int_equal(drain_one(f), 32);
+        submit(f, 16);
+        assert_int_equal(drain_one(f), variant == 0 ? 0 : 1);
+        assert_int_equal(sched_counters(f->sched)->holds, variant == 0 ? 1 : 0);
+        fixture_free(f);
+    }
+}
+
+/* The hold grows with the load over the ramp. With gate 1.0 and ramp 1.0, the heavy load's
+ * estimate at its end is 1.115 (10 s of a 5 s time constant: 86% of 1.29), so the last two items
+ * wait 0.115 of the hold from the older one's arrival. */
+static void test_hold_ramps_with_the_load(void **state)
+{
+    (void)state;
+    fixture_t *f = fixture(SCHED_POLICY_LANES, 1000 * MS, 1.0);
+    for (int i = 0; i < HEAVY_ITEMS; i++) {
+        f->now += 4 * MS;
+        submit(f, 500);
+    }
+    while (drain_one(f) != 0)
+        ;
+    uint64_t hold = sched_retry_ns(f->sched) - (f->now - 4 * MS);
+    assert_true(hold > 100 * MS && hold < 130 * MS);
+    fixture_free(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_under_filled_batch_waits_at_high_load),
+        cmocka_unit_test(test_low_load_never_holds),
+        cmocka_unit_test(test_full_batches_and_hold_off_never_wait),
+        cmocka_unit_test(test_hold_ramps_with_the_load),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
