@@ -52,7 +52,7 @@ double hold_load(const sched_model_t *m, const packer_contract_t *k, const packe
         return 0.0;
     double d = hold_decay(m, now);
     double items = m->load_items * d, tokens = m->load_tokens * d;
-    double mean = tokens / m->load_items;
+    double mean = m->load_tokens / m->load_items; /* the decay cancels */
     double full = mean > 0 ? (double)k->max_batch_tokens / mean : 1.0;
     if (full > (double)k->max_batch_size)
         full = (double)k->max_batch_size;

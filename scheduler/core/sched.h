@@ -380,7 +380,14 @@ void sched_destroy(sched_t *sched);
  * (0.04: over them at 50% and 60%, waste 1.37%; 0.07: waste 2.08%; README, "Choosing the
  * constants"). */
 #define SCHED_MERGE_CREDIT_DEFAULT 0.07
-/* The hold (hold_ns, hold_load, hold_share): see README, "Choosing the constants". */
+/* The hold (hold.c). Measured with `lanesched-bench sim|sweep --preset steady` (seed 42, and
+ * seeds 7, 1, 99, 2024, 5, 11 at 13 loads from 40% to 110%): below 0.6 of the workers' time the
+ * buckets' p99 is too short to spend any of it (a 0.65 gate with no ramp went over it at
+ * 62-64%), so the hold starts at 0.6 and reaches its whole length at 0.75. At 71%: 300 / 350 /
+ * 500 ms give 0.974x / 0.968x / 0.952x the better bucket scheme's GPU time, and 500 ms goes over
+ * the buckets' p99 at 60-70% on seeds 7 and 5; 350 ms keeps all seven seeds under it. The share
+ * 0.1 / 0.2 / 0.3 gives 0.967x / 0.968x / 0.970x; 0.2 keeps four 500-token items from waiting
+ * (README, "Choosing the constants"). */
 #define SCHED_HOLD_DEFAULT_NS    350000000ull
 #define SCHED_HOLD_LOAD_DEFAULT  0.6
 #define SCHED_HOLD_SHARE_DEFAULT 0.2
