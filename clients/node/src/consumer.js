@@ -21,6 +21,9 @@
 //      in-progress set: every delivered batch not yet done (autoInProgress), so a batch being
 //      worked on keeps its ack deadline however long the work takes.
 //   6. After close() nothing is sent except the bye, and next() resolves to null.
+//   7. A status message of the server on the inbox (no responders: the pull reached nobody) ends
+//      its pull like a deadline does; it is never taken for a Batch (its empty body would decode
+//      as an OK batch of no items, and two of them filled a prefetch of 2 for good).
 //
 // Rejected: one pull with `prefetch` credits (a single lost message would leave no pull out);
 // re-registering on every pull timeout without asking first (in-flight batches would be given
@@ -286,11 +289,22 @@ export class Consumer extends EventEmitter {
             clearTimeout(pull.timer);
             this.pulls.delete(seq);
         }
+        if (msg.headers?.hasError) {
+            // Invariant 7: the server's own status (503: nobody served the pull subject when the
+            // pull got there, the daemon down or restarting): the pull is lost, not answered.
+            if (gen === this.generation && !this.reregistering) this.probe(gen);
+            return;
+        }
         let b;
         try {
             b = decode('Batch', msg.data);
         } catch (e) {
             this.warn(new LanesError('malformed', 'a Batch did not decode', { cause: e }));
+            this.topUp();
+            return;
+        }
+        if (b.status === BatchStatus.BATCH_STATUS_OK && b.items.length === 0) {
+            this.warn(new LanesError('malformed', 'a Batch with status OK and no items'));
             this.topUp();
             return;
         }
