@@ -142,6 +142,22 @@ static int parse_u32(const char *name, const char *v, uint32_t *out)
     return 0;
 }
 
+/* A millisecond flag whose absence means "the policy's own": *out is unset (the sentinel) when
+ * the flag is absent, and the sentinel itself is refused as a value. */
+static int parse_ms_or_policy(const char *name, const char *v, uint32_t unset, uint32_t *out)
+{
+    *out = unset;
+    if (v == NULL)
+        return 0;
+    if (parse_u32(name, v, out))
+        return -1;
+    if (*out == unset) {
+        fprintf(stderr, "lanesched: --%s %s is out of range\n", name, v);
+        return -1;
+    }
+    return 0;
+}
+
 static int parse_u64(const char *name, const char *v, uint64_t *out)
 {
     char *end;
@@ -330,22 +346,10 @@ static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc
         fprintf(stderr, "lanesched: --policy must be lanes or lanes-seed, not '%s'\n", cfg->policy);
         return -1;
     }
-    const char *starve = flag_value(v, "starvation-ms");
-    cfg->starvation_ms = DAEMON_STARVATION_DEFAULT;
-    if (starve != NULL && parse_u32("starvation-ms", starve, &cfg->starvation_ms))
+    if (parse_ms_or_policy("starvation-ms", flag_value(v, "starvation-ms"),
+                           DAEMON_STARVATION_DEFAULT, &cfg->starvation_ms) ||
+        parse_ms_or_policy("hold-ms", flag_value(v, "hold-ms"), DAEMON_HOLD_DEFAULT, &cfg->hold_ms))
         return -1;
-    if (cfg->starvation_ms == DAEMON_STARVATION_DEFAULT && starve != NULL) {
-        fprintf(stderr, "lanesched: --starvation-ms %s is out of range\n", starve);
-        return -1;
-    }
-    const char *hold = flag_value(v, "hold-ms");
-    cfg->hold_ms = DAEMON_HOLD_DEFAULT;
-    if (hold != NULL && parse_u32("hold-ms", hold, &cfg->hold_ms))
-        return -1;
-    if (cfg->hold_ms == DAEMON_HOLD_DEFAULT && hold != NULL) {
-        fprintf(stderr, "lanesched: --hold-ms %s is out of range\n", hold);
-        return -1;
-    }
     cfg->segment_max_bytes = seg_max;
     if (config_limits(v, &cfg->limits) != 0)
         return -1;
