@@ -12,7 +12,7 @@
  *   4. The --password and --token values are registered with the logger before anything is
  *      logged, so no line ever shows them.
  */
-#include "scheduler/http/http.h"
+#include "common/http/http.h"
 #include "scheduler/nats/front.h"
 #include "scheduler/nats/lease_kv.h"
 

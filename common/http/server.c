@@ -15,7 +15,7 @@
  * snapshot refreshed on a timer (a scrape would read figures up to one period old, and an idle
  * daemon would build texts nobody reads).
  */
-#include "scheduler/http/http.h"
+#include "common/http/http.h"
 
 #include "common/log.h"
 
