@@ -54,9 +54,13 @@ typedef struct {
     struct sched_worker **workers; /* the model's workers, unordered */
     size_t n_workers, cap_workers;
     shape_heap_t heaps[HEAP_COUNT];
-    /* hold.c: decayed sums of its arrivals (items, tokens) as of load_t_ns */
+    /* hold.c: decayed sums of its arrivals (items, tokens) as of load_t_ns, the first at
+     * load_t0_ns; the short-memory item sum as of burst_t_ns and its decayed peak rate as of
+     * peak_t_ns (items per second) */
     double load_items, load_tokens;
-    uint64_t load_t_ns;
+    uint64_t load_t_ns, load_t0_ns;
+    double burst_items, peak_rate;
+    uint64_t burst_t_ns, peak_t_ns;
 } sched_model_t;
 
 /* The core's view of one consumer (worker.c). */
@@ -111,6 +115,7 @@ struct sched {
     double hold_load;  /* the gate: offered load at least this */
     double hold_ramp;  /* ... and the whole hold from hold_load + hold_ramp */
     double hold_share; /* held while the fixed cost is at least this share of the batch */
+    double hold_burst; /* the hold's length in a burst regime, in hold_ns; 0: no burst regime */
     uint64_t retry_ns; /* sched_retry_ns: set by the last fill that found nothing */
     sched_model_t **models;
     size_t n_models;

@@ -76,7 +76,8 @@ static const flag_t flags[] = {
      "batch and its lane first (0 = off; default 20 under --policy lanes, 0 under lanes-seed)"},
     {"hold-ms", "MS", NULL,
      "the hold of --policy lanes: while a model's offered load is high, an under-filled batch "
-     "waits for company until its oldest item waited this long (0 = off; default 350)"},
+     "waits for company until its oldest item waited this long, twice as long in the minute "
+     "after a burst (0 = off; default 350)"},
     {"policy", "lanes|lanes-seed", "lanes",
      "lanes: cost-aware packing across neighbouring lanes, cache affinity, the age bound; "
      "lanes-seed: the article's policy (one lane per batch, every worker on one shape)"},

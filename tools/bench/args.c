@@ -70,6 +70,9 @@ void args_usage(FILE *f)
         "                      over --hold-ramp more (default %g), a batch whose fixed cost is\n"
         "                      at least --hold-share (default %g) of its GPU time waits for\n"
         "                      company until its oldest item waited X ms (default %g; 0 = off)\n"
+        "  --hold-burst F      lanes: after a second whose arrivals asked for more than the\n"
+        "                      workers' time (remembered about a minute), the hold is F times\n"
+        "                      as long at any load (default %g; off = the gate and ramp only)\n"
         "  --cost declared|estimate  lanes: the workers declare their cost in Register, or "
         "the\n"
         "                      scheduler estimates it from their batches' times (default "
@@ -102,7 +105,7 @@ void args_usage(FILE *f)
         d.gpu.batch_fixed_ns / 1000, d.gpu.ns_per_padded_token, d.starvation_ns / 1000000,
         (double)d.age_bound_ns / 1e6, SCHED_MERGE_CREDIT_DEFAULT, SCHED_HOLD_LOAD_DEFAULT,
         SCHED_HOLD_RAMP_DEFAULT, SCHED_HOLD_SHARE_DEFAULT, (double)d.hold_ns / 1e6,
-        ARGS_SWEEP_SLO_MS);
+        SCHED_HOLD_BURST_DEFAULT, ARGS_SWEEP_SLO_MS);
 }
 
 static int args_u64(const char *flag, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -290,6 +293,11 @@ int args_sim_parse(int argc, char **argv, int sweep, args_sim_t *a)
             rc = args_double(f, v, 0.000001, 100.0, &a->sim.hold_ramp);
         } else if (strcmp(f, "--hold-share") == 0) {
             rc = args_double(f, v, 0.000001, 1.0, &a->sim.hold_share);
+        } else if (strcmp(f, "--hold-burst") == 0) {
+            if (strcmp(v, "off") == 0)
+                a->sim.hold_burst = -1.0;
+            else
+                rc = args_double(f, v, 0.000001, 100.0, &a->sim.hold_burst);
         } else if (strcmp(f, "--age-bound-ms") == 0) {
             double ms;
             rc = args_double(f, v, 0.0, 3600.0 * 1000, &ms);

@@ -159,6 +159,7 @@ typedef struct {
     double merge_credit; /* SIM_LANES's sched_config_t.merge_credit (0 = the default) */
     uint64_t hold_ns;    /* SIM_LANES's hold (0 = off) */
     double hold_load, hold_share, hold_ramp; /* its gate, share and ramp (0 = the defaults) */
+    double hold_burst;  /* its length in a burst regime, x hold_ns (0 = default, < 0 = none) */
     uint64_t sample_ns; /* sampling period; also the scheduler's maintenance tick */
 } sim_config_t;
 

@@ -308,8 +308,14 @@ static void report_notes_print(FILE *f, const report_t *rep)
                     " (%.1f%%, %" PRIu64 " lanes added)",
                     r->preemptions, (double)rep->sim->age_bound_ns / 1e6, r->merged_batches,
                     report_pct(r->merged_batches, r->batches), r->merged_lanes);
-            fprintf(f, ", held fills %" PRIu64 " (hold %.0f ms)", r->holds,
+            double burst = rep->sim->hold_burst < 0   ? 0.0
+                           : rep->sim->hold_burst > 0 ? rep->sim->hold_burst
+                                                      : SCHED_HOLD_BURST_DEFAULT;
+            fprintf(f, ", held fills %" PRIu64 " (hold %.0f ms", r->holds,
                     (double)rep->sim->hold_ns / 1e6);
+            if (burst > 0)
+                fprintf(f, ", %.0f ms in a burst regime", burst * (double)rep->sim->hold_ns / 1e6);
+            fprintf(f, ")");
             if (r->cost_known)
                 fprintf(f, ", worker cost %s %.3g ms + %.4g us/token",
                         r->cost_estimated ? "estimated" : "declared", r->cost_fixed_ns / 1e6,

@@ -168,10 +168,13 @@ int report_json_write(const char *path, const report_t *rep)
             sc->gpu.cache_shapes);
     fprintf(f,
             "  \"starvation_ns\": %" PRIu64 ",\n  \"age_bound_ns\": %" PRIu64
-            ",\n  \"merge_credit\": %.6g,\n  \"hold_ns\": %" PRIu64
+            ",\n  \"merge_credit\": %.6g,\n  \"hold_ns\": %" PRIu64 ",\n  \"hold_burst\": %.6g"
             ",\n  \"cost_declared\": %s,\n  \"sample_ns\": %" PRIu64 ",\n  \"policies\": [\n",
             sc->starvation_ns, sc->age_bound_ns,
             sc->merge_credit > 0 ? sc->merge_credit : SCHED_MERGE_CREDIT_DEFAULT, sc->hold_ns,
+            sc->hold_burst < 0   ? 0.0
+            : sc->hold_burst > 0 ? sc->hold_burst
+                                 : SCHED_HOLD_BURST_DEFAULT,
             sc->declare_cost ? "true" : "false", sc->sample_ns);
     for (size_t i = 0; i < rep->n_results; i++) {
         report_json_result(f, &rep->results[i]);

@@ -140,6 +140,7 @@ int sim_setup(sim_t *s)
             .hold_load = cfg->hold_load,
             .hold_share = cfg->hold_share,
             .hold_ramp = cfg->hold_ramp,
+            .hold_burst = cfg->hold_burst,
         };
         sched_status_t st = sched_create(&sc, s->store, &s->sched);
         if (st != SCHED_OK) {
