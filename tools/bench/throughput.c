@@ -4,9 +4,10 @@
  * workers serve instantly; lanesched at each durability level, then a JetStream work-queue stream
  * with file storage on the same nats-server driven as a NATS expert would, on the same number of
  * items of the same size in the same session. Each run has three phases: submit only, drain, end
- * to end. Then, unless --no-client-check, the lanesched process-level run and the JetStream run
- * again with twice the producers and consumers: a figure that rises says the bench's clients were
- * its limit (throughput_report.c says so).
+ * to end. Then the fabric's ceiling: the submit-only phase answered by a responder that reads
+ * nothing, what nats-server and the clients alone carry. Then, unless --no-client-check, the
+ * lanesched process-level run and the JetStream run again with twice the producers and consumers: a
+ * figure that rises says the bench's clients were its limit (throughput_report.c says so).
  *
  * Owns: the flags, the order of the runs, their results, the exit status.
  *
@@ -63,6 +64,8 @@ static void tp_help(FILE *f)
         "  --durability L       process, power or both (default both)\n"
         "  --store S            lanesched's store: disk or memory (default disk)\n"
         "  --no-jetstream       lanesched only\n"
+        "  --no-fabric          skip the fabric's ceiling: the same Submits answered by a\n"
+        "                       responder that reads nothing (core NATS and the clients alone)\n"
         "  --no-client-check    skip the reruns with twice the clients\n"
         "  --reps N             every run N times (at most 9), the systems alternating; the\n"
         "                       ratios and checks use the medians (default 1)\n"
@@ -140,6 +143,7 @@ static int tp_args_parse(int argc, char **argv, tp_opts_t *o, char *self_bin, si
                      .durability = NET_DURABILITY_PROCESS | NET_DURABILITY_POWER,
                      .store = "disk",
                      .jetstream = true,
+                     .fabric = true,
                      .client_check = true,
                      .reps = 1,
                      .phase_timeout_s = 300};
@@ -190,8 +194,9 @@ static int tp_args_parse(int argc, char **argv, tp_opts_t *o, char *self_bin, si
             return 1;
         }
         if (strcmp(a, "--no-jetstream") == 0 || strcmp(a, "--no-client-check") == 0 ||
-            strcmp(a, "--keep") == 0) {
+            strcmp(a, "--no-fabric") == 0 || strcmp(a, "--keep") == 0) {
             o->jetstream &= strcmp(a, "--no-jetstream") != 0;
+            o->fabric &= strcmp(a, "--no-fabric") != 0;
             o->client_check &= strcmp(a, "--no-client-check") != 0;
             o->net.keep |= strcmp(a, "--keep") == 0;
             continue;
@@ -286,12 +291,20 @@ int tp_main(int argc, char **argv)
             setup_failed |= !tp_js_run(&o, o.producers, o.consumers, &results[n]);
             tp_result_print(&results[n++], &o);
         }
+        if (o.fabric && !net_stopping(NULL)) {
+            setup_failed |= !tp_fabric_run(&o, o.producers, &results[n]);
+            tp_result_print(&results[n++], &o);
+        }
         if (o.client_check && !net_stopping(NULL)) {
             const char *level = o.durability & NET_DURABILITY_PROCESS ? "process" : "power";
             setup_failed |= !tp_lanes_run(&o, level, 2 * o.producers, 2 * o.consumers, &results[n]);
             tp_result_print(&results[n++], &o);
             if (o.jetstream && !net_stopping(NULL)) {
                 setup_failed |= !tp_js_run(&o, 2 * o.producers, 2 * o.consumers, &results[n]);
+                tp_result_print(&results[n++], &o);
+            }
+            if (o.fabric && !net_stopping(NULL)) {
+                setup_failed |= !tp_fabric_run(&o, 2 * o.producers, &results[n]);
                 tp_result_print(&results[n++], &o);
             }
         }

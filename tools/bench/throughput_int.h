@@ -6,11 +6,13 @@
  *   throughput_lanes.c   one lanesched run: async-submit producers, prefetching consumers with
  *                        asynchronous acks (lanes_client)
  *   throughput_js.c      one JetStream run: js_PublishAsync producers, Fetch + ack consumers
+ *   throughput_fabric.c  the fabric's ceiling: the same Submits answered by a responder that
+ *                        reads nothing
  *   throughput_run.c     what both kinds of run share: items, phases, the monitor and progress
  *                        line, /proc readings (CPU, context switches, memory), percentiles
  *   throughput_report.c  the paragraphs, the ratios and the JSON document
  *
- * Dependencies run one way: throughput.c -> throughput_{lanes,js}.c -> throughput_run.c ->
+ * Dependencies run one way: throughput.c -> throughput_{lanes,js,fabric}.c -> throughput_run.c ->
  * net.h (children, temp directory, signals) and live_int.h (lanes.stats).
  *
  * Ownership: everything passed in is borrowed for the call; a tp_run_t owns its arrays from
@@ -29,8 +31,8 @@
 #define TP_MODEL_FMT  "tp-%u"
 #define TP_HEADER_LEN 24u /* nonce, item index, send time: the start of every payload */
 #define TP_REPS_MAX   9u  /* --reps */
-/* each rep: process, power, JetStream, and the client check's two reruns */
-#define TP_RESULTS_MAX   (5u * TP_REPS_MAX)
+/* each rep: process, power, JetStream, the fabric, and the client check's three reruns */
+#define TP_RESULTS_MAX   (7u * TP_REPS_MAX)
 #define TP_PHASE_STALL_S 30 /* a phase with no progress for this long fails */
 
 typedef struct {
@@ -48,6 +50,7 @@ typedef struct {
     unsigned durability;     /* NET_DURABILITY_* bits */
     const char *store;       /* lanesched --store: "disk" or "memory" */
     bool jetstream;          /* run the JetStream work queue too */
+    bool fabric;             /* run the fabric's ceiling too */
     bool client_check;       /* rerun with twice the clients */
     uint32_t reps;           /* every run this many times, the systems alternating */
     double phase_timeout_s;  /* a phase ends (failed) after this long */
@@ -69,7 +72,7 @@ typedef struct {
 enum { TP_SUBMIT = 0, TP_DRAIN = 1, TP_E2E = 2, TP_PHASES = 3 };
 
 typedef struct {
-    char system[16];     /* "lanesched" or "jetstream" */
+    char system[16];     /* "lanesched", "jetstream" or "fabric" */
     char durability[16]; /* process, power, file */
     char store[16];      /* disk, memory (lanesched), file (JetStream) */
     char label[48];
@@ -160,6 +163,9 @@ bool tp_lanes_run(const tp_opts_t *o, const char *level, uint32_t producers, uin
 /* One JetStream run on the bench's nats-server. */
 bool tp_js_run(const tp_opts_t *o, uint32_t producers, uint32_t consumers,
                tp_result_t *res /* out */);
+/* The fabric's ceiling (throughput_fabric.c): the submit-only phase against a responder that
+ * answers without reading, no lanesched. */
+bool tp_fabric_run(const tp_opts_t *o, uint32_t producers, tp_result_t *res /* out */);
 
 /* ---- output (throughput_report.c) --------------------------------------------------------- */
 
