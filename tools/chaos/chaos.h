@@ -46,6 +46,7 @@ typedef struct {
     uint32_t stop_min_ms, stop_max_ms; /* how long a SIGSTOP lasts */
     uint32_t drain_s;                  /* how long the final drain may take */
     uint32_t segment_max;              /* --segment-max-bytes of the daemon */
+    uint32_t dead_after_ms;            /* --dead-after-ms of the daemon (0: CHAOS_DEAD_AFTER_MS) */
     uint32_t chaos_pct;                /* % of batches a consumer naks, drops or crashes on */
     uint64_t seed;
     int verbose;
@@ -53,6 +54,14 @@ typedef struct {
     int require_drain;       /* a queue that does not drain in time fails the campaign */
     uint32_t flood_stats_ms; /* --flood: the longest a stats answer may take */
 } chaos_opts_t;
+
+/* A consumer that stops heartbeating is dead after this long: short, so the campaigns see their
+ * SIGSTOPped and crashed consumers given up within a fault's length. */
+#define CHAOS_DEAD_AFTER_MS 3000u
+/* --flood: long enough that every consumer its consumers case registers is still alive when
+ * the last registration arrives, however slowly a loaded machine answers (5,000 registrations
+ * took 22 s once in CI: at 3 s no more than ~700 were alive at once, under the 1,024 limit). */
+#define CHAOS_FLOOD_DEAD_AFTER_MS 120000u
 
 /* ---- the history (history.c) ------------------------------------------------------------------
  */

@@ -447,6 +447,7 @@ int chaos_flood(const chaos_opts_t *o)
                  {"epoch", flood_epoch},   {"stop", flood_stop}};
     int failed_cases = 0;
     flood_t f = {.o = *o};
+    f.o.dead_after_ms = CHAOS_FLOOD_DEAD_AFTER_MS;
     if (chaos_procs_nats_start(&f.procs, &f.o) != 0)
         return 2;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

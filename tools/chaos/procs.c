@@ -70,8 +70,9 @@ int chaos_procs_daemon_start(chaos_procs_t *p, const chaos_opts_t *o)
 {
     snprintf(p->daemon_log, sizeof(p->daemon_log), "%s/lanesched.log", o->work);
     snprintf(p->data_dir, sizeof(p->data_dir), "%s/data", o->work);
-    char seg[32];
+    char seg[32], dead[32];
     snprintf(seg, sizeof(seg), "%u", o->segment_max);
+    snprintf(dead, sizeof(dead), "%u", o->dead_after_ms ? o->dead_after_ms : CHAOS_DEAD_AFTER_MS);
     char *argv[] = {(char *)o->lanesched,
                     "--server",
                     p->url,
@@ -86,7 +87,7 @@ int chaos_procs_daemon_start(chaos_procs_t *p, const chaos_opts_t *o)
                     "--heartbeat-ms",
                     "500",
                     "--dead-after-ms",
-                    "3000",
+                    dead,
                     "--ack-wait-ms",
                     "4000",
                     "--log-level",
