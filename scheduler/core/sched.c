@@ -117,6 +117,11 @@ static sched_status_t sched_restore(sched_t *s)
     return SCHED_OK;
 }
 
+double sched_hold_burst_resolve(double configured)
+{
+    return configured < 0.0 ? 0.0 : configured > 0.0 ? configured : SCHED_HOLD_BURST_DEFAULT;
+}
+
 sched_status_t sched_create(const sched_config_t *config, store_t *store, sched_t **out)
 {
     if (config == NULL || config->clock == NULL || store == NULL || out == NULL ||
@@ -139,9 +144,7 @@ sched_status_t sched_create(const sched_config_t *config, store_t *store, sched_
     s->hold_load = config->hold_load > 0.0 ? config->hold_load : SCHED_HOLD_LOAD_DEFAULT;
     s->hold_share = config->hold_share > 0.0 ? config->hold_share : SCHED_HOLD_SHARE_DEFAULT;
     s->hold_ramp = config->hold_ramp > 0.0 ? config->hold_ramp : SCHED_HOLD_RAMP_DEFAULT;
-    s->hold_burst = config->hold_burst < 0.0   ? 0.0
-                    : config->hold_burst > 0.0 ? config->hold_burst
-                                               : SCHED_HOLD_BURST_DEFAULT;
+    s->hold_burst = sched_hold_burst_resolve(config->hold_burst);
     map_init(&s->shapes);
     map_init(&s->inflight);
     uint32_t epoch = 0;

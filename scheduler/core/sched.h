@@ -407,6 +407,9 @@ void sched_destroy(sched_t *sched);
  * every load on seven seeds. steady at its default load and churn never enter the regime
  * (README, "Choosing the constants"). */
 #define SCHED_HOLD_BURST_DEFAULT 2.0
+/* The factor a config's hold_burst stands for: 0 (no burst regime) when negative, the default
+ * when 0. */
+double sched_hold_burst_resolve(double configured);
 
 /* Longest item the scheduler takes: pad_to and padded-token sums stay within 32/64 bits. */
 #define SCHED_MAX_TOKENS (UINT32_MAX - PACKER_PAD_MULTIPLE)

@@ -308,9 +308,7 @@ static void report_notes_print(FILE *f, const report_t *rep)
                     " (%.1f%%, %" PRIu64 " lanes added)",
                     r->preemptions, (double)rep->sim->age_bound_ns / 1e6, r->merged_batches,
                     report_pct(r->merged_batches, r->batches), r->merged_lanes);
-            double burst = rep->sim->hold_burst < 0   ? 0.0
-                           : rep->sim->hold_burst > 0 ? rep->sim->hold_burst
-                                                      : SCHED_HOLD_BURST_DEFAULT;
+            double burst = sched_hold_burst_resolve(rep->sim->hold_burst);
             fprintf(f, ", held fills %" PRIu64 " (hold %.0f ms", r->holds,
                     (double)rep->sim->hold_ns / 1e6);
             if (burst > 0)

@@ -172,10 +172,8 @@ int report_json_write(const char *path, const report_t *rep)
             ",\n  \"cost_declared\": %s,\n  \"sample_ns\": %" PRIu64 ",\n  \"policies\": [\n",
             sc->starvation_ns, sc->age_bound_ns,
             sc->merge_credit > 0 ? sc->merge_credit : SCHED_MERGE_CREDIT_DEFAULT, sc->hold_ns,
-            sc->hold_burst < 0   ? 0.0
-            : sc->hold_burst > 0 ? sc->hold_burst
-                                 : SCHED_HOLD_BURST_DEFAULT,
-            sc->declare_cost ? "true" : "false", sc->sample_ns);
+            sched_hold_burst_resolve(sc->hold_burst), sc->declare_cost ? "true" : "false",
+            sc->sample_ns);
     for (size_t i = 0; i < rep->n_results; i++) {
         report_json_result(f, &rep->results[i]);
         fprintf(f, "%s\n", i + 1 < rep->n_results ? "," : "");

@@ -33,7 +33,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TPF_ID_MAX  40
 #define TPF_WAIT_MS 10000 /* the last replies of a producer */
 
 typedef struct {
@@ -85,12 +84,8 @@ static void tpf_reply(natsConnection *nc, natsSubscription *sub, natsMsg *m, voi
     (void)sub;
     tpf_producer_t *x = closure;
     tp_run_t *run = x->run;
-    const char *subj = natsMsg_GetSubject(m), *dot = strrchr(subj, '.');
     unsigned long slot = ~0ul;
-    while (dot != NULL && dot > subj && dot[-1] != '.')
-        dot--; /* back to the start of <slot> */
-    if (dot != NULL && dot > subj)
-        slot = strtoul(dot, NULL, 10);
+    sscanf(natsMsg_GetSubject(m) + strlen(x->inbox), ".%lu.", &slot);
     codec_submit_reply_t *rep = NULL;
     codec_status_t cs =
         codec_decode_submit_reply(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), &rep);
@@ -115,8 +110,9 @@ static void tpf_reply(natsConnection *nc, natsSubscription *sub, natsMsg *m, voi
     natsMsg_Destroy(m);
 }
 
-/* A free slot, waiting while the window is full; -1 when the run stops. */
-static int tpf_slot_take(tpf_producer_t *x)
+/* A free slot for a Submit of `items` sent now, waiting while the window is full; -1 when the
+ * run stops. */
+static int tpf_slot_take(tpf_producer_t *x, uint32_t items)
 {
     const tp_opts_t *o = x->run->o;
     pthread_mutex_lock(&x->mu);
@@ -133,7 +129,7 @@ static int tpf_slot_take(tpf_producer_t *x)
     int got = -1;
     for (uint32_t k = 0; x->busy < o->window && k < o->window; k++)
         if (!x->slots[k].busy) {
-            x->slots[k].busy = true;
+            x->slots[k] = (tpf_slot_t){clock_mono_ns(), items, true};
             x->busy++;
             got = (int)k;
             break;
@@ -144,37 +140,21 @@ static int tpf_slot_take(tpf_producer_t *x)
 
 static bool tpf_produce(tpf_producer_t *x, natsConnection *nc, const char *subject,
                         const char *model, uint64_t first, uint64_t end, codec_work_item_t *items,
-                        char (*ids)[TPF_ID_MAX], uint8_t *payloads)
+                        char (*ids)[TP_ID_MAX], uint8_t *payloads)
 {
     tp_run_t *run = x->run;
     const tp_opts_t *o = run->o;
-    uint64_t signature = 0x5eed0000ull + (uint64_t)(x->index % o->models) + 1;
     for (uint64_t i = first; i < end && !atomic_load(&run->stop);) {
         size_t n = end - i < o->batch ? (size_t)(end - i) : o->batch;
-        int slot = tpf_slot_take(x);
+        int slot = tpf_slot_take(x, (uint32_t)n);
         if (slot < 0)
             return false;
-        uint64_t now = clock_mono_ns();
-        for (size_t j = 0; j < n; j++) {
-            uint8_t *p = payloads + j * o->payload_bytes;
-            int len = snprintf(ids[j], TPF_ID_MAX, "%s-%" PRIu64, run->tag, i + j);
-            tp_payload_make(run, i + j, now, p);
-            items[j] = (codec_work_item_t){.id = {(const uint8_t *)ids[j], (size_t)len},
-                                           .model = model,
-                                           .has_signature = true,
-                                           .signature = signature,
-                                           .tokens = o->tokens,
-                                           .payload = {p, o->payload_bytes}};
-        }
+        tp_items_make(run, x->index, model, i, n, clock_mono_ns(), items, ids, payloads);
         codec_submit_t sub = {items, n};
         uint8_t *buf = NULL;
         size_t len = 0;
         char reply[96];
         snprintf(reply, sizeof(reply), "%s.%d.%zu", x->inbox, slot, n);
-        pthread_mutex_lock(&x->mu);
-        x->slots[slot].sent_ns = now;
-        x->slots[slot].items = (uint32_t)n;
-        pthread_mutex_unlock(&x->mu);
         natsStatus s = codec_encode_submit(&sub, &buf, &len) == CODEC_OK
                            ? natsConnection_PublishRequest(nc, subject, reply, buf, (int)len)
                            : NATS_NO_MEMORY;
@@ -208,7 +188,7 @@ static void *tpf_producer_main(void *arg)
     const tp_opts_t *o = run->o;
     char model[32], subject[96], wild[80];
     codec_work_item_t *items = calloc(o->batch, sizeof(*items));
-    char(*ids)[TPF_ID_MAX] = calloc(o->batch, sizeof(*ids));
+    char(*ids)[TP_ID_MAX] = calloc(o->batch, sizeof(*ids));
     uint8_t *payloads = malloc((size_t)o->batch * o->payload_bytes);
     natsConnection *nc = NULL;
     natsSubscription *sub = NULL;
@@ -254,17 +234,12 @@ out:
     return NULL;
 }
 
-static uint64_t tpf_confirmed(tp_run_t *run)
-{
-    return atomic_load(&run->confirmed) + atomic_load(&run->failed);
-}
-
 /* The canned replies: n ACCEPTED results, ids as long as the run's (invariant 1). */
 static int tpf_replies_make(const tp_run_t *run, tpf_responder_t *r)
 {
     const tp_opts_t *o = run->o;
     codec_item_result_t *res = calloc(o->batch, sizeof(*res));
-    char id[TPF_ID_MAX];
+    char id[TP_ID_MAX];
     int len = snprintf(id, sizeof(id), "%s-%" PRIu64, run->tag, run->n / 2);
     r->batch = o->batch;
     r->replies = calloc(o->batch, sizeof(*r->replies));
@@ -353,7 +328,7 @@ bool tp_fabric_run(const tp_opts_t *o, uint32_t producers, tp_result_t *res)
     uint64_t t0 = clock_mono_ns();
     atomic_store(&run.go, 1);
     tp_phase_result_t *ph = &res->phase[TP_SUBMIT];
-    res->ran = tp_phase_watch(&run, res->label, "submit", o->items, tpf_confirmed, 0, t0, ph);
+    res->ran = tp_phase_watch(&run, res->label, "submit", o->items, tp_confirmed_count, 0, t0, ph);
     ph->elapsed_s = (double)(atomic_load(&run.last_confirm_ns) - t0) / 1e9;
     tp_latency_take(&run, ph);
     ok = true;

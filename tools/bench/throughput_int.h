@@ -21,6 +21,7 @@
 #ifndef LANESCHED_BENCH_THROUGHPUT_INT_H
 #define LANESCHED_BENCH_THROUGHPUT_INT_H
 
+#include "codec/codec.h"
 #include "net.h"
 
 #include <stdatomic.h>
@@ -30,6 +31,7 @@
 
 #define TP_MODEL_FMT  "tp-%u"
 #define TP_HEADER_LEN 24u /* nonce, item index, send time: the start of every payload */
+#define TP_ID_MAX     40u /* an item id, <tag>-<index>, with its NUL */
 #define TP_REPS_MAX   9u  /* --reps */
 /* each rep: process, power, JetStream, the fabric, and the client check's three reruns */
 #define TP_RESULTS_MAX   (7u * TP_REPS_MAX)
@@ -123,6 +125,14 @@ void tp_run_error(tp_run_t *run, const char *fmt, ...) __attribute__((format(pri
 void tp_payload_fill(const tp_run_t *run, uint8_t *out);
 /* The header of item idx into a filled payload buffer: the whole payload is then item idx's. */
 void tp_payload_make(const tp_run_t *run, uint64_t idx, uint64_t sent_ns, uint8_t *out);
+/* The items [first, first + n) of one Submit from producer p (at most o->batch): ids
+ * <tag>-<index> written into ids, each payload of the filled buffer payloads stamped with sent_ns,
+ * the model and the producer's signature. Views into ids and payloads, which the caller owns. */
+void tp_items_make(const tp_run_t *run, uint32_t p, const char *model, uint64_t first, size_t n,
+                   uint64_t sent_ns, codec_work_item_t *items /* out */,
+                   char (*ids)[TP_ID_MAX] /* out */, uint8_t *payloads /* out */);
+/* Items of the submit phase settled so far: confirmed or failed (a tp_count_fn). */
+uint64_t tp_confirmed_count(tp_run_t *run);
 /* 1 with the index of one of this run's items, 0 for anything else (counted foreign). */
 int tp_payload_read(tp_run_t *run, const void *data, size_t len, uint64_t *idx /* out */);
 /* A consumer got item idx: counted once, again as redelivered. */

@@ -376,11 +376,6 @@ out:
  * ----------------------------------------------------------------------------------
  */
 
-static uint64_t tpj_confirmed(tp_run_t *run)
-{
-    return atomic_load(&run->confirmed) + atomic_load(&run->failed);
-}
-
 /* Items done: consumed and acked, and once every one of the phase is, only when the stream is
  * empty too (the server applies acks after it received them): the phase ends then (invariant
  * 3). */
@@ -461,8 +456,8 @@ static bool tpj_phases(tp_run_t *run, tp_result_t *res, int pid)
     res->rss_base_kb = net_rss_kb(pid, false);
     uint64_t t0 = clock_mono_ns();
     atomic_store(&run->go, 1);
-    bool ok =
-        tp_phase_watch(run, res->label, "submit", o->items, tpj_confirmed, 0, t0, &ph[TP_SUBMIT]);
+    bool ok = tp_phase_watch(run, res->label, "submit", o->items, tp_confirmed_count, 0, t0,
+                             &ph[TP_SUBMIT]);
     ph[TP_SUBMIT].elapsed_s = (double)(atomic_load(&run->last_confirm_ns) - t0) / 1e9;
     tp_latency_take(run, &ph[TP_SUBMIT]);
     res->rss_peak_kb = net_rss_kb(pid, true);

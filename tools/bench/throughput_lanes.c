@@ -38,7 +38,6 @@
 #define TPL_RETRIES       3u
 #define TPL_PULL_WAIT_MS  200
 #define TPL_CLOSE_WAIT_MS 5000
-#define TPL_ID_MAX        40
 
 typedef struct {
     tp_run_t *run;
@@ -95,26 +94,14 @@ static void tpl_submit_done(void *closure, const lc_submit_done_t *d)
 
 /* Sends items [first, end) of the phase in Submits of o->batch; false after a failure. */
 static bool tpl_produce(tpl_thread_t *x, lc_client_t *client, const char *model, uint64_t first,
-                        uint64_t end, codec_work_item_t *items, char (*ids)[TPL_ID_MAX],
+                        uint64_t end, codec_work_item_t *items, char (*ids)[TP_ID_MAX],
                         uint8_t *payloads)
 {
     tp_run_t *run = x->run;
     const tp_opts_t *o = run->o;
-    uint64_t signature = 0x5eed0000ull + (uint64_t)(x->index % o->models) + 1;
     for (uint64_t i = first; i < end && !atomic_load(&run->stop);) {
         size_t n = end - i < o->batch ? (size_t)(end - i) : o->batch;
-        uint64_t now = clock_mono_ns();
-        for (size_t j = 0; j < n; j++) {
-            uint8_t *p = payloads + j * o->payload_bytes;
-            int len = snprintf(ids[j], TPL_ID_MAX, "%s-%" PRIu64, run->tag, i + j);
-            tp_payload_make(run, i + j, now, p);
-            items[j] = (codec_work_item_t){.id = {(const uint8_t *)ids[j], (size_t)len},
-                                           .model = model,
-                                           .has_signature = true,
-                                           .signature = signature,
-                                           .tokens = o->tokens,
-                                           .payload = {p, o->payload_bytes}};
-        }
+        tp_items_make(run, x->index, model, i, n, clock_mono_ns(), items, ids, payloads);
         lc_status_t st = lc_submit_async(client, model, items, n, i);
         if (st != LC_OK) {
             tp_run_error(run, "producer %u: submit: %s: %s", x->index, lc_status_str(st),
@@ -137,7 +124,7 @@ static void *tpl_producer_main(void *arg)
     const tp_opts_t *o = run->o;
     char model[32];
     codec_work_item_t *items = calloc(o->batch, sizeof(*items));
-    char(*ids)[TPL_ID_MAX] = calloc(o->batch, sizeof(*ids));
+    char(*ids)[TP_ID_MAX] = calloc(o->batch, sizeof(*ids));
     uint8_t *payloads = malloc((size_t)o->batch * o->payload_bytes);
     lc_client_t *client = NULL;
     bool ready = false;
@@ -275,11 +262,6 @@ out:
 /* ---- the run ----------------------------------------------------------------------------------
  */
 
-static uint64_t tpl_confirmed(tp_run_t *run)
-{
-    return atomic_load(&run->confirmed) + atomic_load(&run->failed);
-}
-
 static uint64_t tpl_done(tp_run_t *run)
 {
     uint64_t a = atomic_load(&run->consumed_items), b = atomic_load(&run->acked_items);
@@ -316,7 +298,7 @@ static bool tpl_phases(tp_run_t *run, tp_result_t *res, int pid)
     uint64_t t0 = clock_mono_ns();
     atomic_store(&run->go, 1);
     bool ok =
-        tp_phase_watch(run, label, "submit", o->items, tpl_confirmed, pid, t0, &ph[TP_SUBMIT]);
+        tp_phase_watch(run, label, "submit", o->items, tp_confirmed_count, pid, t0, &ph[TP_SUBMIT]);
     ph[TP_SUBMIT].elapsed_s = (double)(atomic_load(&run->last_confirm_ns) - t0) / 1e9;
     tp_latency_take(run, &ph[TP_SUBMIT]);
     res->rss_peak_kb = net_rss_kb(pid, true);

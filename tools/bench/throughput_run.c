@@ -99,6 +99,30 @@ void tp_payload_make(const tp_run_t *run, uint64_t idx, uint64_t sent_ns, uint8_
     tp_u64_put(out + 16, sent_ns);
 }
 
+void tp_items_make(const tp_run_t *run, uint32_t p, const char *model, uint64_t first, size_t n,
+                   uint64_t sent_ns, codec_work_item_t *items, char (*ids)[TP_ID_MAX],
+                   uint8_t *payloads)
+{
+    const tp_opts_t *o = run->o;
+    uint64_t signature = 0x5eed0000ull + (uint64_t)(p % o->models) + 1;
+    for (size_t j = 0; j < n; j++) {
+        uint8_t *pl = payloads + j * o->payload_bytes;
+        int len = snprintf(ids[j], TP_ID_MAX, "%s-%" PRIu64, run->tag, first + j);
+        tp_payload_make(run, first + j, sent_ns, pl);
+        items[j] = (codec_work_item_t){.id = {(const uint8_t *)ids[j], (size_t)len},
+                                       .model = model,
+                                       .has_signature = true,
+                                       .signature = signature,
+                                       .tokens = o->tokens,
+                                       .payload = {pl, o->payload_bytes}};
+    }
+}
+
+uint64_t tp_confirmed_count(tp_run_t *run)
+{
+    return atomic_load(&run->confirmed) + atomic_load(&run->failed);
+}
+
 int tp_payload_read(tp_run_t *run, const void *data, size_t len, uint64_t *idx)
 {
     const uint8_t *p = data;
