@@ -37,6 +37,7 @@ TEST_PACKAGES=(
     nats-server          # integration tests and the demo start a real server on a free port
     prometheus           # promtool: the integration tests check the /metrics exposition
     curl                 # the integration tests and the demo scrape /metrics
+    python3              # tools/bench/reference_packers.py (its CTest, bench_reference_packers)
     clang-format         # scripts/format.sh
     clang                # tests/fuzz: libFuzzer harnesses (-fsanitize=fuzzer)
     libclang-rt-14-dev   # libFuzzer and the sanitizer runtimes for clang

@@ -29,6 +29,9 @@
  *   - A global optimum (a knapsack over every lane of the shape): the greedy nearest-first rule
  *     is what the saving formula prices exactly, and the sweep shows the gain is in the first
  *     few neighbours.
+ *   - Crediting a lane by its chance of seeing no arrival soon (an EWMA of its arrival gaps):
+ *     steady lands on the same waste/GPU front (1.82% at 0.970x, 1.32% at 0.988x). A credit
+ *     rising with the model's offered load above 0.8: capacity at the SLO 94.3% -> 91.2%.
  */
 #include "scheduler/core/sched_int.h"
 
