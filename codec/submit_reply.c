@@ -10,7 +10,7 @@
  *   2. A status outside codec_item_status_t passes through decode unchanged (the client refuses
  *      it as a protocol error).
  *
- * Rejected: protobuf-c for this message (the first version): four allocations per item result on
+ * Rejected: protobuf-c for this message: four allocations per item result on
  * every producer's reply, and a descriptor walk per result on the daemon's.
  */
 #include "codec/codec_int.h"

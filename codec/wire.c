@@ -16,7 +16,7 @@
  *      (0, empty) left out, varints minimal; the caller sized the buffer with wire_varint_len.
  *
  * Rejected alternatives:
- *   - protobuf_c_message_unpack for Submit (this codec's first version): five to six allocations
+ *   - protobuf_c_message_unpack for Submit: five to six allocations
  *     per item (the item, its id, model, payload, reply_to, hashes), which made the decode the
  *     largest cost of a submit in the daemon's profile; and protobuf_c_message_pack for Batch,
  *     whose descriptor walk cost more than the copies of the payloads. The messages with no

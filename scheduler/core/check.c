@@ -12,7 +12,7 @@
  * Rejected:
  *   - The full recount after every operation. Under the bench's sustained preset it made a Debug
  *     run ten times slower (20 s against 2 s), all of it in re-walking untouched lanes.
- *   - Summing every shape's lanes after every operation (this file's first version): O(shapes)
+ *   - Summing every shape's lanes after every operation: O(shapes)
  *     per operation, so with a shape per prompt a Debug build was quadratic in the shapes.
  */
 #include "scheduler/core/sched_int.h"

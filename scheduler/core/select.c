@@ -39,7 +39,7 @@
  * Rejected:
  *   - Round-robin or oldest-first across shapes. Each switch flushes the engine's prefix cache;
  *     draining one shape at a time pays that cost once per shape instead of once per batch.
- *   - A bound on shapes only (this file's first version): a preempting shape was served at its
+ *   - A bound on shapes only: a preempting shape was served at its
  *     fullest lane, and a short item alone in a lane of the current shape waited as long as
  *     bigger lanes kept filling (16.9 s against a 2 s bound on bench's steady preset).
  *   - Static shape-to-worker assignment (hashing shapes onto workers): popularity is skewed, so

@@ -4,7 +4,7 @@
  *
  * Layout: a ring of 24-byte records in arrival order (two hashes, expiry) and, over it, an
  * open-addressing index of 4-byte ring positions kept at most half full: 32 bytes per id at a
- * full ring (the first version, a map of 24-byte slots beside a ring, took about 96).
+ * full ring (a map of 24-byte slots beside a ring takes about 96).
  *
  * Invariants:
  *   1. An id is found iff it was accepted less than window_ns ago and not evicted (entries

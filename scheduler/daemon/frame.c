@@ -26,8 +26,8 @@
  *      written before it read the same: R never reaches 2^31 (it is at most the payload's size).
  *
  * Rejected: a field of its own in the segment entry. The store stays ignorant of what a payload
- * means, and its format does not change for a daemon-level detail. A buffer allocated per item
- * (the first version): the store copies the frame at once, so one scratch buffer serves them all.
+ * means, and its format does not change for a daemon-level detail. A buffer allocated per item:
+ * the store copies the frame at once, so one scratch buffer serves them all.
  */
 #include "scheduler/daemon/daemon_int.h"
 

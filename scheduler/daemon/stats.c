@@ -25,7 +25,7 @@
  *      queued), not after the turn's backlog.
  *      Asked for between turns, and for every page, it waits in the queue like any message.
  *
- * Rejected: a hand-written writer (its first version): it escaped one vsnprintf per character
+ * Rejected: a hand-written writer: it escaped one vsnprintf per character
  * and wrote invalid JSON for invalid UTF-8. Building the document on another thread: it reads
  * the scheduler and the registry, which only the owner may; bounded, it costs the owner
  * well under a millisecond at the limits' defaults. Answering from a copy built earlier: its

@@ -41,12 +41,12 @@
  * (one daemon instance owns each model's scheduling state; several instances split models
  * with --models instead). For the message path, measured with `lanesched-bench throughput`
  * (tools/bench/throughput.c; figures in the README):
- *   - A delivery thread per subscription (nats.c's default, this file's first version): seven
+ *   - A delivery thread per subscription (nats.c's default): seven
  *     threads and more, each woken per message, and subjects reordered against each other.
  *   - Synchronous subscriptions drained by the owner: nats.c cannot wait on several at once, so
  *     the owner would poll them in turn or sleep on one while another fills; one wildcard
  *     subscription ("<prefix>.>") would take every instance's submits with --models.
- *   - Copying each message into an event (the first version: four allocations and a copy of
+ *   - Copying each message into an event (four allocations and a copy of
  *     the payload per message, then natsMsg_Destroy, which wakes nats.c's garbage collector
  *     thread per message).
  *   - natsOptions_SetSendAsap: a write system call per reply instead of the flusher's one per

@@ -1,5 +1,5 @@
 /*
- * test_daemon_limits.c - the daemon's bounds on what one client controls (issue 13): every
+ * test_daemon_limits.c - the daemon's bounds on what one client controls: every
  * length and count a client sets is capped with its own reason word, the stats document stays
  * bounded whatever clients register or submit, replies always fit, per-model queues refuse
  * with queue_full, and a stop overtakes a backlog. Same fixture idea as test_daemon.c
@@ -50,7 +50,7 @@ static codec_item_result_t submit_one(fx_t *f, const codec_work_item_t *it, cons
     return out;
 }
 
-/* Finding 1: a 100 KB consumer name is refused with its own word (it used to be accepted, and
+/* A 100 KB consumer name is refused with its own word (it used to be accepted, and
  * made every stats request slow); so is a 1 MB model. */
 static void test_a_long_name_or_model_is_refused_at_register(void **state)
 {
@@ -74,7 +74,7 @@ static void test_a_long_name_or_model_is_refused_at_register(void **state)
     fx_destroy(f);
 }
 
-/* Finding 2: registrations past the limit are refused while every consumer is alive; the stats
+/* Registrations past the limit are refused while every consumer is alive; the stats
  * summary lists a bounded number of them, and pages give every one. */
 static void test_consumers_past_the_limit_and_stats_pages(void **state)
 {
@@ -155,7 +155,7 @@ static void submit_shapes(fx_t *f, const char *model, uint64_t first, int n, con
     fx_turn(f);
 }
 
-/* Finding 2: a producer that hashes whole prompts makes a shape per item. Past
+/* A producer that hashes whole prompts makes a shape per item. Past
  * --limit-shapes-per-model the model's new shapes are refused; stats stays small and fast, and
  * pages of one model's shapes list every one. */
 static void test_shapes_past_the_limit_and_stats_pages(void **state)
@@ -322,7 +322,7 @@ static void test_one_submit_creates_a_bounded_number_of_shapes(void **state)
     fx_destroy(f);
 }
 
-/* Finding 3: the retry of a 9,000-item submit with 64-byte ids is answered: DUPLICATE results
+/* The retry of a 9,000-item submit with 64-byte ids is answered: DUPLICATE results
  * carry their word and no text, so the reply stays under NATS's 1 MiB. */
 static void test_a_retried_large_submit_gets_a_reply_that_fits(void **state)
 {
@@ -380,7 +380,7 @@ static void test_a_reply_that_cannot_fit_is_refused_before_storing(void **state)
     fx_destroy(f);
 }
 
-/* Caps on one message: items per submit; reply_to per item. Finding 5: permanent input errors
+/* Caps on one message: items per submit; reply_to per item. Permanent input errors
  * have words of their own, never store_error. */
 static void test_message_caps_and_permanent_errors_have_their_own_words(void **state)
 {
@@ -425,7 +425,7 @@ static void test_message_caps_and_permanent_errors_have_their_own_words(void **s
     fx_destroy(f);
 }
 
-/* Finding 8: a contract past the caps is refused at register; at the caps it is accepted. */
+/* A contract past the caps is refused at register; at the caps it is accepted. */
 static void test_contracts_past_the_caps_are_refused(void **state)
 {
     (void)state;
@@ -560,7 +560,7 @@ static void test_a_full_queue_refuses_with_queue_full(void **state)
     fx_destroy(f);
 }
 
-/* Finding 1's SIGTERM that waited 31 minutes: a stop posted behind a backlog is honoured after
+/* A SIGTERM behind a backlog must not wait for it: a stop posted behind a backlog is honoured after
  * the event being handled; the rest are dropped unanswered. */
 static void test_a_stop_overtakes_a_backlog(void **state)
 {
@@ -593,7 +593,7 @@ static void *ask_stats(void *arg)
     return NULL;
 }
 
-/* Finding 1: stats waited behind every queued event. A summary asked for while the owner works
+/* Stats must not wait behind every queued event. A summary asked for while the owner works
  * through a backlog is answered between two of its events: its counters show the backlog half
  * done (queued behind the backlog, every answer would count all of it). */
 static void test_stats_are_answered_ahead_of_a_backlog(void **state)

@@ -1,6 +1,6 @@
 /*
- * test_daemon_restart.c - what the daemon keeps across a restart of the same disk store
- * (issue 13): batch ids are never handed out again (finding 9: stale acks from before a crash
+ * test_daemon_restart.c - what the daemon keeps across a restart of the same disk store:
+ * batch ids are never handed out again (stale acks from before a crash
  * settled new batches), and the per-model queue totals come back with the items, so the queue
  * limits hold across restarts. Same fixture as test_daemon_limits.c (daemon_fx.h).
  */
@@ -31,7 +31,7 @@ static uint64_t take_batch(fx_t *f, char *id, const char *inbox)
     return batch_id;
 }
 
-/* Finding 9: after a restart the same items come back in a batch with a new id, and an ack
+/* After a restart the same items come back in a batch with a new id, and an ack
  * naming the batch id from before the restart is stale (unknown_batch), never a settle. */
 static void test_batch_ids_are_not_reused_across_restarts(void **state)
 {

@@ -276,8 +276,8 @@ static void test_a_bounded_window_forgets_the_oldest(void **state)
 }
 
 /* Memory per remembered id at a full window of 2^20 ids: 24-byte records and a half-full
- * index of 4-byte slots, 32 bytes (the first version took about 96); and it is given back
- * once the ids expire. */
+ * index of 4-byte slots, 32 bytes (a map of 24-byte slots beside a ring takes about 96); and it is
+ * given back once the ids expire. */
 static void test_bytes_per_id(void **state)
 {
     (void)state;

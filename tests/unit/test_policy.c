@@ -2,7 +2,7 @@
  * test_policy.c - the `lanes` policy's rules in the core: cost-aware merging of neighbouring
  * lanes (extend.c), cache affinity (select.c invariant 5), the shape heaps (heap.c), idle shapes
  * reclaimed, and a seeded property test of random streams under the policy with workers (the
- * scheduler's own checks after every step). Issue 13's scale regressions (reclaim, O(log)
+ * scheduler's own checks after every step). The scale regressions (reclaim, O(log)
  * choice) are in test_sched.c, written against the scheduler's older interface so they build
  * and fail on the scheduler before them.
  */

@@ -1,5 +1,5 @@
 /*
- * test_recovery.c - crash points and recovery of the disk store (store/store.h, issue 3).
+ * test_recovery.c - crash points and recovery of the disk store (store/store.h).
  *
  * Every test drives a disk store through a rig that keeps a reference log of what the store
  * acknowledged, "crashes" it, reopens it with store_open_disk and checks the invariant against

@@ -776,7 +776,7 @@ static void test_property_holds_under_full_lane_pressure(void **state)
         run_property(seed, 4, 1500);
 }
 
-/* ---- scale (issue 13, finding 2) ------------------------------------------------------------ */
+/* ---- scale -------------------------------------------------------------------------------- */
 
 /* A producer that hashes whole prompts makes a shape per item. Once the items are done and the
  * lanes idle, the shapes and their store queues go (before: all 20,000 stayed, each with its
@@ -919,7 +919,7 @@ static void test_batch_check_holds_the_contract(void **state)
     assert_true(sched_batch_check(&b, &k));
 }
 
-/* Finding 8 of issue 13: a contract at the caps grows the fill scratch to the batch's size once;
+/* A contract at the caps grows the fill scratch to the batch's size once;
  * the next tick gives it back, and the counts stay what the scheduler reports. */
 static void test_a_large_batch_s_scratch_is_released_at_the_tick(void **state)
 {

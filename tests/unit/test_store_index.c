@@ -1,6 +1,6 @@
 /*
  * test_store_index.c - the disk store against a damaged or refused LMDB index, a segment file
- * taken away under a running store, and delivery counts across restarts (issue 13's store
+ * taken away under a running store, and delivery counts across restarts (the store's
  * findings; each case failed before the index rows carried checksums).
  *
  * Each test builds a store in a fresh mkdtemp directory through the public API, closes it,
@@ -264,7 +264,7 @@ static void seg_key(uint64_t id, uint8_t key[8])
         key[i] = (uint8_t)(id >> (8 * (7 - i)));
 }
 
-/* ---- finding 4: the index is checked, never trusted blindly -------------------------------- */
+/* ---- the index is checked, never trusted blindly -------------------------------- */
 
 static void edit_flip_entries_high_bit(uint8_t *val, size_t *len)
 {
@@ -444,7 +444,7 @@ static void test_damaged_lane_row_is_dropped_alone(void **state)
     assert_int_equal(target, 3); /* back to the longest item it holds */
 }
 
-/* ---- finding 7: operator errors are not damage; an empty index over segments warns --------- */
+/* ---- operator errors are not damage; an empty index over segments warns --------- */
 
 static int count_aside(const fx_t *f)
 {
@@ -527,7 +527,7 @@ static void test_index_truncated_to_zero_warns_and_rebuilds(void **state)
     fx_assert_holds(f, 0, 10);
 }
 
-/* ---- finding 6: a segment deleted while the store runs ------------------------------------- */
+/* ---- a segment deleted while the store runs ------------------------------------- */
 
 static void check_taken_away(void **state, int replace)
 {

@@ -11,7 +11,7 @@
 
 #include <stdio.h>
 
-/* The sweep's default loads: 40% to 110% in steps of 10 (issue 10), and its SLO. */
+/* The sweep's default loads: 40% to 110% in steps of 10, and its SLO. */
 #define ARGS_SWEEP_LOAD_FIRST 40.0
 #define ARGS_SWEEP_LOAD_LAST  110.0
 #define ARGS_SWEEP_LOAD_STEP  10.0

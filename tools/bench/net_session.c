@@ -146,7 +146,7 @@ void net_session_report(net_session_t *s)
     for (size_t i = 0; i < n_res; i++)
         if (strcmp(res[i].system, "jetstream") == 0 && res[i].ran && res[i].items_per_s > 0)
             js = &res[i];
-    /* The figures that decide, run by run (issue 10): the simulated workers' GPU busy time and
+    /* The figures that decide, run by run: the simulated workers' GPU busy time and
      * the queue wait, then what the GPU saw (items per batch, waste, hit rate). */
     printf("\n== the figures that decide, per run (same trace, same simulated workers)\n");
     printf("%-28s %9s %8s %10s %10s %10s %8s %7s\n", "run", "gpu.s", "items/b", "wait.p50",

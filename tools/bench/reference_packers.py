@@ -14,7 +14,7 @@ items per batch:
                  length, either side, while each adds at most T padded tokens: a packer free to
                  take any subset of a shape's queue, which rolling lanes are not.
 
-They answer whether a claim is out of reach of packing alone (issue 10's capacity and waste
+They answer whether a claim is out of reach of packing alone (the capacity and waste
 claims; README, "The claims"). Not a policy of the scheduler: nothing here holds items back.
 --check exits 1 unless every item was dispatched exactly once and the padded references spent at
 least the sim's floor (shape-pure batches full to the contract, padded only by the rounding).

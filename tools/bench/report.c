@@ -5,7 +5,7 @@
  * Owns: every figure's definition as printed (each computed here from sim_result_t counters, in
  * one place, so the table, the JSON and the chart cannot disagree).
  *
- * Definitions (the first four decide; issue 10):
+ * Definitions (the first four decide):
  *   gpu s          the workers' busy time for the trace, as their service model charges it
  *                  (gpu.c: fixed cost per batch + cost per padded token), summed over workers
  *   vs best        gpu s over the better of pow2 and range64 in the same run

@@ -3,7 +3,7 @@
  * and a verdict and its key; a NO counts as a failure (--claims turns failures into exit status
  * 1), except for a key named in --unmet (known to fail: printed, not counted; a yes there fails).
  *
- * The claims (issue 10 for `lanes`; the earlier ones for the article's policy, lanes-seed):
+ * The claims (those of `lanes`, then the article's policy's, lanes-seed):
  *   - GPU busy seconds of lanes at most GPU_CLAIM_RATIO x the better of pow2 and range64, on
  *     every run that has the three (CI: every preset at its default load, and the article-scale
  *     run);
@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Issue 10's thresholds. */
+/* The thresholds of the claims for `lanes`. */
 #define GPU_CLAIM_RATIO   0.97
 #define WASTE_CLAIM_PCT   1.5
 #define HIT_STEADY_PCT    99.9
@@ -129,7 +129,7 @@ double report_hit_bound(const report_t *rep, const sim_result_t *r)
     return misses >= r->batches ? 0.0 : 100.0 * (1.0 - (double)misses / (double)r->batches);
 }
 
-/* Issue 10's claims for `lanes`. */
+/* The claims for `lanes`. */
 static void report_claims_lanes(FILE *f, const report_t *rep, int *failed)
 {
     const sim_result_t *l = report_find(rep, SIM_LANES);

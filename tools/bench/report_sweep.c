@@ -3,7 +3,7 @@
  * policy and load), the capacities at the SLO, the issue's checks, the JSON and the chart (p99
  * wait against offered load, one line per policy, log scale, the SLO drawn across).
  *
- * The checks (issue 10), each on the same trace per load for every policy:
+ * The checks, each on the same trace per load for every policy:
  *   - p99 wait of lanes at most the better of pow2 and range64 at every load (on steady,
  *     bursty and traces that are not a preset; printed without a verdict on the others);
  *   - capacity at the SLO of lanes at least 1.15 x the best of pow2 and range64 and 2 x fifo's

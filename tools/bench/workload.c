@@ -53,7 +53,7 @@
  *     look alike, and the point of per-shape lanes is that shapes differ.
  *   - Pure Zipf over lengths or uniform lengths: prompt lengths are skewed and multi-modal
  *     (chat turns, documents, long context); a log-normal mixture is the usual fit.
- *   - Load as real tokens over padded-token throughput (this file's first version): it left out
+ *   - Load as real tokens over padded-token throughput: it left out
  *     the per-batch fixed cost, which dominates short shapes, so "85%" was past capacity and
  *     steady's queue grew for the whole run.
  */

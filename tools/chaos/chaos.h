@@ -1,5 +1,5 @@
 /*
- * chaos.h - lanesched-chaos, the fault campaign runner (issue 13): producers that submit with
+ * chaos.h - lanesched-chaos, the fault campaign runner: producers that submit with
  * request/reply and retry with the same ids, consumers that pull, ack, nak, drop and crash,
  * while the runner SIGKILLs and restarts the daemon, restarts nats-server, SIGSTOPs the daemon
  * and damages its files between runs; then it drains the queue and checks the total history

@@ -1,5 +1,5 @@
 /*
- * flood.c - lanesched-chaos --flood: the hostile-client cases of issue 13, each against a fresh
+ * flood.c - lanesched-chaos --flood: the hostile-client cases, each against a fresh
  * daemon, over the wire only (so the same run tells an old binary from a new one), with lanes.stats
  * asked every 50 ms meanwhile and its latency recorded.
  *

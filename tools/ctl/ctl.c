@@ -21,7 +21,7 @@
  *
  * Invariant: reads only; it never changes the daemon's state. The figures are read from the
  * document's "counters" object, parsed with jansson; a counter that is absent reads as -1.
- * Rejected: strstr on "\"key\":" over the raw text (this file's first version): it takes the
+ * Rejected: strstr on "\"key\":" over the raw text: it takes the
  * first match anywhere in the document and depends on the writer's spacing.
  */
 #include "tools/ctl/ctl.h"
