@@ -152,6 +152,8 @@ typedef struct {
     codec_bytes_t payload; /* borrowed */
     const char *reply_to;  /* borrowed */
     uint64_t created_unix_ns;
+    uint32_t prefix_tokens; /* tokens of the prefix the signature covers; 0 = unknown */
+    uint32_t max_wait_ms;   /* this item's own wait budget; 0 = its model's */
     /* Decode output, ignored by encode: */
     codec_status_t status; /* this item's validation result */
     uint64_t shape;        /* resolved signature when status == CODEC_OK, else 0 */

@@ -112,14 +112,22 @@ static int submit_item_read(wire_t w, submit_count_t *c, submit_arena_t *a, code
             if (a != NULL)
                 it->signature = v;
             break;
-        case 5: /* tokens */
-        case 8: /* created_unix_ns */
+        case 5:  /* tokens */
+        case 8:  /* created_unix_ns */
+        case 9:  /* prefix_tokens */
+        case 10: /* max_wait_ms */
             if (type != WIRE_VARINT || !wire_varint(&w, &v))
                 return 0;
-            if (a != NULL && field == 5)
+            if (a == NULL)
+                break;
+            if (field == 5)
                 it->tokens = (uint32_t)v;
-            else if (a != NULL)
+            else if (field == 8)
                 it->created_unix_ns = v;
+            else if (field == 9)
+                it->prefix_tokens = (uint32_t)v;
+            else
+                it->max_wait_ms = (uint32_t)v;
             break;
         default:
             if (!wire_skip(&w, type))
@@ -209,6 +217,8 @@ static size_t submit_item_size(const codec_work_item_t *it)
     n += it->payload.len ? 1 + wire_varint_len(it->payload.len) + it->payload.len : 0;
     n += reply ? 1 + wire_varint_len(reply) + reply : 0;
     n += it->created_unix_ns ? 1 + wire_varint_len(it->created_unix_ns) : 0;
+    n += it->prefix_tokens ? 1 + wire_varint_len(it->prefix_tokens) : 0;
+    n += it->max_wait_ms ? 1 + wire_varint_len(it->max_wait_ms) : 0;
     return n;
 }
 
@@ -233,6 +243,10 @@ static uint8_t *submit_item_put(uint8_t *p, const codec_work_item_t *it)
         p = wire_put_bytes(p, 7, it->reply_to, strlen(it->reply_to));
     if (it->created_unix_ns)
         p = wire_put_varint(wire_put_tag(p, 8, WIRE_VARINT), it->created_unix_ns);
+    if (it->prefix_tokens)
+        p = wire_put_varint(wire_put_tag(p, 9, WIRE_VARINT), it->prefix_tokens);
+    if (it->max_wait_ms)
+        p = wire_put_varint(wire_put_tag(p, 10, WIRE_VARINT), it->max_wait_ms);
     return p;
 }
 

@@ -120,6 +120,8 @@ static int both(const uint8_t *buf, size_t len)
         assert_true(it->has_signature == (w->signature != 0));
         assert_int_equal(it->tokens, w->tokens);
         assert_true(it->created_unix_ns == w->created_unix_ns);
+        assert_int_equal(it->prefix_tokens, w->prefix_tokens);
+        assert_int_equal(it->max_wait_ms, w->max_wait_ms);
     }
     codec_submit_destroy(got);
     protobuf_c_message_free_unpacked(&ref->base, NULL);
@@ -160,7 +162,9 @@ static uint8_t *random_submit(size_t *len)
                                        .tokens = (uint32_t)(rnd() % 3 ? rnd() : 0),
                                        .payload = {pl ? payloads[i] : NULL, pl},
                                        .reply_to = replies[i],
-                                       .created_unix_ns = rnd() % 2 ? rnd() : 0};
+                                       .created_unix_ns = rnd() % 2 ? rnd() : 0,
+                                       .prefix_tokens = (uint32_t)(rnd() % 2 ? rnd() : 0),
+                                       .max_wait_ms = (uint32_t)(rnd() % 2 ? rnd() : 0)};
     }
     codec_submit_t s = {items, n};
     uint8_t *buf = NULL;
@@ -400,6 +404,8 @@ static void submit_ref_pack(const codec_submit_t *s, uint8_t **ref, size_t *ref_
         w[i].payload = (ProtobufCBinaryData){it->payload.len, (uint8_t *)it->payload.ptr};
         w[i].reply_to = (char *)(it->reply_to ? it->reply_to : "");
         w[i].created_unix_ns = it->created_unix_ns;
+        w[i].prefix_tokens = it->prefix_tokens;
+        w[i].max_wait_ms = it->max_wait_ms;
         ptrs[i] = &w[i];
     }
     Lanes__V1__Submit pb = LANES__V1__SUBMIT__INIT;
@@ -437,7 +443,9 @@ static void test_submits_are_written_byte_for_byte_as_protobuf_c_packs_them(void
                                            .tokens = (uint32_t)(rnd() % 3 ? rnd() : 0),
                                            .payload = {pl ? payloads[i] : NULL, pl},
                                            .reply_to = rnd() % 2 ? "_INBOX.r" : NULL,
-                                           .created_unix_ns = rnd() % 2 ? rnd() : 0};
+                                           .created_unix_ns = rnd() % 2 ? rnd() : 0,
+                                           .prefix_tokens = (uint32_t)(rnd() % 2 ? rnd() : 0),
+                                           .max_wait_ms = (uint32_t)(rnd() % 2 ? rnd() : 0)};
         }
         codec_submit_t sub = {items, n};
         uint8_t *buf = NULL, *ref = NULL;
