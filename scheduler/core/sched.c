@@ -44,10 +44,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Fill scratch kept across ticks, in entries: a batch of one huge contract grows it to that
- * contract's cap, and the next tick gives the rest back. */
-#define SCHED_SCRATCH_KEEP (4u * SCHED_PEEK_FIRST)
-
 STATUS_STR(sched_status_str, sched_status_t, SCHED_STATUS_MAP, "unknown scheduler status")
 
 const char *sched_policy_name(sched_policy_t policy)
@@ -171,10 +167,7 @@ void sched_destroy(sched_t *s)
     map_fini(&s->inflight);
     worker_destroy_all(s);
     shapes_destroy_all(s);
-    free(s->views);
-    free(s->tokens);
-    free(s->lane_of);
-    free(s->arena);
+    fill_scratch_free(&s->scratch);
     free(s);
 }
 
@@ -253,31 +246,11 @@ out:
     return st;
 }
 
-sched_status_t sched_scratch_reserve(sched_t *s, size_t n)
-{
-    if (n <= s->views_cap)
-        return SCHED_OK;
-    store_view_t *views = realloc(s->views, n * sizeof(*views));
-    if (views == NULL)
-        return SCHED_ENOMEM;
-    s->views = views;
-    uint32_t *tokens = realloc(s->tokens, n * sizeof(*tokens));
-    if (tokens == NULL)
-        return SCHED_ENOMEM;
-    s->tokens = tokens;
-    uint32_t *lane_of = realloc(s->lane_of, n * sizeof(*lane_of));
-    if (lane_of == NULL)
-        return SCHED_ENOMEM;
-    s->lane_of = lane_of;
-    s->views_cap = n;
-    return SCHED_OK;
-}
-
 /* Items [from, *out_end) of the filled batch are the run of one lane. */
 static size_t sched_lane_run(const sched_t *s, size_t from, size_t n)
 {
     size_t end = from + 1;
-    while (end < n && s->lane_of[end] == s->lane_of[from])
+    while (end < n && s->scratch.lane_of[end] == s->scratch.lane_of[from])
         end++;
     return end;
 }
@@ -308,7 +281,7 @@ sched_status_t sched_commit(sched_t *s, const sched_batch_t *batch)
     for (size_t i = 0; i < b->n; i++) {
         refs[i] = b->items_view[i].ref;
         rec->items[i] = (sched_inflight_item_t){refs[i], b->items_view[i].arrival_ns,
-                                                b->items_view[i].tokens, s->lane_of[i], 0};
+                                                b->items_view[i].tokens, s->scratch.lane_of[i], 0};
     }
     /* Lane by lane: each lane's items are the front of its queue. A lane whose commit fails
      * puts back the lanes committed before it, so the batch commits whole or not at all (a put
@@ -316,7 +289,7 @@ sched_status_t sched_commit(sched_t *s, const sched_batch_t *batch)
     lanes_lane_t lane;
     for (size_t from = 0, end; from < b->n; from = end) {
         end = sched_lane_run(s, from, b->n);
-        lanes_get(shape->lanes, s->lane_of[from], &lane);
+        lanes_get(shape->lanes, s->scratch.lane_of[from], &lane);
         if ((s->store_status = store_commit(s->store, lane.user, refs + from, end - from)) !=
             STORE_OK) {
             if (from != 0)
@@ -332,9 +305,9 @@ sched_status_t sched_commit(sched_t *s, const sched_batch_t *batch)
         uint64_t tokens = 0;
         for (size_t i = from; i < end; i++)
             tokens += b->items_view[i].tokens;
-        lanes_note_dispatched(shape->lanes, s->lane_of[from], end - from, tokens);
+        lanes_note_dispatched(shape->lanes, s->scratch.lane_of[from], end - from, tokens);
     }
-    shape->oldest_stale = 1; /* its oldest item may have gone: heap.c invariant 3 */
+    shape->oldest_stale = 1; /* its oldest item may have gone: shapes.c invariant 6 */
     for (size_t i = 0; i < b->n; i++) {
         uint64_t a = b->items_view[i].arrival_ns;
         waits_note(&s->waits, rec->commit_ns > a ? rec->commit_ns - a : 0);
@@ -362,7 +335,7 @@ sched_status_t sched_commit(sched_t *s, const sched_batch_t *batch)
 out:
     free(rec);
     free(refs);
-    INVARIANT_CHECK(sched_check_op_lanes(s, shape, s->lane_of, b->n));
+    INVARIANT_CHECK(sched_check_op_lanes(s, shape, s->scratch.lane_of, b->n));
     return st;
 }
 
@@ -517,18 +490,7 @@ int sched_batch_pending(const sched_t *s, uint64_t batch_id)
 void sched_tick(sched_t *s)
 {
     s->filled_valid = 0;
-    if (s->views_cap > SCHED_SCRATCH_KEEP) { /* a peak's scratch goes back */
-        free(s->views);
-        free(s->tokens);
-        free(s->lane_of);
-        s->views = NULL;
-        s->tokens = NULL;
-        s->lane_of = NULL;
-        s->views_cap = 0;
-        free(s->arena); /* a merged batch's copies: the same peak */
-        s->arena = NULL;
-        s->arena_cap = 0;
-    }
+    fill_scratch_trim(&s->scratch);
     shapes_tick(s, sched_now(s));
     INVARIANT_CHECK(sched_check(s));
 }
@@ -559,7 +521,7 @@ const lanes_t *sched_lanes_view(const sched_t *s, const char *model, uint64_t si
 
 size_t sched_scratch_entries(const sched_t *s)
 {
-    return s->views_cap;
+    return s->scratch.cap;
 }
 
 size_t sched_model_count(const sched_t *s)

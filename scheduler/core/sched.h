@@ -1,205 +1,28 @@
 /*
- * scheduler.h - the contract of lanesched's scheduling core.
+ * sched.h - the contract of lanesched's scheduling core.
  *
- * Three layers, each usable alone (the benchmark's simulator drives the first two directly):
- *
- *   lanes_*   rolling lanes of one shape: which lane an item of length L joins.
- *   packer_*  how many items from the front of one lane fit a consumer's contract, and what a
- *             merge of neighbouring lanes saves at a worker's cost.
- *   sched_*   the shape table, selection (sticky draining, the age bound, cache affinity), the
- *             shape guard, the workers the core keeps of consumers (sched_worker_*: cost model
- *             or its estimate, warm shapes), and the life of a batch (fill -> commit ->
- *             complete / return) over a store (store/store.h). Two policies: `lanes` (the
- *             default) and `lanes-seed` (the article's; sched_policy_t).
+ * The third of three layers, each usable alone (the bench's simulator drives all three):
+ * lanes.h (rolling lanes of one shape), packer.h (the four-integer contract and the cost of a
+ * merge), and here the scheduler: the models and their shapes, selection (sticky draining, the
+ * age bound, cache affinity), the shape guard, the workers the core keeps of consumers
+ * (sched_worker_*: cost model or its estimate, warm shapes), and the life of a batch (fill ->
+ * commit -> complete / return) over a store (store/store.h). Two policies: `lanes` (the
+ * default) and `lanes-seed` (the article's; sched_policy_t).
  *
  * No NATS here and no clock of its own: time comes from an injected clock, so every timing rule
  * (the quiesce rule) is tested exactly. "The article" below is Corey James's article on the
  * shape-aware broker this design comes from (README: Layout).
  */
-#ifndef LANESCHED_SCHEDULER_H
-#define LANESCHED_SCHEDULER_H
+#ifndef LANESCHED_SCHED_H
+#define LANESCHED_SCHED_H
 
-#include "common/status.h"
-#include <stddef.h>
-#include <stdint.h>
-
+#include "scheduler/core/lanes.h"
+#include "scheduler/core/packer.h"
+#include "scheduler/core/status.h"
 #include "store/store.h"
 
-#define SCHED_STATUS_MAP(X)                                                 \
-    X(SCHED_OK, "ok")                                                       \
-    X(SCHED_ENOMEM, "out of memory")                                        \
-    X(SCHED_EINVAL, "invalid argument")                                     \
-    X(SCHED_EEMPTY, "no dispatchable work for this model")                  \
-    X(SCHED_EUNKNOWN, "unknown or settled batch, or position out of range") \
-    X(SCHED_ESTORE, "the store failed; see the store status")
-
-STATUS_ENUM(sched_status_t, SCHED_STATUS_MAP, SCHED_STATUS_COUNT);
-
-/* Returns a static string; never NULL. */
-const char *sched_status_str(sched_status_t status);
-
-/* ------------------------------------------------------------------------------------------ */
-/* Rolling lanes: the policy constants, each with the reason it has this value.               */
-
-/* Lane budget per shape. 128 was tried first: under sustained load every shape hit full
- * pressure and waste climbed without limit; 2,048 keeps the threshold low for longer. */
-#define LANES_MAX 2048u
-/* Waste threshold when no lanes are in use: be strict while structure is cheap ... */
-#define LANES_THRESHOLD_MIN_PCT 1u
-/* ... rising linearly to this at full pressure: tolerate waste rather than run out of lanes. */
-#define LANES_THRESHOLD_MAX_PCT 10u
-/* A new lane needs at least this much waste: trivial waste on short prompts never opens one. */
-#define LANES_FLOOR_TOKENS 16u
-/* Waste above this opens a lane whatever the percentage: a long prompt never absorbs large
- * padding just because its fraction looks small. */
-#define LANES_CAP_TOKENS 128u
-/* Quiesce a lane holding fewer than this many queued items ... */
-#define LANES_QUIESCE_ITEMS 4u
-/* ... that has had no arrival for this long, so idle lane ids return to the free list. */
-#define LANES_QUIESCE_IDLE_NS 5000000000ull
-/* How often the maintenance tick is meant to run (the daemon's timer). */
-#define LANES_TICK_NS 1000000000ull
-
-typedef struct lanes lanes_t;
-
-/* Called when a quiescing lane has drained and its id goes back to the free list. */
-typedef void (*lanes_release_fn)(void *ctx, uint32_t lane, void *lane_user);
-
-typedef enum { LANE_FREE = 0, LANE_ACTIVE, LANE_QUIESCING } lane_state_t;
-
-/* A snapshot of one lane, copied out. */
-typedef struct {
-    lane_state_t state;
-    uint32_t target; /* tokens; only ever rises while the lane lives */
-    uint64_t queued_items;
-    uint64_t queued_tokens;
-    uint64_t inflight_items;
-    uint64_t last_arrival_ns;
-    void *user; /* borrowed: what the owner attached with lanes_user_set */
-} lanes_lane_t;
-
-/* The decision for one item: join `lane`, opening it first when `open` is set. */
-typedef struct {
-    uint32_t lane;
-    uint32_t tokens;
-    uint32_t new_target; /* the lane's target after accepting */
-    int open;
-    int force_fit;  /* would have opened a lane, but the budget is used up */
-    int reactivate; /* force-fit into a quiescing lane: every lane in use was quiescing */
-} lanes_choice_t;
-
-typedef struct {
-    uint64_t opened;
-    uint64_t reuses; /* items into an existing lane */
-    uint64_t force_fits;
-    uint64_t quiesced;
-} lanes_counters_t;
-
-/* max_lanes: LANES_MAX in the daemon; the simulator also runs 128. The release callback may be
- * NULL. *out is returned to the caller, freed with lanes_destroy. */
-sched_status_t lanes_create(uint32_t max_lanes, lanes_release_fn release, void *release_ctx,
-                            lanes_t **out /* out */);
-void lanes_destroy(lanes_t *lanes);
-
-/*
- * The waste threshold at `in_use` lanes, as an exact fraction num/den:
- * 1% + 9% * in_use / max_lanes. With the daemon's budget max_lanes is LANES_MAX (2,048); a
- * smaller budget (the simulator's 128) reaches the 10% end at its own cap, as the article's
- * earlier 128-lane broker did. Exposed so tests pin the constants.
- */
-void lanes_threshold(const lanes_t *lanes, uint32_t in_use, uint64_t *out_num /* out */,
-                     uint64_t *out_den /* out */);
-
-/* Decides where an item of `tokens` (> 0) goes. Changes nothing observable; it only reserves
- * the memory lanes_accept may need, so that lanes_accept cannot fail. */
-sched_status_t lanes_assign(lanes_t *lanes, uint32_t tokens, lanes_choice_t *out /* out */);
-
-/* Applies a choice from lanes_assign (no other lanes_* mutation in between): opens the lane or
- * raises its target, and counts the item as queued, arrived at now_ns. */
-void lanes_accept(lanes_t *lanes, const lanes_choice_t *choice, uint64_t now_ns);
-
-/*
- * Puts back a lane that existed before a restart, with its recorded target and the items the
- * store recovered into it (active, last arrival now_ns). Ids below it that are not in use become
- * free. SCHED_EINVAL if the id is beyond the budget or already in use, or target is 0.
- */
-sched_status_t lanes_restore(lanes_t *lanes, uint32_t lane, uint32_t target, uint64_t queued_items,
-                             uint64_t queued_tokens, uint64_t now_ns);
-
-/* Attaches an owner pointer to a lane (the scheduler: the lane's store queue). */
-void lanes_user_set(lanes_t *lanes, uint32_t lane, void *user);
-
-/* Item movements the owner reports, so counts and the drain rule stay exact. */
-void lanes_note_dispatched(lanes_t *lanes, uint32_t lane, uint64_t items, uint64_t tokens);
-void lanes_note_completed(lanes_t *lanes, uint32_t lane, uint64_t items);
-void lanes_note_returned(lanes_t *lanes, uint32_t lane, uint64_t items, uint64_t tokens);
-
-/* Maintenance tick: quiesce idle sparse lanes, release drained ones. Returns how many lanes it
- * quiesced now. */
-uint32_t lanes_tick(lanes_t *lanes, uint64_t now_ns);
-
-/*
- * Walks the lanes that hold queued items in descending queued-token order (ties: lower id
- * first). `prev` is NULL for the first lane, else the lane returned last (borrowed). Returns 1
- * and sets *out_lane, or 0 when there is none left.
- */
-int lanes_next_by_tokens(const lanes_t *lanes, const uint32_t *prev, uint32_t *out_lane /* out */);
-
-uint32_t lanes_in_use(const lanes_t *lanes);       /* active + quiescing */
-uint32_t lanes_sorted_count(const lanes_t *lanes); /* active lanes, the ones that take items */
-/* The idx-th active lane in ascending target order (idx < lanes_sorted_count). */
-uint32_t lanes_sorted_lane(const lanes_t *lanes, uint32_t idx);
-/* 1 and the active lane's index in that order; 0 for a lane that is not active. */
-int lanes_sorted_pos(const lanes_t *lanes, uint32_t lane, uint32_t *out_idx /* out */);
-sched_status_t lanes_get(const lanes_t *lanes, uint32_t lane, lanes_lane_t *out /* out */);
-uint64_t lanes_queued_tokens(const lanes_t *lanes); /* dispatchable tokens of the shape */
-uint64_t lanes_queued_items(const lanes_t *lanes);  /* dispatchable items of the shape */
-const lanes_counters_t *lanes_counters(const lanes_t *lanes);
-/* Debug-build invariants (lanes.c's 1, 2, 3, 5): 1 when they hold; otherwise the first broken
- * rule is reported on stderr and 0 returned. Called after every mutation when NDEBUG is unset. */
-int lanes_check(const lanes_t *lanes);
-
-/* ------------------------------------------------------------------------------------------ */
-/* Packer: the four-integer contract.                                                          */
-
-/* pad_to is a multiple of this: engines pad to it anyway, so rounding costs nothing real. */
-#define PACKER_PAD_MULTIPLE 8u
-
-typedef struct {
-    uint32_t max_batch_size;   /* items, > 0 */
-    uint32_t max_batch_tokens; /* padded tokens per batch, > 0 */
-    uint32_t max_input_tokens; /* not a filter: oversized items still go out (0 = none) */
-} packer_contract_t;
-
-typedef struct {
-    size_t count;           /* items taken from the front, >= 1 when n >= 1 */
-    uint32_t pad_to;        /* the batch's longest item rounded up to PACKER_PAD_MULTIPLE */
-    uint64_t padded_tokens; /* count * pad_to */
-    uint64_t real_tokens;
-    int over_budget; /* one item alone exceeds max_batch_tokens; it goes out by itself */
-} packer_result_t;
-
-/* Packs from the front of `tokens` (arrival order, n >= 1). */
-sched_status_t packer_fill(const packer_contract_t *contract, const uint32_t *tokens, size_t n,
-                           packer_result_t *out /* out */);
-
-/* What a worker pays for a batch: fixed_ns plus token_ns per padded token. */
-typedef struct {
-    double fixed_ns;
-    double token_ns;
-} packer_cost_t;
-
-/* GPU time (ns) saved by taking a group of n_add items, whose own batch would pad to pad_add,
- * into a batch of n items padded to pad: the group's fixed cost minus the padding the merge
- * adds (packer.c). Positive: the merge pays. */
-double packer_merge_saving(const packer_cost_t *cost, uint64_t n, uint32_t pad, uint64_t n_add,
-                           uint32_t pad_add);
-
-/* Round `tokens` up to PACKER_PAD_MULTIPLE. */
-uint64_t packer_pad(uint64_t tokens);
-
-/* ------------------------------------------------------------------------------------------ */
-/* The scheduler: shapes, sticky selection, guard, batches.                                    */
+#include <stddef.h>
+#include <stdint.h>
 
 typedef uint64_t (*sched_clock_fn)(void *ctx); /* monotonic nanoseconds */
 

@@ -33,7 +33,7 @@ typedef struct sched_shape {
     lanes_t *lanes;
     uint32_t warm; /* workers whose cache holds it (worker.c); a warm shape is not reclaimed */
     size_t heap_pos[HEAP_COUNT];
-    /* A lower bound of its oldest queued item's arrival (heap.c invariant 3); oldest_stale once
+    /* A lower bound of its oldest queued item's arrival (shapes.c invariant 6); oldest_stale once
      * a dispatch may have taken that item. */
     uint64_t oldest_ns;
     int oldest_stale;
@@ -88,6 +88,18 @@ typedef struct {
     uint8_t settled;
 } sched_inflight_item_t;
 
+/* The fill's scratch (fill.c): the views a fill peeked, their tokens and lanes, and the copies
+ * of a merged batch's ids and payloads (extend.c: peeking one lane may reuse the store's buffer
+ * behind the views of another). Owned by the scheduler, valid until the next sched_* call. */
+typedef struct {
+    store_view_t *views; /* cap entries, as tokens and lane_of */
+    uint32_t *tokens;
+    uint32_t *lane_of; /* the lane of each view of the filled batch */
+    size_t cap;
+    uint8_t *arena;
+    size_t arena_cap;
+} fill_scratch_t;
+
 /* A committed batch until every position is completed or returned. */
 typedef struct {
     uint64_t batch_id;
@@ -127,16 +139,9 @@ struct sched {
     sched_shape_t *filled_shape;
     struct sched_worker *filled_worker;
     int filled_valid;
-    int filled_extendable; /* the lane fill took its whole lane, with room left */
-    int held;              /* the last fill's batch waits (hold.c) */
-    store_view_t *views;   /* scratch for peeks, views_cap entries */
-    uint32_t *tokens;
-    uint32_t *lane_of; /* the lane of each view of the filled batch */
-    size_t views_cap;
-    /* Copies of the ids and payloads of a merged batch's items (extend.c): peeking one lane
-     * may reuse the store's buffer behind the views of another. */
-    uint8_t *arena;
-    size_t arena_cap;
+    int filled_extendable;  /* the lane fill took its whole lane, with room left */
+    int held;               /* the last fill's batch waits (hold.c) */
+    fill_scratch_t scratch; /* fill.c */
     uint64_t next_shape_seq;
     sched_counters_t counters;
     uint64_t items_restored, tokens_restored; /* queued in the store when the scheduler opened */
@@ -151,8 +156,11 @@ struct sched {
 /* The batch count inside one epoch: the low 32 bits of a batch id (sched.c invariant 4). */
 #define SCHED_EPOCH_SHIFT 32
 
-/* sched.c: the scratch holds at least n views (and tokens, lanes). */
-sched_status_t sched_scratch_reserve(struct sched *s, size_t n);
+/* fill.c: the scratch holds at least n views (and tokens, lanes). */
+sched_status_t fill_scratch_reserve(fill_scratch_t *f, size_t n);
+/* Gives a peak's scratch back (the tick): past FILL_SCRATCH_KEEP entries, it is freed. */
+void fill_scratch_trim(fill_scratch_t *f);
+void fill_scratch_free(fill_scratch_t *f);
 
 /* shapes.c */
 /* Index of the model named `name`, or -1. */
@@ -171,6 +179,15 @@ void shapes_tick(struct sched *s, uint64_t now_ns);
  * scheduler's queued totals, its model's n_active and heaps. */
 void shapes_queued_note(struct sched *s, sched_shape_t *shape, uint64_t before_items,
                         uint64_t before_tokens);
+/* The shape with the oldest queued item, its bound made exact (shapes.c invariant 6); NULL when
+ * none holds items. */
+sched_shape_t *shapes_oldest_top(struct sched *s, sched_model_t *m);
+/* The shape's oldest arrival made exact, its heap place kept. */
+uint64_t shapes_oldest_exact(struct sched *s, sched_model_t *m, sched_shape_t *shape);
+/* The same as shapes_oldest_top among the shapes not in except[0..n) (n <=
+ * SCHED_CACHE_SHAPES_MAX + 1). */
+sched_shape_t *shapes_oldest_except(struct sched *s, sched_model_t *m, sched_shape_t *const *except,
+                                    size_t n_except);
 /* Reads the shape's oldest readable item from the store (O(lanes)) into oldest_ns. */
 void shapes_oldest_refresh(struct sched *s, sched_shape_t *shape);
 /* The shape's oldest readable queued item: 1, its arrival and its lane (may be NULL); 0 when it
@@ -187,14 +204,11 @@ void heap_fix(sched_model_t *m, sched_shape_t *shape);
 /* Takes the shape out of every heap (it is being reclaimed). */
 void heap_drop(sched_model_t *m, sched_shape_t *shape);
 sched_shape_t *heap_top(const sched_model_t *m, int h);
-/* The shape with the oldest queued item, its bound made exact (heap.c invariant 3); NULL when
- * none holds items. */
-sched_shape_t *heap_oldest_top(struct sched *s, sched_model_t *m);
-/* The shape's oldest arrival made exact, its heap place kept. */
-uint64_t heap_oldest_exact(struct sched *s, sched_model_t *m, sched_shape_t *shape);
-/* The same among the shapes not in except[0..n) (n <= SCHED_CACHE_SHAPES_MAX + 1). */
-sched_shape_t *heap_oldest_except(struct sched *s, sched_model_t *m, sched_shape_t *const *except,
-                                  size_t n_except);
+/* The top of heap h sifted down again after its key changed. */
+void heap_top_resift(sched_model_t *m, int h);
+/* One heap alone: the shape taken out (if in it) or put in (it must not be in it). */
+void heap_remove_one(sched_model_t *m, int h, sched_shape_t *shape);
+void heap_insert_one(sched_model_t *m, int h, sched_shape_t *shape);
 /* heap.c's invariants 1 and 2 for one model (full recount: the tick's check). */
 int heap_check(const sched_model_t *m);
 /* The same as far as one shape reaches them: its membership and its place against its parent

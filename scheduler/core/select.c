@@ -70,7 +70,7 @@ static uint64_t select_now(const struct sched *s)
  * longest, or NULL. */
 static sched_shape_t *select_starved(struct sched *s, sched_model_t *model, sched_shape_t *cur)
 {
-    sched_shape_t *best = heap_oldest_except(s, model, &cur, 1);
+    sched_shape_t *best = shapes_oldest_except(s, model, &cur, 1);
     uint64_t now = select_now(s);
     if (best == NULL || now <= best->oldest_ns || now - best->oldest_ns <= s->starvation_ns)
         return NULL;
@@ -115,13 +115,13 @@ static sched_shape_t *select_affine_aged(struct sched *s, sched_model_t *model,
         if (lanes_queued_items(sh->lanes) == 0 || now <= sh->oldest_ns ||
             now - sh->oldest_ns <= s->starvation_ns)
             continue;
-        uint64_t t = heap_oldest_exact(s, model, sh);
+        uint64_t t = shapes_oldest_exact(s, model, sh);
         if (now > t && now - t > s->starvation_ns && (warm == NULL || t < warm_t)) {
             warm = sh;
             warm_t = t;
         }
     }
-    sched_shape_t *cold = heap_oldest_except(s, model, w->warm, w->n_warm);
+    sched_shape_t *cold = shapes_oldest_except(s, model, w->warm, w->n_warm);
     if (cold != NULL && now > cold->oldest_ns && now - cold->oldest_ns > SELECT_COLD_NS &&
         (warm == NULL || now - cold->oldest_ns > SELECT_STEAL_FACTOR * (now - warm_t)))
         return cold;

@@ -17,6 +17,11 @@
  *      whose consumers left before anything was submitted) is referenced by no shape key, worker
  *      or batch, so the next new name takes its place: registering and leaving under made-up
  *      names cannot grow the table.
+ *   6. A shape's oldest_ns is a lower bound of its oldest queued item's arrival: when a dispatch
+ *      takes that item the bound stays (every item left arrived later) and the shape is marked
+ *      stale; the exact value is read from the store only when the shape reaches the top of its
+ *      model's HEAP_OLDEST (shapes_oldest_top), so a dispatch costs no scan of the shape's lanes
+ *      unless the age bound asks.
  *
  * Rejected: hashing the model name into the shape key. Models are few and interned to a small
  * index, which makes the key exact ((signature, model index)) with no collision handling.
@@ -214,4 +219,40 @@ void shapes_oldest_refresh(struct sched *s, sched_shape_t *shape)
         t = s->clock(s->clock_ctx);
     shape->oldest_ns = t;
     shape->oldest_stale = 0;
+}
+
+sched_shape_t *shapes_oldest_top(struct sched *s, sched_model_t *m)
+{
+    sched_shape_t *top;
+    while ((top = heap_top(m, HEAP_OLDEST)) != NULL && top->oldest_stale) { /* invariant 6 */
+        shapes_oldest_refresh(s, top);
+        heap_top_resift(m, HEAP_OLDEST);
+    }
+    return top;
+}
+
+uint64_t shapes_oldest_exact(struct sched *s, sched_model_t *m, sched_shape_t *shape)
+{
+    if (shape->oldest_stale) {
+        shapes_oldest_refresh(s, shape);
+        heap_fix(m, shape);
+    }
+    return shape->oldest_ns;
+}
+
+sched_shape_t *shapes_oldest_except(struct sched *s, sched_model_t *m, sched_shape_t *const *except,
+                                    size_t n_except)
+{
+    size_t removed = 0;
+    sched_shape_t *gone[SCHED_CACHE_SHAPES_MAX + 1];
+    for (size_t i = 0; i < n_except && removed < sizeof(gone) / sizeof(gone[0]); i++) {
+        if (except[i] != NULL && except[i]->heap_pos[HEAP_OLDEST] != HEAP_ABSENT) {
+            heap_remove_one(m, HEAP_OLDEST, except[i]);
+            gone[removed++] = except[i];
+        }
+    }
+    sched_shape_t *top = shapes_oldest_top(s, m);
+    for (size_t i = 0; i < removed; i++)
+        heap_insert_one(m, HEAP_OLDEST, gone[i]);
+    return top;
 }
