@@ -43,7 +43,5 @@ http_status_t http_server_start(const char *listen, http_refresh_fn refresh, voi
 void http_server_offer(http_server_t *s, const char *text, size_t len);
 /* Stops listening, waits for the server's threads, frees. NULL-safe. */
 void http_server_stop(http_server_t *s);
-/* The port actually listened on (the given one, or the one picked for port 0). */
-int http_server_port(const http_server_t *s);
 
 #endif

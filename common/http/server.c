@@ -209,11 +209,6 @@ http_status_t http_server_start(const char *listen, http_refresh_fn refresh, voi
     return HTTP_OK;
 }
 
-int http_server_port(const http_server_t *s)
-{
-    return s->port;
-}
-
 void http_server_stop(http_server_t *s)
 {
     if (s == NULL)

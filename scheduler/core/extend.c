@@ -30,8 +30,9 @@
  *     is what the saving formula prices exactly, and the sweep shows the gain is in the first
  *     few neighbours.
  *   - Crediting a lane by its chance of seeing no arrival soon (an EWMA of its arrival gaps):
- *     steady lands on the same waste/GPU front (1.82% at 0.970x, 1.32% at 0.988x). A credit
- *     rising with the model's offered load above 0.8: capacity at the SLO 94.3% -> 91.2%.
+ *     steady lands on the same waste/GPU front as the plain credit. A credit rising with the
+ *     model's offered load: less capacity at the SLO (`lanesched-bench sweep --preset steady`;
+ *     docs/policy.md, "Choosing the constants").
  */
 #include "scheduler/core/sched_int.h"
 

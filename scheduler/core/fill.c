@@ -194,10 +194,7 @@ sched_status_t sched_fill(sched_t *s, const sched_consumer_t *consumer, sched_ba
         consumer->contract.max_batch_size == 0 || consumer->contract.max_batch_tokens == 0)
         return SCHED_EINVAL;
     s->filled_valid = 0;
-    long model_idx = shapes_model_lookup(s, consumer->model);
-    if (model_idx < 0)
-        return SCHED_EEMPTY;
-    sched_model_t *model = s->models[model_idx];
+    sched_model_t *model = consumer->model;
     s->retry_ns = 0;
     s->held = 0;
     uint64_t switches = s->counters.shape_switches;

@@ -13,8 +13,9 @@
 
 /* The policy constants, each with the reason it has this value. */
 
-/* Lane budget per shape. 128 was tried first: under sustained load every shape hit full
- * pressure and waste climbed without limit; 2,048 keeps the threshold low for longer. */
+/* Lane budget per shape. A budget of 128 puts every shape at full pressure under sustained load,
+ * where waste climbs without limit; 2,048 keeps the threshold low for longer (`lanesched-bench
+ * sim --preset sustained`: lanes-128 against lanes-seed; docs/bench.md). */
 #define LANES_MAX 2048u
 /* Waste threshold when no lanes are in use: be strict while structure is cheap ... */
 #define LANES_THRESHOLD_MIN_PCT 1u

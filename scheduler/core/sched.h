@@ -11,7 +11,7 @@
  *
  * No NATS here and no clock of its own: time comes from an injected clock, so every timing rule
  * (the quiesce rule) is tested exactly. "The article" below is Corey James's article on the
- * shape-aware broker this design comes from (README: Layout).
+ * shape-aware broker this design comes from (docs/policy.md).
  */
 #ifndef LANESCHED_SCHED_H
 #define LANESCHED_SCHED_H
@@ -76,9 +76,13 @@ typedef struct {
 
 typedef struct sched sched_t;
 
+/* A model: its name interned once (model.c). A handle is valid while its model is referenced
+ * (sched_model_open) or in use (it holds shapes or workers). */
+typedef struct sched_model sched_model_t;
+
 /* An item to submit. Every pointer is borrowed for the call (the store copies). */
 typedef struct {
-    const char *model;
+    sched_model_t *model;
     uint64_t signature;
     uint32_t tokens;
     const uint8_t *id;
@@ -96,7 +100,7 @@ typedef struct {
 typedef struct sched_worker sched_worker_t;
 
 typedef struct {
-    const char *model; /* borrowed for the call */
+    sched_model_t *model; /* borrowed for the call */
     packer_contract_t contract;
     /* Borrowed: the consumer's state in the core (cost model, warm shapes), or NULL for a
      * consumer the core knows nothing of: it is then packed and served as SCHED_POLICY_SEED
@@ -131,14 +135,15 @@ typedef struct {
 } sched_worker_info_t;
 
 /*
- * A consumer of `model` (borrowed for the call) becomes known to the core. The worker is owned
- * by the scheduler: freed by sched_worker_destroy, or by sched_destroy. *out is a handle to
- * pass in sched_consumer_t.worker.
+ * A consumer of `model` becomes known to the core (the model is then in use). The worker is
+ * owned by the scheduler: freed by sched_worker_destroy, or by sched_destroy. *out is a handle
+ * to pass in sched_consumer_t.worker.
  */
-sched_status_t sched_worker_create(sched_t *sched, const char *model,
+sched_status_t sched_worker_create(sched_t *sched, sched_model_t *model,
                                    const sched_worker_config_t *cfg,
                                    sched_worker_t **out /* out */);
-/* Forgets a worker (its consumer left or died); its batches in flight stay in flight. NULL-safe. */
+/* Forgets a worker (its consumer left or died); its batches in flight stay in flight, with no
+ * holder. NULL-safe. */
 void sched_worker_destroy(sched_t *sched, sched_worker_t *worker);
 void sched_worker_info(const sched_worker_t *worker, sched_worker_info_t *out /* out */);
 /* One measured batch: padded tokens and the time it took. The core calls it when a batch of the
@@ -194,41 +199,33 @@ sched_status_t sched_create(const sched_config_t *config, store_t *store, sched_
 void sched_destroy(sched_t *sched);
 
 /* The age bound the `lanes` policy runs with unless told otherwise (starvation_ns): the longest
- * that keeps its p99 wait under both bucket schemes' at every load of the steady sweep (40% to
- * 110%): 5, 10 and 20 ms do (at 40%: 43, 42, 40 ms against pow2's 50.7 ms), 50 ms does not (54 ms
- * at 40%), 100 ms not at 40-50%, 200 ms not at 40-60%; GPU time, waste and capacity do not move
- * with it (README, "Choosing the constants"). */
+ * that keeps its p99 wait under both bucket schemes' at every load of the steady sweep; GPU time,
+ * waste and capacity do not move with it. Chosen with `lanesched-bench sweep --preset steady
+ * --age-bound-ms B` (docs/policy.md, "Choosing the constants"). */
 #define SCHED_AGE_BOUND_DEFAULT_NS 20000000ull
 /* The share of a separate batch's fixed cost a merge is credited with (merge_credit). A lane
  * left out of a batch is not sent alone at once: it keeps filling while it waits, so the batch
  * a merge saves is worth less than a whole fixed cost, and the whole (1.0) spends nearly every
- * saving on padding (steady: waste 17.1%, GPU time 0.995x the buckets'). 0.07 is the smallest
- * share with lanes' p99 wait under both bucket schemes' at every load of the steady sweep
- * (0.04: over them at 50% and 60%, waste 1.37%; 0.07: waste 2.08%; README, "Choosing the
- * constants"). */
+ * saving on padding. The smallest share with lanes' p99 wait under both bucket schemes' at
+ * every load of the steady sweep: `lanesched-bench sweep --preset steady --merge-credit X`
+ * (docs/policy.md, "Choosing the constants"). */
 #define SCHED_MERGE_CREDIT_DEFAULT 0.07
-/* The hold (hold.c). Measured with `lanesched-bench sim|sweep --preset steady` (seed 42, and
- * seeds 7, 1, 99, 2024, 5, 11 at 13 loads from 40% to 110%): below 0.6 of the workers' time the
- * buckets' p99 is too short to spend any of it (a 0.65 gate with no ramp went over it at
- * 62-64%), so the hold starts at 0.6 and reaches its whole length at 0.75. At 71%: 300 / 350 /
- * 500 ms give 0.974x / 0.968x / 0.952x the better bucket scheme's GPU time, and 500 ms goes over
- * the buckets' p99 at 60-70% on seeds 7 and 5; 350 ms keeps all seven seeds under it. The share
- * 0.1 / 0.2 / 0.3 gives 0.967x / 0.968x / 0.970x; 0.2 keeps four 500-token items from waiting
- * (README, "Choosing the constants"). */
+/* The hold (hold.c). Below the gate the buckets' p99 is too short to spend any of it, so the
+ * hold starts at SCHED_HOLD_LOAD_DEFAULT of the workers' time and reaches its whole length
+ * SCHED_HOLD_RAMP_DEFAULT later; the length is the longest that keeps the p99 under the buckets'
+ * at every load on seven seeds; the share keeps a batch of a few mid-length items from waiting.
+ * Chosen with `lanesched-bench sim|sweep --preset steady --hold-ms H --hold-load L --hold-ramp R
+ * --hold-share S --seed N` (docs/policy.md, "Choosing the constants"). */
 #define SCHED_HOLD_DEFAULT_NS    350000000ull
 #define SCHED_HOLD_LOAD_DEFAULT  0.6
 #define SCHED_HOLD_SHARE_DEFAULT 0.2
 #define SCHED_HOLD_RAMP_DEFAULT  0.15
 /* The burst regime (hold.c): once a second of a model's arrivals has asked for more than its
  * workers' whole time within the last minute or so, the queue the burst built sets the tail,
- * and items between bursts can wait for company at little cost to it. Measured with `sim
- * --preset bursty --hold-burst F` (seed 42): off / 1x / 1.5x / 2x / 3x the hold give 0.994x /
- * 0.971x / 0.967x / 0.961x / 0.953x the better bucket scheme's GPU time, p99 9.03 / 8.16 / 8.12 /
- * 8.13 / 8.59 s (range64: 19.5 s) and p50 1.23 / 1.33 / 1.35 / 1.44 / 1.73 s. 2x: the most GPU
- * time before the median wait climbs (3x: +0.29 s for 0.008x). On seeds 1-7 2x gives 0.907x to
- * 0.998x (0.958x to 1.000x off); the steady and bursty sweeps' p99 stays under the buckets' at
- * every load on seven seeds. steady at its default load and churn never enter the regime
- * (README, "Choosing the constants"). */
+ * and items between bursts can wait for company at little cost to it. The factor is the most
+ * GPU time saved before the median wait climbs, with the sweeps' p99 under the buckets' at every
+ * load on seven seeds: `lanesched-bench sim --preset bursty --hold-burst F --seed N`
+ * (docs/policy.md, "Choosing the constants"). */
 #define SCHED_HOLD_BURST_DEFAULT 2.0
 /* The factor a config's hold_burst stands for: 0 (no burst regime) when negative, the default
  * when 0. */
@@ -259,19 +256,52 @@ sched_status_t sched_fill(sched_t *sched, const sched_consumer_t *consumer,
  */
 sched_status_t sched_commit(sched_t *sched, const sched_batch_t *batch);
 
+/* What one completion or return did, for the caller's own books. */
+typedef struct {
+    uint32_t positions;     /* positions settled by this call */
+    uint64_t bytes;         /* their ids' and payloads' bytes, as submitted */
+    uint64_t items, tokens; /* completions only: the first completions among them (the items and
+                               tokens the completed counters gained) */
+    int closed;             /* no position is left: the batch's record is gone */
+} sched_settled_t;
+
 /* Completes positions of an in-flight batch (all of them when positions is NULL). Already
- * settled positions are skipped, so repeating an ack is harmless. *out_done (may be NULL)
- * counts the positions completed by this call; unlike other out pointers it is also set on
- * SCHED_ESTORE, because the positions before the failure are completed and stay so. */
+ * settled positions are skipped, so repeating an ack is harmless. *out (may be NULL) says what
+ * this call did; unlike other out pointers it is also set on SCHED_ESTORE, because the positions
+ * before the failure are completed and stay so. */
 sched_status_t sched_complete(sched_t *sched, uint64_t batch_id, const uint32_t *positions,
-                              size_t n, uint32_t *out_done /* out */);
+                              size_t n, sched_settled_t *out /* out */);
 
 /* Returns positions (all when NULL) of an in-flight batch to the front of their lane. */
 sched_status_t sched_return(sched_t *sched, uint64_t batch_id, const uint32_t *positions, size_t n,
-                            uint32_t *out_returned /* out */);
+                            sched_settled_t *out /* out */);
 
 /* 1 while the batch has positions neither completed nor returned. */
 int sched_batch_pending(const sched_t *sched, uint64_t batch_id);
+
+/* An in-flight batch as the core records it. */
+typedef struct {
+    sched_worker_t *worker; /* borrowed: its holder; NULL for none, or a holder destroyed since */
+    uint32_t positions;     /* 0 .. positions - 1 exist */
+    uint32_t unsettled;
+    uint64_t deadline_ns; /* 0: none */
+} sched_batch_info_t;
+
+/* 1 and *out for a batch in flight; 0 (out untouched) for an unknown or settled one. */
+int sched_batch_info(const sched_t *sched, uint64_t batch_id, sched_batch_info_t *out /* out */);
+/* Sets the batch's ack deadline (the caller's clock; 0: none). SCHED_EUNKNOWN when it is not in
+ * flight. The core only keeps it: the caller decides what a passed deadline means. */
+sched_status_t sched_batch_deadline_set(sched_t *sched, uint64_t batch_id, uint64_t deadline_ns);
+/* The batches in flight a worker holds: how many, the newest (1 and *out_id; 0 when none), one
+ * whose deadline is at or before now_ns (1 and *out_id; 0 when none), and the earliest deadline
+ * of them, or `bound` if that is earlier (or none is set). */
+size_t sched_worker_batches(const sched_worker_t *worker);
+int sched_worker_batch_newest(const sched_worker_t *worker, uint64_t *out_id /* out */);
+/* The next older batch of the same holder after batch_id: 1 and *out_id; 0 when none. */
+int sched_batch_older(const sched_t *sched, uint64_t batch_id, uint64_t *out_id /* out */);
+int sched_worker_batch_expired(const sched_worker_t *worker, uint64_t now_ns,
+                               uint64_t *out_id /* out */);
+uint64_t sched_worker_deadline_next(const sched_worker_t *worker, uint64_t bound);
 
 /* Maintenance tick (every LANES_TICK_NS): the lanes' quiesce rule on every shape, idle shapes
  * (no lane in use, in no worker's cache, not their model's current shape) freed, and fill
@@ -306,17 +336,28 @@ typedef void (*sched_shape_visit_fn)(void *ctx, const char *model, uint64_t sign
 void sched_shapes_visit(const sched_t *sched, sched_shape_visit_fn fn, void *ctx);
 
 /* The lanes of a shape, or NULL if the scheduler has never seen it. Borrowed view. */
-const lanes_t *sched_lanes_view(const sched_t *sched, const char *model, uint64_t signature);
+const lanes_t *sched_lanes_view(const sched_t *sched, const sched_model_t *model,
+                                uint64_t signature);
 
-/* How many models the scheduler has in use (holding shapes or workers: shapes.c invariant 5),
- * whether `model` is one of them, and how many shapes `model` has (NULL: every model's; 0 for
- * a model it does not hold): what the daemon's limits on client-made state count. */
+/* The model named `name` (borrowed), interned on first sight: one reference, given back with
+ * sched_model_close. The handle is returned to the caller, valid while referenced or in use. */
+sched_status_t sched_model_open(sched_t *sched, const char *name, sched_model_t **out /* out */);
+void sched_model_close(sched_t *sched, sched_model_t *model); /* NULL-safe */
+/* The model named `name`, or NULL: a borrowed handle, valid until the next call that may free
+ * models (sched_tick, sched_model_open of another name). */
+sched_model_t *sched_model_find(const sched_t *sched, const char *name);
+const char *sched_model_name(const sched_model_t *model); /* view, valid with the handle */
+
+/* How many models the scheduler has in use (holding shapes or workers: model.c invariant 2),
+ * whether `model` (NULL: none) is one of them, and how many shapes `model` has (NULL: every
+ * model's): what the daemon's limits on client-made state count. */
 size_t sched_model_count(const sched_t *sched);
-int sched_model_in_use(const sched_t *sched, const char *model);
-size_t sched_shape_count(const sched_t *sched, const char *model);
+int sched_model_in_use(const sched_model_t *model);
+size_t sched_shape_count(const sched_t *sched, const sched_model_t *model);
 
 /* The model's current shape: 0 with *out_sig untouched when it has none. */
-int sched_current_shape(const sched_t *sched, const char *model, uint64_t *out_sig /* out */);
+int sched_current_shape(const sched_t *sched, const sched_model_t *model,
+                        uint64_t *out_sig /* out */);
 
 /*
  * The shape guard: every item of the batch must carry `current`. On a mismatch it prints the

@@ -17,7 +17,7 @@
 #include "tests/fuzz/fuzz.h"
 
 #include "store/store.h"
-#include "tests/support/test_fs.h"
+#include "support/fs.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -60,7 +60,7 @@ static char fuzz_root_path[256];
 
 static void fuzz_root_remove(void)
 {
-    test_fs_remove_tree(fuzz_root_path);
+    fs_remove_tree(fuzz_root_path);
 }
 
 /* This process's scratch directory, on tmpfs when there is one; removed at exit. */
@@ -177,7 +177,7 @@ static void fuzz_run_clean(const char *run)
             strcmp(e->d_name, "index") == 0)
             continue;
         snprintf(path, sizeof(path), "%.250s/%.200s", run, e->d_name);
-        if (test_fs_remove_tree(path) != 0)
+        if (fs_remove_tree(path) != 0)
             fuzz_die("cannot clear the run directory");
     }
     if (d != NULL)
@@ -208,12 +208,12 @@ const char *fuzz_store_fresh(void)
         char base[300];
         snprintf(base, sizeof(base), "%s/base", fuzz_root());
         snprintf(run, sizeof(run), "%s/run", fuzz_root());
-        test_fs_remove_tree(base);
-        test_fs_remove_tree(run);
+        fs_remove_tree(base);
+        fs_remove_tree(run);
         fuzz_base_make(base);
         fuzz_base_read(base, "segments");
         fuzz_base_read(base, "index");
-        test_fs_remove_tree(base);
+        fs_remove_tree(base);
         char path[400];
         mkdir(run, 0755);
         snprintf(path, sizeof(path), "%s/segments", run);
