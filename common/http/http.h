@@ -25,7 +25,7 @@
 STATUS_ENUM(http_status_t, HTTP_STATUS_MAP, HTTP_STATUS_COUNT);
 const char *http_status_str(http_status_t status); /* static storage */
 
-/* The port the README documents for --metrics-listen. */
+/* The port docs/operations.md and the container image use for --metrics-listen. */
 #define HTTP_METRICS_PORT 9471
 
 /* How long a scrape waits for the owner's fresh snapshot before serving the last one. */

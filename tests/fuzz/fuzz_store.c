@@ -8,7 +8,7 @@
  *      finds exactly the items the first left (its count minus the completed ones), and its
  *      report's live count agrees with its queues.
  *   3. Damage never keeps the store from opening: a damaged index is rebuilt from the segments,
- *      a damaged segment costs its damaged entries or is quarantined (README, "Recovery"). A
+ *      a damaged segment costs its damaged entries or is quarantined (docs/store.md). A
  *      store that cannot open after a flipped bit cannot start the daemon, permanently.
  *
  * Rejected: damaging the index's data.mdb at page level (fuzz_index.c damages rows through
@@ -46,9 +46,9 @@ static void fuzz_quiet(void *ctx, int level, const char *msg)
 
 static store_disk_config_t fuzz_config(const char *dir)
 {
-    /* STORE_IO_PLAIN: setting up and tearing down an io_uring ring waits for the kernel (about
-     * 12 ms a run at two opens), which kept a run near 60 per second; the rings only carry the
-     * power level's syncs, which recovery does not exercise. */
+    /* STORE_IO_PLAIN: setting up and tearing down an io_uring ring waits for the kernel at every
+     * open, which dominated a run (figures: docs/bench.md, "Figures behind other constants");
+     * the rings only carry the power level's syncs, which recovery does not exercise. */
     return (store_disk_config_t){.dir = dir,
                                  .segment_max_bytes = 1536,
                                  .index_map_bytes = FUZZ_INDEX_MAP,

@@ -853,11 +853,12 @@ static double drain_per_batch(uint32_t n)
     return ((double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9) / n;
 }
 
-/* Every batch drains its shape, so every fill chooses a shape anew. Choosing by a scan of every
- * shape made ten times the shapes cost 16.3 times as much per batch (Release: 5.6 us with 2,000
- * shapes, 90.8 us with 20,000); the heaps cost the log's growth and cache effects (1.9x: 0.65
- * and 1.24 us). CPU time, and the best of five runs of each size, keep a busy machine from
- * deciding; the bound sits between the two by a factor of about 3 each way. */
+/* Every batch drains its shape, so every fill chooses a shape anew. A scan of every shape costs
+ * in proportion to the shapes (ten times the shapes, over ten times the time per batch); the
+ * heaps cost the log's growth and cache effects, a small factor (the measured ratios:
+ * docs/bench.md, "Figures behind other constants"). The bound (6x) sits between the two by a
+ * factor of about 3 each way; CPU time, and the best of five runs of each size, keep a busy
+ * machine from deciding. */
 static void test_choosing_a_shape_does_not_scan_every_shape(void **state)
 {
     (void)state;

@@ -150,8 +150,8 @@ static void test_worker_estimate_is_exact_on_exact_samples(void **state)
 }
 
 /* Timing jitter of +-1 ms on every batch (a fifth of the 5 ms fixed cost): after 64 batches
- * the fixed part is within 10% and the per-token part within 1% (over 50 seeds: mean errors
- * 2.6% and 0.14%, worst 7.6% and 0.42%). */
+ * the fixed part is within 10% and the per-token part within 1%, bounds above the worst error
+ * over 50 seeds (docs/bench.md, "Figures behind other constants"). */
 static void test_worker_estimate_converges_through_jitter(void **state)
 {
     fixture_t *f = *state;
@@ -167,8 +167,8 @@ static void test_worker_estimate_converges_through_jitter(void **state)
 
 /* Service times off by up to 10% of themselves (on a 170 ms batch, 17 ms: three fixed costs):
  * the per-token part, which decides the padding side of a merge, is within 5% after 64
- * batches (50 seeds: mean 1.3%, worst 3.1%); the fixed part only within ~15% on average, which
- * moves the merge rule's threshold by as much. */
+ * batches; the fixed part is known far less well (the errors over 50 seeds: docs/bench.md,
+ * "Figures behind other constants"), which moves the merge rule's threshold by as much. */
 static void test_worker_estimate_converges_through_proportional_noise(void **state)
 {
     fixture_t *f = *state;
