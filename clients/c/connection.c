@@ -244,6 +244,12 @@ lc_status_t lc_client_open(const lc_client_config_t *config, char *errbuf, size_
         status = LC_EINVAL;
         goto out;
     }
+    if (lc_set(config->inbox_prefix) && !lc_subject_part_ok(config->inbox_prefix)) {
+        lc_errf(err, "bad inbox prefix \"%s\": it must be a valid subject without wildcards",
+                config->inbox_prefix);
+        status = LC_EINVAL;
+        goto out;
+    }
     if (lc_set(config->tls_cert_file) != lc_set(config->tls_key_file)) {
         lc_errf(err, "a TLS client certificate needs its key and the other way round");
         status = LC_EINVAL;

@@ -22,9 +22,9 @@
 #include <time.h>
 
 #define INTEROP_MODELS_MAX 8
-#define INTEROP_COUNT_MAX 4096
-#define INTEROP_ID_MAX 256
-#define INTEROP_TEXT_MAX 1024
+#define INTEROP_COUNT_MAX  4096
+#define INTEROP_ID_MAX     256
+#define INTEROP_TEXT_MAX   1024
 
 static const char *const interop_shapes[2] = {"interop system prompt A", "interop system prompt B"};
 
@@ -133,8 +133,7 @@ static int interop_produce(lc_client_t *client, const interop_args_t *a)
             t->tokens += tok;
         }
         lc_submit_summary_t sum;
-        lc_status_t st =
-            lc_submit_request(client, model, items, a->count, 5000, 10, results, &sum);
+        lc_status_t st = lc_submit_request(client, model, items, a->count, 5000, 10, results, &sum);
         if (st != LC_OK) {
             fprintf(stderr, "interop_peer: submit %s: %s: %s\n", model, lc_status_str(st),
                     lc_client_error_get(client));
@@ -165,10 +164,9 @@ static void interop_batch_check(const interop_args_t *a, size_t m, const codec_b
                  (const char *)it->id.ptr);
         snprintf(want, sizeof(want), "%.200s|%s|%" PRIu32 "|%c", model, id, it->tokens, letter);
         snprintf(reply, sizeof(reply), "interop.%.200s.%s", model, id);
-        bool ok = strcmp(b->model, model) == 0 && letter != '?' &&
-                  it->payload.len == strlen(want) &&
-                  memcmp(it->payload.ptr, want, it->payload.len) == 0 &&
-                  strcmp(it->reply_to, reply) == 0;
+        bool ok =
+            strcmp(b->model, model) == 0 && letter != '?' && it->payload.len == strlen(want) &&
+            memcmp(it->payload.ptr, want, it->payload.len) == 0 && strcmp(it->reply_to, reply) == 0;
         if (!ok)
             t->bad++;
         size_t prefix = strlen(model) + 1;
@@ -200,8 +198,8 @@ static int interop_consume(lc_client_t *client, const interop_args_t *a)
         k.request_retries = 3;
         lc_status_t st = lc_consumer_open(client, &k, &cons[m]);
         if (st != LC_OK) {
-            fprintf(stderr, "interop_peer: consumer %s: %s: %s\n", a->models[m],
-                    lc_status_str(st), lc_client_error_get(client));
+            fprintf(stderr, "interop_peer: consumer %s: %s: %s\n", a->models[m], lc_status_str(st),
+                    lc_client_error_get(client));
             rc = 1;
             goto out;
         }
@@ -252,8 +250,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "interop_peer: %s\n", err);
         return 1;
     }
-    int rc = strcmp(a.role, "produce") == 0 ? interop_produce(client, &a)
-                                            : interop_consume(client, &a);
+    int rc =
+        strcmp(a.role, "produce") == 0 ? interop_produce(client, &a) : interop_consume(client, &a);
     lc_client_close(client);
     printf("{\"models\": {");
     for (size_t m = 0; m < a.n_models; m++)
