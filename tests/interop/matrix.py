@@ -74,7 +74,7 @@ def main() -> int:
     go_bin = os.path.join(tmp, "interop_peer_go")
     if "go" in langs:
         r = subprocess.run([a.go, "build", "-o", go_bin, "./cmd/interop-peer"], cwd=ROOT / "clients" / "go",
-                           env={**env_for("go"), "GOFLAGS": "-mod=vendor", "GOPROXY": "off"}, capture_output=True, text=True)
+                           env={"GOFLAGS": "-mod=vendor", "GOPROXY": "off", **env_for("go")}, capture_output=True, text=True)
         if r.returncode != 0:
             print(f"interop: go build failed:\n{r.stderr}")
             return 1
