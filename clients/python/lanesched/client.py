@@ -5,8 +5,9 @@ Invariants:
   1. Every subject under the prefix is f"{prefix}.{verb}[.{rest}]"; consumer subjects are never
      built here: a consumer uses the four the daemon's Registered names.
   2. Options are keyword arguments; an unknown one is a TypeError, never ignored.
-  3. close() closes every consumer made on the client first (with Bye unless told otherwise),
-     then the connection; every call after it raises LanesError("closed").
+  3. close() closes every consumer and subscription made on the client first (consumers with Bye
+     unless told otherwise), then the connection, whose memory the C objects borrow; every call
+     after it raises LanesError("closed").
 
 Rejected: a connection per consumer (NATS multiplexes; one per process is the norm).
 """
@@ -68,6 +69,7 @@ class Subscription:
             raise from_status(st, client._error())
         self._h: Optional[ctypes.c_void_p] = h
         self._lock = threading.Lock()
+        client._track(self)
 
     def next(self, timeout: float = 1.0) -> Optional[Msg]:
         """The next message, or None after timeout seconds."""
@@ -93,6 +95,7 @@ class Subscription:
             if self._h is not None:
                 lib.lc_sub_close(self._h)
                 self._h = None
+        self._client._untrack(self)
 
     def __enter__(self) -> "Subscription":
         return self
@@ -142,6 +145,7 @@ class Client:
             raise from_status(st, err.value.decode("utf-8", "replace"))
         self._h: Optional[ctypes.c_void_p] = h
         self._consumers: "set[Any]" = set()
+        self._subs: "set[Subscription]" = set()
         self._lock = threading.Lock()
 
     # ---- plumbing ---------------------------------------------------------------------------
@@ -237,12 +241,24 @@ class Client:
         with self._lock:
             self._consumers.discard(consumer)
 
+    def _track(self, sub: Subscription) -> None:
+        with self._lock:
+            self._subs.add(sub)
+
+    def _untrack(self, sub: Subscription) -> None:
+        with self._lock:
+            self._subs.discard(sub)
+
     def close(self, bye: bool = True) -> None:
-        """Closes every consumer (Bye unless bye=False), then the connection (invariant 3)."""
+        """Closes every consumer (Bye unless bye=False) and subscription, then the connection
+        (invariant 3)."""
         with self._lock:
             consumers = list(self._consumers)
+            subs = list(self._subs)
         for c in consumers:
             c.close(bye=bye)
+        for sub in subs:
+            sub.close()
         with self._lock:
             h, self._h = self._h, None
         if h is not None:

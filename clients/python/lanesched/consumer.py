@@ -15,7 +15,9 @@ Invariants:
      retries with backoff until it succeeds or the consumer is closed.
   4. Every delivered batch is named by the heartbeats (C client's in-progress set) until it is
      settled, released, or the daemon says it is no longer this consumer's.
-  5. After close() nothing is sent except the Bye, and next() returns None.
+  5. After close() nothing is sent except the Bye, and next() returns None; close() returns
+     only once the C consumer is freed, from whichever thread calls it (the client's close frees
+     the connection the C consumer borrows right after).
 
 Rejected: heartbeats from a Python thread (a long computation holding the GIL would starve them;
 the C client's thread needs no GIL); one pull with `prefetch` credits (a single lost message
@@ -234,6 +236,7 @@ class Consumer:
         self._cfg = cfg
         self._ack_timeout = ack_timeout
         self._lock = threading.Lock()
+        self._close_lock = threading.Lock()
         self._waiting = 0
         self._closed = False
         self._need_register = False
@@ -319,6 +322,8 @@ class Consumer:
         ack = _native.Ack()
         reply = _native.AckReply()
         with self._locked():
+            if self._h is None:
+                return
             st = lib.lc_ack_send(self._h, ctypes.byref(ack), max(1, int(self._ack_timeout * 1000)), ctypes.byref(reply))
             text = self._error()
         if st in (S["LC_EUNKNOWN_BATCH"], S["LC_OK"]):
@@ -440,6 +445,8 @@ class Consumer:
         reply = _native.AckReply()
         t = self._ack_timeout if timeout is None else timeout
         with self._locked():
+            if self._h is None:
+                raise LanesError("closed", "the consumer is closed")
             st = lib.lc_ack_send(self._h, ctypes.byref(a), max(1, int(t * 1000)), ctypes.byref(reply))
             text = self._error()
         if st == S["LC_OK"]:
@@ -459,12 +466,14 @@ class Consumer:
         raise from_status(st, text)
 
     def _release(self, batch: Batch) -> None:
-        if self._h is not None:
-            lib.lc_inprogress_remove(self._h, batch.batch_id)
+        with self._locked():
+            if self._h is not None:
+                lib.lc_inprogress_remove(self._h, batch.batch_id)
 
     # ---- figures and leaving ------------------------------------------------------------
 
     def _stats(self) -> _native.ConsumerStats:
+        """The C consumer's counters; the caller holds the lock (or owns the consumer alone)."""
         s = _native.ConsumerStats()
         if self._h is not None:
             lib.lc_consumer_stats_get(self._h, ctypes.byref(s))
@@ -473,27 +482,29 @@ class Consumer:
     def stats(self) -> dict:
         """The C client's counters: registrations, pulls_sent, batches, expired, pulls_lost,
         heartbeats_sent, heartbeats_failed, in_progress, ..."""
-        s = self._stats()
+        with self._locked():
+            s = self._stats()
         return {name: int(getattr(s, name)) for name, _ in _native.ConsumerStats._fields_}
 
     def close(self, bye: bool = True) -> Optional[str]:
         """Stops. With bye (the default) the daemon returns this consumer's unfinished batches at
         once; without, after dead_after_ms (as after a crash). Returns the Bye's error word, ""
-        when it was answered cleanly, None without a Bye."""
-        if self._closed:
-            return None
-        self._closed = True
-        result: Optional[str] = None
-        with self._locked():
-            h, self._h = self._h, None
-            if h is not None:
+        when it was answered cleanly, None without a Bye. A second call, from any thread, waits
+        for the first to finish (Client.close frees the connection right after)."""
+        self._closed = True  # next() and the other threads stop at their next slice
+        with self._close_lock:
+            result: Optional[str] = None
+            with self._locked():
+                h, self._h = self._h, None
+                if h is None:
+                    return None
                 if bye:
                     st = lib.lc_bye_send(h, max(1, int(self._ack_timeout * 1000)))
                     text = lib.lc_consumer_error_get(h).decode("utf-8", "replace")
                     result = "" if st == S["LC_OK"] else from_status(st, text).code
                 lib.lc_consumer_close(h)
-        self.client._forget(self)
-        return result
+            self.client._forget(self)
+            return result
 
     def __enter__(self) -> "Consumer":
         return self
