@@ -158,6 +158,23 @@ class Consuming(Base):
 
         self.assertEqual(asyncio.run(asyncio.wait_for(run(), 20)), 5)
 
+    def test_close_from_several_threads(self):
+        # the client frees the connection right after closing its consumers: a close still
+        # running on another thread must be finished by then (a use after free under ASan)
+        for _ in range(3):
+            k = self.client.consumer("llama", max_batch_size=2, max_batch_tokens=4096)
+            sub = self.client.subscribe("results.>")
+            threads = [threading.Thread(target=k.close) for _ in range(3)]
+            for t in threads:
+                t.start()
+            self.client.close()
+            for t in threads:
+                t.join()
+            self.assertIsNone(k.next(0.1))
+            with self.assertRaises(lanesched.LanesError):
+                sub.next(0.1)
+            self.client = self.env.client()
+
     def test_iterator_stops_at_close(self):
         k = self.client.consumer("llama", max_batch_size=2, max_batch_tokens=4096)
         threading.Timer(0.5, k.close).start()
