@@ -48,6 +48,7 @@ typedef struct lc_submit_async lc_submit_async_t;
 struct lc_client {
     natsConnection *nc;
     char *prefix;
+    char *inbox_prefix;       /* owned; NULL = nats.c's "_INBOX" */
     lc_submit_async_t *async; /* owned; NULL until lc_submit_async_open */
     char err[LC_ERR_MAX];
 };
@@ -69,7 +70,7 @@ struct lc_consumer {
     lc_consumer_config_t config; /* model and name point at the copies below */
     char *model;                 /* owned copy */
     char *name;                  /* owned copy */
-    natsInbox *inbox;            /* owned */
+    char *inbox;                 /* owned (lc_inbox_make) */
     natsSubscription *sub;       /* owned */
     bool registered;
     lc_registered_t reg;  /* strings point at reg_strings; swapped under mu */
@@ -123,6 +124,9 @@ lc_status_t lc_request_do(natsConnection *nc, const char *subject, const uint8_t
                           uint32_t *out_attempts /* out, may be NULL */,
                           natsMsg **out_msg /* out */);
 
+/* A fresh inbox "<prefix>.<unique>" (prefix NULL: "_INBOX"), returned to the caller (free). */
+natsStatus lc_inbox_make(const char *prefix, char **out /* out */);
+
 /* Unsubscribes sub (taken; NULL is a no-op) on nc (borrowed), waits up to LC_UNSUB_FLUSH_MS
  * for the server's PONG, then destroys sub. nats.c 3.4's read loop looks a message's
  * subscription up and locks it after, so a subscription destroyed in between is used after it
@@ -146,10 +150,12 @@ typedef struct {
 
 typedef void (*lc_window_fn)(void *ctx, const lc_window_done_t *done);
 
-/* A window of cap requests on nc (borrowed), each resent after timeout_ms up to retries times;
+/* A window of cap requests on nc (borrowed), replies on an inbox under inbox_prefix (borrowed,
+ * NULL = "_INBOX"), each resent after timeout_ms up to retries times;
  * fn(ctx) settles each. *out returned to the caller (lc_window_close). Failure text in err. */
-lc_status_t lc_window_open(natsConnection *nc, uint32_t cap, int64_t timeout_ms, uint32_t retries,
-                           lc_window_fn fn, void *ctx, char *err, lc_window_t **out /* out */);
+lc_status_t lc_window_open(natsConnection *nc, const char *inbox_prefix, uint32_t cap,
+                           int64_t timeout_ms, uint32_t retries, lc_window_fn fn, void *ctx,
+                           char *err, lc_window_t **out /* out */);
 /* Publishes buf (taken, len bytes) on subject (borrowed) with a reply subject of the window,
  * waiting at most stall_ms for a free slot. LC_OK: fn will settle it once; otherwise nothing
  * went out and fn is not called. Failure text in err. */

@@ -3,7 +3,8 @@
  * the small helpers every other file of the library uses: status names, failure texts, subject
  * building and checking, and request/reply with bounded retries.
  *
- * Owns: per client, the NATS connection and a copy of the prefix (client_int.h, 1).
+ * Owns: per client, the NATS connection and copies of the prefix and the inbox prefix
+ * (client_int.h, 1).
  *
  * Invariants:
  *  1. Status names and texts come from the one LC_STATUS_MAP (lanes_client.h).
@@ -178,6 +179,29 @@ out:
 
 /* ---- client ------------------------------------------------------------------------------- */
 
+natsStatus lc_inbox_make(const char *prefix, char **out)
+{
+    natsInbox *inbox = NULL;
+    natsStatus s = natsInbox_Create(&inbox);
+    if (s != NATS_OK)
+        return s;
+    /* nats.c's inboxes are "_INBOX.<nuid>"; with a custom prefix the unique part goes under it,
+     * as nats.c's own request inboxes do under natsOptions_SetCustomInboxPrefix. */
+    const char *unique = strchr(inbox, '.');
+    unique = unique != NULL ? unique + 1 : inbox;
+    if (prefix == NULL)
+        prefix = "_INBOX";
+    size_t len = strlen(prefix) + 1 + strlen(unique) + 1;
+    char *subject = malloc(len);
+    if (subject != NULL)
+        snprintf(subject, len, "%s.%s", prefix, unique);
+    natsInbox_Destroy(inbox);
+    if (subject == NULL)
+        return NATS_NO_MEMORY;
+    *out = subject;
+    return NATS_OK;
+}
+
 void lc_sub_destroy(natsConnection *nc, natsSubscription *sub)
 {
     if (sub == NULL)
@@ -217,6 +241,12 @@ lc_status_t lc_client_open(const lc_client_config_t *config, char *errbuf, size_
     const char *prefix = lc_set(config->prefix) ? config->prefix : LC_DEFAULT_PREFIX;
     if (!lc_subject_part_ok(prefix)) {
         lc_errf(err, "bad prefix \"%s\": it must be a valid subject without wildcards", prefix);
+        status = LC_EINVAL;
+        goto out;
+    }
+    if (lc_set(config->inbox_prefix) && !lc_subject_part_ok(config->inbox_prefix)) {
+        lc_errf(err, "bad inbox prefix \"%s\": it must be a valid subject without wildcards",
+                config->inbox_prefix);
         status = LC_EINVAL;
         goto out;
     }
@@ -285,6 +315,15 @@ lc_status_t lc_client_open(const lc_client_config_t *config, char *errbuf, size_
     if (config->connect_timeout_ms > 0 &&
         (s = natsOptions_SetTimeout(opts, config->connect_timeout_ms)) != NATS_OK)
         goto nats_fail;
+    what = "inbox prefix";
+    if (lc_set(config->inbox_prefix)) {
+        if ((s = natsOptions_SetCustomInboxPrefix(opts, config->inbox_prefix)) != NATS_OK)
+            goto nats_fail;
+        if ((client->inbox_prefix = strdup(config->inbox_prefix)) == NULL) {
+            s = NATS_NO_MEMORY;
+            goto nats_fail;
+        }
+    }
     what = "connect";
     if ((s = natsConnection_Connect(&client->nc, opts)) != NATS_OK)
         goto nats_fail;
@@ -303,6 +342,7 @@ out:
     free(urls);
     if (client != NULL) {
         natsConnection_Destroy(client->nc);
+        free(client->inbox_prefix);
         free(client->prefix);
         free(client);
     }
@@ -317,6 +357,7 @@ void lc_client_close(lc_client_t *client)
     natsConnection_FlushTimeout(client->nc, LC_FLUSH_ON_CLOSE_MS);
     natsConnection_Close(client->nc);
     natsConnection_Destroy(client->nc);
+    free(client->inbox_prefix);
     free(client->prefix);
     free(client);
 }
@@ -339,4 +380,9 @@ const char *lc_client_error_get(const lc_client_t *client)
 const char *lc_client_prefix_get(const lc_client_t *client)
 {
     return client->prefix;
+}
+
+int64_t lc_client_max_payload_get(const lc_client_t *client)
+{
+    return natsConnection_GetMaxPayload(client->nc);
 }
