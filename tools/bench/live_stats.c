@@ -100,6 +100,7 @@ int live_stats_parse(const char *json, size_t len, net_stats_t *out)
     s.lanes = live_json_sum(models, "lanes");
     s.queued_items = live_json_sum(models, "queued_items");
     s.inflight_items = live_json_sum(models, "pending_items");
+    s.stored_items = live_json_sum(models, "stored_items");
     *out = s;
     rc = 0;
 out:

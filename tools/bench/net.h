@@ -158,6 +158,10 @@ int net_server_pid(void);
  * 0, or -1 with err set. */
 int net_daemon_start(const net_opts_t *o, const char *level, const char *policy, char *err,
                      size_t errlen);
+/* The data directory of the last lanesched started, "" before; nats-server's JetStream storage
+ * directory, "" with --url. Static storage. */
+const char *net_daemon_data_dir(void);
+const char *net_server_store_dir(void);
 /* The lanesched the bench started (0: none); whether it exited (then it is reaped, pid 0). */
 int net_daemon_pid(void);
 bool net_daemon_exited(void);
@@ -176,6 +180,8 @@ typedef struct {
         lanes_opened, lane_reuses, shape_switches, dead_lettered, pending_items, publish_failures,
         dropped_messages, batches_expired_ack_deadline, consumers_declared_dead;
     uint64_t lanes, queued_items, inflight_items; /* now, not counters */
+    uint64_t stored_items; /* now: items held, queued or in flight, every model (not truncated:
+                              the per-shape sums above cover the shapes listed) */
 } net_stats_t;
 
 typedef struct {

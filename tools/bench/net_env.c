@@ -45,6 +45,8 @@ static volatile sig_atomic_t g_signals;
 static char g_tmp[NET_PATH_MAX];
 static bool g_keep;
 static char g_url[64];
+static char g_data[NET_PATH_MAX + 32];  /* the last lanesched's data directory */
+static char g_store[NET_PATH_MAX + 16]; /* nats-server's JetStream storage */
 
 bool net_stopping(const net_run_t *run)
 {
@@ -64,6 +66,16 @@ const char *net_url(void)
 int net_server_pid(void)
 {
     return (int)g_child[NET_CHILD_NATS];
+}
+
+const char *net_daemon_data_dir(void)
+{
+    return g_data;
+}
+
+const char *net_server_store_dir(void)
+{
+    return g_store;
 }
 
 int net_daemon_pid(void)
@@ -151,6 +163,7 @@ static int net_nats_start(const net_opts_t *o, char *err, size_t errlen)
         return -1;
     }
     snprintf(store, sizeof(store), "%s/jetstream", g_tmp);
+    snprintf(g_store, sizeof(g_store), "%s", store);
     snprintf(log, sizeof(log), "%s/nats-server.log", g_tmp);
     spawn_nats_t nats = {
         .bin = bin,
@@ -185,6 +198,9 @@ int net_daemon_start(const net_opts_t *o, const char *level, const char *policy,
         return -1;
     }
     snprintf(data, sizeof(data), "%s/data-%s-%s", g_tmp, level, policy);
+    /* a fresh directory every start: no run recovers or counts another's files */
+    fs_remove_tree(data);
+    snprintf(g_data, sizeof(g_data), "%s", data);
     snprintf(log, sizeof(log), "%s/lanesched-%s-%s.log", g_tmp, level, policy);
     char *argv[] = {bin,           "--server",     g_url,
                     "--data-dir",  data,           "--durability",

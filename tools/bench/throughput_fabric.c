@@ -138,9 +138,9 @@ static int tpf_slot_take(tpf_producer_t *x, uint32_t items)
     return got;
 }
 
-static bool tpf_produce(tpf_producer_t *x, natsConnection *nc, const char *subject,
-                        const char *model, uint64_t first, uint64_t end, codec_work_item_t *items,
-                        char (*ids)[TP_ID_MAX], uint8_t *payloads)
+static bool tpf_produce(tpf_producer_t *x, natsConnection *nc, const char *subject, uint64_t first,
+                        uint64_t end, codec_work_item_t *items, char (*ids)[TP_ID_MAX],
+                        uint8_t *payloads)
 {
     tp_run_t *run = x->run;
     const tp_opts_t *o = run->o;
@@ -149,7 +149,7 @@ static bool tpf_produce(tpf_producer_t *x, natsConnection *nc, const char *subje
         int slot = tpf_slot_take(x, (uint32_t)n);
         if (slot < 0)
             return false;
-        tp_items_make(run, x->index, model, i, n, clock_mono_ns(), items, ids, payloads);
+        tp_items_make(run, i, n, clock_mono_ns(), items, ids, payloads);
         codec_submit_t sub = {items, n};
         uint8_t *buf = NULL;
         size_t len = 0;
@@ -186,14 +186,13 @@ static void *tpf_producer_main(void *arg)
     tpf_producer_t *x = arg;
     tp_run_t *run = x->run;
     const tp_opts_t *o = run->o;
-    char model[32], subject[96], wild[80];
+    char subject[96], wild[80];
     codec_work_item_t *items = calloc(o->batch, sizeof(*items));
     char(*ids)[TP_ID_MAX] = calloc(o->batch, sizeof(*ids));
     uint8_t *payloads = malloc((size_t)o->batch * o->payload_bytes);
     natsConnection *nc = NULL;
     natsSubscription *sub = NULL;
     bool ready = false;
-    snprintf(model, sizeof(model), TP_MODEL_FMT, x->index % o->models);
     tpf_subject(run, subject, sizeof(subject));
     if (items == NULL || ids == NULL || payloads == NULL) {
         tp_run_error(run, "fabric producer %u: out of memory", x->index);
@@ -220,7 +219,7 @@ static void *tpf_producer_main(void *arg)
         net_sleep_ms(1);
     uint64_t first, end;
     tp_share(run, TP_SUBMIT, x->index, x->count, &first, &end);
-    tpf_produce(x, nc, subject, model, first, end, items, ids, payloads);
+    tpf_produce(x, nc, subject, first, end, items, ids, payloads);
     atomic_fetch_add(&run->gone, 1);
 out:
     if (!ready)
@@ -267,7 +266,8 @@ static void tpf_replies_free(tpf_responder_t *r)
     free(r->lens);
 }
 
-bool tp_fabric_run(const tp_opts_t *o, uint32_t producers, tp_result_t *res)
+bool tp_fabric_run(const tp_opts_t *o, const tp_workload_t *wl, uint32_t producers, tp_role_t role,
+                   tp_result_t *res)
 {
     bool ok = false, have_run = false;
     tp_run_t run;
@@ -280,10 +280,13 @@ bool tp_fabric_run(const tp_opts_t *o, uint32_t producers, tp_result_t *res)
     snprintf(res->system, sizeof(res->system), "fabric");
     snprintf(res->durability, sizeof(res->durability), "none");
     snprintf(res->store, sizeof(res->store), "none");
-    snprintf(res->label, sizeof(res->label), "fabric ceiling %ux0", producers);
+    snprintf(res->label, sizeof(res->label), "fabric ceiling %ux0%s", producers,
+             wl->uniform ? ", uniform, best case" : "");
+    res->role = role;
+    res->shapes = wl->shapes;
     res->producers = producers;
     res->items = o->items;
-    if (prod == NULL || tp_run_init(&run, o, 'f') != 0) {
+    if (prod == NULL || tp_run_init(&run, o, wl, o->items, 'f') != 0) {
         snprintf(res->error, sizeof(res->error), "out of memory");
         goto out;
     }

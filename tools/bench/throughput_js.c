@@ -1,10 +1,12 @@
 /*
  * throughput_js.c - one JetStream run of `throughput`, driven the way a NATS user who knows
  * JetStream would: a work-queue stream with file storage on the bench's nats-server, producers
- * publishing every item asynchronously with a window (js_PublishAsync, MaxPending = window x
- * batch items, js_PublishAsyncComplete at the end), consumers on one durable pull consumer per
- * model keeping pull requests for batches in flight and acking each message. The same items and
- * phases as throughput_lanes.c.
+ * publishing every item asynchronously with a window (js_PublishAsync, MaxPending = cfg.pending,
+ * js_PublishAsyncComplete at the end) on its model's subject, consumers on one durable pull
+ * consumer per model keeping pull requests of cfg.fetch messages in flight and acking each
+ * message. The same items and phases as throughput_lanes.c; a grid cell (throughput_grid.c) runs
+ * the end-to-end phase alone. How many producers and consumers, the fetch size and the windows
+ * are cfg's: throughput_grid.c tries several and keeps the best.
  *
  * Invariants:
  *  1. Every item is one message with Nats-Msg-Id = its id, so an item published again is stored
@@ -17,11 +19,15 @@
  *     when every item of it was consumed and acked and the stream is empty (polled every 2 ms):
  *     the work queue's promise, an acked item gone, holds by then.
  *  4. The stream is deleted at the end of the run, and a stale one at its start.
- *  5. A consumer keeps prefetch x max_batch_size messages requested in pull requests of at least
- *     max_batch_size, topped up at half, as lanesched's consumers keep prefetch batches; a status
- *     message (408 timeout, 409) ends the oldest request, the server fills one inbox's requests in
- *     order, and a request silent half a second past its expiry is forgotten (as lanesched's
- *     client forgets its pulls), so a status that never came cannot stall a consumer.
+ *  5. A consumer keeps cfg.requested messages requested per model it serves, in pull requests of
+ *     cfg.fetch, topped up at half (nats.go's Consume does the same with its threshold); a status
+ *     message (408 timeout, 409) ends the oldest request of its model, the server fills one
+ *     inbox's requests in order, and a request silent half a second past its expiry is forgotten
+ *     (as lanesched's client forgets its pulls), so a status that never came cannot stall a
+ *     consumer.
+ *  6. Consumer thread c serves model c % models when there are at least as many consumers as
+ *     models, else every model m with m % consumers == c, on one connection with an inbox per
+ *     model (<inbox>.<m>): one consumer process can drain several work queues.
  *
  * Rejected alternatives:
  *  - js_Publish per message: a round trip per item; an expert publishes asynchronously.
@@ -52,7 +58,8 @@
 #define TPJ_STALL_MS        30000
 #define TPJ_FETCH_MS        200   /* a consumer's wait for its next message */
 #define TPJ_EMPTY_WAIT_MS   5000u /* per watch sample: how long the stream may take to empty */
-#define TPJ_PULLS_MAX       8     /* pull requests in flight per consumer, at most */
+#define TPJ_PULLS_MAX       256   /* pull requests in flight per consumer and model, at most */
+#define TPJ_MAX_WAITING     4096  /* pull requests the server keeps waiting per consumer */
 #define TPJ_PULL_EXPIRES_MS 1000u /* a pull request's life on the server */
 #define TPJ_PULL_GRACE_MS   500u  /* after it, how long its 408 status may take to come */
 #define TPJ_READY_MS        10000u
@@ -61,6 +68,7 @@
 
 typedef struct {
     tp_run_t *run;
+    const tp_js_cfg_t *cfg;
     uint32_t index, count;
     pthread_t thread;
     bool started;
@@ -133,11 +141,11 @@ static void tpj_puback(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, 
     natsMsg_Destroy(msg);
 }
 
-static natsStatus tpj_publish(tpj_thread_t *x, jsCtx *js, const char *subject, uint64_t i,
-                              uint8_t *payload)
+static natsStatus tpj_publish(tpj_thread_t *x, jsCtx *js, uint64_t i, uint8_t *payload)
 {
     tp_run_t *run = x->run;
-    char id[64];
+    char id[64], subject[64];
+    tpj_subject(tp_workload_model(run->wl, run->items, i), subject, sizeof(subject));
     snprintf(id, sizeof(id), "%s-%" PRIu64, run->tag, i);
     tp_payload_make(run, i, clock_mono_ns(), payload);
     jsPubOptions po;
@@ -147,12 +155,11 @@ static natsStatus tpj_publish(tpj_thread_t *x, jsCtx *js, const char *subject, u
 }
 
 /* Publishes [first, end), then the failures again (invariant 2). */
-static void tpj_produce(tpj_thread_t *x, jsCtx *js, const char *subject, uint64_t first,
-                        uint64_t end, uint8_t *payload)
+static void tpj_produce(tpj_thread_t *x, jsCtx *js, uint64_t first, uint64_t end, uint8_t *payload)
 {
     tp_run_t *run = x->run;
     for (uint64_t i = first; i < end && !atomic_load(&run->stop); i++) {
-        natsStatus s = tpj_publish(x, js, subject, i, payload);
+        natsStatus s = tpj_publish(x, js, i, payload);
         if (s != NATS_OK)
             tpj_failed_add(x, i);
     }
@@ -186,7 +193,7 @@ static void tpj_produce(tpj_thread_t *x, jsCtx *js, const char *subject, uint64_
             return;
         }
         for (size_t k = 0; k < n; k++)
-            if (tpj_publish(x, js, subject, again[k], payload) != NATS_OK)
+            if (tpj_publish(x, js, again[k], payload) != NATS_OK)
                 tpj_failed_add(x, again[k]);
         free(again);
     }
@@ -199,16 +206,14 @@ static void *tpj_producer_main(void *arg)
     const tp_opts_t *o = run->o;
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
-    char subject[64];
     uint8_t *payload = malloc(o->payload_bytes);
     bool ready = false;
-    tpj_subject(x->index % o->models, subject, sizeof(subject));
     if (payload != NULL)
         tp_payload_fill(run, payload);
     natsStatus s = payload != NULL ? tpj_connect(run, "producer", x->index, &nc) : NATS_NO_MEMORY;
     jsOptions jo;
     jsOptions_Init(&jo);
-    jo.PublishAsync.MaxPending = (int64_t)o->window * o->batch;
+    jo.PublishAsync.MaxPending = (int64_t)x->cfg->pending;
     jo.PublishAsync.AckHandler = tpj_puback;
     jo.PublishAsync.AckHandlerClosure = x;
     jo.PublishAsync.StallWait = TPJ_STALL_MS;
@@ -221,12 +226,12 @@ static void *tpj_producer_main(void *arg)
     ready = true;
     atomic_fetch_add(&run->ready, 1);
     static const uint32_t phases[2] = {TP_SUBMIT, TP_E2E};
-    for (uint32_t k = 0; k < 2 && !atomic_load(&run->stop); k++) {
+    for (uint32_t k = run->e2e_only ? 1 : 0; k < 2 && !atomic_load(&run->stop); k++) {
         while (atomic_load(&run->go) <= k && !atomic_load(&run->stop))
             net_sleep_ms(1);
         uint64_t first, end;
         tp_share(run, phases[k], x->index, x->count, &first, &end);
-        tpj_produce(x, js, subject, first, end, payload);
+        tpj_produce(x, js, first, end, payload);
         atomic_fetch_add(&run->gone, 1);
     }
 out:
@@ -279,13 +284,39 @@ static void tpj_pulls_expire(tpj_pulls_t *p, uint64_t now)
         tpj_pull_pop(p);
 }
 
-/* A message on the consumer's inbox: a status ending the oldest request, or an item acked and
- * counted. Acks of a phase's last items are flushed before the phase ends (invariant 3). */
-static void tpj_msg_take(tpj_thread_t *x, natsConnection *nc, tpj_pulls_t *p, natsMsg *m)
+/* The model of a message on a consumer's inbox, or -1 (invariant 6). A status comes on the
+ * request's own reply subject, <inbox>.<m>; a stream message keeps the subject it was published
+ * on, and its ack subject names the durable consumer, one per model:
+ * $JS.ACK[.<domain>.<account>].TP_WQ.<durable>.<...> */
+static long tpj_msg_model(natsMsg *m, const char *inbox, bool status)
+{
+    size_t base = strlen(inbox);
+    const char *subj = natsMsg_GetSubject(m), *reply = natsMsg_GetReply(m), *at;
+    char *end = NULL;
+    if (status) {
+        if (subj == NULL || strncmp(subj, inbox, base) != 0 || subj[base] != '.')
+            return -1;
+        long v = strtol(subj + base + 1, &end, 10);
+        return end != subj + base + 1 && *end == '\0' ? v : -1;
+    }
+    if (reply == NULL || (at = strstr(reply, "." TPJ_STREAM ".")) == NULL)
+        return -1;
+    at += strlen("." TPJ_STREAM ".");
+    unsigned m_idx = 0;
+    char dot = 0;
+    if (sscanf(at, TP_MODEL_FMT "%c", &m_idx, &dot) != 2 || dot != '.')
+        return -1;
+    return (long)m_idx;
+}
+
+/* A message on the consumer's inbox: a status ending the oldest request of its model, or an item
+ * acked and counted. Acks of a phase's last items are flushed before the phase ends
+ * (invariant 3). */
+static void tpj_msg_take(tpj_thread_t *x, natsConnection *nc, tpj_pulls_t *p, natsMsg *m,
+                         bool status)
 {
     tp_run_t *run = x->run;
-    const char *status = NULL;
-    if (natsMsgHeader_Get(m, "Status", &status) == NATS_OK) {
+    if (status) {
         if (p->n > 0) /* 408 request timeout, 409 (max waiting, leadership): the request ended */
             tpj_pull_pop(p);
         return;
@@ -303,33 +334,47 @@ static void tpj_msg_take(tpj_thread_t *x, natsConnection *nc, tpj_pulls_t *p, na
         tp_run_error(run, "JetStream consumer %u: ack failed", x->index);
         return;
     }
-    uint64_t items = run->o->items, before = atomic_fetch_add(&run->acked_items, 1);
+    uint64_t items = run->items, before = atomic_fetch_add(&run->acked_items, 1);
     if (before + 1 == items || before + 1 == 2 * items)
         natsConnection_FlushTimeout(nc, 5000);
     atomic_store(&run->last_ack_ns, clock_mono_ns());
+}
+
+/* The models consumer c serves (invariant 6) into ms; how many. */
+static uint32_t tpj_models_served(const tp_run_t *run, uint32_t c, uint32_t consumers, uint32_t *ms)
+{
+    uint32_t models = run->wl->models, n = 0;
+    if (consumers >= models) {
+        ms[n++] = c % models;
+        return n;
+    }
+    for (uint32_t m = c; m < models; m += consumers)
+        ms[n++] = m;
+    return n;
 }
 
 static void *tpj_consumer_main(void *arg)
 {
     tpj_thread_t *x = arg;
     tp_run_t *run = x->run;
-    const tp_opts_t *o = run->o;
+    const tp_js_cfg_t *cfg = x->cfg;
     natsConnection *nc = NULL;
     natsSubscription *sub = NULL;
     natsInbox *inbox = NULL;
-    char next[128];
+    char wild[160];
     bool ready = false;
-    tpj_pulls_t pulls = {0};
-    uint32_t model = x->index % o->models;
-    /* what an expert's consumer keeps requested: the lanesched consumer's prefetch, in messages,
-     * topped up at half (nats.go's Consume does the same with its threshold) */
-    uint64_t want = (uint64_t)o->prefetch * o->max_batch_size;
-    snprintf(next, sizeof(next), "$JS.API.CONSUMER.MSG.NEXT." TPJ_STREAM "." TP_MODEL_FMT, model);
-    natsStatus s = tpj_connect(run, "consumer", x->index, &nc);
+    uint32_t models = run->wl->models;
+    uint32_t *served = calloc(models, sizeof(*served));
+    tpj_pulls_t *pulls = calloc(models, sizeof(*pulls)); /* by position in served */
+    uint32_t n_served = served != NULL ? tpj_models_served(run, x->index, x->count, served) : 0;
+    natsStatus s = served != NULL && pulls != NULL ? tpj_connect(run, "consumer", x->index, &nc)
+                                                   : NATS_NO_MEMORY;
     if (s == NATS_OK)
         s = natsInbox_Create(&inbox);
-    if (s == NATS_OK)
-        s = natsConnection_SubscribeSync(&sub, nc, inbox);
+    if (s == NATS_OK) {
+        snprintf(wild, sizeof(wild), "%s.*", (const char *)inbox);
+        s = natsConnection_SubscribeSync(&sub, nc, wild);
+    }
     if (s == NATS_OK)
         s = natsSubscription_SetPendingLimits(sub, -1, -1);
     if (s != NATS_OK) {
@@ -341,22 +386,38 @@ static void *tpj_consumer_main(void *arg)
     while (!atomic_load(&run->consume) && !atomic_load(&run->stop))
         net_sleep_ms(1);
     while (!atomic_load(&run->stop)) {
-        tpj_pulls_expire(&pulls, clock_mono_ns());
-        while (pulls.requested * 2 <= want && pulls.n < TPJ_PULLS_MAX) {
-            uint64_t more = want - pulls.requested;
-            s = tpj_pull_send(nc, next, inbox, &pulls,
-                              (uint32_t)(more < o->max_batch_size ? o->max_batch_size : more));
-            if (s != NATS_OK) {
-                tp_run_error(run, "JetStream consumer %u: pull: %s", x->index,
-                             natsStatus_GetText(s));
-                net_sleep_ms(50);
-                break;
+        for (uint32_t k = 0; k < n_served; k++) {
+            tpj_pulls_t *p = &pulls[k];
+            char next[128], reply[160];
+            snprintf(next, sizeof(next), "$JS.API.CONSUMER.MSG.NEXT." TPJ_STREAM "." TP_MODEL_FMT,
+                     served[k]);
+            snprintf(reply, sizeof(reply), "%s.%u", (const char *)inbox, served[k]);
+            tpj_pulls_expire(p, clock_mono_ns());
+            if (p->requested * 2 > cfg->requested)
+                continue;
+            while (p->requested + cfg->fetch <= cfg->requested && p->n < TPJ_PULLS_MAX) {
+                s = tpj_pull_send(nc, next, reply, p, cfg->fetch);
+                if (s != NATS_OK) {
+                    tp_run_error(run, "JetStream consumer %u: pull: %s", x->index,
+                                 natsStatus_GetText(s));
+                    net_sleep_ms(50);
+                    break;
+                }
             }
         }
         natsMsg *m = NULL;
         s = natsSubscription_NextMsg(&m, sub, TPJ_FETCH_MS);
         if (s == NATS_OK) {
-            tpj_msg_take(x, nc, &pulls, m);
+            const char *status = NULL;
+            bool st = natsMsgHeader_Get(m, "Status", &status) == NATS_OK;
+            long model = tpj_msg_model(m, (const char *)inbox, st);
+            uint32_t k = 0;
+            while (k < n_served && (long)served[k] != model)
+                k++;
+            if (k < n_served)
+                tpj_msg_take(x, nc, &pulls[k], m, st);
+            else
+                atomic_fetch_add(&run->foreign, 1);
             natsMsg_Destroy(m);
         }
     }
@@ -369,6 +430,8 @@ out:
     natsSubscription_Destroy(sub);
     natsInbox_Destroy(inbox);
     natsConnection_Destroy(nc);
+    free(served);
+    free(pulls);
     return NULL;
 }
 
@@ -382,7 +445,7 @@ out:
 static uint64_t tpj_done(tp_run_t *run)
 {
     uint64_t a = atomic_load(&run->consumed_items), b = atomic_load(&run->acked_items);
-    uint64_t done = a < b ? a : b, items = run->o->items;
+    uint64_t done = a < b ? a : b, items = run->items;
     if (done != items && done != 2 * items)
         return done;
     if (atomic_load(&run->acks_sent_ns) < atomic_load(&run->last_ack_ns))
@@ -404,7 +467,7 @@ static uint64_t tpj_done(tp_run_t *run)
     return done - 1; /* not empty yet: the watch asks again */
 }
 
-static int tpj_stream_create(jsCtx *js, const tp_opts_t *o, char *err, size_t errlen)
+static int tpj_stream_create(jsCtx *js, uint32_t models, char *err, size_t errlen)
 {
     const char *subjects[] = {TPJ_SUBJECTS};
     jsStreamConfig sc;
@@ -427,7 +490,7 @@ static int tpj_stream_create(jsCtx *js, const tp_opts_t *o, char *err, size_t er
             break;
         net_sleep_ms(100);
     }
-    for (uint32_t m = 0; s == NATS_OK && m < o->models; m++) {
+    for (uint32_t m = 0; s == NATS_OK && m < models; m++) {
         char subject[64], durable[32];
         tpj_subject(m, subject, sizeof(subject));
         snprintf(durable, sizeof(durable), TP_MODEL_FMT, m);
@@ -438,6 +501,7 @@ static int tpj_stream_create(jsCtx *js, const tp_opts_t *o, char *err, size_t er
         cc.AckPolicy = js_AckExplicit;
         cc.AckWait = TPJ_ACK_WAIT_NS;
         cc.MaxAckPending = TPJ_MAX_ACK_PEND;
+        cc.MaxWaiting = TPJ_MAX_WAITING;
         jsConsumerInfo *ci = NULL;
         s = js_AddConsumer(&ci, js, TPJ_STREAM, &cc, NULL, &jerr);
         jsConsumerInfo_Destroy(ci);
@@ -450,34 +514,48 @@ static int tpj_stream_create(jsCtx *js, const tp_opts_t *o, char *err, size_t er
 
 static bool tpj_phases(tp_run_t *run, tp_result_t *res, int pid)
 {
-    const tp_opts_t *o = run->o;
     tp_phase_result_t *ph = res->phase;
+    uint64_t items = run->items, t0;
+    bool ok;
     net_rss_peak_reset(pid);
     res->rss_base_kb = net_rss_kb(pid, false);
-    uint64_t t0 = clock_mono_ns();
-    atomic_store(&run->go, 1);
-    bool ok = tp_phase_watch(run, res->label, "submit", o->items, tp_confirmed_count, 0, t0,
-                             &ph[TP_SUBMIT]);
-    ph[TP_SUBMIT].elapsed_s = (double)(atomic_load(&run->last_confirm_ns) - t0) / 1e9;
-    tp_latency_take(run, &ph[TP_SUBMIT]);
-    res->rss_peak_kb = net_rss_kb(pid, true);
-    if (res->rss_base_kb > 0 && res->rss_peak_kb > res->rss_base_kb)
-        res->bytes_per_queued_item =
-            (double)(res->rss_peak_kb - res->rss_base_kb) * 1024.0 / (double)o->items;
-    if (!ok)
-        return false;
-    while (atomic_load(&run->gone) < res->producers && !net_stopping(NULL))
-        net_sleep_ms(1);
-    t0 = clock_mono_ns();
-    atomic_store(&run->consume, true);
-    ok = tp_phase_watch(run, res->label, "drain", o->items, tpj_done, 0, t0, &ph[TP_DRAIN]);
-    ph[TP_DRAIN].elapsed_s = (double)(atomic_load(&run->last_ack_ns) - t0) / 1e9;
-    ph[TP_DRAIN].acks_sent_s = (double)(atomic_load(&run->acks_sent_ns) - t0) / 1e9;
-    if (!ok)
-        return false;
+    res->anon_base_kb = tp_anon_kb(pid);
+    if (!run->e2e_only) {
+        t0 = clock_mono_ns();
+        atomic_store(&run->go, 1);
+        ok = tp_phase_watch(run, res->label, "submit", items, tp_confirmed_count, 0, t0,
+                            &ph[TP_SUBMIT]);
+        ph[TP_SUBMIT].elapsed_s = (double)(atomic_load(&run->last_confirm_ns) - t0) / 1e9;
+        tp_latency_take(run, &ph[TP_SUBMIT]);
+        res->rss_peak_kb = net_rss_kb(pid, true);
+        res->anon_end_kb = tp_anon_kb(pid);
+        res->queued = items;
+        if (res->rss_base_kb > 0 && res->rss_peak_kb > res->rss_base_kb)
+            res->bytes_per_queued_item =
+                (double)(res->rss_peak_kb - res->rss_base_kb) * 1024.0 / (double)items;
+        if (res->anon_base_kb > 0 && res->anon_end_kb > res->anon_base_kb)
+            res->anon_bytes_per_queued_item =
+                (double)(res->anon_end_kb - res->anon_base_kb) * 1024.0 / (double)items;
+        if (!ok)
+            return false;
+        while (atomic_load(&run->gone) < res->producers && !net_stopping(NULL))
+            net_sleep_ms(1);
+        t0 = clock_mono_ns();
+        atomic_store(&run->consume, true);
+        ok = tp_phase_watch(run, res->label, "drain", items, tpj_done, 0, t0, &ph[TP_DRAIN]);
+        ph[TP_DRAIN].elapsed_s = (double)(atomic_load(&run->last_ack_ns) - t0) / 1e9;
+        ph[TP_DRAIN].acks_sent_s = (double)(atomic_load(&run->acks_sent_ns) - t0) / 1e9;
+        if (!ok)
+            return false;
+    } else {
+        /* a grid cell: the first phase's items count as done, the end-to-end phase alone runs */
+        atomic_store(&run->consumed_items, items);
+        atomic_store(&run->acked_items, items);
+        atomic_store(&run->consume, true);
+    }
     t0 = clock_mono_ns();
     atomic_store(&run->go, 2);
-    ok = tp_phase_watch(run, res->label, "e2e", 2 * o->items, tpj_done, 0, t0, &ph[TP_E2E]);
+    ok = tp_phase_watch(run, res->label, "e2e", 2 * items, tpj_done, 0, t0, &ph[TP_E2E]);
     ph[TP_E2E].elapsed_s = (double)(atomic_load(&run->last_ack_ns) - t0) / 1e9;
     ph[TP_E2E].acks_sent_s = (double)(atomic_load(&run->acks_sent_ns) - t0) / 1e9;
     tp_latency_take(run, &ph[TP_E2E]);
@@ -493,10 +571,12 @@ static void tpj_threads_join(tpj_thread_t *xs, size_t n)
     }
 }
 
-static bool tpj_threads_start(tpj_thread_t *xs, uint32_t n, tp_run_t *run, void *(*fn)(void *))
+static bool tpj_threads_start(tpj_thread_t *xs, uint32_t n, tp_run_t *run, const tp_js_cfg_t *cfg,
+                              void *(*fn)(void *))
 {
     for (uint32_t i = 0; i < n; i++) {
         xs[i].run = run;
+        xs[i].cfg = cfg;
         xs[i].index = i;
         xs[i].count = n;
         pthread_mutex_init(&xs[i].mu, NULL);
@@ -507,25 +587,34 @@ static bool tpj_threads_start(tpj_thread_t *xs, uint32_t n, tp_run_t *run, void 
     return true;
 }
 
-bool tp_js_run(const tp_opts_t *o, uint32_t producers, uint32_t consumers, tp_result_t *res)
+bool tp_js_run(const tp_opts_t *o, const tp_workload_t *wl, const tp_js_cfg_t *cfg, tp_role_t role,
+               uint64_t items, tp_result_t *res)
 {
     bool ok = false, have_run = false, stream = false;
     tp_run_t run;
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
+    uint32_t producers = cfg->producers, consumers = cfg->consumers;
     tpj_thread_t *prod = calloc(producers, sizeof(*prod)), *cons = calloc(consumers, sizeof(*cons));
+    char what[96];
     memset(res, 0, sizeof(*res));
+    tp_js_cfg_format(cfg, what, sizeof(what));
     snprintf(res->system, sizeof(res->system), "jetstream");
     snprintf(res->durability, sizeof(res->durability), "file");
     snprintf(res->store, sizeof(res->store), "file");
-    snprintf(res->label, sizeof(res->label), "jetstream %ux%u", producers, consumers);
+    snprintf(res->label, sizeof(res->label), "jetstream%s %.60s%s",
+             role == TP_ROLE_GRID ? " grid" : "", what, wl->uniform ? ", uniform, best case" : "");
+    res->role = role;
+    res->shapes = wl->shapes;
+    res->js = *cfg;
     res->producers = producers;
     res->consumers = consumers;
-    res->items = o->items;
-    if (prod == NULL || cons == NULL || tp_run_init(&run, o, 'j') != 0) {
+    res->items = role == TP_ROLE_GRID ? items : o->items;
+    if (prod == NULL || cons == NULL || tp_run_init(&run, o, wl, res->items, 'j') != 0) {
         snprintf(res->error, sizeof(res->error), "out of memory");
         goto out;
     }
+    run.e2e_only = role == TP_ROLE_GRID;
     have_run = true;
     natsStatus s = tpj_connect(&run, "control", 0, &nc);
     if (s == NATS_OK)
@@ -534,12 +623,13 @@ bool tp_js_run(const tp_opts_t *o, uint32_t producers, uint32_t consumers, tp_re
         snprintf(res->error, sizeof(res->error), "connect: %s", natsStatus_GetText(s));
         goto out;
     }
-    if (tpj_stream_create(js, o, res->error, sizeof(res->error)) != 0)
+    if (tpj_stream_create(js, wl->models, res->error, sizeof(res->error)) != 0)
         goto out;
     stream = true;
     run.system = js;
-    bool threads = tpj_threads_start(prod, producers, &run, tpj_producer_main) &&
-                   tpj_threads_start(cons, consumers, &run, tpj_consumer_main);
+    run.files = tp_files_open(net_server_store_dir());
+    bool threads = tpj_threads_start(prod, producers, &run, cfg, tpj_producer_main) &&
+                   tpj_threads_start(cons, consumers, &run, cfg, tpj_consumer_main);
     uint64_t until = clock_mono_ns() + NET_READY_MS * 1000000ull;
     while (threads && atomic_load(&run.ready) < producers + consumers && clock_mono_ns() < until &&
            !net_stopping(NULL))
@@ -568,6 +658,7 @@ out:
         atomic_store(&run.stop, true);
         tpj_threads_join(prod, producers);
         tpj_threads_join(cons, consumers);
+        tp_files_close(run.files);
         tp_run_free(&run);
     }
     for (uint32_t i = 0; prod != NULL && i < producers; i++) {
@@ -586,6 +677,6 @@ out:
     natsConnection_Destroy(nc);
     free(prod);
     free(cons);
-    res->ok = ok && res->ran && res->lost == 0 && res->failed == 0;
+    res->ok = ok && tp_result_clean(res);
     return ok;
 }

@@ -2,17 +2,21 @@
  * throughput_run.c - what a lanesched run and a JetStream run of `throughput` share: the items
  * (ids, payloads, who sends which), the count of each item's consumption, the submit latencies,
  * the watch over one phase with its progress line, and the /proc readings of a process: CPU
- * seconds and context switches summed over its threads.
+ * seconds and context switches summed over its threads, read and write system calls, and the
+ * files its data directory gained.
  *
  * Invariants:
  *  1. Every run has 2 x items items, the submit phase's first and the end-to-end phase's after;
  *     item i has id <tag>-<i> and a payload that starts with (nonce, i, send time), so a consumer
  *     finds its slot from the payload alone and an item of another run is counted as foreign.
+ *     Its model, shape and tokens are the workload's for i (throughput_workload.c).
  *  2. Each item's consumptions are counted: 0 after the run is a lost item, 2 or more a
- *     duplicate delivery; both are reported and a lost item fails the run.
+ *     duplicate delivery; both fail the run, as a failed item or a broken batch does.
  *  3. A phase's figures are taken between two readings of the same processes, at its start and
  *     when its last item was confirmed (or consumed); CPU and switches of every thread, read from
- *     /proc/<pid>/stat and /proc/<pid>/task/<tid>/status.
+ *     /proc/<pid>/stat and /proc/<pid>/task/<tid>/status, read and write system calls of the
+ *     whole process from /proc/<pid>/io (syscr + syscw), files created from the run's watch.
+ *  5. A producer's share is whole Submit chunks, so each of its Submits has one model.
  *  4. A phase always ends: done, no progress for TP_PHASE_STALL_S, --phase-timeout, a signal.
  *
  * Rejected alternatives:
@@ -48,16 +52,19 @@ static void tp_u64_put(uint8_t *p, uint64_t v)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
-int tp_run_init(tp_run_t *run, const tp_opts_t *o, char kind)
+int tp_run_init(tp_run_t *run, const tp_opts_t *o, const tp_workload_t *wl, uint64_t items,
+                char kind)
 {
     memset(run, 0, sizeof(*run));
     run->o = o;
-    run->n = 2 * o->items;
+    run->wl = wl;
+    run->items = items;
+    run->n = 2 * items;
     run->nonce = clock_mono_ns() ^ ((uint64_t)getpid() << 40) ^ ((uint64_t)(unsigned char)kind);
     snprintf(run->tag, sizeof(run->tag), "%c%08" PRIx32, kind, (uint32_t)(run->nonce >> 7));
     run->consumed = calloc(run->n, sizeof(*run->consumed));
     /* one latency per message: a Submit (lanesched) or an item (JetStream) */
-    run->cap_lat = o->items + 1;
+    run->cap_lat = items + 1;
     run->lat_ns = calloc(run->cap_lat, sizeof(*run->lat_ns));
     atomic_flag_clear(&run->error_set);
     if (run->consumed == NULL || run->lat_ns == NULL) {
@@ -99,21 +106,21 @@ void tp_payload_make(const tp_run_t *run, uint64_t idx, uint64_t sent_ns, uint8_
     tp_u64_put(out + 16, sent_ns);
 }
 
-void tp_items_make(const tp_run_t *run, uint32_t p, const char *model, uint64_t first, size_t n,
-                   uint64_t sent_ns, codec_work_item_t *items, char (*ids)[TP_ID_MAX],
-                   uint8_t *payloads)
+void tp_items_make(const tp_run_t *run, uint64_t first, size_t n, uint64_t sent_ns,
+                   codec_work_item_t *items, char (*ids)[TP_ID_MAX], uint8_t *payloads)
 {
     const tp_opts_t *o = run->o;
-    uint64_t signature = 0x5eed0000ull + (uint64_t)(p % o->models) + 1;
     for (size_t j = 0; j < n; j++) {
         uint8_t *pl = payloads + j * o->payload_bytes;
         int len = snprintf(ids[j], TP_ID_MAX, "%s-%" PRIu64, run->tag, first + j);
+        tp_item_t it;
+        tp_workload_item(run->wl, run->items, first + j, &it);
         tp_payload_make(run, first + j, sent_ns, pl);
         items[j] = (codec_work_item_t){.id = {(const uint8_t *)ids[j], (size_t)len},
-                                       .model = model,
+                                       .model = run->wl->names[it.model],
                                        .has_signature = true,
-                                       .signature = signature,
-                                       .tokens = o->tokens,
+                                       .signature = it.signature,
+                                       .tokens = it.tokens,
                                        .payload = {pl, o->payload_bytes}};
     }
 }
@@ -162,9 +169,13 @@ void tp_confirmed_note(tp_run_t *run, uint64_t items, uint64_t lat_ns)
 void tp_share(const tp_run_t *run, uint32_t phase, uint32_t p, uint32_t producers, uint64_t *first,
               uint64_t *end)
 {
-    uint64_t n = run->o->items, base = phase == TP_E2E ? n : 0;
-    *first = base + n * p / producers;
-    *end = base + n * (p + 1) / producers;
+    uint64_t n = run->items, base = phase == TP_E2E ? n : 0, b = run->o->batch;
+    uint64_t chunks = (n + b - 1) / b; /* invariant 5 */
+    uint64_t c0 = chunks * p / producers, c1 = chunks * (p + 1) / producers;
+    *first = base + c0 * b;
+    *end = base + (c1 * b < n ? c1 * b : n);
+    if (*first > *end)
+        *first = *end;
 }
 
 /* ---- /proc (invariant 3) --------------------------------------------------------------------- */
@@ -220,6 +231,15 @@ void tp_proc_read(int pid, tp_proc_t *out)
         out->ctxsw += vol + tp_status_field(status, "nonvoluntary_ctxt_switches:");
     }
     closedir(dir);
+    snprintf(path, sizeof(path), "/proc/%d/io", pid);
+    out->syscalls = tp_status_field(path, "syscr:") + tp_status_field(path, "syscw:");
+}
+
+long tp_anon_kb(int pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/status", pid);
+    return pid > 0 ? (long)tp_status_field(path, "RssAnon:") : -1;
 }
 
 /* ---- a phase (invariant 4) ------------------------------------------------------------------- */
@@ -245,6 +265,8 @@ bool tp_phase_watch(tp_run_t *run, const char *label, const char *phase_name, ui
     tp_proc_read(daemon_pid > 0 ? daemon_pid : -1, &d0);
     tp_proc_read(net_server_pid() > 0 ? net_server_pid() : -1, &s0);
     tp_proc_read(0, &c0);
+    bool lost0 = true, lost1 = true;
+    uint64_t f0 = tp_files_created(run->files, &lost0);
     uint64_t last = count(run), last_change = t0_ns, prev = last, prev_ns = t0_ns;
     uint64_t limit = t0_ns + (uint64_t)(run->o->phase_timeout_s * 1e9);
     bool done = false;
@@ -286,7 +308,12 @@ bool tp_phase_watch(tp_run_t *run, const char *label, const char *phase_name, ui
     tp_proc_read(daemon_pid > 0 ? daemon_pid : -1, &d1);
     tp_proc_read(net_server_pid() > 0 ? net_server_pid() : -1, &s1);
     tp_proc_read(0, &c1);
+    uint64_t f1 = tp_files_created(run->files, &lost1);
     r->ran = done;
+    r->have_files = !lost0 && !lost1;
+    r->files_created = f1 - f0;
+    r->daemon_syscalls = d1.syscalls - d0.syscalls;
+    r->server_syscalls = s1.syscalls - s0.syscalls;
     r->daemon_cpu_s = d1.cpu_s - d0.cpu_s;
     r->server_cpu_s = s1.cpu_s - s0.cpu_s;
     r->client_cpu_s = c1.cpu_s - c0.cpu_s;
@@ -320,11 +347,20 @@ void tp_latency_take(tp_run_t *run, tp_phase_result_t *r)
 void tp_run_tally(tp_run_t *run, tp_result_t *res)
 {
     res->lost = res->duplicated = 0;
-    for (uint64_t i = 0; i < run->n; i++) {
+    /* a grid cell sends the end-to-end phase's items alone */
+    for (uint64_t i = run->e2e_only ? run->items : 0; i < run->n; i++) {
         uint8_t k = atomic_load(&run->consumed[i]);
         res->lost += k == 0;
         res->duplicated += k > 1;
     }
     res->failed = atomic_load(&run->failed);
     res->foreign = atomic_load(&run->foreign);
+    res->contract = atomic_load(&run->contract);
+}
+
+bool tp_result_clean(const tp_result_t *res)
+{
+    bool lanes = strcmp(res->system, "lanesched") == 0;
+    return res->ran && res->lost == 0 && res->duplicated == 0 && res->failed == 0 &&
+           res->contract == 0 && (!lanes || (res->have_tokens && res->token_difference == 0));
 }
