@@ -48,10 +48,10 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The realistic workload's defaults: the issue's traffic (at least 2 models, 64 shapes per model
- * with Zipf popularity, caches of 2-4 shapes) with a contract a GPU worker of a few hundred
- * tokens per prompt would declare (64 items, 32,768 padded tokens: a batch of the median length
- * fills the item count, the 8,192-token tail goes four at a time). */
+/* The realistic workload's defaults: the traffic the throughput targets name (at least 2 models,
+ * 64 shapes per model with Zipf popularity, caches of 2-4 shapes) with a contract a GPU worker
+ * of a few hundred tokens per prompt would declare (64 items, 32,768 padded tokens: a batch of
+ * the median length fills the item count, the 8,192-token tail goes four at a time). */
 #define TP_REALISTIC_MODELS       2u
 #define TP_REALISTIC_SHAPES       64u
 #define TP_REALISTIC_CACHE_LO     2u

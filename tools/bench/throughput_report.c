@@ -1,7 +1,7 @@
 /*
  * throughput_report.c - what `throughput` prints and writes: one paragraph per run, the JetStream
  * grid and its winner, the ratios lanesched / JetStream-at-its-best of the same session with the
- * issue's targets as checks (per shapes-per-model point when several ran), the client-side
+ * throughput targets as checks (per shapes-per-model point when several ran), the client-side
  * verdict of each rerun with twice the clients, and the JSON document.
  *
  * Per system and phase: items/s, submit-to-ack latency, CPU seconds per million items, context
@@ -33,7 +33,8 @@
  * run-to-run noise on a shared 2-core machine is within a few percent. */
 #define TP_CLIENT_GAIN 1.10
 
-/* The targets on the realistic workload, against the best JetStream of the same run. */
+/* The throughput targets on the realistic workload, against the best JetStream of the same run
+ * (README, docs/throughput.md). */
 #define TP_TARGET_E2E_PROCESS  3.0  /* x JetStream, end to end, process level */
 #define TP_TARGET_E2E_POWER    1.5  /* x JetStream, end to end, power level */
 #define TP_TARGET_FABRIC_SHARE 0.60 /* submit-only over the fabric's ceiling */
@@ -568,7 +569,9 @@ void tp_summary_print(const tp_result_t *rs, size_t n, const tp_result_t *cells,
             printf("  %s %s %s: %.0f items/s, twice the clients %.0f (%.2fx): %s%s\n",
                    systems[sy][0], systems[sy][1], names[ph], a, b, b / a,
                    b > a * TP_CLIENT_GAIN ? "CLIENT-LIMITED: the bench's clients limit this figure"
-                                          : "the clients are not the limit",
+                   : b * TP_CLIENT_GAIN < a ? "the clients are not the limit (more of them slow "
+                                              "the system down)"
+                                            : "the clients are not the limit",
                    o->uniform ? "  [uniform: best case]" : "");
         }
     }
