@@ -504,6 +504,9 @@ void tp_summary_print(const tp_result_t *rs, size_t n, const tp_result_t *cells,
                " B payloads, %" PRIu32 "-item Submits, store %s\n",
                o->models, o->zipf_s, lengths, o->cache_lo, o->cache_hi, o->payload_bytes, o->batch,
                o->store);
+    if (o->reps > 1)
+        printf("  every figure the median of %u runs per system, the systems alternating\n",
+               o->reps);
     if (s.js[TP_E2E] > 0)
         printf("  JetStream end to end: %.0f items/s, from %s%s\n", s.js[TP_E2E], s.js_from,
                n_cells > 0 ? " (the higher of the two)" : "");
