@@ -16,8 +16,8 @@
  *     when its last item was confirmed (or consumed); CPU and switches of every thread, read from
  *     /proc/<pid>/stat and /proc/<pid>/task/<tid>/status, read and write system calls of the
  *     whole process from /proc/<pid>/io (syscr + syscw), files created from the run's watch.
- *  5. A producer's share is whole Submit chunks, so each of its Submits has one model.
  *  4. A phase always ends: done, no progress for TP_PHASE_STALL_S, --phase-timeout, a signal.
+ *  5. A producer's share is whole Submit chunks, so each of its Submits has one model.
  *
  * Rejected alternatives:
  *  - getrusage for the daemon: it covers children, not another process; /proc covers any pid.
