@@ -11,12 +11,15 @@
  *      start) the wait between tries is a sigtimedwait, so a stop signal ends the start.
  *   4. The --password and --token values are registered with the logger before anything is
  *      logged, so no line ever shows them.
+ *   5. The server list is checked (common/url.h) before anything waits or connects: a URL
+ *      nats.c would take and then mishandle stops the start with exit status 2.
  */
 #include "common/http/http.h"
 #include "scheduler/nats/front.h"
 #include "scheduler/nats/lease_kv.h"
 
 #include "common/log.h"
+#include "common/url.h"
 #include "common/usage.h"
 #include "common/version.h"
 
@@ -48,6 +51,9 @@ static const flag_t flags[] = {
     {"tls-cert", "FILE", NULL, "client certificate chain (enables TLS)"},
     {"tls-key", "FILE", NULL, "client private key"},
     {"prefix", "PREFIX", "lanes", "subject prefix"},
+    {"inbox-prefix", "PREFIX", NULL,
+     "the daemon's own reply inbox prefix, e.g. _INBOX.lanesched (the lease bucket's JetStream "
+     "replies come there; default nats.c's _INBOX)"},
     {"data-dir", "DIR", "./lanesched-data", "data directory of the disk store"},
     {"store", "disk|memory", "disk", "where items live; memory loses them at exit"},
     {"durability", "process|power", "process",
@@ -285,6 +291,7 @@ static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc
 {
     *fc = (front_config_t){
         .servers = flag_value(v, "server"),
+        .inbox_prefix = flag_value(v, "inbox-prefix"),
         .user = flag_value(v, "user"),
         .password = flag_value(v, "password"),
         .token = flag_value(v, "token"),
@@ -304,6 +311,21 @@ static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc
     const char *level = flag_value(v, "log-level"), *format = flag_value(v, "log-format");
     log_secret_add(fc->password); /* invariant 4 */
     log_secret_add(fc->token);
+    char url_err[512];
+    int url_flags = 0;
+    if (url_list_check(fc->servers, url_err, sizeof(url_err), &url_flags) != 0) { /* invariant 5 */
+        fprintf(stderr, "lanesched: --server: %s\n", url_err);
+        return -1;
+    }
+    fc->tls_url = (url_flags & URL_TLS) != 0;
+    if (fc->inbox_prefix != NULL &&
+        (fc->inbox_prefix[0] == '\0' || strpbrk(fc->inbox_prefix, " \t*>") != NULL ||
+         fc->inbox_prefix[0] == '.' || fc->inbox_prefix[strlen(fc->inbox_prefix) - 1] == '.' ||
+         strstr(fc->inbox_prefix, "..") != NULL)) {
+        fprintf(stderr, "lanesched: --inbox-prefix must be a subject without wildcards, e.g. "
+                        "_INBOX.lanesched\n");
+        return -1;
+    }
     int lf;
     if (log_format_parse(format, &lf) != 0) {
         fprintf(stderr, "lanesched: --log-format must be text or json, not '%s'\n", format);
@@ -402,6 +424,21 @@ static void main_metrics_refresh(void *ctx)
     daemon_post(ctx, EV_METRICS, NULL, NULL, NULL, 0);
 }
 
+/* http_health_fn: /healthz also needs the NATS connection (ctx: the front, NULL before it
+ * exists). */
+static int main_health(void *ctx, char *why, size_t cap)
+{
+    front_t *f = __atomic_load_n((front_t **)ctx, __ATOMIC_ACQUIRE);
+    front_nats_state_t ns = {0};
+    if (f != NULL)
+        front_nats_state(f, &ns);
+    if (ns.connected)
+        return 0;
+    snprintf(why, cap, "not connected to NATS (%s)",
+             f == NULL ? "not yet connected" : "reconnecting");
+    return 1;
+}
+
 /* daemon_metrics_sink_fn: the owner's snapshot to the HTTP server. */
 static void main_metrics_offer(void *ctx, const char *text, size_t len)
 {
@@ -491,6 +528,7 @@ int main(int argc, char **argv)
         return 1;
     }
     http_server_t *http = NULL;
+    static front_t *health_front; /* main_health's view of the front, set once it exists */
     const char *listen = flag_value(values, "metrics-listen");
     if (listen != NULL && listen[0] != '\0') {
         http_status_t hst = http_server_start(listen, main_metrics_refresh, d, &http);
@@ -500,6 +538,7 @@ int main(int argc, char **argv)
             return 1;
         }
         daemon_metrics_sink_set(d, main_metrics_offer, http);
+        http_server_health_set(http, main_health, &health_front);
         log_write(LOG_INFO, "Prometheus metrics on http://%s/metrics", listen);
     }
     if (nats_Open(-1) != NATS_OK) {
@@ -517,14 +556,15 @@ int main(int argc, char **argv)
         daemon_destroy(d);
         return sc.stopped ? 0 : 1;
     }
+    __atomic_store_n(&health_front, f, __ATOMIC_RELEASE);
     daemon_publish_set(d, front_publish, f);
     daemon_max_payload_set(d, front_payload_cap(f, cfg.max_payload));
     daemon_reply_max_set(d, front_server_max_payload(f));
     lease_glue_t glue = {d, f};
     lease_kv_t *leases = NULL;
     if (main_leases_start(values, &cfg, &glue, &sc, &leases) != 0) {
+        http_server_stop(http); /* it reads f */
         front_destroy(f);
-        http_server_stop(http);
         daemon_destroy(d);
         return sc.stopped ? 0 : 1;
     }
@@ -534,8 +574,8 @@ int main(int argc, char **argv)
     if (pthread_create(&sig_thread, NULL, signal_thread, &sc) != 0) {
         log_write(LOG_ERROR, "cannot start the signal thread");
         lease_kv_destroy(leases);
-        front_destroy(f);
         http_server_stop(http);
+        front_destroy(f);
         daemon_destroy(d);
         return 1;
     }
@@ -551,7 +591,7 @@ int main(int argc, char **argv)
     pthread_kill(sig_thread, SIGTERM);
     pthread_join(sig_thread, NULL);
     lease_kv_destroy(leases); /* after the last flush: the leases are released for a standby */
-    http_server_stop(http);   /* its threads post to d */
+    http_server_stop(http);   /* its threads post to d and read f */
     front_destroy(f);         /* closes the NATS library and waits for its threads */
     daemon_destroy(d);
     log_write(LOG_INFO, "stopped");
