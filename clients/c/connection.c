@@ -220,6 +220,15 @@ lc_status_t lc_client_open(const lc_client_config_t *config, char *errbuf, size_
         status = LC_EINVAL;
         goto out;
     }
+    if (lc_set(config->inbox_prefix) && (!lc_subject_part_ok(config->inbox_prefix) ||
+                                         strlen(config->inbox_prefix) > LC_INBOX_PREFIX_MAX)) {
+        lc_errf(err,
+                "bad inbox prefix \"%s\": it must be a valid subject without wildcards, "
+                "at most %d bytes",
+                config->inbox_prefix, LC_INBOX_PREFIX_MAX);
+        status = LC_EINVAL;
+        goto out;
+    }
     if (lc_set(config->tls_cert_file) != lc_set(config->tls_key_file)) {
         lc_errf(err, "a TLS client certificate needs its key and the other way round");
         status = LC_EINVAL;
@@ -227,7 +236,9 @@ lc_status_t lc_client_open(const lc_client_config_t *config, char *errbuf, size_
     }
     client = calloc(1, sizeof(*client));
     urls = strdup(lc_set(config->servers) ? config->servers : LC_DEFAULT_SERVER);
-    if (client == NULL || urls == NULL || (client->prefix = strdup(prefix)) == NULL) {
+    if (client == NULL || urls == NULL || (client->prefix = strdup(prefix)) == NULL ||
+        (lc_set(config->inbox_prefix) &&
+         (client->inbox_prefix = strdup(config->inbox_prefix)) == NULL)) {
         status = LC_ENOMEM;
         lc_errf(err, "out of memory");
         goto out;
@@ -281,6 +292,10 @@ lc_status_t lc_client_open(const lc_client_config_t *config, char *errbuf, size_
         (s = natsOptions_LoadCertificatesChain(opts, config->tls_cert_file,
                                                config->tls_key_file)) != NATS_OK)
         goto nats_fail;
+    what = "inbox prefix";
+    if (lc_set(config->inbox_prefix) &&
+        (s = natsOptions_SetCustomInboxPrefix(opts, config->inbox_prefix)) != NATS_OK)
+        goto nats_fail;
     what = "connect timeout";
     if (config->connect_timeout_ms > 0 &&
         (s = natsOptions_SetTimeout(opts, config->connect_timeout_ms)) != NATS_OK)
@@ -304,6 +319,7 @@ out:
     if (client != NULL) {
         natsConnection_Destroy(client->nc);
         free(client->prefix);
+        free(client->inbox_prefix);
         free(client);
     }
     return status;
@@ -318,6 +334,7 @@ void lc_client_close(lc_client_t *client)
     natsConnection_Close(client->nc);
     natsConnection_Destroy(client->nc);
     free(client->prefix);
+    free(client->inbox_prefix);
     free(client);
 }
 
@@ -334,6 +351,25 @@ lc_status_t lc_client_flush(lc_client_t *client, int64_t timeout_ms)
 const char *lc_client_error_get(const lc_client_t *client)
 {
     return client != NULL ? client->err : "";
+}
+
+natsStatus lc_inbox_create(const lc_client_t *client, char **out)
+{
+    natsInbox *nuid = NULL;
+    natsStatus s = natsInbox_Create(&nuid); /* "_INBOX.<nuid>" */
+    if (s != NATS_OK)
+        return s;
+    const char *tail = strchr(nuid, '.') != NULL ? strchr(nuid, '.') + 1 : nuid;
+    const char *prefix = client->inbox_prefix != NULL ? client->inbox_prefix : "_INBOX";
+    size_t len = strlen(prefix) + 1 + strlen(tail) + 1;
+    char *inbox = malloc(len);
+    if (inbox != NULL)
+        snprintf(inbox, len, "%s.%s", prefix, tail);
+    natsInbox_Destroy(nuid);
+    if (inbox == NULL)
+        return NATS_NO_MEMORY;
+    *out = inbox;
+    return NATS_OK;
 }
 
 const char *lc_client_prefix_get(const lc_client_t *client)

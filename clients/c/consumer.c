@@ -149,7 +149,7 @@ static void lc_consumer_free(lc_consumer_t *c)
     lc_heartbeat_stop(c);
     lc_ack_async_close(c, false);
     lc_sub_destroy(c->client->nc, c->sub);
-    natsInbox_Destroy(c->inbox);
+    free(c->inbox);
     if (c->sync_ready) {
         lc_inprogress_clear(c);
         pthread_cond_destroy(&c->cond);
@@ -229,7 +229,7 @@ lc_status_t lc_consumer_open(lc_client_t *client, const lc_consumer_config_t *co
     }
     c->sync_ready = true;
 
-    natsStatus s = natsInbox_Create(&c->inbox);
+    natsStatus s = lc_inbox_create(client, &c->inbox);
     if (s == NATS_OK)
         s = natsConnection_SubscribeSync(&c->sub, client->nc, c->inbox);
     if (s != NATS_OK) {

@@ -94,7 +94,14 @@ typedef struct {
     const char *tls_key_file;   /* PEM client private key */
     bool tls;                   /* require TLS even with nats:// URLs and no files */
     int64_t connect_timeout_ms; /* 0 = nats.c's default (2 s) */
+    /* Every inbox this client subscribes to starts with it (natsOptions_SetCustomInboxPrefix
+     * for requests, and the consumer's and the windows' own inboxes), so a NATS permission
+     * "subscribe: <inbox_prefix>.>" lets no other client read its replies (docs/security.md).
+     * At most LC_INBOX_PREFIX_MAX bytes, a subject without wildcards; NULL = "_INBOX". */
+    const char *inbox_prefix;
 } lc_client_config_t;
+
+#define LC_INBOX_PREFIX_MAX 96
 
 typedef struct lc_client lc_client_t;
 

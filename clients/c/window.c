@@ -84,9 +84,11 @@ static void lc_slot_clear(lc_slot_t *s)
     memset(s, 0, sizeof(*s));
 }
 
-lc_status_t lc_window_open(natsConnection *nc, uint32_t cap, int64_t timeout_ms, uint32_t retries,
-                           lc_window_fn fn, void *ctx, char *err, lc_window_t **out)
+lc_status_t lc_window_open(const lc_client_t *client, uint32_t cap, int64_t timeout_ms,
+                           uint32_t retries, lc_window_fn fn, void *ctx, char *err,
+                           lc_window_t **out)
 {
+    natsConnection *nc = client->nc;
     lc_status_t status = LC_OK;
     lc_window_t *w = calloc(1, sizeof(*w));
     char subject[LC_INBOX_MAX + 8];
@@ -104,7 +106,7 @@ lc_status_t lc_window_open(natsConnection *nc, uint32_t cap, int64_t timeout_ms,
     w->next_seq = 1;
     w->next_deadline_ns = UINT64_MAX;
     pthread_mutex_init(&w->mu, NULL);
-    natsStatus s = natsInbox_Create(&w->inbox);
+    natsStatus s = lc_inbox_create(client, &w->inbox);
     if (s == NATS_OK && (w->inbox_len = strlen(w->inbox)) > LC_INBOX_MAX)
         s = NATS_INVALID_SUBJECT; /* a custom inbox prefix longer than the reply buffers */
     if (s == NATS_OK) {
@@ -339,7 +341,7 @@ void lc_window_close(lc_window_t *w)
             lc_window_settle(w, i, NULL, LC_ETIMEOUT);
     pthread_mutex_unlock(&w->mu);
     lc_sub_destroy(w->nc, w->sub);
-    natsInbox_Destroy(w->inbox);
+    free(w->inbox);
     pthread_mutex_destroy(&w->mu);
     free(w->slots);
     free(w);
