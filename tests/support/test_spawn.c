@@ -238,11 +238,17 @@ static test_spawn_status_t test_spawn_nats_try(const test_spawn_nats_t *nats, in
 {
     char port_text[16];
     snprintf(port_text, sizeof(port_text), "%d", port);
-    char *argv[] = {(char *)nats->bin, "-a", "127.0.0.1", "-p", port_text, NULL, NULL, NULL, NULL};
+    char *argv[] = {
+        (char *)nats->bin, "-a", "127.0.0.1", "-p", port_text, NULL, NULL, NULL, NULL, NULL, NULL};
+    int n = 5;
+    if (nats->config != NULL) { /* the flags above override the file's listen address */
+        argv[n++] = "-c";
+        argv[n++] = (char *)nats->config;
+    }
     if (nats->store_dir != NULL) {
-        argv[5] = "-js";
-        argv[6] = "-sd";
-        argv[7] = (char *)nats->store_dir;
+        argv[n++] = "-js";
+        argv[n++] = "-sd";
+        argv[n++] = (char *)nats->store_dir;
     }
     test_spawn_opts_t opts;
     test_spawn_opts_init(&opts);
