@@ -38,6 +38,7 @@ TEST_PACKAGES=(
     prometheus           # promtool: the integration tests check the /metrics exposition
     curl                 # the integration tests and the demo scrape /metrics
     python3              # tools/bench/reference_packers.py (its CTest, bench_reference_packers)
+    python3-yaml         # tests/docker/check_image.py reads docker/compose.yaml
     clang-format         # scripts/format.sh
     clang                # tests/fuzz: libFuzzer harnesses (-fsanitize=fuzzer)
     libclang-rt-14-dev   # libFuzzer and the sanitizer runtimes for clang
