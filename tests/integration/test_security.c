@@ -225,6 +225,8 @@ typedef struct {
     atomic_int violations;
     pthread_mutex_t mu;
     char last[512];
+    natsSubscription *subs[16]; /* destroyed by raw_close once the connection is closed */
+    int n_subs;
 } raw_t;
 
 static void raw_on_error(natsConnection *nc, natsSubscription *sub, natsStatus err, void *closure)
@@ -262,6 +264,11 @@ static raw_t *raw_open(const char *user)
 
 static void raw_close(raw_t *r)
 {
+    for (int i = 0; i < r->n_subs; i++) /* UNSUB, the PONG, then the free (nats.c #637) */
+        natsSubscription_Unsubscribe(r->subs[i]);
+    natsConnection_FlushTimeout(r->nc, 2000);
+    for (int i = 0; i < r->n_subs; i++)
+        natsSubscription_Destroy(r->subs[i]);
     natsConnection_Close(r->nc);
     natsConnection_Destroy(r->nc);
     pthread_mutex_destroy(&r->mu);
@@ -286,7 +293,9 @@ static natsSubscription *raw_sub_refused(raw_t *r, const char *subject)
 {
     int before = atomic_load(&r->violations);
     natsSubscription *sub = NULL;
-    REQUIRE(natsConnection_SubscribeSync(&sub, r->nc, subject) == NATS_OK, "subscribe %s", subject);
+    REQUIRE(r->n_subs < 16 && natsConnection_SubscribeSync(&sub, r->nc, subject) == NATS_OK,
+            "subscribe %s", subject);
+    r->subs[r->n_subs++] = sub;
     natsConnection_Flush(r->nc);
     char what[160];
     snprintf(what, sizeof(what), "subscribe %s", subject);
@@ -671,7 +680,7 @@ int main(int argc, char **argv)
             sec_start(argv[2], argv[3]);
             int rc = cases[i].run();
             sec_log("ok");
-            nats_Close();
+            nats_CloseAndWait(2000);
             return rc;
         }
     }
