@@ -8,54 +8,34 @@
 
 /* ---- Ack ---------------------------------------------------------------------------------- */
 
-struct ack_box {
-    codec_ack_t pub;
-    ProtobufCMessage *msg;
-};
+static codec_status_t ack_view(const ProtobufCMessage *msg, void *pub)
+{
+    const Lanes__V1__Ack *m = (const Lanes__V1__Ack *)msg;
+    *(codec_ack_t *)pub = (codec_ack_t){
+        .batch_id = m->batch_id,
+        .all = m->all != 0,
+        .ack = m->n_ack ? m->ack : NULL,
+        .n_ack = m->n_ack,
+        .nak = m->n_nak ? m->nak : NULL,
+        .n_nak = m->n_nak,
+        .in_progress = m->in_progress != 0,
+    };
+    return CODEC_OK;
+}
 
 codec_status_t codec_decode_ack(const void *buf, size_t len, codec_ack_t **out)
 {
-    ProtobufCMessage *msg = NULL;
-    struct ack_box *box = NULL;
-    const Lanes__V1__Ack *a;
-    codec_status_t st;
-
-    if (!out)
-        return CODEC_EINVAL;
-    st = codec_pb_unpack(&lanes__v1__ack__descriptor, buf, len, &msg);
-    if (st != CODEC_OK)
-        goto out;
-    a = (const Lanes__V1__Ack *)msg;
-    box = malloc(sizeof *box);
-    if (!box) {
-        st = CODEC_ENOMEM;
-        goto out;
-    }
-    box->pub.batch_id = a->batch_id;
-    box->pub.all = a->all != 0;
-    box->pub.ack = a->n_ack ? a->ack : NULL;
-    box->pub.n_ack = a->n_ack;
-    box->pub.nak = a->n_nak ? a->nak : NULL;
-    box->pub.n_nak = a->n_nak;
-    box->pub.in_progress = a->in_progress != 0;
-    box->msg = msg;
-    msg = NULL;
-    *out = &box->pub;
-    box = NULL;
-out:
-    free(box);
-    codec_pb_free(msg);
+    void *pub = NULL;
+    codec_status_t st =
+        codec_pb_decode(&lanes__v1__ack__descriptor, buf, len, sizeof(codec_ack_t), ack_view, &pub);
+    if (st == CODEC_OK)
+        *out = pub;
     return st;
 }
 
 void codec_ack_destroy(codec_ack_t *pub)
 {
-    struct ack_box *box = (struct ack_box *)pub;
-
-    if (!box)
-        return;
-    codec_pb_free(box->msg);
-    free(box);
+    codec_pb_destroy(pub);
 }
 
 codec_status_t codec_encode_ack(const codec_ack_t *msg, uint8_t **out_buf, size_t *out_len)
@@ -76,51 +56,31 @@ codec_status_t codec_encode_ack(const codec_ack_t *msg, uint8_t **out_buf, size_
 
 /* ---- AckReply ----------------------------------------------------------------------------- */
 
-struct ack_reply_box {
-    codec_ack_reply_t pub;
-    ProtobufCMessage *msg;
-};
+static codec_status_t ack_reply_view(const ProtobufCMessage *msg, void *pub)
+{
+    const Lanes__V1__AckReply *m = (const Lanes__V1__AckReply *)msg;
+    *(codec_ack_reply_t *)pub = (codec_ack_reply_t){
+        .acked = m->acked,
+        .returned = m->returned,
+        .unknown = m->unknown,
+        .error = codec_str_view(m->error),
+    };
+    return CODEC_OK;
+}
 
 codec_status_t codec_decode_ack_reply(const void *buf, size_t len, codec_ack_reply_t **out)
 {
-    ProtobufCMessage *msg = NULL;
-    struct ack_reply_box *box = NULL;
-    const Lanes__V1__AckReply *r;
-    codec_status_t st;
-
-    if (!out)
-        return CODEC_EINVAL;
-    st = codec_pb_unpack(&lanes__v1__ack_reply__descriptor, buf, len, &msg);
-    if (st != CODEC_OK)
-        goto out;
-    r = (const Lanes__V1__AckReply *)msg;
-    box = malloc(sizeof *box);
-    if (!box) {
-        st = CODEC_ENOMEM;
-        goto out;
-    }
-    box->pub.acked = r->acked;
-    box->pub.returned = r->returned;
-    box->pub.unknown = r->unknown;
-    box->pub.error = codec_str_view(r->error);
-    box->msg = msg;
-    msg = NULL;
-    *out = &box->pub;
-    box = NULL;
-out:
-    free(box);
-    codec_pb_free(msg);
+    void *pub = NULL;
+    codec_status_t st = codec_pb_decode(&lanes__v1__ack_reply__descriptor, buf, len,
+                                        sizeof(codec_ack_reply_t), ack_reply_view, &pub);
+    if (st == CODEC_OK)
+        *out = pub;
     return st;
 }
 
 void codec_ack_reply_destroy(codec_ack_reply_t *pub)
 {
-    struct ack_reply_box *box = (struct ack_reply_box *)pub;
-
-    if (!box)
-        return;
-    codec_pb_free(box->msg);
-    free(box);
+    codec_pb_destroy(pub);
 }
 
 codec_status_t codec_encode_ack_reply(const codec_ack_reply_t *msg, uint8_t **out_buf,
@@ -139,49 +99,29 @@ codec_status_t codec_encode_ack_reply(const codec_ack_reply_t *msg, uint8_t **ou
 
 /* ---- Heartbeat ---------------------------------------------------------------------------- */
 
-struct heartbeat_box {
-    codec_heartbeat_t pub;
-    ProtobufCMessage *msg;
-};
+static codec_status_t heartbeat_view(const ProtobufCMessage *msg, void *pub)
+{
+    const Lanes__V1__Heartbeat *m = (const Lanes__V1__Heartbeat *)msg;
+    *(codec_heartbeat_t *)pub = (codec_heartbeat_t){
+        .in_progress = m->n_in_progress ? m->in_progress : NULL,
+        .n_in_progress = m->n_in_progress,
+    };
+    return CODEC_OK;
+}
 
 codec_status_t codec_decode_heartbeat(const void *buf, size_t len, codec_heartbeat_t **out)
 {
-    ProtobufCMessage *msg = NULL;
-    struct heartbeat_box *box = NULL;
-    const Lanes__V1__Heartbeat *h;
-    codec_status_t st;
-
-    if (!out)
-        return CODEC_EINVAL;
-    st = codec_pb_unpack(&lanes__v1__heartbeat__descriptor, buf, len, &msg);
-    if (st != CODEC_OK)
-        goto out;
-    h = (const Lanes__V1__Heartbeat *)msg;
-    box = malloc(sizeof *box);
-    if (!box) {
-        st = CODEC_ENOMEM;
-        goto out;
-    }
-    box->pub.in_progress = h->n_in_progress ? h->in_progress : NULL;
-    box->pub.n_in_progress = h->n_in_progress;
-    box->msg = msg;
-    msg = NULL;
-    *out = &box->pub;
-    box = NULL;
-out:
-    free(box);
-    codec_pb_free(msg);
+    void *pub = NULL;
+    codec_status_t st = codec_pb_decode(&lanes__v1__heartbeat__descriptor, buf, len,
+                                        sizeof(codec_heartbeat_t), heartbeat_view, &pub);
+    if (st == CODEC_OK)
+        *out = pub;
     return st;
 }
 
 void codec_heartbeat_destroy(codec_heartbeat_t *pub)
 {
-    struct heartbeat_box *box = (struct heartbeat_box *)pub;
-
-    if (!box)
-        return;
-    codec_pb_free(box->msg);
-    free(box);
+    codec_pb_destroy(pub);
 }
 
 codec_status_t codec_encode_heartbeat(const codec_heartbeat_t *msg, uint8_t **out_buf,

@@ -11,49 +11,27 @@
 
 /* ---- Pull --------------------------------------------------------------------------------- */
 
-struct pull_box {
-    codec_pull_t pub;
-    ProtobufCMessage *msg;
-};
+static codec_status_t pull_view(const ProtobufCMessage *msg, void *pub)
+{
+    const Lanes__V1__Pull *m = (const Lanes__V1__Pull *)msg;
+    *(codec_pull_t *)pub =
+        (codec_pull_t){.max_batches = m->max_batches, .expires_ms = m->expires_ms};
+    return CODEC_OK;
+}
 
 codec_status_t codec_decode_pull(const void *buf, size_t len, codec_pull_t **out)
 {
-    ProtobufCMessage *msg = NULL;
-    struct pull_box *box = NULL;
-    const Lanes__V1__Pull *p;
-    codec_status_t st;
-
-    if (!out)
-        return CODEC_EINVAL;
-    st = codec_pb_unpack(&lanes__v1__pull__descriptor, buf, len, &msg);
-    if (st != CODEC_OK)
-        goto out;
-    p = (const Lanes__V1__Pull *)msg;
-    box = malloc(sizeof *box);
-    if (!box) {
-        st = CODEC_ENOMEM;
-        goto out;
-    }
-    box->pub.max_batches = p->max_batches;
-    box->pub.expires_ms = p->expires_ms;
-    box->msg = msg;
-    msg = NULL;
-    *out = &box->pub;
-    box = NULL;
-out:
-    free(box);
-    codec_pb_free(msg);
+    void *pub = NULL;
+    codec_status_t st = codec_pb_decode(&lanes__v1__pull__descriptor, buf, len,
+                                        sizeof(codec_pull_t), pull_view, &pub);
+    if (st == CODEC_OK)
+        *out = pub;
     return st;
 }
 
 void codec_pull_destroy(codec_pull_t *pub)
 {
-    struct pull_box *box = (struct pull_box *)pub;
-
-    if (!box)
-        return;
-    codec_pb_free(box->msg);
-    free(box);
+    codec_pb_destroy(pub);
 }
 
 codec_status_t codec_encode_pull(const codec_pull_t *msg, uint8_t **out_buf, size_t *out_len)

@@ -338,6 +338,10 @@ codec_status_t codec_decode_submit(const void *buf, size_t len, const codec_limi
 void codec_submit_destroy(codec_submit_t *msg); /* NULL-safe */
 
 /* No field rules. */
+/* The largest SubmitReply the items of sub can get when no result carries a refusal text: each
+ * ItemResult at its id's length, a status and the longest reason word. A daemon refuses a
+ * Submit whose bound passes what the server carries before storing anything. */
+uint64_t codec_submit_reply_bound(const codec_submit_t *sub);
 codec_status_t codec_decode_submit_reply(const void *buf, size_t len, codec_submit_reply_t **out);
 void codec_submit_reply_destroy(codec_submit_reply_t *msg); /* NULL-safe */
 

@@ -2,9 +2,10 @@
  * codec_int.h - private to codec/: the protobuf-c plumbing every message file shares.
  *
  * Invariants of every message file (submit.c, register.c, batch.c, ack.c):
- *   1. No protobuf-c type crosses codec.h. A decoded codec_*_t is the first member of a private
- *      box that also holds the unpacked protobuf-c message; destroy recovers the box from the
- *      public pointer, frees the message, then the box.
+ *   1. No protobuf-c type crosses codec.h. A decoded codec_*_t lives in a private box with the
+ *      unpacked protobuf-c message (codec_pb_decode; the hand-read Submit, SubmitReply and
+ *      Batch in one allocation with their arena); destroy recovers the box from the public
+ *      pointer and frees the message with it.
  *   2. Decoded pointers are views into the unpacked message (which owns copies of every string
  *      and bytes field), or, for Submit (decoded by hand, wire.c), into the box's own arena, so
  *      they live exactly as long as the box and never point into the caller's input buffer.
@@ -37,6 +38,14 @@ codec_status_t codec_pb_unpack(const ProtobufCMessageDescriptor *desc, const voi
                                ProtobufCMessage **msg /* out */);
 /* Frees an unpacked message (taken). NULL-safe. */
 void codec_pb_free(ProtobufCMessage *msg);
+/* Fills the public struct *pub (pub_size bytes) with views of msg, or refuses it. */
+typedef codec_status_t (*codec_pb_view_fn)(const ProtobufCMessage *msg, void *pub /* out */);
+/* The one decode of the messages protobuf-c reads: unpacks buf (borrowed) as desc and boxes the
+ * message with its public struct (invariant 1), which *out_pub points to, returned to the caller
+ * to free with codec_pb_destroy; *out_pub untouched on failure. */
+codec_status_t codec_pb_decode(const ProtobufCMessageDescriptor *desc, const void *buf, size_t len,
+                               size_t pub_size, codec_pb_view_fn view, void **out_pub /* out */);
+void codec_pb_destroy(void *pub); /* NULL-safe */
 /* Packs msg (borrowed) into *out_buf, returned to the caller to free(). */
 codec_status_t codec_pb_pack(const ProtobufCMessage *msg, uint8_t **out_buf /* out */,
                              size_t *out_len /* out */);

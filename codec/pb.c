@@ -13,6 +13,7 @@
 #include "codec/codec_int.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 
 static void *pb_alloc(void *exhausted, size_t size)
 {
@@ -49,6 +50,50 @@ void codec_pb_free(ProtobufCMessage *msg)
 {
     if (msg)
         protobuf_c_message_free_unpacked(msg, &release_allocator);
+}
+
+/* A message decoded through protobuf-c: the unpacked message, then the public struct whose views
+ * point into it (codec_int.h invariant 1). */
+struct codec_pb_box {
+    ProtobufCMessage *msg;
+    max_align_t pub[];
+};
+
+codec_status_t codec_pb_decode(const ProtobufCMessageDescriptor *desc, const void *buf, size_t len,
+                               size_t pub_size, codec_pb_view_fn view, void **out_pub)
+{
+    ProtobufCMessage *msg = NULL;
+    struct codec_pb_box *box = NULL;
+    codec_status_t st = CODEC_EINVAL;
+
+    if (!out_pub)
+        goto out;
+    if ((st = codec_pb_unpack(desc, buf, len, &msg)) != CODEC_OK)
+        goto out;
+    if (!(box = malloc(sizeof(*box) + pub_size))) {
+        st = CODEC_ENOMEM;
+        goto out;
+    }
+    if ((st = view(msg, box->pub)) != CODEC_OK)
+        goto out;
+    box->msg = msg;
+    msg = NULL;
+    *out_pub = box->pub;
+    box = NULL;
+out:
+    free(box);
+    codec_pb_free(msg);
+    return st;
+}
+
+void codec_pb_destroy(void *pub)
+{
+    if (!pub)
+        return;
+    struct codec_pb_box *box =
+        (struct codec_pb_box *)((char *)pub - offsetof(struct codec_pb_box, pub));
+    codec_pb_free(box->msg);
+    free(box);
 }
 
 codec_status_t codec_pb_pack(const ProtobufCMessage *msg, uint8_t **out_buf, size_t *out_len)

@@ -8,60 +8,38 @@
 
 /* ---- Register ----------------------------------------------------------------------------- */
 
-struct register_box {
-    codec_register_t pub;
-    ProtobufCMessage *msg;
-};
+static codec_status_t register_view(const ProtobufCMessage *msg, void *pub)
+{
+    const Lanes__V1__Register *m = (const Lanes__V1__Register *)msg;
+    codec_register_t view = {
+        .model = codec_str_view(m->model),
+        .max_batch_size = m->max_batch_size,
+        .max_batch_tokens = m->max_batch_tokens,
+        .max_input_tokens = m->max_input_tokens,
+        .name = codec_str_view(m->name),
+        .batch_fixed_us = m->batch_fixed_us,
+        .token_ns = m->token_ns,
+        .cache_shapes = m->cache_shapes,
+    };
+    codec_status_t st = codec_register_check(&view);
+    if (st == CODEC_OK)
+        *(codec_register_t *)pub = view;
+    return st;
+}
 
 codec_status_t codec_decode_register(const void *buf, size_t len, codec_register_t **out)
 {
-    ProtobufCMessage *msg = NULL;
-    struct register_box *box = NULL;
-    const Lanes__V1__Register *r;
-    codec_status_t st;
-
-    if (!out)
-        return CODEC_EINVAL;
-    st = codec_pb_unpack(&lanes__v1__register__descriptor, buf, len, &msg);
-    if (st != CODEC_OK)
-        goto out;
-    r = (const Lanes__V1__Register *)msg;
-    codec_register_t view = {
-        .model = codec_str_view(r->model),
-        .max_batch_size = r->max_batch_size,
-        .max_batch_tokens = r->max_batch_tokens,
-        .max_input_tokens = r->max_input_tokens,
-        .name = codec_str_view(r->name),
-        .batch_fixed_us = r->batch_fixed_us,
-        .token_ns = r->token_ns,
-        .cache_shapes = r->cache_shapes,
-    };
-    if ((st = codec_register_check(&view)) != CODEC_OK)
-        goto out;
-    box = malloc(sizeof *box);
-    if (!box) {
-        st = CODEC_ENOMEM;
-        goto out;
-    }
-    box->pub = view;
-    box->msg = msg;
-    msg = NULL;
-    *out = &box->pub;
-    box = NULL;
-out:
-    free(box);
-    codec_pb_free(msg);
+    void *pub = NULL;
+    codec_status_t st = codec_pb_decode(&lanes__v1__register__descriptor, buf, len,
+                                        sizeof(codec_register_t), register_view, &pub);
+    if (st == CODEC_OK)
+        *out = pub;
     return st;
 }
 
 void codec_register_destroy(codec_register_t *pub)
 {
-    struct register_box *box = (struct register_box *)pub;
-
-    if (!box)
-        return;
-    codec_pb_free(box->msg);
-    free(box);
+    codec_pb_destroy(pub);
 }
 
 codec_status_t codec_encode_register(const codec_register_t *msg, uint8_t **out_buf,
@@ -84,57 +62,37 @@ codec_status_t codec_encode_register(const codec_register_t *msg, uint8_t **out_
 
 /* ---- Registered --------------------------------------------------------------------------- */
 
-struct registered_box {
-    codec_registered_t pub;
-    ProtobufCMessage *msg;
-};
+static codec_status_t registered_view(const ProtobufCMessage *msg, void *pub)
+{
+    const Lanes__V1__Registered *m = (const Lanes__V1__Registered *)msg;
+    *(codec_registered_t *)pub = (codec_registered_t){
+        .consumer_id = codec_str_view(m->consumer_id),
+        .pull_subject = codec_str_view(m->pull_subject),
+        .ack_subject = codec_str_view(m->ack_subject),
+        .heartbeat_subject = codec_str_view(m->heartbeat_subject),
+        .bye_subject = codec_str_view(m->bye_subject),
+        .heartbeat_ms = m->heartbeat_ms,
+        .dead_after_ms = m->dead_after_ms,
+        .ack_wait_ms = m->ack_wait_ms,
+        .error = codec_str_view(m->error),
+        .protocol_version = m->protocol_version,
+    };
+    return CODEC_OK;
+}
 
 codec_status_t codec_decode_registered(const void *buf, size_t len, codec_registered_t **out)
 {
-    ProtobufCMessage *msg = NULL;
-    struct registered_box *box = NULL;
-    const Lanes__V1__Registered *r;
-    codec_status_t st;
-
-    if (!out)
-        return CODEC_EINVAL;
-    st = codec_pb_unpack(&lanes__v1__registered__descriptor, buf, len, &msg);
-    if (st != CODEC_OK)
-        goto out;
-    r = (const Lanes__V1__Registered *)msg;
-    box = malloc(sizeof *box);
-    if (!box) {
-        st = CODEC_ENOMEM;
-        goto out;
-    }
-    box->pub.consumer_id = codec_str_view(r->consumer_id);
-    box->pub.pull_subject = codec_str_view(r->pull_subject);
-    box->pub.ack_subject = codec_str_view(r->ack_subject);
-    box->pub.heartbeat_subject = codec_str_view(r->heartbeat_subject);
-    box->pub.bye_subject = codec_str_view(r->bye_subject);
-    box->pub.heartbeat_ms = r->heartbeat_ms;
-    box->pub.dead_after_ms = r->dead_after_ms;
-    box->pub.ack_wait_ms = r->ack_wait_ms;
-    box->pub.error = codec_str_view(r->error);
-    box->pub.protocol_version = r->protocol_version;
-    box->msg = msg;
-    msg = NULL;
-    *out = &box->pub;
-    box = NULL;
-out:
-    free(box);
-    codec_pb_free(msg);
+    void *pub = NULL;
+    codec_status_t st = codec_pb_decode(&lanes__v1__registered__descriptor, buf, len,
+                                        sizeof(codec_registered_t), registered_view, &pub);
+    if (st == CODEC_OK)
+        *out = pub;
     return st;
 }
 
 void codec_registered_destroy(codec_registered_t *pub)
 {
-    struct registered_box *box = (struct registered_box *)pub;
-
-    if (!box)
-        return;
-    codec_pb_free(box->msg);
-    free(box);
+    codec_pb_destroy(pub);
 }
 
 codec_status_t codec_encode_registered(const codec_registered_t *msg, uint8_t **out_buf,

@@ -121,6 +121,24 @@ static int reply_read(wire_t w, reply_count_t *c, uint8_t **arena, struct submit
     return 1;
 }
 
+uint64_t codec_submit_reply_bound(const codec_submit_t *sub)
+{
+    static size_t longest;
+    if (longest == 0) {
+        for (int i = 0; i < CODEC_STATUS_COUNT; i++) {
+            size_t n = strlen(codec_status_reason((codec_status_t)i));
+            longest = n > longest ? n : longest;
+        }
+    }
+    uint64_t total = 0;
+    for (size_t i = 0; i < sub->n_items; i++) {
+        size_t id = sub->items[i].id.len;
+        size_t result = 1 + wire_varint_len(id) + id + 2 + 1 + wire_varint_len(longest) + longest;
+        total += 1 + wire_varint_len(result) + result;
+    }
+    return total;
+}
+
 codec_status_t codec_decode_submit_reply(const void *buf, size_t len, codec_submit_reply_t **out)
 {
     reply_count_t c = {0};

@@ -22,10 +22,10 @@ scheduler/daemon      -      scheduler/daemon scheduler/core codec store common
 scheduler/nats        nats   scheduler/nats scheduler/daemon common/http common
 clients/c             nats   clients/c codec common
 clients/c/tools       nats   clients/c/tools clients/c codec common
-tests/support         nats   tests/support codec common
-tools/chaos           nats   tools/chaos codec store common tests/support
-tools                 nats   tools clients/c/tools clients/c scheduler/core codec store common tests/support
-tests                 nats   tests tests/support clients/c scheduler codec store common tools
+support               -      support common
+tools/chaos           nats   tools/chaos codec store common support
+tools                 nats   tools clients/c/tools clients/c scheduler/core codec store common support
+tests                 nats   tests support clients/c scheduler codec store common tools
 TABLE
 )
 

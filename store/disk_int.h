@@ -334,8 +334,6 @@ struct disk_io_op {
 /* Sets up the engine for cfg.io (STORE_IO_AUTO: io_uring when the kernel allows it). */
 store_status_t disk_io_open(disk_t *d, disk_io_t **out /* out */);
 void disk_io_close(disk_io_t *io);
-/* 1 when operations go to the kernel in one submission (io_uring). */
-int disk_io_batched(const disk_io_t *io);
 /* Runs ops[0 .. n) together and waits for all of them; each op's res says how it went. The
  * operations of one call may run in any order relative to each other: syncs come in a call of
  * their own, after the writes they cover returned. */

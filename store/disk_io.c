@@ -69,11 +69,6 @@ void disk_io_close(disk_io_t *io)
     free(io);
 }
 
-int disk_io_batched(const disk_io_t *io)
-{
-    return io->have_ring;
-}
-
 /* Writes what is left of a write from `done` bytes on; returns 0 or an errno. */
 static int disk_io_write_rest(const disk_io_op_t *op, size_t done)
 {

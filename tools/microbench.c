@@ -324,8 +324,7 @@ static void bench_full(const item_t *items, size_t n, const uint64_t *signatures
                        full_result_t *out)
 {
     *out = (full_result_t){.submit_ns = UINT64_MAX, .drain_ns = UINT64_MAX, .tokens_ok = 1};
-    const sched_consumer_t consumer = {
-        .model = MODEL,
+    sched_consumer_t consumer = {
         .contract = {.max_batch_size = 64, .max_batch_tokens = 65536, .max_input_tokens = 32768},
     };
     for (unsigned rep = 0; rep < reps; rep++) {
@@ -339,12 +338,16 @@ static void bench_full(const item_t *items, size_t n, const uint64_t *signatures
         sched_status_t st = sched_create(&cfg, store, &sched);
         if (st != SCHED_OK)
             die("sched_create", sched_status_str(st));
+        sched_model_t *model;
+        if ((st = sched_model_open(sched, MODEL, &model)) != SCHED_OK)
+            die("sched_model_open", sched_status_str(st));
+        consumer.model = model;
 
         uint64_t t0 = clock_mono_ns();
         for (size_t i = 0; i < n; i++) {
             uint64_t id = i;
             sched_item_t it = {
-                .model = MODEL,
+                .model = model,
                 .signature = signatures[items[i].shape],
                 .tokens = items[i].tokens,
                 .id = (const uint8_t *)&id,
@@ -382,6 +385,7 @@ static void bench_full(const item_t *items, size_t n, const uint64_t *signatures
         if (out->counters.tokens_received != out->counters.tokens_completed ||
             out->counters.items_completed != n || store_pending_count(store) != 0)
             out->tokens_ok = 0;
+        sched_model_close(sched, model);
         sched_destroy(sched);
         store_close(store);
     }

@@ -27,7 +27,7 @@
 STATUS_ENUM(http_status_t, HTTP_STATUS_MAP, HTTP_STATUS_COUNT);
 const char *http_status_str(http_status_t status); /* static storage */
 
-/* The port the README documents for --metrics-listen. */
+/* The port docs/operations.md and the container image use for --metrics-listen. */
 #define HTTP_METRICS_PORT 9471
 
 /* How long a scrape waits for the owner's fresh snapshot before serving the last one. */
@@ -50,7 +50,5 @@ void http_server_offer(http_server_t *s, const char *text, size_t len);
 void http_server_health_set(http_server_t *s, http_health_fn health, void *ctx);
 /* Stops listening, waits for the server's threads, frees. NULL-safe. */
 void http_server_stop(http_server_t *s);
-/* The port actually listened on (the given one, or the one picked for port 0). */
-int http_server_port(const http_server_t *s);
 
 #endif

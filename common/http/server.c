@@ -250,11 +250,6 @@ void http_server_health_set(http_server_t *s, http_health_fn health, void *ctx)
     pthread_mutex_unlock(&s->lock);
 }
 
-int http_server_port(const http_server_t *s)
-{
-    return s->port;
-}
-
 void http_server_stop(http_server_t *s)
 {
     if (s == NULL)

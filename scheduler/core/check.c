@@ -10,10 +10,10 @@
  *      lane, every in-flight record, the totals against the lanes, workers and heaps.
  *
  * Rejected:
- *   - The full recount after every operation. Under the bench's sustained preset it made a Debug
- *     run ten times slower (20 s against 2 s), all of it in re-walking untouched lanes.
- *   - Summing every shape's lanes after every operation: O(shapes)
- *     per operation, so with a shape per prompt a Debug build was quadratic in the shapes.
+ *   - The full recount after every operation: a Debug run of the bench's sustained preset spends
+ *     nearly all its time re-walking untouched lanes.
+ *   - Summing every shape's lanes after every operation: O(shapes) per operation, so with a
+ *     shape per prompt a Debug build is quadratic in the shapes.
  */
 #include "scheduler/core/sched_int.h"
 
@@ -135,7 +135,7 @@ int sched_check_op_lanes(const sched_t *s, const sched_shape_t *shape, const uin
 /* Workers and the counts kept about them: every warm count is the number of workers whose cache
  * holds the shape, a cache holds distinct shapes of its own model within its capacity, each
  * model's n_active is the number of its shapes holding queued items, and a model not in use has
- * no current shape (shapes.c invariant 5: its place may go to another name). */
+ * no current shape (model.c invariant 3: its place may go to another name). */
 static int sched_check_workers(const sched_t *s)
 {
     for (size_t i = 0; i < s->n_models; i++) {
@@ -156,23 +156,17 @@ static int sched_check_workers(const sched_t *s)
         }
         INVARIANT_HOLDS(active == m->n_active, "model %s has %zu active shapes, counted %zu",
                         m->name, active, m->n_active);
-        INVARIANT_HOLDS(shapes_model_in_use(m) || m->current == NULL,
+        INVARIANT_HOLDS(model_in_use(m) || m->current == NULL,
                         "model %s holds neither shapes nor workers but a current shape", m->name);
         if (!heap_check(m))
             return 0;
         for (size_t w = 0; w < m->n_workers; w++) {
             const struct sched_worker *wk = m->workers[w];
-            INVARIANT_HOLDS(wk->index == w && wk->model_idx == i && wk->n_warm <= wk->cache,
-                            "worker %zu of model %s: index %u, model %u, %u warm of %u", w, m->name,
-                            wk->index, wk->model_idx, wk->n_warm, wk->cache);
-            for (uint32_t a = 0; a < wk->n_warm; a++) {
-                INVARIANT_HOLDS(wk->warm[a]->model_idx == i,
-                                "worker %zu of model %s holds a shape of model %u", w, m->name,
-                                wk->warm[a]->model_idx);
-                for (uint32_t b = a + 1; b < wk->n_warm; b++)
-                    INVARIANT_HOLDS(wk->warm[a] != wk->warm[b],
-                                    "worker %zu of model %s holds a shape twice", w, m->name);
-            }
+            INVARIANT_HOLDS(wk->index == w && wk->model_idx == i,
+                            "worker %zu of model %s: index %u, model %u", w, m->name, wk->index,
+                            wk->model_idx);
+            if (!worker_check(wk))
+                return 0;
         }
     }
     return 1;
@@ -180,7 +174,8 @@ static int sched_check_workers(const sched_t *s)
 
 int sched_check(const sched_t *s)
 {
-    if (!sched_check_totals(s) || !sched_check_queued(s) || !sched_check_workers(s))
+    if (!sched_check_totals(s) || !sched_check_queued(s) || !sched_check_workers(s) ||
+        !model_check(s))
         return 0;
     for (size_t i = 0; i < s->n_models; i++) {
         const sched_model_t *m = s->models[i];
@@ -195,11 +190,16 @@ int sched_check(const sched_t *s)
             }
         }
     }
-    uint64_t inflight_items = 0, inflight_tokens = 0;
+    uint64_t inflight_items = 0, inflight_tokens = 0, held = 0, listed = 0;
+    for (size_t i = 0; i < s->n_models; i++) {
+        for (size_t w = 0; w < s->models[i]->n_workers; w++)
+            listed += s->models[i]->workers[w]->n_batches;
+    }
     for (size_t i = 0; i < s->inflight.cap; i++) {
         const sched_inflight_t *rec = s->inflight.slots[i].value;
         if (rec == NULL)
             continue;
+        held += rec->worker != NULL;
         uint32_t unsettled = 0;
         for (uint32_t k = 0; k < rec->n; k++) {
             if (rec->items[k].settled)
@@ -215,6 +215,8 @@ int sched_check(const sched_t *s)
                         (unsigned long long)s->next_batch_id); /* invariant 4 */
         inflight_items += unsettled;
     }
+    INVARIANT_HOLDS(held == listed, "%llu in-flight records have a holder, the workers list %llu",
+                    (unsigned long long)held, (unsigned long long)listed); /* invariant 10 */
     INVARIANT_HOLDS(inflight_items == s->inflight_items && inflight_tokens == s->inflight_tokens,
                     "in-flight records hold %llu items %llu tokens, the totals say %llu and %llu",
                     (unsigned long long)inflight_items, (unsigned long long)inflight_tokens,

@@ -30,8 +30,9 @@
  *     is what the saving formula prices exactly, and the sweep shows the gain is in the first
  *     few neighbours.
  *   - Crediting a lane by its chance of seeing no arrival soon (an EWMA of its arrival gaps):
- *     steady lands on the same waste/GPU front (1.82% at 0.970x, 1.32% at 0.988x). A credit
- *     rising with the model's offered load above 0.8: capacity at the SLO 94.3% -> 91.2%.
+ *     steady lands on the same waste/GPU front as the plain credit. A credit rising with the
+ *     model's offered load: less capacity at the SLO (`lanesched-bench sweep --preset steady`;
+ *     docs/policy.md, "Choosing the constants").
  */
 #include "scheduler/core/sched_int.h"
 
@@ -44,26 +45,27 @@ static sched_status_t extend_copy(struct sched *s, size_t *used, size_t from, si
 {
     size_t bytes = 0;
     for (size_t i = from; i < to; i++)
-        bytes += s->views[i].id_len + s->views[i].payload_len;
-    if (*used + bytes > s->arena_cap) {
-        size_t cap = s->arena_cap ? s->arena_cap : 4096;
+        bytes += s->scratch.views[i].id_len + s->scratch.views[i].payload_len;
+    if (*used + bytes > s->scratch.arena_cap) {
+        size_t cap = s->scratch.arena_cap ? s->scratch.arena_cap : 4096;
         while (cap < *used + bytes)
             cap *= 2;
-        uint8_t *a = realloc(s->arena, cap);
+        uint8_t *a = realloc(s->scratch.arena, cap);
         if (a == NULL)
             return SCHED_ENOMEM;
-        if (a != s->arena) {
+        if (a != s->scratch.arena) {
             for (size_t i = 0; i < from; i++) { /* invariant 3 */
-                s->views[i].id_view = a + (s->views[i].id_view - s->arena);
-                s->views[i].payload_view = a + (s->views[i].payload_view - s->arena);
+                s->scratch.views[i].id_view = a + (s->scratch.views[i].id_view - s->scratch.arena);
+                s->scratch.views[i].payload_view =
+                    a + (s->scratch.views[i].payload_view - s->scratch.arena);
             }
         }
-        s->arena = a;
-        s->arena_cap = cap;
+        s->scratch.arena = a;
+        s->scratch.arena_cap = cap;
     }
     for (size_t i = from; i < to; i++) {
-        store_view_t *v = &s->views[i];
-        uint8_t *id = s->arena + *used;
+        store_view_t *v = &s->scratch.views[i];
+        uint8_t *id = s->scratch.arena + *used;
         if (v->id_len != 0)
             memcpy(id, v->id_view, v->id_len);
         uint8_t *payload = id + v->id_len;
@@ -129,20 +131,20 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
         /* Peek it whole (one more than fits, to see that it does not). */
         size_t room = cap - n;
         size_t want = cand[d].queued_items < room ? (size_t)cand[d].queued_items + 1 : room + 1;
-        sched_status_t st = sched_scratch_reserve(s, n + want);
+        sched_status_t st = fill_scratch_reserve(&s->scratch, n + want);
         if (st == SCHED_OK && !copied)
             st = extend_copy(s, &used, 0, n); /* invariant 3 */
         if (st != SCHED_OK)
             return st;
         copied = 1;
         size_t got = 0;
-        if ((s->store_status = store_peek(s->store, cand[d].user, s->views + n, want, &got)) !=
-            STORE_OK)
+        if ((s->store_status =
+                 store_peek(s->store, cand[d].user, s->scratch.views + n, want, &got)) != STORE_OK)
             return SCHED_ESTORE;
         uint64_t longest = 0, add_real = 0;
         int fits = got != 0 && got <= room && got >= cand[d].queued_items;
         for (size_t i = 0; fits && i < got; i++) {
-            const store_view_t *v = &s->views[n + i];
+            const store_view_t *v = &s->scratch.views[n + i];
             if (s->max_deliveries != 0 && v->deliveries >= s->max_deliveries)
                 fits = 0; /* a dead letter goes out alone (invariant 2) */
             longest = v->tokens > longest ? v->tokens : longest;
@@ -163,8 +165,8 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
         if ((st = extend_copy(s, &used, n, n + got)) != SCHED_OK)
             return st;
         for (size_t i = 0; i < got; i++) {
-            s->lane_of[n + i] = lane_id;
-            s->tokens[n + i] = s->views[n + i].tokens;
+            s->scratch.lane_of[n + i] = lane_id;
+            s->scratch.tokens[n + i] = s->scratch.views[n + i].tokens;
         }
         n += got;
         pad = pad_m;
@@ -176,6 +178,6 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
     b->pad_to = pad;
     b->real_tokens = real;
     b->padded_tokens = (uint64_t)n * pad;
-    b->items_view = s->views;
+    b->items_view = s->scratch.views;
     return SCHED_OK;
 }

@@ -15,13 +15,54 @@
 
 #include "common/invariant.h"
 
+#include <stdlib.h>
+
+/* Scratch kept across ticks, in entries: a batch of one huge contract grows it to that
+ * contract's cap, and the next tick gives the rest back. */
+#define FILL_SCRATCH_KEEP (4u * SCHED_PEEK_FIRST)
+
+sched_status_t fill_scratch_reserve(fill_scratch_t *f, size_t n)
+{
+    if (n <= f->cap)
+        return SCHED_OK;
+    store_view_t *views = realloc(f->views, n * sizeof(*views));
+    if (views == NULL)
+        return SCHED_ENOMEM;
+    f->views = views;
+    uint32_t *tokens = realloc(f->tokens, n * sizeof(*tokens));
+    if (tokens == NULL)
+        return SCHED_ENOMEM;
+    f->tokens = tokens;
+    uint32_t *lane_of = realloc(f->lane_of, n * sizeof(*lane_of));
+    if (lane_of == NULL)
+        return SCHED_ENOMEM;
+    f->lane_of = lane_of;
+    f->cap = n;
+    return SCHED_OK;
+}
+
+void fill_scratch_free(fill_scratch_t *f)
+{
+    free(f->views);
+    free(f->tokens);
+    free(f->lane_of);
+    free(f->arena); /* a merged batch's copies */
+    *f = (fill_scratch_t){0};
+}
+
+void fill_scratch_trim(fill_scratch_t *f)
+{
+    if (f->cap > FILL_SCRATCH_KEEP)
+        fill_scratch_free(f);
+}
+
 /*
  * Packs a batch from one lane into s->filled. SCHED_EEMPTY when the lane has nothing readable
  * (appended but not yet flushed). cap bounds the items a batch can hold.
  */
-static sched_status_t sched_lane_fill(sched_t *s, const sched_consumer_t *consumer,
-                                      sched_model_t *model, sched_shape_t *shape, uint32_t lane_id,
-                                      uint64_t cap)
+static sched_status_t fill_lane_pack(sched_t *s, const sched_consumer_t *consumer,
+                                     sched_model_t *model, sched_shape_t *shape, uint32_t lane_id,
+                                     uint64_t cap)
 {
     lanes_lane_t lane;
     sched_status_t st = lanes_get(shape->lanes, lane_id, &lane);
@@ -36,21 +77,22 @@ static sched_status_t sched_lane_fill(sched_t *s, const sched_consumer_t *consum
     int dead = 0;
     packer_result_t pr = {0};
     for (;;) {
-        if ((st = sched_scratch_reserve(s, window)) != SCHED_OK)
+        if ((st = fill_scratch_reserve(&s->scratch, window)) != SCHED_OK)
             return st;
-        if ((s->store_status = store_peek(s->store, lane.user, s->views, window, &n)) != STORE_OK)
+        if ((s->store_status = store_peek(s->store, lane.user, s->scratch.views, window, &n)) !=
+            STORE_OK)
             return SCHED_ESTORE;
         if (n == 0)
             break;
         for (size_t i = 0; i < n; i++)
-            s->tokens[i] = s->views[i].tokens;
-        dead = s->max_deliveries != 0 && s->views[0].deliveries >= s->max_deliveries;
+            s->scratch.tokens[i] = s->scratch.views[i].tokens;
+        dead = s->max_deliveries != 0 && s->scratch.views[0].deliveries >= s->max_deliveries;
         take = dead ? 1 : n;
         for (size_t i = 1; !dead && s->max_deliveries != 0 && i < take; i++) {
-            if (s->views[i].deliveries >= s->max_deliveries)
+            if (s->scratch.views[i].deliveries >= s->max_deliveries)
                 take = i; /* stop before it: it goes out alone as a dead letter next */
         }
-        if ((st = packer_fill(&consumer->contract, s->tokens, take, &pr)) != SCHED_OK)
+        if ((st = packer_fill(&consumer->contract, s->scratch.tokens, take, &pr)) != SCHED_OK)
             return st;
         if (pr.count < take || take < n || n < window || window == want)
             break;
@@ -59,7 +101,7 @@ static sched_status_t sched_lane_fill(sched_t *s, const sched_consumer_t *consum
     if (n == 0)
         return SCHED_EEMPTY;
     for (size_t i = 0; i < pr.count; i++)
-        s->lane_of[i] = lane_id;
+        s->scratch.lane_of[i] = lane_id;
     s->filled = (sched_batch_t){
         .batch_id = 0, /* given when the batch is final (sched_fill) */
         .model_view = model->name,
@@ -70,7 +112,7 @@ static sched_status_t sched_lane_fill(sched_t *s, const sched_consumer_t *consum
         .padded_tokens = pr.padded_tokens,
         .real_tokens = pr.real_tokens,
         .n = pr.count,
-        .items_view = s->views,
+        .items_view = s->scratch.views,
         .dead_letter = dead,
     };
     /* The whole lane went in and there is room: neighbouring lanes may join (extend.c). */
@@ -78,12 +120,12 @@ static sched_status_t sched_lane_fill(sched_t *s, const sched_consumer_t *consum
     return SCHED_OK;
 }
 
-/* The lane fill of sched_fill, then the `lanes` policy's merge, the batch id, the guard. */
-static sched_status_t sched_fill_lane(sched_t *s, const sched_consumer_t *consumer,
-                                      sched_model_t *model, sched_shape_t *shape, uint32_t lane_id,
-                                      uint64_t cap, sched_batch_t *out)
+/* fill_lane_pack, then the `lanes` policy's merge, the batch id, the guard. */
+static sched_status_t fill_lane(sched_t *s, const sched_consumer_t *consumer, sched_model_t *model,
+                                sched_shape_t *shape, uint32_t lane_id, uint64_t cap,
+                                sched_batch_t *out)
 {
-    sched_status_t st = sched_lane_fill(s, consumer, model, shape, lane_id, cap);
+    sched_status_t st = fill_lane_pack(s, consumer, model, shape, lane_id, cap);
     if (st != SCHED_OK)
         return st;
     packer_cost_t cost;
@@ -116,8 +158,8 @@ static sched_status_t sched_fill_lane(sched_t *s, const sched_consumer_t *consum
     return SCHED_OK;
 }
 
-static sched_status_t sched_fill_pick(sched_t *s, const sched_consumer_t *consumer,
-                                      sched_model_t *model, sched_batch_t *out)
+static sched_status_t fill_pick(sched_t *s, const sched_consumer_t *consumer, sched_model_t *model,
+                                sched_batch_t *out)
 {
     sched_shape_t *shape;
     sched_status_t st = select_shape(s, model, consumer, &shape);
@@ -133,13 +175,13 @@ static sched_status_t sched_fill_pick(sched_t *s, const sched_consumer_t *consum
 
     uint32_t lane_id = 0, prev = 0;
     if (select_lane_starved(s, shape, &lane_id)) { /* select.c invariant 4 */
-        st = sched_fill_lane(s, consumer, model, shape, lane_id, cap, out);
+        st = fill_lane(s, consumer, model, shape, lane_id, cap, out);
         if (st != SCHED_EEMPTY || s->held)
             return st;
     }
     for (int more = lanes_next_by_tokens(shape->lanes, NULL, &lane_id); more;
          prev = lane_id, more = lanes_next_by_tokens(shape->lanes, &prev, &lane_id)) {
-        st = sched_fill_lane(s, consumer, model, shape, lane_id, cap, out);
+        st = fill_lane(s, consumer, model, shape, lane_id, cap, out);
         if (st != SCHED_EEMPTY || s->held)
             return st;
     }
@@ -152,15 +194,12 @@ sched_status_t sched_fill(sched_t *s, const sched_consumer_t *consumer, sched_ba
         consumer->contract.max_batch_size == 0 || consumer->contract.max_batch_tokens == 0)
         return SCHED_EINVAL;
     s->filled_valid = 0;
-    long model_idx = shapes_model_lookup(s, consumer->model);
-    if (model_idx < 0)
-        return SCHED_EEMPTY;
-    sched_model_t *model = s->models[model_idx];
+    sched_model_t *model = consumer->model;
     s->retry_ns = 0;
     s->held = 0;
     uint64_t switches = s->counters.shape_switches;
     uint64_t preemptions = s->counters.starvation_preemptions;
-    sched_status_t st = sched_fill_pick(s, consumer, model, out);
+    sched_status_t st = fill_pick(s, consumer, model, out);
     if (s->held) { /* select.c invariant 2: counted only for a batch that goes out */
         s->counters.shape_switches = switches;
         s->counters.starvation_preemptions = preemptions;

@@ -1,5 +1,6 @@
 /*
- * heap.c - a model's shapes in indexed binary heaps, so choosing the next shape costs
+ * heap.c - a model's shapes in indexed binary heaps (a pure data structure: it reads each shape's
+ * keys and calls nothing else), so choosing the next shape costs
  * O(log shapes) instead of a scan of every shape (a producer that hashes whole prompts makes a
  * shape per item: with 20,000 shapes the scan made every batch cost 20,000 steps).
  *
@@ -16,10 +17,8 @@
  *      heap h, or HEAP_ABSENT.
  *   2. Each heap is ordered by its key at every step (the keys are read from the shape, so every
  *      change of a shape's queued tokens, warm count or oldest bound is followed by heap_fix).
- *   3. HEAP_OLDEST's key is a lower bound: when a dispatch takes a shape's oldest item the key
- *      stays (every item left arrived later) and the shape is marked; the exact value is read
- *      from the store only when the shape reaches the top (heap_oldest_top), so a dispatch costs
- *      no scan of the shape's lanes unless the age bound asks.
+ *   3. The heaps read their keys from the shapes and nothing else: HEAP_OLDEST's key is whatever
+ *      bound the shape holds (shapes.c keeps it a lower bound and makes it exact on demand).
  *
  * Rejected: a sorted list per model (O(shapes) per update) and a single heap with filtering
  * (the shapes warm elsewhere can be as many as workers x cache, each skipped per batch).
@@ -156,40 +155,21 @@ sched_shape_t *heap_top(const sched_model_t *m, int h)
     return m->heaps[h].n != 0 ? m->heaps[h].a[0] : NULL;
 }
 
-sched_shape_t *heap_oldest_top(struct sched *s, sched_model_t *m)
+void heap_top_resift(sched_model_t *m, int h)
 {
-    shape_heap_t *hp = &m->heaps[HEAP_OLDEST];
-    while (hp->n != 0 && hp->a[0]->oldest_stale) { /* invariant 3 */
-        shapes_oldest_refresh(s, hp->a[0]);
-        heap_down(hp, HEAP_OLDEST, 0);
-    }
-    return hp->n != 0 ? hp->a[0] : NULL;
+    if (m->heaps[h].n != 0)
+        heap_down(&m->heaps[h], h, 0);
 }
 
-uint64_t heap_oldest_exact(struct sched *s, sched_model_t *m, sched_shape_t *shape)
+void heap_remove_one(sched_model_t *m, int h, sched_shape_t *shape)
 {
-    if (shape->oldest_stale) {
-        shapes_oldest_refresh(s, shape);
-        heap_fix(m, shape);
-    }
-    return shape->oldest_ns;
+    if (shape->heap_pos[h] != HEAP_ABSENT)
+        heap_remove(&m->heaps[h], h, shape);
 }
 
-sched_shape_t *heap_oldest_except(struct sched *s, sched_model_t *m, sched_shape_t *const *except,
-                                  size_t n_except)
+void heap_insert_one(sched_model_t *m, int h, sched_shape_t *shape)
 {
-    size_t removed = 0;
-    sched_shape_t *gone[SCHED_CACHE_SHAPES_MAX + 1];
-    for (size_t i = 0; i < n_except && removed < sizeof(gone) / sizeof(gone[0]); i++) {
-        if (except[i] != NULL && except[i]->heap_pos[HEAP_OLDEST] != HEAP_ABSENT) {
-            heap_remove(&m->heaps[HEAP_OLDEST], HEAP_OLDEST, except[i]);
-            gone[removed++] = except[i];
-        }
-    }
-    sched_shape_t *top = heap_oldest_top(s, m);
-    for (size_t i = 0; i < removed; i++)
-        heap_insert(&m->heaps[HEAP_OLDEST], HEAP_OLDEST, gone[i]);
-    return top;
+    heap_insert(&m->heaps[h], h, shape);
 }
 
 int heap_check_shape(const sched_model_t *m, const sched_shape_t *shape)

@@ -4,9 +4,9 @@
  *
  * Why: with work-conserving dispatch (a free worker takes the best batch there is) GPU time is
  * almost flat in how items are grouped, since a cheaper batch leaves its worker free sooner and
- * the next one is then smaller (README, "What GPU time costs"). Only items that wait for company
- * make batches fuller at the same padding. At low load that wait is the whole of an item's wait
- * and the tails pay it; at high load items wait in the queue anyway, and a fuller batch is GPU
+ * the next one is then smaller (docs/policy.md, "What GPU time costs"). Only items that wait for
+ * company make batches fuller at the same padding. At low load that wait is the whole of an item's
+ * wait and the tails pay it; at high load items wait in the queue anyway, and a fuller batch is GPU
  * time every other item gets back.
  *
  * Invariants:
@@ -25,17 +25,15 @@
  *      queue a burst builds sets the tail, and the quiet between bursts is where batches are
  *      smallest. A burst of peak load P keeps the regime about HOLD_PEAK_TAU_NS x ln P.
  *
- * Rejected (README, "What GPU time costs"): an ungated hold (steady at 40%: p99 0.5 s against
- * the buckets' 51 ms); gates on the workers' busy fraction or on the queue's age, which the
- * hold itself moves; for bursts, a gate lowered to 0.2 (bursty 0.969x, but steady at 40-60%
- * over the buckets' p99), a 30-60 s memory for the gate's own load (steady 0.990x-1.001x
- * from 0.968x: the gate then trails every change of traffic), and reading the gate's load over
- * the time arrivals were seen rather than the time constant (steady 0.956x, but over the
- * buckets' p99 at one load on seeds 5 and 2024), and bursts of tokens rather than items
- * (churn's long-tailed lengths then read as bursts: p99 1.19 s -> 1.34 s for no GPU time).
- * Holding only while the lanes near the batch promise company within the hold (their arrival
- * gaps): at every threshold tried it spent more GPU time for a longer tail than the plain hold
- * (steady: 0.966x at p99 446 ms, where the plain hold gives 0.968x at 373 ms).
+ * Rejected (each measured with `lanesched-bench sim|sweep`; docs/policy.md, "What GPU time
+ * costs"): an ungated hold (at low load its wait is the whole tail); gates on the workers' busy
+ * fraction or on the queue's age, which the hold itself moves; for bursts, a lower gate (steady's
+ * p99 goes over the buckets' at low loads), a long memory for the gate's own load (the gate then
+ * trails every change of traffic), reading the gate's load over the time arrivals were seen
+ * (over the buckets' p99 on some seeds), and bursts of tokens rather than items (long-tailed
+ * lengths then read as bursts, for a longer tail and no GPU time). Holding only while the lanes
+ * near the batch promise company within the hold (their arrival gaps): at every threshold tried
+ * it spent more GPU time for a longer tail than the plain hold.
  */
 #include "scheduler/core/sched_int.h"
 

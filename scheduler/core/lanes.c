@@ -34,7 +34,7 @@
  *   - Merging neighbouring lanes when targets converge: it would change a queue's identity
  *     under items already on disk, and the article keeps lanes stable for that reason.
  */
-#include "scheduler/core/sched.h"
+#include "scheduler/core/lanes.h"
 
 #include "common/invariant.h"
 

@@ -24,7 +24,7 @@
  * Rejected: filtering on max_input_tokens. It strands items no consumer takes and forces linear
  * scans; oversized items go out and the worker answers them with an empty completion.
  */
-#include "scheduler/core/sched.h"
+#include "scheduler/core/packer.h"
 
 uint64_t packer_pad(uint64_t tokens)
 {

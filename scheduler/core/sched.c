@@ -29,6 +29,10 @@
  *      ones before it. Completion and return count each item against its own lane.
  *   9. A batch committed to a worker makes its shape the most recent in that worker's cache
  *      model; its completion (the first ack) is one sample of the worker's cost (worker.c).
+ *  10. The in-flight record is the batch's one record: its items, its holder (the worker it was
+ *      committed to, which lists its batches) and its ack deadline. It goes when its last
+ *      position is settled, and leaves its holder's list then; a holder destroyed first leaves
+ *      it without one.
  *   Debug builds check 1 after every operation with the totals each part keeps, and the touched
  *   lane's counts against the store's; 7 for every batch filled; everything, every lane and
  *   every in-flight record recounted, at create and at every tick (sched_check).
@@ -43,10 +47,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-/* Fill scratch kept across ticks, in entries: a batch of one huge contract grows it to that
- * contract's cap, and the next tick gives the rest back. */
-#define SCHED_SCRATCH_KEEP (4u * SCHED_PEEK_FIRST)
 
 STATUS_STR(sched_status_str, sched_status_t, SCHED_STATUS_MAP, "unknown scheduler status")
 
@@ -89,11 +89,11 @@ static sched_status_t sched_restore(sched_t *s)
                 return SCHED_ESTORE;
             continue;
         }
-        uint32_t model_idx;
+        sched_model_t *model;
         sched_shape_t *shape;
-        sched_status_t st = shapes_model_intern(s, k.model, &model_idx);
+        sched_status_t st = model_intern(s, k.model, &model);
         if (st == SCHED_OK)
-            st = shapes_intern(s, model_idx, k.signature, &shape);
+            st = shapes_intern(s, model, k.signature, &shape);
         if (st == SCHED_OK)
             st = lanes_restore(shape->lanes, k.lane, t, items, tokens, now);
         if (st != SCHED_OK)
@@ -145,6 +145,7 @@ sched_status_t sched_create(const sched_config_t *config, store_t *store, sched_
     s->hold_share = config->hold_share > 0.0 ? config->hold_share : SCHED_HOLD_SHARE_DEFAULT;
     s->hold_ramp = config->hold_ramp > 0.0 ? config->hold_ramp : SCHED_HOLD_RAMP_DEFAULT;
     s->hold_burst = sched_hold_burst_resolve(config->hold_burst);
+    map_init(&s->model_names);
     map_init(&s->shapes);
     map_init(&s->inflight);
     uint32_t epoch = 0;
@@ -171,32 +172,27 @@ void sched_destroy(sched_t *s)
     map_fini(&s->inflight);
     worker_destroy_all(s);
     shapes_destroy_all(s);
-    free(s->views);
-    free(s->tokens);
-    free(s->lane_of);
-    free(s->arena);
+    model_destroy_all(s);
+    fill_scratch_free(&s->scratch);
     free(s);
 }
 
 sched_status_t sched_submit(sched_t *s, const sched_item_t *item, sched_placement_t *out)
 {
-    if (s == NULL || item == NULL || item->model == NULL || item->model[0] == '\0' ||
-        item->tokens == 0 || item->tokens > SCHED_MAX_TOKENS)
+    if (s == NULL || item == NULL || item->model == NULL || item->tokens == 0 ||
+        item->tokens > SCHED_MAX_TOKENS)
         return SCHED_EINVAL;
     s->filled_valid = 0;
     sched_shape_t *shape = NULL;
-    uint32_t model_idx;
     lanes_choice_t choice = {0};
     store_queue_t *queue = NULL, *opened = NULL;
-    sched_status_t st = shapes_model_intern(s, item->model, &model_idx);
-    if (st == SCHED_OK)
-        st = shapes_intern(s, model_idx, item->signature, &shape);
+    sched_status_t st = shapes_intern(s, item->model, item->signature, &shape);
     if (st == SCHED_OK)
         st = lanes_assign(shape->lanes, item->tokens, &choice);
     if (st != SCHED_OK)
         goto out;
     if (choice.open) {
-        store_key_t key = {item->model, item->signature, choice.lane};
+        store_key_t key = {item->model->name, item->signature, choice.lane};
         if ((s->store_status = store_queue_open(s->store, &key, &opened)) != STORE_OK) {
             st = SCHED_ESTORE;
             goto out;
@@ -223,7 +219,7 @@ sched_status_t sched_submit(sched_t *s, const sched_item_t *item, sched_placemen
     uint64_t before = lanes_queued_items(shape->lanes);
     uint64_t before_tokens = lanes_queued_tokens(shape->lanes);
     lanes_accept(shape->lanes, &choice, now);
-    hold_arrival_note(s->models[model_idx], item->tokens, now);
+    hold_arrival_note(item->model, item->tokens, now);
     if (before == 0) {
         shape->oldest_ns = now;
         shape->oldest_stale = 0;
@@ -253,31 +249,11 @@ out:
     return st;
 }
 
-sched_status_t sched_scratch_reserve(sched_t *s, size_t n)
-{
-    if (n <= s->views_cap)
-        return SCHED_OK;
-    store_view_t *views = realloc(s->views, n * sizeof(*views));
-    if (views == NULL)
-        return SCHED_ENOMEM;
-    s->views = views;
-    uint32_t *tokens = realloc(s->tokens, n * sizeof(*tokens));
-    if (tokens == NULL)
-        return SCHED_ENOMEM;
-    s->tokens = tokens;
-    uint32_t *lane_of = realloc(s->lane_of, n * sizeof(*lane_of));
-    if (lane_of == NULL)
-        return SCHED_ENOMEM;
-    s->lane_of = lane_of;
-    s->views_cap = n;
-    return SCHED_OK;
-}
-
 /* Items [from, *out_end) of the filled batch are the run of one lane. */
 static size_t sched_lane_run(const sched_t *s, size_t from, size_t n)
 {
     size_t end = from + 1;
-    while (end < n && s->lane_of[end] == s->lane_of[from])
+    while (end < n && s->scratch.lane_of[end] == s->scratch.lane_of[from])
         end++;
     return end;
 }
@@ -307,8 +283,13 @@ sched_status_t sched_commit(sched_t *s, const sched_batch_t *batch)
     };
     for (size_t i = 0; i < b->n; i++) {
         refs[i] = b->items_view[i].ref;
-        rec->items[i] = (sched_inflight_item_t){refs[i], b->items_view[i].arrival_ns,
-                                                b->items_view[i].tokens, s->lane_of[i], 0};
+        const store_view_t *v = &b->items_view[i];
+        rec->items[i] = (sched_inflight_item_t){refs[i],
+                                                v->arrival_ns,
+                                                v->tokens,
+                                                s->scratch.lane_of[i],
+                                                (uint32_t)(v->id_len + v->payload_len),
+                                                0};
     }
     /* Lane by lane: each lane's items are the front of its queue. A lane whose commit fails
      * puts back the lanes committed before it, so the batch commits whole or not at all (a put
@@ -316,7 +297,7 @@ sched_status_t sched_commit(sched_t *s, const sched_batch_t *batch)
     lanes_lane_t lane;
     for (size_t from = 0, end; from < b->n; from = end) {
         end = sched_lane_run(s, from, b->n);
-        lanes_get(shape->lanes, s->lane_of[from], &lane);
+        lanes_get(shape->lanes, s->scratch.lane_of[from], &lane);
         if ((s->store_status = store_commit(s->store, lane.user, refs + from, end - from)) !=
             STORE_OK) {
             if (from != 0)
@@ -332,9 +313,9 @@ sched_status_t sched_commit(sched_t *s, const sched_batch_t *batch)
         uint64_t tokens = 0;
         for (size_t i = from; i < end; i++)
             tokens += b->items_view[i].tokens;
-        lanes_note_dispatched(shape->lanes, s->lane_of[from], end - from, tokens);
+        lanes_note_dispatched(shape->lanes, s->scratch.lane_of[from], end - from, tokens);
     }
-    shape->oldest_stale = 1; /* its oldest item may have gone: heap.c invariant 3 */
+    shape->oldest_stale = 1; /* its oldest item may have gone: shapes.c invariant 5 */
     for (size_t i = 0; i < b->n; i++) {
         uint64_t a = b->items_view[i].arrival_ns;
         waits_note(&s->waits, rec->commit_ns > a ? rec->commit_ns - a : 0);
@@ -342,6 +323,7 @@ sched_status_t sched_commit(sched_t *s, const sched_batch_t *batch)
     shapes_queued_note(s, shape, before, before_tokens);
     if (rec->worker != NULL) {
         worker_warm_touch(rec->worker, shape);
+        worker_batch_link(rec->worker, rec); /* invariant 10 */
         INVARIANT_CHECK(worker_check(rec->worker));
     }
     map_put(&s->inflight, (map_key_t){rec->batch_id, 0}, rec);
@@ -362,7 +344,7 @@ sched_status_t sched_commit(sched_t *s, const sched_batch_t *batch)
 out:
     free(rec);
     free(refs);
-    INVARIANT_CHECK(sched_check_op_lanes(s, shape, s->lane_of, b->n));
+    INVARIANT_CHECK(sched_check_op_lanes(s, shape, s->scratch.lane_of, b->n));
     return st;
 }
 
@@ -381,16 +363,20 @@ static sched_status_t sched_inflight_find(sched_t *s, uint64_t batch_id, const u
     return SCHED_OK;
 }
 
-static void sched_inflight_settle(sched_t *s, sched_inflight_t *rec)
+/* Frees the record once nothing of it is in flight (invariant 10); 1 if it did. */
+static int sched_inflight_settle(sched_t *s, sched_inflight_t *rec)
 {
     if (rec->unsettled != 0)
-        return;
+        return 0;
+    if (rec->worker != NULL)
+        worker_batch_unlink(rec->worker, rec);
     map_del(&s->inflight, (map_key_t){rec->batch_id, 0}, NULL);
     free(rec);
+    return 1;
 }
 
 sched_status_t sched_complete(sched_t *s, uint64_t batch_id, const uint32_t *positions, size_t n,
-                              uint32_t *out_done)
+                              sched_settled_t *out)
 {
     if (s == NULL)
         return SCHED_EINVAL;
@@ -400,7 +386,7 @@ sched_status_t sched_complete(sched_t *s, uint64_t batch_id, const uint32_t *pos
     if (st != SCHED_OK)
         return st;
     size_t count = positions != NULL ? n : rec->n;
-    uint32_t done = 0;
+    sched_settled_t done = {0};
     const sched_shape_t *shape = rec->shape;
     uint32_t lane = rec->lane;
     for (size_t i = 0; i < count && st == SCHED_OK; i++) {
@@ -416,14 +402,17 @@ sched_status_t sched_complete(sched_t *s, uint64_t batch_id, const uint32_t *pos
         rec->unsettled--;
         s->inflight_items--;
         s->inflight_tokens -= it->tokens;
-        done++;
+        done.positions++;
+        done.bytes += it->bytes;
         if (completed) {
             s->counters.items_completed++;
             s->counters.tokens_completed += it->tokens;
+            done.items++;
+            done.tokens += it->tokens;
         }
         lanes_note_completed(rec->shape->lanes, it->lane, 1);
     }
-    if (done != 0 && rec->worker != NULL && !rec->sampled) {
+    if (done.positions != 0 && rec->worker != NULL && !rec->sampled) {
         /* The worker's estimate: the batch started when it was committed or when the worker's
          * previous batch completed, whichever is later (worker.c). */
         uint64_t now = sched_now(s);
@@ -437,15 +426,15 @@ sched_status_t sched_complete(sched_t *s, uint64_t batch_id, const uint32_t *pos
         rec->worker->last_done_ns = now;
         rec->sampled = 1;
     }
-    sched_inflight_settle(s, rec);
-    if (out_done != NULL) /* also on ESTORE: those positions are completed and stay so */
-        *out_done = done;
+    done.closed = sched_inflight_settle(s, rec);
+    if (out != NULL) /* also on ESTORE: those positions are completed and stay so */
+        *out = done;
     INVARIANT_CHECK(sched_check_op(s, shape, lane));
     return st;
 }
 
 sched_status_t sched_return(sched_t *s, uint64_t batch_id, const uint32_t *positions, size_t n,
-                            uint32_t *out_returned)
+                            sched_settled_t *out)
 {
     if (s == NULL)
         return SCHED_EINVAL;
@@ -460,7 +449,7 @@ sched_status_t sched_return(sched_t *s, uint64_t batch_id, const uint32_t *posit
     store_ref_t *refs = malloc(rec->n * sizeof(*refs));
     uint32_t *idx = malloc(rec->n * sizeof(*idx));
     uint32_t k = 0;
-    uint64_t tokens = 0;
+    uint64_t tokens = 0, bytes = 0;
     st = SCHED_ENOMEM;
     if (refs == NULL || idx == NULL)
         goto out;
@@ -472,6 +461,7 @@ sched_status_t sched_return(sched_t *s, uint64_t batch_id, const uint32_t *posit
         idx[k] = p;
         refs[k++] = rec->items[p].ref;
         tokens += rec->items[p].tokens;
+        bytes += rec->items[p].bytes;
     }
     if ((s->store_status = store_return(s->store, refs, k)) != STORE_OK) {
         for (uint32_t i = 0; i < k; i++)
@@ -496,11 +486,9 @@ sched_status_t sched_return(sched_t *s, uint64_t batch_id, const uint32_t *posit
     }
     shapes_queued_note(s, rec->shape, before, before_tokens);
     s->counters.items_returned += k;
-    shape = rec->shape;
-    lane = rec->lane;
-    sched_inflight_settle(s, rec);
-    if (out_returned != NULL)
-        *out_returned = k;
+    int closed = sched_inflight_settle(s, rec);
+    if (out != NULL)
+        *out = (sched_settled_t){.positions = k, .bytes = bytes, .closed = closed};
     st = SCHED_OK;
 out:
     free(refs);
@@ -514,21 +502,37 @@ int sched_batch_pending(const sched_t *s, uint64_t batch_id)
     return map_get(&s->inflight, (map_key_t){batch_id, 0}) != NULL;
 }
 
+int sched_batch_info(const sched_t *s, uint64_t batch_id, sched_batch_info_t *out)
+{
+    const sched_inflight_t *rec = map_get(&s->inflight, (map_key_t){batch_id, 0});
+    if (rec == NULL)
+        return 0;
+    *out = (sched_batch_info_t){rec->worker, rec->n, rec->unsettled, rec->deadline_ns};
+    return 1;
+}
+
+int sched_batch_older(const sched_t *s, uint64_t batch_id, uint64_t *out_id)
+{
+    const sched_inflight_t *rec = map_get(&s->inflight, (map_key_t){batch_id, 0});
+    if (rec == NULL || rec->worker_next == NULL)
+        return 0;
+    *out_id = rec->worker_next->batch_id;
+    return 1;
+}
+
+sched_status_t sched_batch_deadline_set(sched_t *s, uint64_t batch_id, uint64_t deadline_ns)
+{
+    sched_inflight_t *rec = map_get(&s->inflight, (map_key_t){batch_id, 0});
+    if (rec == NULL)
+        return SCHED_EUNKNOWN;
+    rec->deadline_ns = deadline_ns;
+    return SCHED_OK;
+}
+
 void sched_tick(sched_t *s)
 {
     s->filled_valid = 0;
-    if (s->views_cap > SCHED_SCRATCH_KEEP) { /* a peak's scratch goes back */
-        free(s->views);
-        free(s->tokens);
-        free(s->lane_of);
-        s->views = NULL;
-        s->tokens = NULL;
-        s->lane_of = NULL;
-        s->views_cap = 0;
-        free(s->arena); /* a merged batch's copies: the same peak */
-        s->arena = NULL;
-        s->arena_cap = 0;
-    }
+    fill_scratch_trim(&s->scratch);
     shapes_tick(s, sched_now(s));
     INVARIANT_CHECK(sched_check(s));
 }
@@ -548,40 +552,22 @@ uint64_t sched_retry_ns(const sched_t *s)
     return s->retry_ns;
 }
 
-const lanes_t *sched_lanes_view(const sched_t *s, const char *model, uint64_t signature)
+const lanes_t *sched_lanes_view(const sched_t *s, const sched_model_t *model, uint64_t signature)
 {
-    long idx = shapes_model_lookup(s, model);
-    if (idx < 0)
+    if (model == NULL)
         return NULL;
-    const sched_shape_t *shape = map_get(&s->shapes, (map_key_t){signature, (uint64_t)idx});
+    const sched_shape_t *shape = map_get(&s->shapes, (map_key_t){signature, model->index});
     return shape != NULL ? shape->lanes : NULL;
 }
 
 size_t sched_scratch_entries(const sched_t *s)
 {
-    return s->views_cap;
+    return s->scratch.cap;
 }
 
-size_t sched_model_count(const sched_t *s)
+size_t sched_shape_count(const sched_t *s, const sched_model_t *model)
 {
-    size_t n = 0;
-    for (size_t i = 0; i < s->n_models; i++)
-        n += shapes_model_in_use(s->models[i]);
-    return n;
-}
-
-int sched_model_in_use(const sched_t *s, const char *model)
-{
-    long idx = shapes_model_lookup(s, model);
-    return idx >= 0 && shapes_model_in_use(s->models[idx]);
-}
-
-size_t sched_shape_count(const sched_t *s, const char *model)
-{
-    if (model == NULL)
-        return s->shapes.len;
-    long idx = shapes_model_lookup(s, model);
-    return idx < 0 ? 0 : s->models[idx]->n_shapes;
+    return model == NULL ? s->shapes.len : model->n_shapes;
 }
 
 void sched_shapes_visit(const sched_t *s, sched_shape_visit_fn fn, void *ctx)
@@ -594,11 +580,11 @@ void sched_shapes_visit(const sched_t *s, sched_shape_visit_fn fn, void *ctx)
     }
 }
 
-int sched_current_shape(const sched_t *s, const char *model, uint64_t *out_sig)
+int sched_current_shape(const sched_t *s, const sched_model_t *model, uint64_t *out_sig)
 {
-    long idx = shapes_model_lookup(s, model);
-    if (idx < 0 || s->models[idx]->current == NULL)
+    (void)s;
+    if (model == NULL || model->current == NULL)
         return 0;
-    *out_sig = s->models[idx]->current->signature;
+    *out_sig = model->current->signature;
     return 1;
 }

@@ -1,205 +1,28 @@
 /*
- * scheduler.h - the contract of lanesched's scheduling core.
+ * sched.h - the contract of lanesched's scheduling core.
  *
- * Three layers, each usable alone (the benchmark's simulator drives the first two directly):
- *
- *   lanes_*   rolling lanes of one shape: which lane an item of length L joins.
- *   packer_*  how many items from the front of one lane fit a consumer's contract, and what a
- *             merge of neighbouring lanes saves at a worker's cost.
- *   sched_*   the shape table, selection (sticky draining, the age bound, cache affinity), the
- *             shape guard, the workers the core keeps of consumers (sched_worker_*: cost model
- *             or its estimate, warm shapes), and the life of a batch (fill -> commit ->
- *             complete / return) over a store (store/store.h). Two policies: `lanes` (the
- *             default) and `lanes-seed` (the article's; sched_policy_t).
+ * The third of three layers, each usable alone (the bench's simulator drives all three):
+ * lanes.h (rolling lanes of one shape), packer.h (the four-integer contract and the cost of a
+ * merge), and here the scheduler: the models and their shapes, selection (sticky draining, the
+ * age bound, cache affinity), the shape guard, the workers the core keeps of consumers
+ * (sched_worker_*: cost model or its estimate, warm shapes), and the life of a batch (fill ->
+ * commit -> complete / return) over a store (store/store.h). Two policies: `lanes` (the
+ * default) and `lanes-seed` (the article's; sched_policy_t).
  *
  * No NATS here and no clock of its own: time comes from an injected clock, so every timing rule
  * (the quiesce rule) is tested exactly. "The article" below is Corey James's article on the
- * shape-aware broker this design comes from (README: Layout).
+ * shape-aware broker this design comes from (docs/policy.md).
  */
-#ifndef LANESCHED_SCHEDULER_H
-#define LANESCHED_SCHEDULER_H
+#ifndef LANESCHED_SCHED_H
+#define LANESCHED_SCHED_H
 
-#include "common/status.h"
-#include <stddef.h>
-#include <stdint.h>
-
+#include "scheduler/core/lanes.h"
+#include "scheduler/core/packer.h"
+#include "scheduler/core/status.h"
 #include "store/store.h"
 
-#define SCHED_STATUS_MAP(X)                                                 \
-    X(SCHED_OK, "ok")                                                       \
-    X(SCHED_ENOMEM, "out of memory")                                        \
-    X(SCHED_EINVAL, "invalid argument")                                     \
-    X(SCHED_EEMPTY, "no dispatchable work for this model")                  \
-    X(SCHED_EUNKNOWN, "unknown or settled batch, or position out of range") \
-    X(SCHED_ESTORE, "the store failed; see the store status")
-
-STATUS_ENUM(sched_status_t, SCHED_STATUS_MAP, SCHED_STATUS_COUNT);
-
-/* Returns a static string; never NULL. */
-const char *sched_status_str(sched_status_t status);
-
-/* ------------------------------------------------------------------------------------------ */
-/* Rolling lanes: the policy constants, each with the reason it has this value.               */
-
-/* Lane budget per shape. 128 was tried first: under sustained load every shape hit full
- * pressure and waste climbed without limit; 2,048 keeps the threshold low for longer. */
-#define LANES_MAX 2048u
-/* Waste threshold when no lanes are in use: be strict while structure is cheap ... */
-#define LANES_THRESHOLD_MIN_PCT 1u
-/* ... rising linearly to this at full pressure: tolerate waste rather than run out of lanes. */
-#define LANES_THRESHOLD_MAX_PCT 10u
-/* A new lane needs at least this much waste: trivial waste on short prompts never opens one. */
-#define LANES_FLOOR_TOKENS 16u
-/* Waste above this opens a lane whatever the percentage: a long prompt never absorbs large
- * padding just because its fraction looks small. */
-#define LANES_CAP_TOKENS 128u
-/* Quiesce a lane holding fewer than this many queued items ... */
-#define LANES_QUIESCE_ITEMS 4u
-/* ... that has had no arrival for this long, so idle lane ids return to the free list. */
-#define LANES_QUIESCE_IDLE_NS 5000000000ull
-/* How often the maintenance tick is meant to run (the daemon's timer). */
-#define LANES_TICK_NS 1000000000ull
-
-typedef struct lanes lanes_t;
-
-/* Called when a quiescing lane has drained and its id goes back to the free list. */
-typedef void (*lanes_release_fn)(void *ctx, uint32_t lane, void *lane_user);
-
-typedef enum { LANE_FREE = 0, LANE_ACTIVE, LANE_QUIESCING } lane_state_t;
-
-/* A snapshot of one lane, copied out. */
-typedef struct {
-    lane_state_t state;
-    uint32_t target; /* tokens; only ever rises while the lane lives */
-    uint64_t queued_items;
-    uint64_t queued_tokens;
-    uint64_t inflight_items;
-    uint64_t last_arrival_ns;
-    void *user; /* borrowed: what the owner attached with lanes_user_set */
-} lanes_lane_t;
-
-/* The decision for one item: join `lane`, opening it first when `open` is set. */
-typedef struct {
-    uint32_t lane;
-    uint32_t tokens;
-    uint32_t new_target; /* the lane's target after accepting */
-    int open;
-    int force_fit;  /* would have opened a lane, but the budget is used up */
-    int reactivate; /* force-fit into a quiescing lane: every lane in use was quiescing */
-} lanes_choice_t;
-
-typedef struct {
-    uint64_t opened;
-    uint64_t reuses; /* items into an existing lane */
-    uint64_t force_fits;
-    uint64_t quiesced;
-} lanes_counters_t;
-
-/* max_lanes: LANES_MAX in the daemon; the simulator also runs 128. The release callback may be
- * NULL. *out is returned to the caller, freed with lanes_destroy. */
-sched_status_t lanes_create(uint32_t max_lanes, lanes_release_fn release, void *release_ctx,
-                            lanes_t **out /* out */);
-void lanes_destroy(lanes_t *lanes);
-
-/*
- * The waste threshold at `in_use` lanes, as an exact fraction num/den:
- * 1% + 9% * in_use / max_lanes. With the daemon's budget max_lanes is LANES_MAX (2,048); a
- * smaller budget (the simulator's 128) reaches the 10% end at its own cap, as the article's
- * earlier 128-lane broker did. Exposed so tests pin the constants.
- */
-void lanes_threshold(const lanes_t *lanes, uint32_t in_use, uint64_t *out_num /* out */,
-                     uint64_t *out_den /* out */);
-
-/* Decides where an item of `tokens` (> 0) goes. Changes nothing observable; it only reserves
- * the memory lanes_accept may need, so that lanes_accept cannot fail. */
-sched_status_t lanes_assign(lanes_t *lanes, uint32_t tokens, lanes_choice_t *out /* out */);
-
-/* Applies a choice from lanes_assign (no other lanes_* mutation in between): opens the lane or
- * raises its target, and counts the item as queued, arrived at now_ns. */
-void lanes_accept(lanes_t *lanes, const lanes_choice_t *choice, uint64_t now_ns);
-
-/*
- * Puts back a lane that existed before a restart, with its recorded target and the items the
- * store recovered into it (active, last arrival now_ns). Ids below it that are not in use become
- * free. SCHED_EINVAL if the id is beyond the budget or already in use, or target is 0.
- */
-sched_status_t lanes_restore(lanes_t *lanes, uint32_t lane, uint32_t target, uint64_t queued_items,
-                             uint64_t queued_tokens, uint64_t now_ns);
-
-/* Attaches an owner pointer to a lane (the scheduler: the lane's store queue). */
-void lanes_user_set(lanes_t *lanes, uint32_t lane, void *user);
-
-/* Item movements the owner reports, so counts and the drain rule stay exact. */
-void lanes_note_dispatched(lanes_t *lanes, uint32_t lane, uint64_t items, uint64_t tokens);
-void lanes_note_completed(lanes_t *lanes, uint32_t lane, uint64_t items);
-void lanes_note_returned(lanes_t *lanes, uint32_t lane, uint64_t items, uint64_t tokens);
-
-/* Maintenance tick: quiesce idle sparse lanes, release drained ones. Returns how many lanes it
- * quiesced now. */
-uint32_t lanes_tick(lanes_t *lanes, uint64_t now_ns);
-
-/*
- * Walks the lanes that hold queued items in descending queued-token order (ties: lower id
- * first). `prev` is NULL for the first lane, else the lane returned last (borrowed). Returns 1
- * and sets *out_lane, or 0 when there is none left.
- */
-int lanes_next_by_tokens(const lanes_t *lanes, const uint32_t *prev, uint32_t *out_lane /* out */);
-
-uint32_t lanes_in_use(const lanes_t *lanes);       /* active + quiescing */
-uint32_t lanes_sorted_count(const lanes_t *lanes); /* active lanes, the ones that take items */
-/* The idx-th active lane in ascending target order (idx < lanes_sorted_count). */
-uint32_t lanes_sorted_lane(const lanes_t *lanes, uint32_t idx);
-/* 1 and the active lane's index in that order; 0 for a lane that is not active. */
-int lanes_sorted_pos(const lanes_t *lanes, uint32_t lane, uint32_t *out_idx /* out */);
-sched_status_t lanes_get(const lanes_t *lanes, uint32_t lane, lanes_lane_t *out /* out */);
-uint64_t lanes_queued_tokens(const lanes_t *lanes); /* dispatchable tokens of the shape */
-uint64_t lanes_queued_items(const lanes_t *lanes);  /* dispatchable items of the shape */
-const lanes_counters_t *lanes_counters(const lanes_t *lanes);
-/* Debug-build invariants (lanes.c's 1, 2, 3, 5): 1 when they hold; otherwise the first broken
- * rule is reported on stderr and 0 returned. Called after every mutation when NDEBUG is unset. */
-int lanes_check(const lanes_t *lanes);
-
-/* ------------------------------------------------------------------------------------------ */
-/* Packer: the four-integer contract.                                                          */
-
-/* pad_to is a multiple of this: engines pad to it anyway, so rounding costs nothing real. */
-#define PACKER_PAD_MULTIPLE 8u
-
-typedef struct {
-    uint32_t max_batch_size;   /* items, > 0 */
-    uint32_t max_batch_tokens; /* padded tokens per batch, > 0 */
-    uint32_t max_input_tokens; /* not a filter: oversized items still go out (0 = none) */
-} packer_contract_t;
-
-typedef struct {
-    size_t count;           /* items taken from the front, >= 1 when n >= 1 */
-    uint32_t pad_to;        /* the batch's longest item rounded up to PACKER_PAD_MULTIPLE */
-    uint64_t padded_tokens; /* count * pad_to */
-    uint64_t real_tokens;
-    int over_budget; /* one item alone exceeds max_batch_tokens; it goes out by itself */
-} packer_result_t;
-
-/* Packs from the front of `tokens` (arrival order, n >= 1). */
-sched_status_t packer_fill(const packer_contract_t *contract, const uint32_t *tokens, size_t n,
-                           packer_result_t *out /* out */);
-
-/* What a worker pays for a batch: fixed_ns plus token_ns per padded token. */
-typedef struct {
-    double fixed_ns;
-    double token_ns;
-} packer_cost_t;
-
-/* GPU time (ns) saved by taking a group of n_add items, whose own batch would pad to pad_add,
- * into a batch of n items padded to pad: the group's fixed cost minus the padding the merge
- * adds (packer.c). Positive: the merge pays. */
-double packer_merge_saving(const packer_cost_t *cost, uint64_t n, uint32_t pad, uint64_t n_add,
-                           uint32_t pad_add);
-
-/* Round `tokens` up to PACKER_PAD_MULTIPLE. */
-uint64_t packer_pad(uint64_t tokens);
-
-/* ------------------------------------------------------------------------------------------ */
-/* The scheduler: shapes, sticky selection, guard, batches.                                    */
+#include <stddef.h>
+#include <stdint.h>
 
 typedef uint64_t (*sched_clock_fn)(void *ctx); /* monotonic nanoseconds */
 
@@ -253,9 +76,13 @@ typedef struct {
 
 typedef struct sched sched_t;
 
+/* A model: its name interned once (model.c). A handle is valid while its model is referenced
+ * (sched_model_open) or in use (it holds shapes or workers). */
+typedef struct sched_model sched_model_t;
+
 /* An item to submit. Every pointer is borrowed for the call (the store copies). */
 typedef struct {
-    const char *model;
+    sched_model_t *model;
     uint64_t signature;
     uint32_t tokens;
     const uint8_t *id;
@@ -273,7 +100,7 @@ typedef struct {
 typedef struct sched_worker sched_worker_t;
 
 typedef struct {
-    const char *model; /* borrowed for the call */
+    sched_model_t *model; /* borrowed for the call */
     packer_contract_t contract;
     /* Borrowed: the consumer's state in the core (cost model, warm shapes), or NULL for a
      * consumer the core knows nothing of: it is then packed and served as SCHED_POLICY_SEED
@@ -308,14 +135,15 @@ typedef struct {
 } sched_worker_info_t;
 
 /*
- * A consumer of `model` (borrowed for the call) becomes known to the core. The worker is owned
- * by the scheduler: freed by sched_worker_destroy, or by sched_destroy. *out is a handle to
- * pass in sched_consumer_t.worker.
+ * A consumer of `model` becomes known to the core (the model is then in use). The worker is
+ * owned by the scheduler: freed by sched_worker_destroy, or by sched_destroy. *out is a handle
+ * to pass in sched_consumer_t.worker.
  */
-sched_status_t sched_worker_create(sched_t *sched, const char *model,
+sched_status_t sched_worker_create(sched_t *sched, sched_model_t *model,
                                    const sched_worker_config_t *cfg,
                                    sched_worker_t **out /* out */);
-/* Forgets a worker (its consumer left or died); its batches in flight stay in flight. NULL-safe. */
+/* Forgets a worker (its consumer left or died); its batches in flight stay in flight, with no
+ * holder. NULL-safe. */
 void sched_worker_destroy(sched_t *sched, sched_worker_t *worker);
 void sched_worker_info(const sched_worker_t *worker, sched_worker_info_t *out /* out */);
 /* One measured batch: padded tokens and the time it took. The core calls it when a batch of the
@@ -371,41 +199,33 @@ sched_status_t sched_create(const sched_config_t *config, store_t *store, sched_
 void sched_destroy(sched_t *sched);
 
 /* The age bound the `lanes` policy runs with unless told otherwise (starvation_ns): the longest
- * that keeps its p99 wait under both bucket schemes' at every load of the steady sweep (40% to
- * 110%): 5, 10 and 20 ms do (at 40%: 43, 42, 40 ms against pow2's 50.7 ms), 50 ms does not (54 ms
- * at 40%), 100 ms not at 40-50%, 200 ms not at 40-60%; GPU time, waste and capacity do not move
- * with it (README, "Choosing the constants"). */
+ * that keeps its p99 wait under both bucket schemes' at every load of the steady sweep; GPU time,
+ * waste and capacity do not move with it. Chosen with `lanesched-bench sweep --preset steady
+ * --age-bound-ms B` (docs/policy.md, "Choosing the constants"). */
 #define SCHED_AGE_BOUND_DEFAULT_NS 20000000ull
 /* The share of a separate batch's fixed cost a merge is credited with (merge_credit). A lane
  * left out of a batch is not sent alone at once: it keeps filling while it waits, so the batch
  * a merge saves is worth less than a whole fixed cost, and the whole (1.0) spends nearly every
- * saving on padding (steady: waste 17.1%, GPU time 0.995x the buckets'). 0.07 is the smallest
- * share with lanes' p99 wait under both bucket schemes' at every load of the steady sweep
- * (0.04: over them at 50% and 60%, waste 1.37%; 0.07: waste 2.08%; README, "Choosing the
- * constants"). */
+ * saving on padding. The smallest share with lanes' p99 wait under both bucket schemes' at
+ * every load of the steady sweep: `lanesched-bench sweep --preset steady --merge-credit X`
+ * (docs/policy.md, "Choosing the constants"). */
 #define SCHED_MERGE_CREDIT_DEFAULT 0.07
-/* The hold (hold.c). Measured with `lanesched-bench sim|sweep --preset steady` (seed 42, and
- * seeds 7, 1, 99, 2024, 5, 11 at 13 loads from 40% to 110%): below 0.6 of the workers' time the
- * buckets' p99 is too short to spend any of it (a 0.65 gate with no ramp went over it at
- * 62-64%), so the hold starts at 0.6 and reaches its whole length at 0.75. At 71%: 300 / 350 /
- * 500 ms give 0.974x / 0.968x / 0.952x the better bucket scheme's GPU time, and 500 ms goes over
- * the buckets' p99 at 60-70% on seeds 7 and 5; 350 ms keeps all seven seeds under it. The share
- * 0.1 / 0.2 / 0.3 gives 0.967x / 0.968x / 0.970x; 0.2 keeps four 500-token items from waiting
- * (README, "Choosing the constants"). */
+/* The hold (hold.c). Below the gate the buckets' p99 is too short to spend any of it, so the
+ * hold starts at SCHED_HOLD_LOAD_DEFAULT of the workers' time and reaches its whole length
+ * SCHED_HOLD_RAMP_DEFAULT later; the length is the longest that keeps the p99 under the buckets'
+ * at every load on seven seeds; the share keeps a batch of a few mid-length items from waiting.
+ * Chosen with `lanesched-bench sim|sweep --preset steady --hold-ms H --hold-load L --hold-ramp R
+ * --hold-share S --seed N` (docs/policy.md, "Choosing the constants"). */
 #define SCHED_HOLD_DEFAULT_NS    350000000ull
 #define SCHED_HOLD_LOAD_DEFAULT  0.6
 #define SCHED_HOLD_SHARE_DEFAULT 0.2
 #define SCHED_HOLD_RAMP_DEFAULT  0.15
 /* The burst regime (hold.c): once a second of a model's arrivals has asked for more than its
  * workers' whole time within the last minute or so, the queue the burst built sets the tail,
- * and items between bursts can wait for company at little cost to it. Measured with `sim
- * --preset bursty --hold-burst F` (seed 42): off / 1x / 1.5x / 2x / 3x the hold give 0.994x /
- * 0.971x / 0.967x / 0.961x / 0.953x the better bucket scheme's GPU time, p99 9.03 / 8.16 / 8.12 /
- * 8.13 / 8.59 s (range64: 19.5 s) and p50 1.23 / 1.33 / 1.35 / 1.44 / 1.73 s. 2x: the most GPU
- * time before the median wait climbs (3x: +0.29 s for 0.008x). On seeds 1-7 2x gives 0.907x to
- * 0.998x (0.958x to 1.000x off); the steady and bursty sweeps' p99 stays under the buckets' at
- * every load on seven seeds. steady at its default load and churn never enter the regime
- * (README, "Choosing the constants"). */
+ * and items between bursts can wait for company at little cost to it. The factor is the most
+ * GPU time saved before the median wait climbs, with the sweeps' p99 under the buckets' at every
+ * load on seven seeds: `lanesched-bench sim --preset bursty --hold-burst F --seed N`
+ * (docs/policy.md, "Choosing the constants"). */
 #define SCHED_HOLD_BURST_DEFAULT 2.0
 /* The factor a config's hold_burst stands for: 0 (no burst regime) when negative, the default
  * when 0. */
@@ -436,19 +256,52 @@ sched_status_t sched_fill(sched_t *sched, const sched_consumer_t *consumer,
  */
 sched_status_t sched_commit(sched_t *sched, const sched_batch_t *batch);
 
+/* What one completion or return did, for the caller's own books. */
+typedef struct {
+    uint32_t positions;     /* positions settled by this call */
+    uint64_t bytes;         /* their ids' and payloads' bytes, as submitted */
+    uint64_t items, tokens; /* completions only: the first completions among them (the items and
+                               tokens the completed counters gained) */
+    int closed;             /* no position is left: the batch's record is gone */
+} sched_settled_t;
+
 /* Completes positions of an in-flight batch (all of them when positions is NULL). Already
- * settled positions are skipped, so repeating an ack is harmless. *out_done (may be NULL)
- * counts the positions completed by this call; unlike other out pointers it is also set on
- * SCHED_ESTORE, because the positions before the failure are completed and stay so. */
+ * settled positions are skipped, so repeating an ack is harmless. *out (may be NULL) says what
+ * this call did; unlike other out pointers it is also set on SCHED_ESTORE, because the positions
+ * before the failure are completed and stay so. */
 sched_status_t sched_complete(sched_t *sched, uint64_t batch_id, const uint32_t *positions,
-                              size_t n, uint32_t *out_done /* out */);
+                              size_t n, sched_settled_t *out /* out */);
 
 /* Returns positions (all when NULL) of an in-flight batch to the front of their lane. */
 sched_status_t sched_return(sched_t *sched, uint64_t batch_id, const uint32_t *positions, size_t n,
-                            uint32_t *out_returned /* out */);
+                            sched_settled_t *out /* out */);
 
 /* 1 while the batch has positions neither completed nor returned. */
 int sched_batch_pending(const sched_t *sched, uint64_t batch_id);
+
+/* An in-flight batch as the core records it. */
+typedef struct {
+    sched_worker_t *worker; /* borrowed: its holder; NULL for none, or a holder destroyed since */
+    uint32_t positions;     /* 0 .. positions - 1 exist */
+    uint32_t unsettled;
+    uint64_t deadline_ns; /* 0: none */
+} sched_batch_info_t;
+
+/* 1 and *out for a batch in flight; 0 (out untouched) for an unknown or settled one. */
+int sched_batch_info(const sched_t *sched, uint64_t batch_id, sched_batch_info_t *out /* out */);
+/* Sets the batch's ack deadline (the caller's clock; 0: none). SCHED_EUNKNOWN when it is not in
+ * flight. The core only keeps it: the caller decides what a passed deadline means. */
+sched_status_t sched_batch_deadline_set(sched_t *sched, uint64_t batch_id, uint64_t deadline_ns);
+/* The batches in flight a worker holds: how many, the newest (1 and *out_id; 0 when none), one
+ * whose deadline is at or before now_ns (1 and *out_id; 0 when none), and the earliest deadline
+ * of them, or `bound` if that is earlier (or none is set). */
+size_t sched_worker_batches(const sched_worker_t *worker);
+int sched_worker_batch_newest(const sched_worker_t *worker, uint64_t *out_id /* out */);
+/* The next older batch of the same holder after batch_id: 1 and *out_id; 0 when none. */
+int sched_batch_older(const sched_t *sched, uint64_t batch_id, uint64_t *out_id /* out */);
+int sched_worker_batch_expired(const sched_worker_t *worker, uint64_t now_ns,
+                               uint64_t *out_id /* out */);
+uint64_t sched_worker_deadline_next(const sched_worker_t *worker, uint64_t bound);
 
 /* Maintenance tick (every LANES_TICK_NS): the lanes' quiesce rule on every shape, idle shapes
  * (no lane in use, in no worker's cache, not their model's current shape) freed, and fill
@@ -483,17 +336,28 @@ typedef void (*sched_shape_visit_fn)(void *ctx, const char *model, uint64_t sign
 void sched_shapes_visit(const sched_t *sched, sched_shape_visit_fn fn, void *ctx);
 
 /* The lanes of a shape, or NULL if the scheduler has never seen it. Borrowed view. */
-const lanes_t *sched_lanes_view(const sched_t *sched, const char *model, uint64_t signature);
+const lanes_t *sched_lanes_view(const sched_t *sched, const sched_model_t *model,
+                                uint64_t signature);
 
-/* How many models the scheduler has in use (holding shapes or workers: shapes.c invariant 5),
- * whether `model` is one of them, and how many shapes `model` has (NULL: every model's; 0 for
- * a model it does not hold): what the daemon's limits on client-made state count. */
+/* The model named `name` (borrowed), interned on first sight: one reference, given back with
+ * sched_model_close. The handle is returned to the caller, valid while referenced or in use. */
+sched_status_t sched_model_open(sched_t *sched, const char *name, sched_model_t **out /* out */);
+void sched_model_close(sched_t *sched, sched_model_t *model); /* NULL-safe */
+/* The model named `name`, or NULL: a borrowed handle, valid until the next call that may free
+ * models (sched_tick, sched_model_open of another name). */
+sched_model_t *sched_model_find(const sched_t *sched, const char *name);
+const char *sched_model_name(const sched_model_t *model); /* view, valid with the handle */
+
+/* How many models the scheduler has in use (holding shapes or workers: model.c invariant 2),
+ * whether `model` (NULL: none) is one of them, and how many shapes `model` has (NULL: every
+ * model's): what the daemon's limits on client-made state count. */
 size_t sched_model_count(const sched_t *sched);
-int sched_model_in_use(const sched_t *sched, const char *model);
-size_t sched_shape_count(const sched_t *sched, const char *model);
+int sched_model_in_use(const sched_model_t *model);
+size_t sched_shape_count(const sched_t *sched, const sched_model_t *model);
 
 /* The model's current shape: 0 with *out_sig untouched when it has none. */
-int sched_current_shape(const sched_t *sched, const char *model, uint64_t *out_sig /* out */);
+int sched_current_shape(const sched_t *sched, const sched_model_t *model,
+                        uint64_t *out_sig /* out */);
 
 /*
  * The shape guard: every item of the batch must carry `current`. On a mismatch it prints the

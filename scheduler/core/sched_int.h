@@ -33,7 +33,7 @@ typedef struct sched_shape {
     lanes_t *lanes;
     uint32_t warm; /* workers whose cache holds it (worker.c); a warm shape is not reclaimed */
     size_t heap_pos[HEAP_COUNT];
-    /* A lower bound of its oldest queued item's arrival (heap.c invariant 3); oldest_stale once
+    /* A lower bound of its oldest queued item's arrival (shapes.c invariant 5); oldest_stale once
      * a dispatch may have taken that item. */
     uint64_t oldest_ns;
     int oldest_stale;
@@ -44,8 +44,12 @@ typedef struct {
     size_t n, cap;
 } shape_heap_t;
 
-typedef struct {
+/* A model (model.c): the handle sched_model_t. */
+struct sched_model {
     char *name;
+    uint32_t index;                    /* its place in s->models (the shape key's model part) */
+    uint32_t refs;                     /* sched_model_open minus sched_model_close */
+    struct sched_model *next_same_key; /* the next name under the same map key */
     sched_shape_t **shapes; /* unordered (a reclaimed shape's place takes the last one) */
     size_t n_shapes;
     size_t cap_shapes;
@@ -61,7 +65,7 @@ typedef struct {
     uint64_t load_t_ns, load_t0_ns;
     double burst_items, peak_rate;
     uint64_t burst_t_ns, peak_t_ns;
-} sched_model_t;
+};
 
 /* The core's view of one consumer (worker.c). */
 struct sched_worker {
@@ -78,6 +82,8 @@ struct sched_worker {
     uint32_t n_warm;
     sched_shape_t **warm;   /* its cache as an LRU of shapes, most recent first; each pinned */
     sched_shape_t *current; /* cache affinity: the shape this worker drains */
+    struct sched_inflight *batches; /* its batches in flight, newest first (sched.c invariant 10) */
+    uint32_t n_batches;
 };
 
 typedef struct {
@@ -85,15 +91,31 @@ typedef struct {
     uint64_t arrival_ns;
     uint32_t tokens;
     uint32_t lane;
+    uint32_t bytes; /* id and payload, as appended */
     uint8_t settled;
 } sched_inflight_item_t;
 
-/* A committed batch until every position is completed or returned. */
+/* The fill's scratch (fill.c): the views a fill peeked, their tokens and lanes, and the copies
+ * of a merged batch's ids and payloads (extend.c: peeking one lane may reuse the store's buffer
+ * behind the views of another). Owned by the scheduler, valid until the next sched_* call. */
 typedef struct {
+    store_view_t *views; /* cap entries, as tokens and lane_of */
+    uint32_t *tokens;
+    uint32_t *lane_of; /* the lane of each view of the filled batch */
+    size_t cap;
+    uint8_t *arena;
+    size_t arena_cap;
+} fill_scratch_t;
+
+/* A committed batch until every position is completed or returned: the one record of a batch
+ * in flight (its holder and ack deadline included). */
+typedef struct sched_inflight {
     uint64_t batch_id;
     sched_shape_t *shape;
-    struct sched_worker *worker; /* NULL: none, or destroyed since */
+    struct sched_worker *worker; /* the holder; NULL: none, or destroyed since */
+    struct sched_inflight *worker_prev, *worker_next; /* in the worker's list */
     uint64_t commit_ns;
+    uint64_t deadline_ns; /* 0: none (sched_batch_deadline_set) */
     uint64_t padded_tokens;
     uint32_t lane; /* the lane it was chosen from */
     uint32_t n;
@@ -117,26 +139,20 @@ struct sched {
     double hold_share; /* held while the fixed cost is at least this share of the batch */
     double hold_burst; /* the hold's length in a burst regime, in hold_ns; 0: no burst regime */
     uint64_t retry_ns; /* sched_retry_ns: set by the last fill that found nothing */
-    sched_model_t **models;
+    sched_model_t **models; /* model.c */
     size_t n_models;
-    map_t shapes;   /* (signature, model_idx) -> sched_shape_t */
-    map_t inflight; /* (batch_id, 0) -> sched_inflight_t */
+    map_t model_names; /* the names' XXH64 pair -> the first sched_model_t under it */
+    map_t shapes;      /* (signature, model index) -> sched_shape_t */
+    map_t inflight;    /* (batch_id, 0) -> sched_inflight_t */
     uint64_t next_batch_id;
     /* The batch of the last sched_fill, valid until the next call that mutates anything. */
     sched_batch_t filled;
     sched_shape_t *filled_shape;
     struct sched_worker *filled_worker;
     int filled_valid;
-    int filled_extendable; /* the lane fill took its whole lane, with room left */
-    int held;              /* the last fill's batch waits (hold.c) */
-    store_view_t *views;   /* scratch for peeks, views_cap entries */
-    uint32_t *tokens;
-    uint32_t *lane_of; /* the lane of each view of the filled batch */
-    size_t views_cap;
-    /* Copies of the ids and payloads of a merged batch's items (extend.c): peeking one lane
-     * may reuse the store's buffer behind the views of another. */
-    uint8_t *arena;
-    size_t arena_cap;
+    int filled_extendable;  /* the lane fill took its whole lane, with room left */
+    int held;               /* the last fill's batch waits (hold.c) */
+    fill_scratch_t scratch; /* fill.c */
     uint64_t next_shape_seq;
     sched_counters_t counters;
     uint64_t items_restored, tokens_restored; /* queued in the store when the scheduler opened */
@@ -151,18 +167,26 @@ struct sched {
 /* The batch count inside one epoch: the low 32 bits of a batch id (sched.c invariant 4). */
 #define SCHED_EPOCH_SHIFT 32
 
-/* sched.c: the scratch holds at least n views (and tokens, lanes). */
-sched_status_t sched_scratch_reserve(struct sched *s, size_t n);
+/* fill.c: the scratch holds at least n views (and tokens, lanes). */
+sched_status_t fill_scratch_reserve(fill_scratch_t *f, size_t n);
+/* Gives a peak's scratch back (the tick): past FILL_SCRATCH_KEEP entries, it is freed. */
+void fill_scratch_trim(fill_scratch_t *f);
+void fill_scratch_free(fill_scratch_t *f);
+
+/* model.c */
+/* The model named `name` (borrowed), or NULL. */
+sched_model_t *model_find(const struct sched *s, const char *name);
+/* The model, added on first sight (in the place of one neither in use nor referenced). */
+sched_status_t model_intern(struct sched *s, const char *name, sched_model_t **out /* out */);
+/* Whether the model holds shapes or workers (model.c invariant 2). */
+int model_in_use(const sched_model_t *m);
+void model_destroy_all(struct sched *s);
+/* model.c's invariants 1 and 4. */
+int model_check(const struct sched *s);
 
 /* shapes.c */
-/* Index of the model named `name`, or -1. */
-long shapes_model_lookup(const struct sched *s, const char *name);
-/* Whether the model holds shapes or workers (shapes.c invariant 5). */
-int shapes_model_in_use(const sched_model_t *m);
-/* Index of the model, added on first sight (in the place of a model no longer in use). */
-sched_status_t shapes_model_intern(struct sched *s, const char *name, uint32_t *out_idx /* out */);
-/* The shape (model_idx, signature), created on first sight. */
-sched_status_t shapes_intern(struct sched *s, uint32_t model_idx, uint64_t signature,
+/* The shape (model, signature), created on first sight. */
+sched_status_t shapes_intern(struct sched *s, sched_model_t *model, uint64_t signature,
                              sched_shape_t **out /* out */);
 void shapes_destroy_all(struct sched *s);
 /* The quiesce rule on every shape, then idle shapes reclaimed. */
@@ -171,6 +195,15 @@ void shapes_tick(struct sched *s, uint64_t now_ns);
  * scheduler's queued totals, its model's n_active and heaps. */
 void shapes_queued_note(struct sched *s, sched_shape_t *shape, uint64_t before_items,
                         uint64_t before_tokens);
+/* The shape with the oldest queued item, its bound made exact (shapes.c invariant 5); NULL when
+ * none holds items. */
+sched_shape_t *shapes_oldest_top(struct sched *s, sched_model_t *m);
+/* The shape's oldest arrival made exact, its heap place kept. */
+uint64_t shapes_oldest_exact(struct sched *s, sched_model_t *m, sched_shape_t *shape);
+/* The same as shapes_oldest_top among the shapes not in except[0..n) (n <=
+ * SCHED_CACHE_SHAPES_MAX + 1). */
+sched_shape_t *shapes_oldest_except(struct sched *s, sched_model_t *m, sched_shape_t *const *except,
+                                    size_t n_except);
 /* Reads the shape's oldest readable item from the store (O(lanes)) into oldest_ns. */
 void shapes_oldest_refresh(struct sched *s, sched_shape_t *shape);
 /* The shape's oldest readable queued item: 1, its arrival and its lane (may be NULL); 0 when it
@@ -187,14 +220,11 @@ void heap_fix(sched_model_t *m, sched_shape_t *shape);
 /* Takes the shape out of every heap (it is being reclaimed). */
 void heap_drop(sched_model_t *m, sched_shape_t *shape);
 sched_shape_t *heap_top(const sched_model_t *m, int h);
-/* The shape with the oldest queued item, its bound made exact (heap.c invariant 3); NULL when
- * none holds items. */
-sched_shape_t *heap_oldest_top(struct sched *s, sched_model_t *m);
-/* The shape's oldest arrival made exact, its heap place kept. */
-uint64_t heap_oldest_exact(struct sched *s, sched_model_t *m, sched_shape_t *shape);
-/* The same among the shapes not in except[0..n) (n <= SCHED_CACHE_SHAPES_MAX + 1). */
-sched_shape_t *heap_oldest_except(struct sched *s, sched_model_t *m, sched_shape_t *const *except,
-                                  size_t n_except);
+/* The top of heap h sifted down again after its key changed. */
+void heap_top_resift(sched_model_t *m, int h);
+/* One heap alone: the shape taken out (if in it) or put in (it must not be in it). */
+void heap_remove_one(sched_model_t *m, int h, sched_shape_t *shape);
+void heap_insert_one(sched_model_t *m, int h, sched_shape_t *shape);
 /* heap.c's invariants 1 and 2 for one model (full recount: the tick's check). */
 int heap_check(const sched_model_t *m);
 /* The same as far as one shape reaches them: its membership and its place against its parent
@@ -218,6 +248,9 @@ int hold_batch(struct sched *s, const sched_consumer_t *c, sched_model_t *m,
 /* The worker served a batch of this shape: its cache model takes it as the most recent. */
 sched_status_t worker_warm_touch(struct sched_worker *w, sched_shape_t *shape);
 int worker_is_warm(const struct sched_worker *w, const sched_shape_t *shape);
+/* The in-flight record joins / leaves its holder's list (worker.c invariant 4). */
+void worker_batch_link(struct sched_worker *w, struct sched_inflight *rec);
+void worker_batch_unlink(struct sched_worker *w, struct sched_inflight *rec);
 /* The cost packing uses for this worker: 1 and *out when known (declared, or estimated). */
 int worker_cost(const struct sched_worker *w, packer_cost_t *out /* out */);
 void worker_destroy_all(struct sched *s);

@@ -39,23 +39,22 @@
  * Rejected:
  *   - Round-robin or oldest-first across shapes. Each switch flushes the engine's prefix cache;
  *     draining one shape at a time pays that cost once per shape instead of once per batch.
- *   - A bound on shapes only: a preempting shape was served at its
- *     fullest lane, and a short item alone in a lane of the current shape waited as long as
- *     bigger lanes kept filling (16.9 s against a 2 s bound on bench's steady preset).
+ *   - A bound on shapes only: a preempting shape is served at its fullest lane, and a short item
+ *     alone in a lane of the current shape waits as long as bigger lanes keep filling, many
+ *     times the bound (`lanesched-bench sim --preset steady`, lanes-starve; docs/policy.md).
  *   - Static shape-to-worker assignment (hashing shapes onto workers): popularity is skewed, so
  *     the worker owning the hottest shape falls behind while the others idle.
- *   - Taking any cold shape as soon as a worker's warm shapes are dry (this rule's first
- *     version): bursty's hit rate stayed at 67% (README, "Choosing the constants").
+ *   - Taking any cold shape as soon as a worker's warm shapes are dry: with more shapes than
+ *     caches every worker then misses at most switches (docs/policy.md, "Choosing the
+ *     constants").
  */
 #include "scheduler/core/sched_int.h"
 
 /* Cache affinity: a shape the worker does not have warm preempts its warm ones once its oldest
  * item waited this long. A switch to it costs a prefix-cache miss, while one among the worker's
- * warm shapes costs nothing and happens at the age bound itself. Measured (bench sim, bursty
- * and churn at their default loads, hit rate and p99 wait): 0.1 s 70.0% / 62.6%, 0.25 s 73.0% /
- * 75.8%, 0.5 s 78.5% / 83.5%, 1 s 90.6% / 90.0%, 2 s 94.6% / 93.7%; 1 s is the longest with
- * churn's p99 (1.06 s) under the bucket schemes' (1.18 s; 2.01 s at 2 s) (README, "Choosing the
- * constants"). */
+ * warm shapes costs nothing and happens at the age bound itself. The longest bound with churn's
+ * p99 under the bucket schemes' (a longer one buys hit rate with tail): `lanesched-bench sim
+ * --preset bursty|churn` with the bound varied (docs/policy.md, "Choosing the constants"). */
 #define SELECT_COLD_NS 1000000000ull
 /* ... and before the worker's own aged shape once it waited this many times as long, so under
  * overload no shape falls further behind the others than that. */
@@ -70,7 +69,7 @@ static uint64_t select_now(const struct sched *s)
  * longest, or NULL. */
 static sched_shape_t *select_starved(struct sched *s, sched_model_t *model, sched_shape_t *cur)
 {
-    sched_shape_t *best = heap_oldest_except(s, model, &cur, 1);
+    sched_shape_t *best = shapes_oldest_except(s, model, &cur, 1);
     uint64_t now = select_now(s);
     if (best == NULL || now <= best->oldest_ns || now - best->oldest_ns <= s->starvation_ns)
         return NULL;
@@ -115,13 +114,13 @@ static sched_shape_t *select_affine_aged(struct sched *s, sched_model_t *model,
         if (lanes_queued_items(sh->lanes) == 0 || now <= sh->oldest_ns ||
             now - sh->oldest_ns <= s->starvation_ns)
             continue;
-        uint64_t t = heap_oldest_exact(s, model, sh);
+        uint64_t t = shapes_oldest_exact(s, model, sh);
         if (now > t && now - t > s->starvation_ns && (warm == NULL || t < warm_t)) {
             warm = sh;
             warm_t = t;
         }
     }
-    sched_shape_t *cold = heap_oldest_except(s, model, w->warm, w->n_warm);
+    sched_shape_t *cold = shapes_oldest_except(s, model, w->warm, w->n_warm);
     if (cold != NULL && now > cold->oldest_ns && now - cold->oldest_ns > SELECT_COLD_NS &&
         (warm == NULL || now - cold->oldest_ns > SELECT_STEAL_FACTOR * (now - warm_t)))
         return cold;

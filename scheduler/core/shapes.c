@@ -1,6 +1,5 @@
 /*
- * shapes.c - the shape table: models by name, shapes by (model, signature), each shape with
- * its own rolling lanes.
+ * shapes.c - the shape table: shapes by (model, signature), each with its own rolling lanes.
  *
  * Invariants:
  *   1. The key everywhere is (model, signature); length is never part of it and nothing is
@@ -13,68 +12,19 @@
  *      released when the lane's id goes back to the free list.
  *   4. A model's n_active is the number of its shapes holding queued items, kept by
  *      shapes_queued_note at every change of a shape's queued items.
- *   5. A model is in use while it holds shapes or workers. One in neither (a consumer's model
- *      whose consumers left before anything was submitted) is referenced by no shape key, worker
- *      or batch, so the next new name takes its place: registering and leaving under made-up
- *      names cannot grow the table.
+ *   5. A shape's oldest_ns is a lower bound of its oldest queued item's arrival: when a dispatch
+ *      takes that item the bound stays (every item left arrived later) and the shape is marked
+ *      stale; the exact value is read from the store only when the shape reaches the top of its
+ *      model's HEAP_OLDEST (shapes_oldest_top), so a dispatch costs no scan of the shape's lanes
+ *      unless the age bound asks.
  *
- * Rejected: hashing the model name into the shape key. Models are few and interned to a small
- * index, which makes the key exact ((signature, model index)) with no collision handling.
+ * Rejected: hashing the model name into the shape key. Models are interned to a small index
+ * (model.c), which makes the key exact ((signature, model index)) with no collision handling.
  */
 #include "scheduler/core/sched_int.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-long shapes_model_lookup(const struct sched *s, const char *name)
-{
-    for (size_t i = 0; i < s->n_models; i++) {
-        if (strcmp(s->models[i]->name, name) == 0)
-            return (long)i;
-    }
-    return -1;
-}
-
-int shapes_model_in_use(const sched_model_t *m)
-{
-    return m->n_shapes != 0 || m->n_workers != 0;
-}
-
-sched_status_t shapes_model_intern(struct sched *s, const char *name, uint32_t *out_idx)
-{
-    long found = shapes_model_lookup(s, name);
-    if (found >= 0) {
-        *out_idx = (uint32_t)found;
-        return SCHED_OK;
-    }
-    for (size_t i = 0; i < s->n_models; i++) { /* invariant 5 */
-        sched_model_t *free_slot = s->models[i];
-        if (shapes_model_in_use(free_slot))
-            continue;
-        char *copy = strdup(name);
-        if (copy == NULL)
-            return SCHED_ENOMEM;
-        free(free_slot->name);
-        free_slot->name = copy;
-        free_slot->current = NULL;
-        *out_idx = (uint32_t)i;
-        return SCHED_OK;
-    }
-    sched_status_t st = SCHED_ENOMEM;
-    sched_model_t *m = calloc(1, sizeof(*m));
-    sched_model_t **models = realloc(s->models, (s->n_models + 1) * sizeof(*models));
-    if (models != NULL)
-        s->models = models;
-    if (m == NULL || models == NULL || (m->name = strdup(name)) == NULL)
-        goto out;
-    *out_idx = (uint32_t)s->n_models;
-    s->models[s->n_models++] = m;
-    m = NULL;
-    st = SCHED_OK;
-out:
-    free(m);
-    return st;
-}
 
 static void shapes_lane_released(void *ctx, uint32_t lane, void *lane_user)
 {
@@ -84,16 +34,15 @@ static void shapes_lane_released(void *ctx, uint32_t lane, void *lane_user)
         store_queue_release(shape->sched->store, lane_user);
 }
 
-sched_status_t shapes_intern(struct sched *s, uint32_t model_idx, uint64_t signature,
+sched_status_t shapes_intern(struct sched *s, sched_model_t *model, uint64_t signature,
                              sched_shape_t **out)
 {
-    map_key_t key = {signature, model_idx};
+    map_key_t key = {signature, model->index};
     sched_shape_t *shape = map_get(&s->shapes, key);
     if (shape != NULL) {
         *out = shape;
         return SCHED_OK;
     }
-    sched_model_t *model = s->models[model_idx];
     sched_status_t st = SCHED_ENOMEM;
     if (map_reserve(&s->shapes, 1) != MAP_OK || heap_reserve(model) != SCHED_OK)
         goto out;
@@ -109,7 +58,7 @@ sched_status_t shapes_intern(struct sched *s, uint32_t model_idx, uint64_t signa
     if (shape == NULL)
         goto out;
     shape->sched = s;
-    shape->model_idx = model_idx;
+    shape->model_idx = model->index;
     shape->index = (uint32_t)model->n_shapes;
     shape->seq = s->next_shape_seq++;
     shape->signature = signature;
@@ -137,10 +86,7 @@ void shapes_destroy_all(struct sched *s)
         }
         free(m->shapes);
         heap_free(m);
-        free(m->name);
-        free(m);
     }
-    free(s->models);
     map_fini(&s->shapes);
 }
 
@@ -214,4 +160,40 @@ void shapes_oldest_refresh(struct sched *s, sched_shape_t *shape)
         t = s->clock(s->clock_ctx);
     shape->oldest_ns = t;
     shape->oldest_stale = 0;
+}
+
+sched_shape_t *shapes_oldest_top(struct sched *s, sched_model_t *m)
+{
+    sched_shape_t *top;
+    while ((top = heap_top(m, HEAP_OLDEST)) != NULL && top->oldest_stale) { /* invariant 5 */
+        shapes_oldest_refresh(s, top);
+        heap_top_resift(m, HEAP_OLDEST);
+    }
+    return top;
+}
+
+uint64_t shapes_oldest_exact(struct sched *s, sched_model_t *m, sched_shape_t *shape)
+{
+    if (shape->oldest_stale) {
+        shapes_oldest_refresh(s, shape);
+        heap_fix(m, shape);
+    }
+    return shape->oldest_ns;
+}
+
+sched_shape_t *shapes_oldest_except(struct sched *s, sched_model_t *m, sched_shape_t *const *except,
+                                    size_t n_except)
+{
+    size_t removed = 0;
+    sched_shape_t *gone[SCHED_CACHE_SHAPES_MAX + 1];
+    for (size_t i = 0; i < n_except && removed < sizeof(gone) / sizeof(gone[0]); i++) {
+        if (except[i] != NULL && except[i]->heap_pos[HEAP_OLDEST] != HEAP_ABSENT) {
+            heap_remove_one(m, HEAP_OLDEST, except[i]);
+            gone[removed++] = except[i];
+        }
+    }
+    sched_shape_t *top = shapes_oldest_top(s, m);
+    for (size_t i = 0; i < removed; i++)
+        heap_insert_one(m, HEAP_OLDEST, gone[i]);
+    return top;
 }

@@ -12,13 +12,9 @@
  * It is used once WORKER_MIN_SAMPLES batches are in and their padded sizes spread by at least
  * WORKER_MIN_SPREAD (coefficient of variation): without spread, fixed and per-token cost cannot
  * be told apart, and until then packing merges nothing (the article's one-lane batches).
- * Convergence (tests/unit/test_worker.c; batches of 1-16k padded tokens, a worker of 5 ms per
- * batch and 10 us per padded token, 50 seeds): on exact samples it is exact after the minimum.
- * With +-1 ms of timing jitter on every batch, after 64 batches the fixed part is within 2.6%
- * on average (worst 7.6%) and the per-token part within 0.14% (worst 0.42%). With service times
- * off by up to +-10% of themselves, the per-token part is within 1.3% (worst 3.1%) after 64 but
- * the fixed part only within ~15%, which moves the merge threshold by as much. A worker whose
- * cost doubles is followed to within 10% and 2% in 300 batches.
+ * On exact samples it is exact after the minimum; with timing jitter the per-token part
+ * converges much faster than the fixed part, and a changed cost is followed within a few
+ * hundred batches (tests/unit/test_worker.c bounds each; docs/bench.md has the figures).
  *
  * Invariants:
  *   1. A shape's `warm` count is the number of workers whose cache holds it; a worker's cache
@@ -27,6 +23,8 @@
  *      whole mean to the other.
  *   3. A destroyed worker leaves no pointer behind: its shapes' warm counts drop, its batches in
  *      flight forget it (their completions are not sampled).
+ *   4. A worker lists exactly the in-flight batches whose holder it is (sched.c invariant 10),
+ *      so what a consumer holds is counted, expired and released in O(its batches).
  *
  * Rejected:
  *   - Dispatch-to-ack time alone: with a credit outstanding it counts the time the batch waited
@@ -51,16 +49,11 @@
 /* Padded sizes must spread at least this much (standard deviation over mean) to fit a line. */
 #define WORKER_MIN_SPREAD 0.05
 
-sched_status_t sched_worker_create(sched_t *s, const char *model, const sched_worker_config_t *cfg,
+sched_status_t sched_worker_create(sched_t *s, sched_model_t *m, const sched_worker_config_t *cfg,
                                    sched_worker_t **out)
 {
-    if (s == NULL || model == NULL || model[0] == '\0' || cfg == NULL || out == NULL)
+    if (s == NULL || m == NULL || cfg == NULL || out == NULL)
         return SCHED_EINVAL;
-    uint32_t model_idx;
-    sched_status_t st = shapes_model_intern(s, model, &model_idx);
-    if (st != SCHED_OK)
-        return st;
-    sched_model_t *m = s->models[model_idx];
     uint32_t cache = cfg->cache_shapes == 0 ? 1 : cfg->cache_shapes;
     if (cache > SCHED_CACHE_SHAPES_MAX)
         cache = SCHED_CACHE_SHAPES_MAX;
@@ -77,7 +70,7 @@ sched_status_t sched_worker_create(sched_t *s, const char *model, const sched_wo
         m->cap_workers = cap;
     }
     w->sched = s;
-    w->model_idx = model_idx;
+    w->model_idx = m->index;
     w->index = (uint32_t)m->n_workers;
     w->declared = cfg->batch_fixed_us != 0 || cfg->token_ns != 0;
     w->declared_cost = (packer_cost_t){(double)cfg->batch_fixed_us * 1000.0, (double)cfg->token_ns};
@@ -104,11 +97,8 @@ void sched_worker_destroy(sched_t *s, sched_worker_t *w)
     }
     m->workers[w->index] = m->workers[--m->n_workers];
     m->workers[w->index]->index = w->index;
-    for (size_t i = 0; i < s->inflight.cap; i++) { /* invariant 3 */
-        sched_inflight_t *rec = s->inflight.slots[i].value;
-        if (rec != NULL && rec->worker == w)
-            rec->worker = NULL;
-    }
+    while (w->batches != NULL) /* invariant 3 */
+        worker_batch_unlink(w, w->batches);
     free(w->warm);
     free(w);
 }
@@ -214,8 +204,76 @@ sched_status_t worker_warm_touch(sched_worker_t *w, sched_shape_t *shape)
     return SCHED_OK;
 }
 
+void worker_batch_link(sched_worker_t *w, sched_inflight_t *rec)
+{
+    rec->worker = w;
+    rec->worker_prev = NULL;
+    rec->worker_next = w->batches;
+    if (w->batches != NULL)
+        w->batches->worker_prev = rec;
+    w->batches = rec;
+    w->n_batches++;
+}
+
+void worker_batch_unlink(sched_worker_t *w, sched_inflight_t *rec)
+{
+    if (rec->worker_prev != NULL)
+        rec->worker_prev->worker_next = rec->worker_next;
+    else
+        w->batches = rec->worker_next;
+    if (rec->worker_next != NULL)
+        rec->worker_next->worker_prev = rec->worker_prev;
+    rec->worker = NULL;
+    rec->worker_prev = rec->worker_next = NULL;
+    w->n_batches--;
+}
+
+size_t sched_worker_batches(const sched_worker_t *w)
+{
+    return w != NULL ? w->n_batches : 0;
+}
+
+int sched_worker_batch_newest(const sched_worker_t *w, uint64_t *out_id)
+{
+    if (w == NULL || w->batches == NULL)
+        return 0;
+    *out_id = w->batches->batch_id;
+    return 1;
+}
+
+int sched_worker_batch_expired(const sched_worker_t *w, uint64_t now_ns, uint64_t *out_id)
+{
+    for (const sched_inflight_t *rec = w != NULL ? w->batches : NULL; rec != NULL;
+         rec = rec->worker_next) {
+        if (rec->deadline_ns != 0 && rec->deadline_ns <= now_ns) {
+            *out_id = rec->batch_id;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+uint64_t sched_worker_deadline_next(const sched_worker_t *w, uint64_t bound)
+{
+    for (const sched_inflight_t *rec = w != NULL ? w->batches : NULL; rec != NULL;
+         rec = rec->worker_next) {
+        if (rec->deadline_ns != 0 && rec->deadline_ns < bound)
+            bound = rec->deadline_ns;
+    }
+    return bound;
+}
+
 int worker_check(const sched_worker_t *w)
 {
+    uint32_t listed = 0;
+    for (const sched_inflight_t *rec = w->batches; rec != NULL; rec = rec->worker_next) {
+        INVARIANT_HOLDS(
+            rec->worker == w && (rec->worker_next == NULL || rec->worker_next->worker_prev == rec),
+            "batch %llu in a worker's list is not linked to it", (unsigned long long)rec->batch_id);
+        listed++;
+    }
+    INVARIANT_HOLDS(listed == w->n_batches, "a worker lists %u batches, counts %u", listed,
+                    w->n_batches);
     INVARIANT_HOLDS(w->n_warm <= w->cache, "a worker holds %u shapes in a cache of %u", w->n_warm,
                     w->cache);
     for (uint32_t a = 0; a < w->n_warm; a++) {

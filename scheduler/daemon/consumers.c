@@ -1,12 +1,13 @@
 /*
- * consumers.c - the registry of consumers: contract, liveness, outstanding pulls, in-flight
- * batches (consumers.h). Owned and touched by the owner thread only.
+ * consumers.c - the registry of consumers: contract, liveness, outstanding pulls (consumers.h).
+ * Owned and touched by the owner thread only.
  *
  * Invariants (consumers_check runs them in debug builds):
  *   1. A consumer id is 128 random bits (getrandom), so ids cannot be guessed and a consumer
  *      that registers again after being declared dead is a new consumer with a new id.
- *   2. Every in-flight batch belongs to exactly one consumer, found through by_batch; an ack
- *      naming a batch that is not the acking consumer's in-flight batch changes nothing.
+ *   2. The batches a consumer holds are its worker's in the core (the batch's one record names
+ *      its holder); an ack naming a batch whose holder is not the acking consumer's worker
+ *      changes nothing.
  *   3. A dead consumer keeps its id for a while (its late acks are answered as stale), but
  *      holds no pulls, no in-flight batches and no worker in the scheduler.
  *   4. Liveness is decided here and nowhere else: every message refreshes it (consumers_touch),
@@ -37,7 +38,6 @@ daemon_status_t consumers_create(consumers_t **out)
     if (cs == NULL)
         return DAEMON_ENOMEM;
     map_init(&cs->by_id);
-    map_init(&cs->by_batch);
     *out = cs;
     return DAEMON_OK;
 }
@@ -47,7 +47,6 @@ static void consumer_free(consumer_t *c)
     for (size_t i = 0; i < c->n_pulls; i++)
         free(c->pulls[i].reply);
     free(c->pulls);
-    free(c->inflight);
     free(c->name);
     free(c->model);
     free(c);
@@ -61,7 +60,6 @@ void consumers_destroy(consumers_t *cs)
         consumer_free(cs->all[i]);
     free(cs->all);
     map_fini(&cs->by_id);
-    map_fini(&cs->by_batch);
     free(cs);
 }
 
@@ -119,11 +117,6 @@ consumer_t *consumers_touch(consumers_t *cs, const char *id, uint64_t now_ns)
         return NULL;
     c->last_seen_ns = now_ns;
     return c;
-}
-
-consumer_t *consumers_batch_owner(consumers_t *cs, uint64_t batch_id)
-{
-    return map_get(&cs->by_batch, (map_key_t){batch_id, 0});
 }
 
 size_t consumers_count(const consumers_t *cs)
@@ -189,6 +182,21 @@ sched_worker_t *consumers_worker(const consumer_t *c)
     return c->worker;
 }
 
+void consumers_model_set(consumer_t *c, struct model *model)
+{
+    c->model_rec = model;
+}
+
+struct model *consumers_model_rec(const consumer_t *c)
+{
+    return c->model_rec;
+}
+
+size_t consumers_inflight_count(const consumer_t *c)
+{
+    return sched_worker_batches(c->worker);
+}
+
 /* ---- pulls -------------------------------------------------------------------------------- */
 
 daemon_status_t consumers_pull_add(consumer_t *c, const char *reply, uint32_t credits,
@@ -239,57 +247,6 @@ size_t consumers_pull_count(const consumer_t *c)
     return c->n_pulls;
 }
 
-/* ---- in-flight batches -------------------------------------------------------------------- */
-
-daemon_status_t consumers_inflight_add(consumers_t *cs, consumer_t *c, uint64_t batch_id,
-                                       uint64_t deadline_ns, uint32_t n_items)
-{
-    if (c->n_inflight == c->cap_inflight) {
-        size_t cap = c->cap_inflight ? c->cap_inflight * 2 : 4;
-        inflight_t *in = realloc(c->inflight, cap * sizeof(*in));
-        if (in == NULL)
-            return DAEMON_ENOMEM;
-        c->inflight = in;
-        c->cap_inflight = cap;
-    }
-    if (map_put(&cs->by_batch, (map_key_t){batch_id, 0}, c) != MAP_OK)
-        return DAEMON_ENOMEM;
-    c->inflight[c->n_inflight++] = (inflight_t){batch_id, deadline_ns, n_items};
-    INVARIANT_CHECK(consumers_check(cs));
-    return DAEMON_OK;
-}
-
-inflight_t *consumers_inflight_find(consumer_t *c, uint64_t batch_id)
-{
-    for (size_t i = 0; i < c->n_inflight; i++) {
-        if (c->inflight[i].batch_id == batch_id)
-            return &c->inflight[i];
-    }
-    return NULL;
-}
-
-void consumers_inflight_del(consumers_t *cs, consumer_t *c, uint64_t batch_id)
-{
-    inflight_t *in = consumers_inflight_find(c, batch_id);
-    if (in == NULL)
-        return;
-    *in = c->inflight[--c->n_inflight];
-    map_del(&cs->by_batch, (map_key_t){batch_id, 0}, NULL);
-}
-
-int consumers_inflight_last(const consumer_t *c, uint64_t *out_batch_id)
-{
-    if (c->n_inflight == 0)
-        return 0;
-    *out_batch_id = c->inflight[c->n_inflight - 1].batch_id;
-    return 1;
-}
-
-size_t consumers_inflight_count(const consumer_t *c)
-{
-    return c->n_inflight;
-}
-
 /* ---- liveness and deadlines --------------------------------------------------------------- */
 
 void consumers_expire(consumers_t *cs, uint64_t now_ns, uint64_t dead_after_ns,
@@ -304,11 +261,12 @@ void consumers_expire(consumers_t *cs, uint64_t now_ns, uint64_t dead_after_ns,
             c->dead = 1;
             continue;
         }
-        /* downwards: a return swaps the last record into the slot just visited */
-        for (size_t j = c->n_inflight; j-- > 0;) {
-            if (j < c->n_inflight && c->inflight[j].deadline_ns <= now_ns)
-                t->ack_expired(t->ctx, c, c->inflight[j].batch_id);
-        }
+        /* each expired batch leaves the worker's list when returned; the count bounds the loop
+         * should a return fail and leave one there */
+        uint64_t batch_id;
+        for (size_t k = sched_worker_batches(c->worker);
+             k-- > 0 && sched_worker_batch_expired(c->worker, now_ns, &batch_id);)
+            t->ack_expired(t->ctx, c, batch_id);
         for (size_t j = 0; j < c->n_pulls;) {
             if (c->pulls[j].expires_ns <= now_ns) {
                 t->pull_expired(t->ctx, c, c->pulls[j].reply);
@@ -338,8 +296,7 @@ uint64_t consumers_next_deadline(const consumers_t *cs, uint64_t dead_after_ns, 
             continue;
         uint64_t dead_at = c->last_seen_ns + dead_after_ns + 1;
         wake = dead_at < wake ? dead_at : wake;
-        for (size_t j = 0; j < c->n_inflight; j++)
-            wake = c->inflight[j].deadline_ns < wake ? c->inflight[j].deadline_ns : wake;
+        wake = sched_worker_deadline_next(c->worker, wake);
         for (size_t j = 0; j < c->n_pulls; j++)
             wake = c->pulls[j].expires_ns < wake ? c->pulls[j].expires_ns : wake;
     }
@@ -388,7 +345,7 @@ void consumers_info(const consumer_t *c, uint64_t now_ns, consumers_info_t *out)
         .contract = c->contract,
         .alive = !c->dead,
         .idle_ns = now_ns - c->last_seen_ns,
-        .inflight_batches = c->n_inflight,
+        .inflight_batches = sched_worker_batches(c->worker),
         .pulls = c->n_pulls,
         .batches = c->batches,
         .items = c->items,
@@ -397,24 +354,12 @@ void consumers_info(const consumer_t *c, uint64_t now_ns, consumers_info_t *out)
 
 int consumers_check(const consumers_t *cs)
 {
-    size_t inflight = 0;
     for (size_t i = 0; i < cs->n_all; i++) {
         const consumer_t *c = cs->all[i];
-        INVARIANT_HOLDS(!c->dead || (c->n_pulls == 0 && c->n_inflight == 0),
-                        "dead consumer %s holds %zu pulls and %zu batches", c->id, c->n_pulls,
-                        c->n_inflight);
-        INVARIANT_HOLDS(!c->dead || c->worker == NULL,
-                        "dead consumer %s still has a worker in the scheduler", c->id);
-        for (size_t j = 0; j < c->n_inflight; j++) {
-            const consumer_t *owner =
-                map_get(&cs->by_batch, (map_key_t){c->inflight[j].batch_id, 0});
-            INVARIANT_HOLDS(owner == c, "batch %llu of %s is owned by %s in by_batch",
-                            (unsigned long long)c->inflight[j].batch_id, c->id,
-                            owner ? owner->id : "nobody");
-        }
-        inflight += c->n_inflight;
+        INVARIANT_HOLDS(!c->dead || (c->n_pulls == 0 && c->worker == NULL && c->model_rec == NULL),
+                        "dead consumer %s holds %zu pulls, a worker or a model", c->id, c->n_pulls);
+        INVARIANT_HOLDS(map_get(&cs->by_id, consumers_id_key(c->id)) == c,
+                        "consumer %s is not found by its id", c->id);
     }
-    INVARIANT_HOLDS(inflight == cs->by_batch.len, "%zu in-flight records, %zu in by_batch",
-                    inflight, (size_t)cs->by_batch.len);
     return 1;
 }

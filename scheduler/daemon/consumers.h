@@ -1,6 +1,7 @@
 /*
- * consumers.h - the registry of consumers: contract, liveness, outstanding pulls and in-flight
- * batches. Owned and touched by the owner thread only.
+ * consumers.h - the registry of consumers: contract, liveness and outstanding pulls; the batches
+ * a consumer holds are its worker's in the core (sched_worker_batches). Owned and touched by the
+ * owner thread only.
  *
  * Ownership: the registry owns every consumer_t; a consumer pointer stays valid until
  * consumers_prune forgets it or consumers_destroy. Strings handed out are views into the
@@ -14,6 +15,7 @@
 
 typedef struct consumers consumers_t;
 typedef struct consumer consumer_t;
+struct model; /* the daemon's record of a model (daemon_int.h) */
 
 /* Length of a consumer id: 32 lowercase hex characters. */
 #define CONSUMERS_ID_LEN 32
@@ -30,8 +32,6 @@ consumer_t *consumers_find(consumers_t *cs, const char *id);
 /* The live consumer with this id, its liveness refreshed to now_ns (every message from a
  * consumer counts); NULL for an unknown or dead one. */
 consumer_t *consumers_touch(consumers_t *cs, const char *id, uint64_t now_ns);
-/* The consumer holding this in-flight batch, or NULL. */
-consumer_t *consumers_batch_owner(consumers_t *cs, uint64_t batch_id);
 
 /* Registration order; i < consumers_count. */
 size_t consumers_count(const consumers_t *cs);
@@ -39,7 +39,7 @@ consumer_t *consumers_at(const consumers_t *cs, size_t i);
 
 const char *consumers_id(const consumer_t *c);                    /* view */
 const char *consumers_name(const consumer_t *c);                  /* view */
-const char *consumers_model(const consumer_t *c);                 /* view */
+const char *consumers_model(const consumer_t *c);                 /* view: its model's name */
 const packer_contract_t *consumers_contract(const consumer_t *c); /* view */
 int consumers_dead(const consumer_t *c);
 /* Marks the consumer dead (bye, or silent too long): it must hold no pulls or batches. */
@@ -54,6 +54,12 @@ int consumers_shape_note(consumer_t *c, uint64_t signature);
  * worker at the consumer's death. */
 void consumers_worker_set(consumer_t *c, sched_worker_t *worker);
 sched_worker_t *consumers_worker(const consumer_t *c);
+/* The daemon's record of its model: borrowed; set at registration (the record counts the live
+ * consumer and lives as long), cleared at its death. */
+void consumers_model_set(consumer_t *c, struct model *model);
+struct model *consumers_model_rec(const consumer_t *c);
+/* Batches in flight the consumer holds (its worker's; 0 once dead). */
+size_t consumers_inflight_count(const consumer_t *c);
 
 /* ---- pulls, oldest first -------------------------------------------------------------------- */
 
@@ -68,24 +74,6 @@ void consumers_pull_pop(consumer_t *c);
 void consumers_pull_del(consumer_t *c, size_t index);
 size_t consumers_pull_count(const consumer_t *c);
 
-/* ---- in-flight batches ---------------------------------------------------------------------- */
-
-typedef struct {
-    uint64_t batch_id;
-    uint64_t deadline_ns;
-    uint32_t n_items; /* positions 0 .. n_items - 1 exist */
-} inflight_t;
-
-daemon_status_t consumers_inflight_add(consumers_t *cs, consumer_t *c, uint64_t batch_id,
-                                       uint64_t deadline_ns, uint32_t n_items);
-/* The record, a view valid until the next add or del on c; NULL if c does not hold it. */
-inflight_t *consumers_inflight_find(consumer_t *c, uint64_t batch_id);
-/* Forgets an in-flight batch (settled or returned). */
-void consumers_inflight_del(consumers_t *cs, consumer_t *c, uint64_t batch_id);
-/* 1 and the id of one batch c holds (the newest), or 0 when it holds none. */
-int consumers_inflight_last(const consumer_t *c, uint64_t *out_batch_id /* out */);
-size_t consumers_inflight_count(const consumer_t *c);
-
 /* ---- liveness and deadlines ----------------------------------------------------------------- */
 
 /* What consumers_expire found; each callback runs on the owner thread. */
@@ -93,7 +81,7 @@ typedef struct {
     /* c has been silent for silent_ns > dead_after: release its batches and pulls; the registry
      * then marks it dead. */
     void (*dead)(void *ctx, consumer_t *c, uint64_t silent_ns);
-    /* A batch of c passed its ack deadline: return it (and consumers_inflight_del it). */
+    /* A batch of c passed its ack deadline: return it (it then leaves c's worker). */
     void (*ack_expired)(void *ctx, consumer_t *c, uint64_t batch_id);
     /* A pull of c expired; the registry drops it after the call (reply is a view). */
     void (*pull_expired)(void *ctx, consumer_t *c, const char *reply);

@@ -22,16 +22,14 @@ struct consumer {
     int dead;
     pull_t *pulls; /* FIFO, owned */
     size_t n_pulls, cap_pulls;
-    inflight_t *inflight; /* owned */
-    size_t n_inflight, cap_inflight;
     uint64_t batches, items;
     uint64_t last_signature; /* of the last batch dispatched; valid when batches != 0 */
     sched_worker_t *worker;  /* borrowed from the scheduler, which owns it; NULL once dead */
+    struct model *model_rec; /* borrowed: the daemon's record of its model; NULL once dead */
 };
 
 struct consumers {
-    map_t by_id;    /* (hash of id, 0) -> consumer_t */
-    map_t by_batch; /* (batch id, 0) -> consumer_t */
+    map_t by_id; /* (hash of id, 0) -> consumer_t */
     consumer_t **all;
     size_t n_all, cap_all;
 };

@@ -156,8 +156,7 @@ static void daemon_store_log(void *ctx, int level, const char *msg)
 
 typedef struct {
     struct daemon *d;
-    const char *model; /* the queue's, a view of the store */
-    daemon_status_t st;
+    model_t *model; /* the queue's */
 } daemon_scan_t;
 
 static void daemon_scan_item(void *ctx, const store_view_t *v)
@@ -165,8 +164,7 @@ static void daemon_scan_item(void *ctx, const store_view_t *v)
     daemon_scan_t *sc = ctx;
     if (v->id_len != 0)
         dedupe_add(&sc->d->dedupe, v->id_view, v->id_len, daemon_now(sc->d));
-    if (quota_add(&sc->d->quota, sc->model, v->id_len + v->payload_len) != DAEMON_OK)
-        sc->st = DAEMON_ENOMEM;
+    models_stored(sc->model, v->id_len + v->payload_len);
 }
 
 static store_status_t daemon_store_open(const daemon_config_t *cfg, store_t **out)
@@ -200,7 +198,6 @@ daemon_status_t daemon_create(const daemon_config_t *cfg, daemon_t **out)
     limits_resolve(&d->cfg.limits);
     d->caps = limits_caps(&d->cfg.limits);
     d->reply_max = DAEMON_REPLY_MAX_DEFAULT;
-    quota_init(&d->quota, d->cfg.limits.queue_items, d->cfg.limits.queue_bytes);
     stats_waiting_init(&d->waiting);
     evqueue_init(&d->events);
     dedupe_init(&d->dedupe, daemon_ms_ns(cfg->dedupe_window_ms));
@@ -212,8 +209,8 @@ daemon_status_t daemon_create(const daemon_config_t *cfg, daemon_t **out)
         st = service_init(d);
     if (st == DAEMON_OK)
         st = metrics_create(&d->metrics);
-    if (st == DAEMON_OK)
-        st = serving_create(d);
+    if (st == DAEMON_OK && cfg->models == NULL && cfg->leases)
+        st = DAEMON_EINVAL;                    /* leases are of the --models list */
     if (st == DAEMON_OK && !cfg->store_memory) /* before the store: invariant 3 */
         st = dirlock_acquire_wait(cfg->data_dir, cfg->lock_wait, cfg->lock_wait_ctx, &d->lock_fd);
     if (st != DAEMON_OK)
@@ -249,15 +246,19 @@ daemon_status_t daemon_create(const daemon_config_t *cfg, daemon_t **out)
     log_write(LOG_INFO, "policy %s, age bound %" PRIu64 " ms, hold %" PRIu64 " ms",
               sched_policy_name(sc.policy), sc.starvation_ns / 1000000,
               sc.policy == SCHED_POLICY_LANES ? sc.hold_ns / 1000000 : 0);
+    if ((st = models_init(d)) != DAEMON_OK)
+        goto out;
+    st = DAEMON_ESTORE;
     store_queue_t *q = NULL;
     store_key_t key;
     while (store_queue_next(d->store, q, &q, &key, NULL)) { /* invariant 2 */
-        daemon_scan_t scan = {d, key.model, DAEMON_OK};
+        daemon_scan_t scan = {d, models_get(d, key.model)};
+        if (scan.model == NULL) {
+            st = DAEMON_ENOMEM;
+            goto out;
+        }
         if (store_queue_scan(d->store, q, daemon_scan_item, &scan) != STORE_OK)
             goto out;
-        if ((st = scan.st) != DAEMON_OK)
-            goto out;
-        st = DAEMON_ESTORE;
     }
     d->started_ns = daemon_now(d);
     *out = d;
@@ -274,14 +275,14 @@ void daemon_destroy(daemon_t *d)
     evqueue_fini(&d->events);
     free(d->orphans);
     free(d->frame_scratch);
+    if (d->sched != NULL)
+        models_fini(d); /* its references to the scheduler's models first */
     sched_destroy(d->sched);
     store_close(d->store);
     consumers_destroy(d->consumers);
     dedupe_fini(&d->dedupe);
     metrics_destroy(d->metrics);
     service_fini(d);
-    serving_destroy(d);
-    quota_fini(&d->quota);
     stats_waiting_fini(&d->waiting);
     dirlock_release(d->lock_fd); /* after the store closed */
     free(d);

@@ -67,7 +67,8 @@ const char *daemon_status_str(daemon_status_t status);
  * at most this many ids. */
 #define DAEMON_LIMIT_INFLIGHT 1024u
 /* Register.max_batch_size (an Ack lists at most this many positions): engines batch tens to a
- * few thousand sequences; 2^32 - 1 made a 250 ms turn of failed publishes. */
+ * few thousand sequences, and a contract of 2^32 - 1 turns each fill into a long run of failed
+ * publishes (`lanesched-chaos --flood`, the 2^32 - 1 contract case). */
 #define DAEMON_LIMIT_BATCH_SIZE 4096u
 /* Register.max_batch_tokens: 4 Mi padded tokens, far past any engine's step. */
 #define DAEMON_LIMIT_BATCH_TOKENS 4194304u
@@ -76,11 +77,13 @@ const char *daemon_status_str(daemon_status_t status);
 #define DAEMON_LIMIT_MODELS           1024u
 #define DAEMON_LIMIT_SHAPES           16384u
 #define DAEMON_LIMIT_SHAPES_PER_MODEL 4096u
-/* New shapes one Submit may create: each opens a lane and its segment file (about 0.5 ms on the
- * CI machine), so a message of 10,000 new shapes would hold the owner for seconds. */
+/* New shapes one Submit may create: each opens a lane and its store queue, so a message of
+ * 10,000 new shapes would hold the owner for seconds (`lanesched-chaos --flood`, the 20,000
+ * shapes case). */
 #define DAEMON_LIMIT_NEW_SHAPES 64u
-/* Items stored per model (queued + in flight): JetStream's max_msgs. 10 M items cost about
- * 350 MB of RAM for the disk store's records. */
+/* Items stored per model (queued + in flight): JetStream's max_msgs. The disk store keeps a
+ * record of a few tens of bytes per item in RAM (docs/store.md), so this bounds a model's share
+ * to a few hundred MB. */
 #define DAEMON_LIMIT_QUEUE_ITEMS 10000000ull
 /* Bytes stored per model (ids, payloads and reply subjects): JetStream's max_bytes. */
 #define DAEMON_LIMIT_QUEUE_BYTES (8ull << 30)

@@ -7,17 +7,17 @@
  *   intake.c     submits: validate, dedupe, store, answer
  *   frame.c      how a stored payload carries the producer's reply_to
  *   requests.c   consumer requests: register, pull, ack, heartbeat, bye, stats, disconnect
- *   dispatch.c   filling pulls, dead letters, returning batches
+ *   dispatch.c   filling pulls, dead letters
+ *   inflight.c   the one settle path of a batch in flight: ack, nak, deadline, death, bye
+ *   models.c     the one record of each model: core handle, queue totals, series, serving
  *   replies.c    replies held until the turn's flush
  *   consumers.c  the consumer registry and liveness (consumers.h)
  *   dedupe.c     the id window (dedupe.h)
  *   limits.c     the limits in force and the caps the codec checks
- *   quota.c      what each model holds in the store, against the queue limits
  *   stats.c      the lanes.stats document
  *   service.c    $SRV.PING/INFO/STATS (the NATS micro-service protocol) and endpoint counts
  *   metrics.c    the Prometheus figures and their text
  *   dirlock.c    the exclusive lock on the data directory
- *   serving.c    which models this instance serves now (--models, leases)
  *
  * Everything here runs on the owner thread, except evqueue_post, evqueue_post_msg,
  * evqueue_release, evqueue_stop and stats_waiting_add (any thread) and the dropped-message
@@ -31,6 +31,7 @@
 #include "scheduler/daemon/consumers.h"
 #include "scheduler/daemon/daemon.h"
 #include "scheduler/daemon/dedupe.h"
+#include "common/map.h"
 
 #include <pthread.h>
 
@@ -121,36 +122,85 @@ void limits_resolve(daemon_limits_t *l);
 /* The message caps of resolved limits, for the codec's checks. */
 codec_caps_t limits_caps(const daemon_limits_t *l);
 
-/* ---- per-model queue limits (quota.c) -------------------------------------------------------- */
+/* ---- Prometheus series of one model (metrics.c) ---------------------------------------------- */
 
-typedef struct quota_model quota_model_t;
+#define METRICS_BUCKETS_MAX 17
+
 typedef struct {
-    map_t models;                  /* (XXH64 of the name, seeds 0 and 1) -> quota_model_t, owned */
-    map_t batches;                 /* (batch id, 0) -> a batch's per-position byte counts, owned */
-    uint64_t max_items, max_bytes; /* per model; 0 = none */
-} quota_t;
+    const double *le;
+    size_t n_le;
+    uint64_t counts[METRICS_BUCKETS_MAX + 1]; /* per bucket, not cumulative; [n_le] is +Inf */
+    uint64_t count;
+    double sum;
+} metrics_hist_t;
 
-void quota_init(quota_t *q, uint64_t max_items, uint64_t max_bytes);
-void quota_fini(quota_t *q);
-/* CODEC_EQUEUE_FULL when one more item of `bytes` would pass a limit of the model. */
-codec_status_t quota_check(const quota_t *q, const char *model, uint64_t bytes);
-/* Counts an item stored (accepted, or recovered at start). */
-daemon_status_t quota_add(quota_t *q, const char *model, uint64_t bytes);
-/* Items and bytes the model holds (0 for a model never seen). */
-void quota_usage(const quota_t *q, const char *model, uint64_t *out_items /* out */,
-                 uint64_t *out_bytes /* out */);
-/* A dead letter: one item of the model completed outside any batch record. */
-void quota_complete_one(quota_t *q, const char *model, uint64_t bytes);
-/* A batch committed: remembers each position's bytes (items_view borrowed for the call). */
-daemon_status_t quota_batch_open(quota_t *q, uint64_t batch_id, const char *model,
-                                 const store_view_t *items_view, size_t n);
-/* Positions (all of them when pos is NULL) completed, or returned to their lane. */
-void quota_batch_completed(quota_t *q, uint64_t batch_id, const uint32_t *pos, size_t n);
-void quota_batch_returned(quota_t *q, uint64_t batch_id, const uint32_t *pos, size_t n);
-/* The batch is settled or returned: its record goes. */
-void quota_batch_close(quota_t *q, uint64_t batch_id);
-/* Frees the entries of models that hold nothing (every tick). */
-void quota_tick(quota_t *q);
+/* The counters of one model's series (or of the shared "(other)" series). */
+typedef struct {
+    const char *label; /* view: its model's name, or "(other)" */
+    uint64_t items_received, tokens_received, items_routed, tokens_routed;
+    uint64_t items_completed, tokens_completed, dead_lettered;
+    uint64_t batches, shape_hits, padded_tokens, real_tokens;
+    metrics_hist_t wait, created_wait, batch_items;
+    /* Gauges, recomputed by each metrics_text. */
+    uint64_t queued_items, queued_tokens, inflight_items, lanes, consumers;
+} metrics_series_t;
+
+/* ---- the models (models.c) ------------------------------------------------------------------ */
+
+/* The daemon's one record of a model: its handle in the core, what it holds against the queue
+ * limits, its Prometheus series, whether this instance serves it. Owned by d->models. */
+typedef struct model {
+    char *name;                  /* owned */
+    struct model *next_same_key; /* the next name under the same map key */
+    sched_model_t *core;         /* referenced (sched_model_open) while the record lives */
+    /* The queue limits (JetStream's max_msgs, max_bytes): items accepted (or recovered) and not
+     * completed, and their bytes as stored (id, framed payload). */
+    uint64_t items, bytes;
+    uint32_t consumers; /* alive and registered for it */
+    /* Serving (--models, leases): in the list, and until when its lease is held. */
+    int configured;
+    uint64_t until_ns; /* monotonic; 0 = not held */
+    int announced;     /* serving, as last logged */
+    /* Its series: &own, or the shared "(other)" one past METRICS_MODELS_MAX (NULL until the
+     * first figure). A record with a series of its own is kept (its counters are cumulative). */
+    metrics_series_t *series;
+    metrics_series_t own;
+} model_t;
+
+typedef struct {
+    map_t by_name; /* the name's XXH64 pair -> the first model_t under it */
+    model_t **all; /* owned, in order of first sight */
+    size_t n, cap;
+    model_t **configured; /* the --models list, in its order (views into all) */
+    size_t n_configured;
+} models_t;
+
+/* Builds the table with the --models list's records (configured). */
+daemon_status_t models_init(struct daemon *d);
+void models_fini(struct daemon *d);
+/* The record of the model named `name` (borrowed), or NULL when it has none. O(1). */
+model_t *models_find(const struct daemon *d, const char *name);
+/* The record, created on first sight (with its core handle). NULL when out of memory. */
+model_t *models_get(struct daemon *d, const char *name);
+/* Frees the records that hold nothing, serve nothing and have no series of their own (every
+ * tick), so models that come and go cost nothing once gone. */
+void models_tick(struct daemon *d);
+
+/* The queue limits: CODEC_EQUEUE_FULL when one more item of `bytes` would pass a limit of m
+ * (NULL: a model with nothing stored). */
+codec_status_t models_room(const struct daemon *d, const model_t *m, uint64_t bytes);
+/* An item of `bytes` stored for m (accepted, or recovered at start). */
+void models_stored(model_t *m, uint64_t bytes);
+/* Items of m completed (acked or dead-lettered): they leave its totals. */
+void models_completed(model_t *m, uint64_t items, uint64_t bytes);
+
+/* Whether this instance serves model m now (NULL: a model with no record): every model without
+ * --models; with leases, strictly before the deadline of its lease, read from the owner's clock. */
+int models_serving(const struct daemon *d, const model_t *m);
+/* An EV_LEASE: the model's new deadline. */
+void models_lease_note(struct daemon *d, const ev_t *ev);
+/* Logs every model whose lease state changed since the last look (called by the timers). */
+void models_serving_tick(struct daemon *d);
 
 /* ---- stats asked for while the owner is busy (stats.c) ------------------------------------- */
 
@@ -207,17 +257,10 @@ typedef struct {
 
 typedef struct metrics metrics_t;
 
-/* One model of --models and, with leases, until when this instance serves it. */
-typedef struct {
-    char *model;       /* owned */
-    uint64_t until_ns; /* monotonic; 0 = not held */
-    int announced;     /* serving, as last logged */
-} serving_model_t;
-
 struct daemon {
     daemon_config_t cfg; /* cfg.limits resolved (limits_resolve) */
     codec_caps_t caps;   /* limits_caps(&cfg.limits) */
-    quota_t quota;
+    models_t models;
     uint64_t reply_max; /* the server's max_payload: no reply is built larger */
     stats_waiting_t waiting;
     store_t *store;
@@ -242,9 +285,7 @@ struct daemon {
     metrics_t *metrics;
     daemon_metrics_sink_fn metrics_sink;
     void *metrics_sink_ctx;
-    int lock_fd;              /* the data directory's lock, -1 when none (memory store) */
-    serving_model_t *serving; /* the --models list with each lease's deadline (owned) */
-    size_t n_serving;
+    int lock_fd; /* the data directory's lock, -1 when none (memory store) */
 };
 
 /* The largest reply built until the front says what the server carries: NATS's default. */
@@ -254,22 +295,6 @@ uint64_t daemon_now(const struct daemon *d);
 uint64_t daemon_ms_ns(uint32_t ms);
 /* Publishes buf (taken) on subject now; a failure is counted. buf NULL: nothing sent. */
 void daemon_publish(struct daemon *d, const char *subject, uint8_t *buf, size_t len);
-
-/* serving.c: the models this instance serves now. */
-daemon_status_t serving_create(struct daemon *d);
-void serving_destroy(struct daemon *d);
-/* 1 when this instance serves the model at this moment (every model without --models). */
-int serving_model(const struct daemon *d, const char *model);
-/* 1 when the model is one this instance may serve (in --models, or every model without it). */
-int serving_configured(const struct daemon *d, const char *model);
-/* An EV_LEASE: the model's new deadline. */
-void serving_lease_note(struct daemon *d, const ev_t *ev);
-/* Logs every model whose deadline passed since the last look (called by the timers). */
-void serving_tick(struct daemon *d);
-/* The --models list for stats: the i-th model (a view), whether it is served and for how long. */
-size_t serving_count(const struct daemon *d);
-const char *serving_at(const struct daemon *d, size_t i, int *out_serving /* out */,
-                       uint64_t *out_left_ns /* out */);
 
 /* intake.c */
 void intake_submit(struct daemon *d, const ev_t *ev, replies_t *deferred);
@@ -282,6 +307,9 @@ void requests_heartbeat(struct daemon *d, const ev_t *ev);
 void requests_bye(struct daemon *d, const ev_t *ev, replies_t *deferred);
 void requests_stats(struct daemon *d, const ev_t *ev);
 void requests_disconnected(struct daemon *d);
+/* A consumer leaves (bye, or silent too long): its batches return, its pulls are told EXPIRED,
+ * its worker and its place in its model's count go. The caller marks it dead. */
+void requests_consumer_end(struct daemon *d, consumer_t *c);
 
 /* dispatch.c */
 /* Fills outstanding pulls round-robin for at most DAEMON_FILL_BUDGET_NS. */
@@ -289,12 +317,19 @@ void dispatch_fill(struct daemon *d);
 /* Publishes a Batch with no items and this status (EXPIRED, ERROR) on subject. */
 void dispatch_status(struct daemon *d, const char *subject, codec_batch_status_t status,
                      const char *error);
-/* Returns an in-flight batch of c to its lanes and forgets it; a failed return is retried. */
-void dispatch_return(struct daemon *d, consumer_t *c, uint64_t batch_id);
-/* Returns every batch of c and drops its pulls, telling each pull EXPIRED when close_pulls. */
-void dispatch_release(struct daemon *d, consumer_t *c, int close_pulls);
+
+/* inflight.c: the one path every batch in flight leaves by (ack, nak, deadline, death, bye,
+ * disconnect, dead letter). */
+typedef enum { INFLIGHT_COMPLETE, INFLIGHT_RETURN } inflight_how_t;
+/* Completes or returns positions (all when pos is NULL) of an in-flight batch of model m (NULL
+ * only for a return), and keeps the books: m's stored totals and completed figures. *out (may
+ * be NULL) as sched_complete's. A return that fails is retried every tick. */
+sched_status_t inflight_settle(struct daemon *d, model_t *m, uint64_t batch_id, inflight_how_t how,
+                               const uint32_t *pos, size_t n, sched_settled_t *out /* out */);
+/* Returns every batch c holds and drops its pulls, telling each pull EXPIRED when close_pulls. */
+void inflight_release(struct daemon *d, consumer_t *c, int close_pulls);
 /* Retries the returns that failed (every tick). */
-void dispatch_orphans_retry(struct daemon *d);
+void inflight_orphans_retry(struct daemon *d);
 
 /* stats.c: the lanes.stats document for a request body (borrowed; empty or not a JSON object:
  * the summary), returned to the caller to free; NULL when out of memory. Its lists shrink until
@@ -317,13 +352,16 @@ void service_reply(struct daemon *d, const ev_t *ev);
 /* metrics.c */
 daemon_status_t metrics_create(metrics_t **out /* out */);
 void metrics_destroy(metrics_t *m); /* NULL-safe */
-/* Items accepted for a model (borrowed). */
-void metrics_received(metrics_t *m, const char *model, uint64_t items, uint64_t tokens);
-/* Items completed for a model (acked or dead-lettered). */
-void metrics_completed(metrics_t *m, const char *model, uint64_t items, uint64_t tokens);
-/* A batch that NATS took (before its commit, while its views are valid): routed items, the
+/* The series of model m, given on its first figure: its own, or past METRICS_MODELS_MAX the
+ * shared "(other)" one (metrics.c invariant 2). */
+metrics_series_t *metrics_series(metrics_t *mt, model_t *m);
+/* Items accepted for m. */
+void metrics_received(metrics_t *mt, model_t *m, uint64_t items, uint64_t tokens);
+/* Items of m completed (acked or dead-lettered). */
+void metrics_completed(metrics_t *mt, model_t *m, uint64_t items, uint64_t tokens);
+/* A batch of m that NATS took (before its commit, while its views are valid): routed items, the
  * queue waits of first deliveries, and for a delivery its size, padding and shape hit. */
-void metrics_batch(struct daemon *d, const sched_batch_t *b, int hit, int dead_letter);
+void metrics_batch(struct daemon *d, model_t *m, const sched_batch_t *b, int hit, int dead_letter);
 /* One owner turn: its duration without the wait for events, and its store flush's. */
 void metrics_turn(metrics_t *m, uint64_t turn_ns, uint64_t flush_ns);
 /* The Prometheus text exposition, returned to the caller to free; NULL when out of memory. */

@@ -1,25 +1,21 @@
 /*
- * dispatch.c - filling consumers' pulls with batches, dead letters, and returning batches.
+ * dispatch.c - filling consumers' pulls with batches, and dead letters.
  *
  * Invariants:
  *   1. A batch is committed only after the publish call for it returned OK; a batch that could
  *      not be published leaves its items queued (sched_fill only peeks).
- *   2. Every committed batch is recorded in flight for its consumer with an ack deadline; if
- *      that record cannot be made, the batch is returned at once.
+ *   2. Every committed batch is in flight under its consumer's worker with an ack deadline (the
+ *      core's one record of it, sched.c invariant 10).
  *   3. A fill never runs longer than DAEMON_FILL_BUDGET_NS before events are serviced again.
- *   4. A return that fails (out of memory) keeps the batch on the orphan list, retried every
- *      tick, so its items are never stranded as pending.
- *   5. Consumers with open pulls are served round-robin, one batch each per round, starting one
+ *   4. Consumers with open pulls are served round-robin, one batch each per round, starting one
  *      further each fill, so no consumer of a busy model starves another.
- *   6. A pull the scheduler holds back (cache affinity: a worker waits for its warm shapes
+ *   5. A pull the scheduler holds back (cache affinity: a worker waits for its warm shapes
  *      before missing on a small cold queue) is filled again by the time the scheduler names
  *      (sched_retry_ns): the turn's wait ends by then (turn.c invariant 3).
- *   7. A consumer holding --limit-inflight batches gets no more until it settles one
+ *   6. A consumer holding --limit-inflight batches gets no more until it settles one
  *      (JetStream's max_ack_pending): its records, and the work a heartbeat or ack of it costs,
  *      stay bounded whatever credits it asked for.
- *   8. Every committed batch has its positions' sizes in the quota (quota.c) until it is settled
- *      or returned, so completions are subtracted from its model's queue totals; the one
- *      exception, out of memory for the record, is logged and errs towards a full queue.
+ *   7. A dead letter is completed through the settle path (inflight.c) like an acked batch.
  *
  * Rejected: publishing a batch after committing it. A failed publish would strand the items as
  * pending for a consumer that never saw them, until its ack deadline.
@@ -90,8 +86,8 @@ out:
     return rc;
 }
 
-/* Publishes, commits and completes a dead letter; 1 if it went out (0: retried next turn). */
-static int dispatch_dead_letter(struct daemon *d, const sched_batch_t *b)
+/* Publishes, commits and completes a dead letter of m; 1 if it went out (0: retried next turn). */
+static int dispatch_dead_letter(struct daemon *d, model_t *m, const sched_batch_t *b)
 {
     char subject[DAEMON_PREFIX_MAX + LIMITS_MODEL_MAX + 8], error[96];
     snprintf(subject, sizeof(subject), "%s.dead.%s", d->cfg.prefix, b->model_view);
@@ -106,18 +102,13 @@ static int dispatch_dead_letter(struct daemon *d, const sched_batch_t *b)
         return 0;
     }
     free(buf);
-    uint64_t id = b->batch_id, tokens = b->real_tokens;
-    uint64_t bytes = b->items_view[0].id_len + b->items_view[0].payload_len;
-    char model[LIMITS_MODEL_MAX + 1];
-    snprintf(model, sizeof(model), "%s", b->model_view);
-    metrics_batch(d, b, 0, 1);
+    uint64_t id = b->batch_id;
+    metrics_batch(d, m, b, 0, 1);
     if (sched_commit(d->sched, b) == SCHED_OK &&
-        sched_complete(d->sched, id, NULL, 0, NULL) == SCHED_OK) {
-        metrics_completed(d->metrics, model, 1, tokens);
-        quota_complete_one(&d->quota, model, bytes);
+        inflight_settle(d, m, id, INFLIGHT_COMPLETE, NULL, 0, NULL) == SCHED_OK) {
         d->counters.dead_lettered++;
-        log_write(LOG_WARN, "an item of model %s reached the delivery limit: sent to %s",
-                  b->model_view, subject);
+        log_write(LOG_WARN, "an item of model %s reached the delivery limit: sent to %s", m->name,
+                  subject);
     }
     return 1;
 }
@@ -126,14 +117,15 @@ static int dispatch_dead_letter(struct daemon *d, const sched_batch_t *b)
 static int dispatch_one(struct daemon *d, consumer_t *c, uint64_t now)
 {
     const char *reply = consumers_pull_reply(c);
-    sched_consumer_t sc = {consumers_model(c), *consumers_contract(c), consumers_worker(c)};
+    model_t *m = consumers_model_rec(c);
+    sched_consumer_t sc = {m->core, *consumers_contract(c), consumers_worker(c)};
     sched_batch_t b;
 again:;
     sched_status_t st = sched_fill(d->sched, &sc, &b);
     if (st == SCHED_EEMPTY) {
         uint64_t retry = sched_retry_ns(d->sched);
         if (retry != 0 && (d->retry_ns == 0 || retry < d->retry_ns))
-            d->retry_ns = retry; /* invariant 6 */
+            d->retry_ns = retry; /* invariant 5 */
         return 0;
     }
     if (st != SCHED_OK) {
@@ -142,7 +134,7 @@ again:;
         return 0;
     }
     if (b.dead_letter)
-        return dispatch_dead_letter(d, &b);
+        return dispatch_dead_letter(d, m, &b);
     uint8_t *buf = NULL;
     size_t len = 0;
     if (dispatch_encode(&b, CODEC_BATCH_OK, "", 1, &buf, &len) != 0) {
@@ -165,30 +157,16 @@ again:;
     }
     uint64_t batch_id = b.batch_id;
     size_t n = b.n;
-    /* the metrics and the quota (invariant 8) before the commit, while the batch's views are
-     * valid (a failed commit is logged below) */
-    metrics_batch(d, &b, consumers_shape_note(c, b.signature), 0);
-    /* The consumer has the batch: a quota record that cannot be made must not keep it from being
-     * committed (it would be sent again); its items then stay counted against the queue limit
-     * until a restart rebuilds the counts. */
-    if (quota_batch_open(&d->quota, batch_id, b.model_view, b.items_view, n) != DAEMON_OK)
-        log_write(LOG_ERROR,
-                  "out of memory recording batch %" PRIu64 " for the queue limits: its %zu items "
-                  "stay counted until a restart",
-                  batch_id, n);
+    /* the metrics before the commit, while the batch's views are valid (a failed commit is
+     * logged below) */
+    metrics_batch(d, m, &b, consumers_shape_note(c, b.signature), 0);
     if ((st = sched_commit(d->sched, &b)) != SCHED_OK) {
         log_write(LOG_ERROR, "committing batch %" PRIu64 " failed: %s", batch_id,
                   sched_status_str(st));
-        quota_batch_close(&d->quota, batch_id);
         return 0;
     }
-    if (consumers_inflight_add(d->consumers, c, batch_id, now + daemon_ms_ns(d->cfg.ack_wait_ms),
-                               (uint32_t)n) != DAEMON_OK) {
-        log_write(LOG_ERROR, "out of memory tracking batch %" PRIu64 ": returned", batch_id);
-        sched_return(d->sched, batch_id, NULL, 0, NULL); /* invariant 2 */
-        quota_batch_close(&d->quota, batch_id);
-        return 1;
-    }
+    (void)sched_batch_deadline_set(d->sched, batch_id,
+                                   now + daemon_ms_ns(d->cfg.ack_wait_ms)); /* invariant 2 */
     consumers_dispatched_note(c, n);
     log_write(LOG_DEBUG, "dispatched batch %" PRIu64 " of model %s (%zu items) to %s", batch_id,
               consumers_model(c), n, consumers_id(c));
@@ -206,8 +184,8 @@ void dispatch_fill(struct daemon *d)
         for (size_t k = 0; k < n; k++) {
             consumer_t *c = consumers_at(d->consumers, (d->serve_cursor + k) % n);
             if (consumers_dead(c) || consumers_pull_reply(c) == NULL ||
-                !serving_model(d, consumers_model(c)) ||
-                consumers_inflight_count(c) >= d->cfg.limits.inflight) /* invariant 7 */
+                !models_serving(d, consumers_model_rec(c)) ||
+                consumers_inflight_count(c) >= d->cfg.limits.inflight) /* invariant 6 */
                 continue;
             uint64_t now = daemon_now(d);
             if (now - start > DAEMON_FILL_BUDGET_NS)
@@ -216,45 +194,5 @@ void dispatch_fill(struct daemon *d)
         }
         if (n != 0)
             d->serve_cursor = (d->serve_cursor + 1) % n;
-    }
-}
-
-void dispatch_return(struct daemon *d, consumer_t *c, uint64_t batch_id)
-{
-    uint32_t returned = 0;
-    sched_status_t st = sched_return(d->sched, batch_id, NULL, 0, &returned);
-    if (st != SCHED_OK && st != SCHED_EUNKNOWN) {
-        log_write(LOG_ERROR, "returning batch %" PRIu64 " failed: %s; retried every second",
-                  batch_id, sched_status_str(st));
-        uint64_t *o = realloc(d->orphans, (d->n_orphans + 1) * sizeof(*o));
-        if (o != NULL) {
-            d->orphans = o;
-            d->orphans[d->n_orphans++] = batch_id;
-        }
-    }
-    quota_batch_close(&d->quota, batch_id); /* returned: its items are still stored */
-    consumers_inflight_del(d->consumers, c, batch_id);
-}
-
-void dispatch_orphans_retry(struct daemon *d)
-{
-    size_t w = 0;
-    for (size_t i = 0; i < d->n_orphans; i++) {
-        sched_status_t st = sched_return(d->sched, d->orphans[i], NULL, 0, NULL);
-        if (st != SCHED_OK && st != SCHED_EUNKNOWN)
-            d->orphans[w++] = d->orphans[i];
-    }
-    d->n_orphans = w;
-}
-
-void dispatch_release(struct daemon *d, consumer_t *c, int close_pulls)
-{
-    uint64_t batch_id;
-    while (consumers_inflight_last(c, &batch_id))
-        dispatch_return(d, c, batch_id);
-    for (const char *reply; (reply = consumers_pull_reply(c)) != NULL;) {
-        if (close_pulls)
-            dispatch_status(d, reply, CODEC_BATCH_EXPIRED, "");
-        consumers_pull_pop(c);
     }
 }

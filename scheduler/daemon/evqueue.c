@@ -21,8 +21,8 @@
  *   - A lock around the scheduler shared by the callback threads: every callback would contend on
  *     it, and the one place that may run long (a fill) would block acks and heartbeats; a queue
  *     with one owner makes the fill's yield a property of one loop.
- *   - A linked list of malloc'd events with copies of subject, reply and data (this file's first
- *     version): four allocations and a copy of every payload per message, freed one by one.
+ *   - A linked list of malloc'd events with copies of subject, reply and data: four allocations
+ *     and a copy of every payload per message, freed one by one.
  *   - A lock-free ring: the lock is taken once per message by one transport thread (the front
  *     uses nats.c's global delivery thread) and once per turn by the owner; it is not contended,
  *     and a ring would need a bound that a burst could overrun.

@@ -59,61 +59,33 @@ static void intake_error_note(struct daemon *d, const ev_t *ev, const codec_subm
     }
 }
 
-static size_t intake_varint_len(uint64_t v)
-{
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
-/* The largest SubmitReply these items can get without refusal texts (invariant 5): each
- * ItemResult at its id's length, a status, and the longest code word. */
-static uint64_t intake_reply_bound(const codec_submit_t *sub)
-{
-    static size_t longest;
-    if (longest == 0) {
-        for (int i = 0; i < CODEC_STATUS_COUNT; i++) {
-            size_t n = strlen(codec_status_reason((codec_status_t)i));
-            longest = n > longest ? n : longest;
-        }
-    }
-    uint64_t total = 0;
-    for (size_t i = 0; i < sub->n_items; i++) {
-        size_t id = sub->items[i].id.len;
-        size_t result =
-            1 + intake_varint_len(id) + id + 2 + 1 + intake_varint_len(longest) + longest;
-        total += 1 + intake_varint_len(result) + result;
-    }
-    return total;
-}
-
 /* The model's limits on what it holds (invariant 1): a new model past --limit-models, a new
  * shape past --limit-shapes or --limit-new-shapes of this message (*new_shapes counts them), a
- * full queue. CODEC_OK when the item may be stored. */
-static codec_status_t intake_room(const struct daemon *d, const char *model, uint64_t shape,
-                                  uint64_t bytes, uint32_t *new_shapes)
+ * full queue. m is the record of the model `name` (NULL: none yet). CODEC_OK when the item may be
+ * stored. */
+static codec_status_t intake_room(const struct daemon *d, const char *name, const model_t *m,
+                                  uint64_t shape, uint64_t bytes, uint32_t *new_shapes)
 {
-    if (sched_lanes_view(d->sched, model, shape) == NULL) {
-        size_t shapes = sched_shape_count(d->sched, model);
-        if (!sched_model_in_use(d->sched, model) &&
-            sched_model_count(d->sched) >= d->cfg.limits.models)
+    /* a model without a record may still hold shapes (its items gone, its lanes draining) */
+    const sched_model_t *core = m != NULL ? m->core : sched_model_find(d->sched, name);
+    if (sched_lanes_view(d->sched, core, shape) == NULL) {
+        if (!sched_model_in_use(core) && sched_model_count(d->sched) >= d->cfg.limits.models)
             return CODEC_ETOO_MANY_MODELS; /* a model a consumer registered for is not new */
-        if (shapes >= d->cfg.limits.shapes_per_model || *new_shapes >= d->cfg.limits.new_shapes ||
+        if ((core != NULL && sched_shape_count(d->sched, core) >= d->cfg.limits.shapes_per_model) ||
+            *new_shapes >= d->cfg.limits.new_shapes ||
             sched_shape_count(d->sched, NULL) >= d->cfg.limits.shapes)
             return CODEC_ETOO_MANY_SHAPES;
-        codec_status_t st = quota_check(&d->quota, model, bytes);
+        codec_status_t st = models_room(d, m, bytes);
         *new_shapes += st == CODEC_OK;
         return st;
     }
-    return quota_check(&d->quota, model, bytes);
+    return models_room(d, m, bytes);
 }
 
-/* One item that passed validation: the window, the limits, the store. */
-static void intake_item(struct daemon *d, const ev_t *ev, const codec_work_item_t *it, uint64_t now,
-                        uint32_t *new_shapes, codec_item_result_t *r)
+/* One item that passed validation: the window, the limits, the store. *m is the model's record,
+ * made when its first item is accepted (so refusals make none). */
+static void intake_item(struct daemon *d, const ev_t *ev, model_t **m, const codec_work_item_t *it,
+                        uint64_t now, uint32_t *new_shapes, codec_item_result_t *r)
 {
     if (dedupe_contains(&d->dedupe, it->id.ptr, it->id.len, now)) {
         r->status = CODEC_ITEM_DUPLICATE;
@@ -124,11 +96,13 @@ static void intake_item(struct daemon *d, const ev_t *ev, const codec_work_item_
     size_t flen = 0;
     uint8_t *framed = frame_encode(it->reply_to, it->payload, it->created_unix_ns,
                                    &d->frame_scratch, &d->frame_cap, &flen);
-    codec_status_t why = framed != NULL
-                             ? intake_room(d, ev->token, it->shape, it->id.len + flen, new_shapes)
-                             : CODEC_ESTORE_ERROR; /* out of memory: an operator has to look */
+    codec_status_t why =
+        framed != NULL ? intake_room(d, ev->token, *m, it->shape, it->id.len + flen, new_shapes)
+                       : CODEC_ESTORE_ERROR; /* out of memory: an operator has to look */
+    if (why == CODEC_OK && *m == NULL && (*m = models_get(d, ev->token)) == NULL)
+        why = CODEC_ESTORE_ERROR; /* out of memory: an operator has to look */
     if (why == CODEC_OK) {
-        sched_item_t si = {ev->token, it->shape, it->tokens, it->id.ptr, it->id.len, framed, flen};
+        sched_item_t si = {(*m)->core, it->shape, it->tokens, it->id.ptr, it->id.len, framed, flen};
         sched_status_t sst = sched_submit(d->sched, &si, NULL);
         why = sst == SCHED_OK ? CODEC_OK : intake_store_reason(d, sst);
     }
@@ -140,9 +114,8 @@ static void intake_item(struct daemon *d, const ev_t *ev, const codec_work_item_
         return;
     }
     r->status = CODEC_ITEM_ACCEPTED;
-    metrics_received(d->metrics, ev->token, 1, it->tokens);
-    if (quota_add(&d->quota, ev->token, it->id.len + flen) != DAEMON_OK)
-        log_write(LOG_WARN, "queue totals of model %s: out of memory", ev->token);
+    metrics_received(d->metrics, *m, 1, it->tokens);
+    models_stored(*m, it->id.len + flen);
     if (dedupe_add(&d->dedupe, it->id.ptr, it->id.len, now) != DAEMON_OK)
         log_write(LOG_WARN, "dedupe window full: out of memory");
 }
@@ -180,7 +153,7 @@ void intake_submit(struct daemon *d, const ev_t *ev, replies_t *deferred)
     char errbuf[160];
     if (cst == CODEC_OK) {
         cst = codec_submit_caps_check(sub, &d->caps);
-        if (cst == CODEC_OK && ev->reply != NULL && intake_reply_bound(sub) > d->reply_max)
+        if (cst == CODEC_OK && ev->reply != NULL && codec_submit_reply_bound(sub) > d->reply_max)
             cst = CODEC_EREPLY_TOO_LARGE; /* invariant 5: nothing stored */
         if (cst != CODEC_OK)
             d->counters.rejected[cst]++;
@@ -198,7 +171,8 @@ void intake_submit(struct daemon *d, const ev_t *ev, replies_t *deferred)
         goto reply;
     }
     uint64_t now = daemon_now(d);
-    int served = serving_model(d, ev->token); /* a lease lost or lapsed: refuse (fencing) */
+    model_t *m = models_find(d, ev->token); /* the one lookup of the message's model */
+    int served = models_serving(d, m);      /* a lease lost or lapsed: refuse (fencing) */
     uint32_t new_shapes = 0;
     for (size_t i = 0; i < sub->n_items; i++) {
         const codec_work_item_t *it = &sub->items[i];
@@ -207,7 +181,7 @@ void intake_submit(struct daemon *d, const ev_t *ev, replies_t *deferred)
         stats_waiting_answer(d, 0); /* between two items the state is whole (invariant 6) */
         codec_status_t why = it->status == CODEC_OK && !served ? CODEC_ENOT_OWNER : it->status;
         if (why == CODEC_OK) {
-            intake_item(d, ev, it, now, &new_shapes, r);
+            intake_item(d, ev, &m, it, now, &new_shapes, r);
             continue;
         }
         r->status = CODEC_ITEM_REJECTED;

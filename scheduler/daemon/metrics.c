@@ -32,45 +32,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
 /* Models with series of their own: one scrape stays under ~1 MB even at this bound. */
 #define METRICS_MODELS_MAX 256
 #define METRICS_OTHER      "(other)"
 
-/* Bucket bounds. Waits: a millisecond (an idle daemon) to five minutes (an overloaded one, the
- * bench's sustained preset reaches 188 s). Batch sizes: powers of two up to 1,024 items. Turns
+/* Bucket bounds. Waits: a millisecond (an idle daemon) to five minutes (an overloaded one: the
+ * bench's sustained preset reaches minutes). Batch sizes: powers of two up to 1,024 items. Turns
  * and flushes: 100 us (a turn with little to do) to a second (a stalled disk). */
 static const double metrics_wait_le[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                                          1,     2.5,    5,     10,   30,    60,   120, 300};
 static const double metrics_size_le[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
 static const double metrics_turn_le[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
                                          0.01,   0.025,   0.05,   0.1,   0.25,   1};
-#define METRICS_LEN(a)      (sizeof(a) / sizeof((a)[0]))
-#define METRICS_BUCKETS_MAX 17
-
-typedef struct {
-    const double *le;
-    size_t n_le;
-    uint64_t counts[METRICS_BUCKETS_MAX + 1]; /* per bucket, not cumulative; [n_le] is +Inf */
-    uint64_t count;
-    double sum;
-} metrics_hist_t;
-
-typedef struct {
-    char *name; /* owned */
-    uint64_t items_received, tokens_received, items_routed, tokens_routed;
-    uint64_t items_completed, tokens_completed, dead_lettered;
-    uint64_t batches, shape_hits, padded_tokens, real_tokens;
-    metrics_hist_t wait, created_wait, batch_items;
-    /* Gauges, recomputed by each metrics_text. */
-    uint64_t queued_items, queued_tokens, inflight_items, lanes, consumers;
-} metrics_model_t;
+#define METRICS_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 struct metrics {
-    map_t by_name; /* (XXH64 of the name, its length) -> metrics_model_t */
-    metrics_model_t **models;
-    size_t n_models; /* the last one is METRICS_OTHER once the bound is reached */
+    metrics_series_t **series; /* in order of first figure; the models' own and "(other)" */
+    size_t n_series;
+    metrics_series_t other; /* shared by the models past METRICS_MODELS_MAX (invariant 2) */
+    int other_listed;
     metrics_hist_t turn, flush;
 };
 
@@ -91,12 +72,23 @@ static void metrics_hist_add(metrics_hist_t *h, double v)
     h->sum += v;
 }
 
+static void metrics_series_init(metrics_series_t *s, const char *label)
+{
+    memset(s, 0, sizeof(*s));
+    s->label = label;
+    metrics_hist_init(&s->wait, metrics_wait_le, METRICS_LEN(metrics_wait_le));
+    metrics_hist_init(&s->created_wait, metrics_wait_le, METRICS_LEN(metrics_wait_le));
+    metrics_hist_init(&s->batch_items, metrics_size_le, METRICS_LEN(metrics_size_le));
+}
+
 daemon_status_t metrics_create(metrics_t **out)
 {
     metrics_t *m = calloc(1, sizeof(*m));
-    if (m == NULL)
+    if (m == NULL || (m->series = calloc(METRICS_MODELS_MAX, sizeof(*m->series))) == NULL) {
+        free(m);
         return DAEMON_ENOMEM;
-    map_init(&m->by_name);
+    }
+    metrics_series_init(&m->other, METRICS_OTHER);
     metrics_hist_init(&m->turn, metrics_turn_le, METRICS_LEN(metrics_turn_le));
     metrics_hist_init(&m->flush, metrics_turn_le, METRICS_LEN(metrics_turn_le));
     *out = m;
@@ -107,75 +99,47 @@ void metrics_destroy(metrics_t *m)
 {
     if (m == NULL)
         return;
-    for (size_t i = 0; i < m->n_models; i++) {
-        free(m->models[i]->name);
-        free(m->models[i]);
-    }
-    free(m->models);
-    map_fini(&m->by_name);
+    free(m->series);
     free(m);
 }
 
-static metrics_model_t *metrics_model_new(metrics_t *m, const char *name, map_key_t key)
+metrics_series_t *metrics_series(metrics_t *mt, model_t *m)
 {
-    metrics_model_t *mm = calloc(1, sizeof(*mm));
-    metrics_model_t **grown = realloc(m->models, (m->n_models + 1) * sizeof(*grown));
-    if (grown != NULL)
-        m->models = grown;
-    if (mm == NULL || grown == NULL || (mm->name = strdup(name)) == NULL ||
-        map_put(&m->by_name, key, mm) != MAP_OK) {
-        if (mm != NULL)
-            free(mm->name);
-        free(mm);
-        return NULL;
+    if (m->series != NULL)
+        return m->series;
+    /* past the bound the shared series, which a model really named METRICS_OTHER shares too
+     * (one series per label value) */
+    if (mt->n_series < METRICS_MODELS_MAX - 1 + (size_t)mt->other_listed &&
+        strcmp(m->name, METRICS_OTHER) != 0) {
+        metrics_series_init(&m->own, m->name);
+        m->series = &m->own;
+    } else {
+        m->series = &mt->other;
+        if (mt->other_listed)
+            return m->series;
+        mt->other_listed = 1;
     }
-    metrics_hist_init(&mm->wait, metrics_wait_le, METRICS_LEN(metrics_wait_le));
-    metrics_hist_init(&mm->created_wait, metrics_wait_le, METRICS_LEN(metrics_wait_le));
-    metrics_hist_init(&mm->batch_items, metrics_size_le, METRICS_LEN(metrics_size_le));
-    m->models[m->n_models++] = mm;
-    return mm;
+    mt->series[mt->n_series++] = m->series;
+    return m->series;
 }
 
-/* The series of a model (invariant 2); NULL only when out of memory. */
-static metrics_model_t *metrics_model(metrics_t *m, const char *name)
+void metrics_received(metrics_t *mt, model_t *m, uint64_t items, uint64_t tokens)
 {
-    size_t len = strlen(name);
-    map_key_t key = {XXH64(name, len, 0), len};
-    metrics_model_t *mm = map_get(&m->by_name, key);
-    if (mm != NULL && strcmp(mm->name, name) == 0)
-        return mm;
-    if (mm == NULL && m->n_models < METRICS_MODELS_MAX - 1)
-        return metrics_model_new(m, name, key);
-    /* past the bound, or another name under the same hash: the shared series, which a model
-     * really named METRICS_OTHER shares too (one series per label value) */
-    key = (map_key_t){XXH64(METRICS_OTHER, strlen(METRICS_OTHER), 0), strlen(METRICS_OTHER)};
-    mm = map_get(&m->by_name, key);
-    return mm != NULL ? mm : metrics_model_new(m, METRICS_OTHER, key);
-}
-
-void metrics_received(metrics_t *m, const char *model, uint64_t items, uint64_t tokens)
-{
-    metrics_model_t *mm = metrics_model(m, model);
-    if (mm == NULL)
-        return;
+    metrics_series_t *mm = metrics_series(mt, m);
     mm->items_received += items;
     mm->tokens_received += tokens;
 }
 
-void metrics_completed(metrics_t *m, const char *model, uint64_t items, uint64_t tokens)
+void metrics_completed(metrics_t *mt, model_t *m, uint64_t items, uint64_t tokens)
 {
-    metrics_model_t *mm = metrics_model(m, model);
-    if (mm == NULL)
-        return;
+    metrics_series_t *mm = metrics_series(mt, m);
     mm->items_completed += items;
     mm->tokens_completed += tokens;
 }
 
-void metrics_batch(struct daemon *d, const sched_batch_t *b, int hit, int dead_letter)
+void metrics_batch(struct daemon *d, model_t *m, const sched_batch_t *b, int hit, int dead_letter)
 {
-    metrics_model_t *mm = metrics_model(d->metrics, b->model_view);
-    if (mm == NULL)
-        return;
+    metrics_series_t *mm = metrics_series(d->metrics, m);
     uint64_t now = daemon_now(d), wall = clock_wall_ns();
     mm->items_routed += b->n;
     mm->tokens_routed += b->real_tokens;
@@ -285,14 +249,14 @@ static void metrics_family(metrics_buf_t *b, const char *name, const char *type,
     metrics_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-/* One sample per model of a u64 field (offset into metrics_model_t). */
+/* One sample per model of a u64 field (offset into metrics_series_t). */
 static void metrics_per_model(metrics_buf_t *b, const metrics_t *m, char **labels, const char *name,
                               const char *type, const char *help, size_t off)
 {
     metrics_family(b, name, type, help);
-    for (size_t i = 0; i < m->n_models; i++)
+    for (size_t i = 0; i < m->n_series; i++)
         metrics_printf(b, "%s{model=\"%s\"} %" PRIu64 "\n", name, labels[i],
-                       *(const uint64_t *)((const char *)m->models[i] + off));
+                       *(const uint64_t *)((const char *)m->series[i] + off));
 }
 
 static void metrics_hist_write(metrics_buf_t *b, const char *name, const char *labels,
@@ -318,10 +282,10 @@ static void metrics_hist_per_model(metrics_buf_t *b, const metrics_t *m, char **
 {
     metrics_family(b, name, "histogram", help);
     char lab[6 * (LIMITS_MODEL_MAX + 16) + 16];
-    for (size_t i = 0; i < m->n_models; i++) {
+    for (size_t i = 0; i < m->n_series; i++) {
         snprintf(lab, sizeof(lab), "model=\"%s\"", labels[i]);
         metrics_hist_write(b, name, lab,
-                           (const metrics_hist_t *)((const char *)m->models[i] + off));
+                           (const metrics_hist_t *)((const char *)m->series[i] + off));
     }
 }
 
@@ -329,8 +293,8 @@ static void metrics_ratio(metrics_buf_t *b, const metrics_t *m, char **labels, c
                           const char *help, int hits)
 {
     metrics_family(b, name, "gauge", help);
-    for (size_t i = 0; i < m->n_models; i++) {
-        const metrics_model_t *mm = m->models[i];
+    for (size_t i = 0; i < m->n_series; i++) {
+        const metrics_series_t *mm = m->series[i];
         double r = hits ? (mm->batches ? (double)mm->shape_hits / (double)mm->batches : 0)
                         : (mm->padded_tokens ? (double)(mm->padded_tokens - mm->real_tokens) /
                                                    (double)mm->padded_tokens
@@ -344,9 +308,11 @@ static void metrics_shape(void *ctx, const char *model, uint64_t signature, cons
 {
     (void)signature;
     (void)current;
-    metrics_model_t *mm = metrics_model(ctx, model);
-    if (mm == NULL)
+    struct daemon *d = ctx;
+    model_t *m = models_get(d, model);
+    if (m == NULL)
         return;
+    metrics_series_t *mm = metrics_series(d->metrics, m);
     mm->queued_items += lanes_queued_items(lanes);
     mm->queued_tokens += lanes_queued_tokens(lanes);
     mm->lanes += lanes_in_use(lanes);
@@ -358,21 +324,20 @@ static void metrics_shape(void *ctx, const char *model, uint64_t signature, cons
 /* The gauges of every model, from the scheduler and the registry as they are now. */
 static void metrics_gauges(struct daemon *d)
 {
-    metrics_t *m = d->metrics;
-    for (size_t i = 0; i < m->n_models; i++) {
-        metrics_model_t *mm = m->models[i];
+    metrics_t *mt = d->metrics;
+    for (size_t i = 0; i < mt->n_series; i++) {
+        metrics_series_t *mm = mt->series[i];
         mm->queued_items = mm->queued_tokens = mm->inflight_items = mm->lanes = mm->consumers = 0;
     }
-    sched_shapes_visit(d->sched, metrics_shape, m);
-    for (size_t i = 0; i < consumers_count(d->consumers); i++) {
-        const consumer_t *c = consumers_at(d->consumers, i);
-        metrics_model_t *mm = consumers_dead(c) ? NULL : metrics_model(m, consumers_model(c));
-        if (mm != NULL)
-            mm->consumers++;
+    sched_shapes_visit(d->sched, metrics_shape, d);
+    for (size_t i = 0; i < d->models.n; i++) {
+        model_t *m = d->models.all[i];
+        if (m->consumers != 0)
+            metrics_series(mt, m)->consumers += m->consumers;
     }
 }
 
-#define METRICS_OFF(field) offsetof(metrics_model_t, field)
+#define METRICS_OFF(field) offsetof(metrics_series_t, field)
 
 static void metrics_write_models(metrics_buf_t *b, const metrics_t *m, char **l)
 {
@@ -485,20 +450,20 @@ char *metrics_text(struct daemon *d, size_t *out_len)
     metrics_t *m = d->metrics;
     metrics_gauges(d);
     metrics_buf_t b = {.p = malloc(65536), .cap = 65536};
-    char **labels = calloc(m->n_models + 1, sizeof(*labels));
+    char **labels = calloc(m->n_series + 1, sizeof(*labels));
     b.oom = b.p == NULL || labels == NULL;
-    for (size_t i = 0; !b.oom && i < m->n_models; i++) {
-        labels[i] = malloc(6 * strlen(m->models[i]->name) + 1);
+    for (size_t i = 0; !b.oom && i < m->n_series; i++) {
+        labels[i] = malloc(6 * strlen(m->series[i]->label) + 1);
         if (labels[i] == NULL)
             b.oom = 1;
         else
-            metrics_label(m->models[i]->name, labels[i]);
+            metrics_label(m->series[i]->label, labels[i]);
     }
     if (!b.oom) {
         metrics_write_daemon(&b, d);
         metrics_write_models(&b, m, labels);
     }
-    for (size_t i = 0; labels != NULL && i < m->n_models; i++)
+    for (size_t i = 0; labels != NULL && i < m->n_series; i++)
         free(labels[i]);
     free(labels);
     if (b.oom) {

@@ -65,7 +65,7 @@ void requests_register(struct daemon *d, const ev_t *ev)
     char err[160], subjects[4][DAEMON_PREFIX_MAX + CONSUMERS_ID_LEN + 8];
     consumer_t *c = NULL;
     codec_status_t cst = codec_decode_register(ev->data, ev->len, &reg);
-    if (cst == CODEC_OK && !serving_model(d, reg->model)) {
+    if (cst == CODEC_OK && !models_serving(d, models_find(d, reg->model))) {
         codec_register_destroy(reg); /* invariant 4: the instance that owns the model answers */
         return;
     }
@@ -74,7 +74,7 @@ void requests_register(struct daemon *d, const ev_t *ev)
         if (cst == CODEC_OK && consumers_count(d->consumers) >= d->cfg.limits.consumers &&
             !consumers_forget_dead(d->consumers))
             cst = CODEC_ETOO_MANY_CONSUMERS; /* every one of them alive */
-        if (cst == CODEC_OK && !sched_model_in_use(d->sched, reg->model) &&
+        if (cst == CODEC_OK && !sched_model_in_use(sched_model_find(d->sched, reg->model)) &&
             sched_model_count(d->sched) >= d->cfg.limits.models)
             cst = CODEC_ETOO_MANY_MODELS; /* a consumer makes its model in use, as a submit does */
         if (cst != CODEC_OK)
@@ -87,12 +87,15 @@ void requests_register(struct daemon *d, const ev_t *ev)
         packer_contract_t k = {reg->max_batch_size, reg->max_batch_tokens, reg->max_input_tokens};
         sched_worker_config_t wc = {reg->batch_fixed_us, reg->token_ns, reg->cache_shapes};
         sched_worker_t *w = NULL;
-        if (sched_worker_create(d->sched, reg->model, &wc, &w) != SCHED_OK ||
+        model_t *m = models_get(d, reg->model);
+        if (m == NULL || sched_worker_create(d->sched, m->core, &wc, &w) != SCHED_OK ||
             consumers_add(d->consumers, reg->model, reg->name, k, daemon_now(d), &c) != DAEMON_OK) {
             sched_worker_destroy(d->sched, w);
             out.error = "no_memory: the daemon could not register the consumer";
         } else {
             consumers_worker_set(c, w);
+            consumers_model_set(c, m);
+            m->consumers++;
             const char *p = d->cfg.prefix, *id = consumers_id(c);
             static const char *const verbs[4] = {"pull", "ack", "hb", "bye"};
             for (int i = 0; i < 4; i++)
@@ -164,29 +167,19 @@ void requests_pull(struct daemon *d, const ev_t *ev)
 }
 
 /* Completes and returns the positions an ack names; the positions were checked. */
-static void requests_settle(struct daemon *d, const codec_ack_t *ack, codec_ack_reply_t *out)
+static void requests_settle(struct daemon *d, model_t *m, const codec_ack_t *ack,
+                            codec_ack_reply_t *out)
 {
-    uint32_t n = 0;
+    sched_settled_t done = {0};
     sched_status_t st = SCHED_OK;
-    if (ack->all) {
-        st = sched_complete(d->sched, ack->batch_id, NULL, 0, &n);
-        if (st == SCHED_OK) /* a failed store keeps its items: they stay counted */
-            quota_batch_completed(&d->quota, ack->batch_id, NULL, 0);
-        out->acked += n;
-    } else {
-        if (ack->n_ack != 0) {
-            st = sched_complete(d->sched, ack->batch_id, ack->ack, ack->n_ack, &n);
-            if (st == SCHED_OK)
-                quota_batch_completed(&d->quota, ack->batch_id, ack->ack, ack->n_ack);
-            out->acked += n;
-        }
-        if (st == SCHED_OK && ack->n_nak != 0 && sched_batch_pending(d->sched, ack->batch_id)) {
-            n = 0;
-            st = sched_return(d->sched, ack->batch_id, ack->nak, ack->n_nak, &n);
-            if (st == SCHED_OK)
-                quota_batch_returned(&d->quota, ack->batch_id, ack->nak, ack->n_nak);
-            out->returned += n;
-        }
+    if (ack->all || ack->n_ack != 0) {
+        st = inflight_settle(d, m, ack->batch_id, INFLIGHT_COMPLETE, ack->all ? NULL : ack->ack,
+                             ack->all ? 0 : ack->n_ack, &done);
+        out->acked += done.positions;
+    }
+    if (st == SCHED_OK && !ack->all && ack->n_nak != 0 && !done.closed) {
+        st = inflight_settle(d, m, ack->batch_id, INFLIGHT_RETURN, ack->nak, ack->n_nak, &done);
+        out->returned += done.positions;
     }
     if (st != SCHED_OK) /* positions were checked: only the store can fail here */
         out->error = "store_error: the store failed";
@@ -217,8 +210,8 @@ void requests_ack(struct daemon *d, const ev_t *ev, replies_t *deferred)
                     "nothing changed";
         goto reply;
     }
-    inflight_t *in = consumers_inflight_find(c, ack->batch_id);
-    if (in == NULL || consumers_batch_owner(d->consumers, ack->batch_id) != c) {
+    sched_batch_info_t in;
+    if (!sched_batch_info(d->sched, ack->batch_id, &in) || in.worker != consumers_worker(c)) {
         d->counters.unknown_batch++;
         out.unknown = 1;
         out.error = "unknown_batch: not an in-flight batch of this consumer (settled, returned "
@@ -226,28 +219,21 @@ void requests_ack(struct daemon *d, const ev_t *ev, replies_t *deferred)
         goto reply;
     }
     if (ack->in_progress) {
-        in->deadline_ns = daemon_now(d) + daemon_ms_ns(d->cfg.ack_wait_ms);
+        (void)sched_batch_deadline_set(d->sched, ack->batch_id,
+                                       daemon_now(d) + daemon_ms_ns(d->cfg.ack_wait_ms));
         goto reply;
     }
     uint32_t bad = 0;
     for (size_t i = 0; !ack->all && i < ack->n_ack; i++)
-        bad += ack->ack[i] >= in->n_items;
+        bad += ack->ack[i] >= in.positions;
     for (size_t i = 0; !ack->all && i < ack->n_nak; i++)
-        bad += ack->nak[i] >= in->n_items;
+        bad += ack->nak[i] >= in.positions;
     if (bad != 0) { /* invariant 2 */
         out.unknown = bad;
         out.error = "unknown_position: a position is outside the batch; nothing changed";
         goto reply;
     }
-    const sched_counters_t *k = sched_counters(d->sched);
-    uint64_t items = k->items_completed, tokens = k->tokens_completed;
-    requests_settle(d, ack, &out);
-    metrics_completed(d->metrics, consumers_model(c), k->items_completed - items,
-                      k->tokens_completed - tokens);
-    if (!sched_batch_pending(d->sched, ack->batch_id)) {
-        quota_batch_close(&d->quota, ack->batch_id);
-        consumers_inflight_del(d->consumers, c, ack->batch_id);
-    }
+    requests_settle(d, consumers_model_rec(c), ack, &out);
 reply:
     if (out.error[0] != '\0')
         service_error(d, EV_ACK, NULL, out.error);
@@ -271,9 +257,9 @@ void requests_heartbeat(struct daemon *d, const ev_t *ev)
     }
     uint64_t deadline = daemon_now(d) + daemon_ms_ns(d->cfg.ack_wait_ms);
     for (size_t i = 0; i < hb->n_in_progress; i++) {
-        inflight_t *in = consumers_inflight_find(c, hb->in_progress[i]);
-        if (in != NULL)
-            in->deadline_ns = deadline;
+        sched_batch_info_t in;
+        if (sched_batch_info(d->sched, hb->in_progress[i], &in) && in.worker == consumers_worker(c))
+            (void)sched_batch_deadline_set(d->sched, hb->in_progress[i], deadline);
     }
     codec_heartbeat_destroy(hb);
 }
@@ -285,9 +271,7 @@ void requests_bye(struct daemon *d, const ev_t *ev, replies_t *deferred)
         return;
     consumer_t *c = requests_consumer(d, ev->token);
     if (c != NULL) {
-        dispatch_release(d, c, 1);
-        sched_worker_destroy(d->sched, consumers_worker(c));
-        consumers_worker_set(c, NULL);
+        requests_consumer_end(d, c);
         consumers_kill(c);
         log_write(LOG_INFO, "consumer %s (%s) left", consumers_id(c), consumers_name(c));
     }
@@ -305,11 +289,22 @@ void requests_stats(struct daemon *d, const ev_t *ev)
     daemon_publish(d, ev->reply, (uint8_t *)json, len);
 }
 
+void requests_consumer_end(struct daemon *d, consumer_t *c)
+{
+    inflight_release(d, c, 1);
+    sched_worker_destroy(d->sched, consumers_worker(c));
+    consumers_worker_set(c, NULL);
+    model_t *m = consumers_model_rec(c);
+    if (m != NULL)
+        m->consumers--;
+    consumers_model_set(c, NULL);
+}
+
 void requests_disconnected(struct daemon *d)
 {
     d->counters.disconnects++;
     for (size_t i = 0; i < consumers_count(d->consumers); i++)
-        dispatch_release(d, consumers_at(d->consumers, i), 0);
+        inflight_release(d, consumers_at(d->consumers, i), 0);
     log_write(LOG_WARN, "NATS connection lost: in-flight batches returned, pulls dropped; "
                         "consumers resume by pulling");
 }

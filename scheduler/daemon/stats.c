@@ -1,6 +1,6 @@
 /*
- * stats.c - the lanes.stats JSON document, written through jansson. A little over 600 lines:
- * the summary and the pages share one writer per object, so the key list stays in one file.
+ * stats.c - the lanes.stats JSON document, written through jansson. The summary and the pages
+ * share one writer per object, so the key list stays in one file.
  *
  * Invariants:
  *   1. The keys of subjects.md's stats table are stable: counters.{items_received,
@@ -293,9 +293,10 @@ static void stats_model_end(stats_models_t *m)
 {
     if (m->model == NULL || !m->listed)
         return;
-    uint64_t cur = 0, items = 0, bytes = 0;
-    int has = sched_current_shape(m->d->sched, m->model, &cur);
-    quota_usage(&m->d->quota, m->model, &items, &bytes);
+    uint64_t cur = 0;
+    const model_t *rec = models_find(m->d, m->model);
+    int has = sched_current_shape(m->d->sched, sched_model_find(m->d->sched, m->model), &cur);
+    uint64_t items = rec != NULL ? rec->items : 0, bytes = rec != NULL ? rec->bytes : 0;
     json_t *shapes = json_array();
     for (size_t i = 0; i < m->n_picks; i++)
         json_array_append_new(shapes, stats_shape_json(m->picks[i].signature, m->picks[i].lanes,
@@ -390,11 +391,12 @@ static json_t *stats_consumers(struct daemon *d, size_t offset, size_t max, int 
 static json_t *stats_serving(struct daemon *d)
 {
     json_t *all = json_array();
-    for (size_t i = 0; i < serving_count(d); i++) {
-        int on = 0;
-        uint64_t left = 0;
-        const char *model = serving_at(d, i, &on, &left);
-        json_t *one = json_pack("{s:o,s:b}", "model", stats_str(model), "serving", on);
+    uint64_t now = daemon_now(d);
+    for (size_t i = 0; i < d->models.n_configured; i++) {
+        const model_t *m = d->models.configured[i];
+        int on = models_serving(d, m);
+        uint64_t left = d->cfg.leases && now < m->until_ns ? m->until_ns - now : 0;
+        json_t *one = json_pack("{s:o,s:b}", "model", stats_str(m->name), "serving", on);
         if (d->cfg.leases)
             json_object_set_new(one, "lease_left_ms", stats_u64(left / 1000000));
         json_array_append_new(all, one);
@@ -480,15 +482,19 @@ static char *stats_build(struct daemon *d, const stats_request_t *rq, size_t max
     json_object_set_new(doc, "version", json_string(version_string()));
     json_object_set_new(doc, "protocol_version", json_integer(VERSION_PROTOCOL));
     json_object_set_new(doc, "instance_id", json_string(d->instance_id));
-    if (serving_count(d) != 0) /* --models, and with leases who holds what */
+    if (d->models.n_configured != 0) /* --models, and with leases who holds what */
         json_object_set_new(doc, "serving", stats_serving(d));
     if (summary) {
         json_object_set_new(doc, "truncated", json_boolean(truncated || m.truncated));
     } else {
         static const char *const names[] = {"", "models", "shapes", "consumers"};
-        size_t total = rq->kind == STATS_MODELS   ? sched_model_count(d->sched)
-                       : rq->kind == STATS_SHAPES ? sched_shape_count(d->sched, rq->model)
-                                                  : consumers_count(d->consumers);
+        size_t total =
+            rq->kind == STATS_MODELS ? sched_model_count(d->sched)
+            : rq->kind == STATS_SHAPES
+                ? (sched_model_find(d->sched, rq->model) != NULL
+                       ? sched_shape_count(d->sched, sched_model_find(d->sched, rq->model))
+                       : 0)
+                : consumers_count(d->consumers);
         size_t returned = rq->kind == STATS_MODELS   ? m.n_listed
                           : rq->kind == STATS_SHAPES ? m.n_picks
                                                      : json_array_size(consumers);

@@ -42,9 +42,7 @@ static void turn_consumer_dead(void *ctx, consumer_t *c, uint64_t silent_ns)
     struct daemon *d = ctx;
     log_write(LOG_WARN, "consumer %s (%s) silent for %" PRIu64 " ms: dead; %zu batches returned",
               consumers_id(c), consumers_name(c), silent_ns / 1000000, consumers_inflight_count(c));
-    dispatch_release(d, c, 1);
-    sched_worker_destroy(d->sched, consumers_worker(c));
-    consumers_worker_set(c, NULL);
+    requests_consumer_end(d, c);
     d->counters.consumers_declared_dead++;
 }
 
@@ -54,7 +52,7 @@ static void turn_ack_expired(void *ctx, consumer_t *c, uint64_t batch_id)
     log_write(LOG_INFO, "batch %" PRIu64 " of %s passed its ack deadline: returned", batch_id,
               consumers_id(c));
     d->counters.batches_expired_ack_deadline++;
-    dispatch_return(d, c, batch_id);
+    (void)inflight_settle(d, NULL, batch_id, INFLIGHT_RETURN, NULL, 0, NULL);
 }
 
 static void turn_pull_expired(void *ctx, consumer_t *c, const char *reply)
@@ -76,11 +74,11 @@ static void turn_timers(struct daemon *d)
         consumers_stall_reset(d->consumers, now);
     }
     d->last_timers_ns = now;
-    serving_tick(d);
+    models_serving_tick(d);
     if (now >= d->next_tick_ns) {
-        dispatch_orphans_retry(d);
+        inflight_orphans_retry(d);
+        models_tick(d);
         sched_tick(d->sched);
-        quota_tick(&d->quota);
         d->next_tick_ns = now + LANES_TICK_NS;
         consumers_prune(d->consumers, now, DAEMON_DEAD_KEEP_PERIODS * dead_after);
     }
@@ -126,7 +124,7 @@ static void turn_handle(struct daemon *d, const ev_t *ev, replies_t *deferred, i
         metrics_request(d, ev);
         break;
     case EV_LEASE:
-        serving_lease_note(d, ev);
+        models_lease_note(d, ev);
         break;
     }
     service_note(d, ev, daemon_now(d) - t0);

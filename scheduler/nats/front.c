@@ -47,7 +47,7 @@
  * Rejected: nats.c's micro-service module (not in nats.c 3.4), and queue-group subscriptions
  * (one daemon instance owns each model's scheduling state; several instances split models
  * with --models instead). For the message path, measured with `lanesched-bench throughput`
- * (tools/bench/throughput.c; figures in the README):
+ * (tools/bench/throughput.c; figures in docs/throughput.md):
  *   - A delivery thread per subscription (nats.c's default): seven
  *     threads and more, each woken per message, and subjects reordered against each other.
  *   - Synchronous subscriptions drained by the owner: nats.c cannot wait on several at once, so

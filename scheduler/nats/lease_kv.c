@@ -85,11 +85,6 @@ int lease_kv_key(const char *model, char *out, size_t len)
     return 0;
 }
 
-uint64_t lease_kv_ttl_ms(const lease_kv_t *kv)
-{
-    return kv->ttl_ms;
-}
-
 /* 1 when the last failure was a refusal: the key is someone else's (invariant 3). */
 static int lease_kv_refused(natsStatus s)
 {

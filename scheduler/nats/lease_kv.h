@@ -38,9 +38,6 @@ natsStatus lease_kv_create(natsConnection *nc, const lease_kv_config_t *cfg,
                            lease_kv_notify_fn notify, void *ctx, lease_kv_t **out /* out */);
 /* Stops the thread; held leases are deleted so a standby takes over at once. NULL-safe. */
 void lease_kv_destroy(lease_kv_t *kv);
-/* The bucket's TTL in use and the number of models held now (for logs and stats). */
-uint64_t lease_kv_ttl_ms(const lease_kv_t *kv);
-
 /* The bucket key of a model: the model itself when every byte is one a key may hold
  * ([-_.=/A-Za-z0-9]), else "x_" and the model in hex. 0, or -1 when out is too small. */
 int lease_kv_key(const char *model, char *out, size_t len);

@@ -8,7 +8,7 @@
  *      finds exactly the items the first left (its count minus the completed ones), and its
  *      report's live count agrees with its queues.
  *   3. Damage never keeps the store from opening: a damaged index is rebuilt from the segments,
- *      a damaged segment costs its damaged entries or is quarantined (README, "Recovery"). A
+ *      a damaged segment costs its damaged entries or is quarantined (docs/store.md). A
  *      store that cannot open after a flipped bit cannot start the daemon, permanently.
  *
  * Rejected: damaging the index's data.mdb at page level (fuzz_index.c damages rows through
@@ -17,7 +17,7 @@
 #include "tests/fuzz/fuzz.h"
 
 #include "store/store.h"
-#include "tests/support/test_fs.h"
+#include "support/fs.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -46,9 +46,9 @@ static void fuzz_quiet(void *ctx, int level, const char *msg)
 
 static store_disk_config_t fuzz_config(const char *dir)
 {
-    /* STORE_IO_PLAIN: setting up and tearing down an io_uring ring waits for the kernel (about
-     * 12 ms a run at two opens), which kept a run near 60 per second; the rings only carry the
-     * power level's syncs, which recovery does not exercise. */
+    /* STORE_IO_PLAIN: setting up and tearing down an io_uring ring waits for the kernel at every
+     * open, which dominated a run (figures: docs/bench.md, "Figures behind other constants");
+     * the rings only carry the power level's syncs, which recovery does not exercise. */
     return (store_disk_config_t){.dir = dir,
                                  .segment_max_bytes = 1536,
                                  .index_map_bytes = FUZZ_INDEX_MAP,
@@ -60,7 +60,7 @@ static char fuzz_root_path[256];
 
 static void fuzz_root_remove(void)
 {
-    test_fs_remove_tree(fuzz_root_path);
+    fs_remove_tree(fuzz_root_path);
 }
 
 /* This process's scratch directory, on tmpfs when there is one; removed at exit. */
@@ -177,7 +177,7 @@ static void fuzz_run_clean(const char *run)
             strcmp(e->d_name, "index") == 0)
             continue;
         snprintf(path, sizeof(path), "%.250s/%.200s", run, e->d_name);
-        if (test_fs_remove_tree(path) != 0)
+        if (fs_remove_tree(path) != 0)
             fuzz_die("cannot clear the run directory");
     }
     if (d != NULL)
@@ -208,12 +208,12 @@ const char *fuzz_store_fresh(void)
         char base[300];
         snprintf(base, sizeof(base), "%s/base", fuzz_root());
         snprintf(run, sizeof(run), "%s/run", fuzz_root());
-        test_fs_remove_tree(base);
-        test_fs_remove_tree(run);
+        fs_remove_tree(base);
+        fs_remove_tree(run);
         fuzz_base_make(base);
         fuzz_base_read(base, "segments");
         fuzz_base_read(base, "index");
-        test_fs_remove_tree(base);
+        fs_remove_tree(base);
         char path[400];
         mkdir(run, 0755);
         snprintf(path, sizeof(path), "%s/segments", run);

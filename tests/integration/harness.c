@@ -2,7 +2,7 @@
  * harness.c - the plumbing of the daemon integration tests: child processes (nats-server,
  * lanesched, consumer processes), temp dirs, cleanup on every exit, failures. See harness.h.
  *
- * Starting, waiting for and stopping children is tests/support/test_spawn.c's, shared with
+ * Starting, waiting for and stopping children is support/spawn.c's, shared with
  * lanesched-bench; this file turns its statuses into test failures (H_REQUIRE). The rest of the
  * harness: harness_nats.c (NATS, producer and consumer helpers), harness_stats.c (lanes.stats,
  * parsed with jansson), harness_child.c (a consumer in another process).
@@ -13,7 +13,7 @@
 
 #include "common/clock.h"
 #include "common/rng.h"
-#include "tests/support/test_spawn.h"
+#include "support/spawn.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -93,24 +93,24 @@ void h_log(const char *fmt, ...)
     fflush(stdout);
 }
 
-/* ---- cleanup: async-signal-safe (test_spawn_kill, test_spawn_run_quiet only) ---------------- */
+/* ---- cleanup: async-signal-safe (spawn_kill, spawn_run_quiet only) ---------------- */
 
 static void cleanup_all(void)
 {
     if (g_cleaned)
         return;
     g_cleaned = 1;
-    test_spawn_kill(&g_daemon_pid);
+    spawn_kill(&g_daemon_pid);
     for (int i = 0; i < MAX_CHILDREN; i++)
-        test_spawn_kill(&g_children[i]);
-    test_spawn_kill(&g_nats_pid);
+        spawn_kill(&g_children[i]);
+    spawn_kill(&g_nats_pid);
     for (int i = g_n_mounts - 1; i >= 0; i--) {
         char *argv[] = {"/bin/umount", "-l", g_mounts[i], NULL};
-        test_spawn_run_quiet(argv);
+        spawn_run_quiet(argv);
     }
     if (g_tmp[0] != '\0' && !g_keep) {
         char *argv[] = {"/bin/rm", "-rf", g_tmp, NULL};
-        test_spawn_run_quiet(argv);
+        spawn_run_quiet(argv);
     }
 }
 
@@ -241,7 +241,7 @@ void h_fail(const char *file, int line, const char *fmt, ...)
         h_dump_daemon_log();
         pid_t dpid = g_daemon_pid;
         int status = 0;
-        if (dpid > 0 && test_spawn_exited(&g_daemon_pid, &status)) {
+        if (dpid > 0 && spawn_exited(&g_daemon_pid, &status)) {
             fprintf(stderr, "test_daemon[%s]: lanesched (pid %d) had EXITED by itself: %s %d\n",
                     g_name, (int)dpid, WIFEXITED(status) ? "exit code" : "signal",
                     WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
@@ -249,7 +249,7 @@ void h_fail(const char *file, int line, const char *fmt, ...)
             fprintf(stderr, "test_daemon[%s]: lanesched (pid %d) is still running\n", g_name,
                     (int)dpid);
         }
-        if (g_nats_pid > 0 && test_spawn_exited(&g_nats_pid, NULL)) {
+        if (g_nats_pid > 0 && spawn_exited(&g_nats_pid, NULL)) {
             h_file_tail_print("nats-server log (it exited)", g_nats_log, 50);
         }
         if (g_keep)
@@ -267,7 +267,7 @@ int h_run(const char *const *argv)
     char bin[1024];
     char *args[MAX_ARGS + 1];
     int n = 0;
-    if (test_spawn_program_find(argv[0], bin, sizeof(bin)) != TEST_SPAWN_OK)
+    if (spawn_program_find(argv[0], bin, sizeof(bin)) != SPAWN_OK)
         return -1;
     args[n++] = bin;
     for (; argv[n] != NULL; n++) {
@@ -277,7 +277,7 @@ int h_run(const char *const *argv)
     }
     args[n] = NULL;
     fflush(NULL);
-    return test_spawn_run_quiet(args);
+    return spawn_run_quiet(args);
 }
 
 bool h_mount_tmpfs(const char *dir, const char *size)
@@ -299,14 +299,13 @@ bool h_mount_tmpfs(const char *dir, const char *size)
 
 void h_spawn(volatile pid_t *pid, char *const argv[], const char *log, int in_fd, int out_fd)
 {
-    test_spawn_opts_t opts;
-    test_spawn_opts_init(&opts);
+    spawn_opts_t opts;
+    spawn_opts_init(&opts);
     opts.log_path = log;
     opts.stdin_fd = in_fd;
     opts.stdout_fd = out_fd;
-    test_spawn_status_t st = test_spawn_start(argv, &opts, pid);
-    H_REQUIRE(st == TEST_SPAWN_OK, "start %s: %s: %s", argv[0], test_spawn_status_str(st),
-              strerror(errno));
+    spawn_status_t st = spawn_start(argv, &opts, pid);
+    H_REQUIRE(st == SPAWN_OK, "start %s: %s: %s", argv[0], spawn_status_str(st), strerror(errno));
 }
 
 /* ---- nats-server ----------------------------------------------------------------------------- */
@@ -315,16 +314,15 @@ void h_nats_start(bool jetstream)
 {
     H_REQUIRE(g_nats_pid == 0, "nats-server already running");
     char bin[1024], store[800];
-    H_REQUIRE(test_spawn_program_find(g_nats_bin, bin, sizeof(bin)) == TEST_SPAWN_OK,
+    H_REQUIRE(spawn_program_find(g_nats_bin, bin, sizeof(bin)) == SPAWN_OK,
               "nats-server (%s): not found or not executable", g_nats_bin);
     snprintf(store, sizeof(store), "%s/jetstream", g_tmp);
-    test_spawn_nats_t nats = {
-        .bin = bin, .log_path = g_nats_log, .store_dir = jetstream ? store : NULL};
-    test_spawn_status_t st = test_spawn_nats_start(&nats, &g_nats_pid, &g_port);
-    if (st != TEST_SPAWN_OK) {
+    spawn_nats_t nats = {.bin = bin, .log_path = g_nats_log, .store_dir = jetstream ? store : NULL};
+    spawn_status_t st = spawn_nats_start(&nats, &g_nats_pid, &g_port);
+    if (st != SPAWN_OK) {
         h_file_tail_print("nats-server log", g_nats_log, 50);
         H_REQUIRE(0, "nats-server (%s) did not start listening on 127.0.0.1: %s", g_nats_bin,
-                  test_spawn_status_str(st));
+                  spawn_status_str(st));
     }
     snprintf(g_url, sizeof(g_url), "nats://127.0.0.1:%d", g_port);
     h_log("nats-server pid %d on %s%s", (int)g_nats_pid, g_url, jetstream ? " (JetStream)" : "");
@@ -372,12 +370,12 @@ static void daemon_spawn(void)
     uint64_t t = h_now_ms();
     h_spawn(&g_daemon_pid, argv, g_log, -1, -1);
     int status = 0;
-    test_spawn_status_t st = test_spawn_ready_wait(&g_daemon_pid, g_log, (long)from,
-                                                   "lanesched: ready", 20000, NULL, &status);
-    H_REQUIRE(st != TEST_SPAWN_EEXITED, "lanesched exited before it was ready (%s %d): %s",
+    spawn_status_t st = spawn_ready_wait(&g_daemon_pid, g_log, (long)from, "lanesched: ready",
+                                         20000, NULL, &status);
+    H_REQUIRE(st != SPAWN_EEXITED, "lanesched exited before it was ready (%s %d): %s",
               WIFEXITED(status) ? "exit code" : "signal",
               WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), cmd);
-    H_REQUIRE(st == TEST_SPAWN_OK, "lanesched not ready after 20 s: %s", cmd);
+    H_REQUIRE(st == SPAWN_OK, "lanesched not ready after 20 s: %s", cmd);
     h_log("lanesched pid %d ready after %" PRIu64 " ms", (int)g_daemon_pid, h_now_ms() - t);
 }
 
@@ -419,14 +417,14 @@ static void dump_stacks(pid_t pid)
     snprintf(spid, sizeof(spid), "%d", (int)pid);
     char *argv[] = {"/usr/bin/gdb",        "-p", spid, "-batch", "-nx", "-ex",
                     "thread apply all bt", NULL};
-    test_spawn_opts_t opts;
-    test_spawn_opts_init(&opts);
+    spawn_opts_t opts;
+    spawn_opts_init(&opts);
     opts.stdout_fd = 2;
     volatile pid_t g = 0;
-    if (test_spawn_start(argv, &opts, &g) != TEST_SPAWN_OK)
+    if (spawn_start(argv, &opts, &g) != SPAWN_OK)
         return;
-    if (!test_spawn_wait(g, 20000, NULL))
-        test_spawn_kill(&g);
+    if (!spawn_wait(g, 20000, NULL))
+        spawn_kill(&g);
 }
 
 int h_daemon_stop(void)
@@ -436,7 +434,7 @@ int h_daemon_stop(void)
     kill(pid, SIGCONT);
     kill(pid, SIGTERM);
     int status = 0;
-    if (!test_spawn_wait(pid, 15000, &status)) {
+    if (!spawn_wait(pid, 15000, &status)) {
         h_log("lanesched did not exit within 15 s of SIGTERM: its threads, then SIGKILL");
         dump_stacks(pid);
         kill(pid, SIGKILL);

@@ -6,7 +6,7 @@
 #include "tests/integration/harness.h"
 
 #include "tests/integration/harness_int.h"
-#include "tests/support/test_spawn.h"
+#include "support/spawn.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -103,7 +103,7 @@ void h_child_finish(h_child_t *ch)
     }
     if (ch->pid > 0) {
         kill(ch->pid, SIGCONT);
-        if (!test_spawn_wait(ch->pid, 5000, NULL)) {
+        if (!spawn_wait(ch->pid, 5000, NULL)) {
             kill(ch->pid, SIGKILL);
             waitpid(ch->pid, NULL, 0);
         }

@@ -7,7 +7,7 @@
 
 #include <sys/types.h>
 
-/* test_spawn_start with stdout/stderr appended to log (NULL: inherit), stdin from in_fd (-1:
+/* spawn_start with stdout/stderr appended to log (NULL: inherit), stdin from in_fd (-1:
  * /dev/null), stdout to out_fd (-1: the log); *pid is set as soon as the child exists. The test
  * fails when it cannot be started. */
 void h_spawn(volatile pid_t *pid, char *const argv[], const char *log, int in_fd, int out_fd);

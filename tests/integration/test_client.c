@@ -30,10 +30,6 @@
  *                   and lc_window_close call) while a second connection floods its subject: with
  *                   Unsubscribe + Destroy alone, nats.c 3.4's read loop uses a freed subscription
  *                   (issue #637) within a few hundred to a few thousand rounds.
- *
- * Longer than the ~600 lines of the house rule (about 800): ten scenarios share the helpers at
- * the top and each reads top to bottom as one conversation; a file per scenario would need a
- * header of those helpers and ten executables, and would not be shorter to read.
  */
 #include <arpa/inet.h>
 #include <pthread.h>

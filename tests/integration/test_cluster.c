@@ -29,9 +29,6 @@
  * reply lost in a crash). An item whose ack got no answer (the instance died) is either
  * completed (the ack was applied before the crash) or delivered again by the next owner; both
  * are correct, so a missing ack answer alone is not a loss.
- *
- * Longer than the house rule's ~600 lines: four scenarios share the cluster, the instances, the
- * load and the checker; apart they would repeat all of it.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -51,10 +48,10 @@
 
 #include "clients/c/lanes_client.h"
 #include "common/clock.h"
-#include "tests/support/test_cluster.h"
-#include "tests/support/test_fs.h"
-#include "tests/support/test_port.h"
-#include "tests/support/test_spawn.h"
+#include "support/cluster.h"
+#include "support/fs.h"
+#include "support/port.h"
+#include "support/spawn.h"
 
 #define MAX_ITEMS     200000
 #define ITEMS_PER_MSG 16
@@ -72,7 +69,7 @@
 static char g_case[32];
 static char g_dir[256];
 static char g_daemon[512];
-static test_cluster_t g_cluster;
+static cluster_t g_cluster;
 static uint64_t g_t0;
 
 typedef struct {
@@ -90,9 +87,9 @@ static instance_t g_inst[MAX_INSTANCES];
 static void cleanup(void)
 {
     for (int i = 0; i < MAX_INSTANCES; i++)
-        test_spawn_kill(&g_inst[i].pid);
-    for (int i = 0; i < TEST_CLUSTER_NODES; i++)
-        test_spawn_kill(&g_cluster.pid[i]);
+        spawn_kill(&g_inst[i].pid);
+    for (int i = 0; i < CLUSTER_NODES; i++)
+        spawn_kill(&g_cluster.pid[i]);
 }
 
 static void tail_print(const char *path, int lines)
@@ -160,12 +157,12 @@ static void instance_start(int i)
 {
     instance_t *in = &g_inst[i];
     char url[64], bucket[64];
-    test_cluster_url(&g_cluster, in->node, url, sizeof(url));
+    cluster_url(&g_cluster, in->node, url, sizeof(url));
     snprintf(bucket, sizeof(bucket), "leases_%s", g_case);
     char ttl[16], listen[32];
     snprintf(ttl, sizeof(ttl), "%d", LEASE_TTL_MS);
     if (in->metrics_port == 0)
-        in->metrics_port = test_port_pick();
+        in->metrics_port = port_pick();
     snprintf(listen, sizeof(listen), "127.0.0.1:%d", in->metrics_port);
     char *argv[] = {g_daemon,
                     "--server",
@@ -193,10 +190,10 @@ static void instance_start(int i)
     REQUIRE(log != NULL, "cannot write %s", in->log);
     fprintf(log, "test_cluster: instance %s started\n", in->name);
     fclose(log);
-    test_spawn_opts_t opts;
-    test_spawn_opts_init(&opts);
+    spawn_opts_t opts;
+    spawn_opts_init(&opts);
     opts.log_path = in->log;
-    REQUIRE(test_spawn_start(argv, &opts, &in->pid) == TEST_SPAWN_OK, "cannot start %s", in->name);
+    REQUIRE(spawn_start(argv, &opts, &in->pid) == SPAWN_OK, "cannot start %s", in->name);
 }
 
 /* 1 when the instance's last serving transition of this life, in its own log, says it serves
@@ -304,7 +301,7 @@ typedef struct {
 static lc_client_t *client_open(int node, const char *name)
 {
     char url[64], err[256];
-    test_cluster_url(&g_cluster, node, url, sizeof(url));
+    cluster_url(&g_cluster, node, url, sizeof(url));
     lc_client_config_t cfg;
     lc_client_config_init(&cfg);
     cfg.servers = url;
@@ -641,7 +638,7 @@ static void case_failover(void)
         sleep_ms(20);
     REQUIRE(serving_wait("m", 0, 0) == -1, "B serves while A does");
     uint64_t killed = now_ms();
-    test_spawn_kill(&g_inst[0].pid);
+    spawn_kill(&g_inst[0].pid);
     who = serving_wait("m", 0, 30000);
     uint64_t took = now_ms() - killed;
     REQUIRE(who == 1, "B did not take over within 30 s");
@@ -675,7 +672,7 @@ static void case_cycles(void)
         while (load_acked() < before + 100 && now_ms() < until)
             sleep_ms(10); /* some work through this holder */
         uint64_t killed = now_ms();
-        test_spawn_kill(&g_inst[who].pid);
+        spawn_kill(&g_inst[who].pid);
         int next = serving_wait("m", who, 30000);
         REQUIRE(next == 1 - who, "cycle %d: the standby did not take over", k);
         uint64_t took = now_ms() - killed;
@@ -700,7 +697,7 @@ static void case_node_kill(void)
     load_start(models, 1);
     while (load_acked() < 2000)
         sleep_ms(20);
-    test_cluster_node_kill(&g_cluster, 2); /* the instances' node */
+    cluster_node_kill(&g_cluster, 2); /* the instances' node */
     say("node 2 SIGKILLed after %u acknowledged items", load_acked());
     uint32_t before = load_acked();
     uint64_t until = now_ms() + 30000;
@@ -709,7 +706,7 @@ static void case_node_kill(void)
     REQUIRE(load_acked() >= before + 2000, "no progress without node 2 (%u more acknowledged)",
             load_acked() - before);
     say("work went on without node 2: %u more acknowledged", load_acked() - before);
-    REQUIRE(test_cluster_node_start(&g_cluster, 2) == TEST_SPAWN_OK, "node 2 did not restart");
+    REQUIRE(cluster_node_start(&g_cluster, 2) == SPAWN_OK, "node 2 did not restart");
     before = load_acked();
     while (load_acked() < before + 1000)
         sleep_ms(20);
@@ -779,7 +776,7 @@ static void case_partition(void)
     REQUIRE(!instance_serves(g_inst[o1].log, "m"), "both serve after the partition healed");
     say("node 2 back: %s serves, %s is a standby", g_inst[s1].name, g_inst[o1].name);
     uint64_t killed = now_ms();
-    test_spawn_kill(&g_inst[s1].pid);
+    spawn_kill(&g_inst[s1].pid);
     REQUIRE(serving_wait("m", s1, 30000) == o1, "%s did not take over from the killed %s",
             g_inst[o1].name, g_inst[s1].name);
     say("%s SIGKILLed: %s serves after %" PRIu64 " ms", g_inst[s1].name, g_inst[o1].name,
@@ -795,7 +792,7 @@ static void case_partition(void)
     instance_drain_wait(&g_inst[o1], 60000);
     instance_start(s1);
     sleep_ms(2000); /* it recovered its volume and waits as a standby */
-    test_spawn_stop(&g_inst[o1].pid, 10000);
+    spawn_stop(&g_inst[o1].pid, 10000);
     REQUIRE(serving_wait("m", o1, 30000) == s1, "%s did not take over from the stopped %s",
             g_inst[s1].name, g_inst[o1].name);
     say("%s stopped cleanly: %s serves its volume", g_inst[o1].name, g_inst[s1].name);
@@ -816,16 +813,15 @@ int main(int argc, char **argv)
     snprintf(g_case, sizeof(g_case), "%s", argv[1]);
     snprintf(g_daemon, sizeof(g_daemon), "%s", argv[2]);
     char nats[512];
-    REQUIRE(test_spawn_program_find(argc > 3 ? argv[3] : "nats-server", nats, sizeof(nats)) ==
-                TEST_SPAWN_OK,
+    REQUIRE(spawn_program_find(argc > 3 ? argv[3] : "nats-server", nats, sizeof(nats)) == SPAWN_OK,
             "nats-server not found");
     const char *tmp = getenv("TMPDIR");
     snprintf(g_dir, sizeof(g_dir), "%s/lanes-cluster-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
     REQUIRE(mkdtemp(g_dir) != NULL, "mkdtemp: %s", strerror(errno));
     atexit(cleanup);
-    REQUIRE(test_cluster_start(&g_cluster, nats, g_dir) == TEST_SPAWN_OK,
+    REQUIRE(cluster_start(&g_cluster, nats, g_dir) == SPAWN_OK,
             "the cluster did not start (logs in %s)", g_dir);
-    say("cluster of %d nodes up (%s)", TEST_CLUSTER_NODES, g_dir);
+    say("cluster of %d nodes up (%s)", CLUSTER_NODES, g_dir);
     if (strcmp(g_case, "failover") == 0)
         case_failover();
     else if (strcmp(g_case, "cycles") == 0)
@@ -839,9 +835,9 @@ int main(int argc, char **argv)
     else
         fail("unknown case %s", g_case);
     cleanup();
-    test_cluster_stop(&g_cluster);
+    cluster_stop(&g_cluster);
     if (getenv("LANES_TEST_KEEP") == NULL)
-        test_fs_remove_tree(g_dir);
+        fs_remove_tree(g_dir);
     say("passed");
     return 0;
 }

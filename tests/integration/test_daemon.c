@@ -30,9 +30,6 @@
  *                              deadline, then the dead-letter subject after --max-deliveries.
  *   enospc                     data dir on a 2 MiB tmpfs filled up: store_full rejects, recovery
  *                              when space is freed, no accepted item lost (root only, else 77).
- *
- * Longer than the house rule's ~600 lines: nine scenarios, each a whole life of the daemon, share
- * this file's helpers; splitting them would spread one suite over several files.
  */
 #include <errno.h>
 #include <fcntl.h>

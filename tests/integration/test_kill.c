@@ -47,7 +47,7 @@
 #include "common/rng.h"
 #include "store/store.h"
 #include "tests/integration/kill_item.h"
-#include "tests/support/test_fs.h"
+#include "support/fs.h"
 
 #define MAX_IDS (1u << 20)
 /* Rounds a phase may add, each letting the writer run longer, until it saw what it is for. */
@@ -454,7 +454,7 @@ static void run_phase(run_t *r, const char *writer, int durability, unsigned rou
     REQUIRE(!need_rollover || r->rollovers >= 1, "no segment rolled over at the size cap");
     free(r->flags);
     free(r->segs);
-    REQUIRE(test_fs_remove_tree(r->base) == 0, "cannot remove %s", r->base);
+    REQUIRE(fs_remove_tree(r->base) == 0, "cannot remove %s", r->base);
     kept_dir[0] = '\0';
 }
 

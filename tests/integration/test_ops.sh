@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_ops.sh - lanesched operated as a user would, end to end: a real nats-server on a free
-# loopback port, the real binaries, and the commands of the README.
+# loopback port, the real binaries, and the commands of docs/operations.md.
 #
 #   tests/integration/test_ops.sh CASE BIN_DIR      (CTest: ops_<case>)
 #   tests/integration/test_ops.sh list

@@ -26,8 +26,8 @@
  */
 #include "clients/c/lanes_client.h"
 #include "codec/codec.h"
-#include "tests/support/test_fs.h"
-#include "tests/support/test_spawn.h"
+#include "support/fs.h"
+#include "support/spawn.h"
 
 #include <inttypes.h>
 #include <jansson.h>
@@ -70,10 +70,10 @@ static void sec_dump(const char *path)
 
 static void sec_cleanup(void)
 {
-    test_spawn_stop(&g_daemon_pid, 5000);
-    test_spawn_stop(&g_nats_pid, 2000);
+    spawn_stop(&g_daemon_pid, 5000);
+    spawn_stop(&g_nats_pid, 2000);
     if (g_tmp[0] != '\0' && getenv("LANES_TEST_KEEP") == NULL)
-        test_fs_remove_tree(g_tmp);
+        fs_remove_tree(g_tmp);
 }
 
 static void sec_fail(const char *file, int line, const char *fmt, ...)
@@ -163,12 +163,12 @@ static void sec_start(const char *daemon_bin, const char *doc_config)
     snprintf(g_daemon_log, sizeof(g_daemon_log), "%s/lanesched.log", g_tmp);
     snprintf(data, sizeof(data), "%s/data", g_tmp);
     sec_config_copy(doc_config, conf);
-    REQUIRE(test_spawn_program_find("nats-server", nats_bin, sizeof(nats_bin)) == TEST_SPAWN_OK,
+    REQUIRE(spawn_program_find("nats-server", nats_bin, sizeof(nats_bin)) == SPAWN_OK,
             "nats-server not found");
-    test_spawn_nats_t ns = {.bin = nats_bin, .log_path = g_nats_log, .config = conf};
+    spawn_nats_t ns = {.bin = nats_bin, .log_path = g_nats_log, .config = conf};
     int port = 0;
-    test_spawn_status_t st = test_spawn_nats_start(&ns, &g_nats_pid, &port);
-    REQUIRE(st == TEST_SPAWN_OK, "nats-server with %s: %s", conf, test_spawn_status_str(st));
+    spawn_status_t st = spawn_nats_start(&ns, &g_nats_pid, &port);
+    REQUIRE(st == SPAWN_OK, "nats-server with %s: %s", conf, spawn_status_str(st));
     snprintf(g_url, sizeof(g_url), "nats://127.0.0.1:%d", port);
     char *argv[] = {(char *)daemon_bin,
                     "--server",
@@ -190,14 +190,13 @@ static void sec_start(const char *daemon_bin, const char *doc_config)
                     "--ack-wait-ms",
                     "3000",
                     NULL};
-    test_spawn_opts_t opts;
-    test_spawn_opts_init(&opts);
+    spawn_opts_t opts;
+    spawn_opts_init(&opts);
     opts.log_path = g_daemon_log;
-    REQUIRE(test_spawn_start(argv, &opts, &g_daemon_pid) == TEST_SPAWN_OK, "start lanesched");
-    st = test_spawn_ready_wait(&g_daemon_pid, g_daemon_log, 0, "lease held, serving", WAIT_MS, NULL,
-                               NULL);
-    REQUIRE(st == TEST_SPAWN_OK, "lanesched did not serve %s: %s", MODEL,
-            test_spawn_status_str(st));
+    REQUIRE(spawn_start(argv, &opts, &g_daemon_pid) == SPAWN_OK, "start lanesched");
+    st = spawn_ready_wait(&g_daemon_pid, g_daemon_log, 0, "lease held, serving", WAIT_MS, NULL,
+                          NULL);
+    REQUIRE(st == SPAWN_OK, "lanesched did not serve %s: %s", MODEL, spawn_status_str(st));
     sec_log("nats-server on %s with the documented config; lanesched serving %s", g_url, MODEL);
 }
 

@@ -10,7 +10,7 @@
 
 #include "tests/unit/daemon_fx.h"
 
-#include "tests/support/test_fs.h"
+#include "support/fs.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,7 +89,7 @@ void fx_destroy(fx_t *f)
     fx_forget(f);
     free(f->sent);
     if (f->dir[0] != '\0')
-        assert_int_equal(test_fs_remove_tree(f->dir), 0);
+        assert_int_equal(fs_remove_tree(f->dir), 0);
     free(f);
 }
 

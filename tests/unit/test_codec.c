@@ -5,9 +5,6 @@
  * from the xxHash spec, cross-checked with `xxhsum -H64`), so these tests are not circular.
  * Wire-byte tests hand-write protobuf encodings so that renumbering a field in lanes.proto, or
  * changing its wire type, fails here.
- *
- * Longer than the house rule's ~600 lines: one cmocka file per module, with a test per
- * validation rule, a round trip per message and the wire bytes of each.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -1159,6 +1156,43 @@ static void test_unknown_fields_are_ignored(void **state)
     codec_register_destroy(r);
 }
 
+/* The reply bound is exact for the largest reply (every item refused with the longest word and
+ * no text) and above every other. */
+static void test_submit_reply_bound_is_the_largest_reply(void **state)
+{
+    (void)state;
+    const char *longest = "";
+    for (int i = 0; i < CODEC_STATUS_COUNT; i++) {
+        const char *w = codec_status_reason((codec_status_t)i);
+        longest = strlen(w) > strlen(longest) ? w : longest;
+    }
+    enum { N = 300 };
+    static char ids[N][200];
+    codec_work_item_t items[N];
+    codec_item_result_t results[N];
+    for (size_t i = 0; i < N; i++) {
+        size_t len = 1 + (i * 37) % 199;
+        memset(ids[i], 'a' + (int)(i % 26), len);
+        items[i] = (codec_work_item_t){.id = {(const uint8_t *)ids[i], len}};
+        results[i] = (codec_item_result_t){
+            .id = items[i].id, .status = CODEC_ITEM_REJECTED, .reason = longest, .error = ""};
+    }
+    codec_submit_t sub = {items, N};
+    codec_submit_reply_t rep = {.results = results, .n_results = N};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(codec_encode_submit_reply(&rep, &buf, &len), CODEC_OK);
+    assert_true(len == codec_submit_reply_bound(&sub));
+    free(buf);
+    for (size_t i = 0; i < N; i++) { /* accepted: the status and a shorter word */
+        results[i].status = CODEC_ITEM_ACCEPTED;
+        results[i].reason = "ok";
+    }
+    assert_int_equal(codec_encode_submit_reply(&rep, &buf, &len), CODEC_OK);
+    assert_true(len < codec_submit_reply_bound(&sub));
+    free(buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1228,6 +1262,7 @@ int main(void)
         cmocka_unit_test(test_ack_reply_wire_bytes),
         cmocka_unit_test(test_heartbeat_wire_bytes),
         cmocka_unit_test(test_unknown_fields_are_ignored),
+        cmocka_unit_test(test_submit_reply_bound_is_the_largest_reply),
     };
     return cmocka_run_group_tests_name("codec", tests, NULL, NULL);
 }

@@ -4,11 +4,11 @@
  * replaced: the same messages decode to the same values, the same bytes are refused, and each is
  * written byte for byte as protobuf-c packs it.
  *
- * Longer than the house rule's ~600 lines (about 750): one cmocka file per module, and the three
- * messages share the generators, the comparisons with protobuf-c and the mutation loop. Generated
- * messages (every field, empty fields, hashes packed and one by one, fields repeated, unknown
- * fields of every wire type), each protobuf-c rule written out as a case, then thousands of
- * mutations (bytes flipped, cut, inserted) of generated messages, each decoded by both.
+ * The three messages share the generators, the comparisons with protobuf-c and the mutation
+ * loop. Generated messages (every field, empty fields, hashes packed and one by one, fields
+ * repeated, unknown fields of every wire type), each protobuf-c rule written out as a case, then
+ * thousands of mutations (bytes flipped, cut, inserted) of generated messages, each decoded by
+ * both.
  */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,6 +1,7 @@
 /*
- * test_consumers.c - the consumer registry (scheduler/consumers.c): ids, lookup, the pull FIFO,
- * in-flight batches and their owners, and pruning of dead consumers.
+ * test_consumers.c - the consumer registry (scheduler/daemon/consumers.c): ids, lookup, the pull
+ * FIFO and pruning of dead consumers. The batches a consumer holds are its worker's in the core
+ * (test_sched.c's batch records).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -53,7 +54,9 @@ static void test_add_records_the_registration(void **state)
     assert_int_equal(c->last_seen_ns, 1234);
     assert_false(c->dead);
     assert_int_equal(c->n_pulls, 0);
-    assert_int_equal(c->n_inflight, 0);
+    assert_int_equal(consumers_inflight_count(c), 0);
+    assert_null(c->worker);
+    assert_null(c->model_rec);
     assert_int_equal(cs->n_all, 1);
     assert_ptr_equal(cs->all[0], c);
     /* A NULL name reads as "" */
@@ -199,62 +202,6 @@ static void test_pull_del_keeps_the_others_in_order(void **state)
     consumers_destroy(cs); /* frees the pulls still queued (ASan checks) */
 }
 
-static void test_inflight_add_find_del_and_owner(void **state)
-{
-    (void)state;
-    consumers_t *cs;
-    assert_int_equal(consumers_create(&cs), DAEMON_OK);
-    consumer_t *a = add(cs, "a", 0);
-    consumer_t *b = add(cs, "b", 0);
-    for (uint64_t id = 1; id <= 10; id++)
-        assert_int_equal(consumers_inflight_add(cs, a, id, 100 * id, (uint32_t)id), DAEMON_OK);
-    assert_int_equal(consumers_inflight_add(cs, b, 11, 5, 7), DAEMON_OK);
-    assert_int_equal(a->n_inflight, 10);
-    assert_int_equal(b->n_inflight, 1);
-
-    for (uint64_t id = 1; id <= 10; id++) {
-        inflight_t *in = consumers_inflight_find(a, id);
-        assert_non_null(in);
-        assert_int_equal(in->batch_id, id);
-        assert_int_equal(in->deadline_ns, 100 * id);
-        assert_int_equal(in->n_items, id);
-        assert_ptr_equal(consumers_batch_owner(cs, id), a);
-        assert_null(consumers_inflight_find(b, id)); /* someone else's batch */
-    }
-    assert_ptr_equal(consumers_batch_owner(cs, 11), b);
-    assert_null(consumers_inflight_find(a, 11));
-    assert_null(consumers_batch_owner(cs, 12));
-    assert_null(consumers_inflight_find(a, 0));
-
-    /* The deadline can be moved through the pointer find returns. */
-    consumers_inflight_find(a, 3)->deadline_ns = 12345;
-    assert_int_equal(consumers_inflight_find(a, 3)->deadline_ns, 12345);
-
-    /* Delete from the middle, the front and the back: the others stay findable. */
-    consumers_inflight_del(cs, a, 5);
-    consumers_inflight_del(cs, a, 1);
-    consumers_inflight_del(cs, a, 10);
-    assert_int_equal(a->n_inflight, 7);
-    for (uint64_t id = 1; id <= 10; id++) {
-        int gone = id == 1 || id == 5 || id == 10;
-        assert_int_equal(consumers_inflight_find(a, id) == NULL, gone);
-        assert_ptr_equal(consumers_batch_owner(cs, id), gone ? NULL : a);
-    }
-    assert_int_equal(consumers_inflight_find(a, 3)->deadline_ns, 12345);
-
-    /* Deleting twice, or through the wrong consumer, changes nothing. */
-    consumers_inflight_del(cs, a, 5);
-    consumers_inflight_del(cs, a, 11);
-    assert_int_equal(a->n_inflight, 7);
-    assert_ptr_equal(consumers_batch_owner(cs, 11), b);
-    assert_int_equal(b->n_inflight, 1);
-
-    consumers_inflight_del(cs, b, 11);
-    assert_int_equal(b->n_inflight, 0);
-    assert_null(consumers_batch_owner(cs, 11));
-    consumers_destroy(cs);
-}
-
 static void test_prune_removes_only_long_dead(void **state)
 {
     (void)state;
@@ -307,7 +254,6 @@ int main(void)
         cmocka_unit_test(test_find_unknown_and_wrong_length),
         cmocka_unit_test(test_pulls_are_fifo),
         cmocka_unit_test(test_pull_del_keeps_the_others_in_order),
-        cmocka_unit_test(test_inflight_add_find_del_and_owner),
         cmocka_unit_test(test_prune_removes_only_long_dead),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -30,7 +30,7 @@
 #include <cmocka.h>
 
 #include "common/rng.h"
-#include "tests/support/test_fs.h"
+#include "support/fs.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -515,9 +515,9 @@ static int fixture_teardown(void **state)
     store_close(trial_store);
     trial_store = NULL;
     if (trial_dir[0] != '\0')
-        assert_int_equal(test_fs_remove_tree(trial_dir), 0);
+        assert_int_equal(fs_remove_tree(trial_dir), 0);
     trial_dir[0] = '\0';
-    assert_int_equal(test_fs_remove_tree(f->root), 0);
+    assert_int_equal(fs_remove_tree(f->root), 0);
     free(f);
     return 0;
 }
@@ -783,7 +783,7 @@ static void trial_copy(const fixture_t *f, char *dir, size_t cap)
 
 static void trial_done(char *dir)
 {
-    assert_int_equal(test_fs_remove_tree(dir), 0);
+    assert_int_equal(fs_remove_tree(dir), 0);
     trial_dir[0] = '\0';
 }
 

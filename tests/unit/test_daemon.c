@@ -4,9 +4,6 @@
  * records every message (and can refuse them). The integration suite runs the same rules over
  * a real nats-server (tests/integration/test_daemon.c); this file reaches what timing over a
  * network cannot: an exact clock, a refused publish, a stalled loop, the fill's time budget.
- *
- * Longer than the house rule's ~600 lines: one cmocka file per module holds every rule of the
- * owner loop, and the fixtures (encode, post, turn, decode) are shared by all of them.
  */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -15,6 +15,15 @@
 
 #include "scheduler/core/sched.h"
 
+/* The model named `name`: found, or opened (the test's reference pins it). */
+static sched_model_t *M(sched_t *s, const char *name)
+{
+    sched_model_t *m = sched_model_find(s, name);
+    if (m == NULL)
+        assert_int_equal(sched_model_open(s, name, &m), SCHED_OK);
+    return m;
+}
+
 #define MS  1000000ull
 #define SEC 1000000000ull
 
@@ -48,7 +57,7 @@ static fixture_t *fixture(sched_policy_t policy, uint64_t hold_ns, double gate, 
                           .hold_burst = burst};
     assert_int_equal(sched_create(&cfg, f->store, &f->sched), SCHED_OK);
     sched_worker_config_t wc = {5000, 10000, 1};
-    assert_int_equal(sched_worker_create(f->sched, "m", &wc, &f->worker), SCHED_OK);
+    assert_int_equal(sched_worker_create(f->sched, M(f->sched, "m"), &wc, &f->worker), SCHED_OK);
     return f;
 }
 
@@ -63,7 +72,7 @@ static void submit(fixture_t *f, uint32_t tokens)
 {
     char id[24];
     int len = snprintf(id, sizeof(id), "i%u", f->next_id++);
-    sched_item_t it = {"m", 1, tokens, (const uint8_t *)id, (size_t)len, NULL, 0};
+    sched_item_t it = {M(f->sched, "m"), 1, tokens, (const uint8_t *)id, (size_t)len, NULL, 0};
     assert_int_equal(sched_submit(f->sched, &it, NULL), SCHED_OK);
 }
 
@@ -71,7 +80,7 @@ static void submit(fixture_t *f, uint32_t tokens)
  * empty). */
 static size_t drain_one(fixture_t *f)
 {
-    sched_consumer_t c = {"m", {32, 16384, 0}, f->worker};
+    sched_consumer_t c = {M(f->sched, "m"), {32, 16384, 0}, f->worker};
     sched_batch_t b;
     sched_status_t st = sched_fill(f->sched, &c, &b);
     if (st == SCHED_EEMPTY)

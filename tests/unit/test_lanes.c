@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "common/invariant.h"
-#include "scheduler/core/sched.h"
+#include "scheduler/core/lanes.h"
 
 #include <signal.h>
 #include <stdio.h>

@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "scheduler/core/sched.h"
+#include "scheduler/core/packer.h"
 
 static packer_result_t pack(uint32_t batch_size, uint32_t batch_tokens, const uint32_t *tokens,
                             size_t n)

@@ -18,6 +18,15 @@
 
 #include "scheduler/core/sched.h"
 
+/* The model named `name`: found, or opened (the test's reference pins it). */
+static sched_model_t *M(sched_t *s, const char *name)
+{
+    sched_model_t *m = sched_model_find(s, name);
+    if (m == NULL)
+        assert_int_equal(sched_model_open(s, name, &m), SCHED_OK);
+    return m;
+}
+
 #define MS  1000000ull
 #define SEC 1000000000ull
 
@@ -56,7 +65,7 @@ static void submit(fixture_t *f, const char *model, uint64_t sig, uint32_t token
 {
     char id[24];
     int len = snprintf(id, sizeof(id), "i%u", f->next_id++);
-    sched_item_t it = {model, sig, tokens, (const uint8_t *)id, (size_t)len, NULL, 0};
+    sched_item_t it = {M(f->sched, model), sig, tokens, (const uint8_t *)id, (size_t)len, NULL, 0};
     assert_int_equal(sched_submit(f->sched, &it, NULL), SCHED_OK);
 }
 
@@ -66,7 +75,7 @@ static sched_worker_t *worker(fixture_t *f, const char *model, uint32_t cache)
 {
     sched_worker_t *w = NULL;
     sched_worker_config_t wc = {5000, 10000, cache};
-    assert_int_equal(sched_worker_create(f->sched, model, &wc, &w), SCHED_OK);
+    assert_int_equal(sched_worker_create(f->sched, M(f->sched, model), &wc, &w), SCHED_OK);
     return w;
 }
 
@@ -97,9 +106,9 @@ static void test_neighbouring_lane_merges_when_it_pays(void **state)
         submit(f, "m", 1, 1000);
         submit(f, "m", 1, 1000);
         submit(f, "m", 1, 1000 - gap);
-        const lanes_t *l = sched_lanes_view(f->sched, "m", 1);
+        const lanes_t *l = sched_lanes_view(f->sched, sched_model_find(f->sched, "m"), 1);
         assert_int_equal(lanes_in_use(l), 2);
-        sched_consumer_t c = {"m", {32, 100000, 0}, variant == 2 ? NULL : w};
+        sched_consumer_t c = {M(f->sched, "m"), {32, 100000, 0}, variant == 2 ? NULL : w};
         sched_batch_t b;
         take(f, &c, &b);
         if (variant == 0) {
@@ -123,7 +132,7 @@ static void test_lane_too_far_away_is_not_merged(void **state)
     sched_worker_t *w = worker(f, "m", 1);
     submit(f, "m", 1, 1000);
     submit(f, "m", 1, 1000 - 2 * credit_tokens() - 8); /* pads by more than the credit */
-    sched_consumer_t c = {"m", {32, 100000, 0}, w};
+    sched_consumer_t c = {M(f->sched, "m"), {32, 100000, 0}, w};
     sched_batch_t b;
     take(f, &c, &b);
     assert_int_equal(b.n, 1);
@@ -139,12 +148,12 @@ static void test_merge_respects_the_contract(void **state)
     submit(f, "m", 1, 1000);
     submit(f, "m", 1, 1000);
     submit(f, "m", 1, 980);
-    sched_consumer_t c = {"m", {2, 100000, 0}, w}; /* two items at most */
+    sched_consumer_t c = {M(f->sched, "m"), {2, 100000, 0}, w}; /* two items at most */
     sched_batch_t b;
     take(f, &c, &b);
     assert_int_equal(b.n, 2);
     assert_int_equal(b.lanes, 1);
-    sched_consumer_t tight = {"m", {32, 1500, 0}, w}; /* a budget below two items */
+    sched_consumer_t tight = {M(f->sched, "m"), {32, 1500, 0}, w}; /* a budget below two items */
     take(f, &tight, &b);
     assert_int_equal(b.n, 1);
     assert_true(sched_batch_check(&b, &tight.contract));
@@ -161,15 +170,15 @@ static void test_merged_batch_returns_to_its_own_lanes(void **state)
     submit(f, "m", 1, 1000);
     submit(f, "m", 1, 1000);
     submit(f, "m", 1, 980); /* 20 tokens short: a lane of its own */
-    sched_consumer_t c = {"m", {32, 100000, 0}, w};
+    sched_consumer_t c = {M(f->sched, "m"), {32, 100000, 0}, w};
     sched_batch_t b;
     uint64_t id = take(f, &c, &b);
     assert_int_equal(b.lanes, 2);
-    uint32_t returned = 0;
+    sched_settled_t returned = {0};
     assert_int_equal(sched_return(f->sched, id, NULL, 0, &returned), SCHED_OK);
-    assert_int_equal(returned, 3);
+    assert_int_equal(returned.positions, 3);
     assert_true(sched_check(f->sched));
-    const lanes_t *l = sched_lanes_view(f->sched, "m", 1);
+    const lanes_t *l = sched_lanes_view(f->sched, sched_model_find(f->sched, "m"), 1);
     assert_int_equal(lanes_queued_items(l), 3);
     id = take(f, &c, &b);
     assert_int_equal(b.n, 3);
@@ -190,7 +199,8 @@ static void test_workers_keep_to_their_warm_shapes(void **state)
     (void)state;
     fixture_t *f = fixture(SCHED_POLICY_LANES, 20 * MS);
     sched_worker_t *w1 = worker(f, "m", 1), *w2 = worker(f, "m", 1);
-    sched_consumer_t c1 = {"m", {1, 100000, 0}, w1}, c2 = {"m", {1, 100000, 0}, w2};
+    sched_consumer_t c1 = {M(f->sched, "m"), {1, 100000, 0}, w1},
+                     c2 = {M(f->sched, "m"), {1, 100000, 0}, w2};
     for (int i = 0; i < 3; i++) {
         submit(f, "m", 0xA, 5000);
         submit(f, "m", 0xB, 4000);
@@ -220,7 +230,7 @@ static void test_worker_waits_for_warm_work_before_a_small_cold_queue(void **sta
     (void)state;
     fixture_t *f = fixture(SCHED_POLICY_LANES, 20 * MS);
     sched_worker_t *w = worker(f, "m", 1);
-    sched_consumer_t c = {"m", {8, 16384, 0}, w};
+    sched_consumer_t c = {M(f->sched, "m"), {8, 16384, 0}, w};
     submit(f, "m", 0xA, 100);
     submit(f, "m", 0xB, 100);
     submit(f, "m", 0xC, 100);
@@ -242,6 +252,7 @@ static void test_worker_waits_for_warm_work_before_a_small_cold_queue(void **sta
     f = fixture(SCHED_POLICY_LANES, 20 * MS);
     w = worker(f, "m", 1);
     c.worker = w;
+    c.model = M(f->sched, "m");
     submit(f, "m", 0xA, 100);
     submit(f, "m", 0xB, 100);
     take(f, &c, &b);
@@ -263,7 +274,7 @@ static void test_wait_quantiles_are_read_within_an_eighth(void **state)
     (void)state;
     fixture_t *f = fixture(SCHED_POLICY_SEED, 0);
     assert_int_equal(sched_wait_quantile_ns(f->sched, 0.5), 0);
-    sched_consumer_t c = {"m", {1, 100000, 0}, NULL};
+    sched_consumer_t c = {M(f->sched, "m"), {1, 100000, 0}, NULL};
     for (uint32_t i = 1; i <= 1000; i++) {
         submit(f, "m", 1, 100);
         f->now += i * MS;
@@ -321,7 +332,7 @@ static void run_property(uint64_t seed, uint32_t steps)
         } else if (op < 80) {
             int k = (int)(pt_rng(&rng) % 5);
             sched_consumer_t c = {
-                models[k % 2],
+                M(f->sched, models[k % 2]),
                 {1 + (uint32_t)(pt_rng(&rng) % 32), 64 + (uint32_t)(pt_rng(&rng) % 16384), 0},
                 k < 4 ? ws[k] : NULL};
             sched_batch_t b;
@@ -353,7 +364,7 @@ static void run_property(uint64_t seed, uint32_t steps)
     for (size_t i = 0; i < n_open; i++)
         assert_int_equal(sched_complete(f->sched, open[i].id, NULL, 0, NULL), SCHED_OK);
     for (int m = 0; m < 2; m++) { /* drain: every worker may hold back from cold shapes */
-        sched_consumer_t c = {models[m], {32, 1u << 20, 0}, NULL};
+        sched_consumer_t c = {M(f->sched, models[m]), {32, 1u << 20, 0}, NULL};
         sched_batch_t b;
         while (sched_fill(f->sched, &c, &b) == SCHED_OK) {
             uint64_t id = b.batch_id;

@@ -46,7 +46,7 @@
 
 #include <cmocka.h>
 
-#include "tests/support/test_fs.h"
+#include "support/fs.h"
 
 #include "store/store.h"
 
@@ -258,7 +258,7 @@ static void rig_free(rig_t *r)
     if (r == NULL)
         return;
     store_close(r->s);
-    test_fs_remove_tree(r->dir);
+    fs_remove_tree(r->dir);
     free(r);
 }
 
@@ -1109,7 +1109,7 @@ static void test_index_directory_deleted_is_rebuilt_from_segments(void **state)
     rig_crash(r);
     char path[128];
     snprintf(path, sizeof(path), "%s/index", r->dir);
-    test_fs_remove_tree(path);
+    fs_remove_tree(path);
     assert_false(path_exists(path));
     rig_reopen(r);
     assert_int_equal(r->rep.index_rebuilt, 1);

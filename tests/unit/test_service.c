@@ -15,7 +15,7 @@
 #include "codec/codec.h"
 #include "common/version.h"
 #include "scheduler/daemon/daemon.h"
-#include "tests/support/test_fs.h"
+#include "support/fs.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -395,7 +395,7 @@ static void test_a_second_daemon_on_the_same_data_dir_is_refused(void **state)
     fx_close(f); /* the lock goes with the first daemon */
     assert_int_equal(daemon_create(&cfg, &second), DAEMON_OK);
     daemon_destroy(second);
-    assert_int_equal(test_fs_remove_tree(dir), 0);
+    assert_int_equal(fs_remove_tree(dir), 0);
 }
 
 int main(void)

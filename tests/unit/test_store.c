@@ -38,7 +38,7 @@
 
 #include <cmocka.h>
 
-#include "tests/support/test_fs.h"
+#include "support/fs.h"
 
 #include "store/store.h"
 
@@ -71,7 +71,7 @@ static int remove_dirs(void **state)
 {
     (void)state;
     for (size_t i = 0; i < g_n_dirs; i++)
-        test_fs_remove_tree(g_dirs[i]);
+        fs_remove_tree(g_dirs[i]);
     g_n_dirs = 0;
     return 0;
 }

@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "tests/support/test_fs.h"
+#include "support/fs.h"
 
 #include "common/invariant.h"
 #include "store/disk_int.h"
@@ -67,7 +67,7 @@ static void rig_close(rig_t *r)
 {
     store_close(r->s);
     if (r->dir[0] != '\0')
-        assert_int_equal(test_fs_remove_tree(r->dir), 0);
+        assert_int_equal(fs_remove_tree(r->dir), 0);
 }
 
 /* ---- disk ------------------------------------------------------------------------------- */

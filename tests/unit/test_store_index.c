@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #include "store/store.h"
-#include "tests/support/test_fs.h"
+#include "support/fs.h"
 
 /* ---- the index row format, restated (store/index_int.h) ----------------------------------- */
 
@@ -155,7 +155,7 @@ static int fx_teardown(void **state)
         if (system(path) != 0) {
             /* best effort: the tree is removed below either way */
         }
-        test_fs_remove_tree(f->dir);
+        fs_remove_tree(f->dir);
         free(f);
     }
     *state = NULL;

@@ -14,6 +14,15 @@
 
 #include "scheduler/core/sched.h"
 
+/* The model named `name`: found, or opened (the test's reference pins it). */
+static sched_model_t *M(sched_t *s, const char *name)
+{
+    sched_model_t *m = sched_model_find(s, name);
+    if (m == NULL)
+        assert_int_equal(sched_model_open(s, name, &m), SCHED_OK);
+    return m;
+}
+
 #define MS 1000000ull
 
 typedef struct {
@@ -51,7 +60,7 @@ static sched_worker_t *worker(fixture_t *f, uint32_t fixed_us, uint32_t token_ns
 {
     sched_worker_t *w = NULL;
     sched_worker_config_t wc = {fixed_us, token_ns, cache};
-    assert_int_equal(sched_worker_create(f->sched, "m", &wc, &w), SCHED_OK);
+    assert_int_equal(sched_worker_create(f->sched, M(f->sched, "m"), &wc, &w), SCHED_OK);
     return w;
 }
 
@@ -141,8 +150,8 @@ static void test_worker_estimate_is_exact_on_exact_samples(void **state)
 }
 
 /* Timing jitter of +-1 ms on every batch (a fifth of the 5 ms fixed cost): after 64 batches
- * the fixed part is within 10% and the per-token part within 1% (over 50 seeds: mean errors
- * 2.6% and 0.14%, worst 7.6% and 0.42%). */
+ * the fixed part is within 10% and the per-token part within 1%, bounds above the worst error
+ * over 50 seeds (docs/bench.md, "Figures behind other constants"). */
 static void test_worker_estimate_converges_through_jitter(void **state)
 {
     fixture_t *f = *state;
@@ -158,8 +167,8 @@ static void test_worker_estimate_converges_through_jitter(void **state)
 
 /* Service times off by up to 10% of themselves (on a 170 ms batch, 17 ms: three fixed costs):
  * the per-token part, which decides the padding side of a merge, is within 5% after 64
- * batches (50 seeds: mean 1.3%, worst 3.1%); the fixed part only within ~15% on average, which
- * moves the merge rule's threshold by as much. */
+ * batches; the fixed part is known far less well (the errors over 50 seeds: docs/bench.md,
+ * "Figures behind other constants"), which moves the merge rule's threshold by as much. */
 static void test_worker_estimate_converges_through_proportional_noise(void **state)
 {
     fixture_t *f = *state;
@@ -204,10 +213,10 @@ static void test_worker_samples_come_from_commit_to_completion(void **state)
 {
     fixture_t *f = *state;
     sched_worker_t *w = worker(f, 0, 0, 1);
-    sched_consumer_t c = {"m", {1, 100000, 0}, w};
+    sched_consumer_t c = {M(f->sched, "m"), {1, 100000, 0}, w};
     for (uint32_t i = 0; i < 2; i++) {
         char id[8] = {'a', (char)('0' + i)};
-        sched_item_t it = {"m", 1, 100, (const uint8_t *)id, 2, NULL, 0};
+        sched_item_t it = {M(f->sched, "m"), 1, 100, (const uint8_t *)id, 2, NULL, 0};
         assert_int_equal(sched_submit(f->sched, &it, NULL), SCHED_OK);
     }
     sched_batch_t b1, b2;
@@ -239,8 +248,8 @@ static void test_worker_dead_letter_is_no_sample(void **state)
     sched_config_t cfg = {.clock = fake_now, .clock_ctx = &f, .max_deliveries = 1};
     assert_int_equal(sched_create(&cfg, f.store, &f.sched), SCHED_OK);
     sched_worker_t *w = worker(&f, 0, 0, 1);
-    sched_consumer_t c = {"m", {8, 100000, 0}, w};
-    sched_item_t it = {"m", 1, 100, (const uint8_t *)"x", 1, NULL, 0};
+    sched_consumer_t c = {M(f.sched, "m"), {8, 100000, 0}, w};
+    sched_item_t it = {M(f.sched, "m"), 1, 100, (const uint8_t *)"x", 1, NULL, 0};
     assert_int_equal(sched_submit(f.sched, &it, NULL), SCHED_OK);
     sched_batch_t b;
     assert_int_equal(sched_fill(f.sched, &c, &b), SCHED_OK);

@@ -3,7 +3,7 @@
  * own storage directory, one lanesched per durability level with a fresh data directory, the temp
  * directory holding their files and logs, and the signal handlers that stop all of it.
  *
- * Starting, waiting for and stopping the children is tests/support/test_spawn.c's (shared with
+ * Starting, waiting for and stopping the children is support/spawn.c's (shared with
  * the integration tests); this file owns which children exist and when they go.
  *
  * Invariants:
@@ -11,9 +11,9 @@
  *     which stops them in order), die with the bench (PR_SET_PDEATHSIG, so they are forked by
  *     the main thread only) and get SIGTERM, then SIGKILL after NET_STOP_GRACE_MS.
  *  2. The first SIGINT/SIGTERM/SIGHUP stops the run gracefully (net_stopping); a second one
- *     kills the children and removes the temp directory from the handler (test_spawn_kill and
- *     test_spawn_run_quiet of rm only: async-signal-safe) and ends the process.
- *  3. Startup waits are bounded: nats-server TEST_SPAWN_NATS_START_MS per port tried, lanesched
+ *     kills the children and removes the temp directory from the handler (spawn_kill and
+ *     spawn_run_quiet of rm only: async-signal-safe) and ends the process.
+ *  3. Startup waits are bounded: nats-server SPAWN_NATS_START_MS per port tried, lanesched
  *     NET_DAEMON_START_MS.
  *
  * Rejected alternatives:
@@ -22,8 +22,8 @@
  */
 #include "net.h"
 
-#include "tests/support/test_fs.h"
-#include "tests/support/test_spawn.h"
+#include "support/fs.h"
+#include "support/spawn.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -73,12 +73,12 @@ int net_daemon_pid(void)
 
 bool net_daemon_exited(void)
 {
-    return test_spawn_exited(&g_child[NET_CHILD_DAEMON], NULL);
+    return spawn_exited(&g_child[NET_CHILD_DAEMON], NULL);
 }
 
 void net_daemon_stop(void)
 {
-    test_spawn_stop(&g_child[NET_CHILD_DAEMON], NET_STOP_GRACE_MS);
+    spawn_stop(&g_child[NET_CHILD_DAEMON], NET_STOP_GRACE_MS);
 }
 
 /* ---- cleanup, also from the signal handler (invariant 2) ------------------------------------ */
@@ -86,10 +86,10 @@ void net_daemon_stop(void)
 static void net_cleanup_hard(void)
 {
     for (int i = NET_CHILDREN - 1; i >= 0; i--)
-        test_spawn_kill(&g_child[i]);
+        spawn_kill(&g_child[i]);
     if (g_tmp[0] != '\0' && !g_keep) {
         char *argv[] = {"/bin/rm", "-rf", g_tmp, NULL};
-        test_spawn_run_quiet(argv);
+        spawn_run_quiet(argv);
         g_tmp[0] = '\0';
     }
 }
@@ -145,14 +145,14 @@ static void net_file_tail_print(const char *what, const char *path)
 static int net_nats_start(const net_opts_t *o, char *err, size_t errlen)
 {
     char bin[NET_PATH_MAX], store[NET_PATH_MAX + 16], log[NET_PATH_MAX + 32];
-    if (test_spawn_program_find(o->nats_server, bin, sizeof(bin)) != TEST_SPAWN_OK) {
+    if (spawn_program_find(o->nats_server, bin, sizeof(bin)) != SPAWN_OK) {
         snprintf(err, errlen, "%.300s: not found or not executable (--nats-server)",
                  o->nats_server);
         return -1;
     }
     snprintf(store, sizeof(store), "%s/jetstream", g_tmp);
     snprintf(log, sizeof(log), "%s/nats-server.log", g_tmp);
-    test_spawn_nats_t nats = {
+    spawn_nats_t nats = {
         .bin = bin,
         .log_path = log,
         .store_dir = store,
@@ -160,7 +160,7 @@ static int net_nats_start(const net_opts_t *o, char *err, size_t errlen)
         .cancelled = net_signalled,
     };
     int port = 0;
-    if (test_spawn_nats_start(&nats, &g_child[NET_CHILD_NATS], &port) == TEST_SPAWN_OK) {
+    if (spawn_nats_start(&nats, &g_child[NET_CHILD_NATS], &port) == SPAWN_OK) {
         snprintf(g_url, sizeof(g_url), "nats://127.0.0.1:%d", port);
         return 0;
     }
@@ -180,7 +180,7 @@ int net_daemon_start(const net_opts_t *o, const char *level, const char *policy,
                      size_t errlen)
 {
     char bin[NET_PATH_MAX], data[NET_PATH_MAX + 32], log[NET_PATH_MAX + 48];
-    if (test_spawn_program_find(o->lanesched, bin, sizeof(bin)) != TEST_SPAWN_OK) {
+    if (spawn_program_find(o->lanesched, bin, sizeof(bin)) != SPAWN_OK) {
         snprintf(err, errlen, "%.300s: not found or not executable (--lanesched)", o->lanesched);
         return -1;
     }
@@ -192,27 +192,26 @@ int net_daemon_start(const net_opts_t *o, const char *level, const char *policy,
                     "--policy",    (char *)policy, NULL};
     struct stat sb;
     long from = stat(log, &sb) == 0 ? (long)sb.st_size : 0;
-    test_spawn_opts_t opts;
-    test_spawn_opts_init(&opts);
+    spawn_opts_t opts;
+    spawn_opts_init(&opts);
     opts.log_path = log;
     opts.own_group = true;
-    if (test_spawn_start(argv, &opts, &g_child[NET_CHILD_DAEMON]) != TEST_SPAWN_OK) {
+    if (spawn_start(argv, &opts, &g_child[NET_CHILD_DAEMON]) != SPAWN_OK) {
         snprintf(err, errlen, "cannot start %.300s: %s", bin, strerror(errno));
         return -1;
     }
     int status = 0;
-    test_spawn_status_t st =
-        test_spawn_ready_wait(&g_child[NET_CHILD_DAEMON], log, from, "lanesched: ready",
-                              NET_DAEMON_START_MS, net_signalled, &status);
-    if (st == TEST_SPAWN_OK)
+    spawn_status_t st = spawn_ready_wait(&g_child[NET_CHILD_DAEMON], log, from, "lanesched: ready",
+                                         NET_DAEMON_START_MS, net_signalled, &status);
+    if (st == SPAWN_OK)
         return 0;
     net_file_tail_print("lanesched log", log);
-    if (st == TEST_SPAWN_EEXITED) {
+    if (st == SPAWN_EEXITED) {
         snprintf(err, errlen, "lanesched exited before it was ready (status %d)", status);
         return -1;
     }
     snprintf(err, errlen, "lanesched was not ready within %u ms", NET_DAEMON_START_MS);
-    test_spawn_stop(&g_child[NET_CHILD_DAEMON], NET_FAILED_STOP_MS);
+    spawn_stop(&g_child[NET_CHILD_DAEMON], NET_FAILED_STOP_MS);
     return -1;
 }
 
@@ -239,13 +238,13 @@ int net_env_open(const net_opts_t *o, char *err, size_t errlen)
 
 void net_env_close(void)
 {
-    test_spawn_stop(&g_child[NET_CHILD_DAEMON], NET_STOP_GRACE_MS);
-    test_spawn_stop(&g_child[NET_CHILD_NATS], NET_STOP_GRACE_MS);
+    spawn_stop(&g_child[NET_CHILD_DAEMON], NET_STOP_GRACE_MS);
+    spawn_stop(&g_child[NET_CHILD_NATS], NET_STOP_GRACE_MS);
     if (g_tmp[0] != '\0') {
         if (g_keep)
             fprintf(stderr, "lanesched-bench: kept %s\n", g_tmp);
         else
-            test_fs_remove_tree(g_tmp);
+            fs_remove_tree(g_tmp);
         g_tmp[0] = '\0';
     }
 }

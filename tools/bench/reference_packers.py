@@ -15,7 +15,7 @@ items per batch:
                  take any subset of a shape's queue, which rolling lanes are not.
 
 They answer whether a claim is out of reach of packing alone (the capacity and waste
-claims; README, "The claims"). Not a policy of the scheduler: nothing here holds items back.
+claims; docs/bench.md, "How far packing alone goes"). Not a policy of the scheduler: nothing here holds items back.
 --check exits 1 unless every item was dispatched exactly once and the padded references spent at
 least the sim's floor (shape-pure batches full to the contract, padded only by the rounding).
 """

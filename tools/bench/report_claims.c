@@ -203,8 +203,9 @@ static void report_claims_seed(FILE *f, const report_t *rep, int *failed)
                 sim_policy_name(base[k]), report_waste_pct(b));
         report_claim(f, rep, "seed-waste", report_waste_pct(seed) < report_waste_pct(b), failed);
     }
-    /* Sticky draining reaches 99.9% only where a model's shapes fit a worker's cache (README,
-     * "Shape hit rate and the cache"); churn brings in new shapes, each a cold miss. */
+    /* Sticky draining reaches 99.9% only where a model's shapes fit a worker's cache
+     * (docs/bench.md, "Shape hit rate and the cache"); churn brings in new shapes, each a cold
+     * miss. */
     uint32_t k = rep->wl->shapes_per_model, c = rep->sim->gpu.cache_shapes;
     if (rep->wl->churn > 0.0) {
         fprintf(f, "  lanes-seed shape hit rate %.3f%%: no claim (churn brings in new shapes)\n",

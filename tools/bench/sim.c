@@ -184,7 +184,7 @@ static int sim_dispatch(sim_t *s, sim_worker_t *w)
     uint64_t hits_before = gpu_stats(w->gpu)->hits;
     if (sim_policy_is_lanes(s->policy)) {
         sched_consumer_t c = {
-            .model = wl_model_name(w->model), .contract = s->contract, .worker = w->worker};
+            .model = s->sched_models[w->model], .contract = s->contract, .worker = w->worker};
         sched_batch_t b;
         sched_status_t st = sched_fill(s->sched, &c, &b);
         if (st == SCHED_EEMPTY) {
@@ -237,11 +237,11 @@ static int sim_dispatch(sim_t *s, sim_worker_t *w)
 static void sim_complete(sim_t *s, sim_worker_t *w)
 {
     if (sim_policy_is_lanes(s->policy)) {
-        uint32_t done = 0;
+        sched_settled_t done = {0};
         sched_status_t st = sched_complete(s->sched, w->batch_id, NULL, 0, &done);
-        if (st != SCHED_OK || done != w->n_batch)
+        if (st != SCHED_OK || done.positions != w->n_batch)
             sim_fail(s, "sched_complete: %s (%" PRIu32 " of %" PRIu32 ")", sched_status_str(st),
-                     done, w->n_batch);
+                     done.positions, w->n_batch);
     }
     for (uint32_t k = 0; k < w->n_batch; k++) {
         uint32_t i = w->batch[k];
@@ -264,7 +264,7 @@ static int sim_submit(sim_t *s, uint32_t i)
     }
     if (sim_policy_is_lanes(s->policy)) {
         sched_item_t si = {
-            .model = wl_model_name(it->model),
+            .model = s->sched_models[it->model],
             .signature = it->signature,
             .tokens = it->tokens,
             .id = (const uint8_t *)&i,

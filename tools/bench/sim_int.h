@@ -73,6 +73,7 @@ typedef struct {
     /* rolling lanes */
     store_t *store;
     sched_t *sched;
+    sched_model_t **sched_models; /* per model, opened once */
     uint32_t max_lanes;
     uint64_t *sig_sorted; /* the shapes' signatures, ascending, to index shape_full */
     uint32_t n_sigs;

@@ -147,6 +147,15 @@ int sim_setup(sim_t *s)
             sim_fail(s, "sched_create: %s", sched_status_str(st));
             return -1;
         }
+        if ((s->sched_models = calloc(s->models, sizeof(*s->sched_models))) == NULL)
+            goto oom;
+        for (uint32_t m = 0; m < s->models; m++) {
+            if ((st = sched_model_open(s->sched, wl_model_name(m), &s->sched_models[m])) !=
+                SCHED_OK) {
+                sim_fail(s, "sched_model_open: %s", sched_status_str(st));
+                return -1;
+            }
+        }
         /* The `lanes` policy's workers register their cost (or not) and their cache, as a
          * consumer would in Register. */
         sched_worker_config_t wc = {
@@ -156,7 +165,7 @@ int sim_setup(sim_t *s)
         };
         for (size_t k = 0; s->policy == SIM_LANES && k < s->n_workers; k++) {
             sim_worker_t *w = &s->workers[k];
-            if ((st = sched_worker_create(s->sched, wl_model_name(w->model), &wc, &w->worker)) !=
+            if ((st = sched_worker_create(s->sched, s->sched_models[w->model], &wc, &w->worker)) !=
                 SCHED_OK) {
                 sim_fail(s, "sched_worker_create: %s", sched_status_str(st));
                 return -1;
@@ -183,6 +192,9 @@ oom:
 
 void sim_teardown(sim_t *s)
 {
+    for (uint32_t m = 0; s->sched_models != NULL && m < s->models; m++)
+        sched_model_close(s->sched, s->sched_models[m]);
+    free(s->sched_models);
     sched_destroy(s->sched);
     store_close(s->store);
     for (uint32_t g = 0; s->groups != NULL && g < s->n_groups; g++) {

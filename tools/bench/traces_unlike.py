@@ -9,7 +9,7 @@
                 log-normal lengths (median 300), one model, 30 s
 
 Usage: tools/bench/traces_unlike.py DIR [BASE_RATE]   (seeded: the same files every time)
-README ("Traces unlike the presets") quotes the figures of both.
+docs/bench.md ("Traces unlike the presets") has the figures of both.
 """
 import math
 import random

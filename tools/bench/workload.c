@@ -42,8 +42,8 @@
  *      weights, lifetimes ignored) on a stream of its own; model weights are the inverses,
  *      normalised. So every model offers the same token rate, as an operator would provision
  *      by tokens. Offered load (wl_load) also counts each batch's fixed cost, heavier per
- *      token for short items, so per-model loads differ by a few points (steady, seed 42:
- *      72% and 69%; sim prints them); and with churn, whose estimate ignores lifetimes, the
+ *      token for short items, so per-model loads differ by a few points (sim prints them in
+ *      its header; docs/bench.md); and with churn, whose estimate ignores lifetimes, the
  *      realised load lands a few points under the preset's.
  *
  * Rejected:
@@ -480,9 +480,10 @@ int wl_preset(const char *name, uint64_t seed, wl_config_t *cfg)
         .max_tokens = 8192,
         .long_share = WL_LONG_SHARE_DFLT,
     };
-    /* Time-averaged. At 70% lanes-2048's queue on steady stays bounded: p99 wait 3.0 s over
-     * 60 s, 4.4 s over 600 s, 4.7 s over 1,800 s. At 85% it grows with the run (15.6 s, 175 s),
-     * which is an overload test, not a steady state. */
+    /* Time-averaged. The presets sit where lanes-2048's queue on steady stays bounded as the run
+     * grows longer; at 85% it grows with the run, an overload test, not a steady state
+     * (`sim --preset steady --policies lanes-seed --duration D [--load 85]`; the figures in
+     * docs/bench.md, "lanesched-bench"). */
     double load = 0.70;
     if (strcmp(name, "steady") == 0) {
         /* Each model's everyday traffic: two prompt templates, both of which fit every worker's
@@ -492,7 +493,7 @@ int wl_preset(const char *name, uint64_t seed, wl_config_t *cfg)
          * of C, sticky draining cannot reach 99.9% with bounded waits once K > C (every
          * worker cycles through all K), and no policy can once K > workers * C: each shape
          * must be served once per wait bound W, so a model takes at least K - workers * C
-         * misses per W (README, "Shape hit rate and the cache"). */
+         * misses per W (docs/bench.md, "Shape hit rate and the cache"). */
         c.shapes_per_model = 2;
     } else if (strcmp(name, "bursty") == 0) {
         /* 38% between bursts, x4 (151%) inside them: 70% on average */

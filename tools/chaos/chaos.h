@@ -59,8 +59,9 @@ typedef struct {
  * SIGSTOPped and crashed consumers given up within a fault's length. */
 #define CHAOS_DEAD_AFTER_MS 3000u
 /* --flood: long enough that every consumer its consumers case registers is still alive when
- * the last registration arrives, however slowly a loaded machine answers (5,000 registrations
- * took 22 s once in CI: at 3 s no more than ~700 were alive at once, under the 1,024 limit). */
+ * the last registration arrives, however slowly a loaded machine answers: the case must hold
+ * more consumers alive at once than the 1,024 limit (how long its 5,000 registrations took in
+ * CI: docs/bench.md, "Figures behind other constants"). */
 #define CHAOS_FLOOD_DEAD_AFTER_MS 120000u
 
 /* ---- the history (history.c) ------------------------------------------------------------------

@@ -16,7 +16,7 @@
  */
 #include "tools/chaos/chaos.h"
 
-#include "tests/support/test_fs.h"
+#include "support/fs.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -132,7 +132,7 @@ void chaos_damage_do(const char *data_dir, const char *work, const char *list, u
         }
     } else if (strcmp(kind, "index-delete") == 0) {
         snprintf(path, sizeof(path), "%s/index", data_dir);
-        test_fs_remove_tree(path);
+        fs_remove_tree(path);
         counts->index_deletes++;
     } else if (strcmp(kind, "index-empty") == 0) {
         snprintf(path, sizeof(path), "%s/index/data.mdb", data_dir);

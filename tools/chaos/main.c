@@ -19,7 +19,7 @@
 
 #include "common/clock.h"
 #include "common/rng.h"
-#include "tests/support/test_fs.h"
+#include "support/fs.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -473,7 +473,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "chaos: work directory %s, seed %" PRIu64 "\n", c->o.work, c->o.seed);
     int rc = c->o.flood ? chaos_flood(&c->o) : chaos_run(c);
     if (rc == 0 && c->o.work == work) /* a passing run in a directory of its own leaves nothing */
-        test_fs_remove_tree(work);
+        fs_remove_tree(work);
     nats_Close();
     chaos_history_fini(&c->hist);
     free(c->threads);

@@ -4,15 +4,15 @@
  * directory; SIGKILL, restart, SIGSTOP ... SIGCONT.
  *
  * Invariants:
- *   1. Every child is started from the main thread (tests/support/test_spawn.h: its parent-death
+ *   1. Every child is started from the main thread (support/spawn.h: its parent-death
  *      signal is tied to the forking thread), and reaped by this file.
  *   2. A restarted daemon counts as up only once it logged "lanesched: ready" after the restart,
  *      so the time to recover is measured from the kill to that line.
  */
 #include "tools/chaos/chaos.h"
 
-#include "tests/support/test_port.h"
-#include "tests/support/test_spawn.h"
+#include "support/port.h"
+#include "support/spawn.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -33,33 +33,33 @@ static long chaos_file_size(const char *path)
 int chaos_procs_nats_start(chaos_procs_t *p, const chaos_opts_t *o)
 {
     if (p->nats_bin[0] == '\0' &&
-        test_spawn_program_find(o->nats != NULL ? o->nats : "nats-server", p->nats_bin,
-                                sizeof(p->nats_bin)) != TEST_SPAWN_OK) {
+        spawn_program_find(o->nats != NULL ? o->nats : "nats-server", p->nats_bin,
+                           sizeof(p->nats_bin)) != SPAWN_OK) {
         fprintf(stderr, "chaos: nats-server not found\n");
         return -1;
     }
     snprintf(p->nats_log, sizeof(p->nats_log), "%s/nats-server.log", o->work);
     for (int attempt = 0; attempt < 50; attempt++) {
         if (p->port == 0)
-            p->port = test_port_pick();
+            p->port = port_pick();
         char port[16];
         snprintf(port, sizeof(port), "%d", p->port);
         char *argv[] = {p->nats_bin, "-a", "127.0.0.1", "-p", port, NULL};
-        test_spawn_opts_t opts;
-        test_spawn_opts_init(&opts);
+        spawn_opts_t opts;
+        spawn_opts_init(&opts);
         opts.log_path = p->nats_log;
-        if (test_spawn_start(argv, &opts, &p->nats_pid) != TEST_SPAWN_OK)
+        if (spawn_start(argv, &opts, &p->nats_pid) != SPAWN_OK)
             return -1;
         for (uint64_t t0 = chaos_now_ms(); chaos_now_ms() - t0 < CHAOS_NATS_START_MS;) {
-            if (test_spawn_exited(&p->nats_pid, NULL))
+            if (spawn_exited(&p->nats_pid, NULL))
                 break;
-            if (test_port_probe(p->port)) {
+            if (port_probe(p->port)) {
                 snprintf(p->url, sizeof(p->url), "nats://127.0.0.1:%d", p->port);
                 return 0;
             }
             chaos_sleep_ms(10);
         }
-        test_spawn_kill(&p->nats_pid);
+        spawn_kill(&p->nats_pid);
         chaos_sleep_ms(100); /* the old socket may linger a moment: try the same port again */
     }
     fprintf(stderr, "chaos: nats-server does not listen on port %d\n", p->port);
@@ -93,19 +93,18 @@ int chaos_procs_daemon_start(chaos_procs_t *p, const chaos_opts_t *o)
                     "--log-level",
                     "warn",
                     NULL};
-    test_spawn_opts_t opts;
-    test_spawn_opts_init(&opts);
+    spawn_opts_t opts;
+    spawn_opts_init(&opts);
     opts.log_path = p->daemon_log;
     long from = chaos_file_size(p->daemon_log);
-    if (test_spawn_start(argv, &opts, &p->daemon_pid) != TEST_SPAWN_OK)
+    if (spawn_start(argv, &opts, &p->daemon_pid) != SPAWN_OK)
         return -1;
     int status = 0;
-    test_spawn_status_t st =
-        test_spawn_ready_wait(&p->daemon_pid, p->daemon_log, from, "lanesched: ready",
-                              CHAOS_DAEMON_READY_MS, NULL, &status);
-    if (st != TEST_SPAWN_OK) {
+    spawn_status_t st = spawn_ready_wait(&p->daemon_pid, p->daemon_log, from, "lanesched: ready",
+                                         CHAOS_DAEMON_READY_MS, NULL, &status);
+    if (st != SPAWN_OK) {
         fprintf(stderr, "chaos: lanesched did not start (%s, wait status %d); see %s\n",
-                test_spawn_status_str(st), status, p->daemon_log);
+                spawn_status_str(st), status, p->daemon_log);
         return -1;
     }
     return 0;
@@ -113,12 +112,12 @@ int chaos_procs_daemon_start(chaos_procs_t *p, const chaos_opts_t *o)
 
 void chaos_procs_daemon_kill(chaos_procs_t *p)
 {
-    test_spawn_kill(&p->daemon_pid);
+    spawn_kill(&p->daemon_pid);
 }
 
 void chaos_procs_nats_kill(chaos_procs_t *p)
 {
-    test_spawn_kill(&p->nats_pid);
+    spawn_kill(&p->nats_pid);
 }
 
 void chaos_procs_daemon_stop_for(chaos_procs_t *p, uint32_t ms)
@@ -137,8 +136,8 @@ int chaos_procs_daemon_term(chaos_procs_t *p)
         return -1;
     kill(p->daemon_pid, SIGTERM);
     int status = 0;
-    if (!test_spawn_wait(p->daemon_pid, 30000, &status)) {
-        test_spawn_kill(&p->daemon_pid);
+    if (!spawn_wait(p->daemon_pid, 30000, &status)) {
+        spawn_kill(&p->daemon_pid);
         return -1;
     }
     p->daemon_pid = 0;
@@ -147,6 +146,6 @@ int chaos_procs_daemon_term(chaos_procs_t *p)
 
 void chaos_procs_cleanup(chaos_procs_t *p)
 {
-    test_spawn_kill(&p->daemon_pid);
-    test_spawn_kill(&p->nats_pid);
+    spawn_kill(&p->daemon_pid);
+    spawn_kill(&p->nats_pid);
 }

@@ -4,9 +4,6 @@
  * every batch keeps the packing promises of subjects.md. Heartbeats come from the library's
  * thread, so a long simulated step never gets the worker declared dead.
  *
- * Longer than 600 lines because the batch verifier, one check per packing promise, reads best
- * beside the loop that counts its verdicts; the flags are the rest.
- *
  * Owns: the run's counters and violation tally, the consumer (and through it its heartbeat
  * thread), the client.
  *

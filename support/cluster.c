@@ -1,5 +1,5 @@
 /*
- * test_cluster.c - three clustered nats-servers with JetStream on loopback (test_cluster.h).
+ * cluster.c - three clustered nats-servers with JetStream on loopback (cluster.h).
  *
  * Invariants:
  *   1. Every node's configuration names all three routes, so any node can be killed and
@@ -10,92 +10,91 @@
  * Rejected: the -routes command-line flags. A configuration file also carries the server name
  * and the JetStream store, which a restarted node needs to recover its replicas.
  */
-#include "tests/support/test_cluster.h"
+#include "support/cluster.h"
 
 #include "common/clock.h"
-#include "tests/support/test_port.h"
+#include "support/port.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
-static test_spawn_status_t test_cluster_config(const test_cluster_t *c, int i)
+static spawn_status_t cluster_config(const cluster_t *c, int i)
 {
     char path[512];
     snprintf(path, sizeof(path), "%s/node%d.conf", c->dir, i);
     FILE *f = fopen(path, "w");
     if (f == NULL)
-        return TEST_SPAWN_ESYS;
+        return SPAWN_ESYS;
     fprintf(f,
             "server_name: n%d\nlisten: 127.0.0.1:%d\njetstream { store_dir: \"%s/js%d\" }\n"
             "cluster {\n  name: lanes_test\n  listen: 127.0.0.1:%d\n  routes: [\n",
             i, c->client_port[i], c->dir, i, c->route_port[i]);
-    for (int j = 0; j < TEST_CLUSTER_NODES; j++)
+    for (int j = 0; j < CLUSTER_NODES; j++)
         fprintf(f, "    nats-route://127.0.0.1:%d\n", c->route_port[j]);
     fprintf(f, "  ]\n}\n");
-    return fclose(f) == 0 ? TEST_SPAWN_OK : TEST_SPAWN_ESYS;
+    return fclose(f) == 0 ? SPAWN_OK : SPAWN_ESYS;
 }
 
-test_spawn_status_t test_cluster_node_start(test_cluster_t *c, int i)
+spawn_status_t cluster_node_start(cluster_t *c, int i)
 {
     char conf[512], log[512];
     snprintf(conf, sizeof(conf), "%s/node%d.conf", c->dir, i);
     snprintf(log, sizeof(log), "%s/node%d.log", c->dir, i);
     char *argv[] = {c->bin, "-c", conf, NULL};
-    test_spawn_opts_t opts;
-    test_spawn_opts_init(&opts);
+    spawn_opts_t opts;
+    spawn_opts_init(&opts);
     opts.log_path = log;
-    test_spawn_status_t st = test_spawn_start(argv, &opts, &c->pid[i]);
-    if (st != TEST_SPAWN_OK)
+    spawn_status_t st = spawn_start(argv, &opts, &c->pid[i]);
+    if (st != SPAWN_OK)
         return st;
-    uint64_t end = clock_mono_ns() + TEST_CLUSTER_START_MS * 1000000ull;
-    while (!test_port_probe(c->client_port[i])) {
-        if (test_spawn_exited(&c->pid[i], NULL))
-            return TEST_SPAWN_EEXITED;
+    uint64_t end = clock_mono_ns() + CLUSTER_START_MS * 1000000ull;
+    while (!port_probe(c->client_port[i])) {
+        if (spawn_exited(&c->pid[i], NULL))
+            return SPAWN_EEXITED;
         if (clock_mono_ns() >= end)
-            return TEST_SPAWN_ETIMEOUT;
+            return SPAWN_ETIMEOUT;
         struct timespec ts = {0, 10000000};
         nanosleep(&ts, NULL);
     }
-    return TEST_SPAWN_OK;
+    return SPAWN_OK;
 }
 
-test_spawn_status_t test_cluster_start(test_cluster_t *c, const char *nats_bin, const char *dir)
+spawn_status_t cluster_start(cluster_t *c, const char *nats_bin, const char *dir)
 {
     memset(c, 0, sizeof(*c));
     snprintf(c->bin, sizeof(c->bin), "%s", nats_bin);
     snprintf(c->dir, sizeof(c->dir), "%s", dir);
-    for (int i = 0; i < TEST_CLUSTER_NODES; i++) { /* invariant 2 */
-        if ((c->client_port[i] = test_port_pick()) <= 0 ||
-            (c->route_port[i] = test_port_pick()) <= 0)
-            return TEST_SPAWN_ESYS;
+    for (int i = 0; i < CLUSTER_NODES; i++) { /* invariant 2 */
+        if ((c->client_port[i] = port_pick()) <= 0 || (c->route_port[i] = port_pick()) <= 0)
+            return SPAWN_ESYS;
     }
-    test_spawn_status_t st = TEST_SPAWN_OK;
-    for (int i = 0; i < TEST_CLUSTER_NODES && st == TEST_SPAWN_OK; i++)
-        st = test_cluster_config(c, i);
-    for (int i = 0; i < TEST_CLUSTER_NODES && st == TEST_SPAWN_OK; i++)
-        st = test_cluster_node_start(c, i);
-    if (st != TEST_SPAWN_OK)
-        test_cluster_stop(c);
+    spawn_status_t st = SPAWN_OK;
+    for (int i = 0; i < CLUSTER_NODES && st == SPAWN_OK; i++)
+        st = cluster_config(c, i);
+    for (int i = 0; i < CLUSTER_NODES && st == SPAWN_OK; i++)
+        st = cluster_node_start(c, i);
+    if (st != SPAWN_OK)
+        cluster_stop(c);
     return st;
 }
 
-void test_cluster_node_kill(test_cluster_t *c, int i)
+void cluster_node_kill(cluster_t *c, int i)
 {
-    test_spawn_kill(&c->pid[i]);
+    spawn_kill(&c->pid[i]);
 }
 
-void test_cluster_stop(test_cluster_t *c)
+void cluster_stop(cluster_t *c)
 {
-    for (int i = 0; i < TEST_CLUSTER_NODES; i++)
-        test_spawn_stop(&c->pid[i], 2000);
+    for (int i = 0; i < CLUSTER_NODES; i++)
+        spawn_stop(&c->pid[i], 2000);
 }
 
-void test_cluster_url(const test_cluster_t *c, int i, char *out, size_t len)
+void cluster_url(const cluster_t *c, int i, char *out, size_t len)
 {
     size_t w = 0;
     out[0] = '\0';
-    for (int j = 0; j < TEST_CLUSTER_NODES; j++) {
+    for (int j = 0; j < CLUSTER_NODES; j++) {
         if (i >= 0 && j != i)
             continue;
         int n =

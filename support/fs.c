@@ -1,11 +1,11 @@
 /*
- * test_fs.c - removing the temporary directories tests create.
+ * fs.c - removing the temporary directories tests create.
  *
  * Invariant: never follows a symlink (O_NOFOLLOW, AT_SYMLINK_NOFOLLOW), so a test can only
  * delete what is inside the directory it named. Rejected: system("rm -rf"), which needs a shell
  * and quoting and hides failures.
  */
-#include "tests/support/test_fs.h"
+#include "support/fs.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static void test_fs_remove_at(int parent_fd, const char *name)
+static void fs_remove_at(int parent_fd, const char *name)
 {
     int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd >= 0) {
@@ -24,7 +24,7 @@ static void test_fs_remove_at(int parent_fd, const char *name)
                     continue;
                 struct stat sb;
                 if (fstatat(fd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(sb.st_mode))
-                    test_fs_remove_at(fd, de->d_name);
+                    fs_remove_at(fd, de->d_name);
                 else
                     unlinkat(fd, de->d_name, 0);
             }
@@ -36,9 +36,9 @@ static void test_fs_remove_at(int parent_fd, const char *name)
     unlinkat(parent_fd, name, AT_REMOVEDIR);
 }
 
-int test_fs_remove_tree(const char *path)
+int fs_remove_tree(const char *path)
 {
     struct stat sb;
-    test_fs_remove_at(AT_FDCWD, path);
+    fs_remove_at(AT_FDCWD, path);
     return fstatat(AT_FDCWD, path, &sb, AT_SYMLINK_NOFOLLOW) == 0 ? -1 : 0;
 }

@@ -1,5 +1,5 @@
 /*
- * test_spawn.c - starting, waiting for and stopping the child processes of the integration tests
+ * spawn.c - starting, waiting for and stopping the child processes of the integration tests
  * and of lanesched-bench: nats-server, lanesched, consumer processes, helpers such as rm and
  * mount.
  *
@@ -19,10 +19,10 @@
  *  - Aborting inside the helpers (the harness's old H_REQUIRE): the bench must clean up and exit
  *    with its own status, so the helpers return a status and the caller decides.
  */
-#include "tests/support/test_spawn.h"
+#include "support/spawn.h"
 
 #include "common/clock.h"
-#include "tests/support/test_port.h"
+#include "support/port.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,50 +36,48 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TEST_SPAWN_POLL_MS       10u   /* every wait polls at this period */
-#define TEST_SPAWN_NATS_GRACE_MS 1000u /* a server that did not come up: SIGTERM, then SIGKILL */
-#define TEST_SPAWN_DEFAULT_PATH  "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+#define SPAWN_POLL_MS       10u   /* every wait polls at this period */
+#define SPAWN_NATS_GRACE_MS 1000u /* a server that did not come up: SIGTERM, then SIGKILL */
+#define SPAWN_DEFAULT_PATH  "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
 
-STATUS_STR(test_spawn_status_str, test_spawn_status_t, TEST_SPAWN_STATUS_MAP,
-           "unknown test_spawn status")
+STATUS_STR(spawn_status_str, spawn_status_t, SPAWN_STATUS_MAP, "unknown spawn status")
 
-static void test_spawn_sleep_ms(uint64_t ms)
+static void spawn_sleep_ms(uint64_t ms)
 {
     struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
 }
 
-test_spawn_status_t test_spawn_program_find(const char *name, char *out, size_t len)
+spawn_status_t spawn_program_find(const char *name, char *out, size_t len)
 {
     if (strchr(name, '/') != NULL) {
         snprintf(out, len, "%s", name);
-        return access(out, X_OK) == 0 ? TEST_SPAWN_OK : TEST_SPAWN_ENOT_FOUND;
+        return access(out, X_OK) == 0 ? SPAWN_OK : SPAWN_ENOT_FOUND;
     }
     const char *path = getenv("PATH");
     if (path == NULL)
-        path = TEST_SPAWN_DEFAULT_PATH;
+        path = SPAWN_DEFAULT_PATH;
     while (*path != '\0') {
         size_t n = strcspn(path, ":");
         if (n > 0 && snprintf(out, len, "%.*s/%s", (int)n, path, name) < (int)len &&
             access(out, X_OK) == 0)
-            return TEST_SPAWN_OK;
+            return SPAWN_OK;
         path += n;
         if (*path == ':')
             path++;
     }
-    return TEST_SPAWN_ENOT_FOUND;
+    return SPAWN_ENOT_FOUND;
 }
 
-void test_spawn_opts_init(test_spawn_opts_t *opts)
+void spawn_opts_init(spawn_opts_t *opts)
 {
-    *opts = (test_spawn_opts_t){.log_path = NULL, .stdin_fd = -1, .stdout_fd = -1};
+    *opts = (spawn_opts_t){.log_path = NULL, .stdin_fd = -1, .stdout_fd = -1};
 }
 
-test_spawn_status_t test_spawn_start(char *const argv[], const test_spawn_opts_t *opts,
-                                     volatile pid_t *pid)
+spawn_status_t spawn_start(char *const argv[], const spawn_opts_t *opts, volatile pid_t *pid)
 {
-    test_spawn_status_t st = TEST_SPAWN_ESYS;
+    spawn_status_t st = SPAWN_ESYS;
     int log_fd = -1, null_fd = -1;
     if (opts->log_path != NULL &&
         (log_fd = open(opts->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)) < 0)
@@ -112,7 +110,7 @@ test_spawn_status_t test_spawn_start(char *const argv[], const test_spawn_opts_t
         _exit(127);
     }
     *pid = child;
-    st = TEST_SPAWN_OK;
+    st = SPAWN_OK;
 out:
     if (log_fd >= 0)
         close(log_fd);
@@ -121,7 +119,7 @@ out:
     return st;
 }
 
-bool test_spawn_wait(pid_t pid, uint64_t timeout_ms, int *status)
+bool spawn_wait(pid_t pid, uint64_t timeout_ms, int *status)
 {
     uint64_t end = clock_mono_ns() + timeout_ms * 1000000ull;
     int ws = 0;
@@ -136,11 +134,11 @@ bool test_spawn_wait(pid_t pid, uint64_t timeout_ms, int *status)
             return false; /* not our child (any more) */
         if (clock_mono_ns() >= end)
             return false;
-        test_spawn_sleep_ms(TEST_SPAWN_POLL_MS);
+        spawn_sleep_ms(SPAWN_POLL_MS);
     }
 }
 
-bool test_spawn_exited(volatile pid_t *pid, int *status)
+bool spawn_exited(volatile pid_t *pid, int *status)
 {
     pid_t p = *pid;
     if (p <= 0)
@@ -154,7 +152,7 @@ bool test_spawn_exited(volatile pid_t *pid, int *status)
     return true;
 }
 
-void test_spawn_kill(volatile pid_t *pid)
+void spawn_kill(volatile pid_t *pid)
 {
     pid_t p = *pid;
     if (p <= 0)
@@ -165,19 +163,19 @@ void test_spawn_kill(volatile pid_t *pid)
     }
 }
 
-void test_spawn_stop(volatile pid_t *pid, uint64_t grace_ms)
+void spawn_stop(volatile pid_t *pid, uint64_t grace_ms)
 {
     pid_t p = *pid;
     if (p <= 0)
         return;
     kill(p, SIGTERM);
-    if (test_spawn_wait(p, grace_ms, NULL))
+    if (spawn_wait(p, grace_ms, NULL))
         *pid = 0;
     else
-        test_spawn_kill(pid);
+        spawn_kill(pid);
 }
 
-int test_spawn_run_quiet(char *const argv[])
+int spawn_run_quiet(char *const argv[])
 {
     pid_t pid = fork();
     if (pid < 0)
@@ -199,7 +197,7 @@ int test_spawn_run_quiet(char *const argv[])
 }
 
 /* Whether a line of path after byte `from` contains needle. */
-static bool test_spawn_log_has(const char *path, long from, const char *needle)
+static bool spawn_log_has(const char *path, long from, const char *needle)
 {
     FILE *f = fopen(path, "r");
     if (f == NULL)
@@ -214,27 +212,26 @@ static bool test_spawn_log_has(const char *path, long from, const char *needle)
     return found;
 }
 
-test_spawn_status_t test_spawn_ready_wait(volatile pid_t *pid, const char *log_path, long from,
-                                          const char *needle, uint64_t timeout_ms,
-                                          test_spawn_cancel_fn cancelled, int *status)
+spawn_status_t spawn_ready_wait(volatile pid_t *pid, const char *log_path, long from,
+                                const char *needle, uint64_t timeout_ms, spawn_cancel_fn cancelled,
+                                int *status)
 {
     uint64_t end = clock_mono_ns() + timeout_ms * 1000000ull;
     for (;;) {
-        if (test_spawn_log_has(log_path, from, needle))
-            return TEST_SPAWN_OK;
-        if (test_spawn_exited(pid, status))
-            return TEST_SPAWN_EEXITED;
+        if (spawn_log_has(log_path, from, needle))
+            return SPAWN_OK;
+        if (spawn_exited(pid, status))
+            return SPAWN_EEXITED;
         if (cancelled != NULL && cancelled())
-            return TEST_SPAWN_ECANCELLED;
+            return SPAWN_ECANCELLED;
         if (clock_mono_ns() >= end)
-            return TEST_SPAWN_ETIMEOUT;
-        test_spawn_sleep_ms(TEST_SPAWN_POLL_MS);
+            return SPAWN_ETIMEOUT;
+        spawn_sleep_ms(SPAWN_POLL_MS);
     }
 }
 
 /* One server on one port: OK once it accepts connections. */
-static test_spawn_status_t test_spawn_nats_try(const test_spawn_nats_t *nats, int port,
-                                               volatile pid_t *pid)
+static spawn_status_t spawn_nats_try(const spawn_nats_t *nats, int port, volatile pid_t *pid)
 {
     char port_text[16];
     snprintf(port_text, sizeof(port_text), "%d", port);
@@ -250,48 +247,47 @@ static test_spawn_status_t test_spawn_nats_try(const test_spawn_nats_t *nats, in
         argv[n++] = "-sd";
         argv[n++] = (char *)nats->store_dir;
     }
-    test_spawn_opts_t opts;
-    test_spawn_opts_init(&opts);
+    spawn_opts_t opts;
+    spawn_opts_init(&opts);
     opts.log_path = nats->log_path;
     opts.own_group = nats->own_group;
     struct stat sb;
     long from = nats->log_path != NULL && stat(nats->log_path, &sb) == 0 ? (long)sb.st_size : 0;
-    test_spawn_status_t st = test_spawn_start(argv, &opts, pid);
-    if (st != TEST_SPAWN_OK)
+    spawn_status_t st = spawn_start(argv, &opts, pid);
+    if (st != SPAWN_OK)
         return st;
-    uint64_t end = clock_mono_ns() + TEST_SPAWN_NATS_START_MS * 1000000ull;
+    uint64_t end = clock_mono_ns() + SPAWN_NATS_START_MS * 1000000ull;
     for (;;) {
         /* A connect alone could reach another server that took the port meanwhile (a test suite
          * running beside this one): ours is up when it also logged that it is ready, after the
          * bytes the log had before it started. One that lost the port exits instead. */
-        if (test_port_probe(port) &&
-            (nats->log_path == NULL || test_spawn_log_has(nats->log_path, from, "Server is ready")))
-            return TEST_SPAWN_OK;
-        if (test_spawn_exited(pid, NULL))
-            return TEST_SPAWN_EEXITED;
+        if (port_probe(port) &&
+            (nats->log_path == NULL || spawn_log_has(nats->log_path, from, "Server is ready")))
+            return SPAWN_OK;
+        if (spawn_exited(pid, NULL))
+            return SPAWN_EEXITED;
         if (nats->cancelled != NULL && nats->cancelled())
-            return TEST_SPAWN_ECANCELLED;
+            return SPAWN_ECANCELLED;
         if (clock_mono_ns() >= end)
-            return TEST_SPAWN_ETIMEOUT;
-        test_spawn_sleep_ms(TEST_SPAWN_POLL_MS);
+            return SPAWN_ETIMEOUT;
+        spawn_sleep_ms(SPAWN_POLL_MS);
     }
 }
 
-test_spawn_status_t test_spawn_nats_start(const test_spawn_nats_t *nats, volatile pid_t *pid,
-                                          int *port)
+spawn_status_t spawn_nats_start(const spawn_nats_t *nats, volatile pid_t *pid, int *port)
 {
-    test_spawn_status_t st = TEST_SPAWN_ESYS;
-    for (int attempt = 0; attempt < TEST_SPAWN_NATS_ATTEMPTS; attempt++) {
-        int p = test_port_pick();
+    spawn_status_t st = SPAWN_ESYS;
+    for (int attempt = 0; attempt < SPAWN_NATS_ATTEMPTS; attempt++) {
+        int p = port_pick();
         if (p <= 0)
-            return TEST_SPAWN_ESYS;
-        st = test_spawn_nats_try(nats, p, pid);
-        if (st == TEST_SPAWN_OK) {
+            return SPAWN_ESYS;
+        st = spawn_nats_try(nats, p, pid);
+        if (st == SPAWN_OK) {
             *port = p;
             return st;
         }
-        test_spawn_stop(pid, TEST_SPAWN_NATS_GRACE_MS); /* the port was taken meanwhile */
-        if (st == TEST_SPAWN_ESYS || st == TEST_SPAWN_ECANCELLED)
+        spawn_stop(pid, SPAWN_NATS_GRACE_MS); /* the port was taken meanwhile */
+        if (st == SPAWN_ESYS || st == SPAWN_ECANCELLED)
             break;
     }
     return st;

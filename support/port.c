@@ -1,11 +1,11 @@
 /*
- * test_port.c - free loopback ports and whether a server listens on one.
+ * port.c - free loopback ports and whether a server listens on one.
  *
  * Invariant: loopback only (INADDR_LOOPBACK), so a test never opens a port to the network.
  * Rejected: fixed port numbers (two test runs on one machine collide) and letting the server
  * pick its own port (nats-server would have to report it back through its log).
  */
-#include "tests/support/test_port.h"
+#include "support/port.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -13,7 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static void test_port_addr(struct sockaddr_in *a, int port)
+static void port_addr(struct sockaddr_in *a, int port)
 {
     memset(a, 0, sizeof(*a));
     a->sin_family = AF_INET;
@@ -21,12 +21,12 @@ static void test_port_addr(struct sockaddr_in *a, int port)
     a->sin_port = htons((uint16_t)port);
 }
 
-int test_port_pick(void)
+int port_pick(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int port = -1;
     struct sockaddr_in a;
-    test_port_addr(&a, 0);
+    port_addr(&a, 0);
     socklen_t len = sizeof(a);
     if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
         getsockname(fd, (struct sockaddr *)&a, &len) == 0)
@@ -36,13 +36,13 @@ int test_port_pick(void)
     return port;
 }
 
-bool test_port_probe(int port)
+bool port_probe(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return false;
     struct sockaddr_in a;
-    test_port_addr(&a, port);
+    port_addr(&a, port);
     bool up = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
     close(fd);
     return up;
