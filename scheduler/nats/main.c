@@ -110,6 +110,13 @@ static const flag_t flags[] = {
      "bytes stored per model: ids, payloads, reply subjects (queue_full)"},
     {"dedupe-max-ids", "N", "4194304",
      "ids the dedupe window holds; past it the oldest are forgotten early"},
+    {"queue-max-age-ms", "MS[,MODEL=MS...]", "86400000",
+     "how long an item may stay queued, for every model and per model: past it, it goes to "
+     "<prefix>.dead.<model> with reason expired (JetStream's max_age)"},
+    {"limit-pull-expires-ms", "MS", "300000", "a Pull's expires_ms is cut to this"},
+    {"allow-models", "M1,M2,P*,...", NULL,
+     "the only models accepted (a name ending in * is a prefix); others get model_not_allowed "
+     "(default any)"},
     {"log-level", "debug|info|warn|error", "info", "lowest level logged to stderr"},
     {"log-format", "text|json", "text", "stderr lines as text, or one JSON object per line"},
     {"connect-wait-ms", "MS", "0",
@@ -207,6 +214,7 @@ static int config_limits(const char **v, daemon_limits_t *l)
             {"limit-shapes", offsetof(daemon_limits_t, shapes)},
             {"limit-shapes-per-model", offsetof(daemon_limits_t, shapes_per_model)},
             {"limit-new-shapes", offsetof(daemon_limits_t, new_shapes)},
+            {"limit-pull-expires-ms", offsetof(daemon_limits_t, pull_expires_ms)},
         },
       u64[] = {
           {"queue-max-items", offsetof(daemon_limits_t, queue_items)},
@@ -236,6 +244,39 @@ static int config_limits(const char **v, daemon_limits_t *l)
 bad:
     fprintf(stderr, "lanesched: every --limit-*, --queue-max-* and --dedupe-max-ids value must "
                     "be at least 1\n");
+    return -1;
+}
+
+/* --queue-max-age-ms MS[,MODEL=MS...]: every model's limit, then per-model ones (models.c). */
+static int config_queue_age(const char **v, daemon_config_t *cfg)
+{
+    const char *text = flag_value(v, "queue-max-age-ms");
+    char first[32];
+    const char *comma = strchr(text, ',');
+    size_t n = comma != NULL ? (size_t)(comma - text) : strlen(text);
+    uint32_t ms = 0;
+    snprintf(first, sizeof(first), "%.*s", (int)(n < sizeof(first) - 1 ? n : sizeof(first) - 1),
+             text);
+    if (parse_u32("queue-max-age-ms", first, &ms) != 0 || ms == 0)
+        goto bad;
+    cfg->limits.queue_age_ms = ms;
+    cfg->queue_age_models = comma != NULL ? comma + 1 : NULL;
+    for (const char *p = cfg->queue_age_models; p != NULL && *p != '\0';) {
+        const char *end = strchr(p, ','), *eq = strchr(p, '=');
+        end = end != NULL ? end : p + strlen(p);
+        char *stop = NULL;
+        errno = 0;
+        unsigned long long x = eq != NULL && eq < end && eq > p ? strtoull(eq + 1, &stop, 10) : 0;
+        if (x == 0 || x > UINT32_MAX || errno != 0 || stop != end)
+            goto bad;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return 0;
+bad:
+    fprintf(stderr,
+            "lanesched: --queue-max-age-ms takes MS[,MODEL=MS...], each MS from 1 to %u, "
+            "not '%s'\n",
+            UINT32_MAX, text);
     return -1;
 }
 
@@ -374,8 +415,9 @@ static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc
         parse_ms_or_policy("hold-ms", flag_value(v, "hold-ms"), DAEMON_HOLD_DEFAULT, &cfg->hold_ms))
         return -1;
     cfg->segment_max_bytes = seg_max;
-    if (config_limits(v, &cfg->limits) != 0)
+    if (config_limits(v, &cfg->limits) != 0 || config_queue_age(v, cfg) != 0)
         return -1;
+    cfg->allow_models = flag_value(v, "allow-models");
     if (cfg->prefix[0] == '\0' || strpbrk(cfg->prefix, " *>") != NULL ||
         strlen(cfg->prefix) > DAEMON_PREFIX_MAX) {
         fprintf(stderr,
@@ -437,6 +479,14 @@ static int main_health(void *ctx, char *why, size_t cap)
     snprintf(why, cap, "not connected to NATS (%s)",
              f == NULL ? "not yet connected" : "reconnecting");
     return 1;
+}
+
+/* daemon_nats_state_fn: the front's connection state for the metrics (ctx: the front). */
+static void main_nats_state(void *ctx, daemon_nats_state_t *out)
+{
+    front_nats_state_t ns;
+    front_nats_state(ctx, &ns);
+    *out = (daemon_nats_state_t){ns.connected, ns.reconnects, ns.outage_ns};
 }
 
 /* daemon_metrics_sink_fn: the owner's snapshot to the HTTP server. */
@@ -558,6 +608,7 @@ int main(int argc, char **argv)
     }
     __atomic_store_n(&health_front, f, __ATOMIC_RELEASE);
     daemon_publish_set(d, front_publish, f);
+    daemon_nats_state_set(d, main_nats_state, f);
     daemon_max_payload_set(d, front_payload_cap(f, cfg.max_payload));
     daemon_reply_max_set(d, front_server_max_payload(f));
     lease_glue_t glue = {d, f};
