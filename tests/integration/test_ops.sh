@@ -12,7 +12,10 @@
 #   redaction          passwords and tokens in URLs and flags never reach a log line
 #   log_json           --log-format json: every stderr line is one JSON object
 #   metrics_promtool   /metrics (--metrics-listen) and lanesched-ctl metrics pass
-#                      `promtool check metrics` and count what was submitted and completed
+#                      `promtool check metrics` and count what was submitted and completed; the
+#                      GPU time, submit-to-ack, service time, oldest age, NATS and process_*
+#                      series are there, and so is every series the Grafana dashboard and the
+#                      alert rules name
 #   ctl_watch          lanesched-ctl watch prints submits, batches, acks and their replies as
 #                      JSON lines
 #   cli_errors         every binary's --version, and an unknown flag or command reported in one
@@ -22,7 +25,8 @@
 #   connect_budget     --connect-wait-ms 1000 against a server that accepts and never answers
 #                      (SIGSTOPped) and against a closed port: lanesched gives up within 1.5 s
 #   reconnect          nats-server stopped and started again: "NATS reconnected after N ms",
-#                      /healthz 503 during the outage and 200 after; no libmicrohttpd warning
+#                      /healthz 503 during the outage and 200 after, lanesched_nats_* count the
+#                      reconnect and the outage; no libmicrohttpd warning
 #   log_injection      a consumer named with a newline, ESC and C1 bytes: every daemon log line
 #                      stays one line with no control byte, in text and in JSON
 #   healthcheck        the Dockerfile's HEALTHCHECK command, run here: passes for a live daemon,
@@ -239,6 +243,28 @@ case_metrics_promtool() {
         grep -qxF "$want" "$WORK/scrape.txt" || fail "the scrape lacks: $want"
     done
     grep -q '^lanesched_store_flush_duration_seconds_count [1-9]' "$WORK/scrape.txt" || fail "no flushes"
+    # the series operators need: GPU time, waits to the ack, service time, the oldest item's
+    # age, the NATS connection, the process
+    for want in 'lanesched_submit_to_ack_seconds_count{model="llama"} 300' \
+        'lanesched_nats_connected 1' 'lanesched_nats_reconnects_total 0' \
+        'lanesched_oldest_queued_age_seconds{model="llama"} 0.000000'; do
+        grep -qxF "$want" "$WORK/scrape.txt" || fail "the scrape lacks: $want"
+    done
+    for series in 'lanesched_gpu_busy_seconds_total{model="llama"}' \
+        'lanesched_service_seconds_count{model="llama"}' \
+        'lanesched_oldest_queued_age_seconds{model="qwen-\"7b\""}' process_cpu_seconds_total \
+        process_resident_memory_bytes process_open_fds process_start_time_seconds; do
+        S="$series" awk '$1 == ENVIRON["S"] && $2 + 0 > 0 { f = 1 } END { exit !f }' \
+            "$WORK/scrape.txt" || fail "$series is not above 0"
+    done
+    # every series the dashboard and the alert rules name is served
+    python3 "$ROOT/tests/prometheus/check_dashboard.py" "$ROOT/docs/grafana/lanesched.json" \
+        "$WORK/scrape.txt" >"$WORK/dash.log" 2>&1 || fail "dashboard: $(cat "$WORK/dash.log")"
+    local name missing=""
+    for name in $(grep -o 'lanesched_[a-z_]*' "$ROOT/docs/prometheus/alerts.yml" | sort -u); do
+        grep -q "^$name\(_bucket\|{\| \)" "$WORK/scrape.txt" || missing="$missing $name"
+    done
+    [ -z "$missing" ] || fail "alerts.yml names series not served:$missing"
     [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$mport/nope")" = 404 ] || fail "not 404"
     [ "$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:$mport/metrics")" = 405 ] ||
         fail "POST not 405"
@@ -364,6 +390,11 @@ case_reconnect() {
     nats_start "$port"
     wait_for "the reconnect line" 20 grep -q "NATS reconnected after [0-9]* ms" "$WORK/rc.log"
     wait_for "/healthz 200 again" 10 bash -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:$mport/healthz)\" = 200 ]"
+    curl -s "http://127.0.0.1:$mport/metrics" >"$WORK/scrape.txt"
+    grep -qx 'lanesched_nats_reconnects_total 1' "$WORK/scrape.txt" || fail "no reconnect counted"
+    grep -qx 'lanesched_nats_connected 1' "$WORK/scrape.txt" || fail "not connected again"
+    awk '$1 == "lanesched_nats_disconnected_seconds_total" && $2 >= 1 { f = 1 } END { exit !f }' \
+        "$WORK/scrape.txt" || fail "the outage is not counted"
     say "$(grep -o 'NATS reconnected after [0-9]* ms' "$WORK/rc.log"); /healthz 503 during it"
 }
 
