@@ -37,8 +37,16 @@ TEST_PACKAGES=(
     nats-server          # integration tests and the demo start a real server on a free port
     prometheus           # promtool: the integration tests check the /metrics exposition
     curl                 # the integration tests and the demo scrape /metrics
-    python3              # tools/bench/reference_packers.py (its CTest, bench_reference_packers)
+    python3              # tools/bench/reference_packers.py, clients/python and its tests (stdlib only)
     python3-yaml         # tests/docker/check_image.py reads docker/compose.yaml
+    python3-venv         # clients/python: the documented install, into a venv (CTest python_install)
+    python3-pip          #   pip install --no-index --no-build-isolation clients/python
+    python3-setuptools   #   its build backend, from Debian (nothing from PyPI)
+    python3-wheel        #   bdist_wheel for that build
+    golang-go            # clients/go: built and tested offline (go test; CTest go_client)
+    golang-github-nats-io-go-nats-dev  # nats.go 1.22 in /usr/share/gocode (clients/go/vendor links it)
+    golang-google-protobuf-dev         # protowire: clients/go's wire codec
+    golang-github-cespare-xxhash-dev   # XXH64: clients/go's shape signatures
     clang-format         # scripts/format.sh
     clang                # tests/fuzz: libFuzzer harnesses (-fsanitize=fuzzer)
     libclang-rt-14-dev   # libFuzzer and the sanitizer runtimes for clang

@@ -85,9 +85,9 @@ lc_status_t lc_ack_async_send(lc_consumer_t *consumer, const codec_ack_t *ack)
     lc_consumer_t *c = consumer;
     const lc_consumer_config_t *k = &c->config;
     if (c->acks == NULL) {
-        status = lc_window_open(c->client, k->ack_window ? k->ack_window : LC_ACK_WINDOW,
-                                k->request_timeout_ms, k->request_retries, lc_ack_async_settle, c,
-                                c->err, &c->acks);
+        status = lc_window_open(
+            c->client->nc, c->client->inbox_prefix, k->ack_window ? k->ack_window : LC_ACK_WINDOW,
+            k->request_timeout_ms, k->request_retries, lc_ack_async_settle, c, c->err, &c->acks);
         if (status != LC_OK)
             return status;
     }

@@ -3,8 +3,8 @@
  * helpers the library's files share. Not installed, not included by the tools.
  *
  * Who owns what (the invariants numbered here are cited by the .c files):
- *  1. struct lc_client: the NATS connection and copies of the prefix and the inbox prefix
- *     (connection.c creates and frees them).
+ *  1. struct lc_client: the NATS connection and a copy of the prefix (connection.c creates and
+ *     frees them).
  *  2. struct lc_consumer: copies of its configuration strings, its inbox and the synchronous
  *     subscription on it, the strings of the current registration, the queue of outstanding
  *     pulls, the in-progress set and the heartbeat thread with its mutex and condition variable
@@ -39,8 +39,7 @@
  * millisecond, and a consumer's close should not hang on a stalled one. */
 #define LC_UNSUB_FLUSH_MS 1000
 
-/* The longest inbox a request window accepts: an inbox prefix of LC_INBOX_PREFIX_MAX, a dot and
- * a 22-character NUID. */
+/* The longest inbox a request window accepts ("_INBOX." and a 22-character NUID is 29). */
 #define LC_INBOX_MAX 128
 
 typedef struct lc_window lc_window_t;
@@ -71,7 +70,7 @@ struct lc_consumer {
     lc_consumer_config_t config; /* model and name point at the copies below */
     char *model;                 /* owned copy */
     char *name;                  /* owned copy */
-    natsInbox *inbox;            /* owned */
+    char *inbox;                 /* owned (lc_inbox_make) */
     natsSubscription *sub;       /* owned */
     bool registered;
     lc_registered_t reg;  /* strings point at reg_strings; swapped under mu */
@@ -125,6 +124,9 @@ lc_status_t lc_request_do(natsConnection *nc, const char *subject, const uint8_t
                           uint32_t *out_attempts /* out, may be NULL */,
                           natsMsg **out_msg /* out */);
 
+/* A fresh inbox "<prefix>.<unique>" (prefix NULL: "_INBOX"), returned to the caller (free). */
+natsStatus lc_inbox_make(const char *prefix, char **out /* out */);
+
 /* Unsubscribes sub (taken; NULL is a no-op) on nc (borrowed), waits up to LC_UNSUB_FLUSH_MS
  * for the server's PONG, then destroys sub. nats.c 3.4's read loop looks a message's
  * subscription up and locks it after, so a subscription destroyed in between is used after it
@@ -148,15 +150,12 @@ typedef struct {
 
 typedef void (*lc_window_fn)(void *ctx, const lc_window_done_t *done);
 
-/* A window of cap requests on the client's connection (client borrowed), each resent after
- * timeout_ms up to retries times; fn(ctx) settles each. *out returned to the caller
- * (lc_window_close). Failure text in err. */
-lc_status_t lc_window_open(const lc_client_t *client, uint32_t cap, int64_t timeout_ms,
-                           uint32_t retries, lc_window_fn fn, void *ctx, char *err,
-                           lc_window_t **out /* out */);
-/* A new inbox under the client's inbox prefix ("<inbox_prefix>.<nuid>"); *out returned to the
- * caller, released with free(). */
-natsStatus lc_inbox_create(const lc_client_t *client, char **out /* out */);
+/* A window of cap requests on nc (borrowed), replies on an inbox under inbox_prefix (borrowed,
+ * NULL = "_INBOX"), each resent after timeout_ms up to retries times;
+ * fn(ctx) settles each. *out returned to the caller (lc_window_close). Failure text in err. */
+lc_status_t lc_window_open(natsConnection *nc, const char *inbox_prefix, uint32_t cap,
+                           int64_t timeout_ms, uint32_t retries, lc_window_fn fn, void *ctx,
+                           char *err, lc_window_t **out /* out */);
 /* Publishes buf (taken, len bytes) on subject (borrowed) with a reply subject of the window,
  * waiting at most stall_ms for a free slot. LC_OK: fn will settle it once; otherwise nothing
  * went out and fn is not called. Failure text in err. */

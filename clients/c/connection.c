@@ -3,7 +3,8 @@
  * the small helpers every other file of the library uses: status names, failure texts, subject
  * building and checking, and request/reply with bounded retries.
  *
- * Owns: per client, the NATS connection and a copy of the prefix (client_int.h, 1).
+ * Owns: per client, the NATS connection and copies of the prefix and the inbox prefix
+ * (client_int.h, 1).
  *
  * Invariants:
  *  1. Status names and texts come from the one LC_STATUS_MAP (lanes_client.h).
@@ -178,6 +179,29 @@ out:
 
 /* ---- client ------------------------------------------------------------------------------- */
 
+natsStatus lc_inbox_make(const char *prefix, char **out)
+{
+    natsInbox *inbox = NULL;
+    natsStatus s = natsInbox_Create(&inbox);
+    if (s != NATS_OK)
+        return s;
+    /* nats.c's inboxes are "_INBOX.<nuid>"; with a custom prefix the unique part goes under it,
+     * as nats.c's own request inboxes do under natsOptions_SetCustomInboxPrefix. */
+    const char *unique = strchr(inbox, '.');
+    unique = unique != NULL ? unique + 1 : inbox;
+    if (prefix == NULL)
+        prefix = "_INBOX";
+    size_t len = strlen(prefix) + 1 + strlen(unique) + 1;
+    char *subject = malloc(len);
+    if (subject != NULL)
+        snprintf(subject, len, "%s.%s", prefix, unique);
+    natsInbox_Destroy(inbox);
+    if (subject == NULL)
+        return NATS_NO_MEMORY;
+    *out = subject;
+    return NATS_OK;
+}
+
 void lc_sub_destroy(natsConnection *nc, natsSubscription *sub)
 {
     if (sub == NULL)
@@ -220,12 +244,9 @@ lc_status_t lc_client_open(const lc_client_config_t *config, char *errbuf, size_
         status = LC_EINVAL;
         goto out;
     }
-    if (lc_set(config->inbox_prefix) && (!lc_subject_part_ok(config->inbox_prefix) ||
-                                         strlen(config->inbox_prefix) > LC_INBOX_PREFIX_MAX)) {
-        lc_errf(err,
-                "bad inbox prefix \"%s\": it must be a valid subject without wildcards, "
-                "at most %d bytes",
-                config->inbox_prefix, LC_INBOX_PREFIX_MAX);
+    if (lc_set(config->inbox_prefix) && !lc_subject_part_ok(config->inbox_prefix)) {
+        lc_errf(err, "bad inbox prefix \"%s\": it must be a valid subject without wildcards",
+                config->inbox_prefix);
         status = LC_EINVAL;
         goto out;
     }
@@ -236,9 +257,7 @@ lc_status_t lc_client_open(const lc_client_config_t *config, char *errbuf, size_
     }
     client = calloc(1, sizeof(*client));
     urls = strdup(lc_set(config->servers) ? config->servers : LC_DEFAULT_SERVER);
-    if (client == NULL || urls == NULL || (client->prefix = strdup(prefix)) == NULL ||
-        (lc_set(config->inbox_prefix) &&
-         (client->inbox_prefix = strdup(config->inbox_prefix)) == NULL)) {
+    if (client == NULL || urls == NULL || (client->prefix = strdup(prefix)) == NULL) {
         status = LC_ENOMEM;
         lc_errf(err, "out of memory");
         goto out;
@@ -292,14 +311,19 @@ lc_status_t lc_client_open(const lc_client_config_t *config, char *errbuf, size_
         (s = natsOptions_LoadCertificatesChain(opts, config->tls_cert_file,
                                                config->tls_key_file)) != NATS_OK)
         goto nats_fail;
-    what = "inbox prefix";
-    if (lc_set(config->inbox_prefix) &&
-        (s = natsOptions_SetCustomInboxPrefix(opts, config->inbox_prefix)) != NATS_OK)
-        goto nats_fail;
     what = "connect timeout";
     if (config->connect_timeout_ms > 0 &&
         (s = natsOptions_SetTimeout(opts, config->connect_timeout_ms)) != NATS_OK)
         goto nats_fail;
+    what = "inbox prefix";
+    if (lc_set(config->inbox_prefix)) {
+        if ((s = natsOptions_SetCustomInboxPrefix(opts, config->inbox_prefix)) != NATS_OK)
+            goto nats_fail;
+        if ((client->inbox_prefix = strdup(config->inbox_prefix)) == NULL) {
+            s = NATS_NO_MEMORY;
+            goto nats_fail;
+        }
+    }
     what = "connect";
     if ((s = natsConnection_Connect(&client->nc, opts)) != NATS_OK)
         goto nats_fail;
@@ -318,8 +342,8 @@ out:
     free(urls);
     if (client != NULL) {
         natsConnection_Destroy(client->nc);
-        free(client->prefix);
         free(client->inbox_prefix);
+        free(client->prefix);
         free(client);
     }
     return status;
@@ -333,8 +357,8 @@ void lc_client_close(lc_client_t *client)
     natsConnection_FlushTimeout(client->nc, LC_FLUSH_ON_CLOSE_MS);
     natsConnection_Close(client->nc);
     natsConnection_Destroy(client->nc);
-    free(client->prefix);
     free(client->inbox_prefix);
+    free(client->prefix);
     free(client);
 }
 
@@ -353,26 +377,12 @@ const char *lc_client_error_get(const lc_client_t *client)
     return client != NULL ? client->err : "";
 }
 
-natsStatus lc_inbox_create(const lc_client_t *client, char **out)
-{
-    natsInbox *nuid = NULL;
-    natsStatus s = natsInbox_Create(&nuid); /* "_INBOX.<nuid>" */
-    if (s != NATS_OK)
-        return s;
-    const char *tail = strchr(nuid, '.') != NULL ? strchr(nuid, '.') + 1 : nuid;
-    const char *prefix = client->inbox_prefix != NULL ? client->inbox_prefix : "_INBOX";
-    size_t len = strlen(prefix) + 1 + strlen(tail) + 1;
-    char *inbox = malloc(len);
-    if (inbox != NULL)
-        snprintf(inbox, len, "%s.%s", prefix, tail);
-    natsInbox_Destroy(nuid);
-    if (inbox == NULL)
-        return NATS_NO_MEMORY;
-    *out = inbox;
-    return NATS_OK;
-}
-
 const char *lc_client_prefix_get(const lc_client_t *client)
 {
     return client->prefix;
+}
+
+int64_t lc_client_max_payload_get(const lc_client_t *client)
+{
+    return natsConnection_GetMaxPayload(client->nc);
 }

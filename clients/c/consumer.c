@@ -229,7 +229,7 @@ lc_status_t lc_consumer_open(lc_client_t *client, const lc_consumer_config_t *co
     }
     c->sync_ready = true;
 
-    natsStatus s = lc_inbox_create(client, &c->inbox);
+    natsStatus s = lc_inbox_make(client->inbox_prefix, &c->inbox);
     if (s == NATS_OK)
         s = natsConnection_SubscribeSync(&c->sub, client->nc, c->inbox);
     if (s != NATS_OK) {

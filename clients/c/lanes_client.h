@@ -17,6 +17,8 @@
  *   lc_inprogress_*            the batch ids heartbeats name                   inprogress.c
  *   (no API of its own)        the consumer's heartbeat thread                 heartbeat.c
  *   (no API of its own)        requests in flight under a window, resent       window.c
+ *   lc_msg_*, lc_sub_*         plain NATS messages: publish, request, subscribe  msg.c
+ *   lc_abi_size, lc_free       for bindings in other languages (ctypes, cffi)  abi.c
  * Private structs and helpers shared by those files: client_int.h.
  *
  * Ownership rules used below (each pointer states which applies):
@@ -94,14 +96,10 @@ typedef struct {
     const char *tls_key_file;   /* PEM client private key */
     bool tls;                   /* require TLS even with nats:// URLs and no files */
     int64_t connect_timeout_ms; /* 0 = nats.c's default (2 s) */
-    /* Every inbox this client subscribes to starts with it (natsOptions_SetCustomInboxPrefix
-     * for requests, and the consumer's and the windows' own inboxes), so a NATS permission
-     * "subscribe: <inbox_prefix>.>" lets no other client read its replies (docs/security.md).
-     * At most LC_INBOX_PREFIX_MAX bytes, a subject without wildcards; NULL = "_INBOX". */
-    const char *inbox_prefix;
+    const char *inbox_prefix;   /* replies and batches arrive on "<inbox_prefix>.<unique>"; NULL =
+                                   nats.c's "_INBOX" (an operator may give each user a private
+                                   one, e.g. "_INBOX_alice", allowed by the server's permissions) */
 } lc_client_config_t;
-
-#define LC_INBOX_PREFIX_MAX 96
 
 typedef struct lc_client lc_client_t;
 
@@ -130,6 +128,9 @@ const char *lc_client_error_get(const lc_client_t *client);
 
 /* The prefix in use. Borrowed: valid until lc_client_close. */
 const char *lc_client_prefix_get(const lc_client_t *client);
+
+/* The server's max_payload (the largest message it carries), learnt at connect. */
+int64_t lc_client_max_payload_get(const lc_client_t *client);
 
 /* ---- shapes ------------------------------------------------------------------------------- */
 
@@ -464,5 +465,54 @@ lc_status_t lc_ack_async_complete(lc_consumer_t *consumer, int64_t timeout_ms);
  */
 lc_status_t lc_inprogress_add(lc_consumer_t *consumer, uint64_t batch_id);
 void lc_inprogress_remove(lc_consumer_t *consumer, uint64_t batch_id);
+
+/* ---- plain NATS messages (msg.c) ----------------------------------------------------------
+ *
+ * What a program around lanesched needs besides the contract's messages, on the same
+ * connection: publishing a worker's result on an item's reply_to, a producer listening for those
+ * results, requests such as P.stats. Bindings in languages without a NATS client of their own
+ * (Python) use these. Every subject and data argument is borrowed for the call.
+ */
+
+/* Publishes data (len bytes; NULL when 0) on subject, no reply subject. */
+lc_status_t lc_msg_publish(lc_client_t *client, const char *subject, const void *data, size_t len);
+
+/* A request: waits up to timeout_ms (> 0) for one reply. *out_data (returned: lc_free; non-NULL
+ * even when *out_len is 0) holds the reply's body. LC_ENORESPONDERS when nobody listens. */
+lc_status_t lc_msg_request(lc_client_t *client, const char *subject, const void *data, size_t len,
+                           int64_t timeout_ms, uint8_t **out_data /* out */,
+                           size_t *out_len /* out */);
+
+/* A fresh inbox subject "<inbox prefix>.<unique>" (the client's inbox_prefix, else "_INBOX"),
+ * returned to the caller (lc_free). */
+lc_status_t lc_msg_inbox_make(lc_client_t *client, char **out /* out */);
+
+typedef struct lc_sub lc_sub_t;
+
+/* A synchronous subscription on subject (wildcards allowed), its messages kept without limit
+ * until read. *out returned to the caller (lc_sub_close); it borrows the client. */
+lc_status_t lc_sub_open(lc_client_t *client, const char *subject, lc_sub_t **out /* out */);
+
+/* The next message, waiting up to timeout_ms: LC_OK with *out_subject and *out_data returned to
+ * the caller (lc_free each; *out_data non-NULL even when *out_len is 0), or LC_ETIMEOUT. A
+ * no-responders status addressed to this subscription gives LC_ENORESPONDERS. */
+lc_status_t lc_sub_next(lc_sub_t *sub, int64_t timeout_ms, char **out_subject /* out */,
+                        uint8_t **out_data /* out */, size_t *out_len /* out */);
+
+/* Unsubscribes and frees (the safe order of client_int.h's lc_sub_destroy). NULL-safe. */
+void lc_sub_close(lc_sub_t *sub);
+
+/* ---- for bindings (abi.c) ----------------------------------------------------------------- */
+
+/* sizeof the named public struct ("lc_client_config_t", "lc_consumer_config_t",
+ * "lc_registered_t", "lc_consumer_stats_t", "lc_item_result_t", "lc_submit_summary_t",
+ * "lc_ack_reply_t", "codec_work_item_t", "codec_batch_t", "codec_batch_item_t", "codec_ack_t",
+ * "codec_bytes_t"); 0 for any other name. A binding that mirrors the layouts compares them at
+ * load time and refuses to run on a mismatch. name: borrowed. */
+size_t lc_abi_size(const char *name);
+
+/* Releases what this library returned for lc_free (a binding cannot reach the C library's free
+ * reliably). NULL-safe. */
+void lc_free(void *p);
 
 #endif /* LANESCHED_LANES_CLIENT_H */

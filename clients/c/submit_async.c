@@ -138,8 +138,9 @@ lc_status_t lc_submit_async_open(lc_client_t *client, const lc_submit_async_conf
         a->config.timeout_ms = LC_ASYNC_TIMEOUT_MS;
     if (a->config.stall_ms <= 0)
         a->config.stall_ms = a->config.timeout_ms * (int64_t)(1 + a->config.retries);
-    lc_status_t st = lc_window_open(client, a->config.window, a->config.timeout_ms,
-                                    a->config.retries, lc_async_settle, a, client->err, &a->window);
+    lc_status_t st =
+        lc_window_open(client->nc, client->inbox_prefix, a->config.window, a->config.timeout_ms,
+                       a->config.retries, lc_async_settle, a, client->err, &a->window);
     if (st != LC_OK) {
         free(a);
         return st;

@@ -60,7 +60,7 @@ typedef struct {
 struct lc_window {
     natsConnection *nc; /* borrowed */
     natsSubscription *sub;
-    natsInbox *inbox;
+    char *inbox;
     size_t inbox_len;
     lc_slot_t *slots;
     uint32_t cap;
@@ -84,11 +84,10 @@ static void lc_slot_clear(lc_slot_t *s)
     memset(s, 0, sizeof(*s));
 }
 
-lc_status_t lc_window_open(const lc_client_t *client, uint32_t cap, int64_t timeout_ms,
-                           uint32_t retries, lc_window_fn fn, void *ctx, char *err,
-                           lc_window_t **out)
+lc_status_t lc_window_open(natsConnection *nc, const char *inbox_prefix, uint32_t cap,
+                           int64_t timeout_ms, uint32_t retries, lc_window_fn fn, void *ctx,
+                           char *err, lc_window_t **out)
 {
-    natsConnection *nc = client->nc;
     lc_status_t status = LC_OK;
     lc_window_t *w = calloc(1, sizeof(*w));
     char subject[LC_INBOX_MAX + 8];
@@ -106,7 +105,7 @@ lc_status_t lc_window_open(const lc_client_t *client, uint32_t cap, int64_t time
     w->next_seq = 1;
     w->next_deadline_ns = UINT64_MAX;
     pthread_mutex_init(&w->mu, NULL);
-    natsStatus s = lc_inbox_create(client, &w->inbox);
+    natsStatus s = lc_inbox_make(inbox_prefix, &w->inbox);
     if (s == NATS_OK && (w->inbox_len = strlen(w->inbox)) > LC_INBOX_MAX)
         s = NATS_INVALID_SUBJECT; /* a custom inbox prefix longer than the reply buffers */
     if (s == NATS_OK) {

@@ -139,6 +139,11 @@ static void test_client_open_refuses_bad_config(void **state)
     cc.prefix = "lanes.*";
     expect_open_refused(&cc, "bad prefix");
     cc.prefix = "lanes";
+    cc.inbox_prefix = "_INBOX_alice.>";
+    expect_open_refused(&cc, "bad inbox prefix");
+    cc.inbox_prefix = "_INBOX_alice..x";
+    expect_open_refused(&cc, "bad inbox prefix");
+    cc.inbox_prefix = NULL;
     cc.tls_cert_file = "cert.pem";
     expect_open_refused(&cc, "needs its key");
     cc.tls_cert_file = NULL;
@@ -166,6 +171,33 @@ static void test_consumer_calls_refuse_null(void **state)
     assert_int_equal(lc_ack_all_send(NULL, 1, 0, NULL), LC_EINVAL);
     lc_consumer_close(NULL);
     lc_client_close(NULL);
+}
+
+/* The binding helpers: every mirrored struct has its size, anything else 0; the plain-message
+ * calls refuse what they cannot use. */
+static void test_abi_and_msg_calls(void **state)
+{
+    (void)state;
+    assert_int_equal(lc_abi_size("lc_consumer_config_t"), sizeof(lc_consumer_config_t));
+    assert_int_equal(lc_abi_size("codec_work_item_t"), sizeof(codec_work_item_t));
+    assert_int_equal(lc_abi_size("codec_batch_t"), sizeof(codec_batch_t));
+    assert_int_equal(lc_abi_size("lc_client_config_t"), sizeof(lc_client_config_t));
+    assert_int_equal(lc_abi_size("no_such_type"), 0);
+    assert_int_equal(lc_abi_size(NULL), 0);
+    uint8_t *data = NULL;
+    size_t len = 0;
+    char *s = NULL;
+    lc_sub_t *sub = NULL;
+    assert_int_equal(lc_msg_publish(NULL, "x", NULL, 0), LC_EINVAL);
+    assert_int_equal(lc_msg_request(NULL, "x", NULL, 0, 100, &data, &len), LC_EINVAL);
+    assert_int_equal(lc_msg_inbox_make(NULL, &s), LC_EINVAL);
+    assert_int_equal(lc_sub_open(NULL, "x", &sub), LC_EINVAL);
+    assert_int_equal(lc_sub_next(NULL, 1, &s, &data, &len), LC_EINVAL);
+    assert_null(data);
+    assert_null(s);
+    assert_null(sub);
+    lc_sub_close(NULL);
+    lc_free(NULL);
 }
 
 /* The asynchronous calls refuse what they cannot use, before any NATS call. */
@@ -208,6 +240,7 @@ int main(void)
         cmocka_unit_test(test_status_texts),
         cmocka_unit_test(test_client_open_refuses_bad_config),
         cmocka_unit_test(test_consumer_calls_refuse_null),
+        cmocka_unit_test(test_abi_and_msg_calls),
         cmocka_unit_test(test_async_calls_refuse_null_and_defaults_are_zero),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

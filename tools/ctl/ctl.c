@@ -153,7 +153,7 @@ static int ctl_metrics(natsConnection *nc, const ctl_opts_t *o)
 static int ctl_ping(natsConnection *nc, const ctl_opts_t *o)
 {
     natsInbox *nuid = NULL;
-    char inbox[LC_INBOX_PREFIX_MAX + 64];
+    char inbox[320]; /* an inbox prefix (a subject) and a NUID */
     natsSubscription *sub = NULL;
     int found = 0;
     struct timespec t0, t;

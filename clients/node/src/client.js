@@ -9,40 +9,52 @@
 //   3. The client never adds NATS headers (subjects.md: messages carry none).
 //
 // Rejected: a connection per consumer (NATS multiplexes; one per process is the norm).
-import { connect as natsConnect } from 'nats';
+import { connect as natsConnect, createInbox } from 'nats';
 import { submitRequest, submitSend } from './submit.js';
 import { Consumer } from './consumer.js';
-import { LanesError } from './errors.js';
+import { LanesError, optionsCheck } from './errors.js';
 import { requestRetry } from './retry.js';
 
 const PREFIX_DEFAULT = 'lanes';
 const SERVER_DEFAULT = 'nats://127.0.0.1:4222';
 
+export const CONNECT_OPTIONS = Object.freeze(['servers', 'prefix', 'inboxPrefix', 'name', 'nats', 'nc']);
+
 /**
  * Opens a client. opts: { servers (string or array; default env LANESCHED_SERVER or
- * nats://127.0.0.1:4222), prefix (default env LANESCHED_PREFIX or "lanes"), nats (more options
- * for the nats package's connect: user, pass, token, authenticator, tls, ...), nc (an open
- * connection to use instead, borrowed) }.
+ * nats://127.0.0.1:4222), prefix (default env LANESCHED_PREFIX or "lanes"), inboxPrefix (replies
+ * and batches arrive under it, e.g. "_INBOX_alice"; default nats.js's "_INBOX"), name, nats (more
+ * options for the nats package's connect: user, pass, token, authenticator, tls, ...), nc (an
+ * open connection to use instead, borrowed) }. An unknown option is a TypeError.
  */
 export async function connect(opts = {}) {
+    optionsCheck('connect', opts, CONNECT_OPTIONS);
     const prefix = opts.prefix ?? process.env.LANESCHED_PREFIX ?? PREFIX_DEFAULT;
-    if (opts.nc) return new LanesClient(opts.nc, prefix, false);
+    if (opts.nc) return new LanesClient(opts.nc, prefix, false, opts.nc.options?.inboxPrefix);
     const servers = opts.servers ?? process.env.LANESCHED_SERVER ?? SERVER_DEFAULT;
+    const inboxPrefix = opts.inboxPrefix ?? opts.nats?.inboxPrefix;
     const nc = await natsConnect({
         servers: typeof servers === 'string' ? servers.split(',') : servers,
         name: opts.name ?? 'lanesched-node',
         maxReconnectAttempts: -1, // a long-lived worker rides out server restarts
         ...opts.nats,
+        ...(inboxPrefix ? { inboxPrefix } : {}),
     });
-    return new LanesClient(nc, prefix, true);
+    return new LanesClient(nc, prefix, true, inboxPrefix);
 }
 
 export class LanesClient {
-    constructor(nc, prefix, owned) {
+    constructor(nc, prefix, owned, inboxPrefix) {
         this.nc = nc;
         this.prefix = prefix;
         this.owned = owned;
+        this.inboxPrefix = inboxPrefix || undefined;
         this.consumers = new Set();
+    }
+
+    /** A fresh subject under the inbox prefix (for an item's replyTo, say). */
+    newInbox() {
+        return createInbox(this.inboxPrefix);
     }
 
     /** `${prefix}.${parts joined by "."}` (invariant 1). */
@@ -76,6 +88,7 @@ export class LanesClient {
 
     /** P.stats: the daemon's figures as a parsed JSON object (the first instance to answer). */
     async stats(opts = {}) {
+        optionsCheck('stats', opts, ['timeoutMs', 'retryForMs']);
         const data = await requestRetry(this.nc, this.subject('stats'), new Uint8Array(0), {
             retryForMs: 0,
             ...opts,

@@ -1,5 +1,6 @@
-// codec.js - every lanesched message to and from bytes, through protobufjs and the repository's
-// codec/lanes.proto (the wire schema; never a copy that could drift).
+// codec.js - every lanesched message to and from bytes, through protobufjs and the package's copy
+// of the repository's codec/lanes.proto (proto/lanes.proto; test/schema.test.js fails when the
+// copy differs from codec/lanes.proto, so it cannot drift unnoticed).
 //
 // Invariants:
 //   1. 64-bit fields (fixed64 signatures and hashes, uint64 batch ids and times) are BigInt on
@@ -11,9 +12,10 @@
 //      arrays, empty Buffers), enums as their numbers.
 //   3. Bytes fields decode to Buffers; strings and Uint8Arrays are accepted where bytes go.
 //
-// Rejected: generating static code with pbjs (a build step and a second copy of the schema);
-// protobufjs's own toObject({longs: BigInt}) alone (it only covers decoding, not encoding).
-import { existsSync } from 'node:fs';
+// Rejected: generating static code with pbjs (a build step, and code that hides the schema);
+// protobufjs's own toObject({longs: BigInt}) alone (it only covers decoding, not encoding);
+// reading ../../codec/lanes.proto at run time (outside the package: an installed copy has no
+// repository around it).
 import { fileURLToPath } from 'node:url';
 import Long from 'long';
 import protobuf from 'protobufjs';
@@ -21,14 +23,8 @@ import protobuf from 'protobufjs';
 protobuf.util.Long = Long;
 protobuf.configure();
 
-// The repository's schema; outside the repository, the copy `npm pack`'s prepack script puts
-// next to the package.
-const PROTO_CANDIDATES = ['../../../codec/lanes.proto', '../proto/lanes.proto'].map((p) =>
-    fileURLToPath(new URL(p, import.meta.url)),
-);
-
-/** Path of the lanes.proto this package reads. */
-export const protoPath = PROTO_CANDIDATES.find((p) => existsSync(p)) ?? PROTO_CANDIDATES[0];
+/** Path of the lanes.proto this package reads: its own copy, inside the package. */
+export const protoPath = fileURLToPath(new URL('../proto/lanes.proto', import.meta.url));
 
 const root = new protobuf.Root().loadSync(protoPath, { keepCase: true });
 

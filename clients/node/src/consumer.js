@@ -32,7 +32,7 @@
 import { EventEmitter } from 'node:events';
 import { createInbox } from 'nats';
 import { encode, decode, types, BatchStatus } from './codec.js';
-import { LanesError, codeWord, errorFromReply } from './errors.js';
+import { LanesError, codeWord, errorFromReply, modelCheck, optionsCheck } from './errors.js';
 import { requestRetry, sleep } from './retry.js';
 import { Batch } from './batch.js';
 
@@ -55,7 +55,22 @@ const DEFAULTS = Object.freeze({
     registerTimeoutMs: 2000,
     registerRetryForMs: 30000, // for the first registration; later ones retry until close()
     errorPauseMs: 1000, // after an ERROR batch other than unknown_consumer (e.g. publish_failed)
+    // The worker's declared cost and cache (Register fields 6-8; subjects.md, P.register): 0 =
+    // not sent (the daemon estimates the cost from batch times; the cache holds one shape).
+    batchFixedUs: 0,
+    tokenNs: 0,
+    cacheShapes: 0,
 });
+
+/** Every option client.consumer() takes; any other is refused. */
+export const CONSUMER_OPTIONS = Object.freeze(['model', 'maxBatchSize', 'maxBatchTokens', ...Object.keys(DEFAULTS)]);
+
+const U32 = 0xffffffff;
+
+function u32(name, v) {
+    if (!Number.isInteger(v) || v < 0 || v > U32) throw new TypeError(`consumer: ${name} must be an integer in 0..${U32}`);
+    return v;
+}
 
 /** Registered's field 10 is the daemon's protocol version (subjects.md); read by number, so a
  *  schema that does not have it yet reads as version 1. */
@@ -83,14 +98,20 @@ export function registeredOf(r) {
 export class Consumer extends EventEmitter {
     constructor(client, opts = {}) {
         super();
-        if (!opts.model) throw new TypeError('consumer: model is required');
+        optionsCheck('consumer', opts, CONSUMER_OPTIONS);
+        modelCheck(opts.model);
+        if (!opts.maxBatchSize) throw new LanesError('zero_batch_size', 'maxBatchSize must be greater than zero');
+        if (!opts.maxBatchTokens) throw new LanesError('zero_batch_tokens', 'maxBatchTokens must be greater than zero');
+        for (const k of ['maxBatchSize', 'maxBatchTokens', 'maxInputTokens', 'batchFixedUs', 'tokenNs', 'cacheShapes']) {
+            if (opts[k] !== undefined) u32(k, opts[k]);
+        }
         this.client = client;
         this.nc = client.nc;
         this.opts = { ...DEFAULTS, ...opts };
         this.info = null;
         this.generation = 0;
         this.state = 'new';
-        this.inbox = createInbox();
+        this.inbox = createInbox(client.inboxPrefix);
         this.seq = 0;
         this.pulls = new Map(); // seq -> { generation, timer }
         this.queue = []; // delivered, not yet taken
@@ -135,6 +156,9 @@ export class Consumer extends EventEmitter {
             max_batch_tokens: o.maxBatchTokens,
             max_input_tokens: o.maxInputTokens,
             name: o.name,
+            batch_fixed_us: o.batchFixedUs,
+            token_ns: o.tokenNs,
+            cache_shapes: o.cacheShapes,
         });
         const data = await requestRetry(this.nc, this.client.subject('register'), bytes, {
             timeoutMs: o.registerTimeoutMs,
@@ -352,6 +376,7 @@ export class Consumer extends EventEmitter {
 
     /** The next batch; null after close(), or when opts.timeoutMs passes first. */
     next(opts = {}) {
+        optionsCheck('next', opts, ['timeoutMs']);
         if (this.queue.length > 0) {
             const b = this.queue.shift();
             this.topUp();
@@ -391,6 +416,7 @@ export class Consumer extends EventEmitter {
      * LanesError 'timeout' / 'no_responders'. opts: { timeoutMs, retryForMs }.
      */
     async ackSend(batch, fields, opts = {}) {
+        optionsCheck('ack', opts, ['timeoutMs', 'retryForMs']);
         const ack = { batch_id: batch.batchId, ...fields };
         const data = await requestRetry(this.nc, batch.ackSubject, encode('Ack', ack), {
             timeoutMs: opts.timeoutMs ?? this.opts.ackTimeoutMs,
@@ -412,6 +438,7 @@ export class Consumer extends EventEmitter {
      * Resolves to the bye's AckReply ({ code, error }) or null (no bye, or no reply).
      */
     async close(opts = {}) {
+        optionsCheck('close', opts, ['bye', 'timeoutMs']);
         if (this.state === 'closed') return this.closeResult ?? null;
         const bye = opts.bye ?? true;
         const wasRunning = this.info !== null;

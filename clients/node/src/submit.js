@@ -19,8 +19,24 @@
 // producer decides how long to wait; the result says which ones to send again, same ids).
 import { shapeSign } from './shape.js';
 import { encode, decode, ItemStatus } from './codec.js';
-import { LanesError, errorFromReply } from './errors.js';
-import { requestRetry } from './retry.js';
+import { LanesError, errorFromReply, modelCheck, optionsCheck } from './errors.js';
+import { requestRetry, RETRY_DEFAULTS } from './retry.js';
+
+/** Every field of a producer's item; any other is refused. */
+export const ITEM_FIELDS = Object.freeze([
+    'id',
+    'tokens',
+    'components',
+    'signature',
+    'componentHashes',
+    'payload',
+    'replyTo',
+    'createdUnixNs',
+    'prefixTokens',
+    'maxWaitMs',
+]);
+/** Every option of submit() and send(); any other is refused. */
+export const SUBMIT_OPTIONS = Object.freeze([...Object.keys(RETRY_DEFAULTS), 'maxPayload', 'maxItems']);
 
 /** Reply bytes reserved per item beside its id (subjects.md, "How many items in one Submit"): the
  *  longest ItemResult the daemon writes today (status, reason word, text, framing) is its id plus
@@ -55,6 +71,7 @@ function idBytes(id) {
 
 /** The wire WorkItem of a producer's item (see README for the fields). */
 export function workItem(model, item, now = BigInt(Date.now()) * 1000000n) {
+    optionsCheck('item', item, ITEM_FIELDS);
     const w = {
         id: idBytes(item.id),
         model,
@@ -62,6 +79,8 @@ export function workItem(model, item, now = BigInt(Date.now()) * 1000000n) {
         payload: item.payload ?? undefined,
         reply_to: item.replyTo ?? undefined,
         created_unix_ns: item.createdUnixNs ?? now,
+        prefix_tokens: item.prefixTokens ?? undefined,
+        max_wait_ms: item.maxWaitMs ?? undefined,
     };
     if (item.componentHashes !== undefined) w.component_hashes = item.componentHashes;
     if (item.signature !== undefined) w.signature = item.signature;
@@ -142,6 +161,8 @@ function summary(results) {
  * were submitted: resubmit everything, the same ids come back duplicate).
  */
 export async function submitRequest(client, model, items, opts = {}) {
+    optionsCheck('submit', opts, SUBMIT_OPTIONS);
+    modelCheck(model);
     const now = BigInt(Date.now()) * 1000000n;
     const encoded = items.map((it) => {
         const w = workItem(model, it, now);
@@ -175,6 +196,8 @@ export async function submitRequest(client, model, items, opts = {}) {
 
 /** Fire-and-forget (at most once: subjects.md, "Submitting"): publishes, learns nothing back. */
 export async function submitSend(client, model, items, opts = {}) {
+    optionsCheck('send', opts, SUBMIT_OPTIONS);
+    modelCheck(model);
     const now = BigInt(Date.now()) * 1000000n;
     const encoded = items.map((it) => {
         const w = workItem(model, it, now);

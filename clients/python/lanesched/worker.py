@@ -1,0 +1,308 @@
+"""worker - lanesched-worker, the engine adapter: a lanesched consumer that turns each batch into
+one request to an OpenAI-compatible /v1/completions endpoint (vLLM, SGLang, TGI, llama.cpp's
+server: a list of prompts per request), publishes each item's result on its reply_to, acks what
+succeeded and naks what failed (subjects.md, "Engine adapter payloads").
+
+Invariants:
+  1. One engine request per batch and parameter set: items whose parameters agree (the usual
+     case: one shape, one producer) go in one request, prompts in batch order; items with other
+     parameters go in a request of their own, in the order they first appear.
+  2. An item is acked only after its result was published; an item the engine failed (HTTP
+     error, timeout, a reply without its choice) is nak'd, so lanesched delivers it again (and
+     dead-letters it after --max-deliveries). An item whose payload breaks the convention can
+     never succeed: its error is published and the item acked.
+  3. While the engine works the batch is kept in progress: Ack.in_progress at the start and
+     every third of ack_wait_ms (the C client's heartbeats name it too).
+  4. The engine's text goes back unchanged; results are keyed by item id (a redelivered item is
+     answered again: consumers of results keep the first per id).
+
+Rejected: one request per item (the engine batches again what lanesched already packed, and
+loses the shape purity); chat completions (their list form is one conversation, not a batch of
+prompts); streaming (a batch's results are published when the request ends).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from .client import Client, connect
+from .consumer import Batch, BatchItem, Consumer
+from .errors import LanesError
+
+log = logging.getLogger("lanesched.worker")
+
+# Sampling parameters an item may set (the payload convention); anything else in "params" is
+# passed through to the engine as it is.
+PARAMS = ("max_tokens", "temperature", "top_p", "stop", "seed", "n", "presence_penalty", "frequency_penalty")
+
+
+class PayloadError(ValueError):
+    """An item's payload breaks the convention (subjects.md, "Engine adapter payloads")."""
+
+
+@dataclass
+class Request:
+    """Items of one batch that share their parameters: one engine request."""
+
+    params: Dict[str, Any]
+    positions: List[int] = field(default_factory=list)
+    prompts: List[str] = field(default_factory=list)
+
+
+def payload_parse(payload: bytes) -> Tuple[str, Dict[str, Any]]:
+    """The prompt and parameters of an item's payload: a JSON object with "prompt" (a string)
+    and optionally "params" (an object) and the PARAMS keys beside it."""
+    try:
+        doc = json.loads(payload.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise PayloadError(f"payload is not UTF-8 JSON: {err}") from err
+    if not isinstance(doc, dict) or not isinstance(doc.get("prompt"), str):
+        raise PayloadError('payload is not a JSON object with a "prompt" string')
+    params = doc.get("params", {})
+    if not isinstance(params, dict):
+        raise PayloadError('"params" is not a JSON object')
+    params = dict(params)
+    for k in PARAMS:
+        if k in doc:
+            params[k] = doc[k]
+    if params.get("n", 1) != 1:
+        raise PayloadError('"n" other than 1 is not supported (one result per item)')
+    params.pop("n", None)
+    return doc["prompt"], params
+
+
+def item_id_fields(item_id: bytes) -> Dict[str, str]:
+    try:
+        return {"id": item_id.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"id_base64": base64.b64encode(item_id).decode()}
+
+
+def batch_plan(batch: Batch, default_params: Dict[str, Any]) -> Tuple[List[Request], Dict[int, str]]:
+    """Invariant 1: the engine requests of a batch, and the positions whose payload is bad."""
+    groups: Dict[str, Request] = {}
+    bad: Dict[int, str] = {}
+    for pos, item in enumerate(batch.items):
+        try:
+            prompt, params = payload_parse(item.payload)
+        except PayloadError as err:
+            bad[pos] = str(err)
+            continue
+        merged = {**default_params, **params}
+        key = json.dumps(merged, sort_keys=True)
+        req = groups.setdefault(key, Request(merged))
+        req.positions.append(pos)
+        req.prompts.append(prompt)
+    return list(groups.values()), bad
+
+
+class Engine:
+    """An OpenAI-compatible completions endpoint."""
+
+    def __init__(self, url: str, model: str, timeout: float = 300.0, api_key: Optional[str] = None) -> None:
+        self.url = url.rstrip("/")
+        if not self.url.endswith("/completions"):
+            self.url += "/v1/completions" if not self.url.endswith("/v1") else "/completions"
+        self.model = model
+        self.timeout = timeout
+        self.api_key = api_key
+
+    def complete(self, prompts: Sequence[str], params: Dict[str, Any]) -> List[Dict[str, Any]]:
+        """One request with every prompt; the choice of each prompt, in order. Raises on any
+        failure (HTTP status, timeout, a reply that does not hold one choice per prompt)."""
+        body = json.dumps({**params, "model": self.model, "prompt": list(prompts)}).encode()
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        req = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
+        with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            doc = json.loads(resp.read().decode("utf-8"))
+        choices = doc.get("choices") if isinstance(doc, dict) else None
+        if not isinstance(choices, list):
+            raise ValueError("the engine's reply has no choices")
+        out: List[Optional[Dict[str, Any]]] = [None] * len(prompts)
+        for i, ch in enumerate(choices):
+            idx = ch.get("index", i) if isinstance(ch, dict) else None
+            if isinstance(idx, int) and 0 <= idx < len(out) and out[idx] is None:
+                out[idx] = ch
+        missing = [i for i, ch in enumerate(out) if ch is None]
+        if missing:
+            raise ValueError(f"the engine's reply has no choice for prompts {missing}")
+        return out  # type: ignore[return-value]
+
+
+@dataclass
+class WorkerStats:
+    batches: int = 0
+    items: int = 0
+    requests: int = 0
+    acked: int = 0
+    nacked: int = 0
+    bad_payloads: int = 0
+    engine_failures: int = 0
+    results_published: int = 0
+
+
+class Worker:
+    """The adapter's loop on one consumer: see the module's invariants."""
+
+    def __init__(self, client: Client, consumer: Consumer, engine: Engine, default_params: Optional[Dict[str, Any]] = None) -> None:
+        self.client = client
+        self.consumer = consumer
+        self.engine = engine
+        self.default_params = dict(default_params or {})
+        self.stats = WorkerStats()
+        self.stop = threading.Event()
+
+    def _publish(self, item: BatchItem, result: Dict[str, Any]) -> None:
+        if not item.reply_to:
+            return
+        doc = {**item_id_fields(item.id), **result}
+        self.client.publish(item.reply_to, json.dumps(doc).encode())
+        self.stats.results_published += 1
+
+    def _keep_alive(self, batch: Batch, done: threading.Event) -> None:
+        """Invariant 3."""
+        every = max(0.05, self.consumer.registration.ack_wait_ms / 3000.0)
+        while not done.wait(every):
+            try:
+                batch.in_progress()
+            except LanesError as err:
+                log.warning("in_progress for batch %d: %s", batch.batch_id, err)
+
+    def handle(self, batch: Batch) -> None:
+        self.stats.batches += 1
+        self.stats.items += len(batch)
+        requests, bad = batch_plan(batch, self.default_params)
+        ok: List[int] = []
+        failed: List[int] = []
+        for pos, why in bad.items():  # invariant 2: permanent, answered and acked
+            self.stats.bad_payloads += 1
+            self._publish(batch.items[pos], {"error": f"bad_payload: {why}"})
+            ok.append(pos)
+        if requests:
+            try:
+                batch.in_progress()
+            except LanesError as err:
+                log.warning("in_progress for batch %d: %s", batch.batch_id, err)
+            done = threading.Event()
+            keeper = threading.Thread(target=self._keep_alive, args=(batch, done), daemon=True)
+            keeper.start()
+            try:
+                for req in requests:
+                    self.stats.requests += 1
+                    try:
+                        choices = self.engine.complete(req.prompts, req.params)
+                    except (OSError, ValueError, urllib.error.URLError) as err:
+                        self.stats.engine_failures += 1
+                        log.warning("engine request for batch %d (%d prompts) failed: %s", batch.batch_id, len(req.prompts), err)
+                        failed.extend(req.positions)
+                        continue
+                    for pos, ch in zip(req.positions, choices):
+                        self._publish(batch.items[pos], {
+                            "text": ch.get("text", ""),
+                            "finish_reason": ch.get("finish_reason"),
+                            "model": self.engine.model,
+                        })
+                        ok.append(pos)
+            finally:
+                done.set()
+                keeper.join()
+        reply = batch.settle(ack=sorted(ok), nak=sorted(failed))
+        if reply.code:
+            log.warning("settling batch %d: %s", batch.batch_id, reply.error or reply.code)
+        self.stats.acked += len(ok)
+        self.stats.nacked += len(failed)
+
+    def run(self, max_batches: int = 0, until_idle: float = 0.0) -> WorkerStats:
+        last = time.monotonic()
+        while not self.stop.is_set():
+            if max_batches and self.stats.batches >= max_batches:
+                break
+            if until_idle and time.monotonic() - last >= until_idle:
+                break
+            b = self.consumer.next(0.5)
+            if b is None:
+                continue
+            self.handle(b)
+            last = time.monotonic()
+        return self.stats
+
+
+def _args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    env = os.environ.get
+    p = argparse.ArgumentParser(
+        prog="lanesched-worker",
+        description="A lanesched consumer that sends each batch to an OpenAI-compatible /v1/completions "
+        "endpoint as one request and publishes each item's result on its reply_to.",
+    )
+    p.add_argument("--server", default=env("LANESCHED_SERVER", "nats://127.0.0.1:4222"), help="NATS URL(s), comma-separated")
+    p.add_argument("--prefix", default=env("LANESCHED_PREFIX", "lanes"), help="lanesched's subject prefix")
+    p.add_argument("--inbox-prefix", default=env("LANESCHED_INBOX_PREFIX"), help="custom inbox prefix (default _INBOX)")
+    p.add_argument("--user", default=env("LANESCHED_USER"))
+    p.add_argument("--password", default=env("LANESCHED_PASSWORD"))
+    p.add_argument("--token", default=env("LANESCHED_TOKEN"))
+    p.add_argument("--creds", default=env("LANESCHED_CREDS"), help="NATS .creds file")
+    p.add_argument("--model", required=True, help="the lanesched model this worker serves")
+    p.add_argument("--engine-url", default=env("LANESCHED_ENGINE_URL", "http://127.0.0.1:8000"),
+                   help="the engine's base URL (…/v1/completions is added) or its completions URL")
+    p.add_argument("--engine-model", help="model name sent to the engine (default: --model)")
+    p.add_argument("--engine-timeout", type=float, default=300.0, help="seconds per engine request")
+    p.add_argument("--api-key", default=env("LANESCHED_ENGINE_API_KEY"), help="Bearer token for the engine")
+    p.add_argument("--max-batch-size", type=int, required=True, help="the engine's max_num_seqs")
+    p.add_argument("--max-batch-tokens", type=int, required=True, help="the engine's max_num_batched_tokens")
+    p.add_argument("--max-input-tokens", type=int, default=0, help="the engine's max_model_len (0 = unlimited)")
+    p.add_argument("--batch-fixed-us", type=int, default=0, help="the engine's fixed cost per batch, microseconds (0 = let lanesched estimate)")
+    p.add_argument("--token-ns", type=int, default=0, help="its cost per padded token, nanoseconds")
+    p.add_argument("--cache-shapes", type=int, default=0, help="prompt shapes its prefix cache keeps warm (0 = 1)")
+    p.add_argument("--name", default="", help="this worker's name in lanesched's stats")
+    p.add_argument("--max-tokens", type=int, default=None, help="default max_tokens for items that set none")
+    p.add_argument("--prefetch", type=int, default=2, help="batches kept requested ahead")
+    p.add_argument("--max-batches", type=int, default=0, help="exit after this many batches (0 = run until SIGTERM)")
+    p.add_argument("--until-idle", type=float, default=0.0, help="exit after this many seconds without a batch")
+    p.add_argument("--json", action="store_true", help="print the summary as one JSON line")
+    p.add_argument("--verbose", action="store_true")
+    return p.parse_args(argv)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    a = _args(argv)
+    logging.basicConfig(level=logging.INFO if a.verbose else logging.WARNING, format="lanesched-worker: %(message)s")
+    try:
+        client = connect(a.server, prefix=a.prefix, inbox_prefix=a.inbox_prefix, user=a.user, password=a.password,
+                         token=a.token, creds_file=a.creds, name=f"lanesched-worker {a.name}".strip())
+        consumer = client.consumer(
+            a.model, max_batch_size=a.max_batch_size, max_batch_tokens=a.max_batch_tokens,
+            max_input_tokens=a.max_input_tokens, name=a.name, batch_fixed_us=a.batch_fixed_us,
+            token_ns=a.token_ns, cache_shapes=a.cache_shapes, prefetch=a.prefetch)
+    except LanesError as err:
+        print(f"lanesched-worker: {err}", file=sys.stderr)
+        return 2
+    defaults = {} if a.max_tokens is None else {"max_tokens": a.max_tokens}
+    w = Worker(client, consumer, Engine(a.engine_url, a.engine_model or a.model, a.engine_timeout, a.api_key), defaults)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: w.stop.set())
+    log.info("registered %s for %s; engine %s", consumer.id, a.model, w.engine.url)
+    stats = w.run(a.max_batches, a.until_idle)
+    client.close()
+    if a.json:
+        print(json.dumps(stats.__dict__))
+    else:
+        print("lanesched-worker: " + ", ".join(f"{k} {v}" for k, v in stats.__dict__.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
