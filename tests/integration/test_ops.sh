@@ -29,6 +29,10 @@
 #                      reconnect and the outage; no libmicrohttpd warning
 #   log_injection      a consumer named with a newline, ESC and C1 bytes: every daemon log line
 #                      stays one line with no control byte, in text and in JSON
+#   model_flood        one-item submits to new models with no consumer fill --limit-models: the
+#                      next new model is refused, a worker registering for a new model is not,
+#                      and after --queue-max-age-ms the items are dead-lettered as expired and
+#                      a new model is taken again
 #   healthcheck        the Dockerfile's HEALTHCHECK command, run here: passes for a live daemon,
 #                      fails for a stopped (SIGSTOP) or exited one while another instance still
 #                      answers $SRV.PING (the old lanesched-ctl ping check passed then), fails
@@ -42,7 +46,7 @@ set -euo pipefail
 CASE=${1:-}
 BIN=${2:-}
 CASES="lock start_before_nats redaction log_json metrics_promtool ctl_watch cli_errors bad_urls
-connect_budget reconnect log_injection healthcheck"
+connect_budget reconnect log_injection model_flood healthcheck"
 if [ "$CASE" = list ]; then
     tr ' \n' '\n\n' <<<"$CASES"
     exit 0
@@ -424,6 +428,40 @@ case_log_injection() {
         [ "$fmt" = text ] || json_lines "$WORK/inj-$fmt.log" || fail "json: a line is not JSON"
         say "$fmt: $(grep -c . "$WORK/inj-$fmt.log") lines, none forged: $(grep -o 'consumer [0-9a-f]* ([^)]*)' "$WORK/inj-$fmt.log" | head -1)"
     done
+}
+
+# produce_one MODEL ID: one item for MODEL; prints its reason word.
+produce_one() {
+    "$BIN/lanesched-produce" --server "$URL" --model "$1" --component x --tokens 10 --count 1 \
+        --request --id-prefix "$2" 2>&1 | grep -o 'accepted=[0-9]* duplicates=[0-9]* rejected=[0-9]*'
+}
+
+case_model_flood() {
+    local port
+    port=$(free_port)
+    URL="nats://127.0.0.1:$port"
+    nats_start "$port"
+    daemon_start flood --server "$URL" --store memory --limit-models 8 --queue-max-age-ms 2000
+    wait_for "ready" 20 ready flood
+    local i
+    for i in $(seq 8); do
+        [ "$(produce_one "flood-$i" "f$i")" = "accepted=1 duplicates=0 rejected=0" ] ||
+            fail "flood-$i not accepted"
+    done
+    [ "$(produce_one late l1)" = "accepted=0 duplicates=0 rejected=1" ] ||
+        fail "a ninth new model was accepted past --limit-models 8"
+    "$BIN/lanesched-consume" --server "$URL" --model worked --max-batch-size 8 \
+        --max-batch-tokens 4096 --until-idle-ms 300 >"$WORK/consume.out" 2>&1 ||
+        fail "a worker for a new model was refused: $(tail -1 "$WORK/consume.out")"
+    wait_for "the flood to expire" 10 bash -c "[ \$(grep -c 'expired (queued longer than 2000 ms)' '$WORK/flood.log') -ge 8 ]"
+    [ "$(produce_one late l2)" = "accepted=1 duplicates=0 rejected=0" ] ||
+        fail "a new model is still refused after the flood expired"
+    local expired
+    expired=$("$BIN/lanesched-ctl" --server "$URL" stats | node -e '
+        let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () =>
+            console.log(JSON.parse(s).counters.expired))')
+    [ "$expired" = 8 ] || fail "counters.expired is $expired, not 8"
+    say "8 flooding models: the 9th refused, a worker's new model taken; after 2 s $expired items expired, a new model taken again"
 }
 
 case_healthcheck() {
