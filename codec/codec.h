@@ -95,7 +95,11 @@
     X(CODEC_EQUEUE_FULL, "queue_full",                                                             \
       "the model's queue holds the configured maximum of items or bytes: retry later")             \
     X(CODEC_EREPLY_TOO_LARGE, "reply_too_large",                                                   \
-      "the reply would be larger than the server carries: nothing was stored; send fewer items")
+      "the reply would be larger than the server carries: nothing was stored; send fewer items")   \
+    X(CODEC_EMODEL_NOT_ALLOWED, "model_not_allowed",                                               \
+      "the model is not in the daemon's --allow-models list")                                      \
+    X(CODEC_EINPUT_TOO_LONG, "input_too_long",                                                     \
+      "tokens is above every registered consumer's max_input_tokens: no worker can run it")
 
 /* CODEC_STATUS_COUNT is the number of codec_status_t values; they are 0 .. COUNT - 1. */
 STATUS_ENUM(codec_status_t, CODEC_STATUS_MAP, CODEC_STATUS_COUNT);

@@ -7,14 +7,20 @@
  *   2. A message longer than LOG_LINE_MAX is cut, never split over two lines.
  *   3. No sink ever sees a credential of a URL or a registered secret (log_redact runs on every
  *      line, whatever the sink and the format).
- *   4. A JSON line is valid JSON whatever the message holds: quotes, backslashes and control
- *      characters are escaped, bytes that are not UTF-8 become U+FFFD.
+ *   4. A line is one line whatever the message holds (common/utf8.c): in the text format and
+ *      for a sink, every control byte (newline, ESC, any C0 or C1 control, DEL) and backslash
+ *      is written as an escape and a byte that is not UTF-8 as \xNN, so a client's name can
+ *      neither forge a line nor drive the terminal; in the JSON format the line is valid JSON
+ *      with every control escaped and bad bytes as U+FFFD.
  *
  * Rejected: syslog (containers collect stderr), a logger per module (one level and one sink per
- * process is what an operator sets), and redacting only the lines known to print a URL (every
- * nats.c error text may quote one, and a future line would forget).
+ * process is what an operator sets), redacting only the lines known to print a URL (every
+ * nats.c error text may quote one, and a future line would forget), and escaping at the call
+ * sites that print client strings (one forgotten %s is a forged line).
  */
 #include "common/log.h"
+
+#include "common/utf8.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -160,51 +166,9 @@ void log_redact(const char *msg, char *out, size_t cap)
     pthread_mutex_unlock(&log_lock);
 }
 
-/* Length of the valid UTF-8 sequence at s, 0 when it is not one (overlong forms, surrogates and
- * values past U+10FFFF included). */
-static size_t log_utf8_len(const unsigned char *s)
-{
-    size_t len = s[0] < 0x80                    ? 1
-                 : s[0] >= 0xc2 && s[0] <= 0xdf ? 2
-                 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
-                 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4
-                                                : 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-    }
-    if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0) ||
-        (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))
-        return 0;
-    return len;
-}
-
-/* msg as the body of a JSON string (invariant 4). out holds at least 6 * strlen(msg) + 1. */
-static void log_json_escape(const char *msg, char *out)
-{
-    char *w = out;
-    for (const unsigned char *p = (const unsigned char *)msg; *p != '\0';) {
-        size_t n = log_utf8_len(p);
-        if (n == 0) {
-            w += sprintf(w, "\\ufffd");
-            p++;
-        } else if (*p == '"' || *p == '\\') {
-            *w++ = '\\';
-            *w++ = (char)*p++;
-        } else if (*p < 0x20) {
-            w += sprintf(w, "\\u%04x", *p++);
-        } else {
-            memcpy(w, p, n);
-            w += n;
-            p += n;
-        }
-    }
-    *w = '\0';
-}
-
 static void log_emit(int level, const char *msg, int bare)
 {
-    char clean[LOG_LINE_MAX], json[LOG_LINE_MAX * 6 + 1];
+    char clean[LOG_LINE_MAX], shown[UTF8_ESCAPED_MAX(LOG_LINE_MAX)];
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     struct tm tm;
@@ -214,17 +178,18 @@ static void log_emit(int level, const char *msg, int bare)
              tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
     int format = __atomic_load_n(&log_format, __ATOMIC_RELAXED);
     pthread_mutex_lock(&log_lock);
+    int json = log_sink == NULL && format == LOG_FORMAT_JSON;
     log_redact_locked(msg, clean, sizeof(clean)); /* invariant 3 */
-    if (log_sink != NULL) {
-        log_sink(log_sink_ctx, level, clean);
-    } else if (format == LOG_FORMAT_JSON) {
-        log_json_escape(clean, json);
+    utf8_escape(clean, strlen(clean), json ? UTF8_JSON : UTF8_TEXT, shown, sizeof(shown));
+    if (log_sink != NULL) { /* invariant 4 */
+        log_sink(log_sink_ctx, level, shown);
+    } else if (json) {
         fprintf(stderr, "{\"time\":\"%s\",\"level\":\"%s\",\"msg\":\"%s\"}\n", when,
-                log_level_name(level), json);
+                log_level_name(level), shown);
     } else if (bare) {
-        fprintf(stderr, "%s\n", clean);
+        fprintf(stderr, "%s\n", shown);
     } else {
-        fprintf(stderr, "%s %-5s %s\n", when, log_level_name(level), clean);
+        fprintf(stderr, "%s %-5s %s\n", when, log_level_name(level), shown);
     }
     pthread_mutex_unlock(&log_lock);
 }

@@ -7,6 +7,11 @@
  * "msg"}); a program or a test may install its own sink instead (the daemon's unit tests capture
  * lines that way). Thread-safe: one line is written whole.
  *
+ * A message is one line whatever it quotes: control bytes (newline, ESC, every C0 and C1
+ * control, DEL) and backslashes are escaped (common/utf8.h, UTF8_TEXT for the text format and
+ * for a sink, UTF8_JSON inside the JSON format), so a client-chosen name can neither forge a
+ * line nor send a terminal escape.
+ *
  * Credentials never reach a line: before any sink sees a message, the password of every URL
  * written as scheme://user:password@host becomes "***" (user kept), a URL's token
  * (scheme://token@host) becomes "***", and so does every string registered with log_secret_add
@@ -20,7 +25,8 @@
 enum { LOG_DEBUG = 0, LOG_INFO = 1, LOG_WARN = 2, LOG_ERROR = 3 };
 enum { LOG_FORMAT_TEXT = 0, LOG_FORMAT_JSON = 1 };
 
-/* Receives each line at or above the level (already redacted). `line` is borrowed for the call. */
+/* Receives each line at or above the level (already redacted and escaped as in the text format).
+ * `line` is borrowed for the call. */
 typedef void (*log_sink_fn)(void *ctx, int level, const char *line);
 
 /* Lines below `level` are dropped. Default LOG_INFO. */

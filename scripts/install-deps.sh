@@ -38,6 +38,7 @@ TEST_PACKAGES=(
     prometheus           # promtool: the integration tests check the /metrics exposition
     curl                 # the integration tests and the demo scrape /metrics
     python3              # tools/bench/reference_packers.py, clients/python and its tests (stdlib only)
+    python3-yaml         # tests/docker/check_image.py reads docker/compose.yaml
     python3-venv         # clients/python: the documented install, into a venv (CTest python_install)
     python3-pip          #   pip install --no-index --no-build-isolation clients/python
     python3-setuptools   #   its build backend, from Debian (nothing from PyPI)

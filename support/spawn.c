@@ -235,11 +235,17 @@ static spawn_status_t spawn_nats_try(const spawn_nats_t *nats, int port, volatil
 {
     char port_text[16];
     snprintf(port_text, sizeof(port_text), "%d", port);
-    char *argv[] = {(char *)nats->bin, "-a", "127.0.0.1", "-p", port_text, NULL, NULL, NULL, NULL};
+    char *argv[] = {
+        (char *)nats->bin, "-a", "127.0.0.1", "-p", port_text, NULL, NULL, NULL, NULL, NULL, NULL};
+    int n = 5;
+    if (nats->config != NULL) { /* the flags above override the file's listen address */
+        argv[n++] = "-c";
+        argv[n++] = (char *)nats->config;
+    }
     if (nats->store_dir != NULL) {
-        argv[5] = "-js";
-        argv[6] = "-sd";
-        argv[7] = (char *)nats->store_dir;
+        argv[n++] = "-js";
+        argv[n++] = "-sd";
+        argv[n++] = (char *)nats->store_dir;
     }
     spawn_opts_t opts;
     spawn_opts_init(&opts);

@@ -95,11 +95,12 @@ typedef struct {
     const char *bin;           /* a path (spawn_program_find) */
     const char *log_path;      /* the server's stdout and stderr */
     const char *store_dir;     /* JetStream on with its storage here; NULL: JetStream off */
+    const char *config;        /* nats-server -c FILE (its port and host overridden); NULL */
     bool own_group;            /* as spawn_opts_t.own_group */
     spawn_cancel_fn cancelled; /* polled while waiting; NULL: never */
 } spawn_nats_t;
 
-/* nats-server -a 127.0.0.1 -p PORT [-js -sd DIR] on a port from port_pick, accepting
+/* nats-server -a 127.0.0.1 -p PORT [-c FILE] [-js -sd DIR] on a port from port_pick, accepting
  * connections within SPAWN_NATS_START_MS. A server that exits or does not listen in time
  * (another process took the port meanwhile) is stopped and a new port tried, up to
  * SPAWN_NATS_ATTEMPTS servers. OK: *pid and *port set; otherwise *pid is 0 and

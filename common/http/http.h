@@ -1,6 +1,8 @@
 /*
  * http.h - the daemon's HTTP endpoint for Prometheus (--metrics-listen ADDR:PORT): GET /metrics
- * serves the latest text the owner handed over; nothing else of the daemon is reachable from it.
+ * serves the latest text the owner handed over; GET /livez says whether this process's owner
+ * thread answers, GET /healthz whether it answers and the health callback agrees (the NATS
+ * connection); nothing else of the daemon is reachable from it.
  *
  * The server never reads scheduling state. For each scrape it asks for a fresh snapshot through
  * the refresh callback (main.c posts an event to the owner), waits a bounded time for the owner
@@ -33,6 +35,9 @@ const char *http_status_str(http_status_t status); /* static storage */
 
 /* Asks for a snapshot; called on a server thread, must not block. */
 typedef void (*http_refresh_fn)(void *ctx);
+/* /healthz's check beyond the owner's answer: 0 when healthy, else nonzero with the reason
+ * written to why (cap bytes). Called on a server thread, must not block. */
+typedef int (*http_health_fn)(void *ctx, char *why /* out */, size_t cap);
 
 typedef struct http_server http_server_t;
 
@@ -41,6 +46,8 @@ http_status_t http_server_start(const char *listen, http_refresh_fn refresh, voi
                                 http_server_t **out /* out */);
 /* Hands over the text to serve from now on (copied). Any thread. */
 void http_server_offer(http_server_t *s, const char *text, size_t len);
+/* Sets /healthz's callback (NULL: the owner's answer alone); ctx borrowed until the stop. */
+void http_server_health_set(http_server_t *s, http_health_fn health, void *ctx);
 /* Stops listening, waits for the server's threads, frees. NULL-safe. */
 void http_server_stop(http_server_t *s);
 

@@ -8,12 +8,18 @@
  *   2. A scrape is answered within HTTP_FRESH_WAIT_MS: with the snapshot the owner produced for
  *      it, or, when the owner is busy or not running yet, with the newest older one (503 until
  *      the first exists).
- *   3. Only GET and HEAD of /metrics (and / pointing at it) are served; every other path is 404,
- *      every other method 405, and a request body is never read.
+ *   3. Only GET and HEAD of /metrics, /livez, /healthz (and / pointing at them) are served;
+ *      every other path is 404, every other method 405, and a request body is never read.
+ *   4. /livez and /healthz answer for this process only: /livez is 200 when the owner produced
+ *      a snapshot for this very request (its loop turns), /healthz when it did and the health
+ *      callback (the NATS connection) says yes; otherwise 503 with the reason. A container's
+ *      healthcheck thus fails when its own daemon is stopped, stuck or cut off, whatever other
+ *      instances answer on NATS.
  *
- * Rejected: a hand-written HTTP server (request parsing is where bugs live), and serving a
+ * Rejected: a hand-written HTTP server (request parsing is where bugs live), serving a
  * snapshot refreshed on a timer (a scrape would read figures up to one period old, and an idle
- * daemon would build texts nobody reads).
+ * daemon would build texts nobody reads), and a healthcheck over NATS ($SRV.PING answers for
+ * any instance on the fabric, not for the one in this container).
  */
 #include "common/http/http.h"
 
@@ -43,6 +49,8 @@ struct http_server {
     char *text; /* under lock: the newest snapshot, NULL before the first */
     size_t len;
     uint64_t generation; /* under lock: snapshots offered so far */
+    http_health_fn health;
+    void *health_ctx;
 };
 
 void http_server_offer(http_server_t *s, const char *text, size_t len)
@@ -61,8 +69,9 @@ void http_server_offer(http_server_t *s, const char *text, size_t len)
     pthread_mutex_unlock(&s->lock);
 }
 
-/* A copy of the snapshot after asking for a fresh one (invariant 2); NULL when there is none. */
-static char *http_snapshot(http_server_t *s, size_t *len)
+/* A copy of the snapshot after asking for a fresh one (invariant 2); NULL when there is none.
+ * *fresh: 1 when the owner offered one after the request. */
+static char *http_snapshot(http_server_t *s, size_t *len, int *fresh)
 {
     pthread_mutex_lock(&s->lock);
     uint64_t before = s->generation;
@@ -81,6 +90,7 @@ static char *http_snapshot(http_server_t *s, size_t *len)
         if (pthread_cond_timedwait(&s->cond, &s->lock, &until) == ETIMEDOUT)
             break;
     }
+    *fresh = s->generation != before;
     char *copy = s->text != NULL ? malloc(s->len + 1) : NULL;
     if (copy != NULL) {
         memcpy(copy, s->text, s->len + 1);
@@ -127,11 +137,33 @@ static enum MHD_Result http_handle(void *cls, struct MHD_Connection *conn, const
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
         return http_plain(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD\n");
     if (strcmp(url, "/") == 0)
-        return http_plain(conn, MHD_HTTP_OK, "lanesched: the figures are at /metrics\n");
-    if (strcmp(url, "/metrics") != 0)
-        return http_plain(conn, MHD_HTTP_NOT_FOUND, "not found; try /metrics\n");
+        return http_plain(conn, MHD_HTTP_OK,
+                          "lanesched: the figures are at /metrics, health at /healthz and "
+                          "/livez\n");
+    int live = strcmp(url, "/livez") == 0, health = strcmp(url, "/healthz") == 0;
+    if (strcmp(url, "/metrics") != 0 && !live && !health)
+        return http_plain(conn, MHD_HTTP_NOT_FOUND, "not found; try /metrics or /healthz\n");
     size_t len = 0;
-    char *text = http_snapshot(s, &len);
+    int fresh = 0;
+    char *text = http_snapshot(s, &len, &fresh);
+    if (live || health) { /* invariant 4 */
+        free(text);
+        char why[256] = "ok";
+        if (!fresh)
+            snprintf(why, sizeof(why),
+                     "the daemon's owner thread did not answer within %d ms (starting, waiting "
+                     "for NATS, or stuck)",
+                     HTTP_FRESH_WAIT_MS);
+        pthread_mutex_lock(&s->lock);
+        http_health_fn check = s->health;
+        void *check_ctx = s->health_ctx;
+        pthread_mutex_unlock(&s->lock);
+        if (fresh && health && check != NULL && check(check_ctx, why, sizeof(why)) != 0)
+            fresh = 0;
+        char body[300];
+        snprintf(body, sizeof(body), "%s\n", why);
+        return http_plain(conn, fresh ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, body);
+    }
     if (text == NULL)
         return http_plain(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
                           "no figures yet: the daemon is starting (waiting for NATS?)\n");
@@ -195,10 +227,11 @@ http_status_t http_server_start(const char *listen, http_refresh_fn refresh, voi
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
     if (sa.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    s->mhd =
-        MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, http_handle, s, MHD_OPTION_SOCK_ADDR,
-                         (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_TIMEOUT, 10u,
-                         MHD_OPTION_EXTERNAL_LOGGER, http_log, NULL, MHD_OPTION_END);
+    /* the logger first: libmicrohttpd warns about every option that comes before it */
+    s->mhd = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, http_handle, s,
+                              MHD_OPTION_EXTERNAL_LOGGER, http_log, NULL, MHD_OPTION_SOCK_ADDR,
+                              (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_TIMEOUT, 10u,
+                              MHD_OPTION_END);
     if (s->mhd == NULL) {
         http_server_stop(s);
         return HTTP_ELISTEN;
@@ -207,6 +240,14 @@ http_status_t http_server_start(const char *listen, http_refresh_fn refresh, voi
     s->port = info != NULL && info->port != 0 ? info->port : port;
     *out = s;
     return HTTP_OK;
+}
+
+void http_server_health_set(http_server_t *s, http_health_fn health, void *ctx)
+{
+    pthread_mutex_lock(&s->lock);
+    s->health = health;
+    s->health_ctx = ctx;
+    pthread_mutex_unlock(&s->lock);
 }
 
 void http_server_stop(http_server_t *s)

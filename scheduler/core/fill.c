@@ -120,6 +120,19 @@ static sched_status_t fill_lane_pack(sched_t *s, const sched_consumer_t *consume
     return SCHED_OK;
 }
 
+/* The filled batch's id (sched.c invariant 4: a new epoch once 2^32 ids are spent). */
+static sched_status_t fill_batch_id(sched_t *s)
+{
+    if ((uint32_t)s->next_batch_id == UINT32_MAX) {
+        uint32_t epoch;
+        if ((s->store_status = store_epoch_next(s->store, &epoch)) != STORE_OK)
+            return SCHED_ESTORE;
+        s->next_batch_id = (uint64_t)epoch << SCHED_EPOCH_SHIFT | 1u;
+    }
+    s->filled.batch_id = s->next_batch_id++;
+    return SCHED_OK;
+}
+
 /* fill_lane_pack, then the `lanes` policy's merge, the batch id, the guard. */
 static sched_status_t fill_lane(sched_t *s, const sched_consumer_t *consumer, sched_model_t *model,
                                 sched_shape_t *shape, uint32_t lane_id, uint64_t cap,
@@ -141,13 +154,8 @@ static sched_status_t fill_lane(sched_t *s, const sched_consumer_t *consumer, sc
         s->counters.holds++;
         return SCHED_EEMPTY;
     }
-    if ((uint32_t)s->next_batch_id == UINT32_MAX) { /* sched.c invariant 4: the epoch is spent */
-        uint32_t epoch;
-        if ((s->store_status = store_epoch_next(s->store, &epoch)) != STORE_OK)
-            return SCHED_ESTORE;
-        s->next_batch_id = (uint64_t)epoch << SCHED_EPOCH_SHIFT | 1u;
-    }
-    s->filled.batch_id = s->next_batch_id++;
+    if ((st = fill_batch_id(s)) != SCHED_OK)
+        return st;
     sched_guard_check(&s->filled, shape->signature);
     INVARIANT_CHECK(sched_batch_check(&s->filled, &consumer->contract));
     s->filled_shape = shape;
@@ -205,4 +213,41 @@ sched_status_t sched_fill(sched_t *s, const sched_consumer_t *consumer, sched_ba
         s->counters.starvation_preemptions = preemptions;
     }
     return st;
+}
+
+int sched_model_oldest(sched_t *s, sched_model_t *model, uint64_t *out_ns)
+{
+    sched_shape_t *top = s != NULL && model != NULL ? shapes_oldest_top(s, model) : NULL;
+    if (top == NULL || lanes_queued_items(top->lanes) == 0)
+        return 0;
+    *out_ns = top->oldest_ns; /* exact once at the top (shapes.c invariant 5) */
+    return 1;
+}
+
+sched_status_t sched_fill_expired(sched_t *s, sched_model_t *model, uint64_t cutoff_ns,
+                                  sched_batch_t *out)
+{
+    if (s == NULL || model == NULL || out == NULL)
+        return SCHED_EINVAL;
+    s->filled_valid = 0;
+    sched_shape_t *top = shapes_oldest_top(s, model);
+    uint64_t oldest = 0;
+    uint32_t lane = 0;
+    if (top == NULL || top->oldest_ns > cutoff_ns || !shapes_oldest(s, top, &oldest, &lane) ||
+        oldest > cutoff_ns)
+        return SCHED_EEMPTY;
+    /* one item, whatever its length: the contract of a batch of one */
+    const sched_consumer_t one = {model, {1, UINT32_MAX, 0}, NULL};
+    sched_status_t st = fill_lane_pack(s, &one, model, top, lane, 1);
+    if (st == SCHED_OK)
+        st = fill_batch_id(s);
+    if (st != SCHED_OK)
+        return st;
+    s->filled.dead_letter = 1;
+    sched_guard_check(&s->filled, top->signature);
+    s->filled_shape = top;
+    s->filled_worker = NULL;
+    s->filled_valid = 1;
+    *out = s->filled;
+    return SCHED_OK;
 }

@@ -174,6 +174,7 @@ void sched_destroy(sched_t *s)
     shapes_destroy_all(s);
     model_destroy_all(s);
     fill_scratch_free(&s->scratch);
+    free(s->done_arrivals);
     free(s);
 }
 
@@ -386,7 +387,14 @@ sched_status_t sched_complete(sched_t *s, uint64_t batch_id, const uint32_t *pos
     if (st != SCHED_OK)
         return st;
     size_t count = positions != NULL ? n : rec->n;
-    sched_settled_t done = {0};
+    sched_settled_t done = {.commit_ns = rec->commit_ns, .held = rec->worker != NULL};
+    if (count > s->done_cap) {
+        uint64_t *grown = realloc(s->done_arrivals, count * sizeof(*grown));
+        if (grown != NULL) {
+            s->done_arrivals = grown;
+            s->done_cap = count;
+        }
+    }
     const sched_shape_t *shape = rec->shape;
     uint32_t lane = rec->lane;
     for (size_t i = 0; i < count && st == SCHED_OK; i++) {
@@ -407,6 +415,8 @@ sched_status_t sched_complete(sched_t *s, uint64_t batch_id, const uint32_t *pos
         if (completed) {
             s->counters.items_completed++;
             s->counters.tokens_completed += it->tokens;
+            if (done.items < s->done_cap)
+                s->done_arrivals[done.items] = it->arrival_ns;
             done.items++;
             done.tokens += it->tokens;
         }
@@ -422,11 +432,13 @@ sched_status_t sched_complete(sched_t *s, uint64_t batch_id, const uint32_t *pos
             sched_worker_sample(rec->worker, rec->padded_tokens, now - start);
             s->counters.service_ns += now - start;
             s->counters.service_batches++;
+            done.service_ns = now - start;
         }
         rec->worker->last_done_ns = now;
         rec->sampled = 1;
     }
     done.closed = sched_inflight_settle(s, rec);
+    done.arrivals_view = done.items != 0 && done.items <= s->done_cap ? s->done_arrivals : NULL;
     if (out != NULL) /* also on ESTORE: those positions are completed and stay so */
         *out = done;
     INVARIANT_CHECK(sched_check_op(s, shape, lane));

@@ -263,6 +263,14 @@ typedef struct {
     uint64_t items, tokens; /* completions only: the first completions among them (the items and
                                tokens the completed counters gained) */
     int closed;             /* no position is left: the batch's record is gone */
+    /* Completions only. When the batch was committed (the caller's clock), the worker's busy
+     * time this call measured (the batch's first completion: counters.service_ns gained it; 0
+     * otherwise), and the arrivals of the `items` first completions (a view, valid until the
+     * next sched_complete; NULL when items is 0 or out of memory). */
+    uint64_t commit_ns;
+    uint64_t service_ns;
+    const uint64_t *arrivals_view;
+    int held; /* the batch had a holder (a delivery; 0: a dead letter) */
 } sched_settled_t;
 
 /* Completes positions of an in-flight batch (all of them when positions is NULL). Already
@@ -354,6 +362,16 @@ const char *sched_model_name(const sched_model_t *model); /* view, valid with th
 size_t sched_model_count(const sched_t *sched);
 int sched_model_in_use(const sched_model_t *model);
 size_t sched_shape_count(const sched_t *sched, const sched_model_t *model);
+
+/* The arrival of the model's oldest queued item (the store's clock, as store_view_t.arrival_ns):
+ * 1 and *out_ns, or 0 (untouched) when it has nothing queued. O(log shapes) from the age heap. */
+int sched_model_oldest(sched_t *sched, sched_model_t *model, uint64_t *out_ns /* out */);
+/* The model's oldest queued item as a batch of one marked dead_letter, when it arrived at or
+ * before cutoff_ns: SCHED_OK and *out, committed and completed like any dead letter (its
+ * holder is none); SCHED_EEMPTY when the oldest item is younger. The queue age limit
+ * (JetStream's max_age): the caller publishes it as expired. */
+sched_status_t sched_fill_expired(sched_t *sched, sched_model_t *model, uint64_t cutoff_ns,
+                                  sched_batch_t *out /* out */);
 
 /* The model's current shape: 0 with *out_sig untouched when it has none. */
 int sched_current_shape(const sched_t *sched, const sched_model_t *model,

@@ -150,9 +150,11 @@ struct sched {
     sched_shape_t *filled_shape;
     struct sched_worker *filled_worker;
     int filled_valid;
-    int filled_extendable;  /* the lane fill took its whole lane, with room left */
-    int held;               /* the last fill's batch waits (hold.c) */
-    fill_scratch_t scratch; /* fill.c */
+    int filled_extendable;   /* the lane fill took its whole lane, with room left */
+    int held;                /* the last fill's batch waits (hold.c) */
+    fill_scratch_t scratch;  /* fill.c */
+    uint64_t *done_arrivals; /* sched_complete's arrivals of the items it first completed */
+    size_t done_cap;
     uint64_t next_shape_seq;
     sched_counters_t counters;
     uint64_t items_restored, tokens_restored; /* queued in the store when the scheduler opened */

@@ -3,8 +3,11 @@
  * Owned and touched by the owner thread only.
  *
  * Invariants (consumers_check runs them in debug builds):
- *   1. A consumer id is 128 random bits (getrandom), so ids cannot be guessed and a consumer
- *      that registers again after being declared dead is a new consumer with a new id.
+ *   1. A consumer has two values of 128 random bits each (getrandom): its public id, which
+ *      stats, metrics and log lines show, and its secret, the token of its pull, ack, hb and
+ *      bye subjects, which only its Registered reply carries. Messages are found by the
+ *      secret alone, so what any other account can read (the public id, a batch id) gives no
+ *      authority over the consumer, and one that registers again is a new consumer.
  *   2. The batches a consumer holds are its worker's in the core (the batch's one record names
  *      its holder); an ack naming a batch whose holder is not the acking consumer's worker
  *      changes nothing.
@@ -14,7 +17,8 @@
  *      silence past dead_after kills (consumers_expire), a stalled owner restarts it.
  *
  * Rejected: sequential consumer ids (guessable: any client could ack or steal another's
- * batches by counting).
+ * batches by counting), and one id for both naming and authority (a bearer token shown in
+ * stats and logs: any account that could read them could ack, pull or bye for the consumer).
  */
 #include "scheduler/daemon/consumers_int.h"
 
@@ -26,10 +30,21 @@
 #include <sys/random.h>
 #include <xxhash.h>
 
-static map_key_t consumers_id_key(const char *id)
+static map_key_t consumers_key(const char *secret)
 {
-    size_t n = strnlen(id, CONSUMERS_ID_LEN);
-    return (map_key_t){XXH64(id, n, 0), XXH64(id, n, 1)};
+    size_t n = strnlen(secret, CONSUMERS_ID_LEN);
+    return (map_key_t){XXH64(secret, n, 0), XXH64(secret, n, 1)};
+}
+
+/* 128 random bits as 32 lowercase hex characters into out (33 bytes). 0, or -1. */
+static int consumers_random_hex(char *out)
+{
+    uint8_t rnd[CONSUMERS_ID_LEN / 2];
+    if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+        return -1;
+    for (size_t i = 0; i < sizeof(rnd); i++)
+        snprintf(out + 2 * i, 3, "%02x", rnd[i]);
+    return 0;
 }
 
 daemon_status_t consumers_create(consumers_t **out)
@@ -37,7 +52,7 @@ daemon_status_t consumers_create(consumers_t **out)
     consumers_t *cs = calloc(1, sizeof(*cs));
     if (cs == NULL)
         return DAEMON_ENOMEM;
-    map_init(&cs->by_id);
+    map_init(&cs->by_secret);
     *out = cs;
     return DAEMON_OK;
 }
@@ -59,7 +74,7 @@ void consumers_destroy(consumers_t *cs)
     for (size_t i = 0; i < cs->n_all; i++)
         consumer_free(cs->all[i]);
     free(cs->all);
-    map_fini(&cs->by_id);
+    map_fini(&cs->by_secret);
     free(cs);
 }
 
@@ -70,13 +85,11 @@ daemon_status_t consumers_add(consumers_t *cs, const char *model, const char *na
     consumer_t *c = calloc(1, sizeof(*c));
     if (c == NULL)
         return st;
-    uint8_t rnd[CONSUMERS_ID_LEN / 2];
-    if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+    if (consumers_random_hex(c->id) != 0 || consumers_random_hex(c->secret) != 0 ||
+        strcmp(c->id, c->secret) == 0) { /* invariant 1 */
         st = DAEMON_EINVAL;
         goto out;
     }
-    for (size_t i = 0; i < sizeof(rnd); i++)
-        snprintf(c->id + 2 * i, 3, "%02x", rnd[i]);
     if ((c->model = strdup(model)) == NULL || (c->name = strdup(name ? name : "")) == NULL)
         goto out;
     c->contract = contract;
@@ -89,7 +102,7 @@ daemon_status_t consumers_add(consumers_t *cs, const char *model, const char *na
         cs->all = all;
         cs->cap_all = cap;
     }
-    if (map_put(&cs->by_id, consumers_id_key(c->id), c) != MAP_OK)
+    if (map_put(&cs->by_secret, consumers_key(c->secret), c) != MAP_OK)
         goto out;
     cs->all[cs->n_all++] = c;
     *out = c;
@@ -102,17 +115,17 @@ out:
     return st;
 }
 
-consumer_t *consumers_find(consumers_t *cs, const char *id)
+consumer_t *consumers_find(consumers_t *cs, const char *secret)
 {
-    if (strlen(id) != CONSUMERS_ID_LEN)
+    if (strlen(secret) != CONSUMERS_ID_LEN)
         return NULL;
-    consumer_t *c = map_get(&cs->by_id, consumers_id_key(id));
-    return c != NULL && strcmp(c->id, id) == 0 ? c : NULL;
+    consumer_t *c = map_get(&cs->by_secret, consumers_key(secret));
+    return c != NULL && strcmp(c->secret, secret) == 0 ? c : NULL;
 }
 
-consumer_t *consumers_touch(consumers_t *cs, const char *id, uint64_t now_ns)
+consumer_t *consumers_touch(consumers_t *cs, const char *secret, uint64_t now_ns)
 {
-    consumer_t *c = consumers_find(cs, id);
+    consumer_t *c = consumers_find(cs, secret);
     if (c == NULL || c->dead)
         return NULL;
     c->last_seen_ns = now_ns;
@@ -132,6 +145,11 @@ consumer_t *consumers_at(const consumers_t *cs, size_t i)
 const char *consumers_id(const consumer_t *c)
 {
     return c->id;
+}
+
+const char *consumers_secret(const consumer_t *c)
+{
+    return c->secret;
 }
 
 const char *consumers_name(const consumer_t *c)
@@ -309,7 +327,7 @@ void consumers_prune(consumers_t *cs, uint64_t now_ns, uint64_t keep_ns)
     for (size_t i = 0; i < cs->n_all; i++) {
         consumer_t *c = cs->all[i];
         if (c->dead && now_ns - c->last_seen_ns > keep_ns) {
-            map_del(&cs->by_id, consumers_id_key(c->id), NULL);
+            map_del(&cs->by_secret, consumers_key(c->secret), NULL);
             consumer_free(c);
             continue;
         }
@@ -329,7 +347,7 @@ int consumers_forget_dead(consumers_t *cs)
     if (oldest == SIZE_MAX)
         return 0;
     consumer_t *c = cs->all[oldest];
-    map_del(&cs->by_id, consumers_id_key(c->id), NULL);
+    map_del(&cs->by_secret, consumers_key(c->secret), NULL);
     consumer_free(c);
     memmove(cs->all + oldest, cs->all + oldest + 1, (cs->n_all - oldest - 1) * sizeof(*cs->all));
     cs->n_all--;
@@ -358,7 +376,7 @@ int consumers_check(const consumers_t *cs)
         const consumer_t *c = cs->all[i];
         INVARIANT_HOLDS(!c->dead || (c->n_pulls == 0 && c->worker == NULL && c->model_rec == NULL),
                         "dead consumer %s holds %zu pulls, a worker or a model", c->id, c->n_pulls);
-        INVARIANT_HOLDS(map_get(&cs->by_id, consumers_id_key(c->id)) == c,
+        INVARIANT_HOLDS(map_get(&cs->by_secret, consumers_key(c->secret)) == c,
                         "consumer %s is not found by its id", c->id);
     }
     return 1;

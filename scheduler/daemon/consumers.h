@@ -17,27 +17,31 @@ typedef struct consumers consumers_t;
 typedef struct consumer consumer_t;
 struct model; /* the daemon's record of a model (daemon_int.h) */
 
-/* Length of a consumer id: 32 lowercase hex characters. */
+/* Length of a consumer's public id and of its secret: 32 lowercase hex characters each. */
 #define CONSUMERS_ID_LEN 32
 
 daemon_status_t consumers_create(consumers_t **out /* out */);
 void consumers_destroy(consumers_t *cs); /* NULL-safe */
 
-/* Registers a consumer with a fresh random id, alive as of now_ns. */
+/* Registers a consumer with a fresh random public id and secret, alive as of now_ns. */
 daemon_status_t consumers_add(consumers_t *cs, const char *model, const char *name,
                               packer_contract_t contract, uint64_t now_ns,
                               consumer_t **out /* out */);
-/* The consumer with this id, dead ones included, or NULL. */
-consumer_t *consumers_find(consumers_t *cs, const char *id);
-/* The live consumer with this id, its liveness refreshed to now_ns (every message from a
+/* The consumer whose secret (the token of its subjects) this is, dead ones included, or NULL.
+ * A public id finds nothing. */
+consumer_t *consumers_find(consumers_t *cs, const char *secret);
+/* The live consumer with this secret, its liveness refreshed to now_ns (every message from a
  * consumer counts); NULL for an unknown or dead one. */
-consumer_t *consumers_touch(consumers_t *cs, const char *id, uint64_t now_ns);
+consumer_t *consumers_touch(consumers_t *cs, const char *secret, uint64_t now_ns);
 
 /* Registration order; i < consumers_count. */
 size_t consumers_count(const consumers_t *cs);
 consumer_t *consumers_at(const consumers_t *cs, size_t i);
 
-const char *consumers_id(const consumer_t *c);                    /* view */
+/* The public id (stats, metrics, logs) and the secret (the subjects' token; only for the
+ * Registered reply). Views. */
+const char *consumers_id(const consumer_t *c);
+const char *consumers_secret(const consumer_t *c);
 const char *consumers_name(const consumer_t *c);                  /* view */
 const char *consumers_model(const consumer_t *c);                 /* view: its model's name */
 const packer_contract_t *consumers_contract(const consumer_t *c); /* view */

@@ -14,9 +14,10 @@ typedef struct {
 } pull_t;
 
 struct consumer {
-    char id[CONSUMERS_ID_LEN + 1];
-    char *name;  /* owned */
-    char *model; /* owned */
+    char id[CONSUMERS_ID_LEN + 1];     /* public: stats, metrics, logs; no authority */
+    char secret[CONSUMERS_ID_LEN + 1]; /* the token of its subjects: its authority */
+    char *name;                        /* owned */
+    char *model;                       /* owned */
     packer_contract_t contract;
     uint64_t last_seen_ns;
     int dead;
@@ -29,7 +30,7 @@ struct consumer {
 };
 
 struct consumers {
-    map_t by_id; /* (hash of id, 0) -> consumer_t */
+    map_t by_secret; /* (XXH64 pair of the secret) -> consumer_t */
     consumer_t **all;
     size_t n_all, cap_all;
 };

@@ -68,6 +68,12 @@ const char *daemon_instance_id(const daemon_t *d)
     return d->instance_id;
 }
 
+void daemon_nats_state_set(daemon_t *d, daemon_nats_state_fn fn, void *ctx)
+{
+    d->nats_state = fn;
+    d->nats_state_ctx = ctx;
+}
+
 void daemon_metrics_sink_set(daemon_t *d, daemon_metrics_sink_fn sink, void *ctx)
 {
     d->metrics_sink = sink;
@@ -164,7 +170,7 @@ static void daemon_scan_item(void *ctx, const store_view_t *v)
     daemon_scan_t *sc = ctx;
     if (v->id_len != 0)
         dedupe_add(&sc->d->dedupe, v->id_view, v->id_len, daemon_now(sc->d));
-    models_stored(sc->model, v->id_len + v->payload_len);
+    models_stored(sc->d, sc->model, v->id_len + v->payload_len);
 }
 
 static store_status_t daemon_store_open(const daemon_config_t *cfg, store_t **out)

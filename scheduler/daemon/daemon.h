@@ -90,6 +90,14 @@ const char *daemon_status_str(daemon_status_t status);
 /* Ids in the dedupe window: 4 Mi ids of about 32 bytes each is 128 MiB; past it the oldest
  * are forgotten early (counted in dedupe_evictions). */
 #define DAEMON_LIMIT_DEDUPE_IDS 4194304ull
+/* How long an item may stay queued (JetStream's max_age): past it, it is dead-lettered with
+ * reason "expired". A day keeps work that waits for its GPUs through a night, and bounds how
+ * long a client's items can hold a model's or a shape's slot when no consumer ever comes. */
+#define DAEMON_LIMIT_QUEUE_AGE_MS 86400000u
+/* A Pull's expires_ms (the longest wait for work): the NATS permission the daemon answers
+ * with (allow_responses, docs/security.md) expires after 6 minutes, and a consumer that waits
+ * longer than a few minutes cannot tell a lost daemon from an idle one. */
+#define DAEMON_LIMIT_PULL_EXPIRES_MS 300000u
 
 /* The limits in force; 0 in a field = its DAEMON_LIMIT_ default. */
 typedef struct {
@@ -108,6 +116,8 @@ typedef struct {
     uint64_t queue_items;
     uint64_t queue_bytes;
     uint64_t dedupe_ids;
+    uint32_t queue_age_ms;    /* every model's, unless queue_age_models names it */
+    uint32_t pull_expires_ms; /* a longer Pull.expires_ms is cut to it */
 } daemon_limits_t;
 
 /* Monotonic nanoseconds; the daemon's only clock (tests inject their own). */
@@ -143,6 +153,11 @@ typedef struct {
     int (*lock_wait)(void *ctx, uint32_t ms);
     void *lock_wait_ctx; /* borrowed */
     daemon_limits_t limits;
+    /* Per-model queue age limits, "model=ms,model=ms" (NULL: limits.queue_age_ms for all). */
+    const char *queue_age_models;
+    /* The only models accepted (comma-separated, a name ending in '*' a prefix), NULL: any:
+     * a Submit's item or a Register for another model is refused model_not_allowed. */
+    const char *allow_models;
 } daemon_config_t;
 
 /* The kinds of message the daemon handles; the front maps each subscription to one. */
@@ -186,6 +201,17 @@ void daemon_reply_max_set(daemon_t *d, uint64_t bytes);
 /* The instance id (22 characters of [0-9A-Za-z], random at create) that $SRV replies carry and
  * $SRV.<verb>.lanesched.<id> addresses. Constant for the daemon's life: safe from any thread. */
 const char *daemon_instance_id(const daemon_t *d);
+
+/* The transport's connection, for the metrics (lanesched_nats_*). */
+typedef struct {
+    int connected;       /* 1 while connected */
+    uint64_t reconnects; /* since the start */
+    uint64_t outage_ns;  /* time disconnected since the start, the current outage included */
+} daemon_nats_state_t;
+/* Reads the connection's state; called on the owner thread, must not block. */
+typedef void (*daemon_nats_state_fn)(void *ctx, daemon_nats_state_t *out /* out */);
+/* Sets it before daemon_run (ctx borrowed). Without one, no lanesched_nats_* series. */
+void daemon_nats_state_set(daemon_t *d, daemon_nats_state_fn fn, void *ctx);
 
 /* Receives the Prometheus text the owner builds for an EV_METRICS without a reply subject
  * (text borrowed for the call; copy it). Called on the owner thread. */

@@ -138,12 +138,17 @@ typedef struct {
 typedef struct {
     const char *label; /* view: its model's name, or "(other)" */
     uint64_t items_received, tokens_received, items_routed, tokens_routed;
-    uint64_t items_completed, tokens_completed, dead_lettered;
+    uint64_t items_completed, tokens_completed, dead_lettered, expired;
     uint64_t batches, shape_hits, padded_tokens, real_tokens;
-    metrics_hist_t wait, created_wait, batch_items;
+    uint64_t gpu_busy_ns; /* the workers' busy time on its batches (sched_settled_t.service_ns) */
+    metrics_hist_t wait, created_wait, batch_items, submit_to_ack, service;
     /* Gauges, recomputed by each metrics_text. */
     uint64_t queued_items, queued_tokens, inflight_items, lanes, consumers;
+    uint64_t oldest_age_ns; /* of its oldest queued item */
 } metrics_series_t;
+
+/* What metrics_batch is told a batch is. */
+typedef enum { METRICS_DELIVERY, METRICS_DEAD_LETTER, METRICS_EXPIRED } metrics_batch_kind_t;
 
 /* ---- the models (models.c) ------------------------------------------------------------------ */
 
@@ -157,6 +162,11 @@ typedef struct model {
      * completed, and their bytes as stored (id, framed payload). */
     uint64_t items, bytes;
     uint32_t consumers; /* alive and registered for it */
+    /* The longest item one of them runs (Register.max_input_tokens; UINT32_MAX when one of
+     * them takes any length, 0 when it has none): an item longer is input_too_long. */
+    uint32_t input_max;
+    uint64_t age_ns;  /* its queue age limit (limits.queue_age_ms or its queue_age_models entry) */
+    uint64_t expired; /* items dead-lettered past the age limit */
     /* Serving (--models, leases): in the list, and until when its lease is held. */
     int configured;
     uint64_t until_ns; /* monotonic; 0 = not held */
@@ -169,6 +179,9 @@ typedef struct model {
 
 typedef struct {
     map_t by_name; /* the name's XXH64 pair -> the first model_t under it */
+    /* Models holding items with no live consumer (models.c invariant 5): what --limit-models
+     * bounds. */
+    size_t strangers;
     model_t **all; /* owned, in order of first sight */
     size_t n, cap;
     model_t **configured; /* the --models list, in its order (views into all) */
@@ -190,9 +203,16 @@ void models_tick(struct daemon *d);
  * (NULL: a model with nothing stored). */
 codec_status_t models_room(const struct daemon *d, const model_t *m, uint64_t bytes);
 /* An item of `bytes` stored for m (accepted, or recovered at start). */
-void models_stored(model_t *m, uint64_t bytes);
+void models_stored(struct daemon *d, model_t *m, uint64_t bytes);
 /* Items of m completed (acked or dead-lettered): they leave its totals. */
-void models_completed(model_t *m, uint64_t items, uint64_t bytes);
+void models_completed(struct daemon *d, model_t *m, uint64_t items, uint64_t bytes);
+/* A consumer of m registered (+1) or ended (-1): the live count and the longest input. */
+void models_consumer_note(struct daemon *d, model_t *m, int delta);
+/* Whether a model named `name` may be used (--allow-models). */
+int models_allowed(const struct daemon *d, const char *name);
+/* A new model past --limit-models: CODEC_ETOO_MANY_MODELS when m (NULL: none yet) holds no
+ * items and has no live consumer and models holding items without one fill the limit. */
+codec_status_t models_admit(const struct daemon *d, const model_t *m);
 
 /* Whether this instance serves model m now (NULL: a model with no record): every model without
  * --models; with leases, strictly before the deadline of its lease, read from the owner's clock. */
@@ -235,6 +255,7 @@ typedef struct {
     uint64_t publish_failures, disconnects;
     uint64_t dropped_messages; /* written by transport threads: atomic access only */
     uint64_t batches_expired_ack_deadline, consumers_declared_dead;
+    uint64_t expired; /* items dead-lettered past their model's age limit */
 } daemon_counters_t;
 
 /* ---- service discovery (service.c) ---------------------------------------------------------- */
@@ -285,6 +306,8 @@ struct daemon {
     metrics_t *metrics;
     daemon_metrics_sink_fn metrics_sink;
     void *metrics_sink_ctx;
+    daemon_nats_state_fn nats_state;
+    void *nats_state_ctx;
     int lock_fd; /* the data directory's lock, -1 when none (memory store) */
 };
 
@@ -314,6 +337,9 @@ void requests_consumer_end(struct daemon *d, consumer_t *c);
 /* dispatch.c */
 /* Fills outstanding pulls round-robin for at most DAEMON_FILL_BUDGET_NS. */
 void dispatch_fill(struct daemon *d);
+/* Dead-letters, with reason "expired", the items of served models queued past their model's
+ * age limit (each tick), at most DISPATCH_EXPIRE_BUDGET per call. */
+void dispatch_expire(struct daemon *d);
 /* Publishes a Batch with no items and this status (EXPIRED, ERROR) on subject. */
 void dispatch_status(struct daemon *d, const char *subject, codec_batch_status_t status,
                      const char *error);
@@ -357,11 +383,15 @@ void metrics_destroy(metrics_t *m); /* NULL-safe */
 metrics_series_t *metrics_series(metrics_t *mt, model_t *m);
 /* Items accepted for m. */
 void metrics_received(metrics_t *mt, model_t *m, uint64_t items, uint64_t tokens);
-/* Items of m completed (acked or dead-lettered). */
-void metrics_completed(metrics_t *mt, model_t *m, uint64_t items, uint64_t tokens);
-/* A batch of m that NATS took (before its commit, while its views are valid): routed items, the
- * queue waits of first deliveries, and for a delivery its size, padding and shape hit. */
-void metrics_batch(struct daemon *d, model_t *m, const sched_batch_t *b, int hit, int dead_letter);
+/* Positions of a batch of m completed (acked, or a dead letter): the items and tokens first
+ * completed, the worker's busy time and service time, and each acked item's submit-to-ack time
+ * (done borrowed, as sched_complete gave it). */
+void metrics_completed(struct daemon *d, model_t *m, const sched_settled_t *done);
+/* A batch of m that NATS took (before its commit, while its views are valid): for a delivery
+ * its routed items, the queue waits of first deliveries, its size, padding and shape hit; for
+ * a dead letter its routed item; for an expired item the count of expired. */
+void metrics_batch(struct daemon *d, model_t *m, const sched_batch_t *b, int hit,
+                   metrics_batch_kind_t kind);
 /* One owner turn: its duration without the wait for events, and its store flush's. */
 void metrics_turn(metrics_t *m, uint64_t turn_ns, uint64_t flush_ns);
 /* The Prometheus text exposition, returned to the caller to free; NULL when out of memory. */

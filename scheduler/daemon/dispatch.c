@@ -16,6 +16,10 @@
  *      (JetStream's max_ack_pending): its records, and the work a heartbeat or ack of it costs,
  *      stay bounded whatever credits it asked for.
  *   7. A dead letter is completed through the settle path (inflight.c) like an acked batch.
+ *   8. An item queued longer than its model's age limit (JetStream's max_age) is dead-lettered
+ *      with the error "expired: ..." and counted (counters.expired, the model's series), by the
+ *      instance serving the model, at most DISPATCH_EXPIRE_BUDGET per tick: a model's slot and
+ *      its shapes' slots come back once its items are gone (models.c invariant 5).
  *
  * Rejected: publishing a batch after committing it. A failed publish would strand the items as
  * pending for a consumer that never saw them, until its ack deadline.
@@ -32,6 +36,9 @@
 /* The article's failure: a 3,099-batch fill blocked the loop for 17 s and healthy workers were
  * declared dead. A fill yields after this long so heartbeats and acks are serviced. */
 #define DAEMON_FILL_BUDGET_NS 100000000ull
+/* Expired items dead-lettered per tick (invariant 8): each is a publish and a tombstone, so a
+ * backlog of a million expired items goes in a few minutes without holding a turn for long. */
+#define DISPATCH_EXPIRE_BUDGET 10000u
 
 void dispatch_status(struct daemon *d, const char *subject, codec_batch_status_t status,
                      const char *error)
@@ -86,13 +93,19 @@ out:
     return rc;
 }
 
-/* Publishes, commits and completes a dead letter of m; 1 if it went out (0: retried next turn). */
-static int dispatch_dead_letter(struct daemon *d, model_t *m, const sched_batch_t *b)
+/* Publishes, commits and completes a dead letter of m (expired: past its age limit, else
+ * past the delivery limit); 1 if it went out (0: retried next turn). */
+static int dispatch_dead_letter(struct daemon *d, model_t *m, const sched_batch_t *b, int expired)
 {
-    char subject[DAEMON_PREFIX_MAX + LIMITS_MODEL_MAX + 8], error[96];
+    char subject[DAEMON_PREFIX_MAX + LIMITS_MODEL_MAX + 8], error[128];
     snprintf(subject, sizeof(subject), "%s.dead.%s", d->cfg.prefix, b->model_view);
-    snprintf(error, sizeof(error), "delivery_limit: delivered %" PRIu32 " times",
-             b->items_view[0].deliveries);
+    if (expired)
+        snprintf(error, sizeof(error),
+                 "expired: queued longer than the model's age limit (%" PRIu64 " ms)",
+                 m->age_ns / 1000000);
+    else
+        snprintf(error, sizeof(error), "delivery_limit: delivered %" PRIu32 " times",
+                 b->items_view[0].deliveries);
     uint8_t *buf = NULL;
     size_t len = 0;
     if (dispatch_encode(b, CODEC_BATCH_ERROR, error, 0, &buf, &len) != 0 || d->publish == NULL ||
@@ -103,14 +116,41 @@ static int dispatch_dead_letter(struct daemon *d, model_t *m, const sched_batch_
     }
     free(buf);
     uint64_t id = b->batch_id;
-    metrics_batch(d, m, b, 0, 1);
+    metrics_batch(d, m, b, 0, expired ? METRICS_EXPIRED : METRICS_DEAD_LETTER);
     if (sched_commit(d->sched, b) == SCHED_OK &&
         inflight_settle(d, m, id, INFLIGHT_COMPLETE, NULL, 0, NULL) == SCHED_OK) {
         d->counters.dead_lettered++;
-        log_write(LOG_WARN, "an item of model %s reached the delivery limit: sent to %s", m->name,
-                  subject);
+        if (expired) {
+            d->counters.expired++;
+            m->expired++;
+        } else {
+            log_write(LOG_WARN, "an item of model %s reached the delivery limit: sent to %s",
+                      m->name, subject);
+        }
     }
     return 1;
+}
+
+void dispatch_expire(struct daemon *d)
+{
+    uint64_t now = daemon_now(d);
+    uint32_t done = 0;
+    for (size_t i = 0; i < d->models.n && done < DISPATCH_EXPIRE_BUDGET; i++) {
+        model_t *m = d->models.all[i];
+        if (m->items == 0 || now < m->age_ns || !models_serving(d, m))
+            continue;
+        uint64_t before = m->expired;
+        sched_batch_t b;
+        while (done < DISPATCH_EXPIRE_BUDGET &&
+               sched_fill_expired(d->sched, m->core, now - m->age_ns, &b) == SCHED_OK &&
+               dispatch_dead_letter(d, m, &b, 1))
+            done++;
+        if (m->expired != before) /* one line per model and tick, not per item */
+            log_write(LOG_WARN,
+                      "%" PRIu64 " items of model %s expired (queued longer than %" PRIu64
+                      " ms): sent to %s.dead.%s",
+                      m->expired - before, m->name, m->age_ns / 1000000, d->cfg.prefix, m->name);
+    }
 }
 
 /* One batch for the consumer's oldest pull; 1 if anything moved. */
@@ -134,7 +174,7 @@ again:;
         return 0;
     }
     if (b.dead_letter)
-        return dispatch_dead_letter(d, m, &b);
+        return dispatch_dead_letter(d, m, &b, 0);
     uint8_t *buf = NULL;
     size_t len = 0;
     if (dispatch_encode(&b, CODEC_BATCH_OK, "", 1, &buf, &len) != 0) {
@@ -159,7 +199,7 @@ again:;
     size_t n = b.n;
     /* the metrics before the commit, while the batch's views are valid (a failed commit is
      * logged below) */
-    metrics_batch(d, m, &b, consumers_shape_note(c, b.signature), 0);
+    metrics_batch(d, m, &b, consumers_shape_note(c, b.signature), METRICS_DELIVERY);
     if ((st = sched_commit(d->sched, &b)) != SCHED_OK) {
         log_write(LOG_ERROR, "committing batch %" PRIu64 " failed: %s", batch_id,
                   sched_status_str(st));

@@ -43,8 +43,8 @@ sched_status_t inflight_settle(struct daemon *d, model_t *m, uint64_t batch_id, 
     if (how == INFLIGHT_COMPLETE) {
         st = sched_complete(d->sched, batch_id, pos, n, &done);
         if (m != NULL) { /* invariant 1; also what completed before a store failure */
-            models_completed(m, done.positions, done.bytes);
-            metrics_completed(d->metrics, m, done.items, done.tokens);
+            models_completed(d, m, done.positions, done.bytes);
+            metrics_completed(d, m, &done);
         }
     } else {
         st = sched_return(d->sched, batch_id, pos, n, &done);

@@ -4,10 +4,13 @@
  *
  * Invariants:
  *   1. Every item gets exactly one result, in the order of the Submit: its validation reason
- *      (codec_item_check, permanent), not_owner (with leases, a model this instance does not
- *      hold now), DUPLICATE, a refusal from the daemon's state (too_many_models,
- *      too_many_shapes, queue_full), a store refusal (store_full, store_error), or ACCEPTED.
- *      One bad item never affects the others.
+ *      (codec_item_check, permanent), model_not_allowed (--allow-models), not_owner (with
+ *      leases, a model this instance does not hold now), DUPLICATE, a refusal from the
+ *      daemon's state (input_too_long, too_many_models, too_many_shapes, queue_full), a store
+ *      refusal (store_full, store_error), or ACCEPTED. One bad item never affects the others.
+ *   7. An item longer than the max_input_tokens of every live consumer of its model is
+ *      input_too_long, not accepted: no worker registered now can run it (a model with no
+ *      consumer accepts any length: its workers are not known yet).
  *   2. An item is ACCEPTED only after sched_submit stored it; its id enters the dedupe window
  *      then and not before, so a refused item can be retried with the same id.
  *   3. The SubmitReply is deferred to the turn's flush (replies.c): ACCEPTED is never said of
@@ -59,8 +62,9 @@ static void intake_error_note(struct daemon *d, const ev_t *ev, const codec_subm
     }
 }
 
-/* The model's limits on what it holds (invariant 1): a new model past --limit-models, a new
- * shape past --limit-shapes or --limit-new-shapes of this message (*new_shapes counts them), a
+/* The model's limits on what it holds (invariant 1): a new model past --limit-models (a model
+ * holding no items and with no live consumer, while those holding items without one fill it), a
+ * new shape past --limit-shapes or --limit-new-shapes of this message (*new_shapes counts them), a
  * full queue. m is the record of the model `name` (NULL: none yet). CODEC_OK when the item may be
  * stored. */
 static codec_status_t intake_room(const struct daemon *d, const char *name, const model_t *m,
@@ -68,9 +72,9 @@ static codec_status_t intake_room(const struct daemon *d, const char *name, cons
 {
     /* a model without a record may still hold shapes (its items gone, its lanes draining) */
     const sched_model_t *core = m != NULL ? m->core : sched_model_find(d->sched, name);
+    if (models_admit(d, m) != CODEC_OK)
+        return CODEC_ETOO_MANY_MODELS; /* models.c invariant 5 */
     if (sched_lanes_view(d->sched, core, shape) == NULL) {
-        if (!sched_model_in_use(core) && sched_model_count(d->sched) >= d->cfg.limits.models)
-            return CODEC_ETOO_MANY_MODELS; /* a model a consumer registered for is not new */
         if ((core != NULL && sched_shape_count(d->sched, core) >= d->cfg.limits.shapes_per_model) ||
             *new_shapes >= d->cfg.limits.new_shapes ||
             sched_shape_count(d->sched, NULL) >= d->cfg.limits.shapes)
@@ -91,6 +95,13 @@ static void intake_item(struct daemon *d, const ev_t *ev, model_t **m, const cod
         r->status = CODEC_ITEM_DUPLICATE;
         r->reason = codec_status_reason(CODEC_DUPLICATE); /* invariant 5: no text */
         d->counters.duplicates++;
+        return;
+    }
+    if (*m != NULL && (*m)->consumers != 0 && it->tokens > (*m)->input_max) { /* invariant 7 */
+        r->status = CODEC_ITEM_REJECTED;
+        r->reason = codec_status_reason(CODEC_EINPUT_TOO_LONG);
+        r->error = codec_status_str(CODEC_EINPUT_TOO_LONG);
+        d->counters.rejected[CODEC_EINPUT_TOO_LONG]++;
         return;
     }
     size_t flen = 0;
@@ -115,7 +126,7 @@ static void intake_item(struct daemon *d, const ev_t *ev, model_t **m, const cod
     }
     r->status = CODEC_ITEM_ACCEPTED;
     metrics_received(d->metrics, *m, 1, it->tokens);
-    models_stored(*m, it->id.len + flen);
+    models_stored(d, *m, it->id.len + flen);
     if (dedupe_add(&d->dedupe, it->id.ptr, it->id.len, now) != DAEMON_OK)
         log_write(LOG_WARN, "dedupe window full: out of memory");
 }
@@ -173,13 +184,17 @@ void intake_submit(struct daemon *d, const ev_t *ev, replies_t *deferred)
     uint64_t now = daemon_now(d);
     model_t *m = models_find(d, ev->token); /* the one lookup of the message's model */
     int served = models_serving(d, m);      /* a lease lost or lapsed: refuse (fencing) */
+    int allowed = models_allowed(d, ev->token);
     uint32_t new_shapes = 0;
     for (size_t i = 0; i < sub->n_items; i++) {
         const codec_work_item_t *it = &sub->items[i];
         codec_item_result_t *r = &results[i];
         *r = (codec_item_result_t){.id = it->id, .reason = "ok", .error = ""};
         stats_waiting_answer(d, 0); /* between two items the state is whole (invariant 6) */
-        codec_status_t why = it->status == CODEC_OK && !served ? CODEC_ENOT_OWNER : it->status;
+        codec_status_t why = it->status != CODEC_OK ? it->status
+                             : !allowed             ? CODEC_EMODEL_NOT_ALLOWED
+                             : !served              ? CODEC_ENOT_OWNER
+                                                    : CODEC_OK;
         if (why == CODEC_OK) {
             intake_item(d, ev, &m, it, now, &new_shapes, r);
             continue;

@@ -36,6 +36,8 @@ void limits_resolve(daemon_limits_t *l)
     DAEMON_LIMIT_FILL(l->queue_items, DAEMON_LIMIT_QUEUE_ITEMS);
     DAEMON_LIMIT_FILL(l->queue_bytes, DAEMON_LIMIT_QUEUE_BYTES);
     DAEMON_LIMIT_FILL(l->dedupe_ids, DAEMON_LIMIT_DEDUPE_IDS);
+    DAEMON_LIMIT_FILL(l->queue_age_ms, DAEMON_LIMIT_QUEUE_AGE_MS);
+    DAEMON_LIMIT_FILL(l->pull_expires_ms, DAEMON_LIMIT_PULL_EXPIRES_MS);
 }
 
 codec_caps_t limits_caps(const daemon_limits_t *l)

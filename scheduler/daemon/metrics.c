@@ -16,7 +16,14 @@
  *   3. Label values are valid UTF-8 with \, " and newline escaped, whatever bytes a model holds.
  *   4. Histogram buckets are cumulative and the +Inf bucket equals _count.
  *   5. Queue wait is observed once per item, at its first dispatch (deliveries 0): a redelivery
- *      is not a new wait. Items recovered at start are observed from the daemon's start.
+ *      is not a new wait. Items recovered at start are observed from the daemon's start, for
+ *      the queue wait and the submit-to-ack time alike.
+ *   6. A batch's GPU busy time and service time are counted once, at its first completion (the
+ *      core's one sample of it: the time from its commit, or from its worker's previous
+ *      completion when that is later, to the ack); submit-to-ack once per item acked.
+ *   7. The process_* series follow the Prometheus client libraries' names and units, read
+ *      from /proc at each scrape; the lanesched_nats_* series come from the transport's
+ *      state (daemon_nats_state_set) and are absent without it.
  *
  * Rejected: a metrics library (none in Debian for C that fits the owner model), and reading the
  * state from the HTTP thread under a lock (every hot path would pay for the scrape).
@@ -25,7 +32,12 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/utf8.h"
 #include "common/version.h"
+
+#include <dirent.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -79,6 +91,8 @@ static void metrics_series_init(metrics_series_t *s, const char *label)
     metrics_hist_init(&s->wait, metrics_wait_le, METRICS_LEN(metrics_wait_le));
     metrics_hist_init(&s->created_wait, metrics_wait_le, METRICS_LEN(metrics_wait_le));
     metrics_hist_init(&s->batch_items, metrics_size_le, METRICS_LEN(metrics_size_le));
+    metrics_hist_init(&s->submit_to_ack, metrics_wait_le, METRICS_LEN(metrics_wait_le));
+    metrics_hist_init(&s->service, metrics_wait_le, METRICS_LEN(metrics_wait_le));
 }
 
 daemon_status_t metrics_create(metrics_t **out)
@@ -130,17 +144,36 @@ void metrics_received(metrics_t *mt, model_t *m, uint64_t items, uint64_t tokens
     mm->tokens_received += tokens;
 }
 
-void metrics_completed(metrics_t *mt, model_t *m, uint64_t items, uint64_t tokens)
+void metrics_completed(struct daemon *d, model_t *m, const sched_settled_t *done)
 {
-    metrics_series_t *mm = metrics_series(mt, m);
-    mm->items_completed += items;
-    mm->tokens_completed += tokens;
+    metrics_series_t *mm = metrics_series(d->metrics, m);
+    mm->items_completed += done->items;
+    mm->tokens_completed += done->tokens;
+    if (!done->held) /* a dead letter: nobody's ack */
+        return;
+    if (done->service_ns != 0) { /* the batch's first completion (invariant 6) */
+        mm->gpu_busy_ns += done->service_ns;
+        metrics_hist_add(&mm->service, (double)done->service_ns / 1e9);
+    }
+    uint64_t now = daemon_now(d);
+    for (size_t i = 0; done->arrivals_view != NULL && i < done->items; i++) {
+        uint64_t a = done->arrivals_view[i] > d->started_ns ? done->arrivals_view[i]
+                                                            : d->started_ns; /* invariant 5 */
+        if (now >= a)
+            metrics_hist_add(&mm->submit_to_ack, (double)(now - a) / 1e9);
+    }
 }
 
-void metrics_batch(struct daemon *d, model_t *m, const sched_batch_t *b, int hit, int dead_letter)
+void metrics_batch(struct daemon *d, model_t *m, const sched_batch_t *b, int hit,
+                   metrics_batch_kind_t kind)
 {
     metrics_series_t *mm = metrics_series(d->metrics, m);
     uint64_t now = daemon_now(d), wall = clock_wall_ns();
+    if (kind == METRICS_EXPIRED) { /* never dispatched: no route, no wait */
+        mm->dead_lettered += b->n;
+        mm->expired += b->n;
+        return;
+    }
     mm->items_routed += b->n;
     mm->tokens_routed += b->real_tokens;
     for (size_t i = 0; i < b->n; i++) {
@@ -156,7 +189,7 @@ void metrics_batch(struct daemon *d, model_t *m, const sched_batch_t *b, int hit
         if (created != 0 && wall >= created) /* a producer's clock ahead of ours: not a wait */
             metrics_hist_add(&mm->created_wait, (double)(wall - created) / 1e9);
     }
-    if (dead_letter) {
+    if (kind == METRICS_DEAD_LETTER) {
         mm->dead_lettered += b->n;
         return;
     }
@@ -209,39 +242,11 @@ static void metrics_printf(metrics_buf_t *b, const char *fmt, ...)
     }
 }
 
-/* A label value (invariant 3) into out, which holds at least 6 * strlen(s) + 1 bytes. */
+/* A label value (invariant 3) into out, which holds UTF8_ESCAPED_MAX(strlen(s)) bytes. */
 static void metrics_label(const char *s, char *out)
 {
-    char *w = out;
-    for (const unsigned char *p = (const unsigned char *)s; *p != '\0';) {
-        size_t n = *p < 0x80                  ? 1
-                   : *p >= 0xc2 && *p <= 0xdf ? 2
-                   : *p >= 0xe0 && *p <= 0xef ? 3
-                   : *p >= 0xf0 && *p <= 0xf4 ? 4
-                                              : 0;
-        for (size_t i = 1; i < n; i++)
-            n = (p[i] & 0xc0) == 0x80 ? n : 0;
-        if (n == 3 && ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0)))
-            n = 0;
-        if (n == 4 && ((p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] >= 0x90)))
-            n = 0;
-        if (n == 0) {
-            memcpy(w, "\xef\xbf\xbd", 3);
-            w += 3;
-            p++;
-            continue;
-        }
-        if (*p == '\\' || *p == '"' || *p == '\n') {
-            *w++ = '\\';
-            *w++ = *p == '\n' ? 'n' : (char)*p;
-            p++;
-            continue;
-        }
-        memcpy(w, p, n);
-        w += n;
-        p += n;
-    }
-    *w = '\0';
+    size_t n = strlen(s);
+    utf8_escape(s, n, UTF8_PROM, out, UTF8_ESCAPED_MAX(n));
 }
 
 static void metrics_family(metrics_buf_t *b, const char *name, const char *type, const char *help)
@@ -257,6 +262,17 @@ static void metrics_per_model(metrics_buf_t *b, const metrics_t *m, char **label
     for (size_t i = 0; i < m->n_series; i++)
         metrics_printf(b, "%s{model=\"%s\"} %" PRIu64 "\n", name, labels[i],
                        *(const uint64_t *)((const char *)m->series[i] + off));
+}
+
+/* One sample per model of a u64 field of nanoseconds, written in seconds. */
+static void metrics_per_model_seconds(metrics_buf_t *b, const metrics_t *m, char **labels,
+                                      const char *name, const char *type, const char *help,
+                                      size_t off)
+{
+    metrics_family(b, name, type, help);
+    for (size_t i = 0; i < m->n_series; i++)
+        metrics_printf(b, "%s{model=\"%s\"} %.6f\n", name, labels[i],
+                       (double)*(const uint64_t *)((const char *)m->series[i] + off) / 1e9);
 }
 
 static void metrics_hist_write(metrics_buf_t *b, const char *name, const char *labels,
@@ -328,12 +344,18 @@ static void metrics_gauges(struct daemon *d)
     for (size_t i = 0; i < mt->n_series; i++) {
         metrics_series_t *mm = mt->series[i];
         mm->queued_items = mm->queued_tokens = mm->inflight_items = mm->lanes = mm->consumers = 0;
+        mm->oldest_age_ns = 0;
     }
     sched_shapes_visit(d->sched, metrics_shape, d);
+    uint64_t now = daemon_now(d), oldest = 0;
     for (size_t i = 0; i < d->models.n; i++) {
         model_t *m = d->models.all[i];
         if (m->consumers != 0)
             metrics_series(mt, m)->consumers += m->consumers;
+        if (m->items != 0 && sched_model_oldest(d->sched, m->core, &oldest) && now > oldest) {
+            metrics_series_t *mm = metrics_series(mt, m);
+            mm->oldest_age_ns = now - oldest > mm->oldest_age_ns ? now - oldest : mm->oldest_age_ns;
+        }
     }
 }
 
@@ -359,8 +381,11 @@ static void metrics_write_models(metrics_buf_t *b, const metrics_t *m, char **l)
         {"lanesched_tokens_completed_total", "counter", "Tokens of the items completed.",
          METRICS_OFF(tokens_completed)},
         {"lanesched_items_dead_lettered_total", "counter",
-         "Items published on <prefix>.dead.<model> after --max-deliveries.",
+         "Items published on <prefix>.dead.<model>: past --max-deliveries or the age limit.",
          METRICS_OFF(dead_lettered)},
+        {"lanesched_items_expired_total", "counter",
+         "Items dead-lettered because they stayed queued longer than the model's age limit.",
+         METRICS_OFF(expired)},
         {"lanesched_batches_total", "counter", "Batches dispatched to consumers.",
          METRICS_OFF(batches)},
         {"lanesched_batch_shape_hits_total", "counter",
@@ -395,6 +420,96 @@ static void metrics_write_models(metrics_buf_t *b, const metrics_t *m, char **l)
         METRICS_OFF(created_wait));
     metrics_hist_per_model(b, m, l, "lanesched_batch_size_items", "Items per dispatched batch.",
                            METRICS_OFF(batch_items));
+    metrics_hist_per_model(b, m, l, "lanesched_submit_to_ack_seconds",
+                           "From submit accepted to the ack that completed the item, per item.",
+                           METRICS_OFF(submit_to_ack));
+    metrics_hist_per_model(
+        b, m, l, "lanesched_service_seconds",
+        "A batch's time on its worker: from its dispatch (or the worker's previous completion, "
+        "if later) to its first ack.",
+        METRICS_OFF(service));
+    metrics_per_model_seconds(b, m, l, "lanesched_gpu_busy_seconds_total", "counter",
+                              "Seconds the model's workers spent on its batches (each batch's "
+                              "service time, once).",
+                              METRICS_OFF(gpu_busy_ns));
+    metrics_per_model_seconds(b, m, l, "lanesched_oldest_queued_age_seconds", "gauge",
+                              "How long the model's oldest queued item has waited (0: none).",
+                              METRICS_OFF(oldest_age_ns));
+}
+
+/* The process_* series (invariant 7): what every Prometheus client library exports. */
+static void metrics_write_process(metrics_buf_t *b)
+{
+    char stat[1024] = "";
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (f != NULL) {
+        if (fgets(stat, sizeof(stat), f) == NULL)
+            stat[0] = '\0';
+        fclose(f);
+    }
+    /* the fields after the command, which may hold spaces: from the last ')' on */
+    const char *p = strrchr(stat, ')');
+    unsigned long long utime = 0, stime = 0, start = 0, vsize = 0;
+    long long rss = 0;
+    if (p != NULL &&
+        sscanf(p + 2,
+               "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d %*d "
+               "%llu %llu %lld",
+               &utime, &stime, &start, &vsize, &rss) != 5)
+        utime = stime = start = vsize = 0, rss = 0;
+    long ticks = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+    unsigned long long btime = 0;
+    char line[256];
+    if ((f = fopen("/proc/stat", "r")) != NULL) {
+        while (fgets(line, sizeof(line), f) != NULL && sscanf(line, "btime %llu", &btime) != 1)
+            ;
+        fclose(f);
+    }
+    size_t fds = 0;
+    DIR *dir = opendir("/proc/self/fd");
+    for (struct dirent *e; dir != NULL && (e = readdir(dir)) != NULL;)
+        fds += e->d_name[0] != '.';
+    if (dir != NULL) {
+        closedir(dir);
+        fds--; /* the directory's own descriptor */
+    }
+    struct rlimit rl = {0};
+    getrlimit(RLIMIT_NOFILE, &rl);
+    metrics_family(b, "process_cpu_seconds_total", "counter", "User and system CPU time spent.");
+    metrics_printf(b, "process_cpu_seconds_total %.2f\n",
+                   ticks > 0 ? (double)(utime + stime) / (double)ticks : 0.0);
+    metrics_family(b, "process_resident_memory_bytes", "gauge", "Resident memory size.");
+    metrics_printf(b, "process_resident_memory_bytes %lld\n", rss * (page > 0 ? page : 4096));
+    metrics_family(b, "process_virtual_memory_bytes", "gauge", "Virtual memory size.");
+    metrics_printf(b, "process_virtual_memory_bytes %llu\n", vsize);
+    metrics_family(b, "process_open_fds", "gauge", "Open file descriptors.");
+    metrics_printf(b, "process_open_fds %zu\n", fds);
+    metrics_family(b, "process_max_fds", "gauge", "The limit on open file descriptors.");
+    metrics_printf(b, "process_max_fds %llu\n", (unsigned long long)rl.rlim_cur);
+    metrics_family(b, "process_start_time_seconds", "gauge",
+                   "Start time of the process since the Unix epoch.");
+    metrics_printf(b, "process_start_time_seconds %.2f\n",
+                   (double)btime + (ticks > 0 ? (double)start / (double)ticks : 0.0));
+}
+
+/* The lanesched_nats_* series (invariant 7). */
+static void metrics_write_nats(metrics_buf_t *b, struct daemon *d)
+{
+    if (d->nats_state == NULL)
+        return;
+    daemon_nats_state_t ns = {0};
+    d->nats_state(d->nats_state_ctx, &ns);
+    metrics_family(b, "lanesched_nats_connected", "gauge",
+                   "1 while the daemon's NATS connection is up, 0 while it reconnects.");
+    metrics_printf(b, "lanesched_nats_connected %d\n", ns.connected ? 1 : 0);
+    metrics_family(b, "lanesched_nats_reconnects_total", "counter",
+                   "Reconnects of the daemon's NATS connection (each logs its outage).");
+    metrics_printf(b, "lanesched_nats_reconnects_total %" PRIu64 "\n", ns.reconnects);
+    metrics_family(b, "lanesched_nats_disconnected_seconds_total", "counter",
+                   "Time the daemon spent without its NATS connection, the current outage "
+                   "included.");
+    metrics_printf(b, "lanesched_nats_disconnected_seconds_total %.3f\n",
+                   (double)ns.outage_ns / 1e9);
 }
 
 static void metrics_write_daemon(metrics_buf_t *b, struct daemon *d)
@@ -427,6 +542,9 @@ static void metrics_write_daemon(metrics_buf_t *b, struct daemon *d)
          offsetof(daemon_counters_t, batches_expired_ack_deadline)},
         {"lanesched_consumers_declared_dead_total", "Consumers declared dead by silence.",
          offsetof(daemon_counters_t, consumers_declared_dead)},
+        {"lanesched_unknown_consumer_total",
+         "Consumer messages naming no live consumer (an unknown or dead secret, a public id).",
+         offsetof(daemon_counters_t, unknown_consumer)},
     };
     for (size_t i = 0; i < METRICS_LEN(totals); i++) {
         metrics_family(b, totals[i].name, "counter", totals[i].help);
@@ -453,7 +571,7 @@ char *metrics_text(struct daemon *d, size_t *out_len)
     char **labels = calloc(m->n_series + 1, sizeof(*labels));
     b.oom = b.p == NULL || labels == NULL;
     for (size_t i = 0; !b.oom && i < m->n_series; i++) {
-        labels[i] = malloc(6 * strlen(m->series[i]->label) + 1);
+        labels[i] = malloc(UTF8_ESCAPED_MAX(strlen(m->series[i]->label)));
         if (labels[i] == NULL)
             b.oom = 1;
         else
@@ -461,6 +579,8 @@ char *metrics_text(struct daemon *d, size_t *out_len)
     }
     if (!b.oom) {
         metrics_write_daemon(&b, d);
+        metrics_write_nats(&b, d);
+        metrics_write_process(&b);
         metrics_write_models(&b, m, labels);
     }
     for (size_t i = 0; labels != NULL && i < m->n_series; i++)

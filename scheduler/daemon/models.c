@@ -23,6 +23,15 @@
  *      register (silent for a model not served, so the owner answers), dispatch (no batch of a
  *      model not served). Losing a lease keeps the model's consumers and their batches in
  *      flight: their acks still complete items of this instance's store; only new work stops.
+ *   5. --limit-models bounds the models that hold items with no live consumer ("strangers",
+ *      counted in d->models.strangers at every change of items or consumers): those are what
+ *      a client can make without any worker's say. A model with a live consumer is never new
+ *      (its Submits are never too_many_models), and a Register is never refused for the table
+ *      (--limit-consumers bounds those models). A stranger stops being one when its items are
+ *      completed or expire past its age limit (dispatch_expire), so no client holds a slot for
+ *      longer than the age limit.
+ *   6. input_max is the longest Register.max_input_tokens among the model's live consumers
+ *      (UINT32_MAX when one of them declared none), recomputed at each register and end.
  *
  * Rejected: four registries keyed three ways (the queue totals and the series under XXH64, the
  * core's linear scan, the --models list's scan), looked up about seven times per item; counting
@@ -57,6 +66,27 @@ model_t *models_find(const struct daemon *d, const char *name)
     return NULL;
 }
 
+/* Its queue age limit: its queue_age_models entry, else limits.queue_age_ms. */
+static uint64_t models_age_ns(const struct daemon *d, const char *name)
+{
+    uint64_t ms = d->cfg.limits.queue_age_ms;
+    size_t n = strlen(name);
+    for (const char *p = d->cfg.queue_age_models; p != NULL && *p != '\0';) {
+        const char *end = strchr(p, ','), *eq = strchr(p, '=');
+        if (end == NULL)
+            end = p + strlen(p);
+        if (eq != NULL && eq < end && (size_t)(eq - p) == n && strncmp(p, name, n) == 0)
+            ms = strtoull(eq + 1, NULL, 10);
+        p = *end == ',' ? end + 1 : end;
+    }
+    return ms * 1000000ull;
+}
+
+static int models_stranger(const model_t *m)
+{
+    return m->items != 0 && m->consumers == 0;
+}
+
 static void models_free(struct daemon *d, model_t *m)
 {
     sched_model_close(d->sched, m->core);
@@ -80,6 +110,7 @@ model_t *models_get(struct daemon *d, const char *name)
     }
     if (map_reserve(&t->by_name, 1) != MAP_OK || (m = calloc(1, sizeof(*m))) == NULL)
         return NULL;
+    m->age_ns = models_age_ns(d, name);
     if ((m->name = strdup(name)) == NULL ||
         sched_model_open(d->sched, name, &m->core) != SCHED_OK) {
         free(m->name);
@@ -175,16 +206,60 @@ codec_status_t models_room(const struct daemon *d, const model_t *m, uint64_t by
     return CODEC_OK;
 }
 
-void models_stored(model_t *m, uint64_t bytes)
+void models_stored(struct daemon *d, model_t *m, uint64_t bytes)
 {
+    int was = models_stranger(m);
     m->items++;
     m->bytes += bytes;
+    d->models.strangers += (size_t)models_stranger(m) - (size_t)was; /* invariant 5 */
 }
 
-void models_completed(model_t *m, uint64_t items, uint64_t bytes)
+void models_completed(struct daemon *d, model_t *m, uint64_t items, uint64_t bytes)
 {
+    int was = models_stranger(m);
     m->items -= items <= m->items ? items : m->items;
     m->bytes -= bytes <= m->bytes ? bytes : m->bytes;
+    d->models.strangers += (size_t)models_stranger(m) - (size_t)was;
+}
+
+void models_consumer_note(struct daemon *d, model_t *m, int delta)
+{
+    int was = models_stranger(m);
+    m->consumers = delta > 0 ? m->consumers + 1 : m->consumers != 0 ? m->consumers - 1 : 0;
+    d->models.strangers += (size_t)models_stranger(m) - (size_t)was;
+    m->input_max = 0; /* invariant 6 */
+    for (size_t i = 0; i < consumers_count(d->consumers); i++) {
+        consumer_t *c = consumers_at(d->consumers, i);
+        if (consumers_dead(c) || consumers_model_rec(c) != m)
+            continue;
+        uint32_t in = consumers_contract(c)->max_input_tokens;
+        in = in != 0 ? in : UINT32_MAX;
+        m->input_max = in > m->input_max ? in : m->input_max;
+    }
+}
+
+int models_allowed(const struct daemon *d, const char *name)
+{
+    const char *p = d->cfg.allow_models;
+    if (p == NULL)
+        return 1;
+    size_t n = strlen(name);
+    while (*p != '\0') {
+        const char *end = strchr(p, ',');
+        size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+        if (len != 0 && p[len - 1] == '*' ? n >= len - 1 && strncmp(p, name, len - 1) == 0
+                                          : len == n && strncmp(p, name, n) == 0)
+            return 1;
+        p += len + (end != NULL);
+    }
+    return 0;
+}
+
+codec_status_t models_admit(const struct daemon *d, const model_t *m)
+{
+    if (m != NULL && (m->items != 0 || m->consumers != 0))
+        return CODEC_OK; /* invariant 5: not new */
+    return d->models.strangers >= d->cfg.limits.models ? CODEC_ETOO_MANY_MODELS : CODEC_OK;
 }
 
 int models_serving(const struct daemon *d, const model_t *m)

@@ -11,6 +11,13 @@
  *      first); Registered and Batch status messages change nothing durable and go at once.
  *   4. With --models, ids this instance never issued get no answer at all: the instance that
  *      issued them answers.
+ *   6. A consumer is found by the secret its subjects carry (consumers.c invariant 1), never
+ *      by its public id: Registered names the subjects with the secret, on the registering
+ *      client's reply subject only; every log line, stats and metrics show the public id.
+ *   7. Every error a reply carries is "code_word: text for people".
+ *   8. A pull waits at most --limit-pull-expires-ms and asks for at most
+ *      REQUESTS_PULL_CREDITS_MAX batches: longer or larger ones are cut to those, not refused
+ *      (the consumer pulls again, as after any expiry).
  *   5. Every count a consumer controls is capped (limits.c): its name and contract at
  *      register, consumers registered, open pulls per consumer, positions per ack, ids per
  *      heartbeat; past a cap the message changes nothing and gets the cap's own word. (A pull's
@@ -30,6 +37,10 @@
 #include <string.h>
 
 #define REQUESTS_PULL_EXPIRES_DEFAULT_MS 30000u
+/* Batches one pull may ask for (invariant 8): below the 100,000 answers the daemon's NATS
+ * permission allows per request (allow_responses, docs/security.md), and far above what a
+ * consumer holds at once (--limit-inflight). */
+#define REQUESTS_PULL_CREDITS_MAX 65536u
 
 /* With --models, another instance may own this consumer id: stay silent about ids never seen. */
 static int requests_not_mine(struct daemon *d, const char *id)
@@ -74,9 +85,8 @@ void requests_register(struct daemon *d, const ev_t *ev)
         if (cst == CODEC_OK && consumers_count(d->consumers) >= d->cfg.limits.consumers &&
             !consumers_forget_dead(d->consumers))
             cst = CODEC_ETOO_MANY_CONSUMERS; /* every one of them alive */
-        if (cst == CODEC_OK && !sched_model_in_use(sched_model_find(d->sched, reg->model)) &&
-            sched_model_count(d->sched) >= d->cfg.limits.models)
-            cst = CODEC_ETOO_MANY_MODELS; /* a consumer makes its model in use, as a submit does */
+        if (cst == CODEC_OK && !models_allowed(d, reg->model))
+            cst = CODEC_EMODEL_NOT_ALLOWED; /* never too_many_models: models.c invariant 5 */
         if (cst != CODEC_OK)
             d->counters.rejected[cst]++;
     }
@@ -95,11 +105,11 @@ void requests_register(struct daemon *d, const ev_t *ev)
         } else {
             consumers_worker_set(c, w);
             consumers_model_set(c, m);
-            m->consumers++;
-            const char *p = d->cfg.prefix, *id = consumers_id(c);
+            models_consumer_note(d, m, +1);
+            const char *p = d->cfg.prefix, *id = consumers_id(c), *secret = consumers_secret(c);
             static const char *const verbs[4] = {"pull", "ack", "hb", "bye"};
-            for (int i = 0; i < 4; i++)
-                snprintf(subjects[i], sizeof(subjects[i]), "%s.%s.%s", p, verbs[i], id);
+            for (int i = 0; i < 4; i++) /* invariant 6 */
+                snprintf(subjects[i], sizeof(subjects[i]), "%s.%s.%s", p, verbs[i], secret);
             out = (codec_registered_t){
                 id,          subjects[0],         subjects[1],          subjects[2],
                 subjects[3], d->cfg.heartbeat_ms, d->cfg.dead_after_ms, d->cfg.ack_wait_ms,
@@ -162,8 +172,10 @@ void requests_pull(struct daemon *d, const ev_t *ev)
     uint32_t credits = p->max_batches ? p->max_batches : 1;
     uint32_t wait = p->expires_ms ? p->expires_ms : REQUESTS_PULL_EXPIRES_DEFAULT_MS;
     codec_pull_destroy(p);
+    credits = credits < REQUESTS_PULL_CREDITS_MAX ? credits : REQUESTS_PULL_CREDITS_MAX;
+    wait = wait < d->cfg.limits.pull_expires_ms ? wait : d->cfg.limits.pull_expires_ms;
     if (consumers_pull_add(c, ev->reply, credits, daemon_now(d) + daemon_ms_ns(wait)) != DAEMON_OK)
-        requests_pull_error(d, ev, "no_memory");
+        requests_pull_error(d, ev, "no_memory: the daemon is out of memory");
 }
 
 /* Completes and returns the positions an ack names; the positions were checked. */
@@ -275,7 +287,10 @@ void requests_bye(struct daemon *d, const ev_t *ev, replies_t *deferred)
         consumers_kill(c);
         log_write(LOG_INFO, "consumer %s (%s) left", consumers_id(c), consumers_name(c));
     }
-    codec_ack_reply_t out = {.error = c ? "" : "unknown_consumer"};
+    codec_ack_reply_t out = {
+        .error = c != NULL ? ""
+                           : "unknown_consumer: this consumer id is unknown or was declared dead; "
+                             "register again"};
     requests_defer_ack_reply(deferred, ev, &out);
 }
 
@@ -295,9 +310,9 @@ void requests_consumer_end(struct daemon *d, consumer_t *c)
     sched_worker_destroy(d->sched, consumers_worker(c));
     consumers_worker_set(c, NULL);
     model_t *m = consumers_model_rec(c);
-    if (m != NULL)
-        m->consumers--;
     consumers_model_set(c, NULL);
+    if (m != NULL)
+        models_consumer_note(d, m, -1); /* after: c no longer counts in its input_max */
 }
 
 void requests_disconnected(struct daemon *d)

@@ -33,6 +33,7 @@
  */
 #include "scheduler/daemon/daemon_int.h"
 
+#include "common/utf8.h"
 #include "common/version.h"
 
 #include <inttypes.h>
@@ -54,58 +55,16 @@
 #define STATS_PAGE_MAX        256u
 #define STATS_PAGE_SHAPES_MAX 1024u
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), or 0 when it is not one. */
-static size_t stats_utf8_len(const unsigned char *s, size_t n)
-{
-    size_t len = s[0] < 0x80                    ? 1
-                 : s[0] >= 0xc2 && s[0] <= 0xdf ? 2
-                 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
-                 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4
-                                                : 0;
-    if (len == 0 || len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-    }
-    uint32_t cp = len == 1   ? s[0]
-                  : len == 2 ? (uint32_t)(s[0] & 0x1f) << 6 | (s[1] & 0x3f)
-                  : len == 3
-                      ? (uint32_t)(s[0] & 0x0f) << 12 | (uint32_t)(s[1] & 0x3f) << 6 | (s[2] & 0x3f)
-                      : (uint32_t)(s[0] & 0x07) << 18 | (uint32_t)(s[1] & 0x3f) << 12 |
-                            (uint32_t)(s[2] & 0x3f) << 6 | (s[3] & 0x3f);
-    int overlong = (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
-    if (overlong || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-        return 0;
-    return len;
-}
-
 /* A JSON string of s (borrowed); invalid UTF-8 bytes become U+FFFD (invariant 2). */
 static json_t *stats_str(const char *s)
 {
     size_t n = strlen(s);
-    const unsigned char *u = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < n && stats_utf8_len(u + i, n - i) != 0)
-        i += stats_utf8_len(u + i, n - i);
-    if (i == n)
+    if (utf8_valid(s, n))
         return json_stringn(s, n);
-    char *clean = malloc(n * 3 + 1); /* each bad byte grows to 3 */
+    char *clean = malloc(UTF8_ESCAPED_MAX(n));
     if (clean == NULL)
         return NULL;
-    size_t w = 0;
-    for (i = 0; i < n;) {
-        size_t len = stats_utf8_len(u + i, n - i);
-        if (len == 0) {
-            memcpy(clean + w, "\xef\xbf\xbd", 3);
-            w += 3;
-            i++;
-        } else {
-            memcpy(clean + w, s + i, len);
-            w += len;
-            i += len;
-        }
-    }
+    size_t w = utf8_escape(s, n, UTF8_REPLACE, clean, UTF8_ESCAPED_MAX(n));
     json_t *j = json_stringn(clean, w);
     free(clean);
     return j;
@@ -135,7 +94,7 @@ static json_t *stats_counters(struct daemon *d)
     }
     return json_pack(
         "{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,"
-        "s:o,s:o,s:o,s:o,s:o,s:o}",
+        "s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
         "items_received", stats_u64(k->items_received), "tokens_received",
         stats_u64(k->tokens_received), "items_routed", stats_u64(k->items_routed), "tokens_routed",
         stats_u64(k->tokens_routed), "items_completed", stats_u64(k->items_completed),
@@ -146,7 +105,8 @@ static json_t *stats_counters(struct daemon *d)
         "shape_switches", stats_u64(k->shape_switches), "starvation_preemptions",
         stats_u64(k->starvation_preemptions), "padded_tokens", stats_u64(k->padded_tokens),
         "real_tokens", stats_u64(k->real_tokens), "dead_lettered", stats_u64(dc->dead_lettered),
-        "pending_items", stats_u64(store_pending_count(d->store)), "unknown_consumer",
+        "expired", stats_u64(dc->expired), "pending_items",
+        stats_u64(store_pending_count(d->store)), "unknown_consumer",
         stats_u64(dc->unknown_consumer), "unknown_batch", stats_u64(dc->unknown_batch),
         "batches_expired_ack_deadline", stats_u64(dc->batches_expired_ack_deadline),
         "consumers_declared_dead", stats_u64(dc->consumers_declared_dead), "publish_failures",

@@ -77,6 +77,7 @@ static void turn_timers(struct daemon *d)
     models_serving_tick(d);
     if (now >= d->next_tick_ns) {
         inflight_orphans_retry(d);
+        dispatch_expire(d);
         models_tick(d);
         sched_tick(d->sched);
         d->next_tick_ns = now + LANES_TICK_NS;

@@ -15,7 +15,10 @@
  *      return of 0 means the connection took the message (the commit rule hangs on it).
  *   4. At start, a server that does not answer yet is waited for (compose and Kubernetes start
  *      NATS and lanesched together): tries FRONT_RETRY_FIRST_MS apart, doubling to
- *      FRONT_RETRY_MAX_MS, one log line each, until --connect-wait-ms or a stop signal. Any
+ *      FRONT_RETRY_MAX_MS, one log line each, until --connect-wait-ms or a stop signal. The
+ *      budget is wall time from the first try: each try's own connect timeout and each pause
+ *      are cut to what is left of it, so the start gives up within a few milliseconds of the
+ *      budget whether the server refuses, is not there, or accepts and never answers. Any
  *      other failure (bad credentials, TLS) ends the start at once.
  *   5. $SRV.<verb>, $SRV.<verb>.lanesched and $SRV.<verb>.lanesched.<id> are subscribed with no
  *      queue group, so every instance answers a service client's request-many.
@@ -36,6 +39,10 @@
  *      looked up before), or after the connection closed. nats.c 3.4's read loop looks a
  *      message's subscription up and locks it after, so one destroyed in between is used after
  *      it was freed (nats.c issue #637, fixed in 3.6). Until then it waits in f->retired.
+ *  10. The connection's state is known without asking nats.c from another thread: an atomic
+ *      flag set by the connect and the reconnected callback, cleared by the disconnected one,
+ *      with the reconnects and the time spent disconnected; each reconnect logs "NATS
+ *      reconnected after N ms" (the outage as the daemon saw it).
  *
  * Rejected: nats.c's micro-service module (not in nats.c 3.4), and queue-group subscriptions
  * (one daemon instance owns each model's scheduling state; several instances split models
@@ -69,6 +76,9 @@
  * caught within a fraction of a second, and a long outage costs one log line per 5 s. */
 #define FRONT_RETRY_FIRST_MS 250u
 #define FRONT_RETRY_MAX_MS   5000u
+/* One try's connect timeout (nats.c's own default), cut to what is left of --connect-wait-ms
+ * (invariant 4). */
+#define FRONT_CONNECT_TIMEOUT_MS 2000u
 /* How long front_destroy waits for message callbacks still running (each one only queues). */
 #define FRONT_CLOSE_WAIT_MS 5000
 /* nats.c's global delivery pool (invariant 7): one thread keeps every subject's messages in
@@ -109,7 +119,19 @@ struct front {
     int stopping; /* under submits_lock: front_unsubscribe ran, nothing is subscribed again */
     natsSubscription **retired; /* under submits_lock: unsubscribed, not yet safe to destroy */
     size_t n_retired;
+    /* invariant 10 */
+    atomic_int connected;
+    atomic_uint_fast64_t reconnects;
+    atomic_uint_fast64_t outage_ns;     /* time disconnected, summed over the reconnects */
+    atomic_uint_fast64_t down_since_ns; /* when the current outage began, 0 while connected */
 };
+
+static uint64_t front_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static void front_on_msg(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
 {
@@ -149,15 +171,35 @@ static void front_on_disconnected(natsConnection *nc, void *closure)
 {
     (void)nc;
     front_t *f = closure;
+    atomic_store(&f->connected, 0); /* invariant 10 */
+    uint_fast64_t zero = 0;
+    atomic_compare_exchange_strong(&f->down_since_ns, &zero, front_now_ns());
     if (daemon_post(f->d, EV_DISCONNECTED, NULL, NULL, NULL, 0) != 0)
         log_write(LOG_ERROR, "out of memory: the disconnect could not reach the owner");
 }
 
 static void front_on_reconnected(natsConnection *nc, void *closure)
 {
-    (void)nc;
-    (void)closure;
-    log_write(LOG_INFO, "NATS connection restored");
+    front_t *f = closure;
+    uint64_t since = atomic_exchange(&f->down_since_ns, 0);
+    uint64_t outage = since != 0 ? front_now_ns() - since : 0;
+    atomic_fetch_add(&f->outage_ns, outage);
+    atomic_fetch_add(&f->reconnects, 1);
+    atomic_store(&f->connected, 1);
+    char url[256] = "";
+    natsConnection_GetConnectedUrl(nc, url, sizeof(url));
+    log_write(LOG_INFO, "NATS reconnected after %llu ms (to %s)",
+              (unsigned long long)(outage / 1000000), url);
+}
+
+void front_nats_state(front_t *f, front_nats_state_t *out)
+{
+    uint64_t since = atomic_load(&f->down_since_ns);
+    *out = (front_nats_state_t){
+        .connected = atomic_load(&f->connected),
+        .reconnects = atomic_load(&f->reconnects),
+        .outage_ns = atomic_load(&f->outage_ns) + (since != 0 ? front_now_ns() - since : 0),
+    };
 }
 
 static void front_on_error(natsConnection *nc, natsSubscription *sub, natsStatus err, void *closure)
@@ -218,33 +260,48 @@ static daemon_status_t front_subscribe(front_t *f, const char *subject, ev_kind_
 }
 
 /* Connects, waiting for a server that does not answer yet (invariant 4). */
-static natsStatus front_connect_wait(front_t *f, const front_config_t *cfg, natsOptions *opts)
+static natsStatus front_connect_wait(front_t *f, const front_config_t *cfg, natsOptions *opts,
+                                     int n_urls)
 {
     uint32_t pause = FRONT_RETRY_FIRST_MS;
-    uint64_t waited = 0;
+    uint64_t start = front_now_ns();
+    int bounded = cfg->connect_wait_ms != 0;
+    uint64_t deadline = start + (uint64_t)cfg->connect_wait_ms * 1000000ull;
     for (unsigned attempt = 1;; attempt++) {
-        natsStatus s = natsConnection_Connect(&f->nc, opts);
+        /* each server of the list is tried with the timeout: share what is left */
+        uint64_t left_ms =
+            bounded ? (deadline > front_now_ns() ? (deadline - front_now_ns()) / 1000000ull : 0)
+                    : UINT32_MAX;
+        uint64_t timeout = left_ms / (uint64_t)(n_urls > 0 ? n_urls : 1);
+        timeout = timeout < FRONT_CONNECT_TIMEOUT_MS ? timeout : FRONT_CONNECT_TIMEOUT_MS;
+        natsStatus s = natsOptions_SetTimeout(opts, (int64_t)(timeout > 0 ? timeout : 1));
+        if (s == NATS_OK)
+            s = natsConnection_Connect(&f->nc, opts);
+        uint64_t now = front_now_ns();
         if (s == NATS_OK) {
             if (attempt > 1)
-                log_write(LOG_INFO, "NATS reached at %s after %u tries", cfg->servers, attempt);
+                log_write(LOG_INFO, "NATS reached at %s after %u tries (%llu ms)", cfg->servers,
+                          attempt, (unsigned long long)((now - start) / 1000000));
             return s;
         }
         int retry = s == NATS_NO_SERVER || s == NATS_TIMEOUT || s == NATS_IO_ERROR;
-        int bounded = cfg->connect_wait_ms != 0;
-        if (!retry || (bounded && waited >= cfg->connect_wait_ms)) {
+        if (!retry || (bounded && now + 1000000ull > deadline)) {
             log_write(LOG_ERROR, "cannot connect to NATS at %s: %s%s", cfg->servers,
                       natsStatus_GetText(s), retry ? " (gave up: --connect-wait-ms reached)" : "");
+            if (retry)
+                log_write(LOG_INFO, "gave up after %u tries in %llu ms (--connect-wait-ms %u)",
+                          attempt, (unsigned long long)((now - start) / 1000000),
+                          cfg->connect_wait_ms);
             return s;
         }
-        if (bounded && waited + pause > cfg->connect_wait_ms)
-            pause = (uint32_t)(cfg->connect_wait_ms - waited);
+        if (bounded && now + (uint64_t)pause * 1000000ull > deadline)
+            pause = (uint32_t)((deadline - now) / 1000000ull);
         log_write(LOG_WARN, "NATS not reachable at %s (try %u): %s; next try in %.2f s",
                   cfg->servers, attempt, natsStatus_GetText(s), pause / 1000.0);
         if (cfg->pause != NULL && cfg->pause(cfg->pause_ctx, pause) != 0) {
             log_write(LOG_INFO, "stopped while waiting for NATS");
             return NATS_NOT_PERMITTED;
         }
-        waited += pause;
         pause = pause * 2 < FRONT_RETRY_MAX_MS ? pause * 2 : FRONT_RETRY_MAX_MS;
     }
 }
@@ -291,8 +348,10 @@ daemon_status_t front_connect(front_t *f, const front_config_t *cfg)
         s = natsOptions_SetToken(opts, cfg->token);
     if (s == NATS_OK && cfg->creds_file != NULL)
         s = natsOptions_SetUserCredentialsFromFiles(opts, cfg->creds_file, NULL);
-    if (s == NATS_OK && (cfg->tls_ca != NULL || cfg->tls_cert != NULL))
+    if (s == NATS_OK && (cfg->tls_ca != NULL || cfg->tls_cert != NULL || cfg->tls_url))
         s = natsOptions_SetSecure(opts, true);
+    if (s == NATS_OK && cfg->inbox_prefix != NULL && cfg->inbox_prefix[0] != '\0')
+        s = natsOptions_SetCustomInboxPrefix(opts, cfg->inbox_prefix);
     if (s == NATS_OK && cfg->tls_ca != NULL)
         s = natsOptions_LoadCATrustedCertificates(opts, cfg->tls_ca);
     if (s == NATS_OK && cfg->tls_cert != NULL)
@@ -312,9 +371,10 @@ daemon_status_t front_connect(front_t *f, const front_config_t *cfg)
     if (s == NATS_OK)
         s = natsOptions_UseGlobalMessageDelivery(opts, true);
     if (s == NATS_OK)
-        s = front_connect_wait(f, cfg, opts);
+        s = front_connect_wait(f, cfg, opts, n_urls);
     if (s != NATS_OK)
         goto out;
+    atomic_store(&f->connected, 1); /* invariant 10 */
     char subject[512];
     const char *p = cfg->prefix;
     size_t plen = strlen(p);

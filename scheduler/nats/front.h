@@ -17,8 +17,10 @@ typedef struct {
     const char *user, *password, *token, *creds_file;
     const char *tls_ca, *tls_cert, *tls_key;
     const char *prefix;
-    const char *models; /* comma-separated, NULL = every model */
-    int leases;         /* models' submit subjects follow their leases (front_submit_serve) */
+    const char *inbox_prefix; /* the connection's own inbox prefix; NULL = nats.c's "_INBOX" */
+    int tls_url;              /* a URL says tls:// (common/url.h): TLS is required */
+    const char *models;       /* comma-separated, NULL = every model */
+    int leases;               /* models' submit subjects follow their leases (front_submit_serve) */
     /* Waiting for NATS at start: how long in total (0 = forever), and the pause between tries,
      * which returns nonzero to give up (a stop signal came). */
     uint32_t connect_wait_ms;
@@ -48,6 +50,15 @@ daemon_status_t front_submit_serve(front_t *f, const char *model, int on);
 natsConnection *front_connection(front_t *f);
 /* The largest message the server carries (its max_payload), 0 before a connection. */
 uint64_t front_server_max_payload(front_t *f);
+/* The connection as the callbacks saw it (front.c, invariant 10). */
+typedef struct {
+    int connected;       /* 1 while connected */
+    uint64_t reconnects; /* reconnects since the start */
+    uint64_t outage_ns;  /* time spent disconnected since the start, the current outage too */
+} front_nats_state_t;
+
+/* Any thread, any time between front_create and front_destroy. */
+void front_nats_state(front_t *f, front_nats_state_t *out /* out */);
 /* A daemon_publish_fn: ctx is the front. */
 int front_publish(void *ctx, const char *subject, const void *data, size_t len);
 

@@ -11,12 +11,15 @@
  *      start) the wait between tries is a sigtimedwait, so a stop signal ends the start.
  *   4. The --password and --token values are registered with the logger before anything is
  *      logged, so no line ever shows them.
+ *   5. The server list is checked (common/url.h) before anything waits or connects: a URL
+ *      nats.c would take and then mishandle stops the start with exit status 2.
  */
 #include "common/http/http.h"
 #include "scheduler/nats/front.h"
 #include "scheduler/nats/lease_kv.h"
 
 #include "common/log.h"
+#include "common/url.h"
 #include "common/usage.h"
 #include "common/version.h"
 
@@ -48,6 +51,9 @@ static const flag_t flags[] = {
     {"tls-cert", "FILE", NULL, "client certificate chain (enables TLS)"},
     {"tls-key", "FILE", NULL, "client private key"},
     {"prefix", "PREFIX", "lanes", "subject prefix"},
+    {"inbox-prefix", "PREFIX", NULL,
+     "the daemon's own reply inbox prefix, e.g. _INBOX.lanesched (the lease bucket's JetStream "
+     "replies come there; default nats.c's _INBOX)"},
     {"data-dir", "DIR", "./lanesched-data", "data directory of the disk store"},
     {"store", "disk|memory", "disk", "where items live; memory loses them at exit"},
     {"durability", "process|power", "process",
@@ -104,6 +110,13 @@ static const flag_t flags[] = {
      "bytes stored per model: ids, payloads, reply subjects (queue_full)"},
     {"dedupe-max-ids", "N", "4194304",
      "ids the dedupe window holds; past it the oldest are forgotten early"},
+    {"queue-max-age-ms", "MS[,MODEL=MS...]", "86400000",
+     "how long an item may stay queued, for every model and per model: past it, it goes to "
+     "<prefix>.dead.<model> with reason expired (JetStream's max_age)"},
+    {"limit-pull-expires-ms", "MS", "300000", "a Pull's expires_ms is cut to this"},
+    {"allow-models", "M1,M2,P*,...", NULL,
+     "the only models accepted (a name ending in * is a prefix); others get model_not_allowed "
+     "(default any)"},
     {"log-level", "debug|info|warn|error", "info", "lowest level logged to stderr"},
     {"log-format", "text|json", "text", "stderr lines as text, or one JSON object per line"},
     {"connect-wait-ms", "MS", "0",
@@ -201,6 +214,7 @@ static int config_limits(const char **v, daemon_limits_t *l)
             {"limit-shapes", offsetof(daemon_limits_t, shapes)},
             {"limit-shapes-per-model", offsetof(daemon_limits_t, shapes_per_model)},
             {"limit-new-shapes", offsetof(daemon_limits_t, new_shapes)},
+            {"limit-pull-expires-ms", offsetof(daemon_limits_t, pull_expires_ms)},
         },
       u64[] = {
           {"queue-max-items", offsetof(daemon_limits_t, queue_items)},
@@ -230,6 +244,39 @@ static int config_limits(const char **v, daemon_limits_t *l)
 bad:
     fprintf(stderr, "lanesched: every --limit-*, --queue-max-* and --dedupe-max-ids value must "
                     "be at least 1\n");
+    return -1;
+}
+
+/* --queue-max-age-ms MS[,MODEL=MS...]: every model's limit, then per-model ones (models.c). */
+static int config_queue_age(const char **v, daemon_config_t *cfg)
+{
+    const char *text = flag_value(v, "queue-max-age-ms");
+    char first[32];
+    const char *comma = strchr(text, ',');
+    size_t n = comma != NULL ? (size_t)(comma - text) : strlen(text);
+    uint32_t ms = 0;
+    snprintf(first, sizeof(first), "%.*s", (int)(n < sizeof(first) - 1 ? n : sizeof(first) - 1),
+             text);
+    if (parse_u32("queue-max-age-ms", first, &ms) != 0 || ms == 0)
+        goto bad;
+    cfg->limits.queue_age_ms = ms;
+    cfg->queue_age_models = comma != NULL ? comma + 1 : NULL;
+    for (const char *p = cfg->queue_age_models; p != NULL && *p != '\0';) {
+        const char *end = strchr(p, ','), *eq = strchr(p, '=');
+        end = end != NULL ? end : p + strlen(p);
+        char *stop = NULL;
+        errno = 0;
+        unsigned long long x = eq != NULL && eq < end && eq > p ? strtoull(eq + 1, &stop, 10) : 0;
+        if (x == 0 || x > UINT32_MAX || errno != 0 || stop != end)
+            goto bad;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return 0;
+bad:
+    fprintf(stderr,
+            "lanesched: --queue-max-age-ms takes MS[,MODEL=MS...], each MS from 1 to %u, "
+            "not '%s'\n",
+            UINT32_MAX, text);
     return -1;
 }
 
@@ -285,6 +332,7 @@ static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc
 {
     *fc = (front_config_t){
         .servers = flag_value(v, "server"),
+        .inbox_prefix = flag_value(v, "inbox-prefix"),
         .user = flag_value(v, "user"),
         .password = flag_value(v, "password"),
         .token = flag_value(v, "token"),
@@ -304,6 +352,21 @@ static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc
     const char *level = flag_value(v, "log-level"), *format = flag_value(v, "log-format");
     log_secret_add(fc->password); /* invariant 4 */
     log_secret_add(fc->token);
+    char url_err[512];
+    int url_flags = 0;
+    if (url_list_check(fc->servers, url_err, sizeof(url_err), &url_flags) != 0) { /* invariant 5 */
+        fprintf(stderr, "lanesched: --server: %s\n", url_err);
+        return -1;
+    }
+    fc->tls_url = (url_flags & URL_TLS) != 0;
+    if (fc->inbox_prefix != NULL &&
+        (fc->inbox_prefix[0] == '\0' || strpbrk(fc->inbox_prefix, " \t*>") != NULL ||
+         fc->inbox_prefix[0] == '.' || fc->inbox_prefix[strlen(fc->inbox_prefix) - 1] == '.' ||
+         strstr(fc->inbox_prefix, "..") != NULL)) {
+        fprintf(stderr, "lanesched: --inbox-prefix must be a subject without wildcards, e.g. "
+                        "_INBOX.lanesched\n");
+        return -1;
+    }
     int lf;
     if (log_format_parse(format, &lf) != 0) {
         fprintf(stderr, "lanesched: --log-format must be text or json, not '%s'\n", format);
@@ -352,8 +415,9 @@ static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc
         parse_ms_or_policy("hold-ms", flag_value(v, "hold-ms"), DAEMON_HOLD_DEFAULT, &cfg->hold_ms))
         return -1;
     cfg->segment_max_bytes = seg_max;
-    if (config_limits(v, &cfg->limits) != 0)
+    if (config_limits(v, &cfg->limits) != 0 || config_queue_age(v, cfg) != 0)
         return -1;
+    cfg->allow_models = flag_value(v, "allow-models");
     if (cfg->prefix[0] == '\0' || strpbrk(cfg->prefix, " *>") != NULL ||
         strlen(cfg->prefix) > DAEMON_PREFIX_MAX) {
         fprintf(stderr,
@@ -400,6 +464,29 @@ static int main_pause(void *ctx, uint32_t ms)
 static void main_metrics_refresh(void *ctx)
 {
     daemon_post(ctx, EV_METRICS, NULL, NULL, NULL, 0);
+}
+
+/* http_health_fn: /healthz also needs the NATS connection (ctx: the front, NULL before it
+ * exists). */
+static int main_health(void *ctx, char *why, size_t cap)
+{
+    front_t *f = __atomic_load_n((front_t **)ctx, __ATOMIC_ACQUIRE);
+    front_nats_state_t ns = {0};
+    if (f != NULL)
+        front_nats_state(f, &ns);
+    if (ns.connected)
+        return 0;
+    snprintf(why, cap, "not connected to NATS (%s)",
+             f == NULL ? "not yet connected" : "reconnecting");
+    return 1;
+}
+
+/* daemon_nats_state_fn: the front's connection state for the metrics (ctx: the front). */
+static void main_nats_state(void *ctx, daemon_nats_state_t *out)
+{
+    front_nats_state_t ns;
+    front_nats_state(ctx, &ns);
+    *out = (daemon_nats_state_t){ns.connected, ns.reconnects, ns.outage_ns};
 }
 
 /* daemon_metrics_sink_fn: the owner's snapshot to the HTTP server. */
@@ -491,6 +578,7 @@ int main(int argc, char **argv)
         return 1;
     }
     http_server_t *http = NULL;
+    static front_t *health_front; /* main_health's view of the front, set once it exists */
     const char *listen = flag_value(values, "metrics-listen");
     if (listen != NULL && listen[0] != '\0') {
         http_status_t hst = http_server_start(listen, main_metrics_refresh, d, &http);
@@ -500,6 +588,7 @@ int main(int argc, char **argv)
             return 1;
         }
         daemon_metrics_sink_set(d, main_metrics_offer, http);
+        http_server_health_set(http, main_health, &health_front);
         log_write(LOG_INFO, "Prometheus metrics on http://%s/metrics", listen);
     }
     if (nats_Open(-1) != NATS_OK) {
@@ -517,14 +606,16 @@ int main(int argc, char **argv)
         daemon_destroy(d);
         return sc.stopped ? 0 : 1;
     }
+    __atomic_store_n(&health_front, f, __ATOMIC_RELEASE);
     daemon_publish_set(d, front_publish, f);
+    daemon_nats_state_set(d, main_nats_state, f);
     daemon_max_payload_set(d, front_payload_cap(f, cfg.max_payload));
     daemon_reply_max_set(d, front_server_max_payload(f));
     lease_glue_t glue = {d, f};
     lease_kv_t *leases = NULL;
     if (main_leases_start(values, &cfg, &glue, &sc, &leases) != 0) {
+        http_server_stop(http); /* it reads f */
         front_destroy(f);
-        http_server_stop(http);
         daemon_destroy(d);
         return sc.stopped ? 0 : 1;
     }
@@ -534,8 +625,8 @@ int main(int argc, char **argv)
     if (pthread_create(&sig_thread, NULL, signal_thread, &sc) != 0) {
         log_write(LOG_ERROR, "cannot start the signal thread");
         lease_kv_destroy(leases);
-        front_destroy(f);
         http_server_stop(http);
+        front_destroy(f);
         daemon_destroy(d);
         return 1;
     }
@@ -551,7 +642,7 @@ int main(int argc, char **argv)
     pthread_kill(sig_thread, SIGTERM);
     pthread_join(sig_thread, NULL);
     lease_kv_destroy(leases); /* after the last flush: the leases are released for a standby */
-    http_server_stop(http);   /* its threads post to d */
+    http_server_stop(http);   /* its threads post to d and read f */
     front_destroy(f);         /* closes the NATS library and waits for its threads */
     daemon_destroy(d);
     log_write(LOG_INFO, "stopped");

@@ -157,11 +157,20 @@ natsStatus h_register_raw(natsConnection *nc, const codec_register_t *reg, int64
     return NATS_OK;
 }
 
-static void copy_subject(char *dst, size_t cap, const char *got, const char *kind, const char *id)
+/* A Registered subject: "<prefix>.<kind>.<secret>", the same 32-character secret in all four,
+ * never the public id (a bearer token anyone reading stats could use). */
+static void copy_subject(char *dst, size_t cap, const char *got, const char *kind, const char *id,
+                         char *secret)
 {
     char want[256];
-    h_subject(want, sizeof(want), kind, id);
-    H_REQUIRE(strcmp(got, want) == 0, "Registered %s subject '%s', expected '%s'", kind, got, want);
+    h_subject(want, sizeof(want), kind, "");
+    size_t n = strlen(want);
+    H_REQUIRE(strncmp(got, want, n) == 0 && strlen(got + n) == 32,
+              "Registered %s subject '%s', expected '%s<secret>'", kind, got, want);
+    H_REQUIRE(strcmp(got + n, id) != 0, "the %s subject '%s' carries the public id", kind, got);
+    if (secret[0] == '\0')
+        snprintf(secret, 33, "%s", got + n);
+    H_REQUIRE(strcmp(got + n, secret) == 0, "the %s subject '%s' has another secret", kind, got);
     snprintf(dst, cap, "%s", got);
 }
 
@@ -185,10 +194,11 @@ void h_consumer_register(h_consumer_t *c, natsConnection *nc, const char *model,
               (r->consumer_id[i] >= 'a' && r->consumer_id[i] <= 'f');
     H_REQUIRE(hex, "consumer id '%s' is not 32 lowercase hex characters", r->consumer_id);
     snprintf(c->id, sizeof(c->id), "%s", r->consumer_id);
-    copy_subject(c->pull_subject, sizeof(c->pull_subject), r->pull_subject, "pull", c->id);
-    copy_subject(c->ack_subject, sizeof(c->ack_subject), r->ack_subject, "ack", c->id);
-    copy_subject(c->hb_subject, sizeof(c->hb_subject), r->heartbeat_subject, "hb", c->id);
-    copy_subject(c->bye_subject, sizeof(c->bye_subject), r->bye_subject, "bye", c->id);
+    char secret[33] = "";
+    copy_subject(c->pull_subject, sizeof(c->pull_subject), r->pull_subject, "pull", c->id, secret);
+    copy_subject(c->ack_subject, sizeof(c->ack_subject), r->ack_subject, "ack", c->id, secret);
+    copy_subject(c->hb_subject, sizeof(c->hb_subject), r->heartbeat_subject, "hb", c->id, secret);
+    copy_subject(c->bye_subject, sizeof(c->bye_subject), r->bye_subject, "bye", c->id, secret);
     c->heartbeat_ms = r->heartbeat_ms;
     c->dead_after_ms = r->dead_after_ms;
     c->ack_wait_ms = r->ack_wait_ms;

@@ -404,8 +404,11 @@ static int case_consume_ack(void)
 
     const lc_registered_t *reg = lc_consumer_registered_get(c);
     char want[160];
-    snprintf(want, sizeof(want), "%s.pull.%s", H_PREFIX, reg->consumer_id);
-    H_REQUIRE(strlen(reg->consumer_id) == 32 && strcmp(reg->pull_subject, want) == 0,
+    snprintf(want, sizeof(want), "%s.pull.", H_PREFIX); /* its secret, not the public id */
+    H_REQUIRE(strlen(reg->consumer_id) == 32 &&
+                  strncmp(reg->pull_subject, want, strlen(want)) == 0 &&
+                  strlen(reg->pull_subject + strlen(want)) == 32 &&
+                  strstr(reg->pull_subject, reg->consumer_id) == NULL,
               "consumer id '%s', pull subject '%s'", reg->consumer_id, reg->pull_subject);
     H_REQUIRE(reg->heartbeat_ms == 300 && reg->dead_after_ms == 10000 && reg->ack_wait_ms == 30000,
               "Registered times %u/%u/%u", reg->heartbeat_ms, reg->dead_after_ms, reg->ack_wait_ms);

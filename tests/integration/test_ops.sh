@@ -12,11 +12,31 @@
 #   redaction          passwords and tokens in URLs and flags never reach a log line
 #   log_json           --log-format json: every stderr line is one JSON object
 #   metrics_promtool   /metrics (--metrics-listen) and lanesched-ctl metrics pass
-#                      `promtool check metrics` and count what was submitted and completed
+#                      `promtool check metrics` and count what was submitted and completed; the
+#                      GPU time, submit-to-ack, service time, oldest age, NATS and process_*
+#                      series are there, and so is every series the Grafana dashboard and the
+#                      alert rules name
 #   ctl_watch          lanesched-ctl watch prints submits, batches, acks and their replies as
 #                      JSON lines
 #   cli_errors         every binary's --version, and an unknown flag or command reported in one
 #                      wording before anything connects
+#   bad_urls           a server list nats.c would mishandle (htp://, 'not a url', ws://, a bad
+#                      port) stops lanesched at once with exit 2 and the reason, no try made
+#   connect_budget     --connect-wait-ms 1000 against a server that accepts and never answers
+#                      (SIGSTOPped) and against a closed port: lanesched gives up within 1.5 s
+#   reconnect          nats-server stopped and started again: "NATS reconnected after N ms",
+#                      /healthz 503 during the outage and 200 after, lanesched_nats_* count the
+#                      reconnect and the outage; no libmicrohttpd warning
+#   log_injection      a consumer named with a newline, ESC and C1 bytes: every daemon log line
+#                      stays one line with no control byte, in text and in JSON
+#   model_flood        one-item submits to new models with no consumer fill --limit-models: the
+#                      next new model is refused, a worker registering for a new model is not,
+#                      and after --queue-max-age-ms the items are dead-lettered as expired and
+#                      a new model is taken again
+#   healthcheck        the Dockerfile's HEALTHCHECK command, run here: passes for a live daemon,
+#                      fails for a stopped (SIGSTOP) or exited one while another instance still
+#                      answers $SRV.PING (the old lanesched-ctl ping check passed then), fails
+#                      while NATS is down
 #
 # Needs nats-server, node (to read JSON) and, for metrics_promtool, curl and promtool
 # (scripts/install-deps.sh installs them). Everything started is stopped at exit; the work
@@ -25,9 +45,10 @@ set -euo pipefail
 
 CASE=${1:-}
 BIN=${2:-}
-CASES="lock start_before_nats redaction log_json metrics_promtool ctl_watch cli_errors"
+CASES="lock start_before_nats redaction log_json metrics_promtool ctl_watch cli_errors bad_urls
+connect_budget reconnect log_injection model_flood healthcheck"
 if [ "$CASE" = list ]; then
-    tr ' ' '\n' <<<"$CASES"
+    tr ' \n' '\n\n' <<<"$CASES"
     exit 0
 fi
 [ -n "$CASE" ] && [ -d "$BIN" ] || {
@@ -35,6 +56,7 @@ fi
     exit 2
 }
 
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 WORK=$(mktemp -d /tmp/lanes-test-ops.XXXXXX)
 PIDS=()
 ok=0
@@ -225,6 +247,28 @@ case_metrics_promtool() {
         grep -qxF "$want" "$WORK/scrape.txt" || fail "the scrape lacks: $want"
     done
     grep -q '^lanesched_store_flush_duration_seconds_count [1-9]' "$WORK/scrape.txt" || fail "no flushes"
+    # the series operators need: GPU time, waits to the ack, service time, the oldest item's
+    # age, the NATS connection, the process
+    for want in 'lanesched_submit_to_ack_seconds_count{model="llama"} 300' \
+        'lanesched_nats_connected 1' 'lanesched_nats_reconnects_total 0' \
+        'lanesched_oldest_queued_age_seconds{model="llama"} 0.000000'; do
+        grep -qxF "$want" "$WORK/scrape.txt" || fail "the scrape lacks: $want"
+    done
+    for series in 'lanesched_gpu_busy_seconds_total{model="llama"}' \
+        'lanesched_service_seconds_count{model="llama"}' \
+        'lanesched_oldest_queued_age_seconds{model="qwen-\"7b\""}' process_cpu_seconds_total \
+        process_resident_memory_bytes process_open_fds process_start_time_seconds; do
+        S="$series" awk '$1 == ENVIRON["S"] && $2 + 0 > 0 { f = 1 } END { exit !f }' \
+            "$WORK/scrape.txt" || fail "$series is not above 0"
+    done
+    # every series the dashboard and the alert rules name is served
+    python3 "$ROOT/tests/prometheus/check_dashboard.py" "$ROOT/docs/grafana/lanesched.json" \
+        "$WORK/scrape.txt" >"$WORK/dash.log" 2>&1 || fail "dashboard: $(cat "$WORK/dash.log")"
+    local name missing=""
+    for name in $(grep -o 'lanesched_[a-z_]*' "$ROOT/docs/prometheus/alerts.yml" | sort -u); do
+        grep -q "^$name\(_bucket\|{\| \)" "$WORK/scrape.txt" || missing="$missing $name"
+    done
+    [ -z "$missing" ] || fail "alerts.yml names series not served:$missing"
     [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$mport/nope")" = 404 ] || fail "not 404"
     [ "$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:$mport/metrics")" = 405 ] ||
         fail "POST not 405"
@@ -284,6 +328,191 @@ case_cli_errors() {
     [ "$(cat "$WORK/err.log")" = "lanesched-bench: unknown command 'frobnicate' (see lanesched-bench --help)" ] ||
         fail "lanesched-bench: $(cat "$WORK/err.log")"
     say "7 binaries: --version $version, one wording for unknown flags and commands"
+}
+
+case_bad_urls() {
+    local url rc
+    for url in "htp://127.0.0.1:4222" "not a url" "ws://127.0.0.1:8080" "nats://127.0.0.1:99999" \
+        "nats://alice:s3cret-pw-9@127.0.0.1:x"; do
+        rc=0
+        timeout 5 "$BIN/lanesched" --server "$url" --store memory 2>"$WORK/bad.log" || rc=$?
+        [ $rc = 2 ] || fail "--server '$url' exited $rc, not 2"
+        grep -q "is not a NATS URL" "$WORK/bad.log" || fail "--server '$url': $(cat "$WORK/bad.log")"
+        ! grep -q "NATS not reachable" "$WORK/bad.log" || fail "--server '$url' was tried"
+        ! grep -q "s3cret-pw-9" "$WORK/bad.log" || fail "the password was shown"
+        say "$url: $(cat "$WORK/bad.log")"
+    done
+}
+
+# ms_since START_NS: milliseconds elapsed.
+ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
+
+case_connect_budget() {
+    local port none start rc ms
+    port=$(free_port)
+    nats_start "$port"
+    kill -STOP "${PIDS[-1]}" # accepts TCP connections, never sends INFO
+    start=$(date +%s%N)
+    rc=0
+    "$BIN/lanesched" --server "nats://127.0.0.1:$port" --store memory --connect-wait-ms 1000 \
+        2>"$WORK/stopped.log" || rc=$?
+    ms=$(ms_since "$start")
+    [ $rc = 1 ] || fail "exit $rc, not 1"
+    [ "$ms" -ge 950 ] && [ "$ms" -le 1500 ] || fail "gave up after $ms ms, not about 1000"
+    say "a server that never answers: gave up after $ms ms (budget 1000)"
+    none=$(free_port)
+    start=$(date +%s%N)
+    rc=0
+    "$BIN/lanesched" --server "nats://127.0.0.1:$none" --store memory --connect-wait-ms 1000 \
+        2>"$WORK/closed.log" || rc=$?
+    ms=$(ms_since "$start")
+    [ $rc = 1 ] || fail "exit $rc, not 1"
+    [ "$ms" -ge 950 ] && [ "$ms" -le 1500 ] || fail "gave up after $ms ms, not about 1000"
+    say "a closed port: gave up after $ms ms, $(grep -c 'NATS not reachable' "$WORK/closed.log") tries"
+}
+
+http_code() { curl -s -o /dev/null -m 5 -w '%{http_code}' "$1" || true; }
+
+case_reconnect() {
+    local port mport
+    port=$(free_port)
+    mport=$(free_port)
+    nats_start "$port"
+    local nats=${PIDS[-1]}
+    daemon_start rc --server "nats://127.0.0.1:$port" --store memory --metrics-listen "127.0.0.1:$mport"
+    wait_for "ready" 20 ready rc
+    ! grep -q " warn " "$WORK/rc.log" || fail "a warning at start: $(grep ' warn ' "$WORK/rc.log")"
+    [ "$(http_code "http://127.0.0.1:$mport/healthz")" = 200 ] || fail "/healthz not 200"
+    kill -TERM "$nats"
+    wait "$nats" 2>/dev/null || true
+    wait_for "the disconnect" 10 grep -q "NATS connection lost" "$WORK/rc.log"
+    local code
+    code=$(http_code "http://127.0.0.1:$mport/healthz")
+    [ "$code" = 503 ] || fail "/healthz during the outage: $code"
+    [ "$(http_code "http://127.0.0.1:$mport/livez")" = 200 ] || fail "/livez during the outage"
+    sleep 1
+    nats_start "$port"
+    wait_for "the reconnect line" 20 grep -q "NATS reconnected after [0-9]* ms" "$WORK/rc.log"
+    wait_for "/healthz 200 again" 10 bash -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:$mport/healthz)\" = 200 ]"
+    curl -s "http://127.0.0.1:$mport/metrics" >"$WORK/scrape.txt"
+    grep -qx 'lanesched_nats_reconnects_total 1' "$WORK/scrape.txt" || fail "no reconnect counted"
+    grep -qx 'lanesched_nats_connected 1' "$WORK/scrape.txt" || fail "not connected again"
+    awk '$1 == "lanesched_nats_disconnected_seconds_total" && $2 >= 1 { f = 1 } END { exit !f }' \
+        "$WORK/scrape.txt" || fail "the outage is not counted"
+    say "$(grep -o 'NATS reconnected after [0-9]* ms' "$WORK/rc.log"); /healthz 503 during it"
+}
+
+case_log_injection() {
+    local port url fmt
+    port=$(free_port)
+    url="nats://127.0.0.1:$port"
+    nats_start "$port"
+    local name=$'gpu\n2026-01-01T00:00:00.000Z error forged line\x1b[2J\x1b]0;pwned\x07\xc2\x9b31m\x7f'
+    for fmt in text json; do
+        daemon_start "inj-$fmt" --server "$url" --store memory --log-format "$fmt"
+        wait_for "ready" 20 ready "inj-$fmt"
+        "$BIN/lanesched-consume" --server "$url" --model llama --max-batch-size 8 \
+            --max-batch-tokens 4096 --until-idle-ms 300 --name "$name" >/dev/null 2>&1
+        wait_for "the register line" 10 grep -q "registered for model llama" "$WORK/inj-$fmt.log"
+        kill -TERM "$DAEMON_PID"
+        wait "$DAEMON_PID" || true
+        if LC_ALL=C grep -q $'[\x01-\x08\x0b-\x1f\x7f]' "$WORK/inj-$fmt.log"; then
+            fail "$fmt: a control byte reached the log"
+        fi
+        if LC_ALL=C grep -q $'\xc2[\x80-\x9f]' "$WORK/inj-$fmt.log"; then
+            fail "$fmt: a C1 control reached the log"
+        fi
+        if grep -q "^2026-01-01T00:00:00.000Z error forged" "$WORK/inj-$fmt.log"; then
+            fail "$fmt: a forged line"
+        fi
+        [ "$fmt" = text ] || json_lines "$WORK/inj-$fmt.log" || fail "json: a line is not JSON"
+        say "$fmt: $(grep -c . "$WORK/inj-$fmt.log") lines, none forged: $(grep -o 'consumer [0-9a-f]* ([^)]*)' "$WORK/inj-$fmt.log" | head -1)"
+    done
+}
+
+# produce_one MODEL ID: one item for MODEL; prints its reason word.
+produce_one() {
+    "$BIN/lanesched-produce" --server "$URL" --model "$1" --component x --tokens 10 --count 1 \
+        --request --id-prefix "$2" 2>&1 | grep -o 'accepted=[0-9]* duplicates=[0-9]* rejected=[0-9]*'
+}
+
+case_model_flood() {
+    local port
+    port=$(free_port)
+    URL="nats://127.0.0.1:$port"
+    nats_start "$port"
+    daemon_start flood --server "$URL" --store memory --limit-models 8 --queue-max-age-ms 2000
+    wait_for "ready" 20 ready flood
+    local i
+    for i in $(seq 8); do
+        [ "$(produce_one "flood-$i" "f$i")" = "accepted=1 duplicates=0 rejected=0" ] ||
+            fail "flood-$i not accepted"
+    done
+    [ "$(produce_one late l1)" = "accepted=0 duplicates=0 rejected=1" ] ||
+        fail "a ninth new model was accepted past --limit-models 8"
+    "$BIN/lanesched-consume" --server "$URL" --model worked --max-batch-size 8 \
+        --max-batch-tokens 4096 --until-idle-ms 300 >"$WORK/consume.out" 2>&1 ||
+        fail "a worker for a new model was refused: $(tail -1 "$WORK/consume.out")"
+    wait_for "the flood to expire" 10 bash -c "[ \$(grep -c 'expired (queued longer than 2000 ms)' '$WORK/flood.log') -ge 8 ]"
+    [ "$(produce_one late l2)" = "accepted=1 duplicates=0 rejected=0" ] ||
+        fail "a new model is still refused after the flood expired"
+    local expired
+    expired=$("$BIN/lanesched-ctl" --server "$URL" stats | node -e '
+        let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () =>
+            console.log(JSON.parse(s).counters.expired))')
+    [ "$expired" = 8 ] || fail "counters.expired is $expired, not 8"
+    say "8 flooding models: the 9th refused, a worker's new model taken; after 2 s $expired items expired, a new model taken again"
+}
+
+case_healthcheck() {
+    local port url ma mb cmd rc
+    port=$(free_port)
+    url="nats://127.0.0.1:$port"
+    ma=$(free_port)
+    mb=$(free_port)
+    nats_start "$port"
+    local nats=${PIDS[-1]}
+    daemon_start a --server "$url" --store memory --metrics-listen "127.0.0.1:$ma"
+    local a=$DAEMON_PID
+    daemon_start b --server "$url" --store memory --metrics-listen "127.0.0.1:$mb"
+    wait_for "a ready" 20 ready a
+    wait_for "b ready" 20 ready b
+    # The command exactly as the Dockerfile gives it to the engine (exec form: argv).
+    python3 - "$ROOT/docker/Dockerfile" >"$WORK/hc.argv" <<'PY'
+import json, re, sys
+text = re.sub(r"\\\n", " ", open(sys.argv[1]).read())
+line = [l for l in text.splitlines() if l.strip().startswith("HEALTHCHECK")][0]
+for a in json.loads(line[line.index("CMD") + 3:]):
+    print(a)
+PY
+    mapfile -t cmd <"$WORK/hc.argv"
+    [ "${#cmd[@]}" -ge 1 ] || fail "no HEALTHCHECK in the Dockerfile"
+    hc() { # PORT: the healthcheck's exit code for the daemon listening there
+        local rc=0
+        LANESCHED_METRICS_LISTEN="0.0.0.0:$1" timeout 6 "${cmd[@]}" >/dev/null 2>&1 || rc=$?
+        echo $rc
+    }
+    rc=$(hc "$ma")
+    [ "$rc" = 0 ] || fail "a live daemon fails its healthcheck ($rc)"
+    kill -STOP "$a"
+    rc=$(hc "$ma")
+    [ "$rc" != 0 ] || fail "a stopped (SIGSTOP) daemon passes its healthcheck"
+    say "SIGSTOP: healthcheck exit $rc"
+    kill -CONT "$a"
+    kill -TERM "$a"
+    wait "$a" || true
+    rc=$(hc "$ma")
+    [ "$rc" != 0 ] || fail "an exited daemon passes its healthcheck"
+    "$BIN/lanesched-ctl" --server "$url" ping >"$WORK/ping.out" 2>&1 ||
+        fail "the other instance does not answer ping"
+    say "exited: healthcheck exit $rc, while lanesched-ctl ping (the old check) exits 0: $(head -1 "$WORK/ping.out")"
+    [ "$(hc "$mb")" = 0 ] || fail "the other instance fails its healthcheck"
+    kill -TERM "$nats"
+    wait "$nats" 2>/dev/null || true
+    wait_for "b to see the outage" 10 grep -q "NATS connection lost" "$WORK/b.log"
+    rc=$(hc "$mb")
+    [ "$rc" != 0 ] || fail "a daemon without NATS passes its healthcheck"
+    say "NATS down: healthcheck exit $rc ($(curl -s "http://127.0.0.1:$mb/healthz"))"
 }
 
 "case_$CASE"

@@ -171,9 +171,12 @@ const char *fx_register(fx_t *f, const char *model, uint32_t bs, uint32_t bt, co
     codec_registered_t *out = NULL;
     assert_int_equal(codec_decode_registered(s->data, s->len, &out), CODEC_OK);
     snprintf(error, sizeof(error), "%s", out->error);
-    if (error[0] == '\0') {
+    if (error[0] == '\0') { /* the token of its subjects: the secret, not the public id */
         assert_int_equal(strlen(out->consumer_id), 32);
-        snprintf(id, 33, "%s", out->consumer_id);
+        const char *secret = strrchr(out->pull_subject, '.') + 1;
+        assert_int_equal(strlen(secret), 32);
+        assert_string_not_equal(secret, out->consumer_id);
+        snprintf(id, 33, "%s", secret);
     }
     codec_registered_destroy(out);
     return error;

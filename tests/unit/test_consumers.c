@@ -84,10 +84,14 @@ static void test_ids_are_32_hex_and_distinct(void **state)
     qsort(ids, N, sizeof(*ids), cmp_id);
     for (size_t i = 1; i < N; i++)
         assert_string_not_equal(ids[i - 1], ids[i]);
-    /* Every id finds its own consumer. */
+    /* Every secret finds its own consumer; no public id finds any (it gives no authority). */
     for (size_t i = 0; i < N; i++) {
-        consumer_t *c = consumers_find(cs, cs->all[i]->id);
+        consumer_t *c = consumers_find(cs, cs->all[i]->secret);
         assert_ptr_equal(c, cs->all[i]);
+        assert_true(is_lower_hex(cs->all[i]->secret, 32));
+        assert_string_not_equal(cs->all[i]->secret, cs->all[i]->id);
+        assert_null(consumers_find(cs, cs->all[i]->id));
+        assert_null(consumers_touch(cs, cs->all[i]->id, 1));
     }
     free(ids);
     consumers_destroy(cs);
@@ -101,7 +105,7 @@ static void test_find_unknown_and_wrong_length(void **state)
     assert_null(consumers_find(cs, "00000000000000000000000000000000"));
     consumer_t *c = add(cs, "gpu-0", 0);
     char id[40];
-    strcpy(id, c->id);
+    strcpy(id, c->secret);
     assert_ptr_equal(consumers_find(cs, id), c);
 
     /* One character changed (in each half): unknown. */
@@ -218,8 +222,8 @@ static void test_prune_removes_only_long_dead(void **state)
     old_dead2->dead = 1;
     assert_int_equal(consumers_pull_add(old_dead, "_INBOX.x", 1, 1), DAEMON_OK);
     char gone1[33], gone2[33];
-    strcpy(gone1, old_dead->id);
-    strcpy(gone2, old_dead2->id);
+    strcpy(gone1, old_dead->secret);
+    strcpy(gone2, old_dead2->secret);
 
     consumers_prune(cs, 1000, 500);
     assert_int_equal(cs->n_all, 3);
@@ -227,9 +231,9 @@ static void test_prune_removes_only_long_dead(void **state)
     assert_null(consumers_find(cs, gone1));
     assert_null(consumers_find(cs, gone2));
     /* Dead for 100, or exactly 500: kept. Alive however silent: never pruned. */
-    assert_ptr_equal(consumers_find(cs, new_dead->id), new_dead);
-    assert_ptr_equal(consumers_find(cs, edge_dead->id), edge_dead);
-    assert_ptr_equal(consumers_find(cs, alive_silent->id), alive_silent);
+    assert_ptr_equal(consumers_find(cs, new_dead->secret), new_dead);
+    assert_ptr_equal(consumers_find(cs, edge_dead->secret), edge_dead);
+    assert_ptr_equal(consumers_find(cs, alive_silent->secret), alive_silent);
     /* The survivors keep their registration order. */
     assert_ptr_equal(cs->all[0], new_dead);
     assert_ptr_equal(cs->all[1], alive_silent);
@@ -240,8 +244,8 @@ static void test_prune_removes_only_long_dead(void **state)
     assert_int_equal(cs->n_all, 1);
     assert_ptr_equal(cs->all[0], alive_silent);
     consumer_t *fresh = add(cs, "fresh", 2000);
-    assert_ptr_equal(consumers_find(cs, fresh->id), fresh);
-    assert_ptr_equal(consumers_find(cs, alive_silent->id), alive_silent);
+    assert_ptr_equal(consumers_find(cs, fresh->secret), fresh);
+    assert_ptr_equal(consumers_find(cs, alive_silent->secret), alive_silent);
     assert_int_equal(cs->n_all, 2);
     consumers_destroy(cs);
 }

@@ -37,6 +37,26 @@ typedef struct {
     daemon_t *d;
 } fx_t;
 
+/* The public ids of the secrets reg handed out (the stats and metrics show only those). */
+static char public_ids[16][2][33];
+static size_t n_public_ids;
+
+static void public_id_note(const char *secret, const char *public_id)
+{
+    size_t k = n_public_ids < 16 ? n_public_ids++ : 15;
+    snprintf(public_ids[k][0], 33, "%s", secret);
+    snprintf(public_ids[k][1], 33, "%s", public_id);
+}
+
+static const char *public_id_of(const char *secret)
+{
+    for (size_t i = 0; i < n_public_ids; i++) {
+        if (strcmp(public_ids[i][0], secret) == 0)
+            return public_ids[i][1];
+    }
+    return secret;
+}
+
 static uint64_t fx_clock(void *ctx)
 {
     fx_t *f = ctx;
@@ -226,10 +246,15 @@ static void reg_full(fx_t *f, const char *model, uint32_t bs, uint32_t tokens, c
     assert_int_equal(codec_decode_registered(s->data, s->len, &out), CODEC_OK);
     assert_string_equal(out->error, "");
     assert_int_equal(strlen(out->consumer_id), 32);
-    snprintf(id, 33, "%s", out->consumer_id);
+    /* the subjects carry the secret, which is not the public id */
+    assert_int_equal(strncmp(out->pull_subject, "lanes.pull.", 11), 0);
+    snprintf(id, 33, "%s", out->pull_subject + 11);
+    assert_int_equal(strlen(id), 32);
+    assert_string_not_equal(id, out->consumer_id);
+    public_id_note(id, out->consumer_id);
     char want[80];
-    snprintf(want, sizeof(want), "lanes.pull.%s", id);
-    assert_string_equal(out->pull_subject, want);
+    snprintf(want, sizeof(want), "lanes.ack.%s", id);
+    assert_string_equal(out->ack_subject, want);
     assert_int_equal(out->dead_after_ms, 5000);
     codec_registered_destroy(out);
 }
@@ -828,9 +853,11 @@ static void test_a_stop_overtakes_the_backlog(void **state)
 /* ---- the scheduling policy ------------------------------------------------------------------
  */
 
-/* The consumer's entry in the stats (json_decref the document). */
+/* The consumer's entry in the stats (json_decref the document); id: its secret (what reg
+ * gives), shown in the stats as its public id. */
 static json_t *stats_consumer(json_t *doc, const char *id)
 {
+    id = public_id_of(id);
     json_t *all = json_object_get(doc, "consumers"), *c;
     size_t i;
     json_array_foreach(all, i, c)

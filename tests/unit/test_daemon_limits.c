@@ -242,27 +242,21 @@ static void test_models_and_shapes_of_the_daemon_are_bounded(void **state)
     fx_destroy(f);
 }
 
-/* The reviewer's finding on the merge: a model a consumer registered for is a model in use. Its
- * submits are not refused as a new model's; a Register for a model past the limit is refused; and
- * registering and leaving under made-up names does not use the limit up (shapes.c invariant 5). */
-static void test_models_of_consumers_count_and_their_places_are_reused(void **state)
+/* --limit-models bounds the models that hold items with no live consumer (models.c invariant
+ * 5). A model a consumer registered for is never new: its Register and its Submits are never
+ * too_many_models, however many idle strangers fill the table; and registering and leaving under
+ * made-up names uses nothing up. */
+static void test_models_of_consumers_are_never_refused_for_the_table(void **state)
 {
     (void)state;
     daemon_limits_t lim = {.models = 2};
     fx_t *f = fx_create(&lim, 0);
-    char a[33], b[33], c[33];
+    char a[33], c[33];
     assert_string_equal(fx_register(f, "a", 8, 4096, "gpu-a", a), "");
     submit_shapes(f, "a", 1, 1, "a.reply"); /* the consumer came first: model a is not new */
     codec_submit_reply_t *r = fx_submit_reply(f, "a.reply");
     assert_string_equal(r->results[0].reason, "ok");
     codec_submit_reply_destroy(r);
-    assert_string_equal(fx_register(f, "b", 8, 4096, "gpu-b", b), "");
-    assert_true(strncmp(fx_register(f, "c", 8, 4096, "gpu-c", c), "too_many_models:", 16) == 0);
-    assert_string_equal(fx_register(f, "b", 8, 4096, "gpu-b2", c), ""); /* b is in use */
-    for (int i = 0; i < 2; i++) {
-        assert_int_equal(daemon_post(f->d, EV_BYE, i == 0 ? b : c, "bye.reply", NULL, 0), 0);
-        fx_turn(f);
-    }
     for (int i = 0; i < 10; i++) { /* made-up models, each left at once */
         char model[16];
         snprintf(model, sizeof(model), "x%d", i);
@@ -270,16 +264,27 @@ static void test_models_of_consumers_count_and_their_places_are_reused(void **st
         assert_int_equal(daemon_post(f->d, EV_BYE, c, "bye.reply", NULL, 0), 0);
         fx_turn(f);
     }
-    submit_shapes(f, "d", 1, 1, "d.reply"); /* the second model in use */
-    r = fx_submit_reply(f, "d.reply");
-    assert_string_equal(r->results[0].reason, "ok");
-    codec_submit_reply_destroy(r);
-    submit_shapes(f, "e", 1, 1, "e.reply"); /* a third */
-    r = fx_submit_reply(f, "e.reply");
+    const char *strangers[] = {"d", "e"}; /* items and no consumer: they fill the table */
+    for (int i = 0; i < 2; i++) {
+        char reply[16];
+        snprintf(reply, sizeof(reply), "%s.reply", strangers[i]);
+        submit_shapes(f, strangers[i], 1, 1, reply);
+        r = fx_submit_reply(f, reply);
+        assert_string_equal(r->results[0].reason, "ok");
+        codec_submit_reply_destroy(r);
+    }
+    submit_shapes(f, "g", 1, 1, "g.reply"); /* a third stranger */
+    r = fx_submit_reply(f, "g.reply");
     assert_string_equal(r->results[0].reason, "too_many_models");
     codec_submit_reply_destroy(r);
+    /* a worker for g registers: never refused for the table, and then g's items go in */
+    assert_string_equal(fx_register(f, "g", 8, 4096, "gpu-g", c), "");
+    submit_shapes(f, "g", 1, 1, "g.reply");
+    r = fx_submit_reply(f, "g.reply");
+    assert_string_equal(r->results[0].reason, "ok");
+    codec_submit_reply_destroy(r);
     json_t *doc = fx_stats(f, NULL, NULL);
-    assert_int_equal(fx_rejected(doc, "too_many_models"), 2);
+    assert_int_equal(fx_rejected(doc, "too_many_models"), 1);
     json_decref(doc);
     fx_destroy(f);
 }
@@ -628,6 +633,219 @@ static void test_stats_are_answered_ahead_of_a_backlog(void **state)
     fx_destroy(f);
 }
 
+/* Advances the fake clock by ms in ticks of 500 ms, a turn each (the 1 s tick runs the age
+ * limit, the lanes' quiesce rule and the reclaim of idle shapes). */
+static void age(fx_t *f, uint64_t ms)
+{
+    for (uint64_t t = 0; t < ms; t += 500) {
+        f->now += 500 * FX_MS;
+        fx_turn(f);
+    }
+}
+
+/* The model-table flood: one-item Submits to new models with no consumer fill --limit-models;
+ * the next new model is refused, but not for good: past the age limit the items are
+ * dead-lettered with reason expired (counted) and the table's places come back. */
+static void test_a_model_flood_gives_its_places_back(void **state)
+{
+    (void)state;
+    daemon_limits_t lim = {.models = 4, .queue_age_ms = 2000};
+    fx_t *f = fx_create(&lim, 0);
+    for (int i = 0; i < 4; i++) {
+        char model[16];
+        snprintf(model, sizeof(model), "flood%d", i);
+        submit_shapes(f, model, 1, 1, "flood.reply");
+        codec_submit_reply_t *r = fx_submit_reply(f, "flood.reply");
+        assert_string_equal(r->results[0].reason, "ok");
+        codec_submit_reply_destroy(r);
+    }
+    submit_shapes(f, "late", 1, 1, "late.reply");
+    codec_submit_reply_t *r = fx_submit_reply(f, "late.reply");
+    assert_string_equal(r->results[0].reason, "too_many_models");
+    codec_submit_reply_destroy(r);
+    age(f, 3000);
+    const fx_sent_t *dead = fx_last_on(f, "lanes.dead.flood3");
+    assert_non_null(dead);
+    codec_batch_t *b = NULL;
+    assert_int_equal(codec_decode_batch(dead->data, dead->len, &b), CODEC_OK);
+    assert_int_equal(b->status, CODEC_BATCH_ERROR);
+    assert_int_equal(strncmp(b->error, "expired:", 8), 0);
+    assert_int_equal(b->n_items, 1);
+    codec_batch_destroy(b);
+    json_t *doc = fx_stats(f, NULL, NULL);
+    assert_int_equal(fx_counter(doc, "expired"), 4);
+    assert_int_equal(fx_counter(doc, "dead_lettered"), 4);
+    assert_int_equal(fx_counter(doc, "items_completed"), 4);
+    json_decref(doc);
+    submit_shapes(f, "late", 1, 1, "late.reply");
+    r = fx_submit_reply(f, "late.reply");
+    assert_string_equal(r->results[0].reason, "ok");
+    codec_submit_reply_destroy(r);
+    fx_destroy(f);
+}
+
+/* The shape-table flood: new shapes fill --limit-shapes; another model's new shape is refused,
+ * and accepted again once the flood's items expired and their shapes were reclaimed. */
+static void test_a_shape_flood_gives_its_places_back(void **state)
+{
+    (void)state;
+    daemon_limits_t lim = {.shapes = 16, .queue_age_ms = 2000};
+    fx_t *f = fx_create(&lim, 0);
+    submit_shapes(f, "flood", 1, 16, NULL);
+    submit_shapes(f, "other", 100, 1, "other.reply");
+    codec_submit_reply_t *r = fx_submit_reply(f, "other.reply");
+    assert_string_equal(r->results[0].reason, "too_many_shapes");
+    codec_submit_reply_destroy(r);
+    age(f, 3000); /* the items expire */
+    json_t *doc = fx_stats(f, NULL, NULL);
+    assert_int_equal(fx_counter(doc, "expired"), 16);
+    json_decref(doc);
+    age(f, 8000); /* their lanes quiesce and drain, the idle shapes are reclaimed */
+    submit_shapes(f, "other", 100, 1, "other.reply");
+    r = fx_submit_reply(f, "other.reply");
+    assert_string_equal(r->results[0].reason, "ok");
+    codec_submit_reply_destroy(r);
+    fx_destroy(f);
+}
+
+/* A consumer's items do not expire while it works on them, and a model's own age limit
+ * (queue_age_models) applies to it alone. */
+static void test_the_age_limit_is_per_model_and_spares_batches_in_flight(void **state)
+{
+    (void)state;
+    daemon_limits_t lim = {.queue_age_ms = 60000};
+    fx_t *f = fx_create(&lim, 0);
+    f->cfg.queue_age_models = "short=2000";
+    fx_restart(f);
+    submit_shapes(f, "short", 1, 2, NULL);
+    submit_shapes(f, "long", 1, 1, NULL);
+    char id[33];
+    assert_string_equal(fx_register(f, "short", 1, 4096, "gpu", id), "");
+    fx_pull(f, id, 1, 30000, "inbox");
+    fx_turn(f);
+    codec_batch_t *b = fx_batch_on(f, "inbox");
+    assert_int_equal(b->n_items, 1);
+    codec_batch_destroy(b);
+    age(f, 3000); /* past short's limit: its queued item expires, the one in flight stays */
+    json_t *doc = fx_stats(f, NULL, NULL);
+    assert_int_equal(fx_counter(doc, "expired"), 1);
+    json_decref(doc);
+    assert_int_equal(fx_count_on(f, "lanes.dead.long"), 0);
+    fx_destroy(f);
+}
+
+/* Registers with a max_input_tokens; "" or the error (static storage). */
+static const char *register_input(fx_t *f, const char *model, uint32_t max_input, char *id)
+{
+    static char error[256];
+    codec_register_t rg = {model, 8, 1u << 20, max_input, "gpu", 0, 0, 0};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(codec_encode_register(&rg, &buf, &len), CODEC_OK);
+    assert_int_equal(daemon_post(f->d, EV_REGISTER, NULL, "reg.reply", buf, len), 0);
+    free(buf);
+    fx_turn(f);
+    const fx_sent_t *s = fx_last_on(f, "reg.reply");
+    codec_registered_t *out = NULL;
+    assert_int_equal(codec_decode_registered(s->data, s->len, &out), CODEC_OK);
+    snprintf(error, sizeof(error), "%s", out->error);
+    if (error[0] == '\0')
+        snprintf(id, 33, "%s", strrchr(out->pull_subject, '.') + 1);
+    codec_registered_destroy(out);
+    return error;
+}
+
+/* One item of `tokens` for model; its reason word. */
+static const char *submit_tokens(fx_t *f, const char *model, const char *id, uint32_t tokens)
+{
+    static char reason[64];
+    codec_work_item_t it = {.id = {(const uint8_t *)id, strlen(id)},
+                            .model = model,
+                            .has_signature = true,
+                            .signature = 7,
+                            .tokens = tokens};
+    codec_submit_t sub = {&it, 1};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(codec_encode_submit(&sub, &buf, &len), CODEC_OK);
+    assert_int_equal(daemon_post(f->d, EV_SUBMIT, model, "t.reply", buf, len), 0);
+    free(buf);
+    fx_turn(f);
+    codec_submit_reply_t *r = fx_submit_reply(f, "t.reply");
+    snprintf(reason, sizeof(reason), "%s", r->results[0].reason);
+    codec_submit_reply_destroy(r);
+    return reason;
+}
+
+/* An item longer than every live consumer's max_input_tokens is answered input_too_long, not a
+ * silent ok; a consumer that takes longer inputs (or any length) lets it in; a model with no
+ * consumer accepts any length (its workers are not known yet). */
+static void test_an_item_no_consumer_can_run_is_input_too_long(void **state)
+{
+    (void)state;
+    fx_t *f = fx_create(NULL, 0);
+    char a[33], b[33];
+    assert_string_equal(submit_tokens(f, "llama", "early", 5000), "ok");
+    assert_string_equal(register_input(f, "llama", 100, a), "");
+    assert_string_equal(register_input(f, "llama", 1000, b), "");
+    assert_string_equal(submit_tokens(f, "llama", "short", 1000), "ok");
+    assert_string_equal(submit_tokens(f, "llama", "long", 1001), "input_too_long");
+    assert_int_equal(daemon_post(f->d, EV_BYE, b, "bye.reply", NULL, 0), 0);
+    fx_turn(f);
+    assert_string_equal(submit_tokens(f, "llama", "long2", 101), "input_too_long");
+    assert_string_equal(register_input(f, "llama", 0, b), ""); /* any length */
+    assert_string_equal(submit_tokens(f, "llama", "long3", 100000), "ok");
+    json_t *doc = fx_stats(f, NULL, NULL);
+    assert_int_equal(fx_rejected(doc, "input_too_long"), 2);
+    json_decref(doc);
+    fx_destroy(f);
+}
+
+/* --allow-models: other models' items and Registers get model_not_allowed; a prefix ends in *. */
+static void test_only_allowed_models_are_taken(void **state)
+{
+    (void)state;
+    fx_t *f = fx_create(NULL, 0);
+    f->cfg.allow_models = "llama,qwen-*";
+    fx_restart(f);
+    char id[33];
+    assert_string_equal(submit_tokens(f, "llama", "a", 10), "ok");
+    assert_string_equal(submit_tokens(f, "qwen-7b", "b", 10), "ok");
+    assert_string_equal(submit_tokens(f, "mistral", "c", 10), "model_not_allowed");
+    assert_string_equal(submit_tokens(f, "llama2", "d", 10), "model_not_allowed");
+    assert_true(strncmp(register_input(f, "mistral", 0, id), "model_not_allowed: ", 19) == 0);
+    assert_string_equal(register_input(f, "qwen-1b", 0, id), "");
+    fx_destroy(f);
+}
+
+/* A pull's wait is cut to --limit-pull-expires-ms; every refusal carries its text. */
+static void test_a_long_pull_is_cut_and_errors_have_text(void **state)
+{
+    (void)state;
+    daemon_limits_t lim = {.pull_expires_ms = 1000};
+    fx_t *f = fx_create(&lim, 0);
+    char id[33];
+    assert_string_equal(fx_register(f, "llama", 8, 4096, "gpu", id), "");
+    fx_pull(f, id, 1, 4294967295u, "inbox"); /* 49.7 days asked */
+    fx_turn(f);
+    assert_int_equal(fx_count_on(f, "inbox"), 0);
+    f->now += 1100 * FX_MS;
+    fx_turn(f);
+    codec_batch_t *b = fx_batch_on(f, "inbox");
+    assert_int_equal(b->status, CODEC_BATCH_EXPIRED);
+    codec_batch_destroy(b);
+    /* a bye for an unknown id: the code word and a text */
+    assert_int_equal(
+        daemon_post(f->d, EV_BYE, "0123456789abcdef0123456789abcdef", "bye.reply", NULL, 0), 0);
+    fx_turn(f);
+    const fx_sent_t *s = fx_last_on(f, "bye.reply");
+    codec_ack_reply_t *r = NULL;
+    assert_int_equal(codec_decode_ack_reply(s->data, s->len, &r), CODEC_OK);
+    assert_int_equal(strncmp(r->error, "unknown_consumer: ", 18), 0);
+    codec_ack_reply_destroy(r);
+    fx_destroy(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -635,7 +853,7 @@ int main(void)
         cmocka_unit_test(test_consumers_past_the_limit_and_stats_pages),
         cmocka_unit_test(test_shapes_past_the_limit_and_stats_pages),
         cmocka_unit_test(test_models_and_shapes_of_the_daemon_are_bounded),
-        cmocka_unit_test(test_models_of_consumers_count_and_their_places_are_reused),
+        cmocka_unit_test(test_models_of_consumers_are_never_refused_for_the_table),
         cmocka_unit_test(test_one_submit_creates_a_bounded_number_of_shapes),
         cmocka_unit_test(test_a_retried_large_submit_gets_a_reply_that_fits),
         cmocka_unit_test(test_a_reply_that_cannot_fit_is_refused_before_storing),
@@ -645,6 +863,12 @@ int main(void)
         cmocka_unit_test(test_a_full_queue_refuses_with_queue_full),
         cmocka_unit_test(test_a_stop_overtakes_a_backlog),
         cmocka_unit_test(test_stats_are_answered_ahead_of_a_backlog),
+        cmocka_unit_test(test_a_model_flood_gives_its_places_back),
+        cmocka_unit_test(test_a_shape_flood_gives_its_places_back),
+        cmocka_unit_test(test_the_age_limit_is_per_model_and_spares_batches_in_flight),
+        cmocka_unit_test(test_an_item_no_consumer_can_run_is_input_too_long),
+        cmocka_unit_test(test_only_allowed_models_are_taken),
+        cmocka_unit_test(test_a_long_pull_is_cut_and_errors_have_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /*
  * test_log.c - common/log.c: credentials never reach a line (URL passwords and tokens, the
  * registered secrets), the JSON format is one valid object per line whatever the message holds,
+ * a client-chosen name can neither forge a line nor send a terminal escape (text, JSON, sink),
  * and the level filter.
  */
 #include <setjmp.h>
@@ -86,8 +87,8 @@ static void test_the_sink_sees_redacted_lines_at_or_above_the_level(void **state
     log_level_set(LOG_INFO);
 }
 
-/* Runs one log_write in json format with stderr redirected to a file; returns the line. */
-static void json_line(const char *msg, char *out, size_t cap)
+/* Runs one log_write in `format` with stderr redirected to a file; returns the whole output. */
+static void stderr_text(int format, const char *msg, char *out, size_t cap)
 {
     char path[] = "/tmp/lanes-test-log-XXXXXX";
     int fd = mkstemp(path);
@@ -95,7 +96,7 @@ static void json_line(const char *msg, char *out, size_t cap)
     fflush(stderr);
     int saved = dup(2);
     assert_true(dup2(fd, 2) >= 0);
-    log_format_set(LOG_FORMAT_JSON);
+    log_format_set(format);
     log_write(LOG_WARN, "%s", msg);
     log_format_set(LOG_FORMAT_TEXT);
     fflush(stderr);
@@ -104,9 +105,15 @@ static void json_line(const char *msg, char *out, size_t cap)
     FILE *f = fdopen(fd, "r");
     assert_non_null(f);
     rewind(f);
-    assert_non_null(fgets(out, (int)cap, f));
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = '\0';
     fclose(f);
     unlink(path);
+}
+
+static void json_line(const char *msg, char *out, size_t cap)
+{
+    stderr_text(LOG_FORMAT_JSON, msg, out, cap);
 }
 
 static void test_json_lines_are_valid_whatever_the_message(void **state)
@@ -131,6 +138,68 @@ static void test_json_lines_are_valid_whatever_the_message(void **state)
     assert_int_equal(log_format_parse("xml", &fmt), -1);
 }
 
+/* A consumer's Register.name as the daemon logs it: a newline followed by a forged line, an ESC
+ * sequence that clears the screen, a C1 CSI, DEL and a bidi override. */
+#define HOSTILE_NAME                                                                       \
+    "gpu\n2026-01-01T00:00:00.000Z error forged line\r\x1b[2J\x1b]0;pwned\x07 c1 \xc2\x9b" \
+    "31m "                                                                                 \
+    "del \x7f bidi \xe2\x80\xae back\\slash caf\xc3\xa9 bad \xff"
+
+static void test_text_lines_escape_every_control_byte(void **state)
+{
+    (void)state;
+    char out[8192];
+    stderr_text(LOG_FORMAT_TEXT, "consumer 1 (" HOSTILE_NAME ") registered", out, sizeof(out));
+    /* one line: the only newline is the terminator */
+    char *nl = strchr(out, '\n');
+    assert_non_null(nl);
+    assert_int_equal(nl[1], '\0');
+    for (const unsigned char *p = (const unsigned char *)out; p < (const unsigned char *)nl; p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            fail_msg("raw control byte 0x%02x in the text line: %s", *p, out);
+        if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+            fail_msg("raw C1 control in the text line: %s", out);
+        if (p[0] == 0xe2 && p[1] == 0x80 && p[2] == 0xae)
+            fail_msg("raw bidi override in the text line: %s", out);
+    }
+    assert_non_null(strstr(out, "consumer 1 (gpu\\n2026-01-01T00:00:00.000Z error forged line\\r"
+                                "\\x1b[2J\\x1b]0;pwned\\x07 c1 \\u009b31m del \\x7f bidi "
+                                "\\u202e back\\\\slash caf\xc3\xa9 bad \\xff) registered\n"));
+}
+
+static void test_json_lines_escape_every_control(void **state)
+{
+    (void)state;
+    char line[8192];
+    json_line(HOSTILE_NAME, line, sizeof(line));
+    assert_non_null(strchr(line, '\n'));
+    assert_int_equal(strchr(line, '\n')[1], '\0');
+    json_error_t err;
+    json_t *doc = json_loads(line, 0, &err);
+    if (doc == NULL)
+        fail_msg("not JSON (%s): %s", err.text, line);
+    json_decref(doc);
+    /* escaped in the line itself, not only valid JSON: a reader that prints the raw line (tail,
+     * a terminal) sees no control either */
+    assert_non_null(strstr(line, "\\u001b[2J"));
+    assert_non_null(strstr(line, "\\u009b31m"));
+    assert_non_null(strstr(line, "\\u007f"));
+    assert_non_null(strstr(line, "\\u202e"));
+    assert_null(strstr(line, "\xc2\x9b"));
+    assert_null(strstr(line, "\x7f"));
+}
+
+static void test_the_sink_sees_escaped_lines(void **state)
+{
+    (void)state;
+    capture_t c = {0};
+    log_sink_set(capture, &c);
+    log_write(LOG_ERROR, "name %s", "a\nb\x1b");
+    log_sink_set(NULL, NULL);
+    assert_int_equal(c.n, 1);
+    assert_string_equal(c.line, "name a\\nb\\x1b");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -139,6 +208,9 @@ int main(void)
         cmocka_unit_test(test_a_long_message_is_cut_not_overrun),
         cmocka_unit_test(test_the_sink_sees_redacted_lines_at_or_above_the_level),
         cmocka_unit_test(test_json_lines_are_valid_whatever_the_message),
+        cmocka_unit_test(test_text_lines_escape_every_control_byte),
+        cmocka_unit_test(test_json_lines_escape_every_control),
+        cmocka_unit_test(test_the_sink_sees_escaped_lines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

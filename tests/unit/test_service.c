@@ -291,7 +291,8 @@ static void test_metrics_count_per_model_and_time_the_wait(void **state)
     uint8_t *buf = NULL;
     size_t len = 0;
     assert_int_equal(codec_encode_pull(&p, &buf, &len), CODEC_OK);
-    assert_int_equal(daemon_post(f->d, EV_PULL, r->consumer_id, "inbox", buf, len), 0);
+    assert_int_equal(
+        daemon_post(f->d, EV_PULL, strrchr(r->pull_subject, '.') + 1, "inbox", buf, len), 0);
     free(buf);
     turn(f);
     codec_registered_destroy(r);

@@ -41,8 +41,10 @@ static int chaos_register(chaos_t *c, natsConnection *nc, const char *model, cha
     int rc = -1;
     if (codec_decode_registered(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), &r) ==
             CODEC_OK &&
-        r->error[0] == '\0' && strlen(r->consumer_id) == 32) {
-        memcpy(id, r->consumer_id, 33);
+        r->error[0] == '\0' && strrchr(r->pull_subject, '.') != NULL &&
+        strlen(strrchr(r->pull_subject, '.') + 1) == 32) {
+        /* the token of the subjects Registered names (the registration's secret) */
+        memcpy(id, strrchr(r->pull_subject, '.') + 1, 33);
         atomic_fetch_add(&c->registers, 1);
         rc = 0;
     }

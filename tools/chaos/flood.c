@@ -115,8 +115,10 @@ static void flood_register(flood_t *f, const char *model, uint32_t bs, uint32_t 
                                              &out) == CODEC_OK) {
         size_t n = strcspn(out->error, ":");
         snprintf(word, wlen, "%.*s", (int)n, out->error);
-        if (id != NULL)
-            snprintf(id, 33, "%s", out->consumer_id);
+        if (id != NULL) /* the token of its subjects (the registration's secret) */
+            snprintf(id, 33, "%s",
+                     strrchr(out->pull_subject, '.') != NULL ? strrchr(out->pull_subject, '.') + 1
+                                                             : "");
         codec_registered_destroy(out);
     }
     natsMsg_Destroy(m);

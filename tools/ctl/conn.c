@@ -53,6 +53,9 @@ int ctl_connect(const ctl_opts_t *o, bool one_thread, natsConnection **out)
     if (s == NATS_OK && ctl_set(c->tls_cert_file) &&
         (s = natsOptions_LoadCertificatesChain(opts, c->tls_cert_file, c->tls_key_file)) != NATS_OK)
         what = "TLS certificate/key";
+    if (s == NATS_OK && ctl_set(c->inbox_prefix) &&
+        (s = natsOptions_SetCustomInboxPrefix(opts, c->inbox_prefix)) != NATS_OK)
+        what = "inbox prefix";
     if (s == NATS_OK && c->connect_timeout_ms > 0 &&
         (s = natsOptions_SetTimeout(opts, c->connect_timeout_ms)) != NATS_OK)
         what = "connect timeout";

@@ -152,13 +152,17 @@ static int ctl_metrics(natsConnection *nc, const ctl_opts_t *o)
 /* Every $SRV.PING.lanesched answer within the timeout: "id version rtt" per line. */
 static int ctl_ping(natsConnection *nc, const ctl_opts_t *o)
 {
-    natsInbox *inbox = NULL;
+    natsInbox *nuid = NULL;
+    char inbox[320]; /* an inbox prefix (a subject) and a NUID */
     natsSubscription *sub = NULL;
     int found = 0;
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (natsInbox_Create(&inbox) != NATS_OK ||
-        natsConnection_SubscribeSync(&sub, nc, (const char *)inbox) != NATS_OK ||
+    if (natsInbox_Create(&nuid) == NATS_OK) /* "_INBOX.<nuid>", under --inbox-prefix if set */
+        snprintf(inbox, sizeof(inbox), "%s.%s",
+                 o->conn.inbox_prefix != NULL ? o->conn.inbox_prefix : "_INBOX",
+                 strchr(nuid, '.') != NULL ? strchr(nuid, '.') + 1 : nuid);
+    if (nuid == NULL || natsConnection_SubscribeSync(&sub, nc, (const char *)inbox) != NATS_OK ||
         natsConnection_PublishRequest(nc, "$SRV.PING.lanesched", (const char *)inbox, "", 0) !=
             NATS_OK) {
         fprintf(stderr, "lanesched-ctl: cannot send $SRV.PING.lanesched\n");
@@ -194,7 +198,7 @@ out:
         natsConnection_FlushTimeout(nc, 1000);
     }
     natsSubscription_Destroy(sub);
-    natsInbox_Destroy(inbox);
+    natsInbox_Destroy(nuid);
     return found > 0 ? 0 : 1;
 }
 

@@ -87,6 +87,7 @@ void cli_conn_defaults(lc_client_config_t *config)
     config->tls_ca_file = cli_env("LANESCHED_TLS_CA", NULL);
     config->tls_cert_file = cli_env("LANESCHED_TLS_CERT", NULL);
     config->tls_key_file = cli_env("LANESCHED_TLS_KEY", NULL);
+    config->inbox_prefix = cli_env("LANESCHED_INBOX_PREFIX", NULL);
 }
 
 void cli_unknown(const char *arg)
@@ -99,9 +100,17 @@ void cli_unknown(const char *arg)
 
 int cli_conn_flag(int argc, char **argv, int *i, lc_client_config_t *config)
 {
-    static const char *const names[] = {
-        "--server", "--prefix", "--user",     "--password", "--token",
-        "--creds",  "--tls-ca", "--tls-cert", "--tls-key",  "--connect-timeout-ms"};
+    static const char *const names[] = {"--server",
+                                        "--prefix",
+                                        "--user",
+                                        "--password",
+                                        "--token",
+                                        "--creds",
+                                        "--tls-ca",
+                                        "--tls-cert",
+                                        "--tls-key",
+                                        "--inbox-prefix",
+                                        "--connect-timeout-ms"};
     const char *value = NULL;
 
     if (strcmp(argv[*i], "--tls") == 0) {
@@ -143,6 +152,9 @@ int cli_conn_flag(int argc, char **argv, int *i, lc_client_config_t *config)
         case 8:
             config->tls_key_file = value;
             break;
+        case 9:
+            config->inbox_prefix = value;
+            break;
         default: {
             uint64_t ms = 0;
             if (!cli_u64_parse(names[k], value, 1, INT64_MAX, &ms))
@@ -172,6 +184,8 @@ void cli_conn_help(FILE *f)
         "  --tls-ca FILE           CA bundle (PEM) to verify the server (env LANESCHED_TLS_CA)\n"
         "  --tls-cert FILE         client certificate chain (PEM), with --tls-key FILE\n"
         "                          (env LANESCHED_TLS_CERT, LANESCHED_TLS_KEY)\n"
+        "  --inbox-prefix P        every reply inbox starts with P, e.g. _INBOX.gpu-0 (env\n"
+        "                          LANESCHED_INBOX_PREFIX; default _INBOX; docs/security.md)\n"
         "  --connect-timeout-ms N  connection timeout (default 2000)\n",
         f);
 }

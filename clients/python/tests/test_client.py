@@ -126,7 +126,10 @@ class Consuming(Base):
         c = [x for x in self.env.stats()["consumers"] if x["id"] == k.id][0]
         self.assertEqual((c["cost_estimated"], c["cost_fixed_us"], c["cost_token_ns"], c["cache_shapes"]), (False, 2500, 40, 3))
         self.assertEqual((c["max_batch_size"], c["max_batch_tokens"], c["max_input_tokens"]), (4, 512, 256))
-        self.assertEqual(k.registration.pull_subject, f"lanes.pull.{k.id}")
+        # the subjects carry the registration's secret, never the public id (docs/security.md)
+        self.assertTrue(k.registration.pull_subject.startswith("lanes.pull."))
+        self.assertEqual(len(k.registration.pull_subject), len("lanes.pull.") + 32)
+        self.assertNotIn(k.id, k.registration.pull_subject)
 
     def test_results_on_reply_to_with_inbox_prefix(self):
         client = self.env.client(inbox_prefix="_INBOX_alice")
