@@ -1,12 +1,12 @@
 /*
  * recovery_scan.c - recovery's scan of one segment file: every entry header and CRC from the
- * file's header to its end, what is queued again, what is cut and what is reported (the
- * decisions about damage are listed in recovery.c).
+ * file's header to its end, what is queued again and in which lane (the entry's own signature
+ * and lane, under its CRC), what is cut and what is reported (the decisions about damage are
+ * listed in recovery.c).
  *
  * Invariants (numbered on from recovery.c's):
- *   5. No count read from the index sizes an allocation beyond what the file can hold (one
- *      entry per 32 bytes): a flipped bit in a row never makes recovery ask for memory that
- *      cannot exist, whatever its checksum says.
+ *   5. No count read from the index sizes an allocation: a flipped bit in a row never makes
+ *      recovery ask for memory that cannot exist, whatever its checksum says.
  *   6. The durable boundary is used only from a row that can be trusted (recovery.c); when
  *      such a row counts more entries below its boundary than the scan finds there and valid
  *      entries follow it, those entries are kept up to the count and reported: the boundary,
@@ -18,7 +18,8 @@
  *
  * Rejected: trusting the row's counts over the scan (a damaged count would drop or invent
  * items); cutting at the row's boundary whatever its checksum (what dropped nine accepted items
- * when a boundary was lowered).
+ * when a boundary was lowered); a hash lookup of the lane for every entry (the cache below
+ * takes most of them: a model's log repeats its busy lanes).
  */
 #define _GNU_SOURCE /* MAP_POPULATE */
 #include "store/recovery_scan_int.h"
@@ -41,9 +42,28 @@ static uint64_t rec_resync(uint32_t seed, const uint8_t *map, uint64_t from, uin
     return end;
 }
 
-/* One valid entry at `off`: counted, and queued unless tombstoned. */
-static store_status_t rec_take(disk_t *d, dqueue_t *q, dseg_t *seg, const char *name, uint64_t off,
-                               const seg_entry_t *e, uint64_t *tombs, store_recovery_t *rep)
+/* The lane queue of an entry of the model being scanned: from the cache, else the queue map
+ * (created empty when new), then cached. */
+static store_status_t rec_queue(disk_t *d, rec_cache_t *cache, uint32_t model_idx,
+                                uint64_t signature, uint32_t lane, dqueue_t **out)
+{
+    uint64_t h = (signature ^ (uint64_t)lane * 0x9e3779b97f4a7c15ull) * 0xff51afd7ed558ccdull;
+    rec_cache_slot_t *slot = &cache->slots[h >> (64 - REC_CACHE_BITS)];
+    if (slot->q != NULL && slot->signature == signature && slot->lane == lane &&
+        slot->model_idx == model_idx) {
+        *out = slot->q;
+        return STORE_OK;
+    }
+    store_status_t st = disk_queue_get_idx(d, model_idx, signature, lane, out);
+    if (st == STORE_OK)
+        *slot = (rec_cache_slot_t){signature, lane, model_idx, *out};
+    return st;
+}
+
+/* One valid entry at `off`: counted, and queued in its lane unless tombstoned. */
+static store_status_t rec_take(disk_t *d, rec_cache_t *cache, dseg_t *seg, const char *name,
+                               uint64_t off, const seg_entry_t *e, uint64_t *tombs,
+                               store_recovery_t *rep)
 {
     seg->entries++;
     seg->tokens += e->tokens;
@@ -60,16 +80,20 @@ static store_status_t rec_take(disk_t *d, dqueue_t *q, dseg_t *seg, const char *
                      name, off);
         deliveries = 0;
     }
-    drec_t rec = {seg, e->arrival_ns, (uint32_t)off, e->length, e->tokens, (uint32_t)deliveries};
-    store_status_t st = disk_queue_push(q, &rec);
+    dqueue_t *q;
+    store_status_t st = rec_queue(d, cache, seg->model_idx, e->signature, e->lane, &q);
     if (st != STORE_OK)
+        return st;
+    drec_t rec = {e->arrival_ns, (uint32_t)off, e->length, e->tokens,
+                  drec_slot_dlv(seg->slot, (uint32_t)deliveries)};
+    if ((st = disk_queue_push(q, &rec)) != STORE_OK)
         return st;
     rep->entries_live++;
     rep->tokens_live += e->tokens;
     return STORE_OK;
 }
 
-store_status_t rec_scan(disk_t *d, rec_file_t *f, store_recovery_t *rep)
+store_status_t rec_scan(disk_t *d, rec_cache_t *cache, rec_file_t *f, store_recovery_t *rep)
 {
     char name[SEG_FILE_NAME_SIZE];
     seg_file_name(f->id, name);
@@ -86,11 +110,8 @@ store_status_t rec_scan(disk_t *d, rec_file_t *f, store_recovery_t *rep)
         st = STORE_EIO;
         goto out;
     }
-    dqueue_t *q;
-    if ((st = disk_queue_get(d, f->header.model, f->header.signature, f->header.lane, &q)) !=
-        STORE_OK)
-        goto out;
-    if ((seg = calloc(1, sizeof(*seg))) == NULL) {
+    /* Room for its deletion (disk_seg_delete) reserved with it. */
+    if ((seg = calloc(1, sizeof(*seg))) == NULL || map_reserve(&d->deleted, 1) != MAP_OK) {
         st = STORE_ENOMEM;
         goto out;
     }
@@ -99,9 +120,16 @@ store_status_t rec_scan(disk_t *d, rec_file_t *f, store_recovery_t *rep)
     seg->ino = f->ino;
     seg->id = f->id;
     seg->seq = f->header.sequence;
+    seg->model_idx = f->model_idx;
     seg->created_ns = f->header.created_ns;
     seg->header_len = f->header.header_len;
     seg->sealed = 1;
+    seg->slot = UINT32_MAX;
+    /* Attached first: its records name its slot. From here d owns it. */
+    if ((st = disk_seg_attach(d, seg)) != STORE_OK)
+        goto out;
+    dseg_t *attached = seg;
+    seg = NULL;
 
     /* The durable boundary: what the index recorded; unknown for an adopted file. */
     int bounded = f->row != NULL;
@@ -114,24 +142,15 @@ store_status_t rec_scan(disk_t *d, rec_file_t *f, store_recovery_t *rep)
         missing = durable - size;
         durable = size;
     }
-    if (durable < seg->header_len)
-        durable = seg->header_len;
+    if (durable < attached->header_len)
+        durable = attached->header_len;
     uint64_t keep = durable; /* the file is cut back to here */
     uint64_t tombs = 0;
     seg_entry_t e;
     uint32_t seed = seg_crc_seed(f->id);
-    /* Room for every live entry the index knows of, so the queue array is sized once; never
-     * more than the file can hold (invariant 5: a count read from the index sizes nothing it
-     * has not been checked against). */
-    if (bounded && f->row->entries > f->row->deleted) {
-        uint64_t fits = (size - seg->header_len) / SEG_ENTRY_HEADER;
-        uint64_t live = f->row->entries - f->row->deleted;
-        if ((st = disk_queue_reserve(q, (size_t)(live < fits ? live : fits))) != STORE_OK)
-            goto out;
-    }
-    for (uint64_t off = seg->header_len; off < durable;) {
+    for (uint64_t off = attached->header_len; off < durable;) {
         if (seg_entry_check(seed, map + off, durable - off, &e)) {
-            if ((st = rec_take(d, q, seg, name, off, &e, &tombs, rep)) != STORE_OK)
+            if ((st = rec_take(d, cache, attached, name, off, &e, &tombs, rep)) != STORE_OK)
                 goto out;
             off += e.length;
             continue;
@@ -164,10 +183,11 @@ store_status_t rec_scan(disk_t *d, rec_file_t *f, store_recovery_t *rep)
     }
     /* Invariant 6: the row counts more entries below its boundary than the scan found there,
      * and valid entries follow it: the boundary is wrong, the count and the CRCs win. */
-    if (bounded && seg->entries < f->row->entries && keep == durable && durable < size) {
+    if (bounded && attached->entries < f->row->entries && keep == durable && durable < size) {
         uint64_t kept = 0, off = durable;
-        while (seg->entries < f->row->entries && seg_entry_check(seed, map + off, size - off, &e)) {
-            if ((st = rec_take(d, q, seg, name, off, &e, &tombs, rep)) != STORE_OK)
+        while (attached->entries < f->row->entries &&
+               seg_entry_check(seed, map + off, size - off, &e)) {
+            if ((st = rec_take(d, cache, attached, name, off, &e, &tombs, rep)) != STORE_OK)
                 goto out;
             off += e.length;
             kept++;
@@ -178,7 +198,7 @@ store_status_t rec_scan(disk_t *d, rec_file_t *f, store_recovery_t *rep)
                      "segment %s: the index counts %" PRIu64 " entries below its boundary %" PRIu64
                      " but %" PRIu64 " are there; %" PRIu64 " valid entries past the boundary "
                      "kept (a boundary that disagrees with its count loses to the scan)",
-                     name, f->row->entries, durable, seg->entries - kept, kept);
+                     name, f->row->entries, durable, attached->entries - kept, kept);
             durable = keep = off;
         }
     }
@@ -186,11 +206,9 @@ store_status_t rec_scan(disk_t *d, rec_file_t *f, store_recovery_t *rep)
         rep->torn_tails++;
         rep->torn_bytes += size - durable;
         disk_log(d, STORE_LOG_WARN,
-                 "segment %s: %" PRIu64 " bytes past the durable boundary %" PRIu64 " cut (%s)",
-                 name, size - durable, durable,
-                 f->row->trust == INDEX_ROW_CHECKED
-                     ? "never acknowledged: the boundary's index row verifies"
-                     : "past the boundary an index row without checksum recorded");
+                 "segment %s: %" PRIu64 " bytes past the durable boundary %" PRIu64
+                 " cut (never acknowledged: the boundary's index row verifies)",
+                 name, size - durable, durable);
     }
     if (keep < size) {
         if (ftruncate(fd, (off_t)keep) != 0 || store_fault_fsync(fd, 1) != 0) {
@@ -198,10 +216,10 @@ store_status_t rec_scan(disk_t *d, rec_file_t *f, store_recovery_t *rep)
             goto out;
         }
     }
-    seg->size = seg->readable = seg->reserved = keep;
-    seg->flushed_entries = seg->entries;
-    seg->flushed_tokens = seg->tokens;
-    seg->deleted = tombs;
+    attached->size = attached->readable = attached->reserved = keep;
+    attached->flushed_entries = attached->entries;
+    attached->flushed_tokens = attached->tokens;
+    attached->deleted = tombs;
     rep->entries_tombstoned += tombs;
     if (bounded && f->row->deleted != tombs) {
         rep->deleted_count_repairs++;
@@ -213,15 +231,8 @@ store_status_t rec_scan(disk_t *d, rec_file_t *f, store_recovery_t *rep)
         rep->adopted_files++;
         disk_log(d, STORE_LOG_INFO, "segment %s was not in the index: adopted", name);
     }
-    if (map_reserve(&d->deleted, 1) != MAP_OK) { /* room for its deletion (disk_seg_delete) */
-        st = STORE_ENOMEM;
-        goto out;
-    }
-    if ((st = disk_seg_attach(d, q, seg)) != STORE_OK)
-        goto out;
-    disk_seg_mark_dirty(d, seg);
+    disk_seg_mark_dirty(d, attached);
     rep->segments++;
-    seg = NULL;
 out:
     if (map != MAP_FAILED)
         munmap(map, size);

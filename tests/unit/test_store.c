@@ -1267,7 +1267,7 @@ static void test_status_str_covers_every_status(void **state)
         for (int j = 0; j < i; j++)
             assert_string_not_equal(seen[i], seen[j]);
     }
-    assert_int_equal(STORE_STATUS_COUNT, 10);
+    assert_int_equal(STORE_STATUS_COUNT, 11);
     assert_string_equal(store_status_str(STORE_OK), "ok");
     assert_string_equal(store_status_str(STORE_ESTALE),
                         "commit does not match the head of the lane queue (peek is stale)");
