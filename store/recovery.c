@@ -474,7 +474,7 @@ store_status_t disk_recover(disk_t *d, store_recovery_t *rep)
     uint64_t t0 = clock_mono_ns();
     rec_ctx_t c = {.d = d};
     rec_listing_t l = {0};
-    rec_cache_t *cache = NULL;
+    rec_lanes_t lanes = {0};
     index_txn_t *txn = NULL;
     store_status_t st = rec_list_files(d, &l);
     if (st != STORE_OK)
@@ -502,12 +502,8 @@ store_status_t disk_recover(disk_t *d, store_recovery_t *rep)
         goto out;
     if (l.n > 1)
         qsort(l.files, l.n, sizeof(*l.files), rec_file_cmp);
-    if ((cache = calloc(1, sizeof(*cache))) == NULL) {
-        st = STORE_ENOMEM;
-        goto out;
-    }
     for (size_t i = 0; i < l.n; i++) {
-        if ((st = rec_scan(d, cache, &l.files[i], rep)) != STORE_OK) {
+        if ((st = rec_scan(d, &lanes, &l.files[i], rep)) != STORE_OK) {
             disk_log(d, STORE_LOG_ERROR, "recovery of segment %016" PRIx64 " failed: %s",
                      l.files[i].id, store_status_str(st));
             goto out;
@@ -580,7 +576,7 @@ store_status_t disk_recover(disk_t *d, store_recovery_t *rep)
                  rep->missing_files, rep->quarantined_files, (double)rep->elapsed_ns / 1e9);
 out:
     index_abort(txn);
-    free(cache);
+    rec_lanes_fini(&lanes);
     rec_listing_free(&l);
     rec_ctx_free(&c);
     return st;

@@ -21,23 +21,52 @@ typedef struct {
     uint64_t ino;
 } rec_file_t;
 
-/* Lane queues recently met by the scan, by (signature, lane): a direct-mapped cache in front of
- * the queue map. Caller memory, zeroed before the first scan; valid across scans (a slot names
- * the model too). */
-#define REC_CACHE_BITS 12
+/*
+ * The lanes recovery has met, and the entries of the file being scanned waiting to be queued.
+ * A scan notes each live entry with its lane's number (a hash table the size of the lanes, in
+ * cache, instead of the queue map and queue structures per entry), then queues the noted
+ * entries lane by lane: each lane's array grown once, its records written in file order.
+ * Owned by the caller (rec_lanes_init / rec_lanes_fini), shared by the scans of one recovery.
+ */
 typedef struct {
     uint64_t signature;
     uint32_t lane;
     uint32_t model_idx;
-    dqueue_t *q; /* borrowed; NULL: empty slot */
-} rec_cache_slot_t;
+    uint32_t idx; /* + 1: 0 marks an empty slot */
+} rec_lane_slot_t;
+
 typedef struct {
-    rec_cache_slot_t slots[1u << REC_CACHE_BITS];
-} rec_cache_t;
+    dqueue_t *q;     /* borrowed */
+    uint32_t n;      /* entries of the current file */
+    uint64_t tokens; /* ... and their tokens */
+    drec_t *dest;    /* where the next of them goes in q->recs */
+} rec_lane_t;
+
+typedef struct {
+    uint32_t lane; /* index into lanes */
+    drec_t rec;
+} rec_item_t;
+
+typedef struct {
+    rec_lane_slot_t *slots; /* owned; cap slots, a power of two */
+    size_t cap;
+    rec_lane_t *lanes; /* owned */
+    size_t n_lanes, cap_lanes;
+    uint32_t *touched; /* owned: the lanes the current file has entries of */
+    size_t n_touched;
+    rec_item_t *items; /* owned: REC_NOTED_MAX live entries, in file order */
+    size_t n_items;
+} rec_lanes_t;
+
+/* Entries noted before they are queued: enough that a lane's array grows once for several of
+ * its entries, few enough that the notes stay in the CPU's cache (512 KiB). */
+#define REC_NOTED_MAX 16384u
+
+void rec_lanes_fini(rec_lanes_t *l);
 
 /* Scans f's file, queues its live entries under their lane, repairs what it may (cut torn
  * tails, count tombstones) and records every dropped byte in *rep. The segment is attached to
  * d (owned by it) before its entries are queued, whatever the scan returns. */
-store_status_t rec_scan(disk_t *d, rec_cache_t *cache, rec_file_t *f, store_recovery_t *rep);
+store_status_t rec_scan(disk_t *d, rec_lanes_t *lanes, rec_file_t *f, store_recovery_t *rep);
 
 #endif
