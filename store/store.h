@@ -19,7 +19,7 @@
  *
  * Backends: memory (store_open_memory, memory.c) keeps everything in RAM and nothing survives
  * store_close. The disk backend (store_open_disk: one append log of segment files per model +
- * an LMDB index, disk.c and the files disk_int.h lists; the format is in docs/store.md)
+ * an LMDB index, store/disk/, whose files disk_int.h lists; the format is in docs/store.md)
  * implements the same functions.
  *
  * Ownership: every pointer a caller passes in is borrowed for the duration of the call; the store
@@ -345,7 +345,8 @@ store_status_t store_current_shape_get(store_t *store, const char *model, int *o
 #define STORE_EPOCH_MAX ((1u << 21) - 1u)
 store_status_t store_epoch_next(store_t *store, uint32_t *out_epoch /* out */);
 
-/* ---- test-only fault injection (store/fault.c) -------------------------------------------- */
+/* ---- test-only fault injection (store/disk/fault.c) --------------------------------------------
+ */
 
 typedef enum {
     STORE_FAULT_WRITE = 0,

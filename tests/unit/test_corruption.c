@@ -4,7 +4,7 @@
  * Each test builds a pristine store in a fresh mkdtemp directory: 40 known items in two lanes
  * of one (model, shape), a 1 KiB segment cap so the model's log rolls over several times, some
  * items tombstoned, everything flushed, the store closed. The entry boundaries of every segment
- * file are computed from the format written down in store/segment_int.h (header 64 + model
+ * file are computed from the format written down in store/disk/segment_int.h (header 64 + model
  * bytes padded to 8, entry 56 + id + payload padded to 8, the entries of both lanes interleaved
  * in append order) and cross-checked against the file bytes (state words, lengths, routing
  * keys, CRC-32C computed here independently) before any damage is done.

@@ -1,5 +1,5 @@
 /*
- * test_store_check.c - the store's executable invariants (store/disk_check.c,
+ * test_store_check.c - the store's executable invariants (store/disk/disk_check.c,
  * store/memory_check.c): each check holds on a store the public calls built, and returns 0
  * once a test breaks the rule it guards on purpose, then 1 again when the test puts it back
  * (so a check that always failed, or never did, is caught). The structures are reached through
@@ -24,7 +24,7 @@
 #include "tests/support/test_fs.h"
 
 #include "common/invariant.h"
-#include "store/disk_int.h"
+#include "store/disk/disk_int.h"
 #include "store/memory_int.h"
 
 enum { N_ITEMS = 6 };

@@ -4,7 +4,7 @@
  * findings; each case failed before the index rows carried checksums).
  *
  * Each test builds a store in a fresh mkdtemp directory through the public API, closes it,
- * damages the index with LMDB's own API (the row layout restated from store/index_int.h on
+ * damages the index with LMDB's own API (the row layout restated from store/disk/index_int.h on
  * purpose: the tests must notice if it drifts), reopens it and checks what comes back against
  * what was acknowledged, with the recovery report and the log lines. LANES_TEST_STORE_IO_PLAIN
  * runs it with plain system calls (fstat instead of inotify for the files taken away).
@@ -34,7 +34,8 @@
 #include "store/store.h"
 #include "tests/support/test_fs.h"
 
-/* ---- the index row format, restated (store/index_int.h) ----------------------------------- */
+/* ---- the index row format, restated (store/disk/index_int.h) -----------------------------------
+ */
 
 #define ROW_ENTRIES  16u
 #define ROW_READABLE 32u

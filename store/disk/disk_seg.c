@@ -46,7 +46,7 @@
  * size alone, so recovery still reads exactly the bytes that were written.
  */
 #define _GNU_SOURCE
-#include "store/disk_int.h"
+#include "store/disk/disk_int.h"
 
 #include "common/clock.h"
 

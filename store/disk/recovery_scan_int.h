@@ -1,11 +1,11 @@
 /*
- * recovery_scan_int.h - private to store/recovery*.c: one segment file as recovery found it,
+ * recovery_scan_int.h - private to store/disk/recovery*.c: one segment file as recovery found it,
  * and the scan that queues its entries (recovery_scan.c), for recovery.c.
  */
 #ifndef LANESCHED_RECOVERY_SCAN_INT_H
 #define LANESCHED_RECOVERY_SCAN_INT_H
 
-#include "store/disk_int.h"
+#include "store/disk/disk_int.h"
 
 /* A segment file found on disk, before it is scanned. */
 typedef struct {

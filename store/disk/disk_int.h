@@ -1,5 +1,5 @@
 /*
- * disk_int.h - private to store/: the disk backend's in-memory state, and the layer below both
+ * disk_int.h - private to store/disk/: the disk backend's in-memory state, and the layer below both
  * the running backend and recovery, which rebuilds the same state at open.
  *
  * The files of the disk backend:
@@ -35,8 +35,8 @@
 #define LANESCHED_DISK_INT_H
 
 #include "common/map.h"
-#include "store/index_int.h"
-#include "store/segment_int.h"
+#include "store/disk/index_int.h"
+#include "store/disk/segment_int.h"
 #include "store/store_int.h"
 
 typedef struct dseg dseg_t;

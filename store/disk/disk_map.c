@@ -29,7 +29,7 @@
  * format 1): a model's log interleaves its lanes, so a batch's entries are rarely adjacent.
  */
 #define _GNU_SOURCE
-#include "store/disk_int.h"
+#include "store/disk/disk_int.h"
 
 #include <errno.h>
 #include <string.h>

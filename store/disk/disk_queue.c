@@ -19,7 +19,7 @@
  * which a ring makes awkward; an array with a movable head gives O(1) pop-front, amortised
  * O(1) push-back and a plain memmove for the rare return.
  */
-#include "store/disk_int.h"
+#include "store/disk/disk_int.h"
 
 #include <stdint.h>
 #include <stdlib.h>

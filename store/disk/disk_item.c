@@ -35,7 +35,7 @@
  *     buffer costs one copy of a batch.
  *   - Keeping payloads in memory: the target is at most 64 bytes per queued item.
  */
-#include "store/disk_item_int.h"
+#include "store/disk/disk_item_int.h"
 
 #include "common/invariant.h"
 

@@ -36,7 +36,7 @@
  * Rejected: checking the whole store after every operation. The Debug test suite appends
  * hundreds of thousands of items; O(store) per append would make it quadratic.
  */
-#include "store/disk_int.h"
+#include "store/disk/disk_int.h"
 
 #include "common/invariant.h"
 

@@ -22,8 +22,7 @@
  * 1): lanes and shapes are many, and a file per lane made the file system's inode work, not the
  * bytes, the cost of the data path.
  */
-#include "store/segment_int.h"
-#include "store/store_int.h"
+#include "store/disk/segment_int.h"
 
 #include <inttypes.h>
 #include <stdio.h>

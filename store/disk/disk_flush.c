@@ -41,7 +41,7 @@
  * touched segments and a quiet disk, see lanesched-storebench).
  */
 #define _GNU_SOURCE
-#include "store/disk_int.h"
+#include "store/disk/disk_int.h"
 
 #include "common/invariant.h"
 

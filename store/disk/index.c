@@ -18,7 +18,7 @@
  * maxdbs); keys carry the model instead. SQLite as the index: LMDB's single-writer mmap B-tree
  * is what the design names, and needs no SQL for four key-value tables.
  */
-#include "store/index_int.h"
+#include "store/disk/index_int.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /*
- * index_int.h - private to store/: the LMDB index of the disk store.
+ * index_int.h - private to store/disk/: the LMDB index of the disk store.
  *
  * One LMDB environment in <data dir>/index with four named databases:
  *
@@ -38,7 +38,7 @@
 #define LANESCHED_INDEX_INT_H
 
 #include "common/status.h"
-#include "store/segment_int.h"
+#include "store/disk/segment_int.h"
 #include "store/store_int.h"
 
 #include <lmdb.h>

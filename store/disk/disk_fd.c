@@ -17,7 +17,7 @@
  * pass, so the size follows the limit the process runs with.
  */
 #define _GNU_SOURCE /* O_NOATIME */
-#include "store/disk_int.h"
+#include "store/disk/disk_int.h"
 
 #include <errno.h>
 #include <fcntl.h>

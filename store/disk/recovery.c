@@ -57,8 +57,8 @@
  * mapping); it is the only way to honour "tombstones win" after a crash between a tombstone and
  * its count, and to keep a damaged entry from ever being handed out.
  */
-#include "store/recovery_int.h"
-#include "store/recovery_scan_int.h"
+#include "store/disk/recovery_int.h"
+#include "store/disk/recovery_scan_int.h"
 
 #include "common/clock.h"
 

@@ -23,7 +23,7 @@
  * ran recovery at a fifth of the speed of noting the entries first (rec_lanes_t).
  */
 #define _GNU_SOURCE /* MAP_POPULATE */
-#include "store/recovery_scan_int.h"
+#include "store/disk/recovery_scan_int.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,6 +1,6 @@
 /*
- * segment_int.h - private to store/: the segment file format (store format 2). This header owns
- * it.
+ * segment_int.h - private to store/disk/: the segment file format (store format 2). This header
+ * owns it.
  *
  * A segment is one file of a model's append log: it holds the entries of every shape and lane
  * of one model, in the order they were appended, and is named by its segment id:
@@ -71,7 +71,7 @@
 #define LANESCHED_SEGMENT_INT_H
 
 #include "common/limits.h"
-#include "store/store_int.h"
+#include "store/disk/bytes_int.h"
 
 #define SEG_MAGIC          "LANESEG"
 #define SEG_VERSION        2u

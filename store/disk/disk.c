@@ -20,9 +20,9 @@
  * Rejected: a write-ahead log beside the segments. The segment is the durable copy; a WAL would
  * write every byte twice.
  */
-#include "store/disk_int.h"
-#include "store/disk_item_int.h"
-#include "store/recovery_int.h"
+#include "store/disk/disk_int.h"
+#include "store/disk/disk_item_int.h"
+#include "store/disk/recovery_int.h"
 
 #include "common/invariant.h"
 

@@ -20,7 +20,7 @@
  * per touched segment per turn: with one item per lane per turn, as many as the writes); a path
  * lookup (statx) per segment (the same count, and slower).
  */
-#include "store/disk_int.h"
+#include "store/disk/disk_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
