@@ -44,8 +44,9 @@ typedef struct dqueue dqueue_t;
 
 /* The descriptor cache's size when the configuration leaves it to the store: half the soft
  * RLIMIT_NOFILE (the rest is the process's: NATS sockets, LMDB, logs), at least DISK_FD_MIN
- * and at most DISK_FD_MAX. A working set of thousands of lanes then stays open instead of
- * churning (an LRU smaller than a cyclic working set misses on every access). */
+ * and at most DISK_FD_MAX. A working set of thousands of segments (models whose items wait
+ * long) then stays open instead of churning (an LRU smaller than a cyclic working set misses on
+ * every access). */
 #define DISK_FD_MIN 64u
 #define DISK_FD_MAX 65536u
 /* Segments mapped at once at most: each mapping is one entry of the process's memory map

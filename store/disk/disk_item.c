@@ -21,19 +21,22 @@
  *      ("DLV" + count, at most 255; a tombstone later overwrites it): a crash of the process
  *      after a commit keeps the count, so an item whose batch crashes the daemon reaches its
  *      delivery limit instead of looping forever.
+ *   8. A peek hands out views into the segments' mappings (disk_map.c) where it can, and reads
+ *      the rest into scratch with one pread per run of back-to-back entries: no system call
+ *      per item either way.
  *
  * Rejected alternatives:
- *   - A pwrite per append (the first design): a system call per item, which is what limited
- *     both levels. The bytes are gathered per segment instead and written at the flush; nothing
- *     is acknowledged before that write, so nothing acknowledged is lost if the process dies in
- *     between, and the reservation keeps ENOSPC reported against the one item that caused it.
- *   - Delivery counts in memory only (the first design): a restart reset them, and a poison
- *     batch that crashed the daemon was delivered forever. Writing them costs one submission per
- *     batch (one 4-byte write per item inside it), no sync.
- *   - mmap for reads: thousands of lanes each with a 64 MiB segment would exhaust
- *     vm.max_map_count, and a truncated file turns a read into SIGBUS; pread into a scratch
- *     buffer costs one copy of a batch.
- *   - Keeping payloads in memory: the target is at most 64 bytes per queued item.
+ *   - A pwrite per append: a system call per item, which is what limited both levels. The
+ *     bytes are gathered per segment instead and written at the flush; nothing is acknowledged
+ *     before that write, so nothing acknowledged is lost if the process dies in between, and
+ *     the reservation keeps ENOSPC reported against the one item that caused it.
+ *   - Delivery counts in memory only: a restart reset them, and a poison batch that crashed the
+ *     daemon was delivered forever. Writing them costs a 4-byte store per item into the
+ *     mapping (a write per run of entries without one), no sync.
+ *   - A pread per run of a lane's entries for every peek: a model's log interleaves its lanes,
+ *     so a batch's entries are rarely adjacent and the reads would cost a system call per item.
+ *   - Keeping payloads in the store's heap: the target is at most 64 bytes per queued item; the
+ *     recent entries a peek wants are in the page cache the flush wrote them to.
  */
 #include "store/disk/disk_item_int.h"
 
