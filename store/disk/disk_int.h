@@ -93,6 +93,8 @@ struct dseg {
     int fd;        /* owned; -1 while closed by the fd cache */
     uint8_t *map;  /* owned: MAP_SHARED of [0, map_len), or NULL (not mapped: system calls) */
     uint64_t map_len;
+    uint64_t *populated; /* owned with map: a bit per chunk populated writable (disk_map.c) */
+    uint64_t pop_tail;   /* ... and how far the chunk the file ends in is */
     uint32_t header_len;
     uint64_t size;     /* bytes written to the file, header included */
     uint64_t readable; /* durable boundary: what the index has recorded as flushed */
@@ -211,11 +213,12 @@ typedef struct {
     dqueue_t *flush_queues;      /* borrowed list of queues due at the next flush */
     dseg_t *lru_head, *lru_tail; /* borrowed list of the segments with an open fd */
     unsigned open_fds;
-    unsigned fd_cache_max; /* open descriptors kept at most (DISK_FD_MIN .. DISK_FD_MAX) */
-    unsigned mapped;       /* segments with a mapping (at most DISK_MAP_MAX) */
-    uint64_t touched;      /* mapped bytes read or written since the mappings were last dropped */
-    disk_io_t *io;         /* owned */
-    uint8_t *arena;        /* owned: the bytes of the turn's appended entries */
+    unsigned fd_cache_max;    /* open descriptors kept at most (DISK_FD_MIN .. DISK_FD_MAX) */
+    unsigned mapped;          /* segments with a mapping (at most DISK_MAP_MAX) */
+    uint64_t touched;         /* mapped bytes populated since the mappings were last dropped */
+    int populate_unsupported; /* the kernel has no MADV_POPULATE_WRITE */
+    disk_io_t *io;            /* owned */
+    uint8_t *arena;           /* owned: the bytes of the turn's appended entries */
     size_t arena_len, arena_cap;
     dwrite_t *writes; /* owned: the turn's gathered writes */
     size_t n_writes, cap_writes;
@@ -315,7 +318,7 @@ const uint8_t *disk_map_view(disk_t *d, dseg_t *seg, uint64_t off, uint64_t len)
 int disk_map_word(disk_t *d, dseg_t *seg, uint64_t off, uint32_t word, const char *what);
 /* Unmaps seg (at its deletion or close). */
 void disk_map_drop(disk_t *d, dseg_t *seg);
-/* After a flush: when more than resident_bytes were touched through the mappings since the last
+/* After a flush: when more than resident_bytes were populated in the mappings since the last
  * time, drops every mapping's pages from the process (the page cache keeps them; a later access
  * maps them again). */
 void disk_map_trim(disk_t *d);

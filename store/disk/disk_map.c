@@ -19,6 +19,11 @@
  *      descriptor cache closes descriptors.
  *   4. A fault armed on writes (store_fault_hit) fails a mapped state word as it fails a pwrite:
  *      the word is not stored and the store is failed.
+ *   5. Bytes are mapped writable before they are first touched (MADV_POPULATE_WRITE, a chunk at
+ *      a time, each chunk once until the next trim: the segment's bitmap dseg_t.populated): a
+ *      page first mapped by a read and then written takes a write-protect fault, measured at
+ *      about 20 times the cost of populating it writable (docs/store.md), and a peek reads the
+ *      entries its commit then writes.
  *
  * Rejected: mapping for appends (writing entries through the mapping into space fallocate
  * extended): a file's size would run ahead of its entries, recovery would have to tell reserved
@@ -32,9 +37,15 @@
 #include "store/disk/disk_int.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+/* Bytes populated writable at once (invariant 5): a system call per this many bytes read or
+ * written through a mapping, 64 pages each, small beside the entries a chunk holds. Chosen with
+ * lanesched-storebench's data path (docs/store.md). */
+#define DISK_MAP_CHUNK (256u << 10)
 
 /* Maps seg whole (its size cap, or its size if larger): once, at first use. */
 static int disk_map_open(disk_t *d, dseg_t *seg)
@@ -44,15 +55,18 @@ static int disk_map_open(disk_t *d, dseg_t *seg)
     int fd;
     if (disk_fd_get(d, seg, &fd) != STORE_OK)
         return 0;
-    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
     uint64_t len = d->cfg.segment_max_bytes;
     if (len < seg->reserved)
         len = seg->reserved;
     if (len < seg->size)
         len = seg->size;
-    len = (len + page - 1) / page * page;
-    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    len = (len + DISK_MAP_CHUNK - 1) / DISK_MAP_CHUNK * DISK_MAP_CHUNK;
+    size_t words = (size_t)((len / DISK_MAP_CHUNK + 63) / 64);
+    uint64_t *populated = calloc(words, sizeof(*populated));
+    void *p =
+        populated == NULL ? MAP_FAILED : mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
+        free(populated);
         seg->map_failed = 1;
         disk_log(d, STORE_LOG_INFO,
                  "cannot map segment %016llx (%s): it is read and written with system calls",
@@ -61,8 +75,50 @@ static int disk_map_open(disk_t *d, dseg_t *seg)
     }
     seg->map = p;
     seg->map_len = len;
+    seg->populated = populated;
     d->mapped++;
     return 1;
+}
+
+/* Invariant 5: the chunks holding [off, off + len) of seg (below its size) are populated
+ * writable. Best effort: where the kernel cannot (before Linux 5.14), pages fault in as they
+ * are touched. */
+static void disk_map_populate(disk_t *d, dseg_t *seg, uint64_t off, uint64_t len)
+{
+    if (d->populate_unsupported)
+        return;
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t end =
+        (seg->size + page - 1) / page * page; /* the page holding the end is the file's */
+    for (uint64_t c = off / DISK_MAP_CHUNK; c * DISK_MAP_CHUNK < off + len; c++) {
+        uint64_t bit = 1ull << (c % 64);
+        if (seg->populated[c / 64] & bit)
+            continue;
+        uint64_t lo = c * DISK_MAP_CHUNK,
+                 hi = lo + DISK_MAP_CHUNK < end ? lo + DISK_MAP_CHUNK : end;
+        if (seg->pop_tail > lo && seg->pop_tail < lo + DISK_MAP_CHUNK) {
+            /* The chunk the file ends in, populated up to pop_tail: only what the file has
+             * grown by since. */
+            if (off + len <= seg->pop_tail)
+                continue;
+            lo = seg->pop_tail;
+        }
+        if (lo < hi && madvise(seg->map + lo, hi - lo, MADV_POPULATE_WRITE) != 0) {
+            if (errno == EINVAL || errno == ENOSYS) {
+                d->populate_unsupported = 1;
+                disk_log(d, STORE_LOG_INFO,
+                         "the kernel cannot populate mappings writable (MADV_POPULATE_WRITE: %s): "
+                         "pages fault in as they are touched",
+                         strerror(errno));
+            }
+            return;
+        }
+        d->touched += hi - lo;
+        if (hi - c * DISK_MAP_CHUNK == DISK_MAP_CHUNK)
+            seg->populated[c / 64] |= bit;
+        else
+            seg->pop_tail = hi;
+    }
 }
 
 const uint8_t *disk_map_view(disk_t *d, dseg_t *seg, uint64_t off, uint64_t len)
@@ -71,7 +127,7 @@ const uint8_t *disk_map_view(disk_t *d, dseg_t *seg, uint64_t off, uint64_t len)
         return NULL;
     if (off + len > seg->map_len || off + len > seg->size) /* invariant 1 */
         return NULL;
-    d->touched += len;
+    disk_map_populate(d, seg, off, len);
     return seg->map + off;
 }
 
@@ -85,10 +141,10 @@ int disk_map_word(disk_t *d, dseg_t *seg, uint64_t off, uint32_t word, const cha
         disk_fail(d, what, EIO);
         return -1;
     }
+    disk_map_populate(d, seg, off, 4);
     uint32_t le;
     store_put32((uint8_t *)&le, word);
     __atomic_store_n((uint32_t *)(void *)(seg->map + off), le, __ATOMIC_RELAXED); /* invariant 2 */
-    d->touched += 4;
     return 1;
 }
 
@@ -97,8 +153,11 @@ void disk_map_drop(disk_t *d, dseg_t *seg)
     if (seg->map == NULL)
         return;
     munmap(seg->map, seg->map_len);
+    free(seg->populated);
     seg->map = NULL;
+    seg->populated = NULL;
     seg->map_len = 0;
+    seg->pop_tail = 0;
     d->mapped--;
 }
 
@@ -108,8 +167,11 @@ void disk_map_trim(disk_t *d)
         return;
     for (size_t i = 0; i < d->segments.cap; i++) {
         dseg_t *seg = d->segments.slots[i].value;
-        if (seg != NULL && seg->map != NULL)
+        if (seg != NULL && seg->map != NULL) {
             (void)madvise(seg->map, seg->map_len, MADV_DONTNEED); /* shared: nothing is lost */
+            memset(seg->populated, 0, (seg->map_len / DISK_MAP_CHUNK + 63) / 64 * 8);
+            seg->pop_tail = 0;
+        }
     }
     d->touched = 0;
 }
