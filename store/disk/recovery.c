@@ -529,14 +529,14 @@ store_status_t disk_recover(disk_t *d, store_recovery_t *rep)
             goto out;
         q->target = c.lanes[i].target;
     }
-    for (dqueue_t *q = d->all; q != NULL; q = q->all_next) {
+    for (dqueue_t *q = d->all; q != NULL; q = q->all_next)
         disk_queue_trim(q);
-        for (size_t i = 0; i < q->len; i++) {
-            if (q->recs[q->head + i].tokens > q->target) {
-                q->target = q->recs[q->head + i].tokens;
-                q->target_dirty = 1;
-                disk_queue_mark_flush(d, q);
-            }
+    for (size_t i = 0; i < lanes.n_lanes; i++) {
+        dqueue_t *q = lanes.lanes[i].q;
+        if (lanes.lanes[i].max_tokens > q->target) {
+            q->target = lanes.lanes[i].max_tokens;
+            q->target_dirty = 1;
+            disk_queue_mark_flush(d, q);
         }
     }
     index_status_t ist = index_commit(txn);

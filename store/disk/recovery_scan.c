@@ -83,13 +83,14 @@ static store_status_t rec_lanes_grow(rec_lanes_t *l)
     return STORE_OK;
 }
 
-/* The number of an entry's lane: found, or a new one for the queue (created empty if new). */
-static store_status_t rec_lane_find(disk_t *d, rec_lanes_t *l, uint32_t model_idx,
+/* The number of an entry's lane (hash h): found, or a new one for the queue (created empty if
+ * new). */
+static store_status_t rec_lane_find(disk_t *d, rec_lanes_t *l, uint64_t h, uint32_t model_idx,
                                     uint64_t signature, uint32_t lane, uint32_t *out)
 {
     if (l->cap == 0 && rec_lanes_grow(l) != STORE_OK)
         return STORE_ENOMEM;
-    size_t at = rec_lane_hash(model_idx, signature, lane) & (l->cap - 1);
+    size_t at = h & (l->cap - 1);
     for (;; at = (at + 1) & (l->cap - 1)) {
         const rec_lane_slot_t *s = &l->slots[at];
         if (s->idx == 0)
@@ -117,7 +118,7 @@ static store_status_t rec_lane_find(disk_t *d, rec_lanes_t *l, uint32_t model_id
     if ((l->n_lanes + 1) * 2 > l->cap) {
         if (rec_lanes_grow(l) != STORE_OK)
             return STORE_ENOMEM;
-        at = rec_lane_hash(model_idx, signature, lane) & (l->cap - 1);
+        at = h & (l->cap - 1);
         while (l->slots[at].idx != 0)
             at = (at + 1) & (l->cap - 1);
     }
@@ -140,8 +141,11 @@ static store_status_t rec_queue_noted(rec_lanes_t *l)
             lane->dest = q->recs + q->head + q->len;
     }
     if (st == STORE_OK) {
-        for (size_t i = 0; i < l->n_items; i++)
+        for (size_t i = 0; i < l->n_items; i++) {
+            if (i + 8 < l->n_items)
+                __builtin_prefetch(&l->lanes[l->items[i + 8].lane], 1);
             *l->lanes[l->items[i].lane].dest++ = l->items[i].rec;
+        }
     }
     for (size_t i = 0; i < l->n_touched; i++) {
         rec_lane_t *lane = &l->lanes[l->touched[i]];
@@ -156,6 +160,36 @@ static store_status_t rec_queue_noted(rec_lanes_t *l)
     l->n_touched = 0;
     l->n_items = 0;
     return st;
+}
+
+/* Resolves the pending entries' lanes and notes them: every slot was prefetched when its entry
+ * was taken, and every lane is prefetched before it is updated. */
+static store_status_t rec_resolve(disk_t *d, rec_lanes_t *l)
+{
+    uint32_t idx[REC_PENDING];
+    store_status_t st = STORE_OK;
+    for (size_t i = 0; i < l->n_pending; i++) {
+        const rec_pending_t *p = &l->pending[i];
+        if ((st = rec_lane_find(d, l, p->hash, p->model_idx, p->signature, p->lane, &idx[i])) !=
+            STORE_OK)
+            return st;
+        __builtin_prefetch(&l->lanes[idx[i]], 1);
+    }
+    if (l->items == NULL && (l->items = malloc(REC_NOTED_MAX * sizeof(*l->items))) == NULL)
+        return STORE_ENOMEM;
+    for (size_t i = 0; i < l->n_pending; i++) {
+        if (l->n_items == REC_NOTED_MAX && (st = rec_queue_noted(l)) != STORE_OK)
+            return st;
+        rec_lane_t *lane = &l->lanes[idx[i]];
+        if (lane->n++ == 0)
+            l->touched[l->n_touched++] = idx[i];
+        lane->tokens += l->pending[i].rec.tokens;
+        if (l->pending[i].rec.tokens > lane->max_tokens)
+            lane->max_tokens = l->pending[i].rec.tokens;
+        l->items[l->n_items++] = (rec_item_t){idx[i], l->pending[i].rec};
+    }
+    l->n_pending = 0;
+    return STORE_OK;
 }
 
 /* One valid entry at `off`: counted, and noted for its lane unless tombstoned. */
@@ -178,24 +212,19 @@ static store_status_t rec_take(disk_t *d, rec_lanes_t *l, dseg_t *seg, const cha
                      name, off);
         deliveries = 0;
     }
-    uint32_t idx;
-    store_status_t st = rec_lane_find(d, l, seg->model_idx, e->signature, e->lane, &idx);
-    if (st != STORE_OK)
-        return st;
-    if (l->n_items == REC_NOTED_MAX && (st = rec_queue_noted(l)) != STORE_OK)
-        return st;
-    if (l->items == NULL && (l->items = malloc(REC_NOTED_MAX * sizeof(*l->items))) == NULL)
-        return STORE_ENOMEM;
-    rec_lane_t *lane = &l->lanes[idx];
-    if (lane->n++ == 0)
-        l->touched[l->n_touched++] = idx;
-    lane->tokens += e->tokens;
-    l->items[l->n_items++] = (rec_item_t){idx,
-                                          {e->arrival_ns, (uint32_t)off, e->length, e->tokens,
-                                           drec_slot_dlv(seg->slot, (uint32_t)deliveries)}};
+    uint64_t h = rec_lane_hash(seg->model_idx, e->signature, e->lane);
+    if (l->cap != 0)
+        __builtin_prefetch(&l->slots[h & (l->cap - 1)]);
+    l->pending[l->n_pending++] =
+        (rec_pending_t){h,
+                        e->signature,
+                        e->lane,
+                        seg->model_idx,
+                        {e->arrival_ns, (uint32_t)off, e->length, e->tokens,
+                         drec_slot_dlv(seg->slot, (uint32_t)deliveries)}};
     rep->entries_live++;
     rep->tokens_live += e->tokens;
-    return STORE_OK;
+    return l->n_pending == REC_PENDING ? rec_resolve(d, l) : STORE_OK;
 }
 
 store_status_t rec_scan(disk_t *d, rec_lanes_t *lanes, rec_file_t *f, store_recovery_t *rep)
@@ -321,7 +350,7 @@ store_status_t rec_scan(disk_t *d, rec_lanes_t *lanes, rec_file_t *f, store_reco
             goto out;
         }
     }
-    if ((st = rec_queue_noted(lanes)) != STORE_OK)
+    if ((st = rec_resolve(d, lanes)) != STORE_OK || (st = rec_queue_noted(lanes)) != STORE_OK)
         goto out;
     attached->size = attached->readable = attached->reserved = keep;
     attached->flushed_entries = attached->entries;

@@ -36,16 +36,29 @@ typedef struct {
 } rec_lane_slot_t;
 
 typedef struct {
-    dqueue_t *q;     /* borrowed */
-    uint32_t n;      /* entries of the current file */
-    uint64_t tokens; /* ... and their tokens */
-    drec_t *dest;    /* where the next of them goes in q->recs */
+    dqueue_t *q;         /* borrowed */
+    uint32_t n;          /* entries noted and not yet queued */
+    uint32_t max_tokens; /* the longest entry queued in the lane (its target's floor) */
+    uint64_t tokens;     /* tokens of the n entries */
+    drec_t *dest;        /* where the next of them goes in q->recs */
 } rec_lane_t;
 
 typedef struct {
     uint32_t lane; /* index into lanes */
     drec_t rec;
 } rec_item_t;
+
+/* An entry whose lane is being looked up: its slot prefetched, resolved REC_PENDING at a time
+ * so that the lookups' cache misses overlap. */
+typedef struct {
+    uint64_t hash;
+    uint64_t signature;
+    uint32_t lane;
+    uint32_t model_idx;
+    drec_t rec;
+} rec_pending_t;
+
+#define REC_PENDING 16u
 
 typedef struct {
     rec_lane_slot_t *slots; /* owned; cap slots, a power of two */
@@ -56,11 +69,14 @@ typedef struct {
     size_t n_touched;
     rec_item_t *items; /* owned: REC_NOTED_MAX live entries, in file order */
     size_t n_items;
+    rec_pending_t pending[REC_PENDING]; /* the entries after the noted ones, in file order */
+    size_t n_pending;
 } rec_lanes_t;
 
 /* Entries noted before they are queued: enough that a lane's array grows once for several of
- * its entries, few enough that the notes stay in the CPU's cache (512 KiB). */
-#define REC_NOTED_MAX 16384u
+ * its entries even with tens of thousands of lanes (8 MiB of notes). Chosen with
+ * lanesched-storebench --phases recovery --models 2 --shapes 64 --lanes 200 (docs/store.md). */
+#define REC_NOTED_MAX 262144u
 
 void rec_lanes_fini(rec_lanes_t *l);
 
