@@ -83,6 +83,19 @@ static store_status_t rec_lanes_grow(rec_lanes_t *l)
     return STORE_OK;
 }
 
+/* The slot of a lane (hash h): the one holding it, or the empty one where it would go. */
+static size_t rec_lane_slot(const rec_lanes_t *l, uint64_t h, uint32_t model_idx,
+                            uint64_t signature, uint32_t lane)
+{
+    size_t at = h & (l->cap - 1);
+    for (;; at = (at + 1) & (l->cap - 1)) {
+        const rec_lane_slot_t *s = &l->slots[at];
+        if (s->idx == 0 ||
+            (s->signature == signature && s->lane == lane && s->model_idx == model_idx))
+            return at;
+    }
+}
+
 /* The number of an entry's lane (hash h): found, or a new one for the queue (created empty if
  * new). */
 static store_status_t rec_lane_find(disk_t *d, rec_lanes_t *l, uint64_t h, uint32_t model_idx,
@@ -90,15 +103,10 @@ static store_status_t rec_lane_find(disk_t *d, rec_lanes_t *l, uint64_t h, uint3
 {
     if (l->cap == 0 && rec_lanes_grow(l) != STORE_OK)
         return STORE_ENOMEM;
-    size_t at = h & (l->cap - 1);
-    for (;; at = (at + 1) & (l->cap - 1)) {
-        const rec_lane_slot_t *s = &l->slots[at];
-        if (s->idx == 0)
-            break;
-        if (s->signature == signature && s->lane == lane && s->model_idx == model_idx) {
-            *out = s->idx - 1;
-            return STORE_OK;
-        }
+    size_t at = rec_lane_slot(l, h, model_idx, signature, lane);
+    if (l->slots[at].idx != 0) {
+        *out = l->slots[at].idx - 1;
+        return STORE_OK;
     }
     if (l->n_lanes == l->cap_lanes) {
         size_t cap = l->cap_lanes ? l->cap_lanes * 2 : 256;
@@ -213,18 +221,75 @@ static store_status_t rec_take(disk_t *d, rec_lanes_t *l, dseg_t *seg, const cha
         deliveries = 0;
     }
     uint64_t h = rec_lane_hash(seg->model_idx, e->signature, e->lane);
-    if (l->cap != 0)
-        __builtin_prefetch(&l->slots[h & (l->cap - 1)]);
-    l->pending[l->n_pending++] =
-        (rec_pending_t){h,
-                        e->signature,
-                        e->lane,
-                        seg->model_idx,
-                        {e->arrival_ns, (uint32_t)off, e->length, e->tokens,
-                         drec_slot_dlv(seg->slot, (uint32_t)deliveries)}};
+    drec_t rec = {e->arrival_ns, (uint32_t)off, e->length, e->tokens,
+                  drec_slot_dlv(seg->slot, (uint32_t)deliveries)};
     rep->entries_live++;
     rep->tokens_live += e->tokens;
+    if (l->n_lanes <= REC_DIRECT_LANES && l->n_pending == 0 && l->n_items == 0) {
+        /* Few lanes so far: their queues' ends stay in the cache, a push is cheapest. */
+        uint32_t idx;
+        store_status_t st = rec_lane_find(d, l, h, seg->model_idx, e->signature, e->lane, &idx);
+        if (st != STORE_OK)
+            return st;
+        rec_lane_t *lane = &l->lanes[idx];
+        if (rec.tokens > lane->max_tokens)
+            lane->max_tokens = rec.tokens;
+        if (l->n_lanes <= REC_DIRECT_LANES)
+            return disk_queue_push(lane->q, &rec);
+        /* The lane that made them many: noted, as every entry from here on. */
+        l->pending[l->n_pending++] = (rec_pending_t){h, e->signature, e->lane, seg->model_idx, rec};
+        return rec_resolve(d, l);
+    }
+    if (l->cap != 0)
+        __builtin_prefetch(&l->slots[h & (l->cap - 1)]);
+    l->pending[l->n_pending++] = (rec_pending_t){h, e->signature, e->lane, seg->model_idx, rec};
     return l->n_pending == REC_PENDING ? rec_resolve(d, l) : STORE_OK;
+}
+
+/*
+ * While the lanes are few (entries pushed at once): each lane's array is grown once for the
+ * entries the file holds for it, counted from the entry headers in [from, end) before the scan.
+ * A hint only: no CRC is checked but for an entry of a lane not met yet (so a damaged entry
+ * never makes a lane), the count stops at the first entry whose length cannot be, and the
+ * reservation is bounded by what the file can hold (invariant 5).
+ */
+static store_status_t rec_presize(disk_t *d, rec_lanes_t *l, const dseg_t *seg, const uint8_t *map,
+                                  uint64_t from, uint64_t end)
+{
+    if (l->n_lanes > REC_DIRECT_LANES)
+        return STORE_OK;
+    uint32_t seed = seg_crc_seed(seg->id);
+    store_status_t st = STORE_OK;
+    for (uint64_t off = from; off + SEG_ENTRY_HEADER <= end && st == STORE_OK;) {
+        const uint8_t *e = map + off;
+        uint32_t len = seg_entry_length(e);
+        if (len < SEG_ENTRY_HEADER || len % SEG_ALIGN != 0 || len > end - off)
+            break;
+        off += len;
+        if (store_get32(e) == SEG_STATE_TOMB)
+            continue;
+        uint64_t sig = seg_entry_signature(e);
+        uint32_t lane = seg_entry_lane(e), idx;
+        uint64_t h = rec_lane_hash(seg->model_idx, sig, lane);
+        size_t at = l->cap != 0 ? rec_lane_slot(l, h, seg->model_idx, sig, lane) : 0;
+        if (l->cap != 0 && l->slots[at].idx != 0) {
+            idx = l->slots[at].idx - 1;
+        } else {
+            seg_entry_t ent;
+            if (!seg_entry_check(seed, e, len, &ent))
+                break;
+            if ((st = rec_lane_find(d, l, h, seg->model_idx, sig, lane, &idx)) != STORE_OK ||
+                l->n_lanes > REC_DIRECT_LANES)
+                break;
+        }
+        l->lanes[idx].n++;
+    }
+    for (size_t i = 0; i < l->n_lanes; i++) {
+        if (l->lanes[i].n != 0 && st == STORE_OK)
+            st = disk_queue_reserve(l->lanes[i].q, l->lanes[i].n);
+        l->lanes[i].n = 0;
+    }
+    return st;
 }
 
 store_status_t rec_scan(disk_t *d, rec_lanes_t *lanes, rec_file_t *f, store_recovery_t *rep)
@@ -282,6 +347,8 @@ store_status_t rec_scan(disk_t *d, rec_lanes_t *lanes, rec_file_t *f, store_reco
     uint64_t tombs = 0;
     seg_entry_t e;
     uint32_t seed = seg_crc_seed(f->id);
+    if ((st = rec_presize(d, lanes, attached, map, attached->header_len, durable)) != STORE_OK)
+        goto out;
     for (uint64_t off = attached->header_len; off < durable;) {
         if (seg_entry_check(seed, map + off, durable - off, &e)) {
             if ((st = rec_take(d, lanes, attached, name, off, &e, &tombs, rep)) != STORE_OK)

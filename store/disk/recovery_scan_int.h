@@ -23,9 +23,11 @@ typedef struct {
 
 /*
  * The lanes recovery has met, and the entries of the file being scanned waiting to be queued.
- * A scan notes each live entry with its lane's number (a hash table the size of the lanes, in
- * cache, instead of the queue map and queue structures per entry), then queues the noted
- * entries lane by lane: each lane's array grown once, its records written in file order.
+ * While the lanes met are few, a scan pushes each live entry onto its lane's queue. Past
+ * REC_DIRECT_LANES it notes each entry with its lane's number (a hash table the size of the
+ * lanes, instead of the queue map and queue structures per entry), then queues the noted
+ * entries lane by lane: each lane's array grown once per chunk, its records written in file
+ * order.
  * Owned by the caller (rec_lanes_init / rec_lanes_fini), shared by the scans of one recovery.
  */
 typedef struct {
@@ -59,6 +61,10 @@ typedef struct {
 } rec_pending_t;
 
 #define REC_PENDING 16u
+
+/* Up to this many lanes, a scan pushes each entry onto its lane's queue at once (the queues'
+ * ends stay in the cache); past it, entries are noted and queued lane by lane. */
+#define REC_DIRECT_LANES 64u
 
 typedef struct {
     rec_lane_slot_t *slots; /* owned; cap slots, a power of two */
