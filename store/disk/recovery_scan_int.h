@@ -53,7 +53,6 @@ typedef struct {
 /* An entry whose lane is being looked up: its slot prefetched, resolved REC_PENDING at a time
  * so that the lookups' cache misses overlap. */
 typedef struct {
-    uint64_t hash;
     uint64_t signature;
     uint32_t lane;
     uint32_t model_idx;
@@ -61,6 +60,7 @@ typedef struct {
 } rec_pending_t;
 
 #define REC_PENDING 16u
+#define REC_FRONT   64u
 
 /* Up to this many lanes, a scan pushes each entry onto its lane's queue at once (the queues'
  * ends stay in the cache); past it, entries are noted and queued lane by lane. */
@@ -77,12 +77,14 @@ typedef struct {
     size_t n_items;
     rec_pending_t pending[REC_PENDING]; /* the entries after the noted ones, in file order */
     size_t n_pending;
+    rec_lane_slot_t front[REC_FRONT]; /* recent lanes by a cheap hash: most lookups of a few
+                                       * lanes end here */
 } rec_lanes_t;
 
 /* Entries noted before they are queued: enough that a lane's array grows once for several of
  * its entries even with tens of thousands of lanes (8 MiB of notes). Chosen with
  * lanesched-storebench --phases recovery --models 2 --shapes 64 --lanes 200 (docs/store.md). */
-#define REC_NOTED_MAX 262144u
+#define REC_NOTED_MAX 1048576u
 
 void rec_lanes_fini(rec_lanes_t *l);
 
