@@ -81,9 +81,10 @@ typedef struct {
                                        * lanes end here */
 } rec_lanes_t;
 
-/* Entries noted before they are queued: enough that a lane's array grows once for several of
- * its entries even with tens of thousands of lanes (8 MiB of notes). Chosen with
- * lanesched-storebench --phases recovery --models 2 --shapes 64 --lanes 200 (docs/store.md). */
+/* Entries noted before they are queued: enough that a lane's array grows once for many of its
+ * entries even with tens of thousands of lanes (32 MiB of notes at most, freed after the open).
+ * Chosen with lanesched-storebench --phases recovery --models 2 --shapes 64 --lanes 200
+ * (docs/store.md). */
 #define REC_NOTED_MAX 1048576u
 
 void rec_lanes_fini(rec_lanes_t *l);
