@@ -163,10 +163,12 @@ typedef void (*store_log_fn)(void *ctx, int level, const char *msg);
 #define STORE_SEGMENT_MAX_DEFAULT (64ull << 20)
 
 /* Default bound on the segment bytes the disk store keeps mapped in the process's resident
- * memory (store_disk_config_t.resident_bytes): the window of recent entries a peek reads without
- * a page fault. Past it the mappings are dropped from the process (the page cache keeps the
- * pages). */
-#define STORE_RESIDENT_DEFAULT (64ull << 20)
+ * memory (store_disk_config_t.resident_bytes): the entries peeks and commits touch, populated
+ * 256 KiB at a time; past it the mappings are dropped from the process at the next flush (the
+ * page cache keeps the pages) and populated again on demand. 16 MiB holds the stretch of a log a
+ * dispatch reads under tens of thousands of items queued, and is 16 bytes per item at a
+ * million queued (the memory target is 64). */
+#define STORE_RESIDENT_DEFAULT (16ull << 20)
 
 typedef struct {
     const char *dir;            /* data directory, created if missing; borrowed for the call */

@@ -14,7 +14,9 @@
  * per item (user + system of the process: getrusage), read and write system calls per item
  * (/proc/self/io syscr + syscw: what the daemon's figure counts), segment files created (per
  * second too; ids are handed out in order, so the highest id appended to says how many) and
- * segment files left once everything is completed.
+ * segment files left once everything is completed, and the file pages the process has mapped
+ * and resident at the end of the timed turns (RssFile: the store's mappings, bounded by its
+ * resident_bytes).
  *
  * Invariants:
  *   1. It runs in a fresh process (this program re-executed with --datapath-child), so the
@@ -35,6 +37,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* RssFile of this process (file pages mapped and resident), bytes; 0 when /proc does not say. */
+static uint64_t path_rss_file(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    unsigned long long kb = 0;
+    char line[128];
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        if (sscanf(line, "RssFile: %llu kB", &kb) == 1)
+            break;
+    }
+    if (f != NULL)
+        fclose(f);
+    return (uint64_t)kb * 1024;
+}
 
 typedef struct {
     store_t *s;
@@ -196,6 +213,7 @@ int datapath_child_run(int argc, char **argv)
         turns++;
     }
     uint64_t t1 = clock_mono_ns(), cpu1 = sb_cpu_ns(), sys1 = sb_rw_syscalls();
+    uint64_t rss_file = path_rss_file();
     uint64_t created = p.max_segment - segment_before;
     uint64_t batches = p.batches - batches_before;
     while (dispatched < total || p.n_acks != 0 || p.n_acks_next != 0) { /* the drain, untimed */
@@ -213,9 +231,9 @@ int datapath_child_run(int argc, char **argv)
     }
     store_close(p.s);
     printf("%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
-           " %" PRIu64 " %lu\n",
+           " %" PRIu64 " %" PRIu64 " %lu\n",
            (uint64_t)items, turns, batches, t1 - t0, cpu1 - cpu0, sys1 - sys0, created,
-           path_count_files(dir), sb_store_warnings);
+           path_count_files(dir), rss_file, sb_store_warnings);
     free(p.qs);
     free(p.readable);
     free(p.in_ring);
@@ -253,9 +271,9 @@ void datapath_bench(const opts_t *o, const char *argv0, const char *run_dir, sto
     unsigned long warnings = 0;
     if (sscanf(buf,
                "%" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
-               " %" SCNu64 " %lu",
+               " %" SCNu64 " %" SCNu64 " %lu",
                &out->items, &out->turns, &out->batches, &out->wall_ns, &out->cpu_ns, &out->syscalls,
-               &out->files_created, &out->files_at_end, &warnings) != 9)
+               &out->files_created, &out->files_at_end, &out->rss_file, &warnings) != 10)
         sb_die("data path child", "unreadable result");
     sb_store_warnings += warnings;
     if (!o->keep)

@@ -200,6 +200,7 @@ typedef struct {
     uint64_t items, turns, batches;
     uint64_t wall_ns, cpu_ns, syscalls;
     uint64_t files_created, files_at_end;
+    uint64_t rss_file; /* RssFile at the end of the timed turns */
 } datapath_t;
 
 /* 6) the data path at one durability level, in a fresh process: *out gets its figures. */
