@@ -40,7 +40,7 @@
  *      same id and payload, back to back in one file, with fdatasync() at the same flush points
  *      at the power level and nothing at the process level. It is the floor for "hand these
  *      bytes to the kernel" and for "make them durable with one sync per producer batch". The
- *      store writes one file per lane and at the power level syncs every touched segment plus
+ *      store writes one log per model and at the power level syncs every touched segment plus
  *      the LMDB index (a data and a meta-page sync), where the baseline syncs one file: at that
  *      level the ratio is mostly that sync count, a cost of the layout rather than of the
  *      write path.
@@ -57,13 +57,11 @@
  * file removal are untimed. Segment files are created (one warm-up append per lane) before timing
  * starts.
  *
- * What it does not measure: returns, the scheduler, NATS, several
- * threads, producers or consumers, latency distributions (throughput only), segment roll-over
- * and whole-file deletion (the defaults stay under the 64 MiB segment cap), more lanes than the
- * store's 256-file descriptor cache, full disks, faults and damaged stores, memory held by
- * pending (committed, not completed) items, or peak memory during open. Recovery runs on a warm
- * page cache unless --cold asks to sync and drop the store's pages first (best effort: a VM's
- * host may still cache them).
+ * What it does not measure: returns, the scheduler, NATS, several threads, producers or
+ * consumers, latency distributions (throughput only), full disks, faults and damaged stores,
+ * memory held by pending (committed, not completed) items, or peak memory during open. Recovery
+ * runs on a warm page cache unless --cold asks to sync and drop the store's pages first (best
+ * effort: a VM's host may still cache them).
  *
  * This file is the command line and the order of the run; each phase, the workload, the files
  * and the output lines have their own file (storebench.h lists them).
