@@ -42,9 +42,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* Bytes populated writable at once (invariant 5): a system call per this many bytes read or
- * written through a mapping, 64 pages each, small beside the entries a chunk holds. Chosen with
- * lanesched-storebench's data path (docs/store.md). */
+/* Bytes populated writable at once (invariant 5): one system call per 64 pages touched, spread
+ * over the few hundred entries they hold, and at most 256 KiB populated that nothing reads. */
 #define DISK_MAP_CHUNK (256u << 10)
 
 /* Maps seg whole (its size cap, or its size if larger): once, at first use. */
