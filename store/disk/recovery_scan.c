@@ -18,9 +18,10 @@
  *
  * Rejected: trusting the row's counts over the scan (a damaged count would drop or invent
  * items); cutting at the row's boundary whatever its checksum (what dropped nine accepted items
- * when a boundary was lowered); pushing each entry onto its lane's queue as it is found: with
- * thousands of lanes each push misses the cache twice (the queue, the end of its array), which
- * ran recovery at a fifth of the speed of noting the entries first (rec_lanes_t).
+ * when a boundary was lowered); pushing each entry onto its lane's queue as it is found
+ * whatever the number of lanes: with thousands of lanes each push misses the cache twice (the
+ * queue, the end of its array) and that was most of recovery's time (docs/store.md); it is
+ * kept for the few-lanes case, where it is cheapest (rec_lanes_t).
  */
 #define _GNU_SOURCE /* MAP_POPULATE */
 #include "store/disk/recovery_scan_int.h"
