@@ -87,8 +87,9 @@ static void disk_map_populate(disk_t *d, dseg_t *seg, uint64_t off, uint64_t len
     if (d->populate_unsupported)
         return;
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-    uint64_t end =
-        (seg->size + page - 1) / page * page; /* the page holding the end is the file's */
+    /* Only what the file holds: the readable boundary was written (the size also counts appends
+     * not flushed yet), and the page holding it is the file's. */
+    uint64_t end = (seg->readable + page - 1) / page * page;
     for (uint64_t c = off / DISK_MAP_CHUNK; c * DISK_MAP_CHUNK < off + len; c++) {
         uint64_t bit = 1ull << (c % 64);
         if (seg->populated[c / 64] & bit)
