@@ -46,6 +46,7 @@ static void disk_close(store_t *store)
     }
     free(d->slots);
     free(d->free_slots);
+    free(d->resident);
     for (dqueue_t *q = d->all, *next; q != NULL; q = next) {
         next = q->all_next;
         disk_queue_free(q);

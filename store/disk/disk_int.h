@@ -147,6 +147,14 @@ static inline uint32_t drec_slot_dlv(uint32_t slot, uint32_t deliveries)
     return slot << 8 | (deliveries < SEG_DELIVERIES_MAX ? deliveries : SEG_DELIVERIES_MAX);
 }
 
+/* A chunk of a segment's mapping populated writable (disk_map.c): the segment named by its slot
+ * and checked by its id (it may have been deleted since). */
+typedef struct {
+    uint64_t seg_id;
+    uint32_t slot;
+    uint32_t chunk;
+} dresident_t;
+
 /* A committed item: its record and its queue. Owned by disk_t.pending. */
 typedef struct {
     drec_t rec;
@@ -213,9 +221,10 @@ typedef struct {
     dqueue_t *flush_queues;      /* borrowed list of queues due at the next flush */
     dseg_t *lru_head, *lru_tail; /* borrowed list of the segments with an open fd */
     unsigned open_fds;
-    unsigned fd_cache_max;    /* open descriptors kept at most (DISK_FD_MIN .. DISK_FD_MAX) */
-    unsigned mapped;          /* segments with a mapping (at most DISK_MAP_MAX) */
-    uint64_t touched;         /* mapped bytes populated since the mappings were last dropped */
+    unsigned fd_cache_max; /* open descriptors kept at most (DISK_FD_MIN .. DISK_FD_MAX) */
+    unsigned mapped;       /* segments with a mapping (at most DISK_MAP_MAX) */
+    dresident_t *resident; /* owned ring: populated chunks, oldest first (disk_map.c) */
+    size_t resident_head, n_resident, cap_resident;
     int populate_unsupported; /* the kernel has no MADV_POPULATE_WRITE */
     disk_io_t *io;            /* owned */
     uint8_t *arena;           /* owned: the bytes of the turn's appended entries */
@@ -318,9 +327,8 @@ const uint8_t *disk_map_view(disk_t *d, dseg_t *seg, uint64_t off, uint64_t len)
 int disk_map_word(disk_t *d, dseg_t *seg, uint64_t off, uint32_t word, const char *what);
 /* Unmaps seg (at its deletion or close). */
 void disk_map_drop(disk_t *d, dseg_t *seg);
-/* After a flush: when more than resident_bytes were populated in the mappings since the last
- * time, drops every mapping's pages from the process (the page cache keeps them; a later access
- * maps them again). */
+/* After a flush: drops from the process the chunks populated longest ago until at most
+ * resident_bytes stay (the page cache keeps the pages; a later access populates them again). */
 void disk_map_trim(disk_t *d);
 
 /* ---- disk_fd.c: the descriptor cache -------------------------------------------------------- */

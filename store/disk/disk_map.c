@@ -3,7 +3,7 @@
  * state word (a delivery count, a tombstone) is one 4-byte store into them, so neither costs a
  * system call; and the bound on the mapped bytes the process keeps resident.
  *
- * Owns every segment's mapping (dseg_t.map) and the count of mapped bytes touched.
+ * Owns every segment's mapping (dseg_t.map) and the ring of chunks populated (disk_t.resident).
  *
  * Invariants:
  *   1. Only bytes below a segment's size are ever touched through its mapping: they were
@@ -20,10 +20,15 @@
  *   4. A fault armed on writes (store_fault_hit) fails a mapped state word as it fails a pwrite:
  *      the word is not stored and the store is failed.
  *   5. Bytes are mapped writable before they are first touched (MADV_POPULATE_WRITE, a chunk at
- *      a time, each chunk once until the next trim: the segment's bitmap dseg_t.populated): a
- *      page first mapped by a read and then written takes a write-protect fault, measured at
+ *      a time, each chunk once while it stays resident: the segment's bitmap dseg_t.populated):
+ *      a page first mapped by a read and then written takes a write-protect fault, measured at
  *      about 20 times the cost of populating it writable (docs/store.md), and a peek reads the
  *      entries its commit then writes.
+ *   6. At most resident_bytes of chunks stay populated after a flush: the chunks populated
+ *      longest ago are dropped first (disk_t.resident, in the order they were populated). A
+ *      queue is served from its front, so the oldest chunks are the ones whose entries were
+ *      dispatched and completed; dropping everything at once made every trim populate again the
+ *      entries still queued.
  *
  * Rejected: mapping for appends (writing entries through the mapping into space fallocate
  * extended): a file's size would run ahead of its entries, recovery would have to tell reserved
@@ -79,6 +84,26 @@ static int disk_map_open(disk_t *d, dseg_t *seg)
     return 1;
 }
 
+/* Remembers that chunk c of seg is resident, in the order chunks became so (invariant 6). */
+static store_status_t disk_map_ring_push(disk_t *d, const dseg_t *seg, uint64_t c)
+{
+    if (d->n_resident == d->cap_resident) {
+        size_t cap = d->cap_resident ? d->cap_resident * 2 : 64;
+        dresident_t *ring = malloc(cap * sizeof(*ring));
+        if (ring == NULL)
+            return STORE_ENOMEM;
+        for (size_t i = 0; i < d->n_resident; i++)
+            ring[i] = d->resident[(d->resident_head + i) % d->cap_resident];
+        free(d->resident);
+        d->resident = ring;
+        d->cap_resident = cap;
+        d->resident_head = 0;
+    }
+    d->resident[(d->resident_head + d->n_resident++) % d->cap_resident] =
+        (dresident_t){seg->id, seg->slot, (uint32_t)c};
+    return STORE_OK;
+}
+
 /* Invariant 5: the chunks holding [off, off + len) of seg (below its size) are populated
  * writable. Best effort: where the kernel cannot (before Linux 5.14), pages fault in as they
  * are touched. */
@@ -90,6 +115,15 @@ static void disk_map_populate(disk_t *d, dseg_t *seg, uint64_t off, uint64_t len
     /* Only what the file holds: the readable boundary was written (the size also counts appends
      * not flushed yet), and the page holding it is the file's. */
     uint64_t end = (seg->readable + page - 1) / page * page;
+    uint64_t tail = seg->pop_tail / DISK_MAP_CHUNK;
+    if (seg->pop_tail != 0 && (tail + 1) * DISK_MAP_CHUNK <= end) {
+        /* The file has grown past the chunk it ended in: that chunk is completed now and
+         * marked, so it is remembered once, not again when it is next touched. */
+        if (madvise(seg->map + seg->pop_tail, (tail + 1) * DISK_MAP_CHUNK - seg->pop_tail,
+                    MADV_POPULATE_WRITE) == 0)
+            seg->populated[tail / 64] |= 1ull << (tail % 64);
+        seg->pop_tail = 0;
+    }
     for (uint64_t c = off / DISK_MAP_CHUNK; c * DISK_MAP_CHUNK < off + len; c++) {
         uint64_t bit = 1ull << (c % 64);
         if (seg->populated[c / 64] & bit)
@@ -103,6 +137,9 @@ static void disk_map_populate(disk_t *d, dseg_t *seg, uint64_t off, uint64_t len
                 continue;
             lo = seg->pop_tail;
         }
+        int fresh = lo == c * DISK_MAP_CHUNK; /* not a tail populated before: a new resident */
+        if (fresh && disk_map_ring_push(d, seg, c) != STORE_OK)
+            return; /* no room to remember it: left to fault in */
         if (lo < hi && madvise(seg->map + lo, hi - lo, MADV_POPULATE_WRITE) != 0) {
             if (errno == EINVAL || errno == ENOSYS) {
                 d->populate_unsupported = 1;
@@ -113,7 +150,6 @@ static void disk_map_populate(disk_t *d, dseg_t *seg, uint64_t off, uint64_t len
             }
             return;
         }
-        d->touched += hi - lo;
         if (hi - c * DISK_MAP_CHUNK == DISK_MAP_CHUNK)
             seg->populated[c / 64] |= bit;
         else
@@ -163,15 +199,18 @@ void disk_map_drop(disk_t *d, dseg_t *seg)
 
 void disk_map_trim(disk_t *d)
 {
-    if (d->touched <= d->cfg.resident_bytes)
-        return;
-    for (size_t i = 0; i < d->segments.cap; i++) {
-        dseg_t *seg = d->segments.slots[i].value;
-        if (seg != NULL && seg->map != NULL) {
-            (void)madvise(seg->map, seg->map_len, MADV_DONTNEED); /* shared: nothing is lost */
-            memset(seg->populated, 0, (seg->map_len / DISK_MAP_CHUNK + 63) / 64 * 8);
+    size_t keep = (size_t)(d->cfg.resident_bytes / DISK_MAP_CHUNK);
+    while (d->n_resident > keep) { /* invariant 6: the chunks resident longest go first */
+        dresident_t r = d->resident[d->resident_head];
+        d->resident_head = (d->resident_head + 1) % d->cap_resident;
+        d->n_resident--;
+        dseg_t *seg = r.slot < d->n_slots ? d->slots[r.slot] : NULL;
+        if (seg == NULL || seg->id != r.seg_id || seg->map == NULL)
+            continue; /* deleted or unmapped since */
+        uint64_t lo = (uint64_t)r.chunk * DISK_MAP_CHUNK;
+        (void)madvise(seg->map + lo, DISK_MAP_CHUNK, MADV_DONTNEED); /* shared: nothing lost */
+        seg->populated[r.chunk / 64] &= ~(1ull << (r.chunk % 64));
+        if (seg->pop_tail > lo && seg->pop_tail <= lo + DISK_MAP_CHUNK)
             seg->pop_tail = 0;
-        }
     }
-    d->touched = 0;
 }
