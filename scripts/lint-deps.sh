@@ -17,6 +17,7 @@ common                -      common
 common/http           -      common/http common
 codec                 -      codec common
 store                 -      store common
+store/disk            -      store/disk store common
 scheduler/core        -      scheduler/core codec store common
 scheduler/daemon      -      scheduler/daemon scheduler/core codec store common
 scheduler/nats        nats   scheduler/nats scheduler/daemon common/http common
@@ -25,7 +26,7 @@ clients/c/tools       nats   clients/c/tools clients/c codec common
 support               -      support common
 tools/chaos           nats   tools/chaos codec store common support
 tools                 nats   tools clients/c/tools clients/c scheduler/core codec store common support
-tests                 nats   tests support clients/c scheduler codec store common tools
+tests                 nats   tests support clients/c scheduler codec store store/disk common tools
 TABLE
 )
 

@@ -18,8 +18,9 @@
  *                    queued again, at the front of its lane, in original order
  *
  * Backends: memory (store_open_memory, memory.c) keeps everything in RAM and nothing survives
- * store_close. The disk backend (store_open_disk: segment files + LMDB index, disk.c and the
- * files disk_int.h lists) implements the same functions.
+ * store_close. The disk backend (store_open_disk: one append log of segment files per model +
+ * an LMDB index, store/disk/, whose files disk_int.h lists; the format is in docs/store.md)
+ * implements the same functions.
  *
  * Ownership: every pointer a caller passes in is borrowed for the duration of the call; the store
  * copies what it keeps. Every pointer the store hands out is a view owned by the store: views from
@@ -33,18 +34,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_STATUS_MAP(X)                                                                 \
-    X(STORE_OK, "ok")                                                                       \
-    X(STORE_ENOMEM, "out of memory")                                                        \
-    X(STORE_EINVAL, "invalid argument")                                                     \
-    X(STORE_ESTALE, "commit does not match the head of the lane queue (peek is stale)")     \
-    X(STORE_ENOTPENDING,                                                                    \
-      "item is not pending (never committed, or already completed or returned)")            \
-    X(STORE_EBUSY, "lane queue still holds queued or pending items")                        \
-    X(STORE_EIO, "I/O error: the store is in an error state and acknowledges nothing more") \
-    X(STORE_ENOSPC, "no space left on the device: the item was not stored")                 \
-    X(STORE_ECORRUPT, "corrupt data found on disk")                                         \
-    X(STORE_EINDEX, "LMDB index error")
+#define STORE_STATUS_MAP(X)                                                                    \
+    X(STORE_OK, "ok")                                                                          \
+    X(STORE_ENOMEM, "out of memory")                                                           \
+    X(STORE_EINVAL, "invalid argument")                                                        \
+    X(STORE_ESTALE, "commit does not match the head of the lane queue (peek is stale)")        \
+    X(STORE_ENOTPENDING,                                                                       \
+      "item is not pending (never committed, or already completed or returned)")               \
+    X(STORE_EBUSY, "lane queue still holds queued or pending items")                           \
+    X(STORE_EIO, "I/O error: the store is in an error state and acknowledges nothing more")    \
+    X(STORE_ENOSPC, "no space left on the device: the item was not stored")                    \
+    X(STORE_ECORRUPT, "corrupt data found on disk")                                            \
+    X(STORE_EINDEX, "LMDB index error")                                                        \
+    X(STORE_EFORMAT, "the data directory was written in a store format this version does not " \
+                     "read")
 
 STATUS_ENUM(store_status_t, STORE_STATUS_MAP, STORE_STATUS_COUNT);
 
@@ -64,9 +67,10 @@ typedef struct {
 } store_key_t;
 
 /*
- * Where an item lives: `queue` names the lane queue (the disk backend: the segment), `offset`
- * the position inside it (the disk backend: the entry's byte offset). Plain value, copyable.
- * Offsets grow in append order within a queue, so they are the item's arrival order.
+ * Where an item lives: `queue` names the lane queue (the disk backend: the segment file of the
+ * model's log that holds the entry), `offset` the position inside it (the disk backend: the
+ * entry's byte offset). Plain value, copyable. Within a lane queue, (queue, offset) pairs grow
+ * in append order, so they are the item's arrival order.
  */
 typedef struct {
     uint64_t queue;
@@ -81,12 +85,16 @@ typedef struct {
     size_t payload_len;
     uint32_t tokens;
     uint64_t arrival_ns;
+    /* Kept with the item and handed back by every peek, after a restart too (the wire's
+     * WorkItem fields 9 and 10); the store gives them no meaning. 0 = none. */
+    uint32_t prefix_tokens;
+    uint32_t max_wait_ms;
 } store_item_t;
 
 /*
  * A peeked item. Every pointer is a view into the store, valid until the next mutating call.
- * `signature` is the routing key recorded with the item (the disk backend: the segment header),
- * which is what the scheduler's shape guard checks.
+ * `signature` is the routing key recorded with the item (the disk backend: in the item's entry,
+ * under its CRC), which is what the scheduler's shape guard checks.
  */
 typedef struct {
     store_ref_t ref;
@@ -98,6 +106,8 @@ typedef struct {
     uint32_t deliveries; /* commits so far, this one not included */
     uint64_t signature;
     uint64_t arrival_ns;
+    uint32_t prefix_tokens; /* as appended (store_item_t) */
+    uint32_t max_wait_ms;
 } store_view_t;
 
 /* Opens an empty in-memory store. On success *out (returned to the caller) is freed with
@@ -107,7 +117,7 @@ store_status_t store_open_memory(store_t **out /* out */);
 /* What a disk store's appends survive once store_flush has returned. */
 typedef enum {
     /* A crash of the process: the flush hands the turn's appends and tombstones to the kernel
-     * (written together, one submission), and the LMDB index commits without syncing. The
+     * (one write per touched model log), and the LMDB index commits without syncing. The
      * default: no disk flush per batch. */
     STORE_DURABLE_PROCESS = 0,
     /* Power loss: the flush also fdatasync()s every touched segment (all of them at once), then
@@ -118,12 +128,15 @@ typedef enum {
 
 /* How the disk store talks to the kernel (measured by lanesched-storebench). */
 typedef enum {
-    /* io_uring for the power level's syncs where the kernel allows it (a seccomp filter or
-     * kernel.io_uring_disabled may not), and inotify to see segment files deleted under the
-     * store; each falls back to what STORE_IO_PLAIN does. */
+    /* Segment files mapped (MAP_SHARED) for reads and the 4-byte state words (peeks, delivery
+     * counts and tombstones without a system call), io_uring for the power level's syncs where
+     * the kernel allows it (a seccomp filter or kernel.io_uring_disabled may not), and inotify
+     * to see segment files deleted under the store; each falls back to what STORE_IO_PLAIN
+     * does. */
     STORE_IO_AUTO = 0,
-    /* One system call per sync, and an fstat() of every segment a flush wrote instead of an
-     * inotify watch on the segments directory: what runs where neither is available. */
+    /* pread()/pwrite() instead of mappings, one system call per sync, and an fstat() of every
+     * segment a flush wrote instead of an inotify watch on the segments directory: what runs
+     * where none of those is available. */
     STORE_IO_PLAIN = 1,
 } store_io_t;
 
@@ -144,10 +157,18 @@ enum { STORE_LOG_INFO = 0, STORE_LOG_WARN = 1, STORE_LOG_ERROR = 2 };
 /* A log line from the store. `msg` is borrowed for the call. */
 typedef void (*store_log_fn)(void *ctx, int level, const char *msg);
 
-/* Default size at which a segment is sealed and a new one started for its lane: large enough
+/* Default size at which a segment is sealed and a new one started for its model: large enough
  * that roll-over (a file create and two fsyncs) is rare, small enough that whole-file deletion
- * reclaims space soon after a lane's old items complete. */
+ * reclaims space soon after the segment's items complete. */
 #define STORE_SEGMENT_MAX_DEFAULT (64ull << 20)
+
+/* Default bound on the segment bytes the disk store keeps mapped in the process's resident
+ * memory (store_disk_config_t.resident_bytes): the entries peeks and commits touch, populated
+ * 256 KiB at a time; past it the mappings are dropped from the process at the next flush (the
+ * page cache keeps the pages) and populated again on demand. 16 MiB holds the stretch of a log a
+ * dispatch reads under tens of thousands of items queued, and is 16 bytes per item at a
+ * million queued (the memory target is 64). */
+#define STORE_RESIDENT_DEFAULT (16ull << 20)
 
 typedef struct {
     const char *dir;            /* data directory, created if missing; borrowed for the call */
@@ -159,6 +180,8 @@ typedef struct {
     store_io_t io;
     store_sync_t sync;       /* power level only */
     unsigned max_open_files; /* segment descriptors kept open; 0 = half of RLIMIT_NOFILE */
+    uint64_t resident_bytes; /* mapped segment bytes touched before they are dropped from the
+                              * process; 0 = STORE_RESIDENT_DEFAULT */
 } store_disk_config_t;
 
 /* What recovery found and did at open. Every dropped byte is counted here and logged. */
@@ -193,6 +216,8 @@ typedef struct {
  * Opens (creating if needed) a disk store in cfg->dir and recovers it: every live entry is
  * queued again in its lane, in arrival order, so work pending before a crash is queued again.
  * *out_report (may be NULL) receives what recovery found. *out is freed with store_close.
+ * A directory holding segments of another store format (one file per lane, format 1) is refused
+ * with STORE_EFORMAT and a log line that names it and says what to do; nothing in it is changed.
  */
 store_status_t store_open_disk(const store_disk_config_t *cfg,
                                store_recovery_t *out_report /* out */, store_t **out /* out */);
@@ -322,7 +347,8 @@ store_status_t store_current_shape_get(store_t *store, const char *model, int *o
 #define STORE_EPOCH_MAX ((1u << 21) - 1u)
 store_status_t store_epoch_next(store_t *store, uint32_t *out_epoch /* out */);
 
-/* ---- test-only fault injection (store/fault.c) -------------------------------------------- */
+/* ---- test-only fault injection (store/disk/fault.c) --------------------------------------------
+ */
 
 typedef enum {
     STORE_FAULT_WRITE = 0,

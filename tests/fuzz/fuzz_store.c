@@ -106,8 +106,14 @@ static void fuzz_base_make(const char *dir)
         int idlen = snprintf(id, sizeof(id), "item-%02d", i);
         int plen = snprintf(payload, sizeof(payload), "payload of item %d %.*s", i, i % 17,
                             "xxxxxxxxxxxxxxxxx");
-        store_item_t it = {(const uint8_t *)id, (size_t)idlen,      (const uint8_t *)payload,
-                           (size_t)plen,        (uint32_t)(10 + i), (uint64_t)i * 1000};
+        store_item_t it = {.id = (const uint8_t *)id,
+                           .id_len = (size_t)idlen,
+                           .payload = (const uint8_t *)payload,
+                           .payload_len = (size_t)plen,
+                           .tokens = (uint32_t)(10 + i),
+                           .arrival_ns = (uint64_t)i * 1000,
+                           .prefix_tokens = (uint32_t)(i % 5),
+                           .max_wait_ms = (uint32_t)(i % 7 == 0 ? 0 : 100 * i)};
         if (store_append(s, q[i % 3], &it, &refs[i]) != STORE_OK)
             fuzz_die("base append");
         if (i == 44 && store_flush(s) != STORE_OK) /* the last 15 are never flushed */

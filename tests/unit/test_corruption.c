@@ -2,11 +2,12 @@
  * test_corruption.c - recovery of the disk store from damaged segment files.
  *
  * Each test builds a pristine store in a fresh mkdtemp directory: 40 known items in two lanes
- * of one (model, shape), a 1 KiB segment cap so lane 0 rolls over several times, some items
- * tombstoned, everything flushed, the store closed. The entry boundaries of every segment file
- * are computed from the format written down in store/segment_int.h (header 64 + model bytes
- * padded to 8, entry 32 + id + payload padded to 8) and cross-checked against the file bytes
- * (state words, lengths, CRC-32C computed here independently) before any damage is done.
+ * of one (model, shape), a 1 KiB segment cap so the model's log rolls over several times, some
+ * items tombstoned, everything flushed, the store closed. The entry boundaries of every segment
+ * file are computed from the format written down in store/disk/segment_int.h (header 64 + model
+ * bytes padded to 8, entry 56 + id + payload padded to 8, the entries of both lanes interleaved
+ * in append order) and cross-checked against the file bytes (state words, lengths, routing
+ * keys, CRC-32C computed here independently) before any damage is done.
  *
  * Every trial copies the pristine directory, damages one copy, reopens it and checks:
  *   - store_open_disk returns STORE_OK (recovery never crashes, never refuses a damaged file);
@@ -47,7 +48,9 @@
 /* ---- the format, as segment_int.h writes it down (restated here on purpose) -------------- */
 
 #define FMT_HEADER_FIXED 64u
-#define FMT_ENTRY_HEADER 32u
+#define FMT_ENTRY_HEADER 56u
+#define FMT_ENTRY_CRC    52u /* the CRC covers the entry's bytes 4 .. 52 */
+#define FMT_ENTRY_PAYLEN 36u
 #define FMT_ALIGN        8u
 #define FMT_STATE_LIVE   0x4556494Cu /* "LIVE" */
 #define FMT_STATE_TOMB   0x424D4F54u /* "TOMB" */
@@ -102,15 +105,15 @@ static uint32_t crc32c(uint32_t crc, const uint8_t *p, size_t n)
     return ~crc;
 }
 
-/* The entry CRC: segment id (u64 LE) || entry bytes 4..28 || id || payload. */
+/* The entry CRC: segment id (u64 LE) || entry bytes 4..52 || id || payload. */
 static uint32_t fmt_entry_crc(uint64_t segment_id, const uint8_t *entry)
 {
     uint8_t sid[8];
     put64(sid, segment_id);
     size_t id_len = (size_t)entry[8] | (size_t)entry[9] << 8;
     uint32_t crc = crc32c(0, sid, 8);
-    crc = crc32c(crc, entry + 4, 24);
-    return crc32c(crc, entry + FMT_ENTRY_HEADER, id_len + get32(entry + 24));
+    crc = crc32c(crc, entry + 4, FMT_ENTRY_CRC - 4);
+    return crc32c(crc, entry + FMT_ENTRY_HEADER, id_len + get32(entry + FMT_ENTRY_PAYLEN));
 }
 
 /* ---- deterministic randomness ------------------------------------------------------------ */
@@ -225,6 +228,7 @@ typedef struct {
     uint32_t tokens;
     uint64_t arrival_ns;
     uint32_t lane;
+    uint32_t prefix_tokens, max_wait_ms;
     store_ref_t ref; /* as append returned it */
     int seg;         /* index into fixture.segs */
     uint64_t size;   /* entry bytes, from the format */
@@ -240,7 +244,6 @@ static uint32_t item_state_word(const item_t *it)
 typedef struct {
     uint64_t id;
     char name[32];
-    uint32_t lane;
     uint64_t header_len;
     uint64_t size; /* file size == durable boundary recorded by the last flush */
     int items[N_ITEMS];
@@ -301,6 +304,8 @@ static void item_make(item_t *it, size_t i)
     it->tokens = 1 + (uint32_t)(i * 7 % 50);
     it->arrival_ns = 1700000000000000000ull + i * 1000;
     it->lane = i % 5 == 4 ? 1 : 0;
+    it->prefix_tokens = (uint32_t)(i % 3 == 0 ? 0 : i * 11);
+    it->max_wait_ms = (uint32_t)(i % 4 == 0 ? 0 : 250 + i);
     it->size = fmt_entry_size(it->id_len, it->payload_len);
 }
 
@@ -313,6 +318,8 @@ static void append_item(store_t *s, store_queue_t *q, item_t *it)
         .payload_len = it->payload_len,
         .tokens = it->tokens,
         .arrival_ns = it->arrival_ns,
+        .prefix_tokens = it->prefix_tokens,
+        .max_wait_ms = it->max_wait_ms,
     };
     assert_int_equal(store_append(s, q, &in, &it->ref), STORE_OK);
 }
@@ -391,11 +398,9 @@ static void fixture_check_format(fixture_t *f)
             seginfo_t *sg = &f->segs[f->n_segs++];
             memset(sg, 0, sizeof(*sg));
             sg->id = f->items[i].ref.queue;
-            sg->lane = f->items[i].lane;
             sg->header_len = fmt_header_size(strlen(MODEL));
             snprintf(sg->name, sizeof(sg->name), "%016" PRIx64 ".seg", sg->id);
         }
-        assert_int_equal(f->segs[k].lane, f->items[i].lane);
         f->items[i].seg = (int)k;
         f->segs[k].items[f->segs[k].n_items++] = i;
     }
@@ -425,12 +430,14 @@ static void fixture_check_format(fixture_t *f)
         uint8_t *b = read_all(path, &len);
         /* Header. */
         assert_memory_equal(b, "LANESEG\0", 8);
-        assert_int_equal(get32(b + 8), 1);
+        assert_int_equal(get32(b + 8), 2);
         assert_int_equal(get32(b + 12), sg->header_len);
         assert_int_equal(get64(b + 16), sg->id);
-        assert_int_equal(get64(b + 24), SIGNATURE);
-        assert_int_equal(get32(b + 32), sg->lane);
+        assert_int_equal(get64(b + 24), 0); /* reserved */
+        assert_int_equal(get32(b + 32), 0);
         assert_int_equal(get32(b + 36), strlen(MODEL));
+        assert_int_equal(get64(b + 40), k); /* the model's segments, in order */
+        assert_int_equal(get32(b + 60), 0);
         assert_memory_equal(b + 64, MODEL, strlen(MODEL));
         for (uint64_t pad = 64 + strlen(MODEL); pad < sg->header_len; pad++)
             assert_int_equal(b[pad], 0);
@@ -448,14 +455,22 @@ static void fixture_check_format(fixture_t *f)
             assert_int_equal(get32(e), item_state_word(it));
             assert_int_equal(get32(e + 4), it->size);
             assert_int_equal((size_t)e[8] | (size_t)e[9] << 8, it->id_len);
+            assert_int_equal(e[10] | e[11], 0);
             assert_int_equal(get32(e + 12), it->tokens);
             assert_int_equal(get64(e + 16), it->arrival_ns);
-            assert_int_equal(get32(e + 24), it->payload_len);
-            assert_int_equal(fmt_entry_crc(sg->id, e), get32(e + 28));
-            assert_memory_equal(e + 32, it->id, it->id_len);
+            assert_int_equal(get64(e + 24), SIGNATURE);
+            assert_int_equal(get32(e + 32), it->lane);
+            assert_int_equal(get32(e + FMT_ENTRY_PAYLEN), it->payload_len);
+            assert_int_equal(get32(e + 40), it->prefix_tokens);
+            assert_int_equal(get32(e + 44), it->max_wait_ms);
+            assert_int_equal(get32(e + 48), 0);
+            assert_int_equal(fmt_entry_crc(sg->id, e), get32(e + FMT_ENTRY_CRC));
+            assert_memory_equal(e + FMT_ENTRY_HEADER, it->id, it->id_len);
             if (it->payload_len != 0)
-                assert_memory_equal(e + 32 + it->id_len, it->payload, it->payload_len);
-            for (uint64_t pad = 32 + it->id_len + it->payload_len; pad < it->size; pad++)
+                assert_memory_equal(e + FMT_ENTRY_HEADER + it->id_len, it->payload,
+                                    it->payload_len);
+            for (uint64_t pad = FMT_ENTRY_HEADER + it->id_len + it->payload_len; pad < it->size;
+                 pad++)
                 assert_int_equal(e[pad], 0);
             off += it->size;
         }
@@ -497,8 +512,16 @@ static int fixture_setup(void **state)
     store_close(s);
 
     fixture_check_format(f);
-    /* The fixture is what the tests need: several segments per lane, tombstones in some. */
+    /* The fixture is what the tests need: several segments, both lanes in some, tombstones. */
     assert_true(f->n_segs >= 4);
+    size_t mixed = 0;
+    for (size_t k = 0; k < f->n_segs; k++) {
+        int lanes = 0;
+        for (size_t j = 0; j < f->segs[k].n_items; j++)
+            lanes |= 1 << f->items[f->segs[k].items[j]].lane;
+        mixed += lanes == 3;
+    }
+    assert_true(mixed >= 2);
     size_t tombs = 0;
     for (int i = 0; i < N_ITEMS; i++)
         tombs += (size_t)f->items[i].tomb;
@@ -748,6 +771,7 @@ static void open_and_check(const fixture_t *f, const char *dir, const expect_t *
                          trial, i, w->ref.queue, w->ref.offset, it->ref.queue, it->ref.offset);
             if (w->payload_len != it->payload_len || w->tokens != it->tokens ||
                 w->arrival_ns != it->arrival_ns || w->deliveries != x->deliveries[i] ||
+                w->prefix_tokens != it->prefix_tokens || w->max_wait_ms != it->max_wait_ms ||
                 (it->payload_len != 0 &&
                  memcmp(w->payload_view, it->payload, it->payload_len) != 0))
                 fail_msg("%s: item %d handed out with damaged bytes", trial, i);
@@ -1062,8 +1086,9 @@ static void test_flip_exact_cases(void **state)
         size_t k = (size_t)it->seg;
         /* One payload byte (or the CRC when there is no payload) in entry i: that entry alone
          * is lost, one region of exactly its size. */
-        uint64_t pos = it->payload_len ? it->ref.offset + 32 + it->id_len + it->payload_len / 2
-                                       : it->ref.offset + 28;
+        uint64_t pos = it->payload_len
+                           ? it->ref.offset + FMT_ENTRY_HEADER + it->id_len + it->payload_len / 2
+                           : it->ref.offset + FMT_ENTRY_CRC;
         flip_trial(f, &k, &pos, 1);
         expect_t x;
         expect_clean(f, &x);
@@ -1075,6 +1100,12 @@ static void test_flip_exact_cases(void **state)
         assert_int_equal(x.rep.corrupt_bytes, it->size);
         /* The length field, and the id. */
         pos = it->ref.offset + 5;
+        flip_trial(f, &k, &pos, 1);
+        pos = it->ref.offset + FMT_ENTRY_HEADER;
+        flip_trial(f, &k, &pos, 1);
+        /* The routing keys: a flipped signature or lane byte loses the entry (CRC), never puts
+         * it in another shape's or lane's queue (open_and_check). */
+        pos = it->ref.offset + 24 + (uint64_t)(i % 8);
         flip_trial(f, &k, &pos, 1);
         pos = it->ref.offset + 32;
         flip_trial(f, &k, &pos, 1);
@@ -1192,10 +1223,11 @@ static void test_valid_entry_past_the_boundary_is_cut(void **state)
         e[8] = (uint8_t)id_len;
         put32(e + 12, 9);
         put64(e + 16, 42);
-        put32(e + 24, (uint32_t)pay);
-        memcpy(e + 32, id, id_len);
-        memset(e + 32 + id_len, 0x77, pay);
-        put32(e + 28, fmt_entry_crc(sg->id, e));
+        put64(e + 24, SIGNATURE);
+        put32(e + FMT_ENTRY_PAYLEN, (uint32_t)pay);
+        memcpy(e + FMT_ENTRY_HEADER, id, id_len);
+        memset(e + FMT_ENTRY_HEADER + id_len, 0x77, pay);
+        put32(e + FMT_ENTRY_CRC, fmt_entry_crc(sg->id, e));
         append_bytes(path, e, size);
         snprintf(trial, sizeof(trial), "valid entry of %" PRIu64 " bytes past the end of %s", size,
                  sg->name);

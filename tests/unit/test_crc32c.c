@@ -1,5 +1,5 @@
 /*
- * test_crc32c.c - known answers for store/crc32c.c, the checksum of every segment entry and
+ * test_crc32c.c - known answers for store/disk/crc32c.c, the checksum of every segment entry and
  * header. A CRC that is merely self-consistent would still read every file it wrote; only
  * published values show it is CRC-32C (Castagnoli), the one other tools can verify.
  *
@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "store/store_int.h"
+#include "store/disk/bytes_int.h"
 
 typedef uint32_t (*crc_fn)(uint32_t crc, const void *data, size_t len);
 

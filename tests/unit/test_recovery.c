@@ -105,6 +105,17 @@ static void tag_payload(size_t tag, uint8_t *buf)
         buf[i] = (uint8_t)(tag * 13 + i * 7 + 1);
 }
 
+/* The per-item fields the store keeps without reading them (0 = none for some items). */
+static uint32_t tag_prefix(size_t tag)
+{
+    return tag % 4 == 0 ? 0 : (uint32_t)(tag * 3 + 1);
+}
+
+static uint32_t tag_max_wait(size_t tag)
+{
+    return tag % 5 == 0 ? 0 : (uint32_t)(tag * 10 + 7);
+}
+
 static void tag_id(size_t tag, uint8_t *buf)
 {
     for (size_t i = 0; i < 8; i++)
@@ -290,7 +301,9 @@ static int rig_append(rig_t *r, int lane)
                          .payload = payload,
                          .payload_len = sizeof(payload),
                          .tokens = tag_tokens(tag),
-                         .arrival_ns = tag_arrival(tag)};
+                         .arrival_ns = tag_arrival(tag),
+                         .prefix_tokens = tag_prefix(tag),
+                         .max_wait_ms = tag_max_wait(tag)};
     store_ref_t ref;
     if (!rig_ok(r, store_append(r->s, r->q[lane], &item, &ref)))
         return 0;
@@ -457,6 +470,8 @@ static void rig_reopen(rig_t *r)
             assert_int_equal(v->tokens, tag_tokens(tag));
             assert_int_equal(v->arrival_ns, tag_arrival(tag));
             assert_int_equal(v->signature, lane_sig[lane]);
+            assert_int_equal(v->prefix_tokens, tag_prefix(tag));
+            assert_int_equal(v->max_wait_ms, tag_max_wait(tag));
             if (v->deliveries != it->deliveries &&
                 !(it->delivery_unsure && v->deliveries == it->deliveries + 1)) {
                 print_error("item %zu came back with %" PRIu32 " deliveries, its commits "
@@ -853,6 +868,73 @@ static void test_crash_during_whole_file_deletion_directory_fsync(void **state)
     assert_int_equal(rig_count_back(r, 0, before), before - (last + 1));
     /* The failed sync came before any entry of that flush was written. */
     assert_int_equal(rig_count_back(r, before, r->n), 0);
+}
+
+/* Lanes and shapes are not files: 2 models x 8 shapes x 16 lanes take one segment file per
+ * model, and each lane comes back whole and in order from the shared files. */
+static void test_many_lanes_and_shapes_share_one_file_per_model(void **state)
+{
+    rig_t *r = rig_new(state, 0, STORE_DURABLE_PROCESS);
+    enum { MODELS = 2, SHAPES = 8, LANES = 16, PER = 3 };
+    static const char *const models[MODELS] = {"llama", "qwen"};
+    store_queue_t *q[MODELS][SHAPES][LANES];
+    for (int m = 0; m < MODELS; m++) {
+        for (int sh = 0; sh < SHAPES; sh++) {
+            for (int l = 0; l < LANES; l++) {
+                store_key_t k = {models[m], 0x1000u + (uint64_t)sh, (uint32_t)l};
+                assert_int_equal(store_queue_open(r->s, &k, &q[m][sh][l]), STORE_OK);
+            }
+        }
+    }
+    /* Round robin over every lane, PER times: entries of all lanes interleave in the files. */
+    for (int k = 0; k < PER; k++) {
+        for (int m = 0; m < MODELS; m++) {
+            for (int sh = 0; sh < SHAPES; sh++) {
+                for (int l = 0; l < LANES; l++) {
+                    uint64_t tag = (((uint64_t)k * MODELS + m) * SHAPES + sh) * LANES + l;
+                    uint8_t id[8];
+                    tag_id(tag, id);
+                    store_item_t it = {.id = id,
+                                       .id_len = 8,
+                                       .tokens = (uint32_t)(1 + l),
+                                       .arrival_ns = tag,
+                                       .prefix_tokens = (uint32_t)sh,
+                                       .max_wait_ms = (uint32_t)tag};
+                    assert_int_equal(store_append(r->s, q[m][sh][l], &it, NULL), STORE_OK);
+                }
+            }
+        }
+        assert_true(rig_flush(r));
+    }
+    assert_int_equal(count_segment_files(r), MODELS);
+    store_close(r->s);
+    r->s = NULL;
+    memset(&r->rep, 0, sizeof(r->rep));
+    assert_int_equal(store_open_disk(&r->cfg, &r->rep, &r->s), STORE_OK);
+    assert_int_equal(r->rep.segments, MODELS);
+    assert_int_equal(r->rep.entries_live, MODELS * SHAPES * LANES * PER);
+    size_t queues = 0;
+    store_queue_t *it = NULL;
+    store_key_t key;
+    while (store_queue_next(r->s, it, &it, &key, NULL)) {
+        int m = strcmp(key.model, "llama") == 0 ? 0 : 1;
+        int sh = (int)(key.signature - 0x1000u);
+        assert_true(sh >= 0 && sh < SHAPES && key.lane < LANES);
+        store_view_t v[PER + 1];
+        size_t n = 0;
+        assert_int_equal(store_peek(r->s, it, v, PER + 1, &n), STORE_OK);
+        assert_int_equal(n, PER);
+        for (size_t k = 0; k < n; k++) {
+            uint64_t tag = (((uint64_t)k * MODELS + m) * SHAPES + sh) * LANES + key.lane;
+            assert_int_equal(v[k].arrival_ns, tag);
+            assert_int_equal(v[k].signature, key.signature);
+            assert_int_equal(v[k].tokens, 1 + key.lane);
+            assert_int_equal(v[k].prefix_tokens, (uint32_t)sh);
+            assert_int_equal(v[k].max_wait_ms, (uint32_t)tag);
+        }
+        queues++;
+    }
+    assert_int_equal(queues, MODELS * SHAPES * LANES);
 }
 
 /* ---- the error state ------------------------------------------------------------------------ */
@@ -1421,6 +1503,8 @@ int main(void)
         cmocka_unit_test_teardown(
             test_crash_during_whole_file_deletion_unlink_adopts_and_removes_file, rig_teardown),
         cmocka_unit_test_teardown(test_crash_during_whole_file_deletion_directory_fsync,
+                                  rig_teardown),
+        cmocka_unit_test_teardown(test_many_lanes_and_shapes_share_one_file_per_model,
                                   rig_teardown),
         cmocka_unit_test_teardown(test_error_state_refuses_everything_and_never_retries_fsync,
                                   rig_teardown),

@@ -890,7 +890,7 @@ static void test_check_catches_an_item_behind_the_schedulers_back(void **state)
         (void)freopen("/dev/null", "w", stderr);
         store_queue_t *q = NULL;
         store_key_t key = {"m", 42, p.lane};
-        store_item_t extra = {(const uint8_t *)"x", 1, NULL, 0, 50, 0};
+        store_item_t extra = {.id = (const uint8_t *)"x", .id_len = 1, .tokens = 50};
         if (store_queue_open(f->store, &key, &q) != STORE_OK ||
             store_append(f->store, q, &extra, NULL) != STORE_OK)
             _exit(4);

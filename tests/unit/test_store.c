@@ -8,10 +8,11 @@
  *
  * Every test runs three times, as three cmocka groups: against the memory backend, against the
  * disk backend with the default segment size, and against the disk backend with 4 KiB segments
- * so that lanes roll over to new segment files (and fully completed ones are deleted) during the
- * tests. Each disk store lives in a fresh mkdtemp directory under /tmp, removed in teardown.
- * LANES_TEST_STORE_IO_PLAIN in the environment runs the disk groups without io_uring (CTest
- * runs both: test_store and test_store_io_plain).
+ * so that models' logs roll over to new segment files (and fully completed ones are deleted)
+ * during the tests, and with a resident bound of one byte, so that every flush drops the
+ * mappings' pages and the next peek maps them again. Each disk store lives in a fresh mkdtemp
+ * directory under /tmp, removed in teardown. LANES_TEST_STORE_IO_PLAIN in the environment runs the
+ * disk groups without io_uring (CTest runs both: test_store and test_store_io_plain).
  *
  * The contract makes appended items visible to peek only after store_flush (a no-op for the
  * memory store), so the tests flush after appends they then peek or commit.
@@ -48,11 +49,13 @@ typedef struct {
     const char *name;
     int disk;
     uint64_t segment_max_bytes; /* disk only; 0 = the default */
+    uint64_t resident_bytes;    /* disk only; 0 = the default */
 } backend_t;
 
-static const backend_t backend_memory = {"memory", 0, 0};
-static const backend_t backend_disk = {"disk", 1, 0};
-static const backend_t backend_disk_small = {"disk, 4 KiB segments", 1, 4096};
+static const backend_t backend_memory = {"memory", 0, 0, 0};
+static const backend_t backend_disk = {"disk", 1, 0, 0};
+static const backend_t backend_disk_small = {"disk, 4 KiB segments, resident bound 1 byte", 1, 4096,
+                                             1};
 
 /* The backend of the group being run (set by the group setup). */
 static const backend_t *g_backend = &backend_memory;
@@ -115,6 +118,7 @@ static store_t *open_store(void)
     g_n_dirs++;
     store_disk_config_t cfg = {.dir = dir,
                                .segment_max_bytes = g_backend->segment_max_bytes,
+                               .resident_bytes = g_backend->resident_bytes,
                                .io = getenv("LANES_TEST_STORE_IO_PLAIN") ? STORE_IO_PLAIN
                                                                          : STORE_IO_AUTO};
     store_recovery_t rep;
@@ -1255,6 +1259,68 @@ static void test_close_frees_queued_and_pending_items(void **state)
     store_close(s);
 }
 
+/* prefix_tokens and max_wait_ms: kept with the item, handed back by every peek and scan, and
+ * after a commit and a return; 0 stays 0 (none). */
+typedef struct {
+    size_t n;
+    uint32_t prefix[8], max_wait[8];
+} scan_fields_t;
+
+static void scan_fields(void *ctx, const store_view_t *v)
+{
+    scan_fields_t *sf = ctx;
+    if (sf->n < 8) {
+        sf->prefix[sf->n] = v->prefix_tokens;
+        sf->max_wait[sf->n++] = v->max_wait_ms;
+    }
+}
+
+static void test_item_fields_come_back_with_every_peek(void **state)
+{
+    (void)state;
+    store_t *s = open_store();
+    store_queue_t *q = open_queue(s, "m", 9, 0);
+    static const uint32_t prefix[4] = {0, 17, 4096, UINT32_MAX};
+    static const uint32_t max_wait[4] = {250, 0, UINT32_MAX, 1};
+    store_ref_t refs[4];
+    for (int i = 0; i < 4; i++) {
+        uint8_t id[1] = {(uint8_t)i};
+        store_item_t it = {.id = id,
+                           .id_len = 1,
+                           .tokens = 5,
+                           .arrival_ns = 10,
+                           .prefix_tokens = prefix[i],
+                           .max_wait_ms = max_wait[i]};
+        assert_int_equal(store_append(s, q, &it, &refs[i]), STORE_OK);
+    }
+    flush(s);
+    store_view_t v[4];
+    size_t n = 0;
+    assert_int_equal(store_peek(s, q, v, 4, &n), STORE_OK);
+    assert_int_equal(n, 4);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(v[i].prefix_tokens, prefix[i]);
+        assert_int_equal(v[i].max_wait_ms, max_wait[i]);
+    }
+    scan_fields_t sf = {0};
+    assert_int_equal(store_queue_scan(s, q, scan_fields, &sf), STORE_OK);
+    assert_int_equal(sf.n, 4);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(sf.prefix[i], prefix[i]);
+        assert_int_equal(sf.max_wait[i], max_wait[i]);
+    }
+    assert_int_equal(store_commit(s, q, refs, 2), STORE_OK);
+    assert_int_equal(store_return(s, refs, 2), STORE_OK);
+    assert_int_equal(store_peek(s, q, v, 4, &n), STORE_OK);
+    assert_int_equal(n, 4);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(v[i].prefix_tokens, prefix[i]);
+        assert_int_equal(v[i].max_wait_ms, max_wait[i]);
+        assert_int_equal(v[i].deliveries, i < 2 ? 1 : 0);
+    }
+    store_close(s);
+}
+
 static void test_status_str_covers_every_status(void **state)
 {
     (void)state;
@@ -1267,7 +1333,7 @@ static void test_status_str_covers_every_status(void **state)
         for (int j = 0; j < i; j++)
             assert_string_not_equal(seen[i], seen[j]);
     }
-    assert_int_equal(STORE_STATUS_COUNT, 10);
+    assert_int_equal(STORE_STATUS_COUNT, 11);
     assert_string_equal(store_status_str(STORE_OK), "ok");
     assert_string_equal(store_status_str(STORE_ESTALE),
                         "commit does not match the head of the lane queue (peek is stale)");
@@ -1846,6 +1912,7 @@ static void test_randomized_against_reference_model(void **state)
     X(test_failed_calls_leave_out_pointers_untouched)                         \
     X(test_fifo_order_survives_growth_and_compaction)                         \
     X(test_close_frees_queued_and_pending_items)                              \
+    X(test_item_fields_come_back_with_every_peek)                             \
     X(test_randomized_against_reference_model)
 
 /* Each test removes the data directories it made, pass or fail. */
@@ -1862,7 +1929,8 @@ int main(void)
     int failed = 0;
     failed += cmocka_run_group_tests_name("store, memory backend", memory_tests, use_memory, NULL);
     failed += cmocka_run_group_tests_name("store, disk backend", disk_tests, use_disk, NULL);
-    failed += cmocka_run_group_tests_name("store, disk backend with 4 KiB segments", disk_tests,
-                                          use_disk_small, NULL);
+    failed += cmocka_run_group_tests_name(
+        "store, disk backend with 4 KiB segments and a 1-byte resident bound", disk_tests,
+        use_disk_small, NULL);
     return failed;
 }

@@ -1,5 +1,5 @@
 /*
- * test_store_check.c - the store's executable invariants (store/disk_check.c,
+ * test_store_check.c - the store's executable invariants (store/disk/disk_check.c,
  * store/memory_check.c): each check holds on a store the public calls built, and returns 0
  * once a test breaks the rule it guards on purpose, then 1 again when the test puts it back
  * (so a check that always failed, or never did, is caught). The structures are reached through
@@ -24,7 +24,7 @@
 #include "support/fs.h"
 
 #include "common/invariant.h"
-#include "store/disk_int.h"
+#include "store/disk/disk_int.h"
 #include "store/memory_int.h"
 
 enum { N_ITEMS = 6 };
@@ -55,8 +55,12 @@ static void rig_open(rig_t *r, uint64_t disk)
         uint8_t id[8], payload[24];
         memset(id, 'a' + i, sizeof(id));
         memset(payload, i, sizeof(payload));
-        store_item_t it = {
-            id, sizeof(id), payload, sizeof(payload), (uint32_t)(10 + i), 1000 + (uint64_t)i};
+        store_item_t it = {.id = id,
+                           .id_len = sizeof(id),
+                           .payload = payload,
+                           .payload_len = sizeof(payload),
+                           .tokens = (uint32_t)(10 + i),
+                           .arrival_ns = 1000 + (uint64_t)i};
         assert_int_equal(store_append(r->s, r->q, &it, &r->refs[i]), STORE_OK);
     }
     assert_int_equal(store_flush(r->s), STORE_OK);
@@ -83,7 +87,7 @@ static void test_disk_checks_hold_through_every_operation(void **state)
     assert_int_equal(q->len, N_ITEMS - 2);
     assert_int_equal(d->pending.len, 2);
     /* One more append stays unflushed: the records past the boundary are checked as such. */
-    store_item_t it = {(const uint8_t *)"z", 1, NULL, 0, 7, 9999};
+    store_item_t it = {.id = (const uint8_t *)"z", .id_len = 1, .tokens = 7, .arrival_ns = 9999};
     assert_int_equal(store_append(r.s, r.q, &it, NULL), STORE_OK);
     assert_int_equal(q->n_unflushed, 1);
     assert_int_equal(disk_check(d), 1);
@@ -95,7 +99,7 @@ static void test_disk_checks_hold_through_every_operation(void **state)
     assert_int_equal(store_flush(r.s), STORE_OK);
     assert_int_equal(disk_check(d), 1);
     assert_int_equal(disk_queue_check(d, q), 1);
-    assert_int_equal(disk_seg_check(d, q->segs[0]), 1);
+    assert_int_equal(disk_seg_check(d, d->models[q->model_idx].segs[0]), 1);
     rig_close(&r);
 }
 
@@ -153,7 +157,7 @@ static void test_disk_check_catches_a_broken_readable_boundary(void **state)
     rig_open(&r, STORE_SEGMENT_MAX_DEFAULT);
     disk_t *d = disk_of(r.s);
     dqueue_t *q = (dqueue_t *)r.q;
-    dseg_t *seg = q->segs[0];
+    dseg_t *seg = d->models[q->model_idx].segs[0];
     uint64_t readable = seg->readable;
 
     /* Past the written bytes. */
@@ -181,7 +185,7 @@ static void test_disk_check_catches_an_unflushed_record_counted_readable(void **
     rig_open(&r, STORE_SEGMENT_MAX_DEFAULT);
     disk_t *d = disk_of(r.s);
     dqueue_t *q = (dqueue_t *)r.q;
-    store_item_t it = {(const uint8_t *)"z", 1, NULL, 0, 7, 9999};
+    store_item_t it = {.id = (const uint8_t *)"z", .id_len = 1, .tokens = 7, .arrival_ns = 9999};
     assert_int_equal(store_append(r.s, r.q, &it, NULL), STORE_OK);
     assert_int_equal(q->n_unflushed, 1);
     q->n_unflushed = 0;
@@ -200,11 +204,12 @@ static void test_disk_check_catches_a_pending_entry_also_queued(void **state)
     disk_t *d = disk_of(r.s);
     dqueue_t *q = (dqueue_t *)r.q;
     /* A copy of the queue's first record, put in the pending map as well. */
-    drec_t *copy = malloc(sizeof(*copy));
+    dpend_t *copy = malloc(sizeof(*copy));
     assert_non_null(copy);
-    *copy = q->recs[q->head];
-    copy->deliveries = 1;
-    map_key_t k = disk_ref_key(copy->seg->id, copy->offset);
+    copy->rec = q->recs[q->head];
+    copy->rec.slot_dlv = drec_slot_dlv(drec_slot(&copy->rec), 1);
+    copy->q = q;
+    map_key_t k = disk_ref_key(disk_rec_seg(d, &copy->rec)->id, copy->rec.offset);
     assert_int_equal(map_put(&d->pending, k, copy), MAP_OK);
     q->base.pending_items++;
     assert_int_equal(disk_queue_check(d, q), 1);
@@ -229,16 +234,29 @@ static void test_disk_check_catches_lists_off_their_counts(void **state)
     d->open_fds--;
 
     /* Dirty but not on the dirty list: its row would miss the next flush. */
+    dseg_t *seg = d->models[q->model_idx].segs[0];
     assert_null(d->dirty);
-    q->segs[0]->dirty = 1;
+    seg->dirty = 1;
     assert_int_equal(disk_check(d), 0);
-    q->segs[0]->dirty = 0;
+    seg->dirty = 0;
+
+    /* On the flush list's count but not on the list: its target would never be written. */
+    assert_null(d->flush_queues);
+    q->on_flush = 1;
+    assert_int_equal(disk_check(d), 0);
+    q->on_flush = 0;
+
+    /* A segment that claims a mapping the count does not know. */
+    d->mapped++;
+    assert_int_equal(disk_check(d), 0);
+    d->mapped--;
 
     assert_int_equal(disk_check(d), 1);
     rig_close(&r);
 }
 
-/* Segments of 160 bytes hold one 64-byte entry each (the header takes 72): six segments. */
+/* Segments of 160 bytes hold one 88-byte entry each (the header takes 72): six segments of
+ * the model's log. */
 static void test_disk_check_catches_segments_out_of_place(void **state)
 {
     (void)state;
@@ -246,31 +264,41 @@ static void test_disk_check_catches_segments_out_of_place(void **state)
     rig_open(&r, 160);
     disk_t *d = disk_of(r.s);
     dqueue_t *q = (dqueue_t *)r.q;
-    assert_int_equal(q->n_segs, N_ITEMS); /* committed is not completed: none is deleted */
+    dmodel_t *m = &d->models[q->model_idx];
+    assert_int_equal(m->n_segs, N_ITEMS); /* committed is not completed: none is deleted */
     assert_int_equal(disk_check(d), 1);
 
     /* An unsealed segment before the last would take appends out of order. */
-    q->segs[0]->sealed = 0;
-    assert_int_equal(disk_queue_counts_check(q), 1); /* O(1) sees only the last two */
-    assert_int_equal(disk_queue_check(d, q), 0);
-    q->segs[0]->sealed = 1;
-    q->segs[q->n_segs - 2]->sealed = 0;
-    assert_int_equal(disk_queue_counts_check(q), 0);
-    q->segs[q->n_segs - 2]->sealed = 1;
+    m->segs[0]->sealed = 0;
+    assert_int_equal(disk_check(d), 0);
+    m->segs[0]->sealed = 1;
 
-    /* Two segments swapped: sequences no longer ascend. */
-    dseg_t *tmp = q->segs[0];
-    q->segs[0] = q->segs[1];
-    q->segs[1] = tmp;
-    assert_int_equal(disk_queue_check(d, q), 0);
-    q->segs[1] = q->segs[0];
-    q->segs[0] = tmp;
+    /* Two segments swapped: sequences no longer ascend (the records' order breaks too). */
+    dseg_t *tmp = m->segs[0];
+    m->segs[0] = m->segs[1];
+    m->segs[1] = tmp;
+    assert_int_equal(disk_check(d), 0);
+    m->segs[1] = m->segs[0];
+    m->segs[0] = tmp;
 
     /* A live segment also recorded as deleted. */
-    map_key_t k = {q->segs[0]->id, 0};
+    map_key_t k = {m->segs[0]->id, 0};
     assert_int_equal(map_put(&d->deleted, k, (void *)(uintptr_t)1), MAP_OK);
     assert_int_equal(disk_check(d), 0);
     assert_int_equal(map_del(&d->deleted, k, NULL), MAP_OK);
+
+    /* A slot that names another segment than the one it was given to. */
+    uint32_t slot = m->segs[0]->slot;
+    d->slots[slot] = m->segs[1];
+    assert_int_equal(disk_seg_check(d, m->segs[0]), 0);
+    assert_int_equal(disk_check(d), 0);
+    d->slots[slot] = m->segs[0];
+
+    /* A record past its segment's end. */
+    uint32_t off = q->recs[q->head].offset;
+    q->recs[q->head].offset = (uint32_t)disk_rec_seg(d, &q->recs[q->head])->size;
+    assert_int_equal(disk_queue_check(d, q), 0);
+    q->recs[q->head].offset = off;
 
     assert_int_equal(disk_check(d), 1);
     rig_close(&r);
@@ -377,7 +405,8 @@ static void test_debug_build_aborts_an_operation_on_a_broken_queue(void **state)
     assert_true(pid >= 0);
     if (pid == 0) {
         ((mem_queue_t *)r.q)->base.queued_items++;
-        store_item_t it = {(const uint8_t *)"z", 1, NULL, 0, 7, 9999};
+        store_item_t it = {
+            .id = (const uint8_t *)"z", .id_len = 1, .tokens = 7, .arrival_ns = 9999};
         store_append(r.s, r.q, &it, NULL);
         _exit(0); /* not reached when the check runs */
     }

@@ -4,7 +4,7 @@
  * findings; each case failed before the index rows carried checksums).
  *
  * Each test builds a store in a fresh mkdtemp directory through the public API, closes it,
- * damages the index with LMDB's own API (the row layout restated from store/index_int.h on
+ * damages the index with LMDB's own API (the row layout restated from store/disk/index_int.h on
  * purpose: the tests must notice if it drifts), reopens it and checks what comes back against
  * what was acknowledged, with the recovery report and the log lines. LANES_TEST_STORE_IO_PLAIN
  * runs it with plain system calls (fstat instead of inotify for the files taken away).
@@ -34,11 +34,15 @@
 #include "store/store.h"
 #include "support/fs.h"
 
-/* ---- the index row format, restated (store/index_int.h) ----------------------------------- */
+/* ---- the index row format, restated (store/disk/index_int.h) -----------------------------------
+ */
 
-#define ROW_ENTRIES  24u
-#define ROW_READABLE 40u
-#define ENTRY_BYTES  56u /* 32 + id 8 + payload 16 */
+#define ROW_ENTRIES  16u
+#define ROW_READABLE 32u
+#define ENTRY_BYTES  80u /* 56 + id 8 + payload 16 */
+/* Store format 1 (one file per lane): its segment row put the model at 68, and its segment
+ * header the signature at 24 and the lane at 32 (version 1). */
+#define ROW_FIXED_FORMAT1 68u
 
 static uint32_t crc32c(uint32_t crc, const uint8_t *p, size_t n)
 {
@@ -387,9 +391,9 @@ static void edit_strip_crc(uint8_t *val, size_t *len)
     *len -= 4;
 }
 
-/* Rows an older version wrote (no checksum) are read, trusted for their boundary, and
- * rewritten with a checksum. */
-static void test_rows_without_checksum_are_read_and_rewritten(void **state)
+/* A segment row without its checksum (no version of this format wrote one) is not trusted: its
+ * file is scanned as the index did not know it, and the next flush writes a checked row. */
+static void test_rows_without_checksum_are_not_trusted_and_rewritten(void **state)
 {
     fx_t *f = fx_new(state);
     store_ref_t ref = fx_append(f, 0, 12);
@@ -400,8 +404,12 @@ static void test_rows_without_checksum_are_read_and_rewritten(void **state)
     seg_key(ref.queue, key);
     index_edit(f, "segments", key, 8, edit_strip_crc, 0);
     assert_int_equal(fx_open(f), STORE_OK);
-    assert_int_equal(f->rep.rows_rejected, 0);
+    assert_int_equal(f->rep.rows_rejected, 1);
+    assert_true(fx_logged(f, STORE_LOG_ERROR, "index row of segment", "not used"));
     fx_assert_holds(f, 0, 12);
+    fx_close(f);
+    assert_int_equal(fx_open(f), STORE_OK);
+    assert_int_equal(f->rep.rows_rejected, 0);
     fx_close(f);
     /* Rewritten with its checksum: damaging it now is seen. */
     index_edit(f, "segments", key, 8, edit_flip_entries_high_bit, 0);
@@ -591,6 +599,158 @@ static void test_tombstone_into_deleted_segment_fails_the_flush(void **state)
     assert_int_equal(store_flush(f->s), STORE_EIO);
 }
 
+/* ---- another store format ------------------------------------------------------------------ */
+
+/* A segment file of store format 1 (header version 1, the routing keys in it, one entry of 32
+ * bytes + id after it), restated here: what a lanesched before the per-model logs wrote. */
+static size_t format1_segment(uint64_t id, uint8_t *buf)
+{
+    static const char model[] = "llama";
+    size_t hdr = 64 + 8; /* 64 + "llama" padded to 8 */
+    memset(buf, 0, hdr + 48);
+    memcpy(buf, "LANESEG", 8);
+    put32(buf + 8, 1);
+    put32(buf + 12, (uint32_t)hdr);
+    put64(buf + 16, id);
+    put64(buf + 24, 0xA1A1);
+    put32(buf + 32, 0);
+    put32(buf + 36, (uint32_t)strlen(model));
+    put64(buf + 40, 0);
+    put64(buf + 48, 1);
+    memcpy(buf + 64, model, strlen(model));
+    put32(buf + 56, crc32c(0, buf, hdr));
+    uint8_t *e = buf + hdr; /* LIVE, 40 bytes: 32 + an 8-byte id */
+    put32(e, 0x4556494Cu);
+    put32(e + 4, 40);
+    e[8] = 8;
+    put32(e + 12, 5);
+    put64(e + 16, 77);
+    memcpy(e + 32, "old-item", 8);
+    uint8_t sid[8];
+    put64(sid, id);
+    put32(e + 28, crc32c(crc32c(crc32c(0, sid, 8), e + 4, 24), e + 32, 8));
+    return hdr + 40;
+}
+
+static int dir_has(const char *dir, const char *name)
+{
+    char path[160];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+/* A directory a lanesched of store format 1 left (one file per lane, no index of ours): the
+ * open refuses it with a line that names it and says what to do, and changes nothing (a
+ * format-1 header read as format 2 would have been quarantined, its items lost). */
+static void test_directory_of_store_format_1_is_refused_unchanged(void **state)
+{
+    fx_t *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    *state = f;
+    snprintf(f->dir, sizeof(f->dir), "/tmp/lanes-test-index-XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    f->cfg = (store_disk_config_t){.dir = f->dir, .log = fx_log, .log_ctx = f};
+    char path[160];
+    snprintf(path, sizeof(path), "%s/segments", f->dir);
+    assert_int_equal(mkdir(path, 0755), 0);
+    uint8_t buf[256];
+    size_t len = format1_segment(3, buf);
+    seg_file(f, 3, path, sizeof(path));
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(buf, 1, len, fp), len);
+    fclose(fp);
+    assert_int_equal(fx_open(f), STORE_EFORMAT);
+    assert_null(f->s);
+    assert_true(fx_logged(f, STORE_LOG_ERROR, f->dir, "store format 1"));
+    assert_true(fx_logged(f, STORE_LOG_ERROR, "Nothing was changed", "Drain the directory"));
+    /* Nothing changed: the file as it was, no index made, nothing quarantined. */
+    assert_int_equal(file_size(path), (long long)len);
+    fp = fopen(path, "rb");
+    uint8_t back[256];
+    assert_int_equal(fread(back, 1, sizeof(back), fp), len);
+    fclose(fp);
+    assert_memory_equal(back, buf, len);
+    assert_false(dir_has(f->dir, "index"));
+    assert_false(dir_has(f->dir, "quarantine"));
+    /* The same file with one bit of its version flipped is damage, not a format: quarantined,
+     * and the store opens. */
+    buf[8] ^= 0x03;
+    fp = fopen(path, "wb");
+    assert_int_equal(fwrite(buf, 1, len, fp), len);
+    fclose(fp);
+    assert_int_equal(fx_open(f), STORE_OK);
+    assert_int_equal(f->rep.quarantined_files, 1);
+}
+
+static void edit_row_to_format1(uint8_t *val, size_t *len)
+{
+    /* The same row in format 1's layout: model at 68, its length at 64 (signature, lane and
+     * the counts zero: only the layout is recognised). */
+    uint8_t model[64];
+    uint32_t model_len = (uint32_t)(*len - 4 - 56);
+    memcpy(model, val + 56, model_len);
+    memset(val, 0, ROW_FIXED_FORMAT1);
+    put32(val + 64, model_len);
+    memcpy(val + ROW_FIXED_FORMAT1, model, model_len);
+    *len = ROW_FIXED_FORMAT1 + model_len + 4;
+}
+
+/* An index whose segment rows are format 1's: refused the same way, nothing changed. */
+static void test_index_of_store_format_1_is_refused_unchanged(void **state)
+{
+    fx_t *f = fx_new(state);
+    store_ref_t ref = fx_append(f, 0, 6);
+    assert_int_equal(store_flush(f->s), STORE_OK);
+    fx_close(f);
+    uint8_t key[8];
+    seg_key(ref.queue, key);
+    index_edit(f, "segments", key, 8, edit_row_to_format1, 1);
+    char path[160];
+    seg_file(f, ref.queue, path, sizeof(path));
+    long long size = file_size(path);
+    assert_int_equal(fx_open(f), STORE_EFORMAT);
+    assert_true(fx_logged(f, STORE_LOG_ERROR, f->dir, "segment rows of format 1"));
+    assert_int_equal(file_size(path), size);
+    assert_int_equal(count_aside(f), 0);
+    assert_false(dir_has(f->dir, "quarantine"));
+}
+
+/* A directory with no segment file and no segment row left (drained), whose index has no
+ * format row (what format 1 wrote): taken over, its lane targets and current shapes kept. */
+static void test_drained_directory_without_format_row_is_taken_over(void **state)
+{
+    fx_t *f = fx_new(state);
+    assert_int_equal(store_queue_target_set(f->s, f->q, 321), STORE_OK);
+    assert_int_equal(store_current_shape_set(f->s, "llama", 0xA1A1), STORE_OK);
+    assert_int_equal(store_flush(f->s), STORE_OK);
+    fx_close(f);
+    char path[128];
+    snprintf(path, sizeof(path), "%s/index", f->dir);
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 4), 0);
+    assert_int_equal(mdb_env_open(env, path, 0, 0644), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, "meta", 0, &dbi), 0);
+    MDB_val k = {6, (void *)"format"};
+    assert_int_equal(mdb_del(txn, dbi, &k, NULL), 0);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+    assert_int_equal(fx_open(f), STORE_OK);
+    uint32_t target = 0;
+    assert_true(store_queue_next(f->s, NULL, NULL, NULL, &target));
+    assert_int_equal(target, 321);
+    int has = 0;
+    uint64_t sig = 0;
+    assert_int_equal(store_current_shape_get(f->s, "llama", &has, &sig), STORE_OK);
+    assert_int_equal(has, 1);
+    assert_int_equal(sig, 0xA1A1);
+}
+
 /* ---- delivery counts survive a restart ------------------------------------------------------ */
 
 /* Before: every restart reset the count, so an item whose batch crashed the daemon was
@@ -631,7 +791,13 @@ int main(void)
                                   fx_teardown),
         cmocka_unit_test_teardown(test_row_boundary_below_its_entry_count_keeps_the_entries,
                                   fx_teardown),
-        cmocka_unit_test_teardown(test_rows_without_checksum_are_read_and_rewritten, fx_teardown),
+        cmocka_unit_test_teardown(test_rows_without_checksum_are_not_trusted_and_rewritten,
+                                  fx_teardown),
+        cmocka_unit_test_teardown(test_directory_of_store_format_1_is_refused_unchanged,
+                                  fx_teardown),
+        cmocka_unit_test_teardown(test_index_of_store_format_1_is_refused_unchanged, fx_teardown),
+        cmocka_unit_test_teardown(test_drained_directory_without_format_row_is_taken_over,
+                                  fx_teardown),
         cmocka_unit_test_teardown(test_damaged_lane_row_is_dropped_alone, fx_teardown),
         cmocka_unit_test_teardown(test_index_permission_denied_is_an_operator_error, fx_teardown),
         cmocka_unit_test_teardown(test_index_truncated_to_zero_warns_and_rebuilds, fx_teardown),

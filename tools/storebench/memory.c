@@ -1,6 +1,6 @@
 /*
  * memory.c - phase 5) memory while appending: a fresh process opens an empty store, appends
- * --memory-items items over --lanes lanes (store_flush every --flush-every, as a producer's
+ * --memory-items items over the workload's lanes (store_flush every --flush-every, as a producer's
  * Submit messages would) and reports how much its resident memory grew, per queued item: the
  * figure a daemon's operator sees, where phase 4) counts only the heap that recovery allocates.
  *
@@ -44,23 +44,23 @@ static void memory_rss(uint64_t *out_rss, uint64_t *out_anon)
     fclose(f);
 }
 
-int memory_child_run(const char *dir, uint64_t items, uint64_t payload, uint64_t lanes,
-                     uint64_t flush_every)
+int memory_child_run(const char *dir, uint64_t items, uint64_t payload, uint64_t models,
+                     uint64_t shapes, uint64_t lanes, uint64_t flush_every)
 {
     gen_t g;
-    gen_init(&g, (size_t)payload, (unsigned)lanes);
+    gen_init(&g, (size_t)payload, (unsigned)models, (unsigned)shapes, (unsigned)lanes);
     store_t *s = sb_store_open(dir, STORE_DURABLE_PROCESS, NULL);
-    store_queue_t **qs = sb_malloc(lanes * sizeof(*qs));
-    sb_queues_open(s, (unsigned)lanes, qs);
+    store_queue_t **qs = sb_malloc(g.queues * sizeof(*qs));
+    sb_queues_open(s, g.models, g.shapes, g.lanes, qs);
     memory_t m = {.items = items};
     memory_rss(&m.rss_before, &m.anon_before);
     sb_heap_in_use(&m.heap_before);
     for (uint64_t i = 0; i < items; i++) {
         store_item_t it;
         uint8_t id[ID_LEN];
-        uint32_t lane;
-        gen_item(&g, i, &it, id, &lane);
-        store_status_t st = store_append(s, qs[lane], &it, NULL);
+        uint32_t queue;
+        gen_item(&g, i, &it, id, &queue);
+        store_status_t st = store_append(s, qs[queue], &it, NULL);
         if (st != STORE_OK)
             sb_die("store_append (memory)", store_status_str(st));
         if ((i + 1) % flush_every == 0 && (st = store_flush(s)) != STORE_OK)
@@ -69,7 +69,7 @@ int memory_child_run(const char *dir, uint64_t items, uint64_t payload, uint64_t
     sb_check(store_flush(s), "store_flush (memory)");
     memory_rss(&m.rss_after, &m.anon_after);
     sb_heap_in_use(&m.heap_after);
-    for (uint64_t l = 0; l < lanes; l++) {
+    for (uint64_t l = 0; l < g.queues; l++) {
         uint64_t n;
         store_queue_count(qs[l], &n, NULL);
         m.queued += n;
@@ -86,13 +86,15 @@ int memory_child_run(const char *dir, uint64_t items, uint64_t payload, uint64_t
 
 void memory_bench(const opts_t *o, const char *argv0, const char *run_dir, memory_t *m)
 {
-    char dir[4096], n[32], pay[32], lanes[32], every[32];
+    char dir[4096], n[32], pay[32], models[32], shapes[32], lanes[32], every[32];
     sb_pathf(dir, sizeof(dir), "%s/memory", run_dir);
     snprintf(n, sizeof(n), "%" PRIu64, o->memory_items);
     snprintf(pay, sizeof(pay), "%" PRIu64, o->recovery_payload);
+    snprintf(models, sizeof(models), "%" PRIu64, o->models);
+    snprintf(shapes, sizeof(shapes), "%" PRIu64, o->shapes);
     snprintf(lanes, sizeof(lanes), "%" PRIu64, o->lanes);
     snprintf(every, sizeof(every), "%" PRIu64, o->flush_every);
-    const char *args[] = {argv0, "--memory-child", dir, n, pay, lanes, every, NULL};
+    const char *args[] = {argv0, "--memory-child", dir, n, pay, models, shapes, lanes, every, NULL};
     char out[512];
     sb_child_run(argv0, args, out, sizeof(out));
     uint64_t warnings = 0;

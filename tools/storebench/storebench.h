@@ -25,14 +25,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SEED       42ull
-#define ID_LEN     16u
-#define MAX_TOKENS 4096u
-#define PEEK_CHUNK 256u
-#define READ_CHUNK (1u << 20)
-#define MODEL      "bench-model"
-#define SIGNATURE  0x5eedc0ffee15600dull
-#define PROG       "lanesched-storebench"
+#define SEED           42ull
+#define ID_LEN         16u
+#define MAX_TOKENS     4096u
+#define PEEK_CHUNK     256u
+#define READ_CHUNK     (1u << 20)
+#define MODEL          "bench-model"
+#define SIGNATURE      0x5eedc0ffee15600dull
+#define SIGNATURE_STEP 0x9e3779b97f4a7c15ull
+#define PROG           "lanesched-storebench"
 
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
 #define HAVE_MALLINFO2 1
@@ -42,9 +43,12 @@
 
 typedef struct {
     uint64_t items, power_items, payload, flush_every, lanes, reps;
+    uint64_t models, shapes; /* lanes is per shape: models * shapes * lanes queues */
     uint64_t recovery_entries, recovery_payload, memory_items;
+    uint64_t path_items, path_depth, path_batch; /* phase 6 */
     const char *dir;
     int keep, json, cold, in_process;
+    unsigned phases; /* --phases, a bit per phase (main.c) */
 } opts_t;
 
 /* ---- support.c ------------------------------------------------------------------------ */
@@ -71,8 +75,20 @@ void sb_store_log(void *ctx, int level, const char *msg);
 /* A disk store in dir (created if missing) at durability dur; *rep (may be NULL) gets the
  * recovery report. Returned to the caller to store_close. */
 store_t *sb_store_open(const char *dir, store_durability_t dur, store_recovery_t *rep /* out */);
-/* Opens lanes 0 .. lanes-1 of MODEL/SIGNATURE into qs (caller memory, `lanes` entries). */
-void sb_queues_open(store_t *s, unsigned lanes, store_queue_t **qs /* out */);
+/* The key of queue k of a workload of `models` models of `shapes` shapes of `lanes` lanes each
+ * (k < models * shapes * lanes): model MODEL (MODEL-<m> when there are several), signature
+ * SIGNATURE + shape * SIGNATURE_STEP, lane. *model gets the name (caller memory, 32 bytes). */
+store_key_t sb_queue_key(unsigned models, unsigned shapes, unsigned lanes, uint64_t k,
+                         char *model /* out */);
+/* Opens the queues of the workload (models * shapes * lanes of them) into qs (caller memory,
+ * that many entries). */
+void sb_queues_open(store_t *s, unsigned models, unsigned shapes, unsigned lanes,
+                    store_queue_t **qs /* out */);
+/* Read and write system calls of this process so far (/proc/self/io syscr + syscw); 0 when
+ * /proc does not say. */
+uint64_t sb_rw_syscalls(void);
+/* CPU time of this process so far (user + system), nanoseconds. */
+uint64_t sb_cpu_ns(void);
 
 /* ---- files.c -------------------------------------------------------------------------- */
 
@@ -88,20 +104,26 @@ int files_read(const char *path, uint8_t *buf, uint64_t *out_bytes /* out */);
 
 /* ---- workload.c ----------------------------------------------------------------------- */
 
-/* The workload: item i is a pure function of (seed, i), so a run can be regenerated. */
+/* The workload: item i is a pure function of (seed, i), so a run can be regenerated. Its queue:
+ * a model (uniform), a shape of that model (Zipf, exponent 1: a few shapes take most items, as
+ * prompt templates do) and a lane of that shape (uniform). */
 typedef struct {
     size_t payload_len;
-    unsigned lanes;
-    uint8_t *pool; /* random bytes payloads are sliced from */
+    unsigned models, shapes, lanes; /* lanes per shape */
+    uint64_t queues;                /* models * shapes * lanes */
+    double *shape_cdf;              /* running sums of the shapes' Zipf weights */
+    uint8_t *pool;                  /* random bytes payloads are sliced from */
     size_t pool_len;
     uint64_t arrival0;
 } gen_t;
 
-void gen_init(gen_t *g /* out */, size_t payload_len, unsigned lanes);
+void gen_init(gen_t *g /* out */, size_t payload_len, unsigned models, unsigned shapes,
+              unsigned lanes);
 void gen_fini(gen_t *g);
-/* Fills *it (id written to id[ID_LEN], payload a view into g's pool) and the item's lane. */
+/* Fills *it (id written to id[ID_LEN], payload a view into g's pool) and the item's queue
+ * (an index into the sb_queues_open array). */
 void gen_item(const gen_t *g, uint64_t i, store_item_t *it /* out */, uint8_t *id /* out */,
-              uint32_t *lane /* out */);
+              uint32_t *queue /* out */);
 /* Bytes one entry takes in a segment, asked of the store: unflushed bytes after one append in
  * a scratch store under run_dir. */
 uint64_t gen_entry_size(const char *run_dir, const gen_t *g);
@@ -109,7 +131,7 @@ uint64_t gen_entry_size(const char *run_dir, const gen_t *g);
 typedef struct {
     size_t n;
     store_item_t *items;
-    uint32_t *lane;
+    uint32_t *queue;
     uint8_t *ids;
 } workload_t;
 
@@ -165,9 +187,28 @@ typedef struct {
 
 /* 5): appends --memory-items items in a fresh process; *m gets its memory before and after. */
 void memory_bench(const opts_t *o, const char *argv0, const char *run_dir, memory_t *m /* out */);
-/* --memory-child DIR N PAYLOAD LANES FLUSH_EVERY: the appends in this process; exit status. */
-int memory_child_run(const char *dir, uint64_t items, uint64_t payload, uint64_t lanes,
-                     uint64_t flush_every);
+/* --memory-child DIR N PAYLOAD MODELS SHAPES LANES FLUSH_EVERY: the appends in this process;
+ * exit status. */
+int memory_child_run(const char *dir, uint64_t items, uint64_t payload, uint64_t models,
+                     uint64_t shapes, uint64_t lanes, uint64_t flush_every);
+
+/* ---- datapath.c ----------------------------------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    store_durability_t dur;
+    uint64_t items, turns, batches;
+    uint64_t wall_ns, cpu_ns, syscalls;
+    uint64_t files_created, files_at_end;
+    uint64_t rss_file; /* RssFile at the end of the timed turns */
+} datapath_t;
+
+/* 6) the data path at one durability level, in a fresh process: *out gets its figures. */
+void datapath_bench(const opts_t *o, const char *argv0, const char *run_dir, store_durability_t dur,
+                    datapath_t *out /* out */);
+/* --datapath-child DIR LEVEL ITEMS DEPTH BATCH PAYLOAD FLUSH MODELS SHAPES LANES: the run in
+ * this process, its figures on stdout; the exit status. */
+int datapath_child_run(int argc, char **argv);
 
 /* ---- report.c ------------------------------------------------------------------------- */
 

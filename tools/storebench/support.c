@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -87,12 +88,50 @@ store_t *sb_store_open(const char *dir, store_durability_t dur, store_recovery_t
     return s;
 }
 
-void sb_queues_open(store_t *s, unsigned lanes, store_queue_t **qs)
+store_key_t sb_queue_key(unsigned models, unsigned shapes, unsigned lanes, uint64_t k, char *model)
 {
-    for (unsigned l = 0; l < lanes; l++) {
-        store_key_t key = {.model = MODEL, .signature = SIGNATURE, .lane = l};
-        sb_check(store_queue_open(s, &key, &qs[l]), "store_queue_open");
+    unsigned lane = (unsigned)(k % lanes), shape = (unsigned)(k / lanes % shapes);
+    unsigned m = (unsigned)(k / lanes / shapes);
+    if (models == 1)
+        snprintf(model, 32, "%s", MODEL);
+    else
+        snprintf(model, 32, "%s-%u", MODEL, m);
+    return (store_key_t){model, SIGNATURE + (uint64_t)shape * SIGNATURE_STEP, lane};
+}
+
+void sb_queues_open(store_t *s, unsigned models, unsigned shapes, unsigned lanes,
+                    store_queue_t **qs)
+{
+    uint64_t n = (uint64_t)models * shapes * lanes;
+    for (uint64_t k = 0; k < n; k++) {
+        char model[32];
+        store_key_t key = sb_queue_key(models, shapes, lanes, k, model);
+        sb_check(store_queue_open(s, &key, &qs[k]), "store_queue_open");
     }
+}
+
+uint64_t sb_rw_syscalls(void)
+{
+    FILE *f = fopen("/proc/self/io", "r");
+    if (f == NULL)
+        return 0;
+    char line[128];
+    unsigned long long v, sum = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (sscanf(line, "syscr: %llu", &v) == 1 || sscanf(line, "syscw: %llu", &v) == 1)
+            sum += v;
+    }
+    fclose(f);
+    return (uint64_t)sum;
+}
+
+uint64_t sb_cpu_ns(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0;
+    return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ull +
+           (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ull;
 }
 
 void sb_child_run(const char *argv0, const char *const *args, char *out, size_t cap)

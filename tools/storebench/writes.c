@@ -43,18 +43,18 @@ static void commit_all(store_t *s, store_queue_t *q)
 static phase_ns_t run_store(const opts_t *o, const workload_t *w, const gen_t *g,
                             store_durability_t dur, const char *dir)
 {
-    unsigned lanes = (unsigned)o->lanes;
+    uint64_t lanes = g->queues;
     size_t n = w->n, f = (size_t)o->flush_every;
     store_t *s = sb_store_open(dir, dur, NULL);
     store_queue_t **qs = sb_malloc(lanes * sizeof(*qs));
-    sb_queues_open(s, lanes, qs);
-    /* Warm-up, untimed: one item per lane creates the lane's segment file. */
+    sb_queues_open(s, g->models, g->shapes, g->lanes, qs);
+    /* Warm-up, untimed: one item per lane creates the files its appends go to. */
     store_ref_t *warm = sb_malloc(lanes * sizeof(*warm));
-    for (unsigned l = 0; l < lanes; l++) {
+    for (uint64_t l = 0; l < lanes; l++) {
         store_item_t it;
         uint8_t id[ID_LEN];
-        uint32_t lane;
-        gen_item(g, UINT64_MAX - l, &it, id, &lane);
+        uint32_t queue;
+        gen_item(g, UINT64_MAX - l, &it, id, &queue);
         sb_check(store_append(s, qs[l], &it, &warm[l]), "store_append (warm-up)");
     }
     sb_check(store_flush(s), "store_flush (warm-up)");
@@ -63,7 +63,7 @@ static phase_ns_t run_store(const opts_t *o, const workload_t *w, const gen_t *g
 
     uint64_t t0 = clock_mono_ns();
     for (size_t i = 0; i < n; i++) {
-        store_status_t st = store_append(s, qs[w->lane[i]], &w->items[i], &refs[i]);
+        store_status_t st = store_append(s, qs[w->queue[i]], &w->items[i], &refs[i]);
         if (st != STORE_OK)
             sb_die("store_append", store_status_str(st));
         if ((i + 1) % f == 0 && (st = store_flush(s)) != STORE_OK)
@@ -74,7 +74,7 @@ static phase_ns_t run_store(const opts_t *o, const workload_t *w, const gen_t *g
     uint64_t t1 = clock_mono_ns();
 
     uint64_t queued = 0;
-    for (unsigned l = 0; l < lanes; l++) {
+    for (uint64_t l = 0; l < lanes; l++) {
         uint64_t items;
         store_queue_count(qs[l], &items, NULL);
         queued += items;
@@ -82,9 +82,9 @@ static phase_ns_t run_store(const opts_t *o, const workload_t *w, const gen_t *g
     if (queued != n + lanes)
         sb_die("appends", "the store does not hold every appended item");
     /* Untimed: commit everything, complete the warm-up items, let writeback finish. */
-    for (unsigned l = 0; l < lanes; l++)
+    for (uint64_t l = 0; l < lanes; l++)
         commit_all(s, qs[l]);
-    for (unsigned l = 0; l < lanes; l++)
+    for (uint64_t l = 0; l < lanes; l++)
         sb_check(store_tombstone(s, warm[l], NULL), "store_tombstone (warm-up)");
     sb_check(store_flush(s), "store_flush");
     if (store_pending_count(s) != n)

@@ -13,7 +13,7 @@
  * would have to know which failures leave the files and the index disagreeing; one sticky flag
  * makes "nothing more is acknowledged" true by construction.
  */
-#include "store/disk_int.h"
+#include "store/disk/disk_int.h"
 
 #include <stdarg.h>
 #include <stdio.h>

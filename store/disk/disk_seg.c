@@ -1,14 +1,19 @@
 /*
- * disk_seg.c - one segment file of the disk backend: its creation, the space reserved ahead of
- * its appends, the writes gathered for it until the next flush, its place in its lane's list,
- * which segment an append goes to, and its whole-file deletion.
+ * disk_seg.c - one segment file of a model's log: its creation, the space reserved ahead of its
+ * appends, the writes gathered for it until the next flush, its place in its model's list and
+ * its slot, which segment an append goes to, and its whole-file deletion.
+ *
+ * A model's items of every shape and lane go to one log: a sequence of segment files, the last
+ * of which takes the appends. How many files exist, are created or are synced depends on the
+ * bytes appended and the number of models, never on the number of lanes or shapes.
  *
  * Owns every dseg_t (through disk_t.segments, then the dirty list once doomed), the segments/
- * directory's entries and the turn's gathered writes (disk_t.arena, disk_t.writes); the format
- * of what is written is segment.c's, the writing disk_flush.c's.
+ * directory's entries, the slot table (disk_t.slots) and the turn's gathered writes
+ * (disk_t.arena, disk_t.writes); the format of what is written is segment.c's, the writing
+ * disk_flush.c's.
  *
  * Invariants:
- *   1. Only a lane's last segment is unsealed; an append never starts a segment unless the last
+ *   1. Only a model's last segment is unsealed; an append never starts a segment unless the last
  *      one is sealed or would pass segment_max_bytes (a segment holding only its header takes
  *      any entry, so an entry larger than the cap still has a home).
  *   2. A new segment's file exists, with its header written, before it is listed; at the
@@ -26,16 +31,22 @@
  *   5. seg->size never passes seg->reserved while the file system supports fallocate: the room
  *      of every gathered append is reserved before the append says OK, so writing it at the
  *      flush cannot run out of space, and a full disk refuses the one item that did not fit.
+ *   6. A live or doomed segment holds a slot, and slots[slot] names it; a slot is handed out
+ *      again only after its segment is freed, when no record names it any more (every entry
+ *      was completed).
  *
  * Rejected: compacting the live entries out of mostly tombstoned segments. It writes durable
- * bytes a second time; a lane's old segments drain as the lane is served, so deleting whole
- * files (the design's rule) reclaims the space without a rewrite. Reserving with ftruncate (a
- * sparse file): it allocates nothing, so a full disk would surface at the flush, after the
- * appends said OK; fallocate's FALLOC_FL_KEEP_SIZE reserves blocks and leaves the size alone,
- * so recovery still reads exactly the bytes that were written.
+ * bytes a second time, and a moved entry would no longer sit in arrival order in its log; the
+ * scheduler's age bound serves every lane within a bounded wait, so a segment drains and is
+ * deleted whole. A log per shape (files shape-pure): a flush then writes, and the kernel then
+ * updates the inode of, one file per shape touched, which measured an order of magnitude more
+ * kernel time per item than one file per model at 128 shapes (docs/store.md). Reserving with
+ * ftruncate (a sparse file): it allocates nothing, so a full disk would surface at the flush,
+ * after the appends said OK; fallocate's FALLOC_FL_KEEP_SIZE reserves blocks and leaves the
+ * size alone, so recovery still reads exactly the bytes that were written.
  */
 #define _GNU_SOURCE
-#include "store/disk_int.h"
+#include "store/disk/disk_int.h"
 
 #include "common/clock.h"
 
@@ -58,28 +69,71 @@ store_status_t disk_fsync_dir(disk_t *d, unsigned changes)
     return STORE_OK;
 }
 
-store_status_t disk_seg_attach(disk_t *d, dqueue_t *q, dseg_t *seg)
+/* A slot for seg (invariant 6). */
+static store_status_t disk_slot_take(disk_t *d, dseg_t *seg)
 {
-    if (q->n_segs == q->cap_segs) {
-        size_t cap = q->cap_segs ? q->cap_segs * 2 : 4;
-        dseg_t **segs = realloc(q->segs, cap * sizeof(*segs));
+    if (d->n_free_slots > 0) {
+        seg->slot = d->free_slots[--d->n_free_slots];
+    } else {
+        if (d->n_slots == d->cap_slots) {
+            uint32_t cap = d->cap_slots ? d->cap_slots * 2 : 64;
+            if (cap > DISK_SLOT_MAX + 1u)
+                cap = DISK_SLOT_MAX + 1u;
+            if (d->n_slots == cap)
+                return STORE_ENOMEM; /* 2^24 live segments: nothing that large can exist */
+            dseg_t **slots = realloc(d->slots, cap * sizeof(*slots));
+            if (slots == NULL)
+                return STORE_ENOMEM;
+            d->slots = slots;
+            /* Room to give every slot back without an allocation that could fail. */
+            uint32_t *free_slots = realloc(d->free_slots, cap * sizeof(*free_slots));
+            if (free_slots == NULL)
+                return STORE_ENOMEM;
+            d->free_slots = free_slots;
+            d->cap_slots = cap;
+        }
+        seg->slot = d->n_slots++;
+    }
+    d->slots[seg->slot] = seg;
+    return STORE_OK;
+}
+
+store_status_t disk_seg_attach(disk_t *d, dseg_t *seg)
+{
+    dmodel_t *m = &d->models[seg->model_idx];
+    if (m->n_segs == m->cap_segs) {
+        size_t cap = m->cap_segs ? m->cap_segs * 2 : 4;
+        dseg_t **segs = realloc(m->segs, cap * sizeof(*segs));
         if (segs == NULL)
             return STORE_ENOMEM;
-        q->segs = segs;
-        q->cap_segs = cap;
+        m->segs = segs;
+        m->cap_segs = cap;
     }
-    if (map_put(&d->segments, (map_key_t){seg->id, 0}, seg) != MAP_OK)
+    if (map_reserve(&d->segments, 1) != MAP_OK)
         return STORE_ENOMEM;
-    q->segs[q->n_segs++] = seg;
-    seg->q = q;
-    if (seg->seq >= q->next_seq)
-        q->next_seq = seg->seq + 1;
+    store_status_t st = disk_slot_take(d, seg);
+    if (st != STORE_OK)
+        return st;
+    map_put(&d->segments, (map_key_t){seg->id, 0}, seg);
+    size_t at = m->n_segs; /* in sequence order (recovery attaches in that order too) */
+    while (at > 0 && m->segs[at - 1]->seq > seg->seq)
+        at--;
+    memmove(m->segs + at + 1, m->segs + at, (m->n_segs - at) * sizeof(*m->segs));
+    m->segs[at] = seg;
+    m->n_segs++;
+    if (seg->seq >= m->next_seq)
+        m->next_seq = seg->seq + 1;
     return STORE_OK;
 }
 
 void disk_seg_free(disk_t *d, dseg_t *seg)
 {
+    disk_map_drop(d, seg);
     disk_fd_close(d, seg);
+    if (seg->slot < d->n_slots && d->slots[seg->slot] == seg) {
+        d->slots[seg->slot] = NULL;
+        d->free_slots[d->n_free_slots++] = seg->slot;
+    }
     free(seg);
 }
 
@@ -92,32 +146,30 @@ void disk_seg_mark_dirty(disk_t *d, dseg_t *seg)
     d->dirty = seg;
 }
 
-index_segment_row_t disk_seg_row(const dseg_t *seg)
+index_segment_row_t disk_seg_row(const disk_t *d, const dseg_t *seg)
 {
     index_segment_row_t row = {
         .segment_id = seg->id,
         .sequence = seg->seq,
-        .signature = seg->q->signature,
         .created_ns = seg->created_ns,
         .entries = seg->flushed_entries,
         .tokens = seg->flushed_tokens,
         .readable = seg->readable,
         .deleted = seg->deleted,
-        .lane = seg->q->lane,
         .sealed = seg->sealed,
     };
-    snprintf(row.model, sizeof(row.model), "%s", seg->q->model);
+    snprintf(row.model, sizeof(row.model), "%s", d->models[seg->model_idx].name);
     return row;
 }
 
-/* Drops the segment from its queue's list. */
-static void disk_seg_detach(dseg_t *seg)
+/* Drops the segment from its model's list. */
+static void disk_seg_detach(disk_t *d, dseg_t *seg)
 {
-    dqueue_t *q = seg->q;
-    for (size_t i = 0; i < q->n_segs; i++) {
-        if (q->segs[i] == seg) {
-            memmove(q->segs + i, q->segs + i + 1, (q->n_segs - i - 1) * sizeof(*q->segs));
-            q->n_segs--;
+    dmodel_t *m = &d->models[seg->model_idx];
+    for (size_t i = 0; i < m->n_segs; i++) {
+        if (m->segs[i] == seg) {
+            memmove(m->segs + i, m->segs + i + 1, (m->n_segs - i - 1) * sizeof(*m->segs));
+            m->n_segs--;
             break;
         }
     }
@@ -129,8 +181,7 @@ store_status_t disk_seg_delete(disk_t *d, dseg_t *seg)
     map_del(&d->segments, (map_key_t){seg->id, 0}, NULL);
     /* Room was reserved when the segment was made (disk_seg_create, recovery's scan). */
     map_put(&d->deleted, (map_key_t){seg->id, 0}, (void *)(uintptr_t)(seg->size + 1));
-    disk_seg_detach(seg);
-    seg->q = NULL;
+    disk_seg_detach(d, seg);
     seg->doomed = 1;
     disk_seg_mark_dirty(d, seg);
     return STORE_OK;
@@ -140,6 +191,7 @@ store_status_t disk_seg_unlink(disk_t *d, dseg_t *seg)
 {
     char name[SEG_FILE_NAME_SIZE];
     seg_file_name(seg->id, name);
+    disk_map_drop(d, seg);
     disk_fd_close(d, seg);
     int rc = store_fault_unlinkat(d->seg_dir_fd, name);
     int err = errno;
@@ -150,9 +202,9 @@ store_status_t disk_seg_unlink(disk_t *d, dseg_t *seg)
     return STORE_OK;
 }
 
-/* The first reservation of a segment and the largest step: a lane that takes a few items
- * reserves little (thousands of lanes must not reserve gigabytes), a busy one reserves ahead
- * in steps that double up to the cap, one fallocate per several thousand entries. */
+/* The first reservation of a segment and the largest step: a model that takes a few items
+ * reserves little, a busy one reserves ahead in steps that double up to the cap, one fallocate
+ * per several thousand entries. */
 #define DISK_RESERVE_MIN (64u << 10)
 #define DISK_RESERVE_MAX (4u << 20)
 
@@ -274,10 +326,11 @@ int disk_seg_gathered_tomb(const disk_t *d, const dseg_t *seg, uint64_t off)
     return 0;
 }
 
-/* Starts a new segment for q: create, header, directory sync (invariant 2). */
-static store_status_t disk_seg_create(disk_t *d, dqueue_t *q, dseg_t **out)
+/* Starts a new segment of the model's log: create, header, directory sync (invariant 2). */
+static store_status_t disk_seg_create(disk_t *d, uint32_t model_idx, dseg_t **out)
 {
     store_status_t st = STORE_ENOMEM;
+    dmodel_t *m = &d->models[model_idx];
     dseg_t *seg = calloc(1, sizeof(*seg));
     uint8_t *hdr = NULL;
     int fd = -1;
@@ -289,21 +342,19 @@ static store_status_t disk_seg_create(disk_t *d, dqueue_t *q, dseg_t **out)
     seg->fd = -1;
     seg->w_head = seg->w_tail = DISK_WRITE_NONE;
     seg->id = d->next_segment_id;
-    seg->seq = q->next_seq;
+    seg->seq = m->next_seq;
+    seg->model_idx = model_idx;
+    seg->slot = UINT32_MAX;
     seg->created_ns = clock_wall_ns();
-    seg_header_t h = {.segment_id = seg->id,
-                      .signature = q->signature,
-                      .sequence = seg->seq,
-                      .created_ns = seg->created_ns,
-                      .lane = q->lane};
-    snprintf(h.model, sizeof(h.model), "%s", q->model);
-    seg->header_len = seg_header_size(strlen(q->model));
+    seg_header_t h = {.segment_id = seg->id, .sequence = seg->seq, .created_ns = seg->created_ns};
+    snprintf(h.model, sizeof(h.model), "%s", m->name);
+    seg->header_len = seg_header_size(strlen(m->name));
     if ((hdr = malloc(seg->header_len)) == NULL)
         goto out;
     seg_header_encode(&h, hdr);
     char name[SEG_FILE_NAME_SIZE];
     seg_file_name(seg->id, name);
-    fd = openat(d->seg_dir_fd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    fd = openat(d->seg_dir_fd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOATIME, 0644);
     if (fd < 0) {
         st = errno == ENOSPC ? STORE_ENOSPC : disk_fail(d, "creating a segment file", errno);
         goto out;
@@ -322,7 +373,7 @@ static store_status_t disk_seg_create(disk_t *d, dqueue_t *q, dseg_t **out)
         st = disk_fail(d, "reading a new segment file's inode", errno);
         goto out;
     }
-    if ((st = disk_seg_attach(d, q, seg)) != STORE_OK)
+    if ((st = disk_seg_attach(d, seg)) != STORE_OK)
         goto out;
     d->next_segment_id++;
     d->meta_dirty = 1;
@@ -345,15 +396,16 @@ out:
 }
 
 /* Invariant 1: rolls over at the size cap, sealing the last segment. */
-store_status_t disk_seg_pick(disk_t *d, dqueue_t *q, uint64_t size, dseg_t **out)
+store_status_t disk_seg_pick(disk_t *d, uint32_t model_idx, uint64_t size, dseg_t **out)
 {
-    dseg_t *last = q->n_segs ? q->segs[q->n_segs - 1] : NULL;
+    dmodel_t *m = &d->models[model_idx];
+    dseg_t *last = m->n_segs ? m->segs[m->n_segs - 1] : NULL;
     if (last != NULL && !last->sealed &&
         (last->size == last->header_len || last->size + size <= d->cfg.segment_max_bytes)) {
         *out = last;
         return STORE_OK;
     }
-    store_status_t st = disk_seg_create(d, q, out);
+    store_status_t st = disk_seg_create(d, model_idx, out);
     if (st != STORE_OK)
         return st;
     if (last != NULL && !last->sealed) {

@@ -10,8 +10,9 @@
  *   3. The pending map is never persisted. After a crash every entry that was not tombstoned is
  *      live again: that is how dispatched-but-unacknowledged work comes back.
  *   4. Completing gathers the 4-byte tombstone over the entry's state word; the flush writes it
- *      before the index transaction that carries the segment's deleted count. A crash between
- *      the two is repaired by recovery's scan, which counts tombstones.
+ *      (through the segment's mapping, disk_map.c, or with pwrite) before the index
+ *      transaction that carries the segment's deleted count. A crash between the two is
+ *      repaired by recovery's scan, which counts tombstones.
  *   5. Out of space on an append is not fatal: the entry's room is reserved before anything
  *      changes (disk_seg_reserve), so a full disk gives STORE_ENOSPC for that item alone and
  *      nothing acknowledged is touched.
@@ -20,21 +21,24 @@
  *      ("DLV" + count, at most 255; a tombstone later overwrites it): a crash of the process
  *      after a commit keeps the count, so an item whose batch crashes the daemon reaches its
  *      delivery limit instead of looping forever.
+ *   8. A peek hands out views into the segments' mappings (disk_map.c) where it can, and reads
+ *      the rest into scratch with one pread per run of back-to-back entries: no system call
+ *      per item either way.
  *
  * Rejected alternatives:
- *   - A pwrite per append (the first design): a system call per item, which is what limited
- *     both levels. The bytes are gathered per segment instead and written at the flush; nothing
- *     is acknowledged before that write, so nothing acknowledged is lost if the process dies in
- *     between, and the reservation keeps ENOSPC reported against the one item that caused it.
- *   - Delivery counts in memory only (the first design): a restart reset them, and a poison
- *     batch that crashed the daemon was delivered forever. Writing them costs one submission per
- *     batch (one 4-byte write per item inside it), no sync.
- *   - mmap for reads: thousands of lanes each with a 64 MiB segment would exhaust
- *     vm.max_map_count, and a truncated file turns a read into SIGBUS; pread into a scratch
- *     buffer costs one copy of a batch.
- *   - Keeping payloads in memory: the target is at most 64 bytes per queued item.
+ *   - A pwrite per append: a system call per item, which is what limited both levels. The
+ *     bytes are gathered per segment instead and written at the flush; nothing is acknowledged
+ *     before that write, so nothing acknowledged is lost if the process dies in between, and
+ *     the reservation keeps ENOSPC reported against the one item that caused it.
+ *   - Delivery counts in memory only: a restart reset them, and a poison batch that crashed the
+ *     daemon was delivered forever. Writing them costs a 4-byte store per item into the
+ *     mapping (a write per run of entries without one), no sync.
+ *   - A pread per run of a lane's entries for every peek: a model's log interleaves its lanes,
+ *     so a batch's entries are rarely adjacent and the reads would cost a system call per item.
+ *   - Keeping payloads in the store's heap: the target is at most 64 bytes per queued item; the
+ *     recent entries a peek wants are in the page cache the flush wrote them to.
  */
-#include "store/disk_item_int.h"
+#include "store/disk/disk_item_int.h"
 
 #include "common/invariant.h"
 
@@ -71,7 +75,7 @@ store_status_t disk_append(store_t *store, store_queue_t *queue, const store_ite
     dseg_t *seg;
     store_status_t st;
     if ((st = disk_queue_reserve(q, 1)) != STORE_OK ||
-        (st = disk_seg_pick(d, q, size, &seg)) != STORE_OK ||
+        (st = disk_seg_pick(d, q->model_idx, size, &seg)) != STORE_OK ||
         (st = disk_seg_reserve(d, seg, size)) != STORE_OK)
         return st;
     if (d->reserve_unsupported) {
@@ -81,7 +85,7 @@ store_status_t disk_append(store_t *store, store_queue_t *queue, const store_ite
             (st = disk_fd_get(d, seg, &fd)) != STORE_OK)
             return st;
         d->peeked_len = 0;
-        seg_entry_encode(seg->id, item, item->arrival_ns, d->scratch);
+        seg_entry_encode(seg->id, item, q->signature, q->lane, d->scratch);
         ssize_t w = store_fault_pwrite(fd, d->scratch, size, (off_t)seg->size);
         if (w != (ssize_t)size) {
             int err = w < 0 ? errno : ENOSPC;
@@ -95,11 +99,13 @@ store_status_t disk_append(store_t *store, store_queue_t *queue, const store_ite
         uint8_t *buf;
         if ((st = disk_seg_gather_entry(d, seg, (uint32_t)size, &buf)) != STORE_OK)
             return st;
-        seg_entry_encode(seg->id, item, item->arrival_ns, buf);
+        seg_entry_encode(seg->id, item, q->signature, q->lane, buf);
     }
-    drec_t rec = {seg, item->arrival_ns, (uint32_t)seg->size, (uint32_t)size, item->tokens, 0};
+    drec_t rec = {item->arrival_ns, (uint32_t)seg->size, (uint32_t)size, item->tokens,
+                  drec_slot_dlv(seg->slot, 0)};
     disk_queue_push(q, &rec);
     q->n_unflushed++;
+    disk_queue_mark_flush(d, q);
     seg->size += size;
     seg->entries++;
     seg->tokens += item->tokens;
@@ -112,32 +118,46 @@ store_status_t disk_append(store_t *store, store_queue_t *queue, const store_ite
     return STORE_OK;
 }
 
-store_status_t disk_peek(store_t *store, store_queue_t *queue, store_view_t *views, size_t max,
-                         size_t *out_n)
+/* A view of the entry at e for the record rec of q. */
+static store_view_t disk_view(const dseg_t *seg, const dqueue_t *q, const drec_t *rec,
+                              const uint8_t *e)
 {
-    disk_t *d = disk_of(store);
-    dqueue_t *q = (dqueue_t *)queue;
-    if (d->failed)
-        return STORE_EIO;
-    size_t readable = q->len - q->n_unflushed;
-    size_t n = readable < max ? readable : max;
+    size_t id_len = seg_entry_id_len(e);
+    return (store_view_t){
+        .ref = {seg->id, rec->offset},
+        .id_view = e + SEG_ENTRY_HEADER,
+        .id_len = id_len,
+        .payload_view = e + SEG_ENTRY_HEADER + id_len,
+        .payload_len = seg_entry_payload_len(e),
+        .tokens = rec->tokens,
+        .deliveries = drec_deliveries(rec),
+        .signature = q->signature,
+        .arrival_ns = rec->arrival_ns,
+        .prefix_tokens = seg_entry_prefix_tokens(e),
+        .max_wait_ms = seg_entry_max_wait_ms(e),
+    };
+}
+
+/* The peek of n records without mappings: one pread per run of back-to-back entries. */
+static store_status_t disk_peek_read(disk_t *d, const dqueue_t *q, store_view_t *views, size_t n)
+{
     size_t bytes = 0;
     for (size_t i = 0; i < n; i++)
         bytes += q->recs[q->head + i].length;
     store_status_t st = disk_scratch_reserve(d, bytes);
     if (st != STORE_OK)
         return st;
-    /* One pread per run of records that sit back to back in the same segment. */
     size_t at = 0;
     for (size_t i = 0; i < n;) {
         const drec_t *first = &q->recs[q->head + i];
+        dseg_t *seg = disk_rec_seg(d, first);
         size_t j = i + 1;
         uint64_t run = first->length;
-        while (j < n && q->recs[q->head + j].seg == first->seg &&
+        while (j < n && drec_slot(&q->recs[q->head + j]) == drec_slot(first) &&
                q->recs[q->head + j].offset == first->offset + run)
             run += q->recs[q->head + j++].length;
         int fd;
-        if ((st = disk_fd_get(d, first->seg, &fd)) != STORE_OK)
+        if ((st = disk_fd_get(d, seg, &fd)) != STORE_OK)
             return st;
         if (at == 0)
             d->peeked_len = 0; /* scratch is being reused */
@@ -145,7 +165,7 @@ store_status_t disk_peek(store_t *store, store_queue_t *queue, store_view_t *vie
         if (r != (ssize_t)run)
             return disk_fail(d, "reading a segment", r < 0 ? errno : EIO);
         if (at == 0) {
-            d->peeked_seg = first->seg;
+            d->peeked_seg = seg;
             d->peeked_off = first->offset;
             d->peeked_len = run;
         }
@@ -155,22 +175,69 @@ store_status_t disk_peek(store_t *store, store_queue_t *queue, store_view_t *vie
     at = 0;
     for (size_t i = 0; i < n; i++) {
         const drec_t *rec = &q->recs[q->head + i];
-        const uint8_t *e = d->scratch + at;
-        size_t id_len = seg_entry_id_len(e);
-        views[i] = (store_view_t){
-            .ref = {rec->seg->id, rec->offset},
-            .id_view = e + SEG_ENTRY_HEADER,
-            .id_len = id_len,
-            .payload_view = e + SEG_ENTRY_HEADER + id_len,
-            .payload_len = seg_entry_payload_len(e),
-            .tokens = rec->tokens,
-            .deliveries = rec->deliveries,
-            .signature = q->signature,
-            .arrival_ns = rec->arrival_ns,
-        };
+        views[i] = disk_view(disk_rec_seg(d, rec), q, rec, d->scratch + at);
         at += rec->length;
     }
+    return STORE_OK;
+}
+
+store_status_t disk_peek(store_t *store, store_queue_t *queue, store_view_t *views, size_t max,
+                         size_t *out_n)
+{
+    disk_t *d = disk_of(store);
+    dqueue_t *q = (dqueue_t *)queue;
+    if (d->failed)
+        return STORE_EIO;
+    size_t readable = q->len - q->n_unflushed;
+    size_t n = readable < max ? readable : max;
+    size_t i = 0;
+    for (; i < n; i++) { /* invariant 8: views into the mappings */
+        const drec_t *rec = &q->recs[q->head + i];
+        dseg_t *seg = disk_rec_seg(d, rec);
+        const uint8_t *e = disk_map_view(d, seg, rec->offset, rec->length);
+        if (e == NULL)
+            break;
+        views[i] = disk_view(seg, q, rec, e);
+    }
+    if (d->failed)
+        return STORE_EIO;
+    if (i < n) {
+        store_status_t st = disk_peek_read(d, q, views, n); /* all of them: one scratch */
+        if (st != STORE_OK)
+            return st;
+    }
     *out_n = n;
+    return STORE_OK;
+}
+
+/* Invariant 7: writes the delivery counts of the n records from the queue's front, each one
+ * more than recorded, through the mappings or with a write per run of entries. */
+static store_status_t disk_commit_counts(disk_t *d, const dqueue_t *q, dword_t *words, size_t n)
+{
+    size_t n_words = 0;
+    const drec_t *run_first = NULL;
+    for (size_t i = 0; i < n; i++) {
+        const drec_t *rec = &q->recs[q->head + i];
+        dseg_t *seg = disk_rec_seg(d, rec);
+        uint32_t word = seg_state_delivered(drec_deliveries(rec) + 1);
+        int mapped =
+            disk_map_word(d, seg, rec->offset + SEG_STATE_OFFSET, word, "writing a delivery count");
+        if (mapped < 0)
+            return STORE_EIO;
+        if (mapped == 0) { /* gathered, written below per segment run */
+            if (n_words == 0)
+                run_first = rec;
+            words[n_words] = (dword_t){.off = rec->offset, .len = rec->length};
+            store_put32(words[n_words++].word, word);
+        }
+        const drec_t *next = i + 1 < n ? &q->recs[q->head + i + 1] : NULL;
+        if (n_words != 0 && (next == NULL || drec_slot(next) != drec_slot(run_first))) {
+            store_status_t st = disk_flush_words_now(d, disk_rec_seg(d, run_first), words, n_words);
+            if (st != STORE_OK)
+                return st;
+            n_words = 0;
+        }
+    }
     return STORE_OK;
 }
 
@@ -185,37 +252,30 @@ store_status_t disk_commit(store_t *store, store_queue_t *queue, const store_ref
         return STORE_ESTALE;
     for (size_t i = 0; i < n; i++) {
         const drec_t *rec = &q->recs[q->head + i];
-        if (rec->seg->id != refs[i].queue || rec->offset != refs[i].offset ||
-            map_get(&d->segments, (map_key_t){refs[i].queue, 0}) != rec->seg)
+        const dseg_t *seg = disk_rec_seg(d, rec);
+        if (seg->id != refs[i].queue || rec->offset != refs[i].offset ||
+            map_get(&d->segments, (map_key_t){refs[i].queue, 0}) != seg)
             return STORE_ESTALE;
     }
-    drec_t **copies = calloc(n, sizeof(*copies));
+    dpend_t **copies = calloc(n, sizeof(*copies));
     dword_t *words = malloc(n * sizeof(*words));
     store_status_t st = STORE_ENOMEM;
     if (copies == NULL || words == NULL || map_reserve(&d->pending, n) != MAP_OK)
         goto out;
     for (size_t i = 0; i < n; i++) {
-        if ((copies[i] = malloc(sizeof(drec_t))) == NULL)
+        if ((copies[i] = malloc(sizeof(dpend_t))) == NULL)
             goto out;
     }
-    /* Invariant 7: the counts are on disk before anything changes in memory. The refs are the
-     * queue's front, in (segment, offset) order: one write per segment's run. */
-    for (size_t i = 0, from = 0; i < n; i++) {
-        const drec_t *rec = &q->recs[q->head + i];
-        words[i] = (dword_t){.off = rec->offset, .len = rec->length};
-        store_put32(words[i].word, seg_state_delivered(rec->deliveries + 1));
-        if (i + 1 == n || q->recs[q->head + i + 1].seg != rec->seg) {
-            if ((st = disk_flush_words_now(d, rec->seg, words + from, i + 1 - from)) != STORE_OK)
-                goto out;
-            from = i + 1;
-        }
-    }
+    /* Invariant 7: the counts are on disk before anything changes in memory. */
+    if ((st = disk_commit_counts(d, q, words, n)) != STORE_OK)
+        goto out;
     /* Step 2: advance the cursor. */
     for (size_t i = 0; i < n; i++) {
-        *copies[i] = q->recs[q->head + i];
-        copies[i]->deliveries++;
+        drec_t rec = q->recs[q->head + i];
+        rec.slot_dlv = drec_slot_dlv(drec_slot(&rec), drec_deliveries(&rec) + 1);
+        *copies[i] = (dpend_t){rec, q};
         q->base.queued_items--;
-        q->base.queued_tokens -= copies[i]->tokens;
+        q->base.queued_tokens -= rec.tokens;
     }
     q->head += n;
     q->len -= n;
@@ -223,7 +283,8 @@ store_status_t disk_commit(store_t *store, store_queue_t *queue, const store_ref
         q->head = 0;
     /* Step 3: the pending map. */
     for (size_t i = 0; i < n; i++) {
-        map_put(&d->pending, disk_ref_key(copies[i]->seg->id, copies[i]->offset), copies[i]);
+        const drec_t *rec = &copies[i]->rec;
+        map_put(&d->pending, disk_ref_key(disk_rec_seg(d, rec)->id, rec->offset), copies[i]);
         copies[i] = NULL;
         q->base.pending_items++;
     }
@@ -248,6 +309,16 @@ static int disk_entry_is_tombstone(disk_t *d, dseg_t *seg, uint64_t offset)
         return 0;
     if (disk_seg_gathered_tomb(d, seg, offset))
         return 1;
+    seg_entry_t e;
+    const uint8_t *view = disk_map_view(d, seg, offset, SEG_ENTRY_HEADER);
+    if (view != NULL) {
+        uint32_t length = seg_entry_length(view);
+        if (length < SEG_ENTRY_HEADER || offset + length > seg->readable ||
+            (view = disk_map_view(d, seg, offset, length)) == NULL)
+            return 0;
+        return seg_entry_check(seg_crc_seed(seg->id), view, length, &e) &&
+               e.state == SEG_STATE_TOMB;
+    }
     if (disk_fd_get(d, seg, &fd) != STORE_OK ||
         pread(fd, hdr, sizeof(hdr), (off_t)offset) != (ssize_t)sizeof(hdr))
         return 0;
@@ -257,7 +328,6 @@ static int disk_entry_is_tombstone(disk_t *d, dseg_t *seg, uint64_t offset)
         disk_scratch_reserve(d, length) != STORE_OK ||
         pread(fd, d->scratch, length, (off_t)offset) != (ssize_t)length)
         return 0;
-    seg_entry_t e;
     return seg_entry_check(seg_crc_seed(seg->id), d->scratch, length, &e) &&
            e.state == SEG_STATE_TOMB;
 }
@@ -267,8 +337,8 @@ store_status_t disk_tombstone(store_t *store, store_ref_t ref, int *out_complete
     disk_t *d = disk_of(store);
     if (d->failed)
         return STORE_EIO;
-    drec_t *rec = map_get(&d->pending, disk_ref_key(ref.queue, ref.offset));
-    if (rec == NULL) {
+    dpend_t *p = map_get(&d->pending, disk_ref_key(ref.queue, ref.offset));
+    if (p == NULL) {
         dseg_t *seg = map_get(&d->segments, (map_key_t){ref.queue, 0});
         uintptr_t end = (uintptr_t)map_get(&d->deleted, (map_key_t){ref.queue, 0});
         /* A deleted segment's entries were all completed; an offset that cannot start an entry
@@ -287,16 +357,17 @@ store_status_t disk_tombstone(store_t *store, store_ref_t ref, int *out_complete
             *out_completed = 0;
         return STORE_OK;
     }
-    dseg_t *seg = rec->seg;
-    store_status_t st = disk_seg_gather_word(d, seg, rec->offset, rec->length, SEG_STATE_TOMB);
+    dseg_t *seg = disk_rec_seg(d, &p->rec);
+    store_status_t st = disk_seg_gather_word(d, seg, p->rec.offset, p->rec.length, SEG_STATE_TOMB);
     if (st != STORE_OK)
         return st; /* still pending, nothing changed */
     map_del(&d->pending, disk_ref_key(ref.queue, ref.offset), NULL);
-    seg->q->base.pending_items--;
-    free(rec);
+    dqueue_t *q = p->q;
+    q->base.pending_items--;
+    free(p);
     seg->deleted++;
     disk_seg_mark_dirty(d, seg);
-    INVARIANT_CHECK(disk_seg_check(d, seg) && disk_queue_counts_check(seg->q));
+    INVARIANT_CHECK(disk_seg_check(d, seg) && disk_queue_counts_check(q));
     if (out_completed != NULL)
         *out_completed = 1;
     if (seg->sealed && seg->deleted == seg->entries)
@@ -318,26 +389,26 @@ store_status_t disk_return(store_t *store, const store_ref_t *refs, size_t n)
         }
     }
     for (size_t i = 0; i < n; i++) {
-        drec_t *rec = map_get(&d->pending, disk_ref_key(refs[i].queue, refs[i].offset));
-        if (disk_queue_reserve(rec->seg->q, n) != STORE_OK)
+        dpend_t *p = map_get(&d->pending, disk_ref_key(refs[i].queue, refs[i].offset));
+        if (disk_queue_reserve(p->q, n) != STORE_OK)
             return STORE_ENOMEM;
     }
     for (size_t i = 0; i < n; i++) {
-        drec_t *rec = NULL;
-        map_del(&d->pending, disk_ref_key(refs[i].queue, refs[i].offset), (void **)&rec);
-        dqueue_t *q = rec->seg->q;
-        size_t pos = disk_queue_lower_bound(q, rec->seg, rec->offset);
+        dpend_t *p = NULL;
+        map_del(&d->pending, disk_ref_key(refs[i].queue, refs[i].offset), (void **)&p);
+        dqueue_t *q = p->q;
+        size_t pos = disk_queue_lower_bound(d, q, disk_rec_seg(d, &p->rec), p->rec.offset);
         if (pos == 0 && q->head > 0)
             q->head--;
         else
             memmove(q->recs + q->head + pos + 1, q->recs + q->head + pos,
                     (q->len - pos) * sizeof(*q->recs));
-        q->recs[q->head + pos] = *rec;
+        q->recs[q->head + pos] = p->rec;
         q->len++;
         q->base.queued_items++;
-        q->base.queued_tokens += rec->tokens;
+        q->base.queued_tokens += p->rec.tokens;
         q->base.pending_items--;
-        free(rec);
+        free(p);
         /* Whole: a return is rare and already moves O(queue) records. */
         INVARIANT_CHECK(disk_queue_check(d, q));
     }
@@ -353,22 +424,24 @@ store_status_t disk_queue_scan(store_t *store, store_queue_t *queue, store_scan_
     uint8_t hdr[SEG_ENTRY_HEADER + SEG_ID_MAX];
     for (size_t i = 0; i < q->len - q->n_unflushed; i++) {
         const drec_t *rec = &q->recs[q->head + i];
-        int fd;
-        store_status_t st = disk_fd_get(d, rec->seg, &fd);
-        if (st != STORE_OK)
-            return st;
+        dseg_t *seg = disk_rec_seg(d, rec);
         size_t want = rec->length < sizeof(hdr) ? rec->length : sizeof(hdr);
-        if (pread(fd, hdr, want, rec->offset) != (ssize_t)want)
-            return disk_fail(d, "reading a segment", errno ? errno : EIO);
-        size_t id_len = seg_entry_id_len(hdr);
-        store_view_t v = {.ref = {rec->seg->id, rec->offset},
-                          .id_view = hdr + SEG_ENTRY_HEADER,
-                          .id_len = id_len <= SEG_ID_MAX ? id_len : 0,
-                          .payload_len = seg_entry_payload_len(hdr),
-                          .tokens = rec->tokens,
-                          .deliveries = rec->deliveries,
-                          .signature = q->signature,
-                          .arrival_ns = rec->arrival_ns};
+        const uint8_t *e = disk_map_view(d, seg, rec->offset, want);
+        if (e == NULL) {
+            int fd;
+            store_status_t st = disk_fd_get(d, seg, &fd);
+            if (st != STORE_OK)
+                return st;
+            if (pread(fd, hdr, want, rec->offset) != (ssize_t)want)
+                return disk_fail(d, "reading a segment", errno ? errno : EIO);
+            e = hdr;
+        }
+        store_view_t v = disk_view(seg, q, rec, e);
+        v.payload_view = NULL;
+        if (v.id_len > SEG_ID_MAX) {
+            v.id_len = 0;
+            v.id_view = NULL;
+        }
         fn(ctx, &v);
     }
     return STORE_OK;

@@ -2,22 +2,24 @@
  * disk_queue.c - the disk backend's models and lane queues: the in-memory records of every
  * queued item (where its entry is, its tokens, arrival and deliveries), never the payload.
  *
- * Owns the interned model names, every dqueue_t and its record array; the segments a queue
+ * Owns the interned model names, every dqueue_t and its record array; the segments a model
  * lists are owned by disk_t.segments (disk_seg.c).
  *
  * Invariants:
- *   1. A lane's items live in its segments in arrival order: the queue array is sorted by
- *      (segment sequence, offset), returned items included (disk_queue_lower_bound finds the
+ *   1. A lane's items live in its model's segments in arrival order: the queue array is sorted
+ *      by (segment sequence, offset), returned items included (disk_queue_lower_bound finds the
  *      place of one coming back).
  *   2. queued_items is the array's length and queued_tokens the sum of its records' tokens.
  *   3. The array's slack stays under half a record per item (growth by half, not double):
- *      32 + 16 = 48 bytes per queued item at worst.
+ *      24 + 12 = 36 bytes per queued item at worst.
+ *   4. A queue with unflushed records or a target not yet written is on disk_t.flush_queues,
+ *      once, so a flush visits the queues it changed and never walks them all.
  *
  * Rejected: a ring buffer per queue. Returned items go back into the middle-or-front in order,
  * which a ring makes awkward; an array with a movable head gives O(1) pop-front, amortised
  * O(1) push-back and a plain memmove for the rare return.
  */
-#include "store/disk_int.h"
+#include "store/disk/disk_int.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -59,6 +61,12 @@ store_status_t disk_queue_get(disk_t *d, const char *model, uint64_t signature, 
     store_status_t st = disk_model_intern(d, model, &idx);
     if (st != STORE_OK)
         return st;
+    return disk_queue_get_idx(d, idx, signature, lane, out);
+}
+
+store_status_t disk_queue_get_idx(disk_t *d, uint32_t idx, uint64_t signature, uint32_t lane,
+                                  dqueue_t **out)
+{
     map_key_t k = {signature, (uint64_t)idx << 32 | lane};
     dqueue_t *q = map_get(&d->queues, k);
     if (q != NULL) {
@@ -135,17 +143,28 @@ store_status_t disk_queue_push(dqueue_t *q, const drec_t *rec)
     return STORE_OK;
 }
 
-static int disk_rec_before(const drec_t *a, const dseg_t *seg, uint64_t offset)
+void disk_queue_mark_flush(disk_t *d, dqueue_t *q)
 {
-    return a->seg->seq < seg->seq || (a->seg == seg && a->offset < offset);
+    if (q->on_flush)
+        return;
+    q->on_flush = 1;
+    q->flush_next = d->flush_queues;
+    d->flush_queues = q;
 }
 
-size_t disk_queue_lower_bound(const dqueue_t *q, const dseg_t *seg, uint64_t offset)
+static int disk_rec_before(const disk_t *d, const drec_t *a, const dseg_t *seg, uint64_t offset)
+{
+    const dseg_t *as = disk_rec_seg(d, a);
+    return as->seq < seg->seq || (as == seg && a->offset < offset);
+}
+
+size_t disk_queue_lower_bound(const disk_t *d, const dqueue_t *q, const dseg_t *seg,
+                              uint64_t offset)
 {
     size_t lo = 0, hi = q->len;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (disk_rec_before(&q->recs[q->head + mid], seg, offset))
+        if (disk_rec_before(d, &q->recs[q->head + mid], seg, offset))
             lo = mid + 1;
         else
             hi = mid;
@@ -155,7 +174,6 @@ size_t disk_queue_lower_bound(const dqueue_t *q, const dseg_t *seg, uint64_t off
 
 void disk_queue_free(dqueue_t *q)
 {
-    free(q->segs);
     free(q->recs);
     free(q);
 }
@@ -163,6 +181,12 @@ void disk_queue_free(dqueue_t *q)
 void disk_queue_destroy(disk_t *d, dqueue_t *q)
 {
     map_del(&d->queues, (map_key_t){q->signature, (uint64_t)q->model_idx << 32 | q->lane}, NULL);
+    for (dqueue_t **p = &d->flush_queues; q->on_flush && *p != NULL; p = &(*p)->flush_next) {
+        if (*p == q) { /* rare: a lane released in the turn its target changed */
+            *p = q->flush_next;
+            break;
+        }
+    }
     if (q->all_prev != NULL)
         q->all_prev->all_next = q->all_next;
     else

@@ -6,21 +6,25 @@
  * The rules, numbered as the reports cite them:
  *   1. Segment: header_len <= readable <= size < 4 GiB (offsets are 32-bit); flushed counts
  *      <= counts; deleted <= flushed entries (only readable entries are ever completed); the
- *      segment is the one d->segments holds under its id, and its id is below next_segment_id.
+ *      segment is the one d->segments holds under its id and the one its slot names, its model
+ *      exists, and its id is below next_segment_id; a mapping covers at least its size.
  *   2. Queue counters: head + len <= cap; n_unflushed <= len; queued_items == len; queued_tokens
  *      >= len (every item has at least one token) and equals the sum over the records; a queue
- *      with records has segments; only its last segment is unsealed.
- *   3. Queue records: each in a live segment of this queue, aligned, past the header, inside the
- *      written bytes; ascending (sequence, offset); the first len - n_unflushed end at or below
- *      their segment's readable boundary (what peek may hand out), the rest start at or past it
- *      and sit in a dirty segment.
- *   4. Pending map: every entry is keyed by its own (segment, offset), in a live segment, below
- *      its readable boundary, and not also queued; the queues' pending_items add up to its size.
- *   5. Lists: the queue list and map agree; every live segment is listed by exactly one queue;
- *      the descriptor list holds exactly the segments with an open fd, open_fds of them, at most
- *      fd_cache_max; the dirty list holds exactly the dirty segments, doomed ones included (and
- *      only those of the doomed: they are in no map and no queue); with nothing dirty nothing
- *      is unflushed, and nothing is gathered.
+ *      with unflushed records is on the flush list.
+ *   3. Queue records: each in a live segment of the queue's model, aligned, past the header,
+ *      inside the written bytes; ascending (sequence, offset); the first len - n_unflushed end
+ *      at or below their segment's readable boundary (what peek may hand out), the rest start
+ *      at or past it and sit in a dirty segment.
+ *   4. Pending map: every entry is keyed by its own (segment, offset), in a live segment of its
+ *      queue's model, below its readable boundary, and not also queued; the queues'
+ *      pending_items add up to its size.
+ *   5. Lists: the queue list and map agree; every live segment is listed by exactly its model,
+ *      in ascending sequence, and only a model's last segment is unsealed; the descriptor list
+ *      holds exactly the segments with an open fd, open_fds of them, at most fd_cache_max; the
+ *      mapped count is the segments with a mapping; the dirty list holds exactly the dirty
+ *      segments, doomed ones included (and only those of the doomed: they are in no map and no
+ *      model's list); the flush list holds exactly the queues marked on it; with nothing dirty
+ *      nothing is unflushed, and nothing is gathered.
  *   6. Gathered writes: each segment's chain is in bounds, its entry runs start at or past the
  *      readable boundary and end at size, its state words sit on readable entries.
  *
@@ -32,7 +36,7 @@
  * Rejected: checking the whole store after every operation. The Debug test suite appends
  * hundreds of thousands of items; O(store) per append would make it quadratic.
  */
-#include "store/disk_int.h"
+#include "store/disk/disk_int.h"
 
 #include "common/invariant.h"
 
@@ -40,7 +44,7 @@
 
 int disk_seg_check(const disk_t *d, const dseg_t *seg)
 {
-    INVARIANT_HOLDS(seg->q != NULL, "segment %" PRIu64 " has no queue", seg->id);
+    INVARIANT_HOLDS(seg->model_idx < d->n_models, "segment %" PRIu64 " has no model", seg->id);
     INVARIANT_HOLDS(seg->header_len >= SEG_HEADER_FIXED && seg->header_len <= seg->readable &&
                         seg->readable <= seg->size && seg->size <= UINT32_MAX,
                     "segment %" PRIu64 ": header %" PRIu32 ", readable %" PRIu64 ", size %" PRIu64,
@@ -52,10 +56,14 @@ int disk_seg_check(const disk_t *d, const dseg_t *seg)
                     seg->id, seg->entries, seg->flushed_entries, seg->deleted, seg->tokens,
                     seg->flushed_tokens);
     INVARIANT_HOLDS(map_get(&d->segments, (map_key_t){seg->id, 0}) == seg &&
-                        seg->id < d->next_segment_id,
-                    "segment %" PRIu64 " is not the live segment of its id (next id %" PRIu64 ")",
+                        seg->id < d->next_segment_id && seg->slot < d->n_slots &&
+                        d->slots[seg->slot] == seg,
+                    "segment %" PRIu64 " is not the live segment of its id and slot (next id "
+                    "%" PRIu64 ")",
                     seg->id, d->next_segment_id);
-    INVARIANT_HOLDS(seg->fd >= -1, "segment %" PRIu64 ": fd %d", seg->id, seg->fd);
+    INVARIANT_HOLDS(seg->fd >= -1 && (seg->map == NULL || seg->map_len >= seg->size),
+                    "segment %" PRIu64 ": fd %d, mapped %" PRIu64 " of %" PRIu64, seg->id, seg->fd,
+                    seg->map_len, seg->size);
     return 1;
 }
 
@@ -69,13 +77,10 @@ int disk_queue_counts_check(const dqueue_t *q)
                     ", records %zu",
                     q->model, q->signature, q->lane, q->base.queued_items, q->base.queued_tokens,
                     q->len);
-    INVARIANT_HOLDS(q->n_segs <= q->cap_segs && (q->len == 0 || q->n_segs > 0),
-                    "queue %s/%" PRIx64 "/%" PRIu32 ": %zu segments (cap %zu), %zu records",
-                    q->model, q->signature, q->lane, q->n_segs, q->cap_segs, q->len);
-    INVARIANT_HOLDS(q->n_segs < 2 || q->segs[q->n_segs - 2]->sealed,
-                    "queue %s/%" PRIx64 "/%" PRIu32 ": segment %" PRIu64
-                    " is unsealed and not the last",
-                    q->model, q->signature, q->lane, q->segs[q->n_segs - 2]->id);
+    INVARIANT_HOLDS(q->n_unflushed == 0 || q->on_flush,
+                    "queue %s/%" PRIx64 "/%" PRIu32 ": %zu unflushed records, not on the flush "
+                    "list",
+                    q->model, q->signature, q->lane, q->n_unflushed);
     return 1;
 }
 
@@ -83,26 +88,17 @@ int disk_queue_check(const disk_t *d, const dqueue_t *q)
 {
     if (!disk_queue_counts_check(q))
         return 0;
-    for (size_t i = 0; i < q->n_segs; i++) {
-        const dseg_t *seg = q->segs[i];
-        if (!disk_seg_check(d, seg))
-            return 0;
-        INVARIANT_HOLDS(seg->q == q && seg->seq < q->next_seq &&
-                            (i == 0 || q->segs[i - 1]->seq < seg->seq) &&
-                            (i + 1 == q->n_segs || seg->sealed),
-                        "queue %s/%" PRIx64 "/%" PRIu32 ": segment %zu (id %" PRIu64
-                        ", sequence %" PRIu64 ") out of place",
-                        q->model, q->signature, q->lane, i, seg->id, seg->seq);
-    }
     uint64_t tokens = 0;
     size_t readable = q->len - q->n_unflushed;
     for (size_t i = 0; i < q->len; i++) {
         const drec_t *rec = &q->recs[q->head + i];
-        const dseg_t *seg = rec->seg;
-        INVARIANT_HOLDS(seg->q == q && map_get(&d->segments, (map_key_t){seg->id, 0}) == seg,
-                        "queue %s/%" PRIx64 "/%" PRIu32 ": record %zu is in a segment it does "
-                        "not list",
-                        q->model, q->signature, q->lane, i);
+        uint32_t slot = drec_slot(rec);
+        const dseg_t *seg = slot < d->n_slots ? d->slots[slot] : NULL;
+        INVARIANT_HOLDS(seg != NULL && !seg->doomed && seg->model_idx == q->model_idx &&
+                            map_get(&d->segments, (map_key_t){seg->id, 0}) == seg,
+                        "queue %s/%" PRIx64 "/%" PRIu32 ": record %zu names slot %" PRIu32
+                        ", not a live segment of its model",
+                        q->model, q->signature, q->lane, i, slot);
         INVARIANT_HOLDS(rec->tokens > 0 && rec->offset % SEG_ALIGN == 0 &&
                             rec->offset >= seg->header_len &&
                             (uint64_t)rec->offset + rec->length <= seg->size,
@@ -111,8 +107,9 @@ int disk_queue_check(const disk_t *d, const dqueue_t *q)
                         q->model, q->signature, q->lane, i, rec->offset, rec->length, seg->id,
                         seg->size, rec->tokens);
         const drec_t *prev = i > 0 ? rec - 1 : NULL;
-        INVARIANT_HOLDS(prev == NULL || prev->seg->seq < seg->seq ||
-                            (prev->seg == seg && prev->offset < rec->offset),
+        const dseg_t *prev_seg = prev != NULL ? disk_rec_seg(d, prev) : NULL;
+        INVARIANT_HOLDS(prev == NULL || prev_seg->seq < seg->seq ||
+                            (prev_seg == seg && prev->offset < rec->offset),
                         "queue %s/%" PRIx64 "/%" PRIu32 ": record %zu is not after record %zu",
                         q->model, q->signature, q->lane, i, i - 1);
         INVARIANT_HOLDS(i < readable ? (uint64_t)rec->offset + rec->length <= seg->readable
@@ -149,22 +146,25 @@ static int disk_pending_check(const disk_t *d)
                     counted, d->pending.len);
     for (size_t i = 0; i < d->pending.cap; i++) {
         const map_slot_t *slot = &d->pending.slots[i];
-        const drec_t *rec = slot->value;
-        if (rec == NULL)
+        const dpend_t *p = slot->value;
+        if (p == NULL)
             continue;
-        const dseg_t *seg = rec->seg;
-        INVARIANT_HOLDS(slot->key.a == seg->id && slot->key.b == rec->offset &&
-                            map_get(&d->segments, (map_key_t){seg->id, 0}) == seg,
-                        "pending entry (%" PRIu64 ", %" PRIu64 ") names segment %" PRIu64
+        const drec_t *rec = &p->rec;
+        uint32_t s = drec_slot(rec);
+        const dseg_t *seg = s < d->n_slots ? d->slots[s] : NULL;
+        INVARIANT_HOLDS(seg != NULL && slot->key.a == seg->id && slot->key.b == rec->offset &&
+                            map_get(&d->segments, (map_key_t){seg->id, 0}) == seg &&
+                            seg->model_idx == p->q->model_idx,
+                        "pending entry (%" PRIu64 ", %" PRIu64 ") names slot %" PRIu32
                         " offset %" PRIu32,
-                        slot->key.a, slot->key.b, seg->id, rec->offset);
-        INVARIANT_HOLDS((uint64_t)rec->offset + rec->length <= seg->readable && rec->deliveries > 0,
-                        "pending entry %" PRIu64 "/%" PRIu32 ": readable %" PRIu64
-                        ", deliveries %" PRIu32,
-                        seg->id, rec->offset, seg->readable, rec->deliveries);
-        const dqueue_t *q = seg->q;
-        size_t pos = disk_queue_lower_bound(q, seg, rec->offset);
-        INVARIANT_HOLDS(pos == q->len || q->recs[q->head + pos].seg != seg ||
+                        slot->key.a, slot->key.b, s, rec->offset);
+        INVARIANT_HOLDS(
+            (uint64_t)rec->offset + rec->length <= seg->readable && drec_deliveries(rec) > 0,
+            "pending entry %" PRIu64 "/%" PRIu32 ": readable %" PRIu64 ", deliveries %" PRIu32,
+            seg->id, rec->offset, seg->readable, drec_deliveries(rec));
+        const dqueue_t *q = p->q;
+        size_t pos = disk_queue_lower_bound(d, q, seg, rec->offset);
+        INVARIANT_HOLDS(pos == q->len || disk_rec_seg(d, &q->recs[q->head + pos]) != seg ||
                             q->recs[q->head + pos].offset != rec->offset,
                         "pending entry %" PRIu64 "/%" PRIu32 " is also queued", seg->id,
                         rec->offset);
@@ -201,9 +201,32 @@ static int disk_gathered_check(const disk_t *d, const dseg_t *seg)
     return 1;
 }
 
+/* Rule 5 for the models' segment lists. */
+static int disk_models_check(const disk_t *d, size_t *out_listed)
+{
+    size_t listed = 0;
+    for (size_t m = 0; m < d->n_models; m++) {
+        const dmodel_t *model = &d->models[m];
+        for (size_t i = 0; i < model->n_segs; i++) {
+            const dseg_t *seg = model->segs[i];
+            if (!disk_seg_check(d, seg))
+                return 0;
+            INVARIANT_HOLDS(seg->model_idx == m && seg->seq < model->next_seq &&
+                                (i == 0 || model->segs[i - 1]->seq < seg->seq) &&
+                                (i + 1 == model->n_segs || seg->sealed),
+                            "model %s: segment %zu (id %" PRIu64 ", sequence %" PRIu64
+                            ") out of place",
+                            model->name, i, seg->id, seg->seq);
+            listed++;
+        }
+    }
+    *out_listed = listed;
+    return 1;
+}
+
 static int disk_lists_check(const disk_t *d)
 {
-    size_t n_queues = 0, n_segs = 0, n_open = 0, n_dirty = 0;
+    size_t n_queues = 0, n_segs = 0, n_open = 0, n_dirty = 0, n_mapped = 0, n_flush = 0;
     int unflushed = 0;
     for (const dqueue_t *q = d->all; q != NULL; q = q->all_next) {
         map_key_t k = {q->signature, (uint64_t)q->model_idx << 32 | q->lane};
@@ -213,17 +236,29 @@ static int disk_lists_check(const disk_t *d)
                         "queue %s/%" PRIx64 "/%" PRIu32 " is not where the list and map say",
                         q->model, q->signature, q->lane);
         n_queues++;
-        n_segs += q->n_segs;
+        n_flush += q->on_flush != 0;
         unflushed |= q->n_unflushed != 0;
     }
-    INVARIANT_HOLDS(n_queues == d->queues.len && n_segs == d->segments.len,
-                    "%zu queues listed, %zu mapped; %zu segments listed, %zu mapped", n_queues,
-                    d->queues.len, n_segs, d->segments.len);
+    INVARIANT_HOLDS(n_queues == d->queues.len, "%zu queues listed, %zu mapped", n_queues,
+                    d->queues.len);
+    if (!disk_models_check(d, &n_segs))
+        return 0;
+    INVARIANT_HOLDS(n_segs == d->segments.len, "%zu segments listed by models, %zu mapped", n_segs,
+                    d->segments.len);
+    size_t walked = 0;
+    for (const dqueue_t *q = d->flush_queues; q != NULL; q = q->flush_next) {
+        INVARIANT_HOLDS(walked < n_flush && q->on_flush,
+                        "flush list at queue %s/%" PRIx64 "/%" PRIu32 " (%zu walked, %zu marked)",
+                        q->model, q->signature, q->lane, walked, n_flush);
+        walked++;
+    }
+    INVARIANT_HOLDS(walked == n_flush, "%zu queues on the flush list, %zu marked", walked, n_flush);
     for (size_t i = 0; i < d->segments.cap; i++) {
         const dseg_t *seg = d->segments.slots[i].value;
         if (seg == NULL)
             continue;
         n_open += seg->fd >= 0;
+        n_mapped += seg->map != NULL;
         n_dirty += seg->dirty != 0;
         INVARIANT_HOLDS(map_get(&d->deleted, (map_key_t){seg->id, 0}) == NULL && !seg->doomed,
                         "segment %" PRIu64 " is live and deleted", seg->id);
@@ -231,14 +266,19 @@ static int disk_lists_check(const disk_t *d)
     for (const dseg_t *seg = d->dirty; seg != NULL; seg = seg->dirty_next) {
         if (!seg->doomed)
             continue;
-        INVARIANT_HOLDS(seg->q == NULL && map_get(&d->segments, (map_key_t){seg->id, 0}) == NULL &&
+        int listed = 0;
+        const dmodel_t *model = &d->models[seg->model_idx];
+        for (size_t i = 0; i < model->n_segs; i++)
+            listed |= model->segs[i] == seg;
+        INVARIANT_HOLDS(!listed && map_get(&d->segments, (map_key_t){seg->id, 0}) == NULL &&
                             map_get(&d->deleted, (map_key_t){seg->id, 0}) != NULL &&
-                            seg->deleted == seg->entries,
+                            seg->deleted == seg->entries && d->slots[seg->slot] == seg,
                         "doomed segment %" PRIu64 " is still reachable or not drained", seg->id);
         n_open += seg->fd >= 0;
+        n_mapped += seg->map != NULL;
         n_dirty++;
     }
-    size_t walked = 0;
+    walked = 0;
     for (const dseg_t *seg = d->lru_head; seg != NULL; seg = seg->lru_next) {
         INVARIANT_HOLDS(
             walked < n_open && seg->fd >= 0 &&
@@ -249,6 +289,8 @@ static int disk_lists_check(const disk_t *d)
     }
     INVARIANT_HOLDS(walked == n_open && n_open == d->open_fds && d->open_fds <= d->fd_cache_max,
                     "%zu descriptors listed, %zu open, open_fds %u", walked, n_open, d->open_fds);
+    INVARIANT_HOLDS(n_mapped == d->mapped && d->mapped <= DISK_MAP_MAX,
+                    "%zu segments mapped, mapped %u", n_mapped, d->mapped);
     walked = 0;
     for (const dseg_t *seg = d->dirty; seg != NULL; seg = seg->dirty_next) {
         INVARIANT_HOLDS(walked < n_dirty && seg->dirty &&

@@ -26,7 +26,7 @@
  * results harder to read than two calls: all writes, then all syncs).
  */
 #define _GNU_SOURCE
-#include "store/disk_int.h"
+#include "store/disk/disk_int.h"
 
 #include <errno.h>
 #include <liburing.h>

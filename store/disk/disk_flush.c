@@ -7,16 +7,17 @@
  * One flush, in order:
  *   1. power level, when segment files were created or unlinked since the last sync: the
  *      segments directory is synced (disk_seg.c's invariant 2), before any entry is written;
- *   2. every touched segment: one write per run of appended entries (usually one), its
- *      tombstones sorted by offset and written as spans of back-to-back entries (a read and a
- *      write per span, not a write per item); at the power level then, in waves of at most
- *      half the descriptor cache, the fdatasync of every segment of the wave, all in flight at
- *      once (disk_io.c), or one syncfs;
+ *   2. every touched segment (one per model that took appends, plus those holding completed
+ *      entries): one pwritev of its appended entries; its tombstones stored through its
+ *      mapping (disk_map.c), or, unmapped, sorted by offset and written as spans of
+ *      back-to-back entries (a read and a write per span); at the power level then, in waves of
+ *      at most half the descriptor cache, the fdatasync of every segment of the wave, all in
+ *      flight at once (disk_io.c), or one syncfs;
  *   3. the check that no segment written to was deleted or replaced meanwhile (disk_watch.c);
  *   4. one LMDB transaction: segment rows, doomed segments' rows deleted, released lanes,
  *      lane targets, current shapes, the next segment id;
  *   5. the boundaries move; doomed segments' files are unlinked; sealed segments give back the
- *      space reserved past their end.
+ *      space reserved past their end; the mappings' resident pages are trimmed to their bound.
  *
  * Invariants:
  *   1. Readers never see bytes past a segment's readable boundary, and the boundary advances
@@ -24,7 +25,9 @@
  *      transaction that records it has committed.
  *   2. Every index change of a flush goes into one LMDB transaction; released lanes are deleted
  *      before the puts, so a lane reopened under the same key since is kept.
- *   3. A flush with nothing dirty walks no queue and opens no transaction (an idle turn).
+ *   3. A flush with nothing dirty walks no queue and opens no transaction (an idle turn); a
+ *      flush walks only the segments and queues the turn touched (the dirty lists), never all
+ *      of them.
  *   4. A segment whose file was deleted or replaced under the store is never written as if it
  *      were still there: the flush that finds it fails the store, naming the file.
  *   5. A fault armed on writes fires per entry and per tombstone (store_fault_hit), as when each
@@ -38,7 +41,7 @@
  * touched segments and a quiet disk, see lanesched-storebench).
  */
 #define _GNU_SOURCE
-#include "store/disk_int.h"
+#include "store/disk/disk_int.h"
 
 #include "common/invariant.h"
 
@@ -205,20 +208,31 @@ static int disk_dword_cmp(const void *a, const void *b)
     return x->off < y->off ? -1 : x->off > y->off;
 }
 
-/* One segment's gathered writes: its entry runs, then its state words in offset order. */
+/* One segment's gathered writes: its entry runs, then its state words (through the mapping, or
+ * in offset order with system calls). */
 static store_status_t disk_flush_seg(disk_t *d, dseg_t *seg)
 {
-    int fd;
-    store_status_t st = disk_fd_get(d, seg, &fd);
-    if (st != STORE_OK)
-        return st;
+    store_status_t st;
     seg->written = 1;
-    if ((st = disk_flush_runs(d, seg, fd)) != STORE_OK)
-        return st;
+    int fd = -1;
     size_t n_words = 0;
+    int has_runs = 0;
+    for (uint32_t i = seg->w_head; i != DISK_WRITE_NONE && !has_runs; i = d->writes[i].next)
+        has_runs = d->writes[i].items != 0;
+    if (has_runs) {
+        if ((st = disk_fd_get(d, seg, &fd)) != STORE_OK ||
+            (st = disk_flush_runs(d, seg, fd)) != STORE_OK)
+            return st;
+    }
     for (uint32_t i = seg->w_head; i != DISK_WRITE_NONE; i = d->writes[i].next) {
         const dwrite_t *w = &d->writes[i];
         if (w->items != 0)
+            continue;
+        int mapped = disk_map_word(d, seg, w->off + SEG_STATE_OFFSET, store_get32(w->word),
+                                   "writing a tombstone");
+        if (mapped < 0)
+            return STORE_EIO;
+        if (mapped > 0)
             continue;
         if (n_words == d->cap_words) {
             size_t cap = d->cap_words ? d->cap_words * 2 : 64;
@@ -235,8 +249,12 @@ static store_status_t disk_flush_seg(disk_t *d, dseg_t *seg)
     }
     if (n_words > 1)
         qsort(d->words, n_words, sizeof(*d->words), disk_dword_cmp);
-    if ((st = disk_words_write(d, seg, fd, d->words, n_words, "writing a tombstone")) != STORE_OK)
-        return st;
+    if (n_words > 0) {
+        if ((fd < 0 && (st = disk_fd_get(d, seg, &fd)) != STORE_OK) ||
+            (st = disk_words_write(d, seg, fd, d->words, n_words, "writing a tombstone")) !=
+                STORE_OK)
+            return st;
+    }
     seg->needs_sync = 1;
     return STORE_OK;
 }
@@ -305,7 +323,7 @@ static store_status_t disk_flush_index(disk_t *d)
             ist = index_segment_del(txn, seg->id);
             continue;
         }
-        index_segment_row_t row = disk_seg_row(seg);
+        index_segment_row_t row = disk_seg_row(d, seg);
         row.readable = seg->size;
         row.entries = seg->entries;
         row.tokens = seg->tokens;
@@ -314,8 +332,7 @@ static store_status_t disk_flush_index(disk_t *d)
     for (size_t i = 0; i < d->n_released && ist == INDEX_OK; i++)
         ist = index_lane_del(txn, d->released[i].model, d->released[i].signature,
                              d->released[i].lane);
-    for (dqueue_t *q = d->rows_dirty ? d->all : NULL; q != NULL && ist == INDEX_OK;
-         q = q->all_next) {
+    for (dqueue_t *q = d->flush_queues; q != NULL && ist == INDEX_OK; q = q->flush_next) {
         if (q->target_dirty)
             ist = index_lane_put(txn, q->model, q->signature, q->lane, q->target);
     }
@@ -361,7 +378,8 @@ store_status_t disk_flush(disk_t *d)
 {
     if (d->failed)
         return STORE_EIO;
-    if (d->dirty == NULL && !d->meta_dirty && d->n_released == 0 && !d->rows_dirty)
+    if (d->dirty == NULL && !d->meta_dirty && d->n_released == 0 && !d->rows_dirty &&
+        d->flush_queues == NULL)
         return STORE_OK; /* invariant 3 */
     store_status_t st;
     int power = d->cfg.durability == STORE_DURABLE_POWER;
@@ -391,15 +409,21 @@ store_status_t disk_flush(disk_t *d)
         seg->readable = seg->size;
         seg->flushed_entries = seg->entries;
         seg->flushed_tokens = seg->tokens;
-        seg->q->n_unflushed = 0;
         if (seg->sealed)
             disk_flush_unreserve(seg);
-        INVARIANT_CHECK(disk_seg_check(d, seg) && disk_queue_counts_check(seg->q));
+        INVARIANT_CHECK(disk_seg_check(d, seg));
     }
     d->dirty = NULL;
     disk_flush_reset(d);
-    for (dqueue_t *q = d->rows_dirty ? d->all : NULL; q != NULL; q = q->all_next)
+    for (dqueue_t *q = d->flush_queues, *next; q != NULL; q = next) {
+        next = q->flush_next;
+        q->n_unflushed = 0;
         q->target_dirty = 0;
+        q->on_flush = 0;
+        q->flush_next = NULL;
+        INVARIANT_CHECK(disk_queue_counts_check(q));
+    }
+    d->flush_queues = NULL;
     for (size_t i = 0; d->rows_dirty && i < d->n_models; i++)
         d->models[i].current_dirty = 0;
     d->rows_dirty = 0;
@@ -408,6 +432,7 @@ store_status_t disk_flush(disk_t *d)
     d->n_released = 0;
     d->meta_dirty = 0;
     d->unflushed_bytes = 0;
+    disk_map_trim(d);
     return st;
 }
 
@@ -422,6 +447,12 @@ store_status_t disk_flush_words_now(disk_t *d, dseg_t *seg, const dword_t *words
 
 void disk_flush_discard(disk_t *d)
 {
+    for (dqueue_t *q = d->flush_queues, *next; q != NULL; q = next) {
+        next = q->flush_next;
+        q->on_flush = 0;
+        q->flush_next = NULL;
+    }
+    d->flush_queues = NULL;
     for (dseg_t *seg = d->dirty, *next; seg != NULL; seg = next) {
         next = seg->dirty_next;
         seg->dirty = 0;

@@ -18,7 +18,7 @@
  * maxdbs); keys carry the model instead. SQLite as the index: LMDB's single-writer mmap B-tree
  * is what the design names, and needs no SQL for four key-value tables.
  */
-#include "store/index_int.h"
+#include "store/disk/index_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,6 +40,11 @@ struct index_txn {
 };
 
 static const char meta_next_segment_id[] = "next_segment_id";
+static const char meta_format[] = "format";
+
+/* Segment row layouts: the fixed part before the model bytes, now and in store format 1. */
+#define INDEX_ROW_FIXED      56u
+#define INDEX_ROW_FIXED_LANE 68u
 
 STATUS_STR(index_status_str, index_status_t, INDEX_STATUS_MAP, "unknown index status")
 
@@ -166,31 +171,34 @@ int index_segment_row_decode(const uint8_t *key, size_t key_len, const uint8_t *
     for (int i = 0; i < 8; i++)
         id = id << 8 | key[i];
     index_segment_row_t r = {.segment_id = id, .trust = INDEX_ROW_DAMAGED};
-    uint32_t model_len = val_len >= 68 ? store_get32(p + 64) : 0;
-    int sized = model_len != 0 && model_len <= SEG_MODEL_MAX;
-    if (sized && val_len == 68 + (size_t)model_len + 4)
-        r.trust =
-            index_row_crc_ok(key, key_len, p, val_len) ? INDEX_ROW_CHECKED : INDEX_ROW_DAMAGED;
-    else if (sized && val_len == 68 + (size_t)model_len)
-        r.trust = INDEX_ROW_LEGACY;
+    uint32_t model_len = val_len >= INDEX_ROW_FIXED ? store_get32(p + 52) : 0;
+    if (model_len != 0 && model_len <= SEG_MODEL_MAX &&
+        val_len == INDEX_ROW_FIXED + (size_t)model_len + 4 &&
+        index_row_crc_ok(key, key_len, p, val_len))
+        r.trust = INDEX_ROW_CHECKED;
     if (r.trust == INDEX_ROW_DAMAGED) {
+        /* Store format 1's layout, with its CRC or from before rows had one. */
+        uint32_t old_len = val_len >= INDEX_ROW_FIXED_LANE ? store_get32(p + 64) : 0;
+        if (old_len != 0 && old_len <= SEG_MODEL_MAX &&
+            (val_len == INDEX_ROW_FIXED_LANE + (size_t)old_len ||
+             (val_len == INDEX_ROW_FIXED_LANE + (size_t)old_len + 4 &&
+              index_row_crc_ok(key, key_len, p, val_len))))
+            r.trust = INDEX_ROW_FORMAT_LANE;
         *row = r;
         return 1;
     }
     r.sequence = store_get64(p);
-    r.signature = store_get64(p + 8);
-    r.created_ns = store_get64(p + 16);
-    r.entries = store_get64(p + 24);
-    r.tokens = store_get64(p + 32);
-    r.readable = store_get64(p + 40);
-    r.deleted = store_get64(p + 48);
-    r.lane = store_get32(p + 56);
-    uint32_t flags = store_get32(p + 60);
+    r.created_ns = store_get64(p + 8);
+    r.entries = store_get64(p + 16);
+    r.tokens = store_get64(p + 24);
+    r.readable = store_get64(p + 32);
+    r.deleted = store_get64(p + 40);
+    uint32_t flags = store_get32(p + 48);
     r.sealed = (int)(flags & 1);
-    memcpy(r.model, p + 68, model_len);
+    memcpy(r.model, p + INDEX_ROW_FIXED, model_len);
     r.model[model_len] = '\0';
-    /* Bounds: a boundary inside a segment's possible size, on an entry's alignment; no more
-     * entries below it than fit (32 bytes each), no more completed than there are. */
+    /* Bounds: a boundary inside a segment's possible size; no more entries below it than fit
+     * (SEG_ENTRY_HEADER bytes each), no more completed than there are. */
     if ((flags & ~1u) != 0 || memchr(r.model, '\0', model_len) != NULL ||
         r.readable < SEG_HEADER_FIXED || r.readable > UINT32_MAX ||
         r.entries > (r.readable - SEG_HEADER_FIXED) / SEG_ENTRY_HEADER || r.deleted > r.entries ||
@@ -241,6 +249,18 @@ index_status_t index_load(index_t *index, index_visitor_t *vis)
     }
     vis->next_segment_id = 0;
     vis->has_meta = 0;
+    vis->format = 0;
+    k.mv_data = (void *)meta_format;
+    k.mv_size = sizeof(meta_format) - 1;
+    rc = mdb_get(txn, index->meta, &k, &v);
+    if (rc == 0 && index_value_check(&k, &v, 4) >= 0)
+        vis->format = store_get32(v.mv_data);
+    else if (rc == 0)
+        vis->rejected(vis->ctx, "meta", "format fails its checksum or length");
+    else if (rc != MDB_NOTFOUND) {
+        st = index_walk_end(rc);
+        goto out;
+    }
     k.mv_data = (void *)meta_next_segment_id;
     k.mv_size = sizeof(meta_next_segment_id) - 1;
     rc = mdb_get(txn, index->meta, &k, &v);
@@ -379,21 +399,19 @@ static index_status_t index_del(index_txn_t *t, MDB_dbi dbi, void *key, size_t k
 
 index_status_t index_segment_put(index_txn_t *txn, const index_segment_row_t *row)
 {
-    uint8_t key[8], val[68 + SEG_MODEL_MAX + 4];
+    uint8_t key[8], val[INDEX_ROW_FIXED + SEG_MODEL_MAX + 4];
     size_t model_len = strlen(row->model);
     index_id_key(key, row->segment_id);
     store_put64(val, row->sequence);
-    store_put64(val + 8, row->signature);
-    store_put64(val + 16, row->created_ns);
-    store_put64(val + 24, row->entries);
-    store_put64(val + 32, row->tokens);
-    store_put64(val + 40, row->readable);
-    store_put64(val + 48, row->deleted);
-    store_put32(val + 56, row->lane);
-    store_put32(val + 60, row->sealed ? 1u : 0u);
-    store_put32(val + 64, (uint32_t)model_len);
-    memcpy(val + 68, row->model, model_len);
-    return index_put(txn, txn->index->segments, key, 8, val, 68 + model_len);
+    store_put64(val + 8, row->created_ns);
+    store_put64(val + 16, row->entries);
+    store_put64(val + 24, row->tokens);
+    store_put64(val + 32, row->readable);
+    store_put64(val + 40, row->deleted);
+    store_put32(val + 48, row->sealed ? 1u : 0u);
+    store_put32(val + 52, (uint32_t)model_len);
+    memcpy(val + INDEX_ROW_FIXED, row->model, model_len);
+    return index_put(txn, txn->index->segments, key, 8, val, INDEX_ROW_FIXED + model_len);
 }
 
 index_status_t index_segment_del(index_txn_t *txn, uint64_t segment_id)
@@ -429,10 +447,14 @@ index_status_t index_current_put(index_txn_t *txn, const char *model, uint64_t s
 
 index_status_t index_meta_put(index_txn_t *txn, uint64_t next_segment_id)
 {
-    uint8_t val[12];
+    uint8_t val[12], fmt[8];
     store_put64(val, next_segment_id);
-    return index_put(txn, txn->index->meta, (void *)meta_next_segment_id,
-                     sizeof(meta_next_segment_id) - 1, val, 8);
+    store_put32(fmt, INDEX_FORMAT);
+    index_status_t st = index_put(txn, txn->index->meta, (void *)meta_next_segment_id,
+                                  sizeof(meta_next_segment_id) - 1, val, 8);
+    if (st == INDEX_OK)
+        st = index_put(txn, txn->index->meta, (void *)meta_format, sizeof(meta_format) - 1, fmt, 4);
+    return st;
 }
 
 int index_error_get(const index_t *index)

@@ -1,24 +1,26 @@
 /*
- * index_int.h - private to store/: the LMDB index of the disk store.
+ * index_int.h - private to store/disk/: the LMDB index of the disk store.
  *
  * One LMDB environment in <data dir>/index with four named databases:
  *
  *   segments  key: segment id, u64 big-endian (so a cursor walks ids in order)
- *             value (little-endian):
- *               0 sequence u64 | 8 signature u64 | 16 created_ns u64 | 24 entries u64 |
- *               32 tokens u64 | 40 readable u64 (durable boundary, bytes) | 48 deleted u64 |
- *               56 lane u32 | 60 flags u32 (bit 0: sealed) | 64 model_len u32 | 68 model bytes |
- *               crc32c u32
+ *             value (little-endian), one row per segment file of a model's log:
+ *               0 sequence u64 | 8 created_ns u64 | 16 entries u64 | 24 tokens u64 |
+ *               32 readable u64 (durable boundary, bytes) | 40 deleted u64 |
+ *               48 flags u32 (bit 0: sealed) | 52 model_len u32 | 56 model bytes | crc32c u32
  *   lanes     key: model bytes || 0x00 || signature u64 BE || lane u32 BE
  *             value: target u32 LE (tokens) | crc32c u32
  *   current   key: model bytes; value: signature u64 LE (the model's current shape) | crc32c u32
  *   meta      key: "next_segment_id"; value: u64 LE | crc32c u32
  *             key: "epoch"; value: u32 LE (opens counted, store_epoch_next) | crc32c u32
+ *             key: "format"; value: u32 LE (INDEX_FORMAT) | crc32c u32
  *
  * Every value ends with the CRC-32C of the key's bytes followed by the value's bytes before the
  * CRC, so a row is checked whole and a row cannot be moved under another key unnoticed. Values
- * without the CRC (the length an older version wrote) are read as legacy rows; the next flush
- * rewrites every segment row with its CRC.
+ * of the lanes, current and meta tables without the CRC (the length an older version wrote) are
+ * read as legacy rows. A segment row in store format 1's layout (one per lane: its signature
+ * and lane at 8 and 56, its model at 68; with or without the CRC) is recognised only so that
+ * recovery can refuse the directory (INDEX_ROW_FORMAT_LANE).
  *
  * The segments are the source of truth; the index makes recovery fast and holds the durable
  * boundary (bytes past it were never acknowledged) and the lane targets. A missing or
@@ -36,7 +38,7 @@
 #define LANESCHED_INDEX_INT_H
 
 #include "common/status.h"
-#include "store/segment_int.h"
+#include "store/disk/segment_int.h"
 #include "store/store_int.h"
 
 #include <lmdb.h>
@@ -58,24 +60,25 @@ const char *index_status_str(index_status_t status);
 typedef struct index index_t;
 typedef struct index_txn index_txn_t;
 
+/* The store format the index records (meta key "format"), the segment files' SEG_VERSION. */
+#define INDEX_FORMAT SEG_VERSION
+
 /* How far a segment row can be trusted. */
 typedef enum {
     INDEX_ROW_CHECKED = 0, /* its CRC verified and its fields are within bounds */
-    INDEX_ROW_LEGACY,      /* written before rows had a CRC: within bounds, unverified */
     INDEX_ROW_DAMAGED,     /* CRC or bounds fail: only segment_id (from the key) is known */
+    INDEX_ROW_FORMAT_LANE, /* a row of store format 1 (one file per lane): never used */
 } index_row_trust_t;
 
 typedef struct {
     uint64_t segment_id;
     index_row_trust_t trust;
     uint64_t sequence;
-    uint64_t signature;
     uint64_t created_ns;
     uint64_t entries;
     uint64_t tokens;
     uint64_t readable;
     uint64_t deleted;
-    uint32_t lane;
     int sealed;
     char model[SEG_MODEL_MAX + 1];
 } index_segment_row_t;
@@ -91,6 +94,7 @@ typedef struct {
     void *ctx;
     uint64_t next_segment_id; /* out: 0 when the meta row is missing or rejected */
     int has_meta;             /* out: a meta row was found and accepted */
+    uint32_t format;          /* out: the meta "format" row, 0 when missing or rejected */
 } index_visitor_t;
 
 /*
@@ -129,6 +133,7 @@ index_status_t index_lane_put(index_txn_t *txn, const char *model, uint64_t sign
 index_status_t index_lane_del(index_txn_t *txn, const char *model, uint64_t signature,
                               uint32_t lane);
 index_status_t index_current_put(index_txn_t *txn, const char *model, uint64_t signature);
+/* The meta rows of a flush: next_segment_id and the format (INDEX_FORMAT). */
 index_status_t index_meta_put(index_txn_t *txn, uint64_t next_segment_id);
 
 /* Counts one more epoch in the meta database (key "epoch": u32 LE) in a transaction of its own

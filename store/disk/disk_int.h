@@ -1,5 +1,5 @@
 /*
- * disk_int.h - private to store/: the disk backend's in-memory state, and the layer below both
+ * disk_int.h - private to store/disk/: the disk backend's in-memory state, and the layer below both
  * the running backend and recovery, which rebuilds the same state at open.
  *
  * The files of the disk backend:
@@ -9,8 +9,10 @@
  *   recovery.c     rebuilds the state at open from the index and the segment files
  *   -------------- the layer below, declared here ------------------------------------------
  *   disk_flush.c   the readable boundary: writes the turn's gathered writes, syncs, moves it
- *   disk_seg.c     one segment file: create, reserve space, pick for an append, gather its
- *                  writes, mark dirty, doom (delete at the next flush)
+ *   disk_seg.c     one segment file of a model's log: create, reserve space, pick for an
+ *                  append, gather its writes, mark dirty, doom (delete at the next flush)
+ *   disk_map.c     the shared mappings of segment files: reads and state words without a
+ *                  system call, and the bound on what they keep resident
  *   disk_fd.c      the cache of open segment descriptors
  *   disk_watch.c   the watch on the segments directory: files deleted or replaced under the store
  *   disk_io.c      the I/O engine: a batch of syncs in flight at once (io_uring), or one system
@@ -33,8 +35,8 @@
 #define LANESCHED_DISK_INT_H
 
 #include "common/map.h"
-#include "store/index_int.h"
-#include "store/segment_int.h"
+#include "store/disk/index_int.h"
+#include "store/disk/segment_int.h"
 #include "store/store_int.h"
 
 typedef struct dseg dseg_t;
@@ -42,10 +44,16 @@ typedef struct dqueue dqueue_t;
 
 /* The descriptor cache's size when the configuration leaves it to the store: half the soft
  * RLIMIT_NOFILE (the rest is the process's: NATS sockets, LMDB, logs), at least DISK_FD_MIN
- * and at most DISK_FD_MAX. A working set of thousands of lanes then stays open instead of
- * churning (an LRU smaller than a cyclic working set misses on every access). */
+ * and at most DISK_FD_MAX. A working set of thousands of segments (models whose items wait
+ * long) then stays open instead of churning (an LRU smaller than a cyclic working set misses on
+ * every access). */
 #define DISK_FD_MIN 64u
 #define DISK_FD_MAX 65536u
+/* Segments mapped at once at most: each mapping is one entry of the process's memory map
+ * (vm.max_map_count, 65530 by default, shared with malloc, LMDB and the libraries); a segment
+ * past the cap is read and written with system calls (as STORE_IO_PLAIN). Logs are per model,
+ * so a store holds far fewer live segments than this. */
+#define DISK_MAP_MAX 16384u
 /* Segments written and synced together by one wave of a flush: beyond a thousand syncs in
  * flight nothing is gained, and a wave must stay under half the descriptor cache. */
 #define DISK_WAVE_MAX 1024u
@@ -74,13 +82,19 @@ typedef struct {
 
 #define DISK_WRITE_NONE UINT32_MAX
 
-/* One segment file. Owned by disk_t.segments; listed (borrowed) by its queue's segs. */
+/* One segment file of a model's log. Owned by disk_t.segments; listed (borrowed) by its
+ * model's segs and by disk_t.slots. */
 struct dseg {
     uint64_t id;
-    uint64_t seq;
+    uint64_t seq; /* order among its model's segments */
     uint64_t created_ns;
-    dqueue_t *q; /* borrowed: the lane queue whose segs lists this segment; NULL once doomed */
-    int fd;      /* owned; -1 while closed by the fd cache */
+    uint32_t model_idx;
+    uint32_t slot; /* its index in disk_t.slots: how a queued record names it */
+    int fd;        /* owned; -1 while closed by the fd cache */
+    uint8_t *map;  /* owned: MAP_SHARED of [0, map_len), or NULL (not mapped: system calls) */
+    uint64_t map_len;
+    uint64_t *populated; /* owned with map: a bit per chunk populated writable (disk_map.c) */
+    uint64_t pop_tail;   /* ... and how far the chunk the file ends in is */
     uint32_t header_len;
     uint64_t size;     /* bytes written to the file, header included */
     uint64_t readable; /* durable boundary: what the index has recorded as flushed */
@@ -93,29 +107,59 @@ struct dseg {
     uint64_t ino;      /* inode of the file, to find it deleted or replaced under the store */
     uint32_t w_head, w_tail; /* its gathered writes, in disk_t.writes (DISK_WRITE_NONE: none) */
     int sealed;
-    int doomed;         /* fully tombstoned: row deleted and file unlinked at the next flush;
-                         * out of every map and queue already, still on the dirty list */
+    int doomed;         /* fully tombstoned: row deleted and file unlinked at the next flush; out of
+                         * every map and list already but the dirty list and its slot */
     int gone;           /* its name was deleted or replaced under the store (disk_watch.c) */
     int written;        /* the flush in progress wrote to it */
     int needs_sync;     /* written since the last fdatasync */
     int dirty;          /* on the dirty list: index row (and maybe sync) due at the next flush */
+    int map_failed;     /* mmap refused it once: system calls from then on */
     dseg_t *dirty_next; /* borrowed link of disk_t.dirty */
     dseg_t *lru_prev, *lru_next; /* borrowed links of the open-fd list, most recent first */
 };
 
 /*
- * A queued item: where its entry is and what the scheduler needs without reading it. 32 bytes;
- * the queue array grows by half, so with its slack a queued item costs at most 48 bytes of
- * memory (exactly 32 right after recovery, which trims), and the payload stays on disk.
+ * A queued item: where its entry is and what the scheduler needs without reading it. 24 bytes;
+ * the queue array grows by half, so with its slack a queued item costs at most 36 bytes of
+ * memory (exactly 24 right after recovery, which trims), and the payload stays on disk. The
+ * item's id, payload, prefix_tokens and max_wait_ms are read from the entry when peeked.
  */
 typedef struct {
-    dseg_t *seg; /* borrowed: the segment holding the entry (owned by disk_t.segments) */
     uint64_t arrival_ns;
     uint32_t offset;
     uint32_t length;
     uint32_t tokens;
-    uint32_t deliveries;
+    uint32_t slot_dlv; /* segment slot << 8 | deliveries (saturating at SEG_DELIVERIES_MAX) */
 } drec_t;
+
+#define DISK_SLOT_MAX ((1u << 24) - 1u)
+
+static inline uint32_t drec_slot(const drec_t *r)
+{
+    return r->slot_dlv >> 8;
+}
+static inline uint32_t drec_deliveries(const drec_t *r)
+{
+    return r->slot_dlv & 0xFFu;
+}
+static inline uint32_t drec_slot_dlv(uint32_t slot, uint32_t deliveries)
+{
+    return slot << 8 | (deliveries < SEG_DELIVERIES_MAX ? deliveries : SEG_DELIVERIES_MAX);
+}
+
+/* A chunk of a segment's mapping populated writable (disk_map.c): the segment named by its slot
+ * and checked by its id (it may have been deleted since). */
+typedef struct {
+    uint64_t seg_id;
+    uint32_t slot;
+    uint32_t chunk;
+} dresident_t;
+
+/* A committed item: its record and its queue. Owned by disk_t.pending. */
+typedef struct {
+    drec_t rec;
+    dqueue_t *q; /* borrowed */
+} dpend_t;
 
 /* A lane queue. Owned by disk_t (the `all` list; disk_t.queues maps to it). */
 struct dqueue {
@@ -126,21 +170,24 @@ struct dqueue {
     uint32_t model_idx;
     uint32_t target;
     int target_dirty;
-    dseg_t **segs; /* owned array of borrowed segments: live ones, ascending sequence; only the
-                    * last may be unsealed */
-    size_t n_segs, cap_segs;
-    uint64_t next_seq;
-    drec_t *recs; /* owned: queued items, recs[head .. head+len), ascending (seq, offset) */
+    drec_t *recs; /* owned: queued items, recs[head .. head+len), ascending (segment seq, offset) */
     size_t head, len, cap;
-    size_t n_unflushed;            /* the last n_unflushed of them are past the readable boundary */
+    size_t n_unflushed;   /* the last n_unflushed of them are past the readable boundary */
+    int on_flush;         /* on disk_t.flush_queues: unflushed records or a target to write */
+    dqueue_t *flush_next; /* borrowed link of disk_t.flush_queues */
     dqueue_t *all_next, *all_prev; /* borrowed links of disk_t.all */
 };
 
+/* A model: its name, its current shape and its log. */
 typedef struct {
     char *name; /* owned */
     int has_current;
     int current_dirty;
     uint64_t current;
+    dseg_t **segs; /* owned array of borrowed segments: its live ones, ascending sequence; only
+                    * the last may be unsealed (the one appends go to) */
+    size_t n_segs, cap_segs;
+    uint64_t next_seq;
 } dmodel_t;
 
 typedef struct {
@@ -160,18 +207,27 @@ typedef struct {
     map_t queues;     /* (signature, model_idx << 32 | lane) -> dqueue_t, borrowed from `all` */
     map_t segments;   /* (id, 0) -> dseg_t, owned */
     map_t deleted;    /* (id, 0) -> final size + 1, as a pointer: segments deleted this run */
-    map_t pending;    /* (segment id, offset) -> drec_t, owned (malloc'd) */
+    map_t pending;    /* (segment id, offset) -> dpend_t, owned (malloc'd) */
     dqueue_t *all;    /* owned list of every queue */
     dmodel_t *models; /* owned array */
     size_t n_models;
+    dseg_t **slots; /* owned array of borrowed segments (live and doomed), by slot; NULL: free */
+    uint32_t n_slots, cap_slots;
+    uint32_t *free_slots; /* owned: slots to hand out again */
+    uint32_t n_free_slots, cap_free_slots;
     dlane_key_t *released; /* owned: lanes released since the last flush, rows to delete */
     size_t n_released;
     dseg_t *dirty;               /* borrowed list of segments due at the next flush */
+    dqueue_t *flush_queues;      /* borrowed list of queues due at the next flush */
     dseg_t *lru_head, *lru_tail; /* borrowed list of the segments with an open fd */
     unsigned open_fds;
     unsigned fd_cache_max; /* open descriptors kept at most (DISK_FD_MIN .. DISK_FD_MAX) */
-    disk_io_t *io;         /* owned */
-    uint8_t *arena;        /* owned: the bytes of the turn's appended entries */
+    unsigned mapped;       /* segments with a mapping (at most DISK_MAP_MAX) */
+    dresident_t *resident; /* owned ring: populated chunks, oldest first (disk_map.c) */
+    size_t resident_head, n_resident, cap_resident;
+    int populate_unsupported; /* the kernel has no MADV_POPULATE_WRITE */
+    disk_io_t *io;            /* owned */
+    uint8_t *arena;           /* owned: the bytes of the turn's appended entries */
     size_t arena_len, arena_cap;
     dwrite_t *writes; /* owned: the turn's gathered writes */
     size_t n_writes, cap_writes;
@@ -186,9 +242,9 @@ typedef struct {
     int reserve_unsupported; /* the file system has no fallocate: appends are written at once */
     uint64_t next_segment_id;
     int meta_dirty;
-    int rows_dirty; /* some lane's target_dirty or model's current_dirty is set */
+    int rows_dirty; /* some model's current_dirty is set */
     uint64_t unflushed_bytes;
-    uint8_t *scratch; /* owned: peek reads and append encoding */
+    uint8_t *scratch; /* owned: peek reads and append encoding (the system-call path) */
     size_t scratch_cap;
     /* What the start of scratch holds, as the last peek read it: the bytes at [peeked_off,
      * peeked_off + peeked_len) of peeked_seg (borrowed; peeked_len 0 once scratch is reused).
@@ -214,6 +270,12 @@ static inline map_key_t disk_ref_key(uint64_t seg_id, uint64_t offset)
     return (map_key_t){seg_id, offset};
 }
 
+/* The segment a record's entry is in. */
+static inline dseg_t *disk_rec_seg(const disk_t *d, const drec_t *r)
+{
+    return d->slots[drec_slot(r)];
+}
+
 /* ---- disk_log.c: log lines and the error state ---------------------------------------------- */
 
 void disk_log(disk_t *d, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -232,18 +294,42 @@ store_status_t disk_model_intern(disk_t *d, const char *model, uint32_t *out_idx
 /* The queue of (model, signature, lane), created empty if it is new. */
 store_status_t disk_queue_get(disk_t *d, const char *model, uint64_t signature, uint32_t lane,
                               dqueue_t **out /* out */);
+/* The same for an interned model. */
+store_status_t disk_queue_get_idx(disk_t *d, uint32_t model_idx, uint64_t signature, uint32_t lane,
+                                  dqueue_t **out /* out */);
+/* Puts q on the list of queues the next flush visits (unflushed records, a target to write). */
+void disk_queue_mark_flush(disk_t *d, dqueue_t *q);
 /* Room for `extra` more records after the last. */
 store_status_t disk_queue_reserve(dqueue_t *q, size_t extra);
 /* Appends a copy of *rec and counts it as queued. */
 store_status_t disk_queue_push(dqueue_t *q, const drec_t *rec);
 /* Index of the first queued record not before (seg, offset). */
-size_t disk_queue_lower_bound(const dqueue_t *q, const dseg_t *seg, uint64_t offset);
+size_t disk_queue_lower_bound(const disk_t *d, const dqueue_t *q, const dseg_t *seg,
+                              uint64_t offset);
 /* Frees the array's slack (after recovery, which knows the final sizes). */
 void disk_queue_trim(dqueue_t *q);
-/* Frees q and its arrays; its segments are not touched. */
+/* Frees q and its array. */
 void disk_queue_free(dqueue_t *q);
-/* Drops q from d's map and list and frees it (its segments must be gone). */
+/* Drops q from d's map and lists and frees it (it must hold no record). */
 void disk_queue_destroy(disk_t *d, dqueue_t *q);
+
+/* ---- disk_map.c: shared mappings of segment files ------------------------------------------ */
+
+/* The bytes [off, off + len) of seg, readable below its size: a view into its mapping (mapped
+ * on first use), or NULL when the segment is not mapped (STORE_IO_PLAIN, the cap, or a refused
+ * mmap): the caller reads with a system call. Counts what it hands out towards the resident
+ * bound. */
+const uint8_t *disk_map_view(disk_t *d, dseg_t *seg, uint64_t off, uint64_t len);
+/* Stores the state word of the entry at `off` of seg through its mapping, as one aligned 4-byte
+ * store (a fault armed on writes fails it as a failed pwrite would: the store fails, saying
+ * `what`). 1 when stored, 0 when seg is not mapped (the caller writes with a system call), -1
+ * when the store is failed. */
+int disk_map_word(disk_t *d, dseg_t *seg, uint64_t off, uint32_t word, const char *what);
+/* Unmaps seg (at its deletion or close). */
+void disk_map_drop(disk_t *d, dseg_t *seg);
+/* After a flush: drops from the process the chunks populated longest ago until at most
+ * resident_bytes stay (the page cache keeps the pages; a later access populates them again). */
+void disk_map_trim(disk_t *d);
 
 /* ---- disk_fd.c: the descriptor cache -------------------------------------------------------- */
 
@@ -260,8 +346,9 @@ void disk_fd_close(disk_t *d, dseg_t *seg);
 
 /* ---- disk_seg.c: segment files -------------------------------------------------------------- */
 
-/* Lists seg (taken: owned by d->segments from then on) under q. */
-store_status_t disk_seg_attach(disk_t *d, dqueue_t *q, dseg_t *seg);
+/* Lists seg (taken: owned by d->segments from then on) under its model (seg->model_idx), in
+ * sequence order, and gives it a slot. */
+store_status_t disk_seg_attach(disk_t *d, dseg_t *seg);
 /* Closes seg's descriptor and frees it; it must be out of every list and map first. */
 void disk_seg_free(disk_t *d, dseg_t *seg);
 /* Puts seg on the dirty list: its index row is written at the next flush. */
@@ -280,11 +367,12 @@ store_status_t disk_seg_gather_word(disk_t *d, dseg_t *seg, uint64_t off, uint32
 /* Is a tombstone for the entry at `off` among seg's gathered writes? */
 int disk_seg_gathered_tomb(const disk_t *d, const dseg_t *seg, uint64_t off);
 /* The index row of seg at its readable boundary. */
-index_segment_row_t disk_seg_row(const dseg_t *seg);
-/* The segment the next entry of `size` bytes goes to, rolling over at the size cap. */
-store_status_t disk_seg_pick(disk_t *d, dqueue_t *q, uint64_t size, dseg_t **out /* out */);
-/* Dooms a sealed, fully tombstoned segment: out of its queue and the segment map now; its row
- * is deleted and its file unlinked by the next flush, which then frees seg. */
+index_segment_row_t disk_seg_row(const disk_t *d, const dseg_t *seg);
+/* The segment of the model's log the next entry of `size` bytes goes to, rolling over at the
+ * size cap. */
+store_status_t disk_seg_pick(disk_t *d, uint32_t model_idx, uint64_t size, dseg_t **out /* out */);
+/* Dooms a sealed, fully tombstoned segment: out of its model's list and the segment map now;
+ * its row is deleted and its file unlinked by the next flush, which then frees seg. */
 store_status_t disk_seg_delete(disk_t *d, dseg_t *seg);
 /* Unlinks a doomed segment's file (after the flush's index commit) and frees seg, also when
  * the unlink fails (the store is then failed, and recovery deletes the file). */

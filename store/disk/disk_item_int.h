@@ -1,12 +1,12 @@
 /*
- * disk_item_int.h - private to store/: the item operations of the disk backend (disk_item.c),
+ * disk_item_int.h - private to store/disk/: the item operations of the disk backend (disk_item.c),
  * for the vtable in disk.c. Each is the backend's half of the store.h call of the same name,
  * called only through store.c after its argument checks; pointers and ownership as there.
  */
 #ifndef LANESCHED_DISK_ITEM_INT_H
 #define LANESCHED_DISK_ITEM_INT_H
 
-#include "store/disk_int.h"
+#include "store/disk/disk_int.h"
 
 store_status_t disk_append(store_t *store, store_queue_t *queue, const store_item_t *item,
                            store_ref_t *out_ref /* out, may be NULL */);

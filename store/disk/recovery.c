@@ -3,6 +3,13 @@
  *
  * Owns the decisions about damage. What it does with each kind, and why:
  *
+ *   another store format          refused before anything is changed (STORE_EFORMAT): a segment
+ *     (a segment header of another  file of format 1 (one file per lane) read as format 2 would
+ *     version, or index rows of     be quarantined, its items lost. The log line names the
+ *     store format 1)               directory and what to do (drain it with the version that
+ *                                  wrote it, or move it aside). A directory with no segment
+ *                                  file and no segment row left (drained) is taken over: its lane
+ *                                  targets and current shapes read the same in both formats.
  *   index missing or unreadable    set aside as index.damaged-<ns>, rebuilt from the segments:
  *                                  they are the source of truth; the index is a cache of them.
  *   index that cannot be opened    an operator's error (permissions, a read-only or full file
@@ -37,6 +44,9 @@
  *   2. No entry whose CRC fails is queued.
  *   3. Every recovered segment is sealed: appends after a restart start new segments, so a
  *      recovered file is only ever read and tombstoned.
+ *   5. Each model's segments are scanned in sequence order and each entry goes to the lane its
+ *      own (CRC-checked) signature and lane name, so every lane's queue comes out in arrival
+ *      order without a sort.
  *   4. Every dropped byte is counted in the report and logged with the line that found it.
  *
  * Calls only the layer below the backend (disk_int.h: queues, segments, the flush, the log),
@@ -47,8 +57,8 @@
  * mapping); it is the only way to honour "tombstones win" after a crash between a tombstone and
  * its count, and to keep a damaged entry from ever being handed out.
  */
-#include "store/recovery_int.h"
-#include "store/recovery_scan_int.h"
+#include "store/disk/recovery_int.h"
+#include "store/disk/recovery_scan_int.h"
 
 #include "common/clock.h"
 
@@ -66,6 +76,8 @@
 typedef struct {
     index_segment_row_t *rows;
     size_t n_rows, cap_rows;
+    uint64_t format_lane_rows; /* segment rows of store format 1 */
+    uint32_t index_format;     /* the index's meta "format" row, 0 when it has none */
     struct lane_row {
         char *model;
         uint64_t signature;
@@ -89,6 +101,7 @@ static int rec_on_segment(void *ctx, const index_segment_row_t *row)
         c->cap_rows = cap;
     }
     c->rows[c->n_rows++] = *row;
+    c->format_lane_rows += row->trust == INDEX_ROW_FORMAT_LANE;
     if (row->segment_id >= c->max_row_id)
         c->max_row_id = row->segment_id + 1;
     return 0;
@@ -139,25 +152,6 @@ static void rec_ctx_free(rec_ctx_t *c)
     free(c->lanes);
 }
 
-static int rec_dir_has_segments(disk_t *d)
-{
-    int fd = dup(d->seg_dir_fd);
-    DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
-    int found = 0;
-    if (dir == NULL) {
-        if (fd >= 0)
-            close(fd);
-        return 0;
-    }
-    rewinddir(dir);
-    for (struct dirent *de; !found && (de = readdir(dir)) != NULL;) {
-        uint64_t id;
-        found = seg_file_parse(de->d_name, &id);
-    }
-    closedir(dir);
-    return found;
-}
-
 /* An index that cannot be opened or read for a reason other than damage (index_rc_is_damage):
  * the operator's to fix. The index is left as it is. */
 static store_status_t rec_index_refused(disk_t *d, const char *path, const char *what, int rc)
@@ -172,7 +166,8 @@ static store_status_t rec_index_refused(disk_t *d, const char *path, const char 
 }
 
 /* Opens the index, setting a damaged one aside and starting afresh (the scan rebuilds it). */
-static store_status_t rec_open_index(disk_t *d, rec_ctx_t *c, store_recovery_t *rep)
+static store_status_t rec_open_index(disk_t *d, rec_ctx_t *c, int has_segments,
+                                     store_recovery_t *rep)
 {
     int nosync = d->cfg.durability == STORE_DURABLE_PROCESS;
     struct stat sb;
@@ -186,15 +181,22 @@ static store_status_t rec_open_index(disk_t *d, rec_ctx_t *c, store_recovery_t *
             return STORE_ENOMEM;
         if (ist == INDEX_OK) {
             index_visitor_t vis = {
-                rec_on_segment, rec_on_lane, rec_on_current, rec_on_rejected, c, 0, 0};
+                rec_on_segment, rec_on_lane, rec_on_current, rec_on_rejected, c, 0, 0, 0};
             ist = index_load(d->index, &vis);
             if (ist == INDEX_OK) {
-                d->next_segment_id =
-                    vis.next_segment_id > c->max_row_id ? vis.next_segment_id : c->max_row_id;
+                /* The largest of the meta row, the rows and the files listed (ids are never
+                 * reused). */
+                if (vis.next_segment_id > d->next_segment_id)
+                    d->next_segment_id = vis.next_segment_id;
+                if (c->max_row_id > d->next_segment_id)
+                    d->next_segment_id = c->max_row_id;
                 rep->rows_rejected += c->rejected;
+                c->index_format = vis.format;
+                if (vis.format > INDEX_FORMAT || c->format_lane_rows != 0)
+                    return STORE_EFORMAT; /* said by the caller, before anything is changed */
                 /* A store's first flush writes the meta row: none means this index never was
                  * the store's, whatever the directory says (missing, truncated, replaced). */
-                if (!vis.has_meta && rec_dir_has_segments(d)) {
+                if (!vis.has_meta && has_segments) {
                     rep->index_rebuilt = 1;
                     disk_log(d, STORE_LOG_WARN,
                              "index %s %s, but segment files exist: rebuilding it from them "
@@ -259,9 +261,8 @@ static const index_segment_row_t *rec_row_usable(disk_t *d, const index_segment_
     const char *why = NULL;
     if (row->trust == INDEX_ROW_DAMAGED)
         why = "fails its checksum or its bounds";
-    else if (row->sequence != h->sequence || row->signature != h->signature ||
-             row->lane != h->lane || strcmp(row->model, h->model) != 0)
-        why = "names other keys than the file's header";
+    else if (row->sequence != h->sequence || strcmp(row->model, h->model) != 0)
+        why = "names another model or sequence than the file's header";
     else if (row->readable < h->header_len)
         why = "puts its boundary inside the file's header";
     if (why == NULL)
@@ -297,9 +298,27 @@ static store_status_t rec_quarantine(disk_t *d, const char *name, store_recovery
     return disk_fsync_dir(d, 1);
 }
 
-/* Lists the segment files and reads their headers. */
-static store_status_t rec_list_files(disk_t *d, const rec_ctx_t *c, store_recovery_t *rep,
-                                     rec_file_t **out, size_t *out_n)
+/* What the segments directory holds, read before anything is changed: segment files with a
+ * header that verifies, those without (quarantined once the format is known to be ours), and
+ * those of another store format (the directory is refused). */
+typedef struct {
+    rec_file_t *files;
+    size_t n, cap;
+    char (*bad)[SEG_FILE_NAME_SIZE];
+    size_t n_bad;
+    uint64_t foreign;         /* files of another format */
+    uint32_t foreign_version; /* the first one's */
+    char foreign_name[SEG_FILE_NAME_SIZE];
+} rec_listing_t;
+
+static void rec_listing_free(rec_listing_t *l)
+{
+    free(l->files);
+    free(l->bad);
+}
+
+/* Lists the segment files and reads their headers; changes nothing. */
+static store_status_t rec_list_files(disk_t *d, rec_listing_t *l)
 {
     int fd = dup(d->seg_dir_fd);
     DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
@@ -309,11 +328,7 @@ static store_status_t rec_list_files(disk_t *d, const rec_ctx_t *c, store_recove
         return STORE_EIO;
     }
     rewinddir(dir);
-    rec_file_t *files = NULL;
-    size_t n = 0, cap = 0;
     store_status_t st = STORE_OK;
-    char(*bad)[256] = NULL;
-    size_t n_bad = 0;
     for (struct dirent *de; (de = readdir(dir)) != NULL;) {
         uint64_t id;
         if (de->d_name[0] == '.')
@@ -334,58 +349,81 @@ static store_status_t rec_list_files(disk_t *d, const rec_ctx_t *c, store_recove
         seg_header_t h;
         if (id >= d->next_segment_id) /* never reuse an id, not even a quarantined file's */
             d->next_segment_id = id + 1;
+        uint32_t version = r > 0 ? seg_header_version(hdr, (size_t)r) : 0;
+        if (version != 0 && version != SEG_VERSION) {
+            if (l->foreign++ == 0) {
+                l->foreign_version = version;
+                seg_file_name(id, l->foreign_name);
+            }
+            continue;
+        }
         if (r < 0 || seg_header_decode(hdr, (size_t)r, &h) != STORE_OK || h.segment_id != id) {
             disk_corrupt(d, STORE_CORRUPT_BKPT, "segment %s: header fails its checks", de->d_name);
-            char(*nb)[256] = realloc(bad, (n_bad + 1) * sizeof(*bad));
+            char(*nb)[SEG_FILE_NAME_SIZE] = realloc(l->bad, (l->n_bad + 1) * sizeof(*l->bad));
             if (nb == NULL) {
                 st = STORE_ENOMEM;
                 break;
             }
-            bad = nb;
-            snprintf(bad[n_bad++], 256, "%s", de->d_name);
+            l->bad = nb;
+            seg_file_name(id, l->bad[l->n_bad++]);
             continue;
         }
-        if (n == cap) {
-            cap = cap ? cap * 2 : 64;
-            rec_file_t *nf = realloc(files, cap * sizeof(*files));
+        uint32_t model_idx;
+        if ((st = disk_model_intern(d, h.model, &model_idx)) != STORE_OK)
+            break;
+        if (l->n == l->cap) {
+            l->cap = l->cap ? l->cap * 2 : 64;
+            rec_file_t *nf = realloc(l->files, l->cap * sizeof(*l->files));
             if (nf == NULL) {
                 st = STORE_ENOMEM;
                 break;
             }
-            files = nf;
+            l->files = nf;
         }
-        const index_segment_row_t *row = rec_row_find(c, id);
-        const index_segment_row_t *usable = rec_row_usable(d, row, &h, de->d_name, rep);
-        files[n++] = (rec_file_t){id,
-                                  h,
-                                  usable,
-                                  row != NULL && usable == NULL,
-                                  (uint64_t)sb.st_size,
-                                  (uint64_t)sb.st_ino};
+        l->files[l->n++] = (rec_file_t){.id = id,
+                                        .header = h,
+                                        .model_idx = model_idx,
+                                        .file_size = (uint64_t)sb.st_size,
+                                        .ino = (uint64_t)sb.st_ino};
     }
     closedir(dir);
-    for (size_t i = 0; i < n_bad && st == STORE_OK; i++)
-        st = rec_quarantine(d, bad[i], rep);
-    free(bad);
-    if (st != STORE_OK) {
-        free(files);
-        return st;
-    }
-    *out = files;
-    *out_n = n;
-    return STORE_OK;
+    return st;
+}
+
+/* The refusal of a directory in another store format: one line that says what and what to do. */
+static store_status_t rec_refuse_format(disk_t *d, const rec_listing_t *l, const rec_ctx_t *c)
+{
+    if (l->foreign != 0)
+        disk_log(d, STORE_LOG_ERROR,
+                 "data directory %s holds %" PRIu64 " segment file(s) of store format %" PRIu32
+                 " (%s/segments/%s, and others)%s; this lanesched reads store format %u only. "
+                 "Nothing was changed. Drain the directory with the lanesched that wrote it (let "
+                 "consumers complete every item, then stop it), or move it aside and start with "
+                 "an empty --data-dir",
+                 d->dir, l->foreign, l->foreign_version, d->dir, l->foreign_name,
+                 l->foreign_version == SEG_VERSION_LANE ? " (one file per lane)" : "",
+                 (unsigned)SEG_VERSION);
+    else if (c->format_lane_rows != 0)
+        disk_log(d, STORE_LOG_ERROR,
+                 "data directory %s has an index written by another store format (%" PRIu64
+                 " segment rows of format %u, one file per lane); this lanesched reads store "
+                 "format %u only. Nothing was changed. Drain the directory with the lanesched "
+                 "that wrote it, or move it aside and start with an empty --data-dir",
+                 d->dir, c->format_lane_rows, (unsigned)SEG_VERSION_LANE, (unsigned)SEG_VERSION);
+    else
+        disk_log(d, STORE_LOG_ERROR,
+                 "data directory %s was written by a newer lanesched (store format %" PRIu32
+                 "); this one reads store format %u only. Nothing was changed. Open it with the "
+                 "lanesched that wrote it",
+                 d->dir, c->index_format, (unsigned)SEG_VERSION);
+    return STORE_EFORMAT;
 }
 
 static int rec_file_cmp(const void *a, const void *b)
 {
     const rec_file_t *x = a, *y = b;
-    int m = strcmp(x->header.model, y->header.model);
-    if (m != 0)
-        return m;
-    if (x->header.signature != y->header.signature)
-        return x->header.signature < y->header.signature ? -1 : 1;
-    if (x->header.lane != y->header.lane)
-        return x->header.lane < y->header.lane ? -1 : 1;
+    if (x->model_idx != y->model_idx)
+        return x->model_idx < y->model_idx ? -1 : 1;
     if (x->header.sequence != y->header.sequence)
         return x->header.sequence < y->header.sequence ? -1 : 1;
     return x->id < y->id ? -1 : x->id > y->id;
@@ -420,9 +458,9 @@ static store_status_t rec_missing(disk_t *d, const rec_ctx_t *c, const rec_file_
             uint64_t live = row->entries - row->deleted; /* bounded by the decoder */
             rep->missing_live_entries += live;
             disk_log(d, live ? STORE_LOG_ERROR : STORE_LOG_INFO,
-                     "segment %016" PRIx64 " (model %s, lane %" PRIu32 ") is in the index but "
-                     "its file is gone; %" PRIu64 " live entries in it are lost",
-                     row->segment_id, row->model, row->lane, live);
+                     "segment %016" PRIx64 " (model %s) is in the index but its file is gone; "
+                     "%" PRIu64 " live entries in it are lost",
+                     row->segment_id, row->model, live);
         }
         if (index_segment_del(txn, row->segment_id) != INDEX_OK)
             st = STORE_EINDEX;
@@ -435,20 +473,39 @@ store_status_t disk_recover(disk_t *d, store_recovery_t *rep)
 {
     uint64_t t0 = clock_mono_ns();
     rec_ctx_t c = {.d = d};
-    rec_file_t *files = NULL;
-    size_t n_files = 0;
+    rec_listing_t l = {0};
+    rec_lanes_t lanes = {0};
     index_txn_t *txn = NULL;
-    store_status_t st = rec_open_index(d, &c, rep);
+    store_status_t st = rec_list_files(d, &l);
     if (st != STORE_OK)
         goto out;
-    if ((st = rec_list_files(d, &c, rep, &files, &n_files)) != STORE_OK)
+    if (l.foreign != 0) { /* before anything is changed */
+        st = rec_refuse_format(d, &l, &c);
         goto out;
-    if (n_files > 1)
-        qsort(files, n_files, sizeof(*files), rec_file_cmp);
-    for (size_t i = 0; i < n_files; i++) {
-        if ((st = rec_scan(d, &files[i], rep)) != STORE_OK) {
+    }
+    if ((st = rec_open_index(d, &c, l.n + l.n_bad != 0, rep)) != STORE_OK) {
+        if (st == STORE_EFORMAT)
+            rec_refuse_format(d, &l, &c);
+        goto out;
+    }
+    for (size_t i = 0; i < l.n; i++) {
+        rec_file_t *f = &l.files[i];
+        char name[SEG_FILE_NAME_SIZE];
+        seg_file_name(f->id, name);
+        const index_segment_row_t *row = rec_row_find(&c, f->id);
+        f->row = rec_row_usable(d, row, &f->header, name, rep);
+        f->row_rejected = row != NULL && f->row == NULL;
+    }
+    for (size_t i = 0; i < l.n_bad && st == STORE_OK; i++)
+        st = rec_quarantine(d, l.bad[i], rep);
+    if (st != STORE_OK)
+        goto out;
+    if (l.n > 1)
+        qsort(l.files, l.n, sizeof(*l.files), rec_file_cmp);
+    for (size_t i = 0; i < l.n; i++) {
+        if ((st = rec_scan(d, &lanes, &l.files[i], rep)) != STORE_OK) {
             disk_log(d, STORE_LOG_ERROR, "recovery of segment %016" PRIx64 " failed: %s",
-                     files[i].id, store_status_str(st));
+                     l.files[i].id, store_status_str(st));
             goto out;
         }
     }
@@ -456,7 +513,7 @@ store_status_t disk_recover(disk_t *d, store_recovery_t *rep)
         st = STORE_EINDEX;
         goto out;
     }
-    if ((st = rec_missing(d, &c, files, n_files, txn, rep)) != STORE_OK)
+    if ((st = rec_missing(d, &c, l.files, l.n, txn, rep)) != STORE_OK)
         goto out;
     /* Lane targets: from the index, never below an item the lane holds. */
     for (size_t i = 0; i < c.n_lanes; i++) {
@@ -472,14 +529,14 @@ store_status_t disk_recover(disk_t *d, store_recovery_t *rep)
             goto out;
         q->target = c.lanes[i].target;
     }
-    for (dqueue_t *q = d->all; q != NULL; q = q->all_next) {
+    for (dqueue_t *q = d->all; q != NULL; q = q->all_next)
         disk_queue_trim(q);
-        for (size_t i = 0; i < q->len; i++) {
-            if (q->recs[q->head + i].tokens > q->target) {
-                q->target = q->recs[q->head + i].tokens;
-                q->target_dirty = 1;
-                d->rows_dirty = 1;
-            }
+    for (size_t i = 0; i < lanes.n_lanes; i++) {
+        dqueue_t *q = lanes.lanes[i].q;
+        if (lanes.lanes[i].max_tokens > q->target) {
+            q->target = lanes.lanes[i].max_tokens;
+            q->target_dirty = 1;
+            disk_queue_mark_flush(d, q);
         }
     }
     index_status_t ist = index_commit(txn);
@@ -490,9 +547,10 @@ store_status_t disk_recover(disk_t *d, store_recovery_t *rep)
     }
     d->meta_dirty = 1;
     /* Segments with nothing live left are deleted now; the rest are recorded as sealed. */
-    for (dqueue_t *q = d->all; q != NULL; q = q->all_next) {
-        for (size_t i = q->n_segs; i-- > 0;) {
-            dseg_t *seg = q->segs[i];
+    for (size_t m = 0; m < d->n_models; m++) {
+        dmodel_t *model = &d->models[m];
+        for (size_t i = model->n_segs; i-- > 0;) {
+            dseg_t *seg = model->segs[i];
             if (seg->deleted == seg->entries) {
                 seg->sealed = 1;
                 if ((st = disk_seg_delete(d, seg)) != STORE_OK)
@@ -518,7 +576,8 @@ store_status_t disk_recover(disk_t *d, store_recovery_t *rep)
                  rep->missing_files, rep->quarantined_files, (double)rep->elapsed_ns / 1e9);
 out:
     index_abort(txn);
-    free(files);
+    rec_lanes_fini(&lanes);
+    rec_listing_free(&l);
     rec_ctx_free(&c);
     return st;
 }

@@ -1,15 +1,18 @@
 /*
- * segment_int.h - private to store/: the segment file format. This header owns it.
+ * segment_int.h - private to store/disk/: the segment file format (store format 2). This header
+ * owns it.
  *
- * A segment holds the items of one (model, shape, lane) and is named by its segment id:
- * <data dir>/segments/<id as 16 hex digits>.seg. The routing keys live once, in the header.
- * All integers are little-endian. Every entry starts on an 8-byte boundary.
+ * A segment is one file of a model's append log: it holds the entries of every shape and lane
+ * of one model, in the order they were appended, and is named by its segment id:
+ * <data dir>/segments/<id as 16 hex digits>.seg. The model lives once, in the header; each
+ * entry carries its own shape signature and lane. All integers are little-endian. Every entry
+ * starts on an 8-byte boundary.
  *
  * Segment header (64 bytes + the model name padded to 8):
  *
  *   0        8        12       16               24               32       36       40
  *   +--------+--------+--------+----------------+----------------+--------+--------+
- *   | magic  |version |hdr_len | segment_id     | signature      | lane   |model_ln|
+ *   | magic  |version |hdr_len | segment_id     | reserved (0)   |rsvd (0)|model_ln|
  *   +--------+--------+--------+----------------+----------------+--------+--------+
  *   40               48               56       60       64
  *   +----------------+----------------+--------+--------+---------------------------+
@@ -17,38 +20,50 @@
  *   +----------------+----------------+--------+--------+---------------------------+
  *
  *   magic       8 bytes "LANESEG\0"
- *   version     u32, SEG_VERSION
+ *   version     u32, SEG_VERSION (2). Version 1 (one file per lane, the routing keys in the
+ *               header, 32-byte entries) is recognised only to be refused (recovery.c).
  *   hdr_len     u32, bytes: 64 + model_len rounded up to 8; the first entry starts here
  *   segment_id  u64, unique in the data directory, never reused; equals the file name
- *   signature   u64, the shape signature (XXH64) of every item in the file
- *   lane        u32, lane id within the shape
  *   model_len   u32, bytes of model name, 1..SEG_MODEL_MAX
- *   sequence    u64, 0, 1, 2, ... per (model, shape, lane): arrival order across segments
+ *   sequence    u64, 0, 1, 2, ... per model: the order of the model's segments
  *   created_ns  u64, wall clock at creation, nanoseconds since the Unix epoch
  *   crc32c      u32, CRC-32C of the whole header (hdr_len bytes) with this field zero
+ *   reserved    zero when written, zero when read (anything else: the header is damaged)
  *
- * Entry (32 bytes + id + payload, padded to 8):
+ * Entry (56 bytes + id + payload, padded to 8):
  *
- *   0        4        8        10       12       16               24       28       32
- *   +--------+--------+--------+--------+--------+----------------+--------+--------+-------
- *   | state  | length | id_len |reserved| tokens | arrival_ns     |pay_len | crc32c | id,
- *   +--------+--------+--------+--------+--------+----------------+--------+--------+ payload
+ *   0        4        8    10   12       16               24               32       36
+ *   +--------+--------+----+----+--------+----------------+----------------+--------+--------+
+ *   | state  | length |idln|flag| tokens | arrival_ns     | signature      | lane   |pay_len |
+ *   +--------+--------+----+----+--------+----------------+----------------+--------+--------+
+ *   40       44       48       52       56
+ *   +--------+--------+--------+--------+------------------------------------------------
+ *   | prefix |max_wait|reserved| crc32c | id, payload, zero padding to 8
+ *   +--------+--------+--------+--------+------------------------------------------------
  *
  *   state       u32, SEG_STATE_LIVE, SEG_STATE_TOMB, or "DLV" + n (bytes 'D' 'L' 'V' n, n in
  *               1..255): committed n times (the delivery count, saturating; see
- *               seg_state_delivered). The only field ever rewritten: a 4-byte aligned pwrite,
- *               so neither a tombstone nor a delivery count tears the entry around it. A reader
- *               that knows only LIVE and TOMB reads "DLV" + n as a damaged word: live again.
+ *               seg_state_delivered). The only field ever rewritten, as one aligned 4-byte
+ *               store, so neither a tombstone nor a delivery count tears the entry around it.
  *   length      u32, bytes of the whole entry including padding; the next entry starts here
  *   id_len      u16, bytes of item id, 0..64
+ *   flags       u16, 0 (anything else: the entry is damaged)
  *   tokens      u32, the item's token length (> 0)
- *   arrival_ns  u64, when the store accepted it, nanoseconds since the Unix epoch
+ *   arrival_ns  u64, when the store accepted it, nanoseconds
+ *   signature   u64, the shape signature (XXH64) of the item: with the header's model and the
+ *               lane, the queue recovery puts it in, and what the shape guard checks
+ *   lane        u32, lane id within the shape
  *   pay_len     u32, bytes of payload (the item as the producer sent it)
- *   crc32c      u32, CRC-32C of: segment_id (u64) || bytes 4..28 of the entry || id || payload.
+ *   prefix      u32, the item's prefix_tokens (0 = none given)
+ *   max_wait    u32, the item's max_wait_ms (0 = none)
+ *   reserved    u32, 0 (anything else: the entry is damaged)
+ *   crc32c      u32, CRC-32C of: segment_id (u64) || bytes 4..52 of the entry || id || payload.
  *               The state word is outside it, so a tombstone leaves the CRC valid, and a damaged
  *               state word can only make an intact entry live again (a redelivery), never make
- *               damaged bytes readable. The segment id inside it ties the entry to its file: a
- *               payload that happens to contain bytes shaped like an entry does not verify.
+ *               damaged bytes readable. The routing keys are inside it: a flipped bit cannot
+ *               move an entry to another shape or lane. The segment id ties the entry to its
+ *               file: a payload that happens to contain bytes shaped like an entry does not
+ *               verify.
  */
 /* Ownership: every pointer below is borrowed for the call; buffers are caller memory of the size
  * each declaration names. Nothing here allocates. */
@@ -56,12 +71,13 @@
 #define LANESCHED_SEGMENT_INT_H
 
 #include "common/limits.h"
-#include "store/store_int.h"
+#include "store/disk/bytes_int.h"
 
 #define SEG_MAGIC          "LANESEG"
-#define SEG_VERSION        1u
+#define SEG_VERSION        2u
+#define SEG_VERSION_LANE   1u /* one file per lane: refused at open (recovery.c) */
 #define SEG_HEADER_FIXED   64u
-#define SEG_ENTRY_HEADER   32u
+#define SEG_ENTRY_HEADER   56u
 #define SEG_ALIGN          8u
 #define SEG_MODEL_MAX      LIMITS_MODEL_MAX /* the wire's limits (common/limits.h): the codec */
 #define SEG_ID_MAX         LIMITS_ID_MAX    /* refuses more, recovery reads more as damage */
@@ -75,10 +91,8 @@
 
 typedef struct {
     uint64_t segment_id;
-    uint64_t signature;
     uint64_t sequence;
     uint64_t created_ns;
-    uint32_t lane;
     uint32_t header_len;
     char model[SEG_MODEL_MAX + 1];
 } seg_header_t;
@@ -89,7 +103,11 @@ typedef struct {
     uint32_t id_len;
     uint32_t tokens;
     uint64_t arrival_ns;
+    uint64_t signature;
+    uint32_t lane;
     uint32_t payload_len;
+    uint32_t prefix_tokens;
+    uint32_t max_wait_ms;
 } seg_entry_t;
 
 /* Fields read straight from the bytes of an entry (offsets: the diagram above). Unchecked: only
@@ -102,9 +120,25 @@ static inline uint32_t seg_entry_id_len(const uint8_t *e)
 {
     return (uint32_t)e[8] | (uint32_t)e[9] << 8;
 }
+static inline uint64_t seg_entry_signature(const uint8_t *e)
+{
+    return store_get64(e + 24);
+}
+static inline uint32_t seg_entry_lane(const uint8_t *e)
+{
+    return store_get32(e + 32);
+}
 static inline uint32_t seg_entry_payload_len(const uint8_t *e)
 {
-    return store_get32(e + 24);
+    return store_get32(e + 36);
+}
+static inline uint32_t seg_entry_prefix_tokens(const uint8_t *e)
+{
+    return store_get32(e + 40);
+}
+static inline uint32_t seg_entry_max_wait_ms(const uint8_t *e)
+{
+    return store_get32(e + 44);
 }
 
 /* The state word of an entry committed `deliveries` times (>= 1; saturates at 255). */
@@ -132,15 +166,21 @@ uint32_t seg_header_size(size_t model_len);
 void seg_header_encode(const seg_header_t *h, uint8_t *buf);
 
 /* Decodes and verifies a header from the first `len` bytes of a file. STORE_ECORRUPT if the
- * magic, version, lengths or CRC are wrong. */
+ * magic, version, lengths, reserved fields or CRC are wrong. */
 store_status_t seg_header_decode(const uint8_t *buf, size_t len, seg_header_t *out /* out */);
+
+/* The version a file's first `len` bytes claim when they start with the magic and a header
+ * whose CRC verifies (computed the same way in every version), else 0: recovery tells a file of
+ * another format (refused) from a damaged one (quarantined) with it. */
+uint32_t seg_header_version(const uint8_t *buf, size_t len);
 
 /* Bytes of an entry with id_len and payload_len, including padding. */
 uint64_t seg_entry_size(size_t id_len, size_t payload_len);
 
-/* Encodes a live entry of `item` into buf (seg_entry_size() bytes, padding zeroed). */
-void seg_entry_encode(uint64_t segment_id, const store_item_t *item, uint64_t arrival_ns,
-                      uint8_t *buf);
+/* Encodes a live entry of `item`, routed to (signature, lane), into buf (seg_entry_size()
+ * bytes, padding zeroed). */
+void seg_entry_encode(uint64_t segment_id, const store_item_t *item, uint64_t signature,
+                      uint32_t lane, uint8_t *buf);
 
 /* The CRC state after the segment id: computed once per segment, it seeds every entry's CRC. */
 uint32_t seg_crc_seed(uint64_t segment_id);

@@ -16,7 +16,7 @@
  *      the SSE4.2 instruction and the table (store_crc32c_table, which tests run on any CPU)
  *      give the same value.
  */
-#include "store/store_int.h"
+#include "store/disk/bytes_int.h"
 
 #include <string.h>
 

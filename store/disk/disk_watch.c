@@ -17,10 +17,10 @@
  *      operator's: an event names a file, and only names of live segments count.
  *
  * Rejected: fstat() of every written segment at every flush as the only check (a system call
- * per touched segment per turn: with one item per lane per turn, as many as the writes); a path
- * lookup (statx) per segment (the same count, and slower).
+ * per touched segment per turn, on top of its writes); a path lookup (statx) per segment (the
+ * same count, and slower).
  */
-#include "store/disk_int.h"
+#include "store/disk/disk_int.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -13,7 +13,7 @@
  * Rejected: link-time interposition of write()/fsync(). It would also fail nats.c's and LMDB's
  * own calls and cannot tell one store operation from another.
  */
-#include "store/store_int.h"
+#include "store/disk/bytes_int.h"
 
 #include <errno.h>
 #include <stdio.h>

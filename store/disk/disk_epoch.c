@@ -10,7 +10,7 @@
  * Rejected: a file of its own beside the index (one more thing to sync and to damage), and
  * the segment sequence numbers (they restart with a rebuilt index too, and move with traffic).
  */
-#include "store/disk_int.h"
+#include "store/disk/disk_int.h"
 
 store_status_t disk_epoch_next(store_t *store, uint32_t *out_epoch)
 {

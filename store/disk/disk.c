@@ -1,26 +1,28 @@
 /*
- * disk.c - the disk store backend (--store disk): shape-pure segment files, an LMDB index,
- * tombstones in place, whole-file deletion. This file is the backend's face: the vtable,
- * store_open_disk and close, the lane-level calls (open, release, target, walk) and the
- * per-model current shape. An item's life is in disk_item.c, recovery at open in recovery.c,
- * and the layer both stand on in the files disk_int.h lists.
+ * disk.c - the disk store backend (--store disk): one append log of segment files per model,
+ * each entry carrying its shape and lane, an LMDB index, tombstones in place, whole-file
+ * deletion. This file is the backend's face: the vtable, store_open_disk and close, the
+ * lane-level calls (open, release, target, walk) and the per-model current shape. An item's
+ * life is in disk_item.c, recovery at open in recovery.c, and the layer both stand on in the
+ * files disk_int.h lists; the format and its reasons are in docs/store.md.
  *
  * Owns: the data directory's segments/ and index/ (through the files below it) and the disk_t.
  *
  * Invariants:
  *   1. store_open_disk hands out a store only after recovery and its flush have succeeded and
  *      the whole state checks (disk_check); on any failure everything is closed, *out untouched.
- *   2. A lane queue is released only when every segment it has is fully tombstoned; its
- *      segments are deleted at once and its index row at the next flush.
+ *   2. A lane queue is released only when it holds no queued and no pending item; its index
+ *      row is deleted at the next flush. Its entries stay in its model's segments, all of them
+ *      completed, and go with those files.
  *   3. Every call that would acknowledge something returns STORE_EIO once the store is failed
  *      (disk_log.c's invariant 1); close never flushes (store.h).
  *
  * Rejected: a write-ahead log beside the segments. The segment is the durable copy; a WAL would
  * write every byte twice.
  */
-#include "store/disk_int.h"
-#include "store/disk_item_int.h"
-#include "store/recovery_int.h"
+#include "store/disk/disk_int.h"
+#include "store/disk/disk_item_int.h"
+#include "store/disk/recovery_int.h"
 
 #include "common/invariant.h"
 
@@ -42,6 +44,9 @@ static void disk_close(store_t *store)
         if (d->segments.slots[i].value != NULL)
             disk_seg_free(d, d->segments.slots[i].value);
     }
+    free(d->slots);
+    free(d->free_slots);
+    free(d->resident);
     for (dqueue_t *q = d->all, *next; q != NULL; q = next) {
         next = q->all_next;
         disk_queue_free(q);
@@ -50,8 +55,10 @@ static void disk_close(store_t *store)
     map_fini(&d->segments);
     map_fini(&d->deleted);
     map_fini(&d->pending);
-    for (size_t i = 0; i < d->n_models; i++)
+    for (size_t i = 0; i < d->n_models; i++) {
         free(d->models[i].name);
+        free(d->models[i].segs);
+    }
     free(d->models);
     for (size_t i = 0; i < d->n_released; i++)
         free(d->released[i].model);
@@ -92,10 +99,6 @@ static store_status_t disk_queue_release(store_t *store, store_queue_t *queue)
     dqueue_t *q = (dqueue_t *)queue;
     if (d->failed)
         return STORE_EIO;
-    for (size_t i = 0; i < q->n_segs; i++) {
-        if (q->segs[i]->deleted != q->segs[i]->entries)
-            return STORE_EBUSY;
-    }
     dlane_key_t *rel = realloc(d->released, (d->n_released + 1) * sizeof(*rel));
     if (rel == NULL)
         return STORE_ENOMEM;
@@ -103,15 +106,6 @@ static store_status_t disk_queue_release(store_t *store, store_queue_t *queue)
     char *model = strdup(q->model);
     if (model == NULL)
         return STORE_ENOMEM;
-    while (q->n_segs > 0) {
-        dseg_t *seg = q->segs[q->n_segs - 1];
-        seg->sealed = 1;
-        store_status_t st = disk_seg_delete(d, seg);
-        if (st != STORE_OK) {
-            free(model);
-            return st;
-        }
-    }
     rel[d->n_released++] = (dlane_key_t){model, q->signature, q->lane};
     disk_queue_destroy(d, q);
     return STORE_OK;
@@ -141,7 +135,7 @@ static store_status_t disk_queue_target_set(store_t *store, store_queue_t *queue
     if (q->target != target) {
         q->target = target;
         q->target_dirty = 1;
-        d->rows_dirty = 1;
+        disk_queue_mark_flush(d, q);
     }
     return STORE_OK;
 }
@@ -235,6 +229,8 @@ store_status_t store_open_disk(const store_disk_config_t *cfg, store_recovery_t 
         d->cfg.segment_max_bytes = STORE_SEGMENT_MAX_DEFAULT;
     if (d->cfg.index_map_bytes == 0)
         d->cfg.index_map_bytes = 1ull << 30;
+    if (d->cfg.resident_bytes == 0)
+        d->cfg.resident_bytes = STORE_RESIDENT_DEFAULT;
     d->dir_fd = d->seg_dir_fd = d->watch_fd = -1;
     disk_fd_limit_init(d);
     map_init(&d->queues);

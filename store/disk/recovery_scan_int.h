@@ -1,0 +1,97 @@
+/*
+ * recovery_scan_int.h - private to store/disk/recovery*.c: one segment file as recovery found it,
+ * and the scan that queues its entries (recovery_scan.c), for recovery.c.
+ */
+#ifndef LANESCHED_RECOVERY_SCAN_INT_H
+#define LANESCHED_RECOVERY_SCAN_INT_H
+
+#include "store/disk/disk_int.h"
+
+/* A segment file found on disk, before it is scanned. */
+typedef struct {
+    uint64_t id;
+    seg_header_t header;
+    uint32_t model_idx; /* the header's model, interned */
+    /* The index's row for it when the row can be used: its CRC verified (or it predates
+     * CRCs) and its keys agree with the header. NULL: scanned as if the index did not know
+     * it. Borrowed from the loader's row array. */
+    const index_segment_row_t *row;
+    int row_rejected; /* the index had a row for it that could not be used */
+    uint64_t file_size;
+    uint64_t ino;
+} rec_file_t;
+
+/*
+ * The lanes recovery has met, and the entries of the file being scanned waiting to be queued.
+ * While the lanes met are few, a scan pushes each live entry onto its lane's queue. Past
+ * REC_DIRECT_LANES it notes each entry with its lane's number (a hash table the size of the
+ * lanes, instead of the queue map and queue structures per entry), then queues the noted
+ * entries lane by lane: each lane's array grown once per chunk, its records written in file
+ * order.
+ * Owned by the caller (rec_lanes_init / rec_lanes_fini), shared by the scans of one recovery.
+ */
+typedef struct {
+    uint64_t signature;
+    uint32_t lane;
+    uint32_t model_idx;
+    uint32_t idx; /* + 1: 0 marks an empty slot */
+} rec_lane_slot_t;
+
+typedef struct {
+    dqueue_t *q;         /* borrowed */
+    uint32_t n;          /* entries noted and not yet queued */
+    uint32_t max_tokens; /* the longest entry queued in the lane (its target's floor) */
+    uint64_t tokens;     /* tokens of the n entries */
+    drec_t *dest;        /* where the next of them goes in q->recs */
+} rec_lane_t;
+
+typedef struct {
+    uint32_t lane; /* index into lanes */
+    drec_t rec;
+} rec_item_t;
+
+/* An entry whose lane is being looked up: its slot prefetched, resolved REC_PENDING at a time
+ * so that the lookups' cache misses overlap. */
+typedef struct {
+    uint64_t signature;
+    uint32_t lane;
+    uint32_t model_idx;
+    drec_t rec;
+} rec_pending_t;
+
+#define REC_PENDING 16u
+#define REC_FRONT   64u
+
+/* Up to this many lanes, a scan pushes each entry onto its lane's queue at once (the queues'
+ * ends stay in the cache); past it, entries are noted and queued lane by lane. */
+#define REC_DIRECT_LANES 64u
+
+typedef struct {
+    rec_lane_slot_t *slots; /* owned; cap slots, a power of two */
+    size_t cap;
+    rec_lane_t *lanes; /* owned */
+    size_t n_lanes, cap_lanes;
+    uint32_t *touched; /* owned: the lanes the current file has entries of */
+    size_t n_touched;
+    rec_item_t *items; /* owned: REC_NOTED_MAX live entries, in file order */
+    size_t n_items;
+    rec_pending_t pending[REC_PENDING]; /* the entries after the noted ones, in file order */
+    size_t n_pending;
+    rec_lane_slot_t front[REC_FRONT]; /* recent lanes by a cheap hash: most lookups of a few
+                                       * lanes end here */
+} rec_lanes_t;
+
+/* Entries noted before they are queued: enough that a lane's array grows once for many of its
+ * entries even with tens of thousands of lanes (32 MiB of notes at most, freed after the open).
+ * Chosen with lanesched-storebench --phases recovery --models 2 --shapes 64 --lanes 200
+ * (docs/store.md). */
+#define REC_NOTED_MAX 1048576u
+
+void rec_lanes_fini(rec_lanes_t *l);
+
+/* Scans f's file, queues its live entries under their lane, repairs what it may (cut torn
+ * tails, count tombstones) and records every dropped byte in *rep. The segment is attached to
+ * d (owned by it) before its entries are queued, whatever the scan returns. */
+store_status_t rec_scan(disk_t *d, rec_lanes_t *lanes, rec_file_t *f, store_recovery_t *rep);
+
+#endif
