@@ -165,10 +165,14 @@ typedef void (*store_log_fn)(void *ctx, int level, const char *msg);
 /* Default bound on the segment bytes the disk store keeps mapped in the process's resident
  * memory (store_disk_config_t.resident_bytes): the entries peeks and commits touch, populated
  * 256 KiB at a time; past it the mappings are dropped from the process at the next flush (the
- * page cache keeps the pages) and populated again on demand. 16 MiB holds the stretch of a log a
- * dispatch reads under tens of thousands of items queued, and is 16 bytes per item at a
- * million queued (the memory target is 64). */
-#define STORE_RESIDENT_DEFAULT (16ull << 20)
+ * page cache keeps the pages) and populated again on demand. A lane's entries are spread over its
+ * model's log, so a drain reads the whole stretch of the log its queue spans: a bound below that
+ * stretch populates a chunk again for nearly every item. 1 GiB holds the log of over a million
+ * queued items of 512 bytes; the pages are the kernel's page cache, reclaimed under memory
+ * pressure like any clean or written-back file page, and not the process's own memory
+ * (`lanesched-bench throughput --durability process` with --store-resident-mb 16 against 1024;
+ * docs/store.md). */
+#define STORE_RESIDENT_DEFAULT (1ull << 30)
 
 typedef struct {
     const char *dir;            /* data directory, created if missing; borrowed for the call */

@@ -183,6 +183,7 @@ static store_status_t daemon_store_open(const daemon_config_t *cfg, store_t **ou
         .durability = cfg->durability_power ? STORE_DURABLE_POWER : STORE_DURABLE_PROCESS,
         .log = daemon_store_log,
         .sync = cfg->power_syncfs ? STORE_SYNC_FS : STORE_SYNC_FILES,
+        .resident_bytes = (uint64_t)cfg->store_resident_mb << 20,
     };
     store_recovery_t rep;
     store_status_t st = store_open_disk(&dc, &rep, out);

@@ -77,6 +77,9 @@ static const flag_t flags[] = {
     {"max-payload", "BYTES", "1048576", "largest item payload accepted"},
     {"dedupe-window-ms", "MS", "120000", "a resubmitted item id within this window is a duplicate"},
     {"segment-max-bytes", "BYTES", "67108864", "a segment rolls over at this size"},
+    {"store-resident-mb", "MB", "1024",
+     "the disk store's segment pages kept mapped in the process (the page cache holds them "
+     "either way); below the stretch of log a drain reads, pages are mapped again per item"},
     {"starvation-ms", "MS", NULL,
      "the age bound: an item that waited this long goes next, its shape preempting at the next "
      "batch and its lane first (0 = off; default 20 under --policy lanes, 0 under lanes-seed)"},
@@ -403,6 +406,8 @@ static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc
         parse_u32("max-payload", flag_value(v, "max-payload"), &cfg->max_payload) ||
         parse_u32("dedupe-window-ms", flag_value(v, "dedupe-window-ms"), &cfg->dedupe_window_ms) ||
         parse_u32("segment-max-bytes", flag_value(v, "segment-max-bytes"), &seg_max) ||
+        parse_u32("store-resident-mb", flag_value(v, "store-resident-mb"),
+                  &cfg->store_resident_mb) ||
         parse_u32("connect-wait-ms", flag_value(v, "connect-wait-ms"), &fc->connect_wait_ms))
         return -1;
     cfg->policy = flag_value(v, "policy");
