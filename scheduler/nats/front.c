@@ -81,6 +81,13 @@
 #define FRONT_CONNECT_TIMEOUT_MS 2000u
 /* How long front_destroy waits for message callbacks still running (each one only queues). */
 #define FRONT_CLOSE_WAIT_MS 5000
+/* How long a stop waits for the subscriptions' drains while the server answers (one round
+ * trip each, all at once) ... */
+#define FRONT_DRAIN_MS 1000
+/* ... and while it does not (disconnected, reconnecting, or going away with the daemon): no
+ * drain can complete then, so the wait only lets what nats.c already holds reach the
+ * callbacks, and a stop never waits out a dead server. */
+#define FRONT_DRAIN_DOWN_MS 200
 /* nats.c's global delivery pool (invariant 7): one thread keeps every subject's messages in
  * arrival order, and the owner, not the delivery, is where the work is. */
 #define FRONT_DELIVERY_THREADS 1
@@ -530,27 +537,31 @@ void front_unsubscribe(front_t *f)
     if (f->drained)
         return;
     /* invariant 8: drained, not only unsubscribed, so that no message is left in nats.c's
-     * delivery queue for the library to drop at its close; the lease-held submit subjects too */
+     * delivery queue for the library to drop at its close; the lease-held submit subjects too.
+     * Without a server a drain cannot complete: the short wait still delivers what nats.c holds,
+     * and a stop does not wait out the drain timeouts behind a dead connection. */
+    int up = f->nc != NULL && natsConnection_Status(f->nc) == NATS_CONN_STATUS_CONNECTED;
+    int64_t wait_ms = up ? FRONT_DRAIN_MS : FRONT_DRAIN_DOWN_MS;
     pthread_mutex_lock(&f->submits_lock);
     f->stopping = 1;
     for (size_t i = 0; i < f->n_submits; i++) {
         if (f->submits[i]->sub != NULL)
-            natsSubscription_DrainTimeout(f->submits[i]->sub, FRONT_CLOSE_WAIT_MS);
+            natsSubscription_DrainTimeout(f->submits[i]->sub, wait_ms);
     }
     pthread_mutex_unlock(&f->submits_lock);
     for (int i = 0; i < f->n_subs; i++)
-        natsSubscription_DrainTimeout(f->subs[i], FRONT_CLOSE_WAIT_MS);
+        natsSubscription_DrainTimeout(f->subs[i], wait_ms);
     for (int i = 0; i < f->n_subs; i++)
-        natsSubscription_WaitForDrainCompletion(f->subs[i], FRONT_CLOSE_WAIT_MS);
+        natsSubscription_WaitForDrainCompletion(f->subs[i], wait_ms);
     pthread_mutex_lock(&f->submits_lock);
     for (size_t i = 0; i < f->n_submits; i++) {
         if (f->submits[i]->sub != NULL)
-            natsSubscription_WaitForDrainCompletion(f->submits[i]->sub, FRONT_CLOSE_WAIT_MS);
+            natsSubscription_WaitForDrainCompletion(f->submits[i]->sub, wait_ms);
     }
     pthread_mutex_unlock(&f->submits_lock);
     f->drained = 1;
-    if (f->nc != NULL)
-        natsConnection_Flush(f->nc);
+    if (up && natsConnection_Status(f->nc) == NATS_CONN_STATUS_CONNECTED)
+        natsConnection_FlushTimeout(f->nc, FRONT_DRAIN_DOWN_MS);
 }
 
 void front_destroy(front_t *f)

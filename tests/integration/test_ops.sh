@@ -515,6 +515,32 @@ PY
     say "NATS down: healthcheck exit $rc ($(curl -s "http://127.0.0.1:$mb/healthz"))"
 }
 
+# A stop with the server going away at the same moment, or already gone: no drain can complete,
+# so the daemon exits at once rather than waiting out the drains' timeouts.
+case_stop_without_server() {
+    local port start ms
+    for how in together after; do
+        port=$(free_port)
+        nats_start "$port"
+        local nats=${PIDS[-1]}
+        daemon_start "stop-$how" --server "nats://127.0.0.1:$port" --store memory
+        wait_for "ready" 20 ready "stop-$how"
+        if [ $how = after ]; then
+            kill -TERM "$nats"
+            wait "$nats" 2>/dev/null || true
+            wait_for "the disconnect" 10 grep -q "NATS connection lost" "$WORK/stop-$how.log"
+        fi
+        start=$(date +%s%N)
+        [ $how = together ] && kill -TERM "$nats"
+        kill -TERM "$DAEMON_PID"
+        wait "$DAEMON_PID" || fail "exit status $? stopping with the server $how"
+        ms=$(ms_since "$start")
+        [ "$ms" -le 3000 ] || fail "stopping with the server going away ($how) took $ms ms"
+        say "SIGTERM with the server going away ($how): stopped after $ms ms"
+        wait "$nats" 2>/dev/null || true
+    done
+}
+
 "case_$CASE"
 ok=1
 say "ok"
