@@ -7,11 +7,11 @@
 // Needs tests/node/node_modules (npm ci --prefix tests/node; scripts/test.sh runs it).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFileSync } from "node:child_process";
-import { createServer, connect as tcpConnect } from "node:net";
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { LANESCHED, startLanesched, startNats, stopAll } from "./harness.mjs";
 
 let nats;
 try {
@@ -22,47 +22,7 @@ try {
   );
 }
 
-const LANESCHED = process.env.LANESCHED_BIN;
-const NATS_SERVER = process.env.LANES_NATS_SERVER || "nats-server";
-const children = [];
 let dir, port, nc;
-const logs = {};
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const p = s.address().port;
-      s.close(() => resolve(p));
-    });
-  });
-}
-
-function accepting(p) {
-  return new Promise((resolve) => {
-    const c = tcpConnect(p, "127.0.0.1");
-    c.once("connect", () => { c.destroy(); resolve(true); });
-    c.once("error", () => resolve(false));
-  });
-}
-
-async function until(what, fn, ms = 20000) {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await fn()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
-
-function start(name, bin, args) {
-  const child = spawn(bin, args, { stdio: ["ignore", "ignore", "pipe"] });
-  logs[name] = "";
-  child.stderr.on("data", (d) => { logs[name] += d; });
-  children.push(child);
-  return child;
-}
 
 async function collect(iterPromise) {
   const out = [];
@@ -73,21 +33,16 @@ async function collect(iterPromise) {
 before(async () => {
   assert.ok(LANESCHED, "LANESCHED_BIN must name the lanesched binary");
   dir = mkdtempSync(join(tmpdir(), "lanes-node-discovery-"));
-  port = await freePort();
-  start("nats", NATS_SERVER, ["-a", "127.0.0.1", "-p", String(port)]);
-  await until("nats-server", () => accepting(port));
-  const url = `nats://127.0.0.1:${port}`;
-  for (const [name, models] of [["a", "llama"], ["b", "qwen"]]) {
-    start(name, LANESCHED, ["--server", url, "--store", "memory", "--models", models]);
-    await until(`lanesched ${name}`, () => logs[name].includes("lanesched: ready"));
-  }
+  let url;
+  ({ port, url } = await startNats());
+  for (const [name, models] of [["a", "llama"], ["b", "qwen"]])
+    await startLanesched(name, ["--server", url, "--store", "memory", "--models", models]);
   nc = await nats.connect({ servers: `127.0.0.1:${port}` });
 });
 
 after(async () => {
   if (nc) await nc.close();
-  for (const c of children) c.kill("SIGTERM");
-  await Promise.all(children.map((c) => new Promise((r) => (c.exitCode !== null ? r() : c.once("exit", r)))));
+  await stopAll();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 

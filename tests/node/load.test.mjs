@@ -11,75 +11,23 @@
 // Needs tests/node/node_modules (npm ci --prefix tests/node; scripts/test.sh runs it).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { createServer, connect as tcpConnect } from "node:net";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { run } from "./load-client.mjs";
+import { LANESCHED, startLanesched, startNats, stopAll } from "./harness.mjs";
 
-const LANESCHED = process.env.LANESCHED_BIN;
-const NATS_SERVER = process.env.LANES_NATS_SERVER || "nats-server";
-const children = [];
-const logs = {};
 let dir, url;
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const p = s.address().port;
-      s.close(() => resolve(p));
-    });
-  });
-}
-
-function accepting(p) {
-  return new Promise((resolve) => {
-    const c = tcpConnect(p, "127.0.0.1");
-    c.once("connect", () => { c.destroy(); resolve(true); });
-    c.once("error", () => resolve(false));
-  });
-}
-
-async function until(what, fn, ms = 20000) {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await fn()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
-
-function start(name, bin, args) {
-  const child = spawn(bin, args, { stdio: ["ignore", "ignore", "pipe"] });
-  logs[name] = "";
-  child.stderr.on("data", (d) => { logs[name] += d; });
-  children.push(child);
-  return child;
-}
 
 before(async () => {
   assert.ok(LANESCHED, "LANESCHED_BIN must name the lanesched binary");
   dir = mkdtempSync(join(tmpdir(), "lanes-node-load-"));
-  const port = await freePort();
-  start("nats", NATS_SERVER, ["-a", "127.0.0.1", "-p", String(port)]);
-  await until("nats-server", () => accepting(port));
-  url = `nats://127.0.0.1:${port}`;
-  start("lanesched", LANESCHED, ["--server", url, "--data-dir", join(dir, "data")]);
-  await until("lanesched", () => logs.lanesched.includes("lanesched: ready"));
+  ({ url } = await startNats());
+  await startLanesched("lanesched", ["--server", url, "--data-dir", join(dir, "data")]);
 });
 
-// lanesched first, while its nats-server is still there to drain to (stopped together, the daemon
-// waits out its connection's close), then the server
 after(async () => {
-  for (const c of [...children].reverse()) {
-    if (c.exitCode === null) {
-      c.kill("SIGTERM");
-      await new Promise((r) => (c.exitCode !== null ? r() : c.once("exit", r)));
-    }
-  }
+  await stopAll();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
