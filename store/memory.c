@@ -179,6 +179,8 @@ static store_status_t mem_append(store_t *store, store_queue_t *queue, const sto
     it->queue = q;
     it->arrival_ns = item->arrival_ns;
     it->tokens = item->tokens;
+    it->prefix_tokens = item->prefix_tokens;
+    it->max_wait_ms = item->max_wait_ms;
     it->deliveries = 0;
     it->id_len = (uint32_t)item->id_len;
     it->payload_len = (uint32_t)item->payload_len;
@@ -213,6 +215,8 @@ static store_status_t mem_peek(store_t *store, store_queue_t *queue, store_view_
             .deliveries = it->deliveries,
             .signature = q->signature,
             .arrival_ns = it->arrival_ns,
+            .prefix_tokens = it->prefix_tokens,
+            .max_wait_ms = it->max_wait_ms,
         };
     }
     *out_n = n;
@@ -435,7 +439,9 @@ static store_status_t mem_queue_scan(store_t *store, store_queue_t *queue, store
                           .tokens = it->tokens,
                           .deliveries = it->deliveries,
                           .signature = q->signature,
-                          .arrival_ns = it->arrival_ns};
+                          .arrival_ns = it->arrival_ns,
+                          .prefix_tokens = it->prefix_tokens,
+                          .max_wait_ms = it->max_wait_ms};
         fn(ctx, &v);
     }
     return STORE_OK;

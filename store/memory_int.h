@@ -21,6 +21,8 @@ typedef struct {
     uint64_t arrival_ns;
     uint32_t tokens;
     uint32_t deliveries;
+    uint32_t prefix_tokens;
+    uint32_t max_wait_ms;
     uint32_t id_len;
     uint32_t payload_len;
     uint8_t bytes[]; /* id, then payload */

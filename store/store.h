@@ -81,6 +81,8 @@ typedef struct {
     size_t payload_len;
     uint32_t tokens;
     uint64_t arrival_ns;
+    uint32_t prefix_tokens; /* tokens of the cacheable prefix the signature covers; 0 = unknown */
+    uint32_t max_wait_ms;   /* the item's own wait budget; 0 = its model's */
 } store_item_t;
 
 /*
@@ -98,6 +100,8 @@ typedef struct {
     uint32_t deliveries; /* commits so far, this one not included */
     uint64_t signature;
     uint64_t arrival_ns;
+    uint32_t prefix_tokens; /* as appended (store_item_t) */
+    uint32_t max_wait_ms;
 } store_view_t;
 
 /* Opens an empty in-memory store. On success *out (returned to the caller) is freed with

@@ -142,6 +142,7 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
                  store_peek(s->store, cand[d].user, s->scratch.views + n, want, &got)) != STORE_OK)
             return SCHED_ESTORE;
         uint64_t longest = 0, add_real = 0;
+        uint32_t add_prefix = 0;
         int fits = got != 0 && got <= room && got >= cand[d].queued_items;
         for (size_t i = 0; fits && i < got; i++) {
             const store_view_t *v = &s->scratch.views[n + i];
@@ -149,6 +150,7 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
                 fits = 0; /* a dead letter goes out alone (invariant 2) */
             longest = v->tokens > longest ? v->tokens : longest;
             add_real += v->tokens;
+            add_prefix = v->prefix_tokens > add_prefix ? v->prefix_tokens : add_prefix;
         }
         uint32_t pad_c = (uint32_t)packer_pad(longest);
         uint32_t pad_m = pad > pad_c ? pad : pad_c;
@@ -171,6 +173,8 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
         n += got;
         pad = pad_m;
         real += add_real;
+        if (add_prefix > b->prefix_tokens)
+            b->prefix_tokens = add_prefix;
         b->lanes++;
         idx[d] += dir[d];
     }

@@ -100,8 +100,12 @@ static sched_status_t fill_lane_pack(sched_t *s, const sched_consumer_t *consume
     }
     if (n == 0)
         return SCHED_EEMPTY;
-    for (size_t i = 0; i < pr.count; i++)
+    uint32_t prefix = 0;
+    for (size_t i = 0; i < pr.count; i++) {
         s->scratch.lane_of[i] = lane_id;
+        if (s->scratch.views[i].prefix_tokens > prefix)
+            prefix = s->scratch.views[i].prefix_tokens;
+    }
     s->filled = (sched_batch_t){
         .batch_id = 0, /* given when the batch is final (sched_fill) */
         .model_view = model->name,
@@ -111,6 +115,7 @@ static sched_status_t fill_lane_pack(sched_t *s, const sched_consumer_t *consume
         .pad_to = pr.pad_to,
         .padded_tokens = pr.padded_tokens,
         .real_tokens = pr.real_tokens,
+        .prefix_tokens = prefix,
         .n = pr.count,
         .items_view = s->scratch.views,
         .dead_letter = dead,
@@ -134,6 +139,10 @@ static sched_status_t fill_lane(sched_t *s, const sched_consumer_t *consumer, sc
     if (costed && s->filled_extendable &&
         (st = extend_fill(s, consumer, &cost, shape, cap)) != SCHED_OK)
         return st;
+    /* What the worker pays for the prefix, as the core models its cache (worker.c). */
+    s->filled.prefix_charged = consumer->worker != NULL && worker_is_warm(consumer->worker, shape)
+                                   ? 0
+                                   : s->filled.prefix_tokens;
     uint64_t until;
     if (costed && hold_batch(s, consumer, model, &cost, s->clock(s->clock_ctx), &until)) {
         s->held = 1;

@@ -211,6 +211,8 @@ sched_status_t sched_submit(sched_t *s, const sched_item_t *item, sched_placemen
         .payload_len = item->payload_len,
         .tokens = item->tokens,
         .arrival_ns = now,
+        .prefix_tokens = item->prefix_tokens,
+        .max_wait_ms = item->max_wait_ms,
     };
     if ((s->store_status = store_append(s->store, queue, &si, NULL)) != STORE_OK) {
         st = SCHED_ESTORE;
@@ -277,6 +279,7 @@ sched_status_t sched_commit(sched_t *s, const sched_batch_t *batch)
         .worker = s->filled_worker,
         .commit_ns = sched_now(s),
         .padded_tokens = b->padded_tokens,
+        .prefix_charged = b->prefix_charged,
         .lane = b->lane,
         .n = (uint32_t)b->n,
         .unsettled = (uint32_t)b->n,
@@ -419,7 +422,7 @@ sched_status_t sched_complete(sched_t *s, uint64_t batch_id, const uint32_t *pos
         uint64_t start =
             rec->commit_ns > rec->worker->last_done_ns ? rec->commit_ns : rec->worker->last_done_ns;
         if (now > start) {
-            sched_worker_sample(rec->worker, rec->padded_tokens, now - start);
+            sched_worker_sample(rec->worker, rec->padded_tokens + rec->prefix_charged, now - start);
             s->counters.service_ns += now - start;
             s->counters.service_batches++;
         }

@@ -117,7 +117,8 @@ typedef struct sched_inflight {
     uint64_t commit_ns;
     uint64_t deadline_ns; /* 0: none (sched_batch_deadline_set) */
     uint64_t padded_tokens;
-    uint32_t lane; /* the lane it was chosen from */
+    uint32_t prefix_charged; /* the prefix tokens the worker computes for it (sched_batch_t) */
+    uint32_t lane;           /* the lane it was chosen from */
     uint32_t n;
     uint32_t unsettled;
     int sampled; /* its completion time went to the worker's estimator */

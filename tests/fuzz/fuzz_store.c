@@ -106,8 +106,14 @@ static void fuzz_base_make(const char *dir)
         int idlen = snprintf(id, sizeof(id), "item-%02d", i);
         int plen = snprintf(payload, sizeof(payload), "payload of item %d %.*s", i, i % 17,
                             "xxxxxxxxxxxxxxxxx");
-        store_item_t it = {(const uint8_t *)id, (size_t)idlen,      (const uint8_t *)payload,
-                           (size_t)plen,        (uint32_t)(10 + i), (uint64_t)i * 1000};
+        store_item_t it = {(const uint8_t *)id,
+                           (size_t)idlen,
+                           (const uint8_t *)payload,
+                           (size_t)plen,
+                           (uint32_t)(10 + i),
+                           (uint64_t)i * 1000,
+                           0,
+                           0};
         if (store_append(s, q[i % 3], &it, &refs[i]) != STORE_OK)
             fuzz_die("base append");
         if (i == 44 && store_flush(s) != STORE_OK) /* the last 15 are never flushed */

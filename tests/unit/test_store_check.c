@@ -56,7 +56,7 @@ static void rig_open(rig_t *r, uint64_t disk)
         memset(id, 'a' + i, sizeof(id));
         memset(payload, i, sizeof(payload));
         store_item_t it = {
-            id, sizeof(id), payload, sizeof(payload), (uint32_t)(10 + i), 1000 + (uint64_t)i};
+            id, sizeof(id), payload, sizeof(payload), (uint32_t)(10 + i), 1000 + (uint64_t)i, 0, 0};
         assert_int_equal(store_append(r->s, r->q, &it, &r->refs[i]), STORE_OK);
     }
     assert_int_equal(store_flush(r->s), STORE_OK);
@@ -83,7 +83,7 @@ static void test_disk_checks_hold_through_every_operation(void **state)
     assert_int_equal(q->len, N_ITEMS - 2);
     assert_int_equal(d->pending.len, 2);
     /* One more append stays unflushed: the records past the boundary are checked as such. */
-    store_item_t it = {(const uint8_t *)"z", 1, NULL, 0, 7, 9999};
+    store_item_t it = {(const uint8_t *)"z", 1, NULL, 0, 7, 9999, 0, 0};
     assert_int_equal(store_append(r.s, r.q, &it, NULL), STORE_OK);
     assert_int_equal(q->n_unflushed, 1);
     assert_int_equal(disk_check(d), 1);
@@ -181,7 +181,7 @@ static void test_disk_check_catches_an_unflushed_record_counted_readable(void **
     rig_open(&r, STORE_SEGMENT_MAX_DEFAULT);
     disk_t *d = disk_of(r.s);
     dqueue_t *q = (dqueue_t *)r.q;
-    store_item_t it = {(const uint8_t *)"z", 1, NULL, 0, 7, 9999};
+    store_item_t it = {(const uint8_t *)"z", 1, NULL, 0, 7, 9999, 0, 0};
     assert_int_equal(store_append(r.s, r.q, &it, NULL), STORE_OK);
     assert_int_equal(q->n_unflushed, 1);
     q->n_unflushed = 0;
@@ -377,7 +377,7 @@ static void test_debug_build_aborts_an_operation_on_a_broken_queue(void **state)
     assert_true(pid >= 0);
     if (pid == 0) {
         ((mem_queue_t *)r.q)->base.queued_items++;
-        store_item_t it = {(const uint8_t *)"z", 1, NULL, 0, 7, 9999};
+        store_item_t it = {(const uint8_t *)"z", 1, NULL, 0, 7, 9999, 0, 0};
         store_append(r.s, r.q, &it, NULL);
         _exit(0); /* not reached when the check runs */
     }

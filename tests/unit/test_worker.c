@@ -216,7 +216,7 @@ static void test_worker_samples_come_from_commit_to_completion(void **state)
     sched_consumer_t c = {M(f->sched, "m"), {1, 100000, 0}, w};
     for (uint32_t i = 0; i < 2; i++) {
         char id[8] = {'a', (char)('0' + i)};
-        sched_item_t it = {M(f->sched, "m"), 1, 100, (const uint8_t *)id, 2, NULL, 0};
+        sched_item_t it = {M(f->sched, "m"), 1, 100, (const uint8_t *)id, 2, NULL, 0, 0, 0};
         assert_int_equal(sched_submit(f->sched, &it, NULL), SCHED_OK);
     }
     sched_batch_t b1, b2;
@@ -249,7 +249,7 @@ static void test_worker_dead_letter_is_no_sample(void **state)
     assert_int_equal(sched_create(&cfg, f.store, &f.sched), SCHED_OK);
     sched_worker_t *w = worker(&f, 0, 0, 1);
     sched_consumer_t c = {M(f.sched, "m"), {8, 100000, 0}, w};
-    sched_item_t it = {M(f.sched, "m"), 1, 100, (const uint8_t *)"x", 1, NULL, 0};
+    sched_item_t it = {M(f.sched, "m"), 1, 100, (const uint8_t *)"x", 1, NULL, 0, 0, 0};
     assert_int_equal(sched_submit(f.sched, &it, NULL), SCHED_OK);
     sched_batch_t b;
     assert_int_equal(sched_fill(f.sched, &c, &b), SCHED_OK);
