@@ -53,14 +53,15 @@ static int main_check_trace(const wl_config_t *wl, const wl_item_t *items, size_
     wl_item_t *again = NULL;
     size_t m = 0;
     int rc = -1;
-    if (wl_trace_write(path, wl, items, n) != 0 || wl_trace_read(path, &back, &again, &m) != 0)
+    if (wl_trace_write(path, wl, items, n) != 0 ||
+        wl_trace_read(path, &back, &again, &m, NULL, 0) != 0)
         goto out;
     if (m != n || back.seed != wl->seed || back.models != wl->models)
         goto out;
     for (size_t i = 0; i < n; i++) {
         if (again[i].t_ns != items[i].t_ns || again[i].signature != items[i].signature ||
             again[i].model != items[i].model || again[i].shape != items[i].shape ||
-            again[i].tokens != items[i].tokens)
+            again[i].tokens != items[i].tokens || again[i].prefix_tokens != items[i].prefix_tokens)
             goto out;
     }
     rc = 0;

@@ -33,7 +33,7 @@ void report_json_num(FILE *f, double v)
         fprintf(f, "null");
 }
 
-static void report_json_result(FILE *f, const sim_result_t *r)
+static void report_json_result(FILE *f, const report_t *rep, const sim_result_t *r)
 {
     fprintf(f, "    {\"policy\": ");
     report_json_str(f, sim_policy_name(r->policy));
@@ -72,6 +72,11 @@ static void report_json_result(FILE *f, const sim_result_t *r)
     report_json_num(f, report_items_per_batch(r));
     fprintf(f, ", \"gpu_busy_s\": ");
     report_json_num(f, (double)r->busy_ns / 1e9);
+    fprintf(f,
+            ", \"prefix_tokens\": %" PRIu64 ", \"prefix_saved_tokens\": %" PRIu64
+            ", \"cache_saved_gpu_s\": ",
+            r->prefix_tokens, r->prefix_saved_tokens);
+    report_json_num(f, report_cache_saved_ns(rep, r) / 1e9);
     uint64_t reuses = 0, opened = 0;
     double ratio = report_reuse_ratio(r, &reuses, &opened);
     fprintf(f,
@@ -175,7 +180,7 @@ int report_json_write(const char *path, const report_t *rep)
             sched_hold_burst_resolve(sc->hold_burst), sc->declare_cost ? "true" : "false",
             sc->sample_ns);
     for (size_t i = 0; i < rep->n_results; i++) {
-        report_json_result(f, &rep->results[i]);
+        report_json_result(f, rep, &rep->results[i]);
         fprintf(f, "%s\n", i + 1 < rep->n_results ? "," : "");
     }
     fprintf(f, "  ],\n  \"lanes_in_use_over_time\": {\n");

@@ -69,6 +69,7 @@ typedef struct {
     uint32_t batch_cap; /* most items one batch can hold */
     uint32_t *tok;      /* scratch: batch_cap */
     uint64_t *sig;      /* scratch: batch_cap */
+    uint32_t *pfx;      /* scratch: batch_cap, the items' prefix_tokens */
 
     /* rolling lanes */
     store_t *store;
