@@ -15,6 +15,10 @@
  *      lane's batch, only shrink it. Its items keep their order, after the items taken before.
  *   2. The merged batch is within the contract (count, padded budget) and every merge had a
  *      positive saving at the worker's cost; the batch never contains a dead letter.
+ *   4. Under a wait budget (budget.c) a lane left out waits for company of its own until it is
+ *      due, so a merge is credited with the lane's items' share of the fixed cost of a full batch
+ *      of their own (n_add / the items of their pad the contract fits) instead of
+ *      merge_credit: what they would pay at best if left out.
  *   3. Once a second lane is peeked, every view of the batch points into the scheduler's arena,
  *      never into the store's buffers: a backend may reuse its read buffer from one peek to the
  *      next (the disk store does), and the batch must outlive the peeks that built it.
@@ -78,6 +82,34 @@ static sched_status_t extend_copy(struct sched *s, size_t *used, size_t from, si
     return SCHED_OK;
 }
 
+/* Under a wait budget, a lane whose oldest item is due is credited with this share of the fixed
+ * cost (and a younger lane with it times the share of its due age it waited): a lane left out
+ * goes soon, but often with a neighbour of its own. The share with the least GPU time on steady,
+ * bursty and churn at --slo-ms 5000 (`lanesched-bench sim --preset P --prefixes --slo-ms 5000`,
+ * 0.5 to 1; docs/policy.md, "The wait budget"). */
+#define EXTEND_DUE_CREDIT 0.5
+
+/* The cost a merge of n_add items padded to pad_add is judged at (into *out, returned): the
+ * credited cost, and under a wait budget its fixed part scaled to the items' share of a full
+ * batch of their own (invariant 4). */
+static const packer_cost_t *extend_credit(const packer_cost_t *cost, const packer_contract_t *k,
+                                          int budget, uint64_t n_add, uint32_t pad_add,
+                                          double waited, packer_cost_t *out)
+{
+    *out = *cost;
+    if (budget) {
+        uint64_t full = pad_add != 0 ? k->max_batch_tokens / pad_add : k->max_batch_size;
+        if (full > k->max_batch_size)
+            full = k->max_batch_size;
+        double share = full > n_add ? (double)n_add / (double)full : 1.0;
+        waited = EXTEND_DUE_CREDIT * (waited < 1.0 ? waited : 1.0);
+        if (waited > share)
+            share = waited;
+        out->fixed_ns *= share;
+    }
+    return out;
+}
+
 /* The next lane holding items from sorted index *idx in direction dir (-1, +1); 0 at the end. */
 static int extend_next(const lanes_t *lanes, int64_t *idx, int dir, lanes_lane_t *out)
 {
@@ -92,9 +124,16 @@ static int extend_next(const lanes_t *lanes, int64_t *idx, int dir, lanes_lane_t
 sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const packer_cost_t *worker,
                            sched_shape_t *shape, uint64_t cap)
 {
-    /* The fixed cost a merge is credited with (sched_config_t.merge_credit). */
+    /* The fixed cost a merge is credited with (sched_config_t.merge_credit); under a wait
+     * budget, per lane (invariant 4). */
     packer_cost_t credited = *worker;
-    credited.fixed_ns *= s->merge_credit;
+    int budget = s->models[shape->model_idx]->slo_ns != 0;
+    uint64_t now = s->clock(s->clock_ctx);
+    credited.fixed_ns *= budget ? 1.0 : s->merge_credit;
+    /* under a budget a batch that misses the cache also saves its prefix for every lane it takes
+     * along: left out, they would make another worker (or this one, later) pay it again */
+    if (budget && (c->worker == NULL || !worker_is_warm(c->worker, shape)))
+        credited.fixed_ns += worker->token_ns * (double)s->filled.prefix_tokens;
     const packer_cost_t *cost = &credited;
     sched_batch_t *b = &s->filled;
     uint32_t pos;
@@ -112,6 +151,7 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
         /* The side whose next lane, judged by its target, would save more. */
         lanes_lane_t cand[2];
         double est[2] = {0, 0};
+        packer_cost_t lane_cost[2];
         for (int d = 0; d < 2; d++) {
             if (!open[d] || !extend_next(shape->lanes, &idx[d], dir[d], &cand[d])) {
                 open[d] = 0;
@@ -123,7 +163,9 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
                 open[d] = 0; /* one item this far below already pads by a whole batch */
                 continue;
             }
-            est[d] = packer_merge_saving(cost, n, pad, cand[d].queued_items, pad_c);
+            est[d] = packer_merge_saving(
+                extend_credit(cost, k, budget, cand[d].queued_items, pad_c, 0.0, &lane_cost[d]), n,
+                pad, cand[d].queued_items, pad_c);
         }
         int d = !open[0] ? 1 : !open[1] ? 0 : est[1] > est[0];
         if (!open[d])
@@ -156,7 +198,16 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
         uint32_t pad_m = pad > pad_c ? pad : pad_c;
         fits = fits && n + got <= k->max_batch_size &&
                (uint64_t)(n + got) * pad_m <= k->max_batch_tokens;
-        if (!fits || packer_merge_saving(cost, n, pad, got, pad_c) <= 0.0) {
+        /* a lane whose oldest item is due goes now in any case: its own batch would be as
+         * small as it is (invariant 4) */
+        uint64_t due_ns = s->models[shape->model_idx]->due_ns,
+                 first = s->scratch.views[n].arrival_ns;
+        double waited = got == 0 || first <= shape->drain_ns || first + due_ns <= now ? 1.0
+                        : now > first ? (double)(now - first) / (double)due_ns
+                                      : 0.0;
+        if (!fits ||
+            packer_merge_saving(extend_credit(cost, k, budget, got, pad_c, waited, &lane_cost[d]),
+                                n, pad, got, pad_c) <= 0.0) {
             if (d == 1)
                 open[1] = 0; /* longer lanes only cost more */
             else

@@ -143,8 +143,10 @@ static sched_status_t fill_lane(sched_t *s, const sched_consumer_t *consumer, sc
     s->filled.prefix_charged = consumer->worker != NULL && worker_is_warm(consumer->worker, shape)
                                    ? 0
                                    : s->filled.prefix_tokens;
-    uint64_t until;
-    if (costed && hold_batch(s, consumer, model, &cost, s->clock(s->clock_ctx), &until)) {
+    uint64_t until, now = s->clock(s->clock_ctx);
+    int budgeted = s->policy == SCHED_POLICY_LANES && consumer->worker != NULL && model->slo_ns;
+    if (budgeted ? budget_hold(s, consumer, model, shape, now, &until)
+                 : costed && hold_batch(s, consumer, model, &cost, now, &until)) {
         s->held = 1;
         s->retry_ns = until;
         s->counters.holds++;
@@ -182,10 +184,27 @@ static sched_status_t fill_pick(sched_t *s, const sched_consumer_t *consumer, sc
     if (cap > consumer->contract.max_batch_size)
         cap = consumer->contract.max_batch_size;
 
-    uint32_t lane_id = 0, prev = 0;
+    uint32_t lane_id = 0, prev = 0, starved = 0;
+    int budget = model->slo_ns != 0 && s->policy == SCHED_POLICY_LANES && consumer->worker != NULL;
     if (select_lane_starved(s, shape, &lane_id)) { /* select.c invariant 4 */
+        starved = lane_id;
         st = fill_lane(s, consumer, model, shape, lane_id, cap, out);
-        if (st != SCHED_EEMPTY || s->held)
+        if (st != SCHED_EEMPTY || (s->held && !budget))
+            return st;
+        if (s->held && lanes_next_by_tokens(shape->lanes, NULL, &lane_id) && lane_id != starved) {
+            /* under a budget the starved lane waits for company: the fullest may be full */
+            uint64_t retry = s->retry_ns;
+            s->held = 0;
+            st = fill_lane(s, consumer, model, shape, lane_id, cap, out);
+            if (s->held && retry < s->retry_ns)
+                s->retry_ns = retry;
+            if (s->held || st != SCHED_EEMPTY)
+                return st;
+            s->held = 1;
+            s->retry_ns = retry;
+            return SCHED_EEMPTY;
+        }
+        if (s->held)
             return st;
     }
     for (int more = lanes_next_by_tokens(shape->lanes, NULL, &lane_id); more;

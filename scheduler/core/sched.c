@@ -145,6 +145,7 @@ sched_status_t sched_create(const sched_config_t *config, store_t *store, sched_
     s->hold_share = config->hold_share > 0.0 ? config->hold_share : SCHED_HOLD_SHARE_DEFAULT;
     s->hold_ramp = config->hold_ramp > 0.0 ? config->hold_ramp : SCHED_HOLD_RAMP_DEFAULT;
     s->hold_burst = sched_hold_burst_resolve(config->hold_burst);
+    s->slo_ns = config->slo_ns;
     map_init(&s->model_names);
     map_init(&s->shapes);
     map_init(&s->inflight);
@@ -173,6 +174,7 @@ void sched_destroy(sched_t *s)
     worker_destroy_all(s);
     shapes_destroy_all(s);
     model_destroy_all(s);
+    budget_free(s);
     fill_scratch_free(&s->scratch);
     free(s);
 }
@@ -319,9 +321,12 @@ sched_status_t sched_commit(sched_t *s, const sched_batch_t *batch)
         lanes_note_dispatched(shape->lanes, s->scratch.lane_of[from], end - from, tokens);
     }
     shape->oldest_stale = 1; /* its oldest item may have gone: shapes.c invariant 5 */
+    sched_model_t *model = s->models[shape->model_idx];
     for (size_t i = 0; i < b->n; i++) {
-        uint64_t a = b->items_view[i].arrival_ns;
-        waits_note(&s->waits, rec->commit_ns > a ? rec->commit_ns - a : 0);
+        uint64_t a = b->items_view[i].arrival_ns,
+                 wait = rec->commit_ns > a ? rec->commit_ns - a : 0;
+        waits_note(&s->waits, wait);
+        budget_note_commit(model, &b->items_view[i], wait);
     }
     shapes_queued_note(s, shape, before, before_tokens);
     if (rec->worker != NULL) {
@@ -537,6 +542,7 @@ void sched_tick(sched_t *s)
     s->filled_valid = 0;
     fill_scratch_trim(&s->scratch);
     shapes_tick(s, sched_now(s));
+    budget_tick(s, sched_now(s));
     INVARIANT_CHECK(sched_check(s));
 }
 

@@ -72,6 +72,11 @@ typedef struct {
      * hold_burst x hold_ns whatever the load now (0 = SCHED_HOLD_BURST_DEFAULT; < 0 = no burst
      * regime, the gate and ramp alone). */
     double hold_burst;
+    /* The wait budget (budget.c; 0 = none): the p99 queue wait the user accepts, for every model
+     * (sched_slo_set: one model's). Under it the `lanes` policy's batches wait for company until
+     * the budget's due age, and that age is the model's age bound; hold_* and starvation_ns
+     * then do not apply to the model. */
+    uint64_t slo_ns;
 } sched_config_t;
 
 typedef struct sched sched_t;
@@ -243,6 +248,10 @@ void sched_destroy(sched_t *sched);
 /* The factor a config's hold_burst stands for: 0 (no burst regime) when negative, the default
  * when 0. */
 double sched_hold_burst_resolve(double configured);
+
+/* One model's wait budget (0: none), over sched_config_t.slo_ns; kept for a model not seen yet.
+ * SCHED_ENOMEM, or SCHED_EINVAL for an empty name. */
+sched_status_t sched_slo_set(sched_t *sched, const char *model, uint64_t slo_ns);
 
 /* Longest item the scheduler takes: pad_to and padded-token sums stay within 32/64 bits. */
 #define SCHED_MAX_TOKENS (UINT32_MAX - PACKER_PAD_MULTIPLE)

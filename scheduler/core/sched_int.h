@@ -20,6 +20,9 @@ typedef struct {
 } waits_t;
 void waits_note(waits_t *w, uint64_t wait_ns);
 
+/* budget.c: lateness is measured in this many shares of the budget. */
+#define BUDGET_LATE_BUCKETS 64u
+
 /* A model's heaps of shapes (heap.c). */
 enum { HEAP_TOKENS = 0, HEAP_COLD, HEAP_OLDEST, HEAP_COUNT };
 #define HEAP_ABSENT SIZE_MAX
@@ -37,6 +40,7 @@ typedef struct sched_shape {
      * a dispatch may have taken that item. */
     uint64_t oldest_ns;
     int oldest_stale;
+    uint64_t drain_ns; /* budget.c invariant 4: items arrived by then are due */
 } sched_shape_t;
 
 typedef struct {
@@ -65,6 +69,12 @@ struct sched_model {
     uint64_t load_t_ns, load_t0_ns;
     double burst_items, peak_rate;
     uint64_t burst_t_ns, peak_t_ns;
+    /* budget.c: the model's wait budget (0: none), the age at which its items are due, and how
+     * late its due items went (decayed counts per 1/BUDGET_LATE_BUCKETS of the budget, the last
+     * one beyond it) as of late_t_ns */
+    uint64_t slo_ns, due_ns;
+    double late[BUDGET_LATE_BUCKETS + 1];
+    uint64_t late_t_ns;
 };
 
 /* The core's view of one consumer (worker.c). */
@@ -125,6 +135,12 @@ typedef struct sched_inflight {
     sched_inflight_item_t items[];
 } sched_inflight_t;
 
+/* A model's wait budget set by name (sched_slo_set). */
+typedef struct {
+    char *model;
+    uint64_t slo_ns;
+} sched_slo_t;
+
 struct sched {
     store_t *store; /* borrowed */
     uint32_t max_lanes;
@@ -139,7 +155,10 @@ struct sched {
     double hold_ramp;  /* ... and the whole hold from hold_load + hold_ramp */
     double hold_share; /* held while the fixed cost is at least this share of the batch */
     double hold_burst; /* the hold's length in a burst regime, in hold_ns; 0: no burst regime */
-    uint64_t retry_ns; /* sched_retry_ns: set by the last fill that found nothing */
+    uint64_t slo_ns;   /* every model's wait budget (budget.c); 0: none */
+    sched_slo_t *slos; /* per-model budgets, n_slos of them */
+    size_t n_slos;
+    uint64_t retry_ns;      /* sched_retry_ns: set by the last fill that found nothing */
     sched_model_t **models; /* model.c */
     size_t n_models;
     map_t model_names; /* the names' XXH64 pair -> the first sched_model_t under it */
@@ -244,6 +263,22 @@ double hold_load(const sched_model_t *m, const packer_contract_t *k, const packe
 /* Whether s->filled waits (hold.c invariants 2, 3): 1 and *out_until, when the hold ends. */
 int hold_batch(struct sched *s, const sched_consumer_t *c, sched_model_t *m,
                const packer_cost_t *cost, uint64_t now, uint64_t *out_until /* out */);
+
+/* budget.c */
+/* The model's budget and due age from the configuration (at its interning). */
+void budget_model_init(struct sched *s, sched_model_t *m);
+void budget_free(struct sched *s);
+/* An item of model m committed after waiting wait_ns: how late it went past its due age. */
+void budget_note_commit(sched_model_t *m, const store_view_t *v, uint64_t wait_ns);
+/* Every tick: each budgeted model's due age from the lateness it measured (budget.c). */
+void budget_tick(struct sched *s, uint64_t now);
+/* The age past which an item of the model goes first: the due age under a budget, else the
+ * configured age bound (starvation_ns). */
+uint64_t budget_age_bound(const struct sched *s, const sched_model_t *m);
+/* Under a budget: whether s->filled waits for company (budget.c invariants 2, 3): 1 and
+ * *out_until, when its first item is due. */
+int budget_hold(struct sched *s, const sched_consumer_t *c, const sched_model_t *m,
+                sched_shape_t *shape, uint64_t now, uint64_t *out_until /* out */);
 
 /* worker.c */
 /* The worker served a batch of this shape: its cache model takes it as the most recent. */

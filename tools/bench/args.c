@@ -324,15 +324,20 @@ int args_sim_parse(int argc, char **argv, int sweep, args_sim_t *a)
                 a->sim.hold_burst = -1.0;
             else
                 rc = args_double(f, v, 0.000001, 100.0, &a->sim.hold_burst);
+        } else if (strcmp(f, "--queue-delay-ms") == 0) {
+            double ms;
+            rc = args_double(f, v, 0.0, 3600.0 * 1000, &ms);
+            a->sim.bucket_delay_ns = (uint64_t)llround(ms * 1e6);
+            a->queue_delay_set = 1;
         } else if (strcmp(f, "--age-bound-ms") == 0) {
             double ms;
             rc = args_double(f, v, 0.0, 3600.0 * 1000, &ms);
             a->sim.age_bound_ns = (uint64_t)llround(ms * 1e6);
         } else if (sweep && strcmp(f, "--loads") == 0) {
             rc = args_loads(v, a->loads, &a->n_loads);
-        } else if (sweep && strcmp(f, "--slo-ms") == 0) {
+        } else if (strcmp(f, "--slo-ms") == 0) {
             rc = args_u64(f, v, 1, 3600ull * 1000 * 24, &u);
-            a->slo_ns = u * 1000000;
+            a->slo_ns = a->sim.slo_ns = u * 1000000;
         } else if (strcmp(f, "--prefix-tokens") == 0) {
             rc = args_range("--prefix-tokens", v, &a->prefix_min, &a->prefix_max);
         } else if (strcmp(f, "--policies") == 0) {

@@ -178,6 +178,11 @@ typedef struct {
     double hold_load, hold_share, hold_ramp; /* its gate, share and ramp (0 = the defaults) */
     double hold_burst;  /* its length in a burst regime, x hold_ns (0 = default, < 0 = none) */
     uint64_t sample_ns; /* sampling period; also the scheduler's maintenance tick */
+    /* POW2 and RANGE64: Triton's max_queue_delay (sim_queue.c invariant 4); 0 = none */
+    uint64_t bucket_delay_ns;
+    /* The wait budget (--slo-ms; 0 = none): SIM_LANES's sched_config_t.slo_ns; POW2 and
+     * RANGE64 run with the queue delay tuned to it (tune.c) unless bucket_delay_ns was set. */
+    uint64_t slo_ns;
 } sim_config_t;
 
 /* One sample, taken every sample_ns of simulated time. */
@@ -193,6 +198,9 @@ typedef struct {
 
 typedef struct {
     sim_policy_t policy;
+    uint64_t delay_ns;                /* the queue delay it ran with (POW2, RANGE64) */
+    int tuned;                        /* the delay was chosen for a budget (tune.c) */
+    int budget_met;                   /* tune.c: its p99 wait is within the budget */
     uint64_t items_in, tokens_in;     /* submitted */
     uint64_t items_done, tokens_done; /* completed by a worker */
     uint64_t batches, items_served, padded_tokens, real_tokens, hits, misses, busy_ns;
@@ -229,6 +237,11 @@ void sim_config_default(sim_config_t *cfg /* out */);
 int sim_run(const sim_config_t *cfg, const wl_item_t *items, size_t n, sim_policy_t policy,
             sim_result_t *out /* out */);
 void sim_result_free(sim_result_t *result);
+/* tune.c: policy (POW2 or RANGE64) with its queue delay chosen from a grid of shares of the
+ * budget: the least GPU time with the p99 wait within the budget, else the shortest p99. As
+ * sim_run; out->delay_ns is the delay chosen. */
+int sim_run_tuned(const sim_config_t *cfg, const wl_item_t *items, size_t n, sim_policy_t policy,
+                  uint64_t budget_ns, sim_result_t *out /* out */);
 
 /* ---- sweep mode (sweep.c) ------------------------------------------------------------------ */
 

@@ -467,7 +467,7 @@ static int sim_loop(sim_t *s)
                 t = s->workers[k].end_ns;
         }
         if (s->wake_ns > s->now && s->wake_ns < t)
-            t = s->wake_ns; /* a worker held back from a cold shape asks again (select.c) */
+            t = s->wake_ns; /* a worker held back from a cold shape, or a bucket's delay */
         if (t == UINT64_MAX)
             break; /* nothing arrives, nobody is busy, and the workers found nothing queued */
         if (next_tick <= t) {
@@ -521,6 +521,8 @@ int sim_run(const sim_config_t *cfg, const wl_item_t *items, size_t n, sim_polic
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     sim_t s = {.cfg = cfg, .items = items, .n = n, .policy = policy, .r = out};
+    if (policy == SIM_POW2 || policy == SIM_RANGE64)
+        s.delay_ns = out->delay_ns = cfg->bucket_delay_ns;
     int rc = -1;
     if (sim_setup(&s) != 0)
         goto out;

@@ -142,6 +142,7 @@ int sim_setup(sim_t *s)
             .hold_share = cfg->hold_share,
             .hold_ramp = cfg->hold_ramp,
             .hold_burst = cfg->hold_burst,
+            .slo_ns = s->policy == SIM_LANES ? cfg->slo_ns : 0,
         };
         sched_status_t st = sched_create(&sc, s->store, &s->sched);
         if (st != SCHED_OK) {

@@ -1,0 +1,167 @@
+/*
+ * budget.c - the wait budget (sched_config_t.slo_ns, sched_slo_set, WorkItem.max_wait_ms): the
+ * p99 queue wait the user accepts, and how the `lanes` policy spends it on company for its
+ * batches instead of the hold's hand-set constants (hold.c).
+ *
+ * Under a budget B a batch's items are due at arrival + D, where D is the model's due age (each
+ * item's own max_wait_ms, when set, scales D down in proportion). A batch goes when it is full
+ * to the contract or its first item is due; otherwise it waits for company, and the worker asks
+ * again at that due time (sched_retry_ns). The due age is also the model's age bound: a shape or
+ * lane holding a due item goes first (select.c). So the budget, not a load gate, decides how long
+ * company is awaited, at every load.
+ *
+ * Invariants:
+ *   1. Without a budget nothing here runs: the hold and the age bound are hold.c's and
+ *      sched_config_t's, exactly as before.
+ *   2. D never exceeds the budget, and an item with max_wait_ms waits for company at most its
+ *      share of it (max_wait_ms x D / B): a budget caps the hold, never raises it.
+ *   3. Never held: a dead letter, a batch full to the contract's items, or one that no further
+ *      item of its pad fits (padded tokens + pad_to over max_batch_tokens).
+ *   4. A due batch that misses the worker's cache makes every item of its shape queued then due:
+ *      the worker that paid the prefix drains the shape while it holds it, instead of leaving
+ *      the rest to be due later and paid for again after an eviction.
+ */
+#include "scheduler/core/sched_int.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The share of the budget an item may wait for company before it is due, at first and at most:
+ * the rest is left for the queue behind a due batch (workers busy with other due work) and the
+ * batch's own service. */
+#define BUDGET_DUE_SHARE 0.8
+/* ... and at least, however late due items go: below it the batches shrink, and a lateness that
+ * long comes from a queue the hold did not build (a burst, an overload). */
+#define BUDGET_DUE_MIN 0.5
+/* What the due age leaves for lateness: the p99 wait aimed at, as a share of the budget. */
+#define BUDGET_AIM 0.95
+/* The lateness histogram's memory: a few bursts long, so one burst moves it and a quiet minute
+ * forgets it. */
+#define BUDGET_TAU_NS 10e9
+
+void budget_model_init(struct sched *s, sched_model_t *m)
+{
+    m->slo_ns = s->slo_ns;
+    for (size_t i = 0; i < s->n_slos; i++)
+        if (strcmp(s->slos[i].model, m->name) == 0)
+            m->slo_ns = s->slos[i].slo_ns;
+    m->due_ns = (uint64_t)((double)m->slo_ns * BUDGET_DUE_SHARE);
+    memset(m->late, 0, sizeof(m->late));
+    m->late_t_ns = 0;
+}
+
+/* The due age of item v (invariant 2). */
+static uint64_t budget_item_age(const sched_model_t *m, const store_view_t *v)
+{
+    uint64_t d = m->due_ns;
+    if (v->max_wait_ms != 0 && (uint64_t)v->max_wait_ms * 1000000u < m->slo_ns)
+        d = (uint64_t)((double)d * ((double)v->max_wait_ms * 1e6 / (double)m->slo_ns));
+    return d;
+}
+
+void budget_note_commit(sched_model_t *m, const store_view_t *v, uint64_t wait_ns)
+{
+    if (m->slo_ns == 0)
+        return;
+    uint64_t age = budget_item_age(m, v), late = wait_ns > age ? wait_ns - age : 0;
+    uint64_t b = late * BUDGET_LATE_BUCKETS / m->slo_ns;
+    m->late[b < BUDGET_LATE_BUCKETS ? b : BUDGET_LATE_BUCKETS] += 1.0;
+}
+
+void budget_tick(struct sched *s, uint64_t now)
+{
+    for (size_t i = 0; i < s->n_models; i++) {
+        sched_model_t *m = s->models[i];
+        if (m->slo_ns == 0)
+            continue;
+        double d = m->late_t_ns != 0 && now > m->late_t_ns
+                       ? exp(-(double)(now - m->late_t_ns) / BUDGET_TAU_NS)
+                       : 1.0;
+        m->late_t_ns = now;
+        double n = 0.0;
+        for (uint32_t b = 0; b <= BUDGET_LATE_BUCKETS; b++)
+            n += (m->late[b] *= d);
+        if (n < 1.0)
+            continue; /* nothing measured lately: the due age stays */
+        double seen = 0.0;
+        uint32_t b = 0;
+        for (; b < BUDGET_LATE_BUCKETS; b++)
+            if ((seen += m->late[b]) >= 0.99 * n)
+                break;
+        double late99 = (double)(b + 1) / BUDGET_LATE_BUCKETS; /* in budgets, the bucket's edge */
+        double due = BUDGET_AIM - late99;
+        if (due < BUDGET_DUE_MIN) /* invariant 5: no due age brings the p99 within the budget */
+            due = BUDGET_DUE_SHARE;
+        m->due_ns =
+            (uint64_t)((due < BUDGET_DUE_SHARE ? due : BUDGET_DUE_SHARE) * (double)m->slo_ns);
+    }
+}
+
+sched_status_t sched_slo_set(sched_t *s, const char *model, uint64_t slo_ns)
+{
+    if (s == NULL || model == NULL || model[0] == '\0')
+        return SCHED_EINVAL;
+    size_t i = 0;
+    while (i < s->n_slos && strcmp(s->slos[i].model, model) != 0)
+        i++;
+    if (i == s->n_slos) {
+        sched_slo_t *t = realloc(s->slos, (s->n_slos + 1) * sizeof(*t));
+        if (t == NULL)
+            return SCHED_ENOMEM;
+        s->slos = t;
+        if ((s->slos[i].model = strdup(model)) == NULL)
+            return SCHED_ENOMEM;
+        s->n_slos++;
+    }
+    s->slos[i].slo_ns = slo_ns;
+    sched_model_t *m = model_find(s, model);
+    if (m != NULL)
+        budget_model_init(s, m);
+    return SCHED_OK;
+}
+
+void budget_free(struct sched *s)
+{
+    for (size_t i = 0; i < s->n_slos; i++)
+        free(s->slos[i].model);
+    free(s->slos);
+    s->slos = NULL;
+    s->n_slos = 0;
+}
+
+uint64_t budget_age_bound(const struct sched *s, const sched_model_t *m)
+{
+    return m->slo_ns != 0 && s->policy == SCHED_POLICY_LANES ? m->due_ns : s->starvation_ns;
+}
+
+/* When item v is due (invariant 2). */
+static uint64_t budget_item_due(const sched_model_t *m, const store_view_t *v)
+{
+    return v->arrival_ns + budget_item_age(m, v);
+}
+
+int budget_hold(struct sched *s, const sched_consumer_t *c, const sched_model_t *m,
+                sched_shape_t *shape, uint64_t now, uint64_t *out_until)
+{
+    const sched_batch_t *b = &s->filled;
+    const packer_contract_t *k = &c->contract;
+    if (b->dead_letter || b->n >= k->max_batch_size ||
+        b->padded_tokens + b->pad_to > k->max_batch_tokens) /* invariant 3 */
+        return 0;
+    uint64_t due = UINT64_MAX;
+    for (size_t i = 0; i < b->n; i++) {
+        uint64_t d = b->items_view[i].arrival_ns <= shape->drain_ns
+                         ? 0 /* invariant 4 */
+                         : budget_item_due(m, &b->items_view[i]);
+        due = d < due ? d : due;
+    }
+    int miss = c->worker == NULL || !worker_is_warm(c->worker, shape);
+    if (now >= due) {
+        if (miss) /* invariant 4: what was queued goes with it, while the shape is warm */
+            shape->drain_ns = now;
+        return 0;
+    }
+    *out_until = due;
+    return 1;
+}
