@@ -17,6 +17,10 @@
  *      share of it (max_wait_ms x D / B): a budget caps the hold, never raises it.
  *   3. Never held: a dead letter, a batch full to the contract's items, or one that no further
  *      item of its pad fits (padded tokens + pad_to over max_batch_tokens).
+ *   6. A batch is first extended with the neighbouring lanes that merge at the whole fixed cost
+ *      (extend.c); when that fills it to the contract it goes, as a bucket scheme's full bucket
+ *      goes before its delay. Otherwise it is packed again with the budget's own credit
+ *      (extend.c invariant 4) and waits for company.
  *   4. A due batch that misses the worker's cache makes every item of its shape queued then due:
  *      the worker that paid the prefix drains the shape while it holds it, instead of leaving
  *      the rest to be due later and paid for again after an eviction.
@@ -91,10 +95,10 @@ void budget_tick(struct sched *s, uint64_t now)
                 break;
         double late99 = (double)(b + 1) / BUDGET_LATE_BUCKETS; /* in budgets, the bucket's edge */
         double due = BUDGET_AIM - late99;
-        if (due < BUDGET_DUE_MIN) /* invariant 5: no due age brings the p99 within the budget */
-            due = BUDGET_DUE_SHARE;
-        m->due_ns =
-            (uint64_t)((due < BUDGET_DUE_SHARE ? due : BUDGET_DUE_SHARE) * (double)m->slo_ns);
+        due = due < BUDGET_DUE_MIN     ? BUDGET_DUE_MIN
+              : due > BUDGET_DUE_SHARE ? BUDGET_DUE_SHARE
+                                       : due;
+        m->due_ns = (uint64_t)(due * (double)m->slo_ns);
     }
 }
 
@@ -141,13 +145,16 @@ static uint64_t budget_item_due(const sched_model_t *m, const store_view_t *v)
     return v->arrival_ns + budget_item_age(m, v);
 }
 
+int budget_full(const sched_batch_t *b, const packer_contract_t *k)
+{
+    return b->n >= k->max_batch_size || b->padded_tokens + b->pad_to > k->max_batch_tokens;
+}
+
 int budget_hold(struct sched *s, const sched_consumer_t *c, const sched_model_t *m,
                 sched_shape_t *shape, uint64_t now, uint64_t *out_until)
 {
     const sched_batch_t *b = &s->filled;
-    const packer_contract_t *k = &c->contract;
-    if (b->dead_letter || b->n >= k->max_batch_size ||
-        b->padded_tokens + b->pad_to > k->max_batch_tokens) /* invariant 3 */
+    if (b->dead_letter || budget_full(b, &c->contract)) /* invariant 3 */
         return 0;
     uint64_t due = UINT64_MAX;
     for (size_t i = 0; i < b->n; i++) {

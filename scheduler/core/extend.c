@@ -15,6 +15,9 @@
  *      lane's batch, only shrink it. Its items keep their order, after the items taken before.
  *   2. The merged batch is within the contract (count, padded budget) and every merge had a
  *      positive saving at the worker's cost; the batch never contains a dead letter.
+ *   5. Filling to the contract under a wait budget (budget.c invariant 6), the last lane may be
+ *      taken in part: its front, as many items as the contract still fits. The batch then goes
+ *      full, which the budget would otherwise wait for; the rest of the lane keeps its order.
  *   4. Under a wait budget (budget.c) a lane left out waits for company of its own until it is
  *      due, so a merge is credited with the lane's items' share of the fixed cost of a full batch
  *      of their own (n_add / the items of their pad the contract fits) instead of
@@ -88,6 +91,12 @@ static sched_status_t extend_copy(struct sched *s, size_t *used, size_t from, si
  * bursty and churn at --slo-ms 5000 (`lanesched-bench sim --preset P --prefixes --slo-ms 5000`,
  * 0.5 to 1; docs/policy.md, "The wait budget"). */
 #define EXTEND_DUE_CREDIT 0.5
+/* Filling a batch to the contract under a budget (budget.c invariant 6), a merge is credited
+ * with this share of the fixed cost: the least with lanes' p99 within the budget wherever a tuned
+ * bucket scheme's is, at every load of the steady sweep (0.25 leaves due items late behind a
+ * queue at 90%: `lanesched-bench sweep --preset steady --prefixes --slo-ms 5000`; docs/policy.md,
+ * "The wait budget"). */
+#define EXTEND_FULL_CREDIT 0.5
 
 /* The cost a merge of n_add items padded to pad_add is judged at (into *out, returned): the
  * credited cost, and under a wait budget its fixed part scaled to the items' share of a full
@@ -127,12 +136,12 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
     /* The fixed cost a merge is credited with (sched_config_t.merge_credit); under a wait
      * budget, per lane (invariant 4). */
     packer_cost_t credited = *worker;
-    int budget = s->models[shape->model_idx]->slo_ns != 0;
+    int budget = s->models[shape->model_idx]->slo_ns != 0 && !s->extend_full;
     uint64_t now = s->clock(s->clock_ctx);
-    credited.fixed_ns *= budget ? 1.0 : s->merge_credit;
+    credited.fixed_ns *= s->extend_full ? EXTEND_FULL_CREDIT : budget ? 1.0 : s->merge_credit;
     /* under a budget a batch that misses the cache also saves its prefix for every lane it takes
      * along: left out, they would make another worker (or this one, later) pay it again */
-    if (budget && (c->worker == NULL || !worker_is_warm(c->worker, shape)))
+    if ((budget || s->extend_full) && (c->worker == NULL || !worker_is_warm(c->worker, shape)))
         credited.fixed_ns += worker->token_ns * (double)s->filled.prefix_tokens;
     const packer_cost_t *cost = &credited;
     sched_batch_t *b = &s->filled;
@@ -183,6 +192,23 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
         if ((s->store_status =
                  store_peek(s->store, cand[d].user, s->scratch.views + n, want, &got)) != STORE_OK)
             return SCHED_ESTORE;
+        if (s->extend_full && got > room) { /* invariant 5: the front of the lane fills it */
+            size_t g = 0;
+            uint32_t lg = pad;
+            while (g < room && g < got) {
+                uint32_t t = (uint32_t)packer_pad(s->scratch.views[n + g].tokens);
+                uint32_t p = t > lg ? t : lg;
+                if (n + g + 1 > k->max_batch_size ||
+                    (uint64_t)(n + g + 1) * p > k->max_batch_tokens)
+                    break;
+                lg = p;
+                g++;
+            }
+            if (g != 0) {
+                got = g;
+                cand[d].queued_items = g; /* taken in part: the batch is full with it */
+            }
+        }
         uint64_t longest = 0, add_real = 0;
         uint32_t add_prefix = 0;
         int fits = got != 0 && got <= room && got >= cand[d].queued_items;

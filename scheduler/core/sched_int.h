@@ -172,6 +172,7 @@ struct sched {
     int filled_valid;
     int filled_extendable;  /* the lane fill took its whole lane, with room left */
     int held;               /* the last fill's batch waits (hold.c) */
+    int extend_full;        /* extend_fill credits the whole fixed cost (budget.c invariant 6) */
     fill_scratch_t scratch; /* fill.c */
     uint64_t next_shape_seq;
     sched_counters_t counters;
@@ -275,6 +276,8 @@ void budget_tick(struct sched *s, uint64_t now);
 /* The age past which an item of the model goes first: the due age under a budget, else the
  * configured age bound (starvation_ns). */
 uint64_t budget_age_bound(const struct sched *s, const sched_model_t *m);
+/* Whether a batch is full to the contract: its items, or no further item of its pad fits. */
+int budget_full(const sched_batch_t *b, const packer_contract_t *k);
 /* Under a budget: whether s->filled waits for company (budget.c invariants 2, 3): 1 and
  * *out_until, when its first item is due. */
 int budget_hold(struct sched *s, const sched_consumer_t *c, const sched_model_t *m,

@@ -253,6 +253,7 @@ typedef struct {
     uint64_t busy_ns, batches, wait_p50_ns, wait_p99_ns, wait_max_ns;
     double waste_pct, hit_pct, items_per_batch, offered_pct;
     int64_t token_diff;
+    uint64_t delay_ns; /* pow2, range64: the queue delay it ran with */
 } sweep_cell_t;
 
 typedef struct {
@@ -269,6 +270,7 @@ typedef struct {
     const char *json, *svg, *command;
     int claims;
     const char *unmet; /* as report_t's */
+    int tune;          /* under sim->slo_ns: pow2 and range64's queue delay tuned (tune.c) */
 } sweep_args_t;
 
 typedef struct {

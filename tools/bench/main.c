@@ -246,6 +246,7 @@ static int main_sweep(int argc, char **argv)
         .command = command,
         .claims = a.claims,
         .unmet = a.unmet,
+        .tune = !a.queue_delay_set,
     };
     int rc = sweep_run(&sa);
     free(a.trace);

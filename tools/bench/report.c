@@ -179,6 +179,15 @@ static void report_header_print(FILE *f, const report_t *rep)
                 "prefixes priced: %" PRIu32 "-%" PRIu32 " tokens per shape, computed once per "
                 "batch when the worker's cache does not hold its shape (not in the offered load)\n",
                 pmin, pmax);
+    if (sc->slo_ns != 0) {
+        char b[16];
+        report_dur(b, sizeof(b), sc->slo_ns);
+        fprintf(f,
+                "wait budget: p99 <= %s. lanes waits for company within it; pow2 and range64 run "
+                "with a queue delay (Triton's max_queue_delay) tuned to it, the grid's delay "
+                "with the least GPU time within it (notes)\n",
+                b);
+    }
     fprintf(f, "\n");
 }
 
@@ -353,6 +362,18 @@ static void report_notes_print(FILE *f, const report_t *rep)
                 fprintf(f, ", worker cost not known yet (no merging)");
         }
         fprintf(f, "\n");
+    }
+    for (size_t i = 0; i < rep->n_results; i++) {
+        const sim_result_t *r = &rep->results[i];
+        if (r->delay_ns == 0 && !r->tuned)
+            continue;
+        char d[16];
+        report_dur(d, sizeof(d), r->delay_ns);
+        fprintf(f, "  %-12s queue delay %s (%s)\n", sim_policy_name(r->policy), d,
+                !r->tuned       ? "--queue-delay-ms"
+                : r->budget_met ? "tuned: the least GPU time with the p99 wait within the budget"
+                                : "tuned: no delay of the grid keeps the p99 within the budget; "
+                                  "the shortest p99's");
     }
     if (report_has_prefixes(rep)) {
         fprintf(f, "  prefix cache: GPU s the hits saved / the misses spent on prefixes:");

@@ -37,7 +37,11 @@ static void report_json_result(FILE *f, const report_t *rep, const sim_result_t 
 {
     fprintf(f, "    {\"policy\": ");
     report_json_str(f, sim_policy_name(r->policy));
-    fprintf(f, ", \"ok\": %s, \"error\": ", r->ok ? "true" : "false");
+    fprintf(f, ", \"ok\": %s, \"delay_ns\": %" PRIu64 ", \"budget_met\": %s, \"error\": ",
+            r->ok ? "true" : "false", r->delay_ns,
+            rep->sim->slo_ns == 0                ? "null"
+            : r->wait_p99_ns <= rep->sim->slo_ns ? "true"
+                                                 : "false");
     report_json_str(f, r->error);
     fprintf(f, ",\n     \"padding_waste_pct\": ");
     report_json_num(f, report_waste_pct(r));
@@ -174,11 +178,12 @@ int report_json_write(const char *path, const report_t *rep)
     fprintf(f,
             "  \"starvation_ns\": %" PRIu64 ",\n  \"age_bound_ns\": %" PRIu64
             ",\n  \"merge_credit\": %.6g,\n  \"hold_ns\": %" PRIu64 ",\n  \"hold_burst\": %.6g"
-            ",\n  \"cost_declared\": %s,\n  \"sample_ns\": %" PRIu64 ",\n  \"policies\": [\n",
+            ",\n  \"cost_declared\": %s,\n  \"sample_ns\": %" PRIu64 ",\n  \"slo_ns\": %" PRIu64
+            ",\n  \"policies\": [\n",
             sc->starvation_ns, sc->age_bound_ns,
             sc->merge_credit > 0 ? sc->merge_credit : SCHED_MERGE_CREDIT_DEFAULT, sc->hold_ns,
             sched_hold_burst_resolve(sc->hold_burst), sc->declare_cost ? "true" : "false",
-            sc->sample_ns);
+            sc->sample_ns, sc->slo_ns);
     for (size_t i = 0; i < rep->n_results; i++) {
         report_json_result(f, rep, &rep->results[i]);
         fprintf(f, "%s\n", i + 1 < rep->n_results ? "," : "");
