@@ -275,9 +275,14 @@ sched_status_t sched_fill(sched_t *s, const sched_consumer_t *consumer, sched_ba
     sched_model_t *model = consumer->model;
     s->retry_ns = 0;
     s->held = 0;
+    if (budget_held_again(s, consumer, model)) { /* budget.c invariant 7 */
+        s->counters.holds++;
+        return SCHED_EEMPTY;
+    }
     uint64_t switches = s->counters.shape_switches;
     uint64_t preemptions = s->counters.starvation_preemptions;
     sched_status_t st = fill_pick(s, consumer, model, out);
+    budget_held_note(s, consumer, model);
     if (s->held) { /* select.c invariant 2: counted only for a batch that goes out */
         s->counters.holds++;
         s->counters.shape_switches = switches;

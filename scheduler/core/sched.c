@@ -224,6 +224,7 @@ sched_status_t sched_submit(sched_t *s, const sched_item_t *item, sched_placemen
     uint64_t before_tokens = lanes_queued_tokens(shape->lanes);
     lanes_accept(shape->lanes, &choice, now);
     hold_arrival_note(item->model, item->tokens, now);
+    item->model->arrivals++;
     if (before == 0) {
         shape->oldest_ns = now;
         shape->oldest_stale = 0;
@@ -494,6 +495,7 @@ sched_status_t sched_return(sched_t *s, uint64_t batch_id, const uint32_t *posit
     }
     shapes_queued_note(s, rec->shape, before, before_tokens);
     s->counters.items_returned += k;
+    s->models[rec->shape->model_idx]->arrivals += k; /* budget.c invariant 7 */
     int closed = sched_inflight_settle(s, rec);
     if (out != NULL)
         *out = (sched_settled_t){.positions = k, .bytes = bytes, .closed = closed};

@@ -48,6 +48,15 @@ typedef struct {
     size_t n, cap;
 } shape_heap_t;
 
+/* budget.c invariant 7: a model's last held fill. */
+typedef struct {
+    int valid;
+    uint64_t until_ns; /* its retry time */
+    uint64_t arrivals; /* the model's arrivals then */
+    packer_contract_t contract;
+    const struct sched_worker *worker; /* NULL: any worker of the model */
+} budget_memo_t;
+
 /* A model (model.c): the handle sched_model_t. */
 struct sched_model {
     char *name;
@@ -75,6 +84,8 @@ struct sched_model {
     uint64_t slo_ns, due_ns;
     double late[BUDGET_LATE_BUCKETS + 1];
     uint64_t late_t_ns;
+    uint64_t arrivals; /* items submitted and returned (budget.c invariant 7) */
+    budget_memo_t held;
 };
 
 /* The core's view of one consumer (worker.c). */
@@ -276,6 +287,10 @@ void budget_tick(struct sched *s, uint64_t now);
 /* The age past which an item of the model goes first: the due age under a budget, else the
  * configured age bound (starvation_ns). */
 uint64_t budget_age_bound(const struct sched *s, const sched_model_t *m);
+/* budget.c invariant 7: 1 when the consumer's fill would be held as the model's last one was
+ * (s->held and s->retry_ns set); budget_held_note records a fill just made. */
+int budget_held_again(struct sched *s, const sched_consumer_t *c, const sched_model_t *m);
+void budget_held_note(struct sched *s, const sched_consumer_t *c, sched_model_t *m);
 /* Whether a batch is full to the contract: its items, or no further item of its pad fits. */
 int budget_full(const sched_batch_t *b, const packer_contract_t *k);
 /* Under a budget: whether s->filled waits for company (budget.c invariants 2, 3): 1 and

@@ -92,6 +92,8 @@ void sched_worker_destroy(sched_t *s, sched_worker_t *w)
         return;
     s->filled_valid = 0;
     sched_model_t *m = s->models[w->model_idx];
+    if (m->held.worker == w) /* budget.c invariant 7: no memo outlives its worker */
+        m->held.valid = 0;
     for (uint32_t i = 0; i < w->n_warm; i++) {
         w->warm[i]->warm--;
         heap_fix(m, w->warm[i]);
