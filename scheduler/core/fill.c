@@ -212,6 +212,12 @@ static sched_status_t fill_shape(sched_t *s, const sched_consumer_t *consumer, s
     for (int more = lanes_next_by_tokens(shape->lanes, NULL, &lane_id); more;
          prev = lane_id, more = lanes_next_by_tokens(shape->lanes, &prev, &lane_id)) {
         st = fill_lane(s, consumer, model, shape, lane_id, cap, out);
+        if (budget && s->held) {
+            /* the lane of the shape's oldest item is due first, maybe before the fullest */
+            uint64_t aged = shapes_oldest_exact(s, model, shape) + budget_age_bound(s, model) + 1;
+            if (aged < s->retry_ns && aged > s->clock(s->clock_ctx))
+                s->retry_ns = aged;
+        }
         if (st != SCHED_EEMPTY || s->held)
             return st;
     }
