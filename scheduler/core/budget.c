@@ -26,6 +26,11 @@
  *      worker chooses its own shapes, another worker): what the workers of a model hold waiting
  *      for company cannot become due before the retry, and a batch only becomes full with
  *      arrivals, so a few arrivals more delay a full batch by their gaps, never past its due.
+ *   8. A batch waits for company only while its shape's mean arrival gap is shorter than the
+ *      time left until the batch is due: a shape seen once (a producer hashing whole prompts) or
+ *      gone quiet gets no company by waiting, so its batch goes at once.
+ *      Such a shape's items are also bounded by the configured age bound, not the due age: a
+ *      batch that will not wait for company goes in the order of its age, as without a budget.
  *   4. A due batch that misses the worker's cache makes every item of its shape queued then due:
  *      the worker that paid the prefix drains the shape while it holds it, instead of leaving
  *      the rest to be due later and paid for again after an eviction.
@@ -45,6 +50,9 @@
 #define BUDGET_DUE_MIN 0.5
 /* What the due age leaves for lateness: the p99 wait aimed at, as a share of the budget. */
 #define BUDGET_AIM 0.95
+/* Invariant 8: a shape's mean arrival gap follows its last this many gaps (an exponential
+ * average): a shape that goes quiet stops holding within a few of them. */
+#define BUDGET_GAP_WEIGHT 8.0
 /* Invariant 7: a held fill is done again after a consumer's max_batch_size / this many arrivals
  * (or at its retry time): each arrival asks again for every idle worker, and 64 workers held at
  * the article's scale filled a batch 64 times per arrival (`lanesched-bench sim --preset steady
@@ -150,6 +158,22 @@ uint64_t budget_age_bound(const struct sched *s, const sched_model_t *m)
     return m->slo_ns != 0 && s->policy == SCHED_POLICY_LANES ? m->due_ns : s->starvation_ns;
 }
 
+int budget_company(const struct sched *s, const sched_shape_t *shape)
+{
+    const sched_model_t *m = s->models[shape->model_idx];
+    if (m->slo_ns == 0 || s->policy != SCHED_POLICY_LANES)
+        return 1;
+    return shape->has_gap && shape->gap_ns < (double)m->due_ns;
+}
+
+uint64_t budget_shape_bound(const struct sched *s, const sched_shape_t *shape)
+{
+    uint64_t due = budget_age_bound(s, s->models[shape->model_idx]);
+    if (s->starvation_ns == 0 || s->starvation_ns >= due || budget_company(s, shape))
+        return due;
+    return s->starvation_ns; /* invariant 8: bounded as without a budget */
+}
+
 /* When item v is due (invariant 2). */
 static uint64_t budget_item_due(const sched_model_t *m, const store_view_t *v)
 {
@@ -190,6 +214,17 @@ void budget_held_note(struct sched *s, const sched_consumer_t *c, sched_model_t 
     h->worker = m->n_active > c->worker->cache ? c->worker : NULL;
 }
 
+void budget_arrival_note(sched_shape_t *shape, uint64_t now)
+{
+    if (shape->last_arrival_ns != 0 && now >= shape->last_arrival_ns) {
+        double gap = (double)(now - shape->last_arrival_ns);
+        shape->gap_ns =
+            shape->has_gap ? shape->gap_ns + (gap - shape->gap_ns) / BUDGET_GAP_WEIGHT : gap;
+        shape->has_gap = 1;
+    }
+    shape->last_arrival_ns = now != 0 ? now : 1;
+}
+
 int budget_full(const sched_batch_t *b, const packer_contract_t *k)
 {
     return b->n >= k->max_batch_size || b->padded_tokens + b->pad_to > k->max_batch_tokens;
@@ -209,6 +244,9 @@ int budget_hold(struct sched *s, const sched_consumer_t *c, const sched_model_t 
         due = d < due ? d : due;
     }
     int miss = c->worker == NULL || !worker_is_warm(c->worker, shape);
+    /* invariant 8: company is expected before the batch is due, or it goes now */
+    if (now < due && (!shape->has_gap || (double)now + shape->gap_ns > (double)due))
+        due = now;
     if (now >= due) {
         if (miss) /* invariant 4: what was queued goes with it, while the shape is warm */
             shape->drain_ns = now;

@@ -41,6 +41,11 @@ typedef struct sched_shape {
     uint64_t oldest_ns;
     int oldest_stale;
     uint64_t drain_ns; /* budget.c invariant 4: items arrived by then are due */
+    /* budget.c invariant 8: its last arrival and the mean gap between its arrivals (decayed;
+     * 0 before a second one) */
+    uint64_t last_arrival_ns;
+    double gap_ns;
+    int has_gap;
 } sched_shape_t;
 
 typedef struct {
@@ -287,6 +292,14 @@ void budget_tick(struct sched *s, uint64_t now);
 /* The age past which an item of the model goes first: the due age under a budget, else the
  * configured age bound (starvation_ns). */
 uint64_t budget_age_bound(const struct sched *s, const sched_model_t *m);
+/* The same for one shape: under a budget, a shape that expects no company before its items are
+ * due keeps the configured age bound (budget.c invariant 8). */
+uint64_t budget_shape_bound(const struct sched *s, const sched_shape_t *shape);
+/* Whether waiting may bring the shape company: always without a budget; under one, while its
+ * mean arrival gap is shorter than the due age (budget.c invariant 8). */
+int budget_company(const struct sched *s, const sched_shape_t *shape);
+/* An item of the shape arrived at now (budget.c invariant 8). */
+void budget_arrival_note(sched_shape_t *shape, uint64_t now);
 /* budget.c invariant 7: 1 when the consumer's fill would be held as the model's last one was
  * (s->held and s->retry_ns set); budget_held_note records a fill just made. */
 int budget_held_again(struct sched *s, const sched_consumer_t *c, const sched_model_t *m);

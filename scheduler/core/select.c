@@ -72,7 +72,7 @@ static sched_shape_t *select_starved(struct sched *s, sched_model_t *model, sche
     sched_shape_t *best = shapes_oldest_except(s, model, &cur, 1);
     uint64_t now = select_now(s);
     if (best == NULL || now <= best->oldest_ns ||
-        now - best->oldest_ns <= budget_age_bound(s, model))
+        now - best->oldest_ns <= budget_shape_bound(s, best))
         return NULL;
     return best;
 }
@@ -112,18 +112,21 @@ static sched_shape_t *select_affine_aged(struct sched *s, sched_model_t *model,
         sched_shape_t *sh = w->warm[i];
         /* The bound is a lower bound of the oldest arrival: when even it is young, so is the
          * shape, and the store need not be read. */
-        if (lanes_queued_items(sh->lanes) == 0 || now <= sh->oldest_ns ||
-            now - sh->oldest_ns <= bound)
+        uint64_t b = budget_shape_bound(s, sh);
+        if (lanes_queued_items(sh->lanes) == 0 || now <= sh->oldest_ns || now - sh->oldest_ns <= b)
             continue;
         uint64_t t = shapes_oldest_exact(s, model, sh);
-        if (now > t && now - t > bound && (warm == NULL || t < warm_t)) {
+        if (now > t && now - t > b && (warm == NULL || t < warm_t)) {
             warm = sh;
             warm_t = t;
         }
     }
     sched_shape_t *cold = shapes_oldest_except(s, model, w->warm, w->n_warm);
     /* under a budget a cold shape waits as long as a warm one may: until it is due */
-    uint64_t cold_ns = model->slo_ns != 0 && bound > SELECT_COLD_NS ? bound : SELECT_COLD_NS;
+    uint64_t cold_ns =
+        model->slo_ns != 0 && bound > SELECT_COLD_NS && cold != NULL && budget_company(s, cold)
+            ? bound
+            : SELECT_COLD_NS;
     if (cold != NULL && now > cold->oldest_ns && now - cold->oldest_ns > cold_ns &&
         (warm == NULL || now - cold->oldest_ns > SELECT_STEAL_FACTOR * (now - warm_t)))
         return cold;
@@ -165,7 +168,8 @@ static sched_status_t select_affine(struct sched *s, sched_model_t *model,
         if (best == NULL)
             best = heap_top(model, HEAP_TOKENS);
         if (best != NULL && w->n_warm != 0 && bound != 0 &&
-            lanes_queued_tokens(best->lanes) < c->contract.max_batch_tokens)
+            lanes_queued_tokens(best->lanes) < c->contract.max_batch_tokens &&
+            budget_company(s, best))
             return SCHED_EEMPTY; /* s->retry_ns: when (b) takes the oldest cold shape */
     }
     if (best == NULL)
@@ -190,7 +194,7 @@ int select_lane_starved(struct sched *s, const sched_shape_t *shape, uint32_t *o
 {
     uint64_t t = 0;
     uint32_t lane = 0;
-    uint64_t age = budget_age_bound(s, s->models[shape->model_idx]);
+    uint64_t age = budget_shape_bound(s, shape);
     if (age == 0)
         return 0;
     uint64_t now = select_now(s);
