@@ -92,11 +92,10 @@ static sched_status_t extend_copy(struct sched *s, size_t *used, size_t from, si
  * 0.5 to 1; docs/policy.md, "The wait budget"). */
 #define EXTEND_DUE_CREDIT 0.5
 /* Filling a batch to the contract under a budget (budget.c invariant 6), a merge is credited
- * with this share of the fixed cost: the least with lanes' p99 within the budget wherever a tuned
- * bucket scheme's is, at every load of the steady sweep (0.25 leaves due items late behind a
- * queue at 90%, 0.5 spends more at 1 s: `lanesched-bench sweep --preset steady --prefixes --slo-ms
- * 5000`, `sim --preset P --prefixes --slo-ms 1000|5000`; docs/policy.md,
- * "The wait budget"). */
+ * with this share of the fixed cost: less leaves the queue behind due batches long at high load
+ * (steady's p99 at 80% over the budget with 0.25), more spends GPU time on padding at every
+ * budget (`lanesched-bench sweep --preset steady --prefixes --slo-ms 5000`, `sim --preset P
+ * --prefixes --slo-ms 1000|5000`; docs/policy.md, "The wait budget"). */
 #define EXTEND_FULL_CREDIT 0.45
 
 /* The cost a merge of n_add items padded to pad_add is judged at (into *out, returned): the
