@@ -17,8 +17,15 @@
  *      share of it (max_wait_ms x D / B): a budget caps the hold, never raises it.
  *   3. Never held: a dead letter, a batch full to the contract's items, or one that no further
  *      item of its pad fits (padded tokens + pad_to over max_batch_tokens).
- *   6. A batch is first extended with the neighbouring lanes that merge at the whole fixed cost
- *      (extend.c); when that fills it to the contract it goes, as a bucket scheme's full bucket
+ *   4. A due batch that misses the worker's cache makes every item of its shape queued then due:
+ *      the worker that paid the prefix drains the shape while it holds it, instead of leaving
+ *      the rest to be due later and paid for again after an eviction.
+ *   5. D follows how late due items go: every tick it is BUDGET_AIM of the budget minus the 99th
+ *      percentile of their lateness (wait minus due age, decayed over BUDGET_TAU_NS), between
+ *      BUDGET_DUE_MIN and BUDGET_DUE_SHARE of the budget, so the queue behind due batches is
+ *      left its room.
+ *   6. A batch is first extended with the neighbouring lanes that fill it to the contract
+ *      (extend.c invariant 5); when that fills it, it goes, as a bucket scheme's full bucket
  *      goes before its delay. Otherwise it is packed again with the budget's own credit
  *      (extend.c invariant 4) and waits for company.
  *   7. A fill that was held is not done again until its retry time, until max_batch_size /
@@ -28,12 +35,18 @@
  *      arrivals, so a few arrivals more delay a full batch by their gaps, never past its due.
  *   8. A batch waits for company only while its shape's mean arrival gap is shorter than the
  *      time left until the batch is due: a shape seen once (a producer hashing whole prompts) or
- *      gone quiet gets no company by waiting, so its batch goes at once.
- *      Such a shape's items are also bounded by the configured age bound, not the due age: a
- *      batch that will not wait for company goes in the order of its age, as without a budget.
- *   4. A due batch that misses the worker's cache makes every item of its shape queued then due:
- *      the worker that paid the prefix drains the shape while it holds it, instead of leaving
- *      the rest to be due later and paid for again after an eviction.
+ *      gone quiet gets no company by waiting, so its batch goes at once. Such a shape's items are
+ *      also bounded by the configured age bound, not the due age: a batch that will not wait for
+ *      company goes in the order of its age, as without a budget.
+ *
+ * Rejected (each measured with `lanesched-bench sim|sweep --prefixes --slo-ms N`; docs/policy.md,
+ * "The wait budget"): a due age from lateness alone with no cap (the p99 rose past the budget for
+ * no GPU time); restoring the due age when lateness says no due age meets the budget, and
+ * shortening it at high load (shorter waits shrink the batches and the queue grows); serving late
+ * items fullest first (the tail of every preset went far past the budget); the plain age bound
+ * for every shape (more GPU time on steady and at the article's scale); filling to the contract
+ * at the whole fixed cost, or at a credit that rose with lateness (padding, and merges and
+ * lateness feeding each other).
  */
 #include "scheduler/core/sched_int.h"
 
@@ -43,8 +56,10 @@
 
 /* The share of the budget an item may wait for company before it is due, at first and at most:
  * the rest is left for the queue behind a due batch (workers busy with other due work) and the
- * batch's own service. */
-#define BUDGET_DUE_SHARE 0.8
+ * batch's own service. The largest that keeps lanes' p99 within the budget at every load of the
+ * steady sweep where a tuned bucket scheme's is (`lanesched-bench sweep --preset steady
+ * --prefixes --slo-ms 5000`, 0.7 to 0.9; docs/policy.md, "The wait budget"). */
+#define BUDGET_DUE_SHARE 0.7
 /* ... and at least, however late due items go: below it the batches shrink, and a lateness that
  * long comes from a queue the hold did not build (a burst, an overload). */
 #define BUDGET_DUE_MIN 0.5
@@ -54,10 +69,10 @@
  * average): a shape that goes quiet stops holding within a few of them. */
 #define BUDGET_GAP_WEIGHT 8.0
 /* Invariant 7: a held fill is done again after a consumer's max_batch_size / this many arrivals
- * (or at its retry time): each arrival asks again for every idle worker, and 64 workers held at
- * the article's scale filled a batch 64 times per arrival (`lanesched-bench sim --preset steady
- * --models 1 --shapes 2 --workers 64 --load 70 --prefixes --slo-ms 5000`: 72 s of wall time, 1 s
- * with the rule; docs/policy.md, "The wait budget"). */
+ * (or at its retry time): each arrival asks again for every idle worker, so at the article's
+ * scale 64 held workers filled a batch 64 times per arrival (`lanesched-bench sim --preset
+ * steady --models 1 --shapes 2 --workers 64 --load 70 --prefixes --slo-ms 5000`, its wall time;
+ * docs/policy.md, "The wait budget"); a quarter of a batch moves no claim's figure. */
 #define BUDGET_RECHECK_SHARE 4u
 /* The lateness histogram's memory: a few bursts long, so one burst moves it and a quiet minute
  * forgets it. */

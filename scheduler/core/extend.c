@@ -11,20 +11,24 @@
  * pad_to stays the longest item taken, rounded up to PACKER_PAD_MULTIPLE.
  *
  * Invariants:
- *   1. A lane is merged whole (every readable item) or not at all: a part would not save the
- *      lane's batch, only shrink it. Its items keep their order, after the items taken before.
+ *   1. A lane is merged whole (every readable item) or not at all (but see 5): a part would not
+ *      save the lane's batch, only shrink it. Its items keep their order, after the items taken
+ *      before.
  *   2. The merged batch is within the contract (count, padded budget) and every merge had a
  *      positive saving at the worker's cost; the batch never contains a dead letter.
- *   5. Filling to the contract under a wait budget (budget.c invariant 6), the last lane may be
- *      taken in part: its front, as many items as the contract still fits. The batch then goes
- *      full, which the budget would otherwise wait for; the rest of the lane keeps its order.
- *   4. Under a wait budget (budget.c) a lane left out waits for company of its own until it is
- *      due, so a merge is credited with the lane's items' share of the fixed cost of a full batch
- *      of their own (n_add / the items of their pad the contract fits) instead of
- *      merge_credit: what they would pay at best if left out.
  *   3. Once a second lane is peeked, every view of the batch points into the scheduler's arena,
  *      never into the store's buffers: a backend may reuse its read buffer from one peek to the
  *      next (the disk store does), and the batch must outlive the peeks that built it.
+ *   4. Under a wait budget (budget.c) a lane left out waits for company of its own until it is
+ *      due, so a merge is credited with the lane's items' share of the fixed cost of a full batch
+ *      of their own (n_add / the items of their pad the contract fits), or EXTEND_DUE_CREDIT of
+ *      the fixed cost times the share of its due age its oldest item waited if more, instead of
+ *      merge_credit; a batch that misses the worker's cache adds its prefix to every credit.
+ *   5. Filling to the contract under a wait budget (budget.c invariant 6, EXTEND_FULL_CREDIT),
+ *      the last lane may be taken in part: its front, as many items as the contract still fits.
+ *      The batch then goes full, which the budget would otherwise wait for; the rest of the lane
+ *      keeps its order, and the rejection of parts below is about saving a batch, which a full
+ *      one does not need.
  *
  * The scan is bounded: below the batch a lane is looked at only while one item of it would pad
  * by less than the fixed cost (farther lanes are shorter still); above, the side closes at the
@@ -88,14 +92,14 @@ static sched_status_t extend_copy(struct sched *s, size_t *used, size_t from, si
 /* Under a wait budget, a lane whose oldest item is due is credited with this share of the fixed
  * cost (and a younger lane with it times the share of its due age it waited): a lane left out
  * goes soon, but often with a neighbour of its own. The share with the least GPU time on steady,
- * bursty and churn at --slo-ms 5000 (`lanesched-bench sim --preset P --prefixes --slo-ms 5000`,
- * 0.5 to 1; docs/policy.md, "The wait budget"). */
+ * bursty and churn at --slo-ms 5000 and 1000 (`lanesched-bench sim --preset P --prefixes --slo-ms
+ * N`, 0.25 to 1; docs/policy.md, "The wait budget"). */
 #define EXTEND_DUE_CREDIT 0.5
 /* Filling a batch to the contract under a budget (budget.c invariant 6), a merge is credited
- * with this share of the fixed cost: less leaves the queue behind due batches long at high load
- * (steady's p99 at 80% over the budget with 0.25), more spends GPU time on padding at every
- * budget (`lanesched-bench sweep --preset steady --prefixes --slo-ms 5000`, `sim --preset P
- * --prefixes --slo-ms 1000|5000`; docs/policy.md, "The wait budget"). */
+ * with this share of the fixed cost: less leaves a long queue behind due batches at high load,
+ * more spends GPU time on padding at every budget (`lanesched-bench sweep --preset steady
+ * --prefixes --slo-ms 5000`, `sim --preset P --prefixes --slo-ms 1000|5000`; docs/policy.md,
+ * "The wait budget"). */
 #define EXTEND_FULL_CREDIT 0.45
 
 /* The cost a merge of n_add items padded to pad_add is judged at (into *out, returned): the

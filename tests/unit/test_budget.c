@@ -1,6 +1,6 @@
 /*
  * test_budget.c - the wait budget (budget.c): under sched_config_t.slo_ns a batch waits for
- * company until its first item is due (0.8 of the budget at first, an item's max_wait_ms scaling
+ * company until its first item is due (0.7 of the budget at first, an item's max_wait_ms scaling
  * it down), a full batch goes at once, a model without a budget keeps the hold's rules, the due
  * age shrinks when due items go late, a batch that misses the cache drains its shape, a held fill
  * is not redone before enough arrivals, and the prefix a batch pays is what the core's model of
@@ -108,7 +108,7 @@ static size_t drain_one(fixture_t *f)
     return drain_as(f, "m", f->worker, NULL);
 }
 
-/* A few items wait for company until the first is due, 0.8 of the budget after it arrived;
+/* A few items wait for company until the first is due, 0.7 of the budget after it arrived;
  * sched_retry_ns says when, and then they go together. An item of a shape seen once waits for
  * nobody (budget.c invariant 8). */
 static void test_under_filled_batch_waits_until_due(void **state)
@@ -122,21 +122,21 @@ static void test_under_filled_batch_waits_until_due(void **state)
     first = f->now;
     submit(f, 500); /* the shape's arrivals come 10 ms apart: company is expected */
     assert_int_equal(drain_one(f), 0);
-    assert_int_equal(sched_retry_ns(f->sched), first + 4 * SEC);
+    assert_int_equal(sched_retry_ns(f->sched), first + 3500 * MS);
     f->now += 2 * SEC;
     submit(f, 500);
     assert_int_equal(drain_one(f), 0);
-    assert_int_equal(sched_retry_ns(f->sched), first + 4 * SEC);
-    f->now = first + 4 * SEC - 1;
+    assert_int_equal(sched_retry_ns(f->sched), first + 3500 * MS);
+    f->now = first + 3500 * MS - 1;
     assert_int_equal(drain_one(f), 0);
-    f->now = first + 4 * SEC;
+    f->now = first + 3500 * MS;
     assert_int_equal(drain_one(f), 2);
     assert_true(sched_counters(f->sched)->holds >= 3);
     fixture_free(f);
 }
 
 /* An item's own max_wait_ms scales its due age down with the budget's share: 1 s of a 5 s
- * budget is due after 0.8 s, and it takes the batch along; a larger max_wait_ms changes nothing. */
+ * budget is due after 0.7 s, and it takes the batch along; a larger max_wait_ms changes nothing. */
 static void test_item_max_wait_caps_the_hold(void **state)
 {
     (void)state;
@@ -146,8 +146,8 @@ static void test_item_max_wait_caps_the_hold(void **state)
     f->now += 100 * MS;
     submit_to(f, "m", 1, 500, 0, 1000);
     assert_int_equal(drain_one(f), 0);
-    assert_int_equal(sched_retry_ns(f->sched), first + 100 * MS + 800 * MS);
-    f->now = first + 900 * MS;
+    assert_int_equal(sched_retry_ns(f->sched), first + 100 * MS + 700 * MS);
+    f->now = first + 800 * MS;
     assert_int_equal(drain_one(f), 2);
     fixture_free(f);
 }
@@ -180,8 +180,8 @@ static void test_budget_per_model(void **state)
     submit_to(f, "slow", 7, 500, 0, 0); /* a second arrival: company is expected */
     assert_int_equal(drain_one(f), 1);
     assert_int_equal(drain_as(f, "slow", w2, NULL), 0);
-    assert_int_equal(sched_retry_ns(f->sched), f->now + 1600 * MS);
-    f->now += 1600 * MS;
+    assert_int_equal(sched_retry_ns(f->sched), f->now + 1400 * MS);
+    f->now += 1400 * MS;
     assert_int_equal(drain_as(f, "slow", w2, NULL), 2);
     /* the budget can be changed (and taken away: 0) for a model that exists */
     assert_int_equal(sched_slo_set(f->sched, "slow", 0), SCHED_OK);
@@ -191,7 +191,7 @@ static void test_budget_per_model(void **state)
 }
 
 /* When due items go late, the due age shrinks (down to half the budget), so the next item waits
- * less for company; with nothing late it stays at 0.8 of the budget. */
+ * less for company; with nothing late it stays at 0.7 of the budget. */
 static void test_due_age_shrinks_when_items_go_late(void **state)
 {
     (void)state;
@@ -207,13 +207,13 @@ static void test_due_age_shrinks_when_items_go_late(void **state)
         submit(f, 500);
     assert_int_equal(drain_one(f), 0);
     uint64_t due = sched_retry_ns(f->sched) - t;
-    assert_true(due < 4 * SEC);
+    assert_true(due < 3500 * MS);
     assert_true(due >= 2500 * MS);
     fixture_free(f);
 
     f = fixture(5 * SEC, 1);
     submit(f, 500);
-    f->now += 4 * SEC;
+    f->now += 3500 * MS;
     assert_int_equal(drain_one(f), 1); /* on time */
     sched_tick(f->sched);
     f->now += MS;
@@ -221,7 +221,7 @@ static void test_due_age_shrinks_when_items_go_late(void **state)
     for (int i = 0; i < 10; i++)
         submit(f, 500);
     assert_int_equal(drain_one(f), 0);
-    assert_int_equal(sched_retry_ns(f->sched) - t, 4 * SEC);
+    assert_int_equal(sched_retry_ns(f->sched) - t, 3500 * MS);
     fixture_free(f);
 }
 
@@ -250,7 +250,7 @@ static void test_prefix_charged_on_a_miss_and_the_shape_drains(void **state)
     (void)state;
     fixture_t *f = fixture(5 * SEC, 1);
     submit_to(f, "m", 1, 500, 700, 0);
-    f->now += 4 * SEC + MS;
+    f->now += 3500 * MS + MS;
     submit_to(f, "m", 1, 3000, 700, 0); /* another lane, young */
     sched_batch_t b;
     assert_int_equal(drain_as(f, "m", f->worker, &b), 1); /* due; too long to merge */
@@ -262,7 +262,7 @@ static void test_prefix_charged_on_a_miss_and_the_shape_drains(void **state)
     assert_int_equal(b.prefix_charged, 0);
     f->now += MS;
     submit_to(f, "m", 1, 500, 700, 0);
-    f->now += 4 * SEC + MS;
+    f->now += 3500 * MS + MS;
     assert_int_equal(drain_as(f, "m", f->worker, &b), 1);
     assert_int_equal(b.prefix_tokens, 700);
     assert_int_equal(b.prefix_charged, 0); /* warm */

@@ -71,9 +71,12 @@ class Stats:
     def batch(self, cache, start, taken, shapes, padded, real):
         """One batch on a worker whose LRU is `cache` (most recent last); returns its time."""
         a = self.a
-        for t in taken:
-            self.waits.append(start - t)
         distinct = list(dict.fromkeys(shapes))
+        if a.cache == "ideal":  # a worker pays a shape's prefix once, the first time
+            hit = len(distinct) == 1 and distinct[0] in cache
+            pre = sum(self.prefix.get(s, 0) for s in distinct if s not in cache)
+            cache.extend(s for s in distinct if s not in cache)
+            return self.account(hit, pre, taken, start, padded, real)
         hit = len(distinct) == 1 and distinct[0] in cache
         pre = 0 if hit else sum(self.prefix.get(s, 0) for s in distinct)
         for s in distinct:
@@ -82,6 +85,12 @@ class Stats:
             cache.append(s)
             if len(cache) > a.cache_shapes:
                 cache.pop(0)
+        return self.account(hit, pre, taken, start, padded, real)
+
+    def account(self, hit, pre, taken, start, padded, real):
+        for t in taken:
+            self.waits.append(start - t)
+        a = self.a
         self.batches += 1
         self.hits += hit
         self.padded += padded
@@ -223,6 +232,10 @@ def main():
     p.add_argument("--batch-us", type=float, default=5000.0)
     p.add_argument("--ns-per-token", type=float, default=10000.0)
     p.add_argument("--cache-shapes", type=int, default=2)
+    p.add_argument("--cache", choices=("lru", "ideal"), default="lru",
+                   help="lru: the sim's LRU of --cache-shapes; ideal: every worker holds every "
+                        "shape it served (a prefix is paid once per worker and shape: freer than "
+                        "any cache)")
     p.add_argument("--thresholds", default="16,32,64,128,256,512",
                    help="T of the nearest-length packer, padded tokens (comma list)")
     p.add_argument("--hold-ms", default="",
