@@ -173,7 +173,9 @@ step load "4 producers (2 models, 4 prompt shapes, ~455 items/s), 4 GPU workers,
 
 # ---- the live progress line -----------------------------------------------------------------
 # The figures from lanesched-ctl metrics (the Prometheus text), summed over models: key=value
-# words for eval. p99 is the upper bound of the histogram bucket holding the 99th percentile.
+# words for eval. p99 is the upper bound of the histogram bucket holding the 99th percentile;
+# "same shape as before" is the daemon's metric (a batch of its consumer's previous shape), not the
+# closing table's hit rate (an LRU of the workers' 2 cache places, the bench's definition).
 figures() {
     "$BIN/lanesched-ctl" metrics 2>/dev/null | awk '
         /^#/ { next }
@@ -199,7 +201,7 @@ pct() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.1f%%", 100 * a / b
 LAST_COMPLETED=0
 progress() { # ELAPSED: sets PROGRESS_LINE and LAST_COMPLETED
     eval "$(figures)"
-    printf -v PROGRESS_LINE '  %4ss  %6s items/s  queued %6s  lanes %4s  waste %6s  hit %6s  p99 wait <= %ss' \
+    printf -v PROGRESS_LINE '  %4ss  %6s items/s  queued %6s  lanes %4s  waste %6s  same shape as before %6s  p99 wait <= %ss' \
         "$1" "$((completed - LAST_COMPLETED))" "$queued" "$lanes" "$(pct $((padded - real)) "$padded")" \
         "$(pct "$hits" "$batches")" "$p99"
     LAST_COMPLETED=$completed
