@@ -155,12 +155,15 @@ static void report_claim_hit_buckets(FILE *f, const report_t *rep, const sim_res
     if (p == NULL || r == NULL || !report_crowded(rep))
         return;
     double best = report_hit_pct(p) > report_hit_pct(r) ? report_hit_pct(p) : report_hit_pct(r);
+    /* as [hit]: lowered to the best any policy reaches with lanes' waits where that is less */
+    double want = best + HIT_OVER_BUCKETS_PTS, bound = report_hit_bound(rep, l);
     fprintf(f,
             "  lanes shape hit rate %.2f%% >= %.2f%% + %.0f points (the better of pow2 and "
-            "range64; %" PRIu32 " shapes per model over %" PRIu32 " workers x %" PRIu32 ")",
+            "range64; %" PRIu32 " shapes per model over %" PRIu32 " workers x %" PRIu32 "%s)",
             report_hit_pct(l), best, HIT_OVER_BUCKETS_PTS, rep->wl->shapes_per_model,
-            rep->sim->workers_per_model, rep->sim->gpu.cache_shapes);
-    report_claim(f, rep, "hit-buckets", report_hit_pct(l) >= best + HIT_OVER_BUCKETS_PTS, failed);
+            rep->sim->workers_per_model, rep->sim->gpu.cache_shapes,
+            bound < want ? "; the cache bound with lanes' waits is lower: checked against it" : "");
+    report_claim(f, rep, "hit-buckets", report_hit_pct(l) >= (bound < want ? bound : want), failed);
 }
 
 /* The claims under a wait budget (--slo-ms), against pow2 and range64 each with the queue delay
