@@ -81,6 +81,11 @@ void args_usage(FILE *f)
         "the\n"
         "                      scheduler estimates it from their batches' times (default "
         "declared)\n"
+        "  --slo-ms N          a wait budget, the p99 queue wait accepted: lanes waits for\n"
+        "                      company within it; pow2 and range64 run with the queue delay\n"
+        "                      of a grid (0-100%% of N) that spends the least GPU time within it\n"
+        "  --queue-delay-ms D  pow2 and range64: a bucket goes when full or its oldest item\n"
+        "                      waited D (Triton's max_queue_delay; default 0, or tuned by --slo-ms)\n"
         "  --policies LIST     comma-separated subset of fifo,pow2,range64,lanes-128,"
         "lanes-seed,lanes-starve,lanes\n"
         "                      (default: all; lanes-2048 names lanes-seed)\n"
@@ -102,7 +107,8 @@ void args_usage(FILE *f)
         "  --loads LIST        offered loads in percent, ascending (default 40,50,...,110);\n"
         "                      with --trace-in the trace's arrival times are stretched to "
         "each\n"
-        "  --slo-ms N          the SLO of capacity: p99 wait at most N ms (default %u)\n"
+        "  --slo-ms N          the SLO of capacity: p99 wait at most N ms (default %u); given,\n"
+        "                      also sim's wait budget at every load\n"
         "  --json FILE, --svg FILE   the sweep as JSON; the chart (p99 wait against load)\n",
         ARGS_DEFAULT_PRESET, ARGS_DEFAULT_SEED, WL_PREFIX_MIN_DEFAULT, WL_PREFIX_MAX_DEFAULT,
         d.workers_per_model, d.gpu.cache_shapes, d.gpu.max_batch_size, d.gpu.max_batch_tokens,
