@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # demo.sh - THE main job: installs dependencies, builds, starts a local nats-server and lanesched
 # on its embedded defaults (disk store in a temporary data directory), drives demo load
-# (producers of several prompt shapes and lengths for two models, four simulated GPU workers),
-# shows a live progress line, waits for the queue to drain, and ends with a short table: GPU
-# seconds and p99 wait of this run beside what FIFO would have cost on the same items (the run's
-# arrivals, recorded with `lanesched-ctl watch`, replayed through `lanesched-bench sim`).
+# (producers of several prompt shapes and lengths for two models, four simulated GPU workers
+# that sleep a GPU-like cost and declare it), shows a live progress line, waits for the queue to
+# drain, and ends with a short table: GPU time, p99 wait, waste and hit rate of this run beside
+# the lanesched policy and FIFO simulated on the same items (the run's arrivals, recorded with
+# `lanesched-ctl watch`, replayed through `lanesched-bench sim` on workers of the same cost), how
+# far the live row is from the simulated lanesched row, and what the headline compares.
 #
 #   scripts/demo.sh [--seconds N] [--keep] [--help]
 #
@@ -19,8 +21,9 @@ usage: scripts/demo.sh [--seconds N] [--keep] [--help]
 
 Installs the dependencies (scripts/install-deps.sh), builds in build/, starts nats-server and
 lanesched on free loopback ports, runs four producers (two models, four prompt shapes) and four
-simulated GPU workers for N seconds with a live progress line, waits for the queue to drain and
-prints what the GPUs did beside what FIFO would have cost on the same items.
+simulated GPU workers (a GPU-like cost per batch, per padded token and per prompt prefix missed in
+their cache) for N seconds with a live progress line, waits for the queue to drain and prints
+what the GPUs did beside the lanesched policy and FIFO simulated on the same items.
 
   --seconds N   how long the producers run (default 20, or $LANESCHED_DEMO_SECONDS)
   --keep        keep the logs and the data directory even when everything went well
@@ -55,10 +58,20 @@ while [ $# -gt 0 ]; do
 done
 [[ "$SECONDS_LOAD" =~ ^[1-9][0-9]*$ ]] || { echo "demo.sh: --seconds must be a whole number > 0" >&2; exit 2; }
 
-# The simulated GPUs' cost: lanesched-consume sleeps this long per padded token, and the FIFO
-# comparison replays the items with the same cost (no fixed cost per batch).
-WORK_US_PER_TOKEN=0.05
-NS_PER_TOKEN=50
+# The simulated GPUs' cost, GPU-like: a fixed cost per batch worth 500 padded tokens, as in
+# lanesched-bench's service model (5 ms + 10 us per padded token there, 2.5 times faster here).
+# Each lanesched-consume sleeps WORK_US_PER_BATCH per batch plus WORK_US_PER_TOKEN per padded
+# token, plus its model's prompt prefix (PREFIX_*) at the same rate when the batch's shape is not
+# among the last 2 shapes it served, declares that cost and cache in Register, keeps one pull
+# ahead and acks without waiting, so the NATS round trips stay out of its batches' time. The
+# comparison replays the recorded items through lanesched-bench sim on workers of the same cost
+# and cache.
+WORK_US_PER_BATCH=2000
+WORK_US_PER_TOKEN=4
+NS_PER_TOKEN=4000
+CACHE_SHAPES=2
+PREFIX_LLAMA=1000 # the llama prompts' shared prefix, in tokens
+PREFIX_QWEN=600
 
 WORK="$(mktemp -d /tmp/lanesched-demo.XXXXXX)"
 PIDS=()
@@ -123,16 +136,18 @@ for _ in $(seq 50); do grep -q watching "$WORK/watch.log" && break; sleep 0.1; d
 # ---- four simulated GPU workers, four producers -------------------------------------------
 CONSUMERS=()
 consume() {
-    local name=$1 model=$2 bs=$3 bt=$4
+    local name=$1 model=$2 bs=$3 bt=$4 prefix=$5
     "$BIN/lanesched-consume" --model "$model" --name "$name" --max-batch-size "$bs" \
         --max-batch-tokens "$bt" --max-input-tokens 8192 --work-us-per-token "$WORK_US_PER_TOKEN" \
-        --pull-batches 4 --until-idle-ms 3000 --json >"$WORK/$name.json" 2>"$WORK/$name.log" &
+        --work-us-per-batch "$WORK_US_PER_BATCH" --prefix-tokens "$prefix" \
+        --cache-shapes "$CACHE_SHAPES" --declare-cost --ack-async \
+        --until-idle-ms 3000 --json >"$WORK/$name.json" 2>"$WORK/$name.log" &
     CONSUMERS+=($!)
 }
-consume gpu0 llama-8b 32 32768
-consume gpu1 llama-8b 32 32768
-consume gpu2 qwen-7b 32 32768
-consume gpu3 qwen-7b 32 32768
+consume gpu0 llama-8b 32 32768 "$PREFIX_LLAMA"
+consume gpu1 llama-8b 32 32768 "$PREFIX_LLAMA"
+consume gpu2 qwen-7b 32 32768 "$PREFIX_QWEN"
+consume gpu3 qwen-7b 32 32768 "$PREFIX_QWEN"
 PIDS+=("${CONSUMERS[@]}")
 
 PRODUCERS=()
@@ -144,20 +159,23 @@ produce() {
     PRODUCERS+=($!)
 }
 produce chat --model llama-8b --component "You are a helpful assistant." \
-    --tokens-min 40 --tokens-max 600 --rate 1500
+    --prefix-tokens "$PREFIX_LLAMA" --tokens-min 40 --tokens-max 600 --rate 190
 produce rag --model llama-8b --component "You are a helpful assistant." \
-    --component "Answer only from the documents below." --tokens-min 800 --tokens-max 4000 \
-    --rate 600
+    --component "Answer only from the documents below." --prefix-tokens "$PREFIX_LLAMA" \
+    --tokens-min 800 --tokens-max 4000 --rate 75
 produce tools --model llama-8b --component "You can call tools." \
-    --component "Tools: search, calculator, weather." --tokens-min 200 --tokens-max 1200 --rate 800
+    --component "Tools: search, calculator, weather." --prefix-tokens "$PREFIX_LLAMA" \
+    --tokens-min 200 --tokens-max 1200 --rate 100
 produce summarise --model qwen-7b --component "Summarise the text in three bullet points." \
-    --tokens-min 500 --tokens-max 3000 --rate 700
+    --prefix-tokens "$PREFIX_QWEN" --tokens-min 500 --tokens-max 3000 --rate 90
 PIDS+=("${PRODUCERS[@]}")
-step load "4 producers (2 models, 4 prompt shapes, ~3,600 items/s), 4 GPU workers, ${SECONDS_LOAD} s"
+step load "4 producers (2 models, 4 prompt shapes, ~455 items/s), 4 GPU workers, ${SECONDS_LOAD} s"
 
 # ---- the live progress line -----------------------------------------------------------------
 # The figures from lanesched-ctl metrics (the Prometheus text), summed over models: key=value
-# words for eval. p99 is the upper bound of the histogram bucket holding the 99th percentile.
+# words for eval. p99 is the upper bound of the histogram bucket holding the 99th percentile;
+# "same shape as before" is the daemon's metric (a batch of its consumer's previous shape), not the
+# closing table's hit rate (an LRU of the workers' 2 cache places, the bench's definition).
 figures() {
     "$BIN/lanesched-ctl" metrics 2>/dev/null | awk '
         /^#/ { next }
@@ -183,7 +201,7 @@ pct() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.1f%%", 100 * a / b
 LAST_COMPLETED=0
 progress() { # ELAPSED: sets PROGRESS_LINE and LAST_COMPLETED
     eval "$(figures)"
-    printf -v PROGRESS_LINE '  %4ss  %6s items/s  queued %6s  lanes %4s  waste %6s  hit %6s  p99 wait <= %ss' \
+    printf -v PROGRESS_LINE '  %4ss  %6s items/s  queued %6s  lanes %4s  waste %6s  same shape as before %6s  p99 wait <= %ss' \
         "$1" "$((completed - LAST_COMPLETED))" "$queued" "$lanes" "$(pct $((padded - real)) "$padded")" \
         "$(pct "$hits" "$batches")" "$p99"
     LAST_COMPLETED=$completed
@@ -210,8 +228,9 @@ eval "$(figures)"
 FINAL="received=$received completed=$completed padded=$padded real=$real batches=$batches hits=$hits p99=$p99"
 
 # ---- what FIFO would have cost on the same items ------------------------------------------
-# The recorded submits as a lanesched-bench trace (v1: t_ns model shape signature tokens), then
-# sim with the fifo and lanes (the default) policies on simulated GPUs of the same cost and contract.
+# The recorded submits as a lanesched-bench trace (v2: t_ns model shape signature tokens
+# prefix_tokens), then sim with the fifo and lanes (the default) policies on simulated GPUs of the
+# same cost, cache and contract.
 node -e '
     const fs = require("fs");
     const lines = fs.readFileSync(process.argv[1], "utf8").split("\n").filter(Boolean);
@@ -227,53 +246,75 @@ node -e '
             if (!models.has(it.model)) models.set(it.model, models.size);
             const key = it.model + " " + it.signature;
             if (!shapes.has(key)) shapes.set(key, shapes.size);
-            out.push(`${t - t0} ${models.get(it.model)} ${shapes.get(key)} ${it.signature.slice(2)} ${it.tokens}`);
+            out.push(`${t - t0} ${models.get(it.model)} ${shapes.get(key)} ${it.signature.slice(2)} ${it.tokens} ${it.prefix_tokens || 0}`);
         }
     }
     const perModel = Math.max(1, Math.ceil(shapes.size / Math.max(1, models.size)));
     fs.writeFileSync(process.argv[2],
-        `lanesched-bench-trace v1 preset=demo seed=0 models=${models.size} shapes_per_model=${perModel} items=${out.length}\n` +
-        "# t_ns model shape signature tokens (recorded by scripts/demo.sh)\n" + out.join("\n") + "\n");
+        `lanesched-bench-trace v2 preset=demo seed=0 models=${models.size} shapes_per_model=${perModel} items=${out.length}\n` +
+        "# t_ns model shape signature tokens prefix_tokens (recorded by scripts/demo.sh)\n" + out.join("\n") + "\n");
     console.error(`trace: ${out.length} items, ${models.size} models, ${shapes.size} shapes`);
 ' "$WORK/submits.jsonl" "$WORK/demo.trace" 2>"$WORK/trace.log" || die "the recorded submits could not be read (see $WORK/trace.log)"
 SIM_OK=1
 "$BIN/lanesched-bench" sim --trace-in "$WORK/demo.trace" --duration $((SECONDS_LOAD + 10)) \
-    --policies fifo,lanes --workers 2 --batch-size 32 --batch-tokens 32768 \
-    --batch-us 0 --ns-per-token "$NS_PER_TOKEN" --json "$WORK/sim.json" >"$WORK/sim.log" 2>&1 || SIM_OK=0
+    --policies fifo,lanes --workers 2 --batch-size 32 --batch-tokens 32768 --max-input 8192 \
+    --batch-us "$WORK_US_PER_BATCH" --ns-per-token "$NS_PER_TOKEN" --cache-shapes "$CACHE_SHAPES" \
+    --json "$WORK/sim.json" >"$WORK/sim.log" 2>&1 || SIM_OK=0
+# What the workers did: their charged work, padding and cache hits, summed (one JSON line each).
+WORKERS_JSON="$(cat "$WORK"/gpu*.json 2>/dev/null | grep '^{' || true)"
 
 # ---- the closing table ----------------------------------------------------------------------
 echo
+AGREE=1
 node -e '
     const fs = require("fs");
     const f = Object.fromEntries(process.argv[1].split(" ").map((w) => w.split("=")));
-    const nsPerToken = Number(process.argv[2]);
     let sim = {};
     try {
-        for (const p of JSON.parse(fs.readFileSync(process.argv[3], "utf8")).policies) sim[p.policy] = p;
+        for (const p of JSON.parse(fs.readFileSync(process.argv[2], "utf8")).policies) sim[p.policy] = p;
     } catch (e) { /* no comparison: printed as n/a */ }
+    const w = { work_s: 0, batches: 0, padded: 0, real: 0, hits: 0 };
+    for (const line of process.argv[3].split("\n").filter(Boolean)) {
+        const j = JSON.parse(line);
+        w.work_s += j.work_s; w.batches += j.batches; w.padded += j.padded_tokens;
+        w.real += j.real_tokens; w.hits += j.cache_hits;
+    }
     const s = (ns) => (ns === undefined ? "n/a" : ns < 1e9 ? (ns / 1e6).toFixed(1) + " ms" : (ns / 1e9).toFixed(2) + " s");
     const pc = (x) => (x === undefined || x === null ? "n/a" : Number(x).toFixed(1) + "%");
     const row = (name, gpu, p99, waste, hit) =>
         console.log(name.padEnd(40) + gpu.padStart(12) + p99.padStart(13) + waste.padStart(10) + hit.padStart(10));
-    const padded = Number(f.padded), real = Number(f.real);
-    const liveGpu = padded * nsPerToken;
+    const live = { gpu: w.work_s * 1e9, waste: w.padded ? (100 * (w.padded - w.real)) / w.padded : undefined,
+                   hit: w.batches ? (100 * w.hits) / w.batches : undefined };
     console.log(`== ${Number(f.received).toLocaleString("en")} items received, ${Number(f.completed).toLocaleString("en")} completed (difference ${f.received - f.completed})`);
     row("", "GPU time", "p99 wait", "waste", "hit rate");
-    row("lanesched, this run", s(liveGpu), f.p99 === "-" ? "n/a" : "<= " + f.p99 + " s",
-        pc(padded ? (100 * (padded - real)) / padded : undefined),
-        pc(f.batches > 0 ? (100 * f.hits) / f.batches : undefined));
+    row("lanesched, this run (live)", s(live.gpu), f.p99 === "-" ? "n/a" : "<= " + f.p99 + " s", pc(live.waste), pc(live.hit));
     const l = sim["lanes"], q = sim["fifo"];
     row("lanesched policy, same items simulated", s(l && l.gpu_busy_ns), s(l && l.wait_p99_ns),
         pc(l && l.padding_waste_pct), pc(l && l.shape_hit_rate_pct));
     row("FIFO, same items simulated", s(q && q.gpu_busy_ns), s(q && q.wait_p99_ns),
         pc(q && q.padding_waste_pct), pc(q && q.shape_hit_rate_pct));
+    let agree = true;
+    if (l) {
+        const d = (a, b) => (Math.max(a, b) > 0 ? (100 * Math.abs(a - b)) / Math.max(a, b) : 0);
+        /* a percentage agrees within 10% of the larger or half a point (a waste of 0.8% against
+         * 0.9% is 11% apart but the same padding) */
+        const pts = (a, b) => Math.abs(a - b) <= 0.5;
+        const lw = live.waste || 0, lh = live.hit || 0;
+        const dg = d(live.gpu, l.gpu_busy_ns), dw = d(lw, l.padding_waste_pct), dh = d(lh, l.shape_hit_rate_pct);
+        agree = dg <= 10 && (dw <= 10 || pts(lw, l.padding_waste_pct)) && (dh <= 10 || pts(lh, l.shape_hit_rate_pct));
+        console.log(`Live against simulated lanes: GPU time ${dg.toFixed(1)}%, waste ${dw.toFixed(1)}%, hit rate ${dh.toFixed(1)}% apart` +
+            (agree ? " (each within 10%, or half a point)." : " (MORE than 10% on one of them: this machine was busy, or something changed)."));
+    }
     if (l && q && l.gpu_busy_ns > 0)
-        console.log(`FIFO would have needed ${(q.gpu_busy_ns / l.gpu_busy_ns).toFixed(2)}x the GPU time of the lanesched policy on these items.`);
-    console.log(`GPU time: ${nsPerToken} ns per padded token (the cost of the simulated workers). Hit rate: live,` +
-        "\nbatches of the same shape as the previous batch of their worker; simulated, an LRU of 2 shapes per worker." +
-        "\nLive waits also hold the workers\u2019 NATS round trips and this machine\u2019s load; the simulation has neither.");
-' "$FINAL" "$NS_PER_TOKEN" "$WORK/sim.json"
+        console.log(`FIFO would have needed ${(q.gpu_busy_ns / l.gpu_busy_ns).toFixed(2)}x the GPU time of the lanesched policy on these items:` +
+            "\nboth simulated on the items this run recorded; the live row is what the workers charged.");
+    console.log(`GPU time: ${process.argv[4]} us per batch + ${process.argv[5]} us per padded token, and a model\u2019s prompt prefix at that rate` +
+        "\nwhen the batch\u2019s shape is not in the worker\u2019s cache (live and simulated). Hit rate, both: batches whose shape" +
+        "\nis among the last 2 shapes their worker served. Live waits also hold the NATS round trips and this machine\u2019s load.");
+    process.exit(agree ? 0 : 3);
+' "$FINAL" "$WORK/sim.json" "$WORKERS_JSON" "$WORK_US_PER_BATCH" "$WORK_US_PER_TOKEN" || AGREE=0
 [ "$SIM_OK" = 1 ] || echo "demo: the FIFO comparison failed (see $WORK/sim.log)" >&2
+[ "$AGREE" = 1 ] || echo "demo: the live run and the simulated lanes run disagree by more than 10% (the CTest bench_live_vs_sim checks the same on a trace of its own)" >&2
 
 violations=$(cat "$WORK"/gpu*.json 2>/dev/null | grep -o '"violations":[0-9]*' | awk -F: '{ s += $2 } END { print s + 0 }')
 kill -TERM "$LANESCHED_PID" 2>/dev/null || true

@@ -179,6 +179,8 @@ static store_status_t mem_append(store_t *store, store_queue_t *queue, const sto
     it->queue = q;
     it->arrival_ns = item->arrival_ns;
     it->tokens = item->tokens;
+    it->prefix_tokens = item->prefix_tokens;
+    it->max_wait_ms = item->max_wait_ms;
     it->deliveries = 0;
     it->prefix_tokens = item->prefix_tokens;
     it->max_wait_ms = item->max_wait_ms;

@@ -11,13 +11,24 @@
  * pad_to stays the longest item taken, rounded up to PACKER_PAD_MULTIPLE.
  *
  * Invariants:
- *   1. A lane is merged whole (every readable item) or not at all: a part would not save the
- *      lane's batch, only shrink it. Its items keep their order, after the items taken before.
+ *   1. A lane is merged whole (every readable item) or not at all (but see 5): a part would not
+ *      save the lane's batch, only shrink it. Its items keep their order, after the items taken
+ *      before.
  *   2. The merged batch is within the contract (count, padded budget) and every merge had a
  *      positive saving at the worker's cost; the batch never contains a dead letter.
  *   3. Once a second lane is peeked, every view of the batch points into the scheduler's arena,
  *      never into the store's buffers: a backend may reuse its read buffer from one peek to the
  *      next (the disk store does), and the batch must outlive the peeks that built it.
+ *   4. Under a wait budget (budget.c) a lane left out waits for company of its own until it is
+ *      due, so a merge is credited with the lane's items' share of the fixed cost of a full batch
+ *      of their own (n_add / the items of their pad the contract fits), or EXTEND_DUE_CREDIT of
+ *      the fixed cost times the share of its due age its oldest item waited if more, instead of
+ *      merge_credit; a batch that misses the worker's cache adds its prefix to every credit.
+ *   5. Filling to the contract under a wait budget (budget.c invariant 6, EXTEND_FULL_CREDIT),
+ *      the last lane may be taken in part: its front, as many items as the contract still fits.
+ *      The batch then goes full, which the budget would otherwise wait for; the rest of the lane
+ *      keeps its order, and the rejection of parts below is about saving a batch, which a full
+ *      one does not need.
  *
  * The scan is bounded: below the batch a lane is looked at only while one item of it would pad
  * by less than the fixed cost (farther lanes are shorter still); above, the side closes at the
@@ -78,6 +89,40 @@ static sched_status_t extend_copy(struct sched *s, size_t *used, size_t from, si
     return SCHED_OK;
 }
 
+/* Under a wait budget, a lane whose oldest item is due is credited with this share of the fixed
+ * cost (and a younger lane with it times the share of its due age it waited): a lane left out
+ * goes soon, but often with a neighbour of its own. The share with the least GPU time on steady,
+ * bursty and churn at --slo-ms 5000 and 1000 (`lanesched-bench sim --preset P --prefixes --slo-ms
+ * N`, 0.25 to 1; docs/policy.md, "The wait budget"). */
+#define EXTEND_DUE_CREDIT 0.5
+/* Filling a batch to the contract under a budget (budget.c invariant 6), a merge is credited
+ * with this share of the fixed cost: less leaves a long queue behind due batches at high load,
+ * more spends GPU time on padding at every budget (`lanesched-bench sweep --preset steady
+ * --prefixes --slo-ms 5000`, `sim --preset P --prefixes --slo-ms 1000|5000`; docs/policy.md,
+ * "The wait budget"). */
+#define EXTEND_FULL_CREDIT 0.45
+
+/* The cost a merge of n_add items padded to pad_add is judged at (into *out, returned): the
+ * credited cost, and under a wait budget its fixed part scaled to the items' share of a full
+ * batch of their own (invariant 4). */
+static const packer_cost_t *extend_credit(const packer_cost_t *cost, const packer_contract_t *k,
+                                          int budget, uint64_t n_add, uint32_t pad_add,
+                                          double waited, packer_cost_t *out)
+{
+    *out = *cost;
+    if (budget) {
+        uint64_t full = pad_add != 0 ? k->max_batch_tokens / pad_add : k->max_batch_size;
+        if (full > k->max_batch_size)
+            full = k->max_batch_size;
+        double share = full > n_add ? (double)n_add / (double)full : 1.0;
+        waited = EXTEND_DUE_CREDIT * (waited < 1.0 ? waited : 1.0);
+        if (waited > share)
+            share = waited;
+        out->fixed_ns *= share;
+    }
+    return out;
+}
+
 /* The next lane holding items from sorted index *idx in direction dir (-1, +1); 0 at the end. */
 static int extend_next(const lanes_t *lanes, int64_t *idx, int dir, lanes_lane_t *out)
 {
@@ -92,9 +137,16 @@ static int extend_next(const lanes_t *lanes, int64_t *idx, int dir, lanes_lane_t
 sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const packer_cost_t *worker,
                            sched_shape_t *shape, uint64_t cap)
 {
-    /* The fixed cost a merge is credited with (sched_config_t.merge_credit). */
+    /* The fixed cost a merge is credited with (sched_config_t.merge_credit); under a wait
+     * budget, per lane (invariant 4). */
     packer_cost_t credited = *worker;
-    credited.fixed_ns *= s->merge_credit;
+    int budget = s->models[shape->model_idx]->slo_ns != 0 && !s->extend_full;
+    uint64_t now = s->clock(s->clock_ctx);
+    credited.fixed_ns *= s->extend_full ? EXTEND_FULL_CREDIT : budget ? 1.0 : s->merge_credit;
+    /* under a budget a batch that misses the cache also saves its prefix for every lane it takes
+     * along: left out, they would make another worker (or this one, later) pay it again */
+    if ((budget || s->extend_full) && (c->worker == NULL || !worker_is_warm(c->worker, shape)))
+        credited.fixed_ns += worker->token_ns * (double)s->filled.prefix_tokens;
     const packer_cost_t *cost = &credited;
     sched_batch_t *b = &s->filled;
     uint32_t pos;
@@ -112,6 +164,7 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
         /* The side whose next lane, judged by its target, would save more. */
         lanes_lane_t cand[2];
         double est[2] = {0, 0};
+        packer_cost_t lane_cost[2];
         for (int d = 0; d < 2; d++) {
             if (!open[d] || !extend_next(shape->lanes, &idx[d], dir[d], &cand[d])) {
                 open[d] = 0;
@@ -123,7 +176,9 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
                 open[d] = 0; /* one item this far below already pads by a whole batch */
                 continue;
             }
-            est[d] = packer_merge_saving(cost, n, pad, cand[d].queued_items, pad_c);
+            est[d] = packer_merge_saving(
+                extend_credit(cost, k, budget, cand[d].queued_items, pad_c, 0.0, &lane_cost[d]), n,
+                pad, cand[d].queued_items, pad_c);
         }
         int d = !open[0] ? 1 : !open[1] ? 0 : est[1] > est[0];
         if (!open[d])
@@ -141,7 +196,25 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
         if ((s->store_status =
                  store_peek(s->store, cand[d].user, s->scratch.views + n, want, &got)) != STORE_OK)
             return SCHED_ESTORE;
+        if (s->extend_full && got > room) { /* invariant 5: the front of the lane fills it */
+            size_t g = 0;
+            uint32_t lg = pad;
+            while (g < room && g < got) {
+                uint32_t t = (uint32_t)packer_pad(s->scratch.views[n + g].tokens);
+                uint32_t p = t > lg ? t : lg;
+                if (n + g + 1 > k->max_batch_size ||
+                    (uint64_t)(n + g + 1) * p > k->max_batch_tokens)
+                    break;
+                lg = p;
+                g++;
+            }
+            if (g != 0) {
+                got = g;
+                cand[d].queued_items = g; /* taken in part: the batch is full with it */
+            }
+        }
         uint64_t longest = 0, add_real = 0;
+        uint32_t add_prefix = 0;
         int fits = got != 0 && got <= room && got >= cand[d].queued_items;
         for (size_t i = 0; fits && i < got; i++) {
             const store_view_t *v = &s->scratch.views[n + i];
@@ -149,12 +222,22 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
                 fits = 0; /* a dead letter goes out alone (invariant 2) */
             longest = v->tokens > longest ? v->tokens : longest;
             add_real += v->tokens;
+            add_prefix = v->prefix_tokens > add_prefix ? v->prefix_tokens : add_prefix;
         }
         uint32_t pad_c = (uint32_t)packer_pad(longest);
         uint32_t pad_m = pad > pad_c ? pad : pad_c;
         fits = fits && n + got <= k->max_batch_size &&
                (uint64_t)(n + got) * pad_m <= k->max_batch_tokens;
-        if (!fits || packer_merge_saving(cost, n, pad, got, pad_c) <= 0.0) {
+        /* a lane whose oldest item is due goes now in any case: its own batch would be as
+         * small as it is (invariant 4) */
+        uint64_t due_ns = s->models[shape->model_idx]->due_ns,
+                 first = s->scratch.views[n].arrival_ns;
+        double waited = got == 0 || first <= shape->drain_ns || first + due_ns <= now ? 1.0
+                        : now > first ? (double)(now - first) / (double)due_ns
+                                      : 0.0;
+        if (!fits ||
+            packer_merge_saving(extend_credit(cost, k, budget, got, pad_c, waited, &lane_cost[d]),
+                                n, pad, got, pad_c) <= 0.0) {
             if (d == 1)
                 open[1] = 0; /* longer lanes only cost more */
             else
@@ -171,6 +254,8 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
         n += got;
         pad = pad_m;
         real += add_real;
+        if (add_prefix > b->prefix_tokens)
+            b->prefix_tokens = add_prefix;
         b->lanes++;
         idx[d] += dir[d];
     }

@@ -100,8 +100,12 @@ static sched_status_t fill_lane_pack(sched_t *s, const sched_consumer_t *consume
     }
     if (n == 0)
         return SCHED_EEMPTY;
-    for (size_t i = 0; i < pr.count; i++)
+    uint32_t prefix = 0;
+    for (size_t i = 0; i < pr.count; i++) {
         s->scratch.lane_of[i] = lane_id;
+        if (s->scratch.views[i].prefix_tokens > prefix)
+            prefix = s->scratch.views[i].prefix_tokens;
+    }
     s->filled = (sched_batch_t){
         .batch_id = 0, /* given when the batch is final (sched_fill) */
         .model_view = model->name,
@@ -111,6 +115,7 @@ static sched_status_t fill_lane_pack(sched_t *s, const sched_consumer_t *consume
         .pad_to = pr.pad_to,
         .padded_tokens = pr.padded_tokens,
         .real_tokens = pr.real_tokens,
+        .prefix_tokens = prefix,
         .n = pr.count,
         .items_view = s->scratch.views,
         .dead_letter = dead,
@@ -144,14 +149,31 @@ static sched_status_t fill_lane(sched_t *s, const sched_consumer_t *consumer, sc
     packer_cost_t cost;
     int costed = s->policy == SCHED_POLICY_LANES && consumer->worker != NULL &&
                  worker_cost(consumer->worker, &cost);
-    if (costed && s->filled_extendable &&
-        (st = extend_fill(s, consumer, &cost, shape, cap)) != SCHED_OK)
+    int budgeted = s->policy == SCHED_POLICY_LANES && consumer->worker != NULL && model->slo_ns;
+    if (costed && budgeted && s->filled_extendable) {
+        /* budget.c invariant 6: the neighbours that fill the batch, at the whole fixed cost */
+        s->extend_full = 1;
+        st = extend_fill(s, consumer, &cost, shape, cap);
+        s->extend_full = 0;
+        if (st != SCHED_OK)
+            return st;
+        if (!budget_full(&s->filled, &consumer->contract) &&
+            ((st = fill_lane_pack(s, consumer, model, shape, lane_id, cap)) != SCHED_OK ||
+             (st = extend_fill(s, consumer, &cost, shape, cap)) != SCHED_OK))
+            return st;
+    } else if (costed && s->filled_extendable &&
+               (st = extend_fill(s, consumer, &cost, shape, cap)) != SCHED_OK) {
         return st;
-    uint64_t until;
-    if (costed && hold_batch(s, consumer, model, &cost, s->clock(s->clock_ctx), &until)) {
+    }
+    /* What the worker pays for the prefix, as the core models its cache (worker.c). */
+    s->filled.prefix_charged = consumer->worker != NULL && worker_is_warm(consumer->worker, shape)
+                                   ? 0
+                                   : s->filled.prefix_tokens;
+    uint64_t until, now = s->clock(s->clock_ctx);
+    if (budgeted ? budget_hold(s, consumer, model, shape, now, &until)
+                 : costed && hold_batch(s, consumer, model, &cost, now, &until)) {
         s->held = 1;
         s->retry_ns = until;
-        s->counters.holds++;
         return SCHED_EEMPTY;
     }
     if ((st = fill_batch_id(s)) != SCHED_OK)
@@ -164,6 +186,50 @@ static sched_status_t fill_lane(sched_t *s, const sched_consumer_t *consumer, sc
     s->filled_valid = 1;
     *out = s->filled;
     return SCHED_OK;
+}
+
+/* The batch of one shape: the lane holding its oldest item once that item is past the age bound
+ * (select.c invariant 4), else its lanes by descending queued tokens. Under a budget a held lane
+ * leaves the fullest lane its turn (it may be full); s->held and the earlier retry when neither
+ * goes. */
+static sched_status_t fill_shape(sched_t *s, const sched_consumer_t *consumer, sched_model_t *model,
+                                 sched_shape_t *shape, uint64_t cap, int budget, sched_batch_t *out)
+{
+    uint32_t lane_id = 0, prev = 0;
+    sched_status_t st;
+    if (select_lane_starved(s, shape, &lane_id)) {
+        uint32_t starved = lane_id;
+        st = fill_lane(s, consumer, model, shape, lane_id, cap, out);
+        if (st != SCHED_EEMPTY || (s->held && !budget))
+            return st;
+        if (s->held) {
+            uint64_t retry = s->retry_ns;
+            if (lanes_next_by_tokens(shape->lanes, NULL, &lane_id) && lane_id != starved) {
+                s->held = 0;
+                st = fill_lane(s, consumer, model, shape, lane_id, cap, out);
+                if (st != SCHED_EEMPTY && !s->held)
+                    return st;
+                if (s->held && s->retry_ns < retry)
+                    retry = s->retry_ns;
+            }
+            s->held = 1;
+            s->retry_ns = retry;
+            return SCHED_EEMPTY;
+        }
+    }
+    for (int more = lanes_next_by_tokens(shape->lanes, NULL, &lane_id); more;
+         prev = lane_id, more = lanes_next_by_tokens(shape->lanes, &prev, &lane_id)) {
+        st = fill_lane(s, consumer, model, shape, lane_id, cap, out);
+        if (budget && s->held) {
+            /* the lane of the shape's oldest item is due first, maybe before the fullest */
+            uint64_t aged = shapes_oldest_exact(s, model, shape) + budget_age_bound(s, model) + 1;
+            if (aged < s->retry_ns && aged > s->clock(s->clock_ctx))
+                s->retry_ns = aged;
+        }
+        if (st != SCHED_EEMPTY || s->held)
+            return st;
+    }
+    return SCHED_EEMPTY;
 }
 
 static sched_status_t fill_pick(sched_t *s, const sched_consumer_t *consumer, sched_model_t *model,
@@ -180,19 +246,37 @@ static sched_status_t fill_pick(sched_t *s, const sched_consumer_t *consumer, sc
         cap = 1;
     if (cap > consumer->contract.max_batch_size)
         cap = consumer->contract.max_batch_size;
-
-    uint32_t lane_id = 0, prev = 0;
-    if (select_lane_starved(s, shape, &lane_id)) { /* select.c invariant 4 */
-        st = fill_lane(s, consumer, model, shape, lane_id, cap, out);
-        if (st != SCHED_EEMPTY || s->held)
+    const struct sched_worker *w = consumer->worker;
+    int budget = model->slo_ns != 0 && s->policy == SCHED_POLICY_LANES && w != NULL;
+    st = fill_shape(s, consumer, model, shape, cap, budget, out);
+    if (!budget || !s->held)
+        return st;
+    /* Under a budget the chosen shape waits for company: another shape may have a batch that goes
+     * now (select.c invariant 7): the worker's warm shapes where shapes outnumber its cache (no
+     * miss), else the model's fullest and oldest shapes (all of them fit it). */
+    uint64_t retry = s->retry_ns;
+    int affine = model->n_active > w->cache;
+    sched_shape_t *tried[SCHED_CACHE_SHAPES_MAX + 2];
+    size_t n_tried = 0, n_cand = affine ? w->n_warm : 2;
+    tried[n_tried++] = shape;
+    for (size_t k = 0; k < n_cand; k++) {
+        sched_shape_t *alt =
+            affine ? w->warm[k] : heap_top(model, k == 0 ? HEAP_TOKENS : HEAP_OLDEST);
+        int seen = alt == NULL || lanes_queued_items(alt->lanes) == 0;
+        for (size_t t = 0; t < n_tried && !seen; t++)
+            seen = tried[t] == alt;
+        if (seen)
+            continue;
+        tried[n_tried++] = alt;
+        s->held = 0;
+        st = fill_shape(s, consumer, model, alt, cap, budget, out);
+        if (st != SCHED_EEMPTY && !s->held)
             return st;
+        if (s->held && s->retry_ns < retry)
+            retry = s->retry_ns;
     }
-    for (int more = lanes_next_by_tokens(shape->lanes, NULL, &lane_id); more;
-         prev = lane_id, more = lanes_next_by_tokens(shape->lanes, &prev, &lane_id)) {
-        st = fill_lane(s, consumer, model, shape, lane_id, cap, out);
-        if (st != SCHED_EEMPTY || s->held)
-            return st;
-    }
+    s->held = 1;
+    s->retry_ns = retry;
     return SCHED_EEMPTY;
 }
 
@@ -205,10 +289,16 @@ sched_status_t sched_fill(sched_t *s, const sched_consumer_t *consumer, sched_ba
     sched_model_t *model = consumer->model;
     s->retry_ns = 0;
     s->held = 0;
+    if (budget_held_again(s, consumer, model)) { /* budget.c invariant 7 */
+        s->counters.holds++;
+        return SCHED_EEMPTY;
+    }
     uint64_t switches = s->counters.shape_switches;
     uint64_t preemptions = s->counters.starvation_preemptions;
     sched_status_t st = fill_pick(s, consumer, model, out);
+    budget_held_note(s, consumer, model);
     if (s->held) { /* select.c invariant 2: counted only for a batch that goes out */
+        s->counters.holds++;
         s->counters.shape_switches = switches;
         s->counters.starvation_preemptions = preemptions;
     }

@@ -96,6 +96,7 @@ sched_status_t model_intern(struct sched *s, const char *name, sched_model_t **o
         m->name = copy;
         m->current = NULL;
         model_name_put(s, m);
+        budget_model_init(s, m);
         *out = m;
         return SCHED_OK;
     }
@@ -112,6 +113,7 @@ sched_status_t model_intern(struct sched *s, const char *name, sched_model_t **o
     m->index = (uint32_t)s->n_models;
     s->models[s->n_models++] = m;
     model_name_put(s, m);
+    budget_model_init(s, m);
     *out = m;
     return SCHED_OK;
 }

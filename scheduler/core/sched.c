@@ -145,6 +145,7 @@ sched_status_t sched_create(const sched_config_t *config, store_t *store, sched_
     s->hold_share = config->hold_share > 0.0 ? config->hold_share : SCHED_HOLD_SHARE_DEFAULT;
     s->hold_ramp = config->hold_ramp > 0.0 ? config->hold_ramp : SCHED_HOLD_RAMP_DEFAULT;
     s->hold_burst = sched_hold_burst_resolve(config->hold_burst);
+    s->slo_ns = config->slo_ns;
     map_init(&s->model_names);
     map_init(&s->shapes);
     map_init(&s->inflight);
@@ -173,6 +174,7 @@ void sched_destroy(sched_t *s)
     worker_destroy_all(s);
     shapes_destroy_all(s);
     model_destroy_all(s);
+    budget_free(s);
     fill_scratch_free(&s->scratch);
     free(s->done_arrivals);
     free(s);
@@ -212,6 +214,8 @@ sched_status_t sched_submit(sched_t *s, const sched_item_t *item, sched_placemen
         .payload_len = item->payload_len,
         .tokens = item->tokens,
         .arrival_ns = now,
+        .prefix_tokens = item->prefix_tokens,
+        .max_wait_ms = item->max_wait_ms,
     };
     if ((s->store_status = store_append(s->store, queue, &si, NULL)) != STORE_OK) {
         st = SCHED_ESTORE;
@@ -221,6 +225,8 @@ sched_status_t sched_submit(sched_t *s, const sched_item_t *item, sched_placemen
     uint64_t before_tokens = lanes_queued_tokens(shape->lanes);
     lanes_accept(shape->lanes, &choice, now);
     hold_arrival_note(item->model, item->tokens, now);
+    item->model->arrivals++;
+    budget_arrival_note(shape, now);
     if (before == 0) {
         shape->oldest_ns = now;
         shape->oldest_stale = 0;
@@ -278,6 +284,7 @@ sched_status_t sched_commit(sched_t *s, const sched_batch_t *batch)
         .worker = s->filled_worker,
         .commit_ns = sched_now(s),
         .padded_tokens = b->padded_tokens,
+        .prefix_charged = b->prefix_charged,
         .lane = b->lane,
         .n = (uint32_t)b->n,
         .unsettled = (uint32_t)b->n,
@@ -317,9 +324,12 @@ sched_status_t sched_commit(sched_t *s, const sched_batch_t *batch)
         lanes_note_dispatched(shape->lanes, s->scratch.lane_of[from], end - from, tokens);
     }
     shape->oldest_stale = 1; /* its oldest item may have gone: shapes.c invariant 5 */
+    sched_model_t *model = s->models[shape->model_idx];
     for (size_t i = 0; i < b->n; i++) {
-        uint64_t a = b->items_view[i].arrival_ns;
-        waits_note(&s->waits, rec->commit_ns > a ? rec->commit_ns - a : 0);
+        uint64_t a = b->items_view[i].arrival_ns,
+                 wait = rec->commit_ns > a ? rec->commit_ns - a : 0;
+        waits_note(&s->waits, wait);
+        budget_note_commit(model, &b->items_view[i], wait);
     }
     shapes_queued_note(s, shape, before, before_tokens);
     if (rec->worker != NULL) {
@@ -429,7 +439,7 @@ sched_status_t sched_complete(sched_t *s, uint64_t batch_id, const uint32_t *pos
         uint64_t start =
             rec->commit_ns > rec->worker->last_done_ns ? rec->commit_ns : rec->worker->last_done_ns;
         if (now > start) {
-            sched_worker_sample(rec->worker, rec->padded_tokens, now - start);
+            sched_worker_sample(rec->worker, rec->padded_tokens + rec->prefix_charged, now - start);
             s->counters.service_ns += now - start;
             s->counters.service_batches++;
             done.service_ns = now - start;
@@ -498,6 +508,7 @@ sched_status_t sched_return(sched_t *s, uint64_t batch_id, const uint32_t *posit
     }
     shapes_queued_note(s, rec->shape, before, before_tokens);
     s->counters.items_returned += k;
+    s->models[rec->shape->model_idx]->arrivals += k; /* budget.c invariant 7 */
     int closed = sched_inflight_settle(s, rec);
     if (out != NULL)
         *out = (sched_settled_t){.positions = k, .bytes = bytes, .closed = closed};
@@ -546,6 +557,7 @@ void sched_tick(sched_t *s)
     s->filled_valid = 0;
     fill_scratch_trim(&s->scratch);
     shapes_tick(s, sched_now(s));
+    budget_tick(s, sched_now(s));
     INVARIANT_CHECK(sched_check(s));
 }
 

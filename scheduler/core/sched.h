@@ -72,6 +72,11 @@ typedef struct {
      * hold_burst x hold_ns whatever the load now (0 = SCHED_HOLD_BURST_DEFAULT; < 0 = no burst
      * regime, the gate and ramp alone). */
     double hold_burst;
+    /* The wait budget (budget.c; 0 = none): the p99 queue wait the user accepts, for every model
+     * (sched_slo_set: one model's). Under it the `lanes` policy's batches wait for company until
+     * the budget's due age, and that age is the model's age bound; hold_* and starvation_ns
+     * then do not apply to the model. */
+    uint64_t slo_ns;
 } sched_config_t;
 
 typedef struct sched sched_t;
@@ -89,6 +94,13 @@ typedef struct {
     size_t id_len;
     const uint8_t *payload;
     size_t payload_len;
+    /* Tokens of the cacheable prefix the signature covers (WorkItem.prefix_tokens; 0 =
+     * unknown): a worker whose cache holds the shape skips them, one that does not computes
+     * them once for the batch. */
+    uint32_t prefix_tokens;
+    /* The item's own wait budget in ms (WorkItem.max_wait_ms; 0 = its model's, see
+     * sched_config_t.slo_ns): it caps the model's budget for this item, never raises it. */
+    uint32_t max_wait_ms;
 } sched_item_t;
 
 typedef struct {
@@ -146,8 +158,10 @@ sched_status_t sched_worker_create(sched_t *sched, sched_model_t *model,
  * holder. NULL-safe. */
 void sched_worker_destroy(sched_t *sched, sched_worker_t *worker);
 void sched_worker_info(const sched_worker_t *worker, sched_worker_info_t *out /* out */);
-/* One measured batch: padded tokens and the time it took. The core calls it when a batch of the
- * worker completes (sched_complete); exposed so the estimator is tested alone. */
+/* One measured batch: the tokens it computed (padded tokens, plus its prefix when the worker
+ * did not hold the shape: sched_batch_t.prefix_charged) and the time it took. The core calls it
+ * when a batch of the worker completes (sched_complete); exposed so the estimator is tested
+ * alone. */
 void sched_worker_sample(sched_worker_t *worker, uint64_t padded_tokens, uint64_t service_ns);
 
 /*
@@ -163,6 +177,10 @@ typedef struct {
     uint32_t pad_to;
     uint64_t padded_tokens;
     uint64_t real_tokens;
+    /* The shape's prefix (the longest prefix_tokens of its items), and what the worker pays for
+     * it as the core models its cache: the prefix when the shape is not warm in it, else 0. */
+    uint32_t prefix_tokens;
+    uint32_t prefix_charged;
     size_t n;
     /* Each lane's items together and in that lane's arrival order, the chosen lane first. */
     const store_view_t *items_view;
@@ -230,6 +248,10 @@ void sched_destroy(sched_t *sched);
 /* The factor a config's hold_burst stands for: 0 (no burst regime) when negative, the default
  * when 0. */
 double sched_hold_burst_resolve(double configured);
+
+/* One model's wait budget (0: none), over sched_config_t.slo_ns; kept for a model not seen yet.
+ * SCHED_ENOMEM, or SCHED_EINVAL for an empty name. */
+sched_status_t sched_slo_set(sched_t *sched, const char *model, uint64_t slo_ns);
 
 /* Longest item the scheduler takes: pad_to and padded-token sums stay within 32/64 bits. */
 #define SCHED_MAX_TOKENS (UINT32_MAX - PACKER_PAD_MULTIPLE)

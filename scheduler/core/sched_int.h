@@ -20,6 +20,9 @@ typedef struct {
 } waits_t;
 void waits_note(waits_t *w, uint64_t wait_ns);
 
+/* budget.c: lateness is measured in this many shares of the budget. */
+#define BUDGET_LATE_BUCKETS 64u
+
 /* A model's heaps of shapes (heap.c). */
 enum { HEAP_TOKENS = 0, HEAP_COLD, HEAP_OLDEST, HEAP_COUNT };
 #define HEAP_ABSENT SIZE_MAX
@@ -37,12 +40,27 @@ typedef struct sched_shape {
      * a dispatch may have taken that item. */
     uint64_t oldest_ns;
     int oldest_stale;
+    uint64_t drain_ns; /* budget.c invariant 4: items arrived by then are due */
+    /* budget.c invariant 8: its last arrival and the mean gap between its arrivals (decayed;
+     * 0 before a second one) */
+    uint64_t last_arrival_ns;
+    double gap_ns;
+    int has_gap;
 } sched_shape_t;
 
 typedef struct {
     struct sched_shape **a;
     size_t n, cap;
 } shape_heap_t;
+
+/* budget.c invariant 7: a model's last held fill. */
+typedef struct {
+    int valid;
+    uint64_t until_ns; /* its retry time */
+    uint64_t arrivals; /* the model's arrivals then */
+    packer_contract_t contract;
+    const struct sched_worker *worker; /* NULL: any worker of the model */
+} budget_memo_t;
 
 /* A model (model.c): the handle sched_model_t. */
 struct sched_model {
@@ -65,6 +83,14 @@ struct sched_model {
     uint64_t load_t_ns, load_t0_ns;
     double burst_items, peak_rate;
     uint64_t burst_t_ns, peak_t_ns;
+    /* budget.c: the model's wait budget (0: none), the age at which its items are due, and how
+     * late its due items went (decayed counts per 1/BUDGET_LATE_BUCKETS of the budget, the last
+     * one beyond it) as of late_t_ns */
+    uint64_t slo_ns, due_ns;
+    double late[BUDGET_LATE_BUCKETS + 1];
+    uint64_t late_t_ns;
+    uint64_t arrivals; /* items submitted and returned (budget.c invariant 7) */
+    budget_memo_t held;
 };
 
 /* The core's view of one consumer (worker.c). */
@@ -117,12 +143,19 @@ typedef struct sched_inflight {
     uint64_t commit_ns;
     uint64_t deadline_ns; /* 0: none (sched_batch_deadline_set) */
     uint64_t padded_tokens;
-    uint32_t lane; /* the lane it was chosen from */
+    uint32_t prefix_charged; /* the prefix tokens the worker computes for it (sched_batch_t) */
+    uint32_t lane;           /* the lane it was chosen from */
     uint32_t n;
     uint32_t unsettled;
     int sampled; /* its completion time went to the worker's estimator */
     sched_inflight_item_t items[];
 } sched_inflight_t;
+
+/* A model's wait budget set by name (sched_slo_set). */
+typedef struct {
+    char *model;
+    uint64_t slo_ns;
+} sched_slo_t;
 
 struct sched {
     store_t *store; /* borrowed */
@@ -138,7 +171,10 @@ struct sched {
     double hold_ramp;  /* ... and the whole hold from hold_load + hold_ramp */
     double hold_share; /* held while the fixed cost is at least this share of the batch */
     double hold_burst; /* the hold's length in a burst regime, in hold_ns; 0: no burst regime */
-    uint64_t retry_ns; /* sched_retry_ns: set by the last fill that found nothing */
+    uint64_t slo_ns;   /* every model's wait budget (budget.c); 0: none */
+    sched_slo_t *slos; /* per-model budgets, n_slos of them */
+    size_t n_slos;
+    uint64_t retry_ns;      /* sched_retry_ns: set by the last fill that found nothing */
     sched_model_t **models; /* model.c */
     size_t n_models;
     map_t model_names; /* the names' XXH64 pair -> the first sched_model_t under it */
@@ -152,6 +188,7 @@ struct sched {
     int filled_valid;
     int filled_extendable;   /* the lane fill took its whole lane, with room left */
     int held;                /* the last fill's batch waits (hold.c) */
+    int extend_full;         /* extend_fill credits the whole fixed cost (budget.c invariant 6) */
     fill_scratch_t scratch;  /* fill.c */
     uint64_t *done_arrivals; /* sched_complete's arrivals of the items it first completed */
     size_t done_cap;
@@ -245,6 +282,36 @@ double hold_load(const sched_model_t *m, const packer_contract_t *k, const packe
 /* Whether s->filled waits (hold.c invariants 2, 3): 1 and *out_until, when the hold ends. */
 int hold_batch(struct sched *s, const sched_consumer_t *c, sched_model_t *m,
                const packer_cost_t *cost, uint64_t now, uint64_t *out_until /* out */);
+
+/* budget.c */
+/* The model's budget and due age from the configuration (at its interning). */
+void budget_model_init(struct sched *s, sched_model_t *m);
+void budget_free(struct sched *s);
+/* An item of model m committed after waiting wait_ns: how late it went past its due age. */
+void budget_note_commit(sched_model_t *m, const store_view_t *v, uint64_t wait_ns);
+/* Every tick: each budgeted model's due age from the lateness it measured (budget.c). */
+void budget_tick(struct sched *s, uint64_t now);
+/* The age past which an item of the model goes first: the due age under a budget, else the
+ * configured age bound (starvation_ns). */
+uint64_t budget_age_bound(const struct sched *s, const sched_model_t *m);
+/* The same for one shape: under a budget, a shape that expects no company before its items are
+ * due keeps the configured age bound (budget.c invariant 8). */
+uint64_t budget_shape_bound(const struct sched *s, const sched_shape_t *shape);
+/* Whether waiting may bring the shape company: always without a budget; under one, while its
+ * mean arrival gap is shorter than the due age (budget.c invariant 8). */
+int budget_company(const struct sched *s, const sched_shape_t *shape);
+/* An item of the shape arrived at now (budget.c invariant 8). */
+void budget_arrival_note(sched_shape_t *shape, uint64_t now);
+/* budget.c invariant 7: 1 when the consumer's fill would be held as the model's last one was
+ * (s->held and s->retry_ns set); budget_held_note records a fill just made. */
+int budget_held_again(struct sched *s, const sched_consumer_t *c, const sched_model_t *m);
+void budget_held_note(struct sched *s, const sched_consumer_t *c, sched_model_t *m);
+/* Whether a batch is full to the contract: its items, or no further item of its pad fits. */
+int budget_full(const sched_batch_t *b, const packer_contract_t *k);
+/* Under a budget: whether s->filled waits for company (budget.c invariants 2, 3): 1 and
+ * *out_until, when its first item is due. */
+int budget_hold(struct sched *s, const sched_consumer_t *c, const sched_model_t *m,
+                sched_shape_t *shape, uint64_t now, uint64_t *out_until /* out */);
 
 /* worker.c */
 /* The worker served a batch of this shape: its cache model takes it as the most recent. */

@@ -71,7 +71,8 @@ static sched_shape_t *select_starved(struct sched *s, sched_model_t *model, sche
 {
     sched_shape_t *best = shapes_oldest_except(s, model, &cur, 1);
     uint64_t now = select_now(s);
-    if (best == NULL || now <= best->oldest_ns || now - best->oldest_ns <= s->starvation_ns)
+    if (best == NULL || now <= best->oldest_ns ||
+        now - best->oldest_ns <= budget_shape_bound(s, best))
         return NULL;
     return best;
 }
@@ -80,7 +81,7 @@ static sched_shape_t *select_starved(struct sched *s, sched_model_t *model, sche
 static sched_status_t select_sticky(struct sched *s, sched_model_t *model, sched_shape_t **out)
 {
     sched_shape_t *cur = model->current;
-    sched_shape_t *best = s->starvation_ns != 0 ? select_starved(s, model, cur) : NULL;
+    sched_shape_t *best = budget_age_bound(s, model) != 0 ? select_starved(s, model, cur) : NULL;
     if (best != NULL)
         s->counters.starvation_preemptions++;
     else if (cur != NULL && lanes_queued_tokens(cur->lanes) > 0) {
@@ -106,26 +107,31 @@ static sched_shape_t *select_affine_aged(struct sched *s, sched_model_t *model,
                                          const struct sched_worker *w, uint64_t now)
 {
     sched_shape_t *warm = NULL;
-    uint64_t warm_t = 0;
+    uint64_t warm_t = 0, bound = budget_age_bound(s, model);
     for (uint32_t i = 0; i < w->n_warm; i++) {
         sched_shape_t *sh = w->warm[i];
         /* The bound is a lower bound of the oldest arrival: when even it is young, so is the
          * shape, and the store need not be read. */
-        if (lanes_queued_items(sh->lanes) == 0 || now <= sh->oldest_ns ||
-            now - sh->oldest_ns <= s->starvation_ns)
+        uint64_t b = budget_shape_bound(s, sh);
+        if (lanes_queued_items(sh->lanes) == 0 || now <= sh->oldest_ns || now - sh->oldest_ns <= b)
             continue;
         uint64_t t = shapes_oldest_exact(s, model, sh);
-        if (now > t && now - t > s->starvation_ns && (warm == NULL || t < warm_t)) {
+        if (now > t && now - t > b && (warm == NULL || t < warm_t)) {
             warm = sh;
             warm_t = t;
         }
     }
     sched_shape_t *cold = shapes_oldest_except(s, model, w->warm, w->n_warm);
-    if (cold != NULL && now > cold->oldest_ns && now - cold->oldest_ns > SELECT_COLD_NS &&
+    /* under a budget a cold shape waits as long as a warm one may: until it is due */
+    uint64_t cold_ns =
+        model->slo_ns != 0 && bound > SELECT_COLD_NS && cold != NULL && budget_company(s, cold)
+            ? bound
+            : SELECT_COLD_NS;
+    if (cold != NULL && now > cold->oldest_ns && now - cold->oldest_ns > cold_ns &&
         (warm == NULL || now - cold->oldest_ns > SELECT_STEAL_FACTOR * (now - warm_t)))
         return cold;
-    if (cold != NULL && now <= cold->oldest_ns + SELECT_COLD_NS)
-        s->retry_ns = cold->oldest_ns + SELECT_COLD_NS + 1; /* when (b) would take it */
+    if (cold != NULL && now <= cold->oldest_ns + cold_ns)
+        s->retry_ns = cold->oldest_ns + cold_ns + 1; /* when (b) would take it */
     return warm;
 }
 
@@ -150,8 +156,8 @@ static sched_status_t select_affine(struct sched *s, sched_model_t *model,
     struct sched_worker *w = c->worker;
     sched_shape_t *cur = w->n_warm != 0 ? w->warm[0] : NULL, *best = NULL;
     uint64_t now = select_now(s);
-    if (s->starvation_ns != 0 && (best = select_affine_aged(s, model, w, now)) != NULL &&
-        best != cur)
+    uint64_t bound = budget_age_bound(s, model);
+    if (bound != 0 && (best = select_affine_aged(s, model, w, now)) != NULL && best != cur)
         s->counters.starvation_preemptions++;
     if (best == NULL && cur != NULL && lanes_queued_tokens(cur->lanes) > 0)
         best = cur;
@@ -161,8 +167,9 @@ static sched_status_t select_affine(struct sched *s, sched_model_t *model,
         best = heap_top(model, HEAP_COLD);
         if (best == NULL)
             best = heap_top(model, HEAP_TOKENS);
-        if (best != NULL && w->n_warm != 0 && s->starvation_ns != 0 &&
-            lanes_queued_tokens(best->lanes) < c->contract.max_batch_tokens)
+        if (best != NULL && w->n_warm != 0 && bound != 0 &&
+            lanes_queued_tokens(best->lanes) < c->contract.max_batch_tokens &&
+            budget_company(s, best))
             return SCHED_EEMPTY; /* s->retry_ns: when (b) takes the oldest cold shape */
     }
     if (best == NULL)
@@ -187,13 +194,14 @@ int select_lane_starved(struct sched *s, const sched_shape_t *shape, uint32_t *o
 {
     uint64_t t = 0;
     uint32_t lane = 0;
-    if (s->starvation_ns == 0)
+    uint64_t age = budget_shape_bound(s, shape);
+    if (age == 0)
         return 0;
     uint64_t now = select_now(s);
     /* The shape's bound is a lower bound of its oldest item: young, and no lane can be aged. */
-    if (now <= shape->oldest_ns || now - shape->oldest_ns <= s->starvation_ns)
+    if (now <= shape->oldest_ns || now - shape->oldest_ns <= age)
         return 0;
-    if (!shapes_oldest(s, shape, &t, &lane) || now <= t || now - t <= s->starvation_ns)
+    if (!shapes_oldest(s, shape, &t, &lane) || now <= t || now - t <= age)
         return 0;
     *out_lane = lane;
     return 1;

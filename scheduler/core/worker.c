@@ -3,8 +3,9 @@
  * estimated from its dispatch-to-ack times) and a model of its prefix cache (the shapes it
  * served last), which the `lanes` policy packs and chooses with.
  *
- * The estimate. Each completed batch gives one sample (x = padded tokens, y = service time):
- * y = commit-to-completion time, counted from the later of the batch's commit and the worker's
+ * The estimate. Each completed batch gives one sample: x = the tokens it computed (its padded
+ * tokens, plus its shape's prefix when the core's model of the cache says it missed), y = the
+ * commit-to-completion time, counted from the later of the batch's commit and the worker's
  * previous completion, because a worker that pulls ahead (one credit outstanding) only starts a
  * batch when it finished the one before. The model y = fixed + token * x is fitted by least
  * squares over exponentially weighted moments (West's update: numerically stable, O(1) per
@@ -91,6 +92,8 @@ void sched_worker_destroy(sched_t *s, sched_worker_t *w)
         return;
     s->filled_valid = 0;
     sched_model_t *m = s->models[w->model_idx];
+    if (m->held.worker == w) /* budget.c invariant 7: no memo outlives its worker */
+        m->held.valid = 0;
     for (uint32_t i = 0; i < w->n_warm; i++) {
         w->warm[i]->warm--;
         heap_fix(m, w->warm[i]);

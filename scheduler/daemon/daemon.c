@@ -245,11 +245,17 @@ daemon_status_t daemon_create(const daemon_config_t *cfg, daemon_t **out)
         sc.starvation_ns = sc.policy == SCHED_POLICY_LANES ? SCHED_AGE_BOUND_DEFAULT_NS : 0;
     sc.hold_ns =
         cfg->hold_ms == DAEMON_HOLD_DEFAULT ? SCHED_HOLD_DEFAULT_NS : daemon_ms_ns(cfg->hold_ms);
+    sc.slo_ns = daemon_ms_ns(cfg->slo_ms);
     sched_status_t schst = sched_create(&sc, d->store, &d->sched);
+    for (size_t i = 0; schst == SCHED_OK && i < cfg->n_slos; i++)
+        schst = sched_slo_set(d->sched, cfg->slos[i].model, daemon_ms_ns(cfg->slos[i].ms));
     if (schst != SCHED_OK) {
         log_write(LOG_ERROR, "cannot restore the scheduler: %s", sched_status_str(schst));
         goto out;
     }
+    if (cfg->slo_ms != 0 || cfg->n_slos != 0)
+        log_write(LOG_INFO, "wait budget %" PRIu32 " ms, %zu models with their own", cfg->slo_ms,
+                  cfg->n_slos);
     log_write(LOG_INFO, "policy %s, age bound %" PRIu64 " ms, hold %" PRIu64 " ms",
               sched_policy_name(sc.policy), sc.starvation_ns / 1000000,
               sc.policy == SCHED_POLICY_LANES ? sc.hold_ns / 1000000 : 0);

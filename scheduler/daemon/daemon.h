@@ -123,6 +123,12 @@ typedef struct {
 /* Monotonic nanoseconds; the daemon's only clock (tests inject their own). */
 typedef uint64_t (*daemon_clock_fn)(void *ctx);
 
+/* One model's wait budget (--slo-ms MODEL=MS). */
+typedef struct {
+    const char *model; /* borrowed */
+    uint32_t ms;
+} daemon_slo_t;
+
 /* What the daemon is configured with. Strings are borrowed and must outlive the daemon. */
 typedef struct {
     const char *prefix;
@@ -143,6 +149,11 @@ typedef struct {
     uint32_t hold_ms;       /* the hold; 0 = off, DAEMON_HOLD_DEFAULT = the policy's */
     /* The scheduling policy: "lanes" (NULL: the default) or "lanes-seed" (the article's). */
     const char *policy;
+    /* The wait budget (sched_config_t.slo_ns): every model's (0: none) and, overriding it, the
+     * models' named in slos (borrowed, n_slos entries). */
+    uint32_t slo_ms;
+    const daemon_slo_t *slos;
+    size_t n_slos;
     daemon_clock_fn clock; /* NULL = CLOCK_MONOTONIC */
     void *clock_ctx;       /* borrowed */
     /* Leases (scale-out): each model of `models` is served only while EV_LEASE says this

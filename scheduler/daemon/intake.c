@@ -113,7 +113,8 @@ static void intake_item(struct daemon *d, const ev_t *ev, model_t **m, const cod
     if (why == CODEC_OK && *m == NULL && (*m = models_get(d, ev->token)) == NULL)
         why = CODEC_ESTORE_ERROR; /* out of memory: an operator has to look */
     if (why == CODEC_OK) {
-        sched_item_t si = {(*m)->core, it->shape, it->tokens, it->id.ptr, it->id.len, framed, flen};
+        sched_item_t si = {(*m)->core, it->shape, it->tokens,        it->id.ptr,     it->id.len,
+                           framed,     flen,      it->prefix_tokens, it->max_wait_ms};
         sched_status_t sst = sched_submit(d->sched, &si, NULL);
         why = sst == SCHED_OK ? CODEC_OK : intake_store_reason(d, sst);
     }

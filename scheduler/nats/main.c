@@ -87,6 +87,10 @@ static const flag_t flags[] = {
      "the hold of --policy lanes: while a model's offered load is high, an under-filled batch "
      "waits for company until its oldest item waited this long, twice as long in the minute "
      "after a burst (0 = off; default 350)"},
+    {"slo-ms", "MS|MODEL=MS[,...]", NULL,
+     "the wait budget: the p99 queue wait accepted, for every model (MS) and per model "
+     "(MODEL=MS), e.g. 5000,chat=1000. Under it --policy lanes waits for company only as long as "
+     "the budget allows and --hold-ms and --starvation-ms do not apply (default none)"},
     {"policy", "lanes|lanes-seed", "lanes",
      "lanes: cost-aware packing across neighbouring lanes, cache affinity, the age bound; "
      "lanes-seed: the article's policy (one lane per batch, every worker on one shape)"},
@@ -156,6 +160,53 @@ static int parse_u32(const char *name, const char *v, uint32_t *out)
         return -1;
     }
     *out = (uint32_t)x;
+    return 0;
+}
+
+/* --slo-ms: "MS" for every model and "MODEL=MS" per model, comma separated (a model named twice:
+ * the last). The entries' names point into a copy of v; the copy and the array are the
+ * process's, so both outlive the daemon. */
+static int parse_slo(const char *v, daemon_config_t *cfg)
+{
+    if (v == NULL || v[0] == '\0')
+        return 0;
+    size_t n = 1;
+    for (const char *p = v; *p != '\0'; p++)
+        n += *p == ',';
+    static daemon_slo_t *slos;
+    static char *copy;
+    free(slos);
+    free(copy);
+    slos = calloc(n, sizeof(*slos));
+    copy = strdup(v);
+    if (slos == NULL || copy == NULL) {
+        fprintf(stderr, "lanesched: out of memory\n");
+        return -1;
+    }
+    size_t k = 0;
+    char *save = NULL;
+    for (char *w = strtok_r(copy, ",", &save); w != NULL; w = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(w, '='), *end = NULL;
+        if (eq != NULL)
+            *eq = '\0';
+        const char *num = eq != NULL ? eq + 1 : w;
+        errno = 0;
+        unsigned long long ms = strtoull(num, &end, 10);
+        if ((eq != NULL && w[0] == '\0') || errno != 0 || end == num || *end != '\0' ||
+            num[0] == '-' || ms == 0 || ms > UINT32_MAX) {
+            fprintf(stderr,
+                    "lanesched: --slo-ms: want MS or MODEL=MS (MS > 0), comma separated; "
+                    "got '%s'\n",
+                    v);
+            return -1;
+        }
+        if (eq == NULL)
+            cfg->slo_ms = (uint32_t)ms;
+        else
+            slos[k++] = (daemon_slo_t){w, (uint32_t)ms};
+    }
+    cfg->slos = slos;
+    cfg->n_slos = k;
     return 0;
 }
 
@@ -417,7 +468,9 @@ static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc
     }
     if (parse_ms_or_policy("starvation-ms", flag_value(v, "starvation-ms"),
                            DAEMON_STARVATION_DEFAULT, &cfg->starvation_ms) ||
-        parse_ms_or_policy("hold-ms", flag_value(v, "hold-ms"), DAEMON_HOLD_DEFAULT, &cfg->hold_ms))
+        parse_ms_or_policy("hold-ms", flag_value(v, "hold-ms"), DAEMON_HOLD_DEFAULT,
+                           &cfg->hold_ms) ||
+        parse_slo(flag_value(v, "slo-ms"), cfg))
         return -1;
     cfg->segment_max_bytes = seg_max;
     if (config_limits(v, &cfg->limits) != 0 || config_queue_age(v, cfg) != 0)

@@ -72,7 +72,8 @@ static void submit(fixture_t *f, uint32_t tokens)
 {
     char id[24];
     int len = snprintf(id, sizeof(id), "i%u", f->next_id++);
-    sched_item_t it = {M(f->sched, "m"), 1, tokens, (const uint8_t *)id, (size_t)len, NULL, 0};
+    sched_item_t it = {
+        M(f->sched, "m"), 1, tokens, (const uint8_t *)id, (size_t)len, NULL, 0, 0, 0};
     assert_int_equal(sched_submit(f->sched, &it, NULL), SCHED_OK);
 }
 

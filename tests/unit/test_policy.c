@@ -65,7 +65,8 @@ static void submit(fixture_t *f, const char *model, uint64_t sig, uint32_t token
 {
     char id[24];
     int len = snprintf(id, sizeof(id), "i%u", f->next_id++);
-    sched_item_t it = {M(f->sched, model), sig, tokens, (const uint8_t *)id, (size_t)len, NULL, 0};
+    sched_item_t it = {
+        M(f->sched, model), sig, tokens, (const uint8_t *)id, (size_t)len, NULL, 0, 0, 0};
     assert_int_equal(sched_submit(f->sched, &it, NULL), SCHED_OK);
 }
 

@@ -89,7 +89,8 @@ static sched_placement_t submit(fixture_t *f, const char *model, uint64_t sig, u
 {
     char id[32];
     int len = snprintf(id, sizeof(id), "i%u", f->next_id++);
-    sched_item_t it = {M(f->sched, model), sig, tokens, (const uint8_t *)id, (size_t)len, NULL, 0};
+    sched_item_t it = {
+        M(f->sched, model), sig, tokens, (const uint8_t *)id, (size_t)len, NULL, 0, 0, 0};
     sched_placement_t p;
     assert_int_equal(sched_submit(f->sched, &it, &p), SCHED_OK);
     return p;
@@ -382,8 +383,8 @@ static void test_tokens_received_equal_tokens_completed_after_drain(void **state
 static void test_submit_rejects_invalid_items(void **state)
 {
     fixture_t *f = *state;
-    sched_item_t zero = {M(f->sched, "m"), 1, 0, (const uint8_t *)"x", 1, NULL, 0};
-    sched_item_t nomodel = {NULL, 1, 10, (const uint8_t *)"x", 1, NULL, 0};
+    sched_item_t zero = {M(f->sched, "m"), 1, 0, (const uint8_t *)"x", 1, NULL, 0, 0, 0};
+    sched_item_t nomodel = {NULL, 1, 10, (const uint8_t *)"x", 1, NULL, 0, 0, 0};
     assert_int_equal(sched_submit(f->sched, &zero, NULL), SCHED_EINVAL);
     assert_int_equal(sched_submit(f->sched, &nomodel, NULL), SCHED_EINVAL);
     assert_true(sched_counters(f->sched)->items_received == 0);

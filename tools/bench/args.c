@@ -55,6 +55,10 @@ void args_usage(FILE *f)
         "  --long-share X      override the preset's models, shapes per model, length cap,\n"
         "                      popularity exponent, burst factor, churn fraction, share of\n"
         "                      long-tailed shapes (all printed in the header)\n"
+        "  --prefixes          each shape gets a prefix of %u-%u tokens (log-uniform, drawn\n"
+        "                      from the seed; the items are the same): a worker pays it once\n"
+        "                      per batch when its cache does not hold the shape\n"
+        "  --prefix-tokens MIN,MAX   the same with that range\n"
         "  --workers N         simulated GPU workers per model (default %" PRIu32 ")\n"
         "  --cache-shapes C    each worker's prefix cache: LRU of C shapes (default %" PRIu32 ")\n"
         "  --batch-size N      contract: max items per batch (default %" PRIu32 ")\n"
@@ -80,6 +84,12 @@ void args_usage(FILE *f)
         "the\n"
         "                      scheduler estimates it from their batches' times (default "
         "declared)\n"
+        "  --slo-ms N          a wait budget, the p99 queue wait accepted: lanes waits for\n"
+        "                      company within it; pow2 and range64 run with the queue delay\n"
+        "                      of a grid (0-100%% of N) that spends the least GPU time within it\n"
+        "  --queue-delay-ms D  pow2 and range64: a bucket goes when full or its oldest item\n"
+        "                      waited D (Triton's max_queue_delay; default 0, or tuned by "
+        "--slo-ms)\n"
         "  --policies LIST     comma-separated subset of fifo,pow2,range64,lanes-128,"
         "lanes-seed,lanes-starve,lanes\n"
         "                      (default: all; lanes-2048 names lanes-seed)\n"
@@ -101,14 +111,15 @@ void args_usage(FILE *f)
         "  --loads LIST        offered loads in percent, ascending (default 40,50,...,110);\n"
         "                      with --trace-in the trace's arrival times are stretched to "
         "each\n"
-        "  --slo-ms N          the SLO of capacity: p99 wait at most N ms (default %u)\n"
+        "  --slo-ms N          the SLO of capacity: p99 wait at most N ms (default %u); given,\n"
+        "                      also sim's wait budget at every load\n"
         "  --json FILE, --svg FILE   the sweep as JSON; the chart (p99 wait against load)\n",
-        ARGS_DEFAULT_PRESET, ARGS_DEFAULT_SEED, d.workers_per_model, d.gpu.cache_shapes,
-        d.gpu.max_batch_size, d.gpu.max_batch_tokens, d.gpu.max_input_tokens,
-        d.gpu.batch_fixed_ns / 1000, d.gpu.ns_per_padded_token, d.starvation_ns / 1000000,
-        (double)d.age_bound_ns / 1e6, SCHED_MERGE_CREDIT_DEFAULT, SCHED_HOLD_LOAD_DEFAULT,
-        SCHED_HOLD_RAMP_DEFAULT, SCHED_HOLD_SHARE_DEFAULT, (double)d.hold_ns / 1e6,
-        SCHED_HOLD_BURST_DEFAULT, ARGS_SWEEP_SLO_MS);
+        ARGS_DEFAULT_PRESET, ARGS_DEFAULT_SEED, WL_PREFIX_MIN_DEFAULT, WL_PREFIX_MAX_DEFAULT,
+        d.workers_per_model, d.gpu.cache_shapes, d.gpu.max_batch_size, d.gpu.max_batch_tokens,
+        d.gpu.max_input_tokens, d.gpu.batch_fixed_ns / 1000, d.gpu.ns_per_padded_token,
+        d.starvation_ns / 1000000, (double)d.age_bound_ns / 1e6, SCHED_MERGE_CREDIT_DEFAULT,
+        SCHED_HOLD_LOAD_DEFAULT, SCHED_HOLD_RAMP_DEFAULT, SCHED_HOLD_SHARE_DEFAULT,
+        (double)d.hold_ns / 1e6, SCHED_HOLD_BURST_DEFAULT, ARGS_SWEEP_SLO_MS);
 }
 
 static int args_u64(const char *flag, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -146,6 +157,23 @@ static int args_u32(const char *flag, const char *s, uint64_t lo, uint64_t hi, u
     if (args_u64(flag, s, lo, hi, &v) != 0)
         return -1;
     *out = (uint32_t)v;
+    return 0;
+}
+
+/* Parses "MIN,MAX" (1 <= MIN <= MAX) into the two. */
+static int args_range(const char *flag, const char *s, uint32_t *lo, uint32_t *hi)
+{
+    char buf[64];
+    const char *comma = strchr(s, ',');
+    if (comma == NULL || (size_t)(comma - s) >= sizeof(buf)) {
+        fprintf(stderr, "lanesched-bench: %s: want MIN,MAX, got %s\n", flag, s);
+        return -1;
+    }
+    memcpy(buf, s, (size_t)(comma - s));
+    buf[comma - s] = '\0';
+    if (args_u32(flag, buf, 1, 1u << 24, lo) != 0 ||
+        args_u32(flag, comma + 1, *lo, 1u << 24, hi) != 0)
+        return -1;
     return 0;
 }
 
@@ -226,6 +254,11 @@ int args_sim_parse(int argc, char **argv, int sweep, args_sim_t *a)
             a->claims = 1;
             continue;
         }
+        if (strcmp(f, "--prefixes") == 0) {
+            a->prefix_min = WL_PREFIX_MIN_DEFAULT;
+            a->prefix_max = WL_PREFIX_MAX_DEFAULT;
+            continue;
+        }
         if (i + 1 >= argc) {
             usage_missing_value("lanesched-bench", f);
             return -1;
@@ -301,15 +334,22 @@ int args_sim_parse(int argc, char **argv, int sweep, args_sim_t *a)
                 a->sim.hold_burst = -1.0;
             else
                 rc = args_double(f, v, 0.000001, 100.0, &a->sim.hold_burst);
+        } else if (strcmp(f, "--queue-delay-ms") == 0) {
+            double ms;
+            rc = args_double(f, v, 0.0, 3600.0 * 1000, &ms);
+            a->sim.bucket_delay_ns = (uint64_t)llround(ms * 1e6);
+            a->queue_delay_set = 1;
         } else if (strcmp(f, "--age-bound-ms") == 0) {
             double ms;
             rc = args_double(f, v, 0.0, 3600.0 * 1000, &ms);
             a->sim.age_bound_ns = (uint64_t)llround(ms * 1e6);
         } else if (sweep && strcmp(f, "--loads") == 0) {
             rc = args_loads(v, a->loads, &a->n_loads);
-        } else if (sweep && strcmp(f, "--slo-ms") == 0) {
+        } else if (strcmp(f, "--slo-ms") == 0) {
             rc = args_u64(f, v, 1, 3600ull * 1000 * 24, &u);
-            a->slo_ns = u * 1000000;
+            a->slo_ns = a->sim.slo_ns = u * 1000000;
+        } else if (strcmp(f, "--prefix-tokens") == 0) {
+            rc = args_range("--prefix-tokens", v, &a->prefix_min, &a->prefix_max);
         } else if (strcmp(f, "--policies") == 0) {
             rc = args_policies(v, a->policies);
         } else if (strcmp(f, "--trace-in") == 0) {
@@ -339,7 +379,8 @@ int args_sim_parse(int argc, char **argv, int sweep, args_sim_t *a)
         return -1;
     }
     int overrides = a->rate > 0 || a->load > 0 || a->models || a->shapes || a->max_tokens ||
-                    a->zipf_s >= 0 || a->burst_factor >= 0 || a->churn >= 0 || a->long_share >= 0;
+                    a->zipf_s >= 0 || a->burst_factor >= 0 || a->churn >= 0 || a->long_share >= 0 ||
+                    a->prefix_max > 0;
     if (a->trace_in != NULL && (preset_set || seed_set || overrides)) {
         fprintf(stderr, "lanesched-bench: --trace-in replays a trace as written; --preset, "
                         "--seed and the workload overrides do not apply\n");
@@ -352,8 +393,9 @@ int args_sim_parse(int argc, char **argv, int sweep, args_sim_t *a)
 int args_workload(const args_sim_t *a, wl_config_t *wl, wl_item_t **items, size_t *n)
 {
     if (a->trace_in != NULL) {
-        if (wl_trace_read(a->trace_in, wl, items, n) != 0) {
-            fprintf(stderr, "lanesched-bench: %s: not a readable trace file\n", a->trace_in);
+        char err[512] = "";
+        if (wl_trace_read(a->trace_in, wl, items, n, err, sizeof(err)) != 0) {
+            fprintf(stderr, "lanesched-bench: --trace-in %s\n", err);
             return -1;
         }
         if (a->duration > 0) { /* cut it shorter */
@@ -402,6 +444,8 @@ int args_workload(const args_sim_t *a, wl_config_t *wl, wl_item_t **items, size_
         wl->churn = a->churn;
     if (a->long_share >= 0)
         wl->long_share = a->long_share;
+    wl->prefix_min = a->prefix_min; /* the same items either way (workload.c) */
+    wl->prefix_max = a->prefix_max;
     if (keep_load && wl_rate_for_load(wl, &ref_gpu, WL_PRESET_WORKERS_PER_MODEL * wl->models,
                                       preset_load) != 0) {
         fprintf(stderr, "lanesched-bench: the overrides give an invalid workload\n");

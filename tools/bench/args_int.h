@@ -24,9 +24,11 @@ typedef struct {
     /* workload overrides; negative / 0 = the preset's */
     uint32_t models, shapes, max_tokens;
     double zipf_s, burst_factor, churn, long_share;
+    uint32_t prefix_min, prefix_max; /* --prefixes / --prefix-tokens: 0, 0 = none */
     int check;
-    int claims;        /* --claims: a NO among the checks fails the run */
-    const char *unmet; /* --unmet KEYS: checks known to fail, printed and not counted */
+    int queue_delay_set; /* --queue-delay-ms: the bucket schemes' delay, not tuned */
+    int claims;          /* --claims: a NO among the checks fails the run */
+    const char *unmet;   /* --unmet KEYS: checks known to fail, printed and not counted */
     int policies[SIM_POLICY_COUNT];
     sim_config_t sim;
     /* sweep mode */

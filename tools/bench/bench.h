@@ -47,6 +47,9 @@ typedef struct {
     uint32_t model;     /* index; the model's name is wl_model_name(model) */
     uint32_t shape;     /* index of the shape within the whole workload */
     uint32_t tokens;    /* > 0 */
+    /* Tokens of the shape's cacheable prefix (WorkItem.prefix_tokens; 0 = none): a worker
+     * holding the shape skips them, one that does not computes them once per batch (gpu.c). */
+    uint32_t prefix_tokens;
 } wl_item_t;
 
 typedef struct {
@@ -63,7 +66,15 @@ typedef struct {
     /* Added for sim: the fraction of shapes whose lengths are long-tailed and widely spread
      * (the rest are short or medium); 0 = the default mix (25%). */
     double long_share;
+    /* Each shape's prefix length, drawn log-uniformly from [prefix_min, prefix_max] on the
+     * shape's own stream (0, 0 = no prefixes: every item's prefix_tokens is 0). */
+    uint32_t prefix_min, prefix_max;
 } wl_config_t;
+
+/* The presets' prefix lengths with prefixes priced (sim --prefixes): a system prompt of a few
+ * hundred tokens to a few thousand of instructions, examples or documents. */
+#define WL_PREFIX_MIN_DEFAULT 256u
+#define WL_PREFIX_MAX_DEFAULT 4096u
 
 /* Models a workload may have: wl_model_name() has a name for each. */
 #define WL_MODELS_MAX 64u
@@ -90,11 +101,12 @@ int wl_load(const wl_config_t *cfg, const gpu_config_t *gpu, uint32_t workers,
 /* Generates the trace, arrival-ordered. *out is returned to the caller (free()). 0 on success. */
 int wl_generate(const wl_config_t *cfg, wl_item_t **out /* out */, size_t *out_n /* out */);
 
-/* Trace files (workload_trace.c): a text header line with the config, then one line per item.
- * 0 on success. */
+/* Trace files (workload_trace.c): a text header line with the config, then one line per item;
+ * written as v2, read as v1 or v2. 0 on success; wl_trace_read says why it refused a file in err
+ * ("path:line: what", err_len bytes; err may be NULL). */
 int wl_trace_write(const char *path, const wl_config_t *cfg, const wl_item_t *items, size_t n);
 int wl_trace_read(const char *path, wl_config_t *cfg /* out */, wl_item_t **out /* out */,
-                  size_t *out_n /* out */);
+                  size_t *out_n /* out */, char *err /* out */, size_t err_len);
 
 /* "model-<index>", in static storage. */
 const char *wl_model_name(uint32_t model);
@@ -106,6 +118,8 @@ typedef struct {
     uint64_t padded_tokens, real_tokens;
     uint64_t hits, misses; /* a batch is a hit when its shape is in the worker's cache */
     uint64_t busy_ns;
+    /* Prefix tokens computed on misses, and skipped on hits (what the cache saved). */
+    uint64_t prefix_tokens, prefix_saved_tokens;
 } gpu_stats_t;
 
 typedef struct gpu gpu_t;
@@ -113,9 +127,10 @@ typedef struct gpu gpu_t;
 void gpu_config_default(gpu_config_t *cfg /* out */);
 int gpu_create(const gpu_config_t *cfg, gpu_t **out /* out */);
 void gpu_destroy(gpu_t *gpu);
-/* Serves one batch; returns its service time in ns and updates the stats and the cache. */
+/* Serves one batch of one shape whose prefix is prefix_tokens; returns its service time in ns
+ * and updates the stats and the cache. */
 uint64_t gpu_serve(gpu_t *gpu, uint64_t signature, uint32_t n_items, uint32_t pad_to,
-                   uint64_t real_tokens);
+                   uint64_t real_tokens, uint32_t prefix_tokens);
 const gpu_stats_t *gpu_stats(const gpu_t *gpu);
 /* What one item of `tokens` costs a worker when it rides in a full batch of items of its own
  * length: its padded tokens plus its share of the batch's fixed cost, in ns. Padding waste and
@@ -124,9 +139,11 @@ const gpu_stats_t *gpu_stats(const gpu_t *gpu);
 double gpu_item_ns(const gpu_config_t *cfg, uint32_t tokens);
 /* Serves a batch whose items may carry different shapes (the FIFO policy): a hit only when
  * every item carries one shape and the worker had it cached; afterwards every distinct shape of
- * the batch is in the cache (most recent: the last to appear). Otherwise as gpu_serve. */
-uint64_t gpu_serve_mixed(gpu_t *gpu, const uint64_t *signatures, uint32_t n_items, uint32_t pad_to,
-                         uint64_t real_tokens);
+ * the batch is in the cache (most recent: the last to appear). A batch of one shape pays its
+ * prefix (the longest of prefixes[], NULL: none) on a miss; a batch of several pays the prefix
+ * of each shape it holds. Otherwise as gpu_serve. */
+uint64_t gpu_serve_mixed(gpu_t *gpu, const uint64_t *signatures, const uint32_t *prefixes,
+                         uint32_t n_items, uint32_t pad_to, uint64_t real_tokens);
 
 /* ---- sim mode (sim.c) --------------------------------------------------------------------- */
 
@@ -161,6 +178,11 @@ typedef struct {
     double hold_load, hold_share, hold_ramp; /* its gate, share and ramp (0 = the defaults) */
     double hold_burst;  /* its length in a burst regime, x hold_ns (0 = default, < 0 = none) */
     uint64_t sample_ns; /* sampling period; also the scheduler's maintenance tick */
+    /* POW2 and RANGE64: Triton's max_queue_delay (sim_queue.c invariant 4); 0 = none */
+    uint64_t bucket_delay_ns;
+    /* The wait budget (--slo-ms; 0 = none): SIM_LANES's sched_config_t.slo_ns; POW2 and
+     * RANGE64 run with the queue delay tuned to it (tune.c) unless bucket_delay_ns was set. */
+    uint64_t slo_ns;
 } sim_config_t;
 
 /* One sample, taken every sample_ns of simulated time. */
@@ -176,9 +198,13 @@ typedef struct {
 
 typedef struct {
     sim_policy_t policy;
+    uint64_t delay_ns;                /* the queue delay it ran with (POW2, RANGE64) */
+    int tuned;                        /* the delay was chosen for a budget (tune.c) */
+    int budget_met;                   /* tune.c: its p99 wait is within the budget */
     uint64_t items_in, tokens_in;     /* submitted */
     uint64_t items_done, tokens_done; /* completed by a worker */
     uint64_t batches, items_served, padded_tokens, real_tokens, hits, misses, busy_ns;
+    uint64_t prefix_tokens, prefix_saved_tokens; /* computed on misses; skipped on hits */
     uint64_t
         cold_misses; /* misses on a worker's first batch of that shape: no policy avoids them */
     uint32_t queues_peak, queues_max_peak; /* sum over shapes; one shape */
@@ -211,6 +237,11 @@ void sim_config_default(sim_config_t *cfg /* out */);
 int sim_run(const sim_config_t *cfg, const wl_item_t *items, size_t n, sim_policy_t policy,
             sim_result_t *out /* out */);
 void sim_result_free(sim_result_t *result);
+/* tune.c: policy (POW2 or RANGE64) with its queue delay chosen from a grid of shares of the
+ * budget: the least GPU time with the p99 wait within the budget, else the shortest p99. As
+ * sim_run; out->delay_ns is the delay chosen. */
+int sim_run_tuned(const sim_config_t *cfg, const wl_item_t *items, size_t n, sim_policy_t policy,
+                  uint64_t budget_ns, sim_result_t *out /* out */);
 
 /* ---- sweep mode (sweep.c) ------------------------------------------------------------------ */
 
@@ -222,6 +253,7 @@ typedef struct {
     uint64_t busy_ns, batches, wait_p50_ns, wait_p99_ns, wait_max_ns;
     double waste_pct, hit_pct, items_per_batch, offered_pct;
     int64_t token_diff;
+    uint64_t delay_ns; /* pow2, range64: the queue delay it ran with */
 } sweep_cell_t;
 
 typedef struct {
@@ -238,6 +270,7 @@ typedef struct {
     const char *json, *svg, *command;
     int claims;
     const char *unmet; /* as report_t's */
+    int tune;          /* under sim->slo_ns: pow2 and range64's queue delay tuned (tune.c) */
 } sweep_args_t;
 
 typedef struct {

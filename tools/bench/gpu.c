@@ -6,7 +6,10 @@
  * policy under test does, and hands the worker what it packed.
  *
  * Model:
- *   service time = batch_fixed_ns + ns_per_padded_token * n_items * pad_to
+ *   service time = batch_fixed_ns + ns_per_padded_token * (n_items * pad_to + prefix)
+ *   prefix       = on a miss, the batch's shape's prefix_tokens (computed once, the batch's
+ *                  items share it); on a hit 0, and the prefix counts as saved. A batch of
+ *                  several shapes (FIFO) is never a hit and pays the prefix of each of them.
  *   item cost    = what one item costs in a full batch of its own length (gpu_item_ns): the
  *                  workloads write their offered load with it, so a load of 100% means the
  *                  workers are saturated even at full batches and zero padding.
@@ -17,13 +20,17 @@
  * Invariants:
  *   1. hits + misses = batches; padded_tokens >= real_tokens, both summed over every batch.
  *   2. The cache holds at most cache_shapes distinct shapes (0: no cache, every batch misses).
- *   3. The service time depends only on the batch and the config, never on the cache: hit rate
- *      and padding are reported separately so neither hides in the other.
+ *   3. The service time depends on the batch, the config and, through its prefix, on the cache
+ *      only: a trace without prefix lengths (every prefix_tokens 0) costs exactly the batch's
+ *      fixed and per-token parts, whatever the cache holds, and prefix_tokens +
+ *      prefix_saved_tokens sums each batch's prefix once.
  *
  * Rejected:
- *   - Charging a miss with extra service time (re-prefilling the prefix): the cost of a miss
- *     depends on the engine and the prefix length, which the contract does not carry; the hit
- *     rate is reported instead, and the reader prices it.
+ *   - A fixed price per miss: what a miss costs is recomputing the shape's prefix, which grows
+ *     with its length (WorkItem.prefix_tokens carries it); a constant would price a 200-token
+ *     system prompt like a 4,000-token document.
+ *   - Charging each item of a missed batch its prefix: the items of one shape share it, and an
+ *     engine computes a shared prefix once per batch.
  *   - Hit = "same shape as the previous batch" (an LRU of 1): engines keep more than one prefix;
  *     a small C is closer, and C=1 is one flag away (--cache-shapes 1).
  */
@@ -104,11 +111,15 @@ static void gpu_cache_touch(gpu_t *g, uint64_t signature)
     g->cache[0] = signature;
 }
 
+/* prefix: the prefix tokens the batch computes (0 on a hit); saved: those the cache spared. */
 static uint64_t gpu_account(gpu_t *g, int hit, uint32_t n_items, uint32_t pad_to,
-                            uint64_t real_tokens)
+                            uint64_t real_tokens, uint64_t prefix, uint64_t saved)
 {
     uint64_t padded = (uint64_t)n_items * pad_to;
-    uint64_t ns = g->cfg.batch_fixed_ns + (uint64_t)llround(g->cfg.ns_per_padded_token * padded);
+    uint64_t ns =
+        g->cfg.batch_fixed_ns + (uint64_t)llround(g->cfg.ns_per_padded_token * (padded + prefix));
+    g->stats.prefix_tokens += prefix;
+    g->stats.prefix_saved_tokens += saved;
     g->stats.batches++;
     g->stats.items += n_items;
     g->stats.padded_tokens += padded;
@@ -122,27 +133,45 @@ static uint64_t gpu_account(gpu_t *g, int hit, uint32_t n_items, uint32_t pad_to
 }
 
 uint64_t gpu_serve(gpu_t *gpu, uint64_t signature, uint32_t n_items, uint32_t pad_to,
-                   uint64_t real_tokens)
+                   uint64_t real_tokens, uint32_t prefix_tokens)
 {
     int hit = gpu_cache_find(gpu, signature) >= 0;
     gpu_cache_touch(gpu, signature);
-    return gpu_account(gpu, hit, n_items, pad_to, real_tokens);
+    return gpu_account(gpu, hit, n_items, pad_to, real_tokens, hit ? 0 : prefix_tokens,
+                       hit ? prefix_tokens : 0);
 }
 
-uint64_t gpu_serve_mixed(gpu_t *gpu, const uint64_t *signatures, uint32_t n_items, uint32_t pad_to,
-                         uint64_t real_tokens)
+uint64_t gpu_serve_mixed(gpu_t *gpu, const uint64_t *signatures, const uint32_t *prefixes,
+                         uint32_t n_items, uint32_t pad_to, uint64_t real_tokens)
 {
     int pure = 1;
-    for (uint32_t i = 1; i < n_items; i++)
+    uint32_t longest = 0;
+    for (uint32_t i = 0; i < n_items; i++) {
         pure &= signatures[i] == signatures[0];
+        if (prefixes != NULL && prefixes[i] > longest)
+            longest = prefixes[i];
+    }
     int hit = n_items > 0 && pure && gpu_cache_find(gpu, signatures[0]) >= 0;
+    /* A mixed batch pays each shape's prefix once: the longest of the items of that shape. */
+    uint64_t prefix = pure ? longest : 0;
+    for (uint32_t i = 0; !pure && prefixes != NULL && i < n_items; i++) {
+        uint32_t first = 0, p = 0;
+        while (signatures[first] != signatures[i])
+            first++;
+        if (first != i)
+            continue; /* counted at its shape's first item */
+        for (uint32_t j = i; j < n_items; j++)
+            if (signatures[j] == signatures[i] && prefixes[j] > p)
+                p = prefixes[j];
+        prefix += p;
+    }
     /* Shapes are touched as they appear, so the cache ends as if the items had been served one
      * by one: the shape of the batch's last item is the most recent. */
     for (uint32_t i = 0; i < n_items; i++) {
         if (i == 0 || signatures[i] != signatures[i - 1])
             gpu_cache_touch(gpu, signatures[i]);
     }
-    return gpu_account(gpu, hit, n_items, pad_to, real_tokens);
+    return gpu_account(gpu, hit, n_items, pad_to, real_tokens, hit ? 0 : prefix, hit ? prefix : 0);
 }
 
 double gpu_item_ns(const gpu_config_t *cfg, uint32_t tokens)

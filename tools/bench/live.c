@@ -37,6 +37,7 @@
 #include "live_int.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <nats/nats.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -481,6 +482,70 @@ out:
     return rc;
 }
 
+/* ---- the live run against the simulator ----------------------------------------------------- */
+
+/* |a - b| over the larger, in percent (0 when both are 0). */
+static double live_diff_pct(double a, double b)
+{
+    double hi = a > b ? a : b, d = a > b ? a - b : b - a;
+    return hi > 0 ? 100.0 * d / hi : 0.0;
+}
+
+/* --vs-sim: each lanesched run beside sim's run of its policy on the same trace, with the same
+ * workers, contract, cost, cache and budget (the sim's clock is the trace's, so --time-scale
+ * must be 1). False when a figure differs by more than the tolerance. */
+static bool live_vs_sim(const net_session_t *s)
+{
+    const net_opts_t *o = &s->opts;
+    sim_config_t sc;
+    sim_config_default(&sc);
+    sc.workers_per_model = o->workers;
+    sc.gpu = o->gpu;
+    sc.declare_cost = o->declare_cost;
+    sc.slo_ns = (uint64_t)o->slo_ms * 1000000u;
+    bool ok = true;
+    printf("\n== live against sim on the same trace (GPU time, waste and hit rate as the workers "
+           "charge and count them; tolerance %.3g%% of the larger)\n",
+           o->vs_sim_pct);
+    printf("%-28s %12s %12s %12s\n", "run", "gpu.s", "waste%", "hit%");
+    for (size_t i = 0; i < s->n_results; i++) {
+        const net_result_t *r = &s->results[i];
+        if (!r->ran || strcmp(r->system, "lanesched") != 0)
+            continue;
+        int p = sim_policy_from_name(r->policy);
+        if (p != SIM_LANES && p != SIM_LANES_SEED) {
+            printf("%-28s not compared (policy %s unknown to the bench)\n", r->durability,
+                   r->policy);
+            continue;
+        }
+        sim_result_t sr;
+        if (sim_run(&sc, s->trace.items, s->trace.n_items, (sim_policy_t)p, &sr) != 0 || !sr.ok) {
+            printf("%-28s sim failed: %s\n", r->durability, sr.error);
+            sim_result_free(&sr);
+            ok = false;
+            continue;
+        }
+        double lg = (double)r->tally.busy_ns / 1e9, sg = (double)sr.busy_ns / 1e9;
+        double lw = r->waste_pct,
+               sw = report_pct(sr.padded_tokens - sr.real_tokens, sr.padded_tokens);
+        double lh = r->hit_pct, sh = report_pct(sr.hits, sr.batches);
+        double dg = live_diff_pct(lg, sg), dw = live_diff_pct(lw, sw), dh = live_diff_pct(lh, sh);
+        char name[64];
+        snprintf(name, sizeof(name), "%s %s, live", r->durability, r->policy);
+        printf("%-28s %12.2f %12.2f %12.2f\n", name, lg, lw, lh);
+        snprintf(name, sizeof(name), "%s %s, sim", r->durability, r->policy);
+        printf("%-28s %12.2f %12.2f %12.2f\n", name, sg, sw, sh);
+        /* a percentage also agrees within half a point (0.8% against 0.9% waste) */
+        bool same = dg <= o->vs_sim_pct && (dw <= o->vs_sim_pct || fabs(lw - sw) <= 0.5) &&
+                    (dh <= o->vs_sim_pct || fabs(lh - sh) <= 0.5);
+        printf("%-28s %11.1f%% %11.1f%% %11.1f%%  %s\n", "difference", dg, dw, dh,
+               same ? "within the tolerance (or half a point)" : "OVER the tolerance");
+        ok &= same;
+        sim_result_free(&sr);
+    }
+    return ok;
+}
+
 /* ---- the mode ------------------------------------------------------------------------------- */
 
 int live_main(int argc, char **argv)
@@ -521,5 +586,7 @@ int live_main(int argc, char **argv)
         net_session_result_add(&s, &res);
     }
     net_session_report(&s);
+    if (o->vs_sim_pct > 0 && !net_stopping(NULL) && !live_vs_sim(&s) && s.rc == 0)
+        s.rc = 1;
     return net_session_close(&s);
 }

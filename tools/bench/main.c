@@ -53,14 +53,15 @@ static int main_check_trace(const wl_config_t *wl, const wl_item_t *items, size_
     wl_item_t *again = NULL;
     size_t m = 0;
     int rc = -1;
-    if (wl_trace_write(path, wl, items, n) != 0 || wl_trace_read(path, &back, &again, &m) != 0)
+    if (wl_trace_write(path, wl, items, n) != 0 ||
+        wl_trace_read(path, &back, &again, &m, NULL, 0) != 0)
         goto out;
     if (m != n || back.seed != wl->seed || back.models != wl->models)
         goto out;
     for (size_t i = 0; i < n; i++) {
         if (again[i].t_ns != items[i].t_ns || again[i].signature != items[i].signature ||
             again[i].model != items[i].model || again[i].shape != items[i].shape ||
-            again[i].tokens != items[i].tokens)
+            again[i].tokens != items[i].tokens || again[i].prefix_tokens != items[i].prefix_tokens)
             goto out;
     }
     rc = 0;
@@ -121,7 +122,9 @@ static int main_sim(int argc, char **argv)
         if (!a.policies[p])
             continue;
         sim_result_t *r = &results[n_results];
-        if (sim_run(&a.sim, items, n, (sim_policy_t)p, r) != 0) {
+        int tune = a.sim.slo_ns != 0 && !a.queue_delay_set && (p == SIM_POW2 || p == SIM_RANGE64);
+        if ((tune ? sim_run_tuned(&a.sim, items, n, (sim_policy_t)p, a.sim.slo_ns, r)
+                  : sim_run(&a.sim, items, n, (sim_policy_t)p, r)) != 0) {
             fprintf(stderr, "lanesched-bench: %s: %s\n", sim_policy_name((sim_policy_t)p),
                     r->error);
             sim_result_free(r);
@@ -243,6 +246,7 @@ static int main_sweep(int argc, char **argv)
         .command = command,
         .claims = a.claims,
         .unmet = a.unmet,
+        .tune = !a.queue_delay_set,
     };
     int rc = sweep_run(&sa);
     free(a.trace);

@@ -41,6 +41,8 @@ struct net_worker {
     pthread_mutex_t mu; /* guards gpu (the progress line reads its stats) */
     gpu_t *gpu;
     uint64_t busy_until_ns; /* the worker's thread only */
+    uint32_t *prefix;       /* the worker's thread only: a batch's items' prefix_tokens */
+    size_t prefix_cap;
 };
 
 void net_sleep_until(uint64_t t_ns)
@@ -166,9 +168,20 @@ void net_worker_serve(net_run_t *run, net_worker_t *w, const uint32_t *idx, cons
     }
     if (n == 0)
         return;
+    if (n > w->prefix_cap) {
+        uint32_t *p = realloc(w->prefix, n * sizeof(*p));
+        if (p != NULL) {
+            w->prefix = p;
+            w->prefix_cap = n;
+        }
+    }
+    for (size_t i = 0; i < n && i < w->prefix_cap; i++)
+        w->prefix[i] = run->trace->items[idx[i]].prefix_tokens;
     pthread_mutex_lock(&w->mu);
-    /* a one-shape batch is served by gpu_serve_mixed exactly as by gpu_serve */
-    uint64_t ns = gpu_serve_mixed(w->gpu, sigs, (uint32_t)n, pad_to, real);
+    /* a one-shape batch is served by gpu_serve_mixed exactly as by gpu_serve; without room for
+     * the prefixes (out of memory) the batch is charged none */
+    uint64_t ns = gpu_serve_mixed(w->gpu, sigs, n <= w->prefix_cap ? w->prefix : NULL, (uint32_t)n,
+                                  pad_to, real);
     pthread_mutex_unlock(&w->mu);
     if (w->busy_until_ns < now)
         w->busy_until_ns = now;
@@ -198,6 +211,8 @@ void net_run_tally_get(net_run_t *run, gpu_stats_t *out)
         out->hits += s->hits;
         out->misses += s->misses;
         out->busy_ns += s->busy_ns;
+        out->prefix_tokens += s->prefix_tokens;
+        out->prefix_saved_tokens += s->prefix_saved_tokens;
         pthread_mutex_unlock(&w->mu);
     }
 }
@@ -255,6 +270,7 @@ void net_run_free(net_run_t *run)
             continue;
         pthread_mutex_destroy(&run->workers[k]->mu);
         gpu_destroy(run->workers[k]->gpu);
+        free(run->workers[k]->prefix);
         free(run->workers[k]);
     }
     free(run->workers);

@@ -48,6 +48,8 @@ typedef struct {
     unsigned durability;    /* NET_DURABILITY_* bits */
     unsigned policies;      /* NET_POLICY_* bits: one lanesched run per policy and level */
     bool declare_cost;      /* the workers send their simulated cost in Register (--cost) */
+    uint32_t slo_ms;        /* lanesched's --slo-ms (0: none) */
+    double vs_sim_pct;      /* live: compare each run with sim's on the trace (0: off) */
     bool baseline;          /* live: the JetStream baseline too, and the items/s ratio */
     uint32_t workers;       /* simulated workers per model */
     uint32_t batch;         /* items per Submit; JetStream publishes per wait for their acks */

@@ -51,7 +51,14 @@ static void net_help(FILE *f, bool baseline)
               "  --policies LIST        lanesched's --policy per run: lanes, lanes-seed or both\n"
               "                         (default lanes,lanes-seed; with --url the running one's)\n"
               "  --cost declared|estimate  the workers send their cost in Register, or leave it\n"
-              "                         to the daemon's estimate (default declared)\n",
+              "                         to the daemon's estimate (default declared)\n"
+              "  --slo-ms N             lanesched's wait budget (its --slo-ms): the p99 queue\n"
+              "                         wait accepted (default none)\n"
+              "  --vs-sim PCT           replay the trace through sim's policy of each run too\n"
+              "                         (the same workers, cost, cache and budget) and fail\n"
+              "                         when GPU time, waste or hit rate differ by more than\n"
+              "                         PCT percent of the larger (waste and hit rate: and by\n"
+              "                         more than half a point)\n",
               f);
     fputs("Load:\n"
           "  --workers N            simulated GPU workers per model (default 2)\n"
@@ -126,8 +133,8 @@ static bool net_double_parse(const char *flag, const char *text, double min, dou
 int net_args_parse(int argc, char **argv, bool baseline, net_opts_t *o, char *self_dir_bin,
                    size_t self_len)
 {
-    static const char *const live_only[] = {"--lanesched", "--prefix",   "--durability",
-                                            "--baseline",  "--policies", "--cost"};
+    static const char *const live_only[] = {"--lanesched", "--prefix", "--durability", "--baseline",
+                                            "--policies",  "--cost",   "--slo-ms",     "--vs-sim"};
     memset(o, 0, sizeof(*o));
     o->preset = "steady";
     o->seed = 1;
@@ -228,6 +235,13 @@ int net_args_parse(int argc, char **argv, bool baseline, net_opts_t *o, char *se
                 return -1;
             }
             o->declare_cost = strcmp(v, "declared") == 0;
+        } else if (NET_VALUE("--vs-sim")) {
+            if (r < 0 || !net_double_parse("--vs-sim", v, 0.001, &o->vs_sim_pct))
+                return -1;
+        } else if (NET_VALUE("--slo-ms")) {
+            if (r < 0 || !net_u64_parse("--slo-ms", v, 1, UINT32_MAX, &u))
+                return -1;
+            o->slo_ms = (uint32_t)u;
         } else if (NET_VALUE("--workers")) {
             if (r < 0 || !net_u64_parse("--workers", v, 1, 256, &u))
                 return -1;
@@ -276,6 +290,12 @@ int net_args_parse(int argc, char **argv, bool baseline, net_opts_t *o, char *se
         if (r < 0)
             return -1;
 #undef NET_VALUE
+    }
+    if (o->vs_sim_pct > 0 && (o->time_scale != 1.0 || o->no_pace || o->url != NULL)) {
+        /* the sim runs on the trace's clock, and the daemon's hold and budget on the wall's */
+        fprintf(stderr, "lanesched-bench: --vs-sim needs --time-scale 1, pacing and a daemon the "
+                        "bench starts\n");
+        return -1;
     }
     return 0;
 }

@@ -26,6 +26,7 @@
 #include "support/spawn.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,10 +203,22 @@ int net_daemon_start(const net_opts_t *o, const char *level, const char *policy,
     fs_remove_tree(data);
     snprintf(g_data, sizeof(g_data), "%s", data);
     snprintf(log, sizeof(log), "%s/lanesched-%s-%s.log", g_tmp, level, policy);
-    char *argv[] = {bin,           "--server",     g_url,
-                    "--data-dir",  data,           "--durability",
-                    (char *)level, "--prefix",     (char *)o->prefix,
-                    "--policy",    (char *)policy, NULL};
+    char slo[24];
+    snprintf(slo, sizeof(slo), "%" PRIu32, o->slo_ms);
+    char *argv[] = {bin,
+                    "--server",
+                    g_url,
+                    "--data-dir",
+                    data,
+                    "--durability",
+                    (char *)level,
+                    "--prefix",
+                    (char *)o->prefix,
+                    "--policy",
+                    (char *)policy,
+                    o->slo_ms != 0 ? "--slo-ms" : NULL,
+                    slo,
+                    NULL};
     struct stat sb;
     long from = stat(log, &sb) == 0 ? (long)sb.st_size : 0;
     spawn_opts_t opts;

@@ -37,8 +37,9 @@ static int net_trace_load(const net_opts_t *o, net_trace_t *t, char *err, size_t
     int rc = -1;
     memset(t, 0, sizeof(*t));
     if (o->trace_in != NULL) {
-        if (wl_trace_read(o->trace_in, &t->cfg, &t->items, &t->n_items) != 0) {
-            snprintf(err, errlen, "%s: cannot read the trace", o->trace_in);
+        char why[400] = "";
+        if (wl_trace_read(o->trace_in, &t->cfg, &t->items, &t->n_items, why, sizeof(why)) != 0) {
+            snprintf(err, errlen, "--trace-in %s", why);
             goto out;
         }
     } else {

@@ -167,7 +167,41 @@ static void report_header_print(FILE *f, const report_t *rep)
     for (uint32_t m = 0; m < wl->models; m++)
         fprintf(f, "%s %.0f%%", m ? "," : "", report_offered_load(rep, m));
     fprintf(f, "; each item costed in a full batch of its own length, fixed cost included: a "
-               "floor, padding and partial batches add to it)\n\n");
+               "floor, padding and partial batches add to it)\n");
+    uint32_t pmin = UINT32_MAX, pmax = 0;
+    for (size_t i = 0; i < rep->n_items; i++) {
+        uint32_t p = rep->items[i].prefix_tokens;
+        pmin = p < pmin ? p : pmin;
+        pmax = p > pmax ? p : pmax;
+    }
+    if (pmax > 0)
+        fprintf(f,
+                "prefixes priced: %" PRIu32 "-%" PRIu32 " tokens per shape, computed once per "
+                "batch when the worker's cache does not hold its shape (not in the offered load)\n",
+                pmin, pmax);
+    if (sc->slo_ns != 0) {
+        char b[16];
+        report_dur(b, sizeof(b), sc->slo_ns);
+        fprintf(f,
+                "wait budget: p99 <= %s. lanes waits for company within it; pow2 and range64 run "
+                "with a queue delay (Triton's max_queue_delay) tuned to it, the grid's delay "
+                "with the least GPU time within it (notes)\n",
+                b);
+    }
+    fprintf(f, "\n");
+}
+
+int report_has_prefixes(const report_t *rep)
+{
+    for (size_t i = 0; i < rep->n_items; i++)
+        if (rep->items[i].prefix_tokens != 0)
+            return 1;
+    return 0;
+}
+
+double report_cache_saved_ns(const report_t *rep, const sim_result_t *r)
+{
+    return rep->sim->gpu.ns_per_padded_token * (double)r->prefix_saved_tokens;
 }
 
 double report_items_per_batch(const sim_result_t *r)
@@ -189,24 +223,30 @@ double report_gpu_floor(const report_t *rep)
     for (size_t i = 0; i < rep->n_items; i++)
         shapes = rep->items[i].shape + 1 > shapes ? rep->items[i].shape + 1 : shapes;
     uint64_t *n = calloc(shapes ? shapes : 1, sizeof(*n)),
-             *padded = calloc(shapes ? shapes : 1, sizeof(*padded));
+             *padded = calloc(shapes ? shapes : 1, sizeof(*padded)),
+             *prefix = calloc(shapes ? shapes : 1, sizeof(*prefix));
     double floor = 0.0;
     const gpu_config_t *g = &rep->sim->gpu;
-    if (n == NULL || padded == NULL || g->max_batch_size == 0 || g->max_batch_tokens == 0)
+    if (n == NULL || padded == NULL || prefix == NULL || g->max_batch_size == 0 ||
+        g->max_batch_tokens == 0)
         goto out;
     for (size_t i = 0; i < rep->n_items; i++) {
         n[rep->items[i].shape]++;
         padded[rep->items[i].shape] += packer_pad(rep->items[i].tokens);
+        if (rep->items[i].prefix_tokens > prefix[rep->items[i].shape])
+            prefix[rep->items[i].shape] = rep->items[i].prefix_tokens;
     }
     for (uint32_t k = 0; k < shapes; k++) {
         uint64_t by_count = (n[k] + g->max_batch_size - 1) / g->max_batch_size;
         uint64_t by_tokens = (padded[k] + g->max_batch_tokens - 1) / g->max_batch_tokens;
-        floor += (double)padded[k] * g->ns_per_padded_token +
+        /* every shape's prefix is computed at least once, by its first batch */
+        floor += (double)(padded[k] + prefix[k]) * g->ns_per_padded_token +
                  (double)(by_count > by_tokens ? by_count : by_tokens) * (double)g->batch_fixed_ns;
     }
 out:
     free(n);
     free(padded);
+    free(prefix);
     return floor;
 }
 
@@ -320,6 +360,28 @@ static void report_notes_print(FILE *f, const report_t *rep)
                         r->cost_token_ns / 1e3);
             else
                 fprintf(f, ", worker cost not known yet (no merging)");
+        }
+        fprintf(f, "\n");
+    }
+    for (size_t i = 0; i < rep->n_results; i++) {
+        const sim_result_t *r = &rep->results[i];
+        if (r->delay_ns == 0 && !r->tuned)
+            continue;
+        char d[16];
+        report_dur(d, sizeof(d), r->delay_ns);
+        fprintf(f, "  %-12s queue delay %s (%s)\n", sim_policy_name(r->policy), d,
+                !r->tuned       ? "--queue-delay-ms"
+                : r->budget_met ? "tuned: the least GPU time with the p99 wait within the budget"
+                                : "tuned: no delay of the grid keeps the p99 within the budget; "
+                                  "the shortest p99's");
+    }
+    if (report_has_prefixes(rep)) {
+        fprintf(f, "  prefix cache: GPU s the hits saved / the misses spent on prefixes:");
+        for (size_t i = 0; i < rep->n_results; i++) {
+            const sim_result_t *r = &rep->results[i];
+            fprintf(f, "%s %s %.1f / %.1f", i ? ";" : "", sim_policy_name(r->policy),
+                    report_cache_saved_ns(rep, r) / 1e9,
+                    rep->sim->gpu.ns_per_padded_token * (double)r->prefix_tokens / 1e9);
         }
         fprintf(f, "\n");
     }

@@ -34,12 +34,23 @@
 #include <string.h>
 
 /* The thresholds of the claims for `lanes`. */
-#define GPU_CLAIM_RATIO   0.97
-#define WASTE_CLAIM_PCT   1.5
-#define HIT_STEADY_PCT    99.9
-#define HIT_BURSTY_PCT    85.0
-#define HIT_CHURN_PCT     70.0
-#define ARTICLE_REUSE_NEW 36000.0 /* 17,800 reuses/s against 0.49 new lanes/s */
+#define GPU_CLAIM_RATIO 0.97
+/* Under a wait budget of at least BUDGET_LONG_NS, against the bucket schemes tuned to it: where a
+ * model's shapes outnumber its workers' caches, and elsewhere; where the floor forbids the
+ * ratio, never above the tuned bucket scheme. */
+#define BUDGET_LONG_NS           5000000000ull
+#define BUDGET_GPU_RATIO_CROWDED 0.93
+#define BUDGET_GPU_RATIO         0.97
+#define BUDGET_GPU_RATIO_NEVER   1.0
+/* Where shapes outnumber the caches, lanes' hit rate at least this many points above the better
+ * bucket scheme's; lanes' waste at most lanes-seed's plus this many. */
+#define HIT_OVER_BUCKETS_PTS 3.0
+#define WASTE_OVER_SEED_PTS  1.0
+#define WASTE_CLAIM_PCT      1.5
+#define HIT_STEADY_PCT       99.9
+#define HIT_BURSTY_PCT       85.0
+#define HIT_CHURN_PCT        70.0
+#define ARTICLE_REUSE_NEW    36000.0 /* 17,800 reuses/s against 0.49 new lanes/s */
 
 /* Whether key is an element of the comma list (NULL: empty). */
 static int report_listed(const char *list, const char *key)
@@ -129,12 +140,84 @@ double report_hit_bound(const report_t *rep, const sim_result_t *r)
     return misses >= r->batches ? 0.0 : 100.0 * (1.0 - (double)misses / (double)r->batches);
 }
 
+/* Whether a model's shapes outnumber its workers' cache places (K > workers x C): where cache
+ * affinity has misses to save (bursty, churn). */
+static int report_crowded(const report_t *rep)
+{
+    return rep->wl->shapes_per_model > rep->sim->workers_per_model * rep->sim->gpu.cache_shapes;
+}
+
+/* Where shapes outnumber the caches: lanes' hit rate against the better bucket scheme's. */
+static void report_claim_hit_buckets(FILE *f, const report_t *rep, const sim_result_t *l,
+                                     int *failed)
+{
+    const sim_result_t *p = report_find(rep, SIM_POW2), *r = report_find(rep, SIM_RANGE64);
+    if (p == NULL || r == NULL || !report_crowded(rep))
+        return;
+    double best = report_hit_pct(p) > report_hit_pct(r) ? report_hit_pct(p) : report_hit_pct(r);
+    /* as [hit]: lowered to the best any policy reaches with lanes' waits where that is less */
+    double want = best + HIT_OVER_BUCKETS_PTS, bound = report_hit_bound(rep, l);
+    fprintf(f,
+            "  lanes shape hit rate %.2f%% >= %.2f%% + %.0f points (the better of pow2 and "
+            "range64; %" PRIu32 " shapes per model over %" PRIu32 " workers x %" PRIu32 "%s)",
+            report_hit_pct(l), best, HIT_OVER_BUCKETS_PTS, rep->wl->shapes_per_model,
+            rep->sim->workers_per_model, rep->sim->gpu.cache_shapes,
+            bound < want ? "; the cache bound with lanes' waits is lower: checked against it" : "");
+    report_claim(f, rep, "hit-buckets", report_hit_pct(l) >= (bound < want ? bound : want), failed);
+}
+
+/* The claims under a wait budget (--slo-ms), against pow2 and range64 each with the queue delay
+ * tuned to it (tune.c). */
+static void report_claims_budget(FILE *f, const report_t *rep, const sim_result_t *l, int *failed)
+{
+    const sim_result_t *p = report_find(rep, SIM_POW2), *r = report_find(rep, SIM_RANGE64);
+    if (p == NULL || r == NULL)
+        return;
+    uint64_t slo = rep->sim->slo_ns;
+    char lp[16], bp[16], sl[16];
+    report_dur(sl, sizeof(sl), slo);
+    report_dur(lp, sizeof(lp), l->wait_p99_ns);
+    const sim_result_t *met =
+        p->wait_p99_ns <= slo && (r->wait_p99_ns > slo || p->busy_ns <= r->busy_ns) ? p
+        : r->wait_p99_ns <= slo                                                     ? r
+                                                                                    : NULL;
+    if (met != NULL) {
+        report_dur(bp, sizeof(bp), met->wait_p99_ns);
+        fprintf(f, "  lanes p99 wait %s <= the budget %s (%s meets it at %s)", lp, sl,
+                sim_policy_name(met->policy), bp);
+        report_claim(f, rep, "slo-p99", l->wait_p99_ns <= slo, failed);
+    } else {
+        fprintf(f,
+                "  lanes p99 wait %s against the budget %s: no claim (no tuned bucket scheme "
+                "meets it)\n",
+                lp, sl);
+    }
+    double best = report_best_bucket_gpu(rep);
+    double want =
+        slo >= BUDGET_LONG_NS && report_crowded(rep) ? BUDGET_GPU_RATIO_CROWDED : BUDGET_GPU_RATIO;
+    double floor = report_gpu_floor(rep);
+    int forbidden = floor > want * best;
+    if (forbidden)
+        want = BUDGET_GPU_RATIO_NEVER;
+    fprintf(f,
+            "  lanes GPU %.1f s <= %.2f x %.1f s (the better tuned bucket scheme; %.3f; any "
+            "policy's floor %.3f%s)",
+            (double)l->busy_ns / 1e9, want, best / 1e9, (double)l->busy_ns / best, floor / best,
+            forbidden ? ": the floor forbids the ratio, so never above it" : "");
+    report_claim(f, rep, "slo-gpu", (double)l->busy_ns <= want * best, failed);
+    report_claim_hit_buckets(f, rep, l, failed);
+}
+
 /* The claims for `lanes`. */
 static void report_claims_lanes(FILE *f, const report_t *rep, int *failed)
 {
     const sim_result_t *l = report_find(rep, SIM_LANES);
     if (l == NULL)
         return;
+    if (rep->sim->slo_ns != 0) {
+        report_claims_budget(f, rep, l, failed);
+        return;
+    }
     const char *preset = rep->wl->preset;
     double best = report_best_bucket_gpu(rep);
     if (best > 0.0) {
@@ -174,6 +257,15 @@ static void report_claims_lanes(FILE *f, const report_t *rep, int *failed)
                 "lanes' waits: %.2f%%)\n",
                 report_hit_pct(l), preset, bound);
     }
+    const sim_result_t *seed = report_find(rep, SIM_LANES_SEED);
+    if (seed != NULL && report_has_prefixes(rep)) {
+        fprintf(f, "  lanes waste %.2f%% <= lanes-seed's %.2f%% + %.0f point", report_waste_pct(l),
+                report_waste_pct(seed), WASTE_OVER_SEED_PTS);
+        report_claim(f, rep, "waste-seed",
+                     report_waste_pct(l) <= report_waste_pct(seed) + WASTE_OVER_SEED_PTS, failed);
+    }
+    if (report_has_prefixes(rep))
+        report_claim_hit_buckets(f, rep, l, failed);
     uint64_t reuses = 0, opened = 0;
     double ratio = report_reuse_ratio(l, &reuses, &opened);
     if (ratio >= 0.0)

@@ -28,6 +28,10 @@ double report_reuse_ratio(const sim_result_t *r, uint64_t *out_reuses /* out */,
  * one shape, each padded only to the 8-token multiple and as full as the contract allows (the
  * fewest batches its item count and padded tokens need); 0 when it cannot be computed. */
 double report_gpu_floor(const report_t *rep);
+/* Whether any item of the trace carries a prefix; the GPU ns the prefix cache saved r (the
+ * prefixes its hits skipped, at the workers' per-token cost). */
+int report_has_prefixes(const report_t *rep);
+double report_cache_saved_ns(const report_t *rep, const sim_result_t *r);
 /* The best hit rate any policy reaches with r's waits on this trace (report_claims.c). */
 double report_hit_bound(const report_t *rep, const sim_result_t *r);
 /* Offered load in percent of one model (all: UINT32_MAX), as the header prints it. */

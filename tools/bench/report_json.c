@@ -33,11 +33,15 @@ void report_json_num(FILE *f, double v)
         fprintf(f, "null");
 }
 
-static void report_json_result(FILE *f, const sim_result_t *r)
+static void report_json_result(FILE *f, const report_t *rep, const sim_result_t *r)
 {
     fprintf(f, "    {\"policy\": ");
     report_json_str(f, sim_policy_name(r->policy));
-    fprintf(f, ", \"ok\": %s, \"error\": ", r->ok ? "true" : "false");
+    fprintf(f, ", \"ok\": %s, \"delay_ns\": %" PRIu64 ", \"budget_met\": %s, \"error\": ",
+            r->ok ? "true" : "false", r->delay_ns,
+            rep->sim->slo_ns == 0                ? "null"
+            : r->wait_p99_ns <= rep->sim->slo_ns ? "true"
+                                                 : "false");
     report_json_str(f, r->error);
     fprintf(f, ",\n     \"padding_waste_pct\": ");
     report_json_num(f, report_waste_pct(r));
@@ -72,6 +76,11 @@ static void report_json_result(FILE *f, const sim_result_t *r)
     report_json_num(f, report_items_per_batch(r));
     fprintf(f, ", \"gpu_busy_s\": ");
     report_json_num(f, (double)r->busy_ns / 1e9);
+    fprintf(f,
+            ", \"prefix_tokens\": %" PRIu64 ", \"prefix_saved_tokens\": %" PRIu64
+            ", \"cache_saved_gpu_s\": ",
+            r->prefix_tokens, r->prefix_saved_tokens);
+    report_json_num(f, report_cache_saved_ns(rep, r) / 1e9);
     uint64_t reuses = 0, opened = 0;
     double ratio = report_reuse_ratio(r, &reuses, &opened);
     fprintf(f,
@@ -169,13 +178,14 @@ int report_json_write(const char *path, const report_t *rep)
     fprintf(f,
             "  \"starvation_ns\": %" PRIu64 ",\n  \"age_bound_ns\": %" PRIu64
             ",\n  \"merge_credit\": %.6g,\n  \"hold_ns\": %" PRIu64 ",\n  \"hold_burst\": %.6g"
-            ",\n  \"cost_declared\": %s,\n  \"sample_ns\": %" PRIu64 ",\n  \"policies\": [\n",
+            ",\n  \"cost_declared\": %s,\n  \"sample_ns\": %" PRIu64 ",\n  \"slo_ns\": %" PRIu64
+            ",\n  \"policies\": [\n",
             sc->starvation_ns, sc->age_bound_ns,
             sc->merge_credit > 0 ? sc->merge_credit : SCHED_MERGE_CREDIT_DEFAULT, sc->hold_ns,
             sched_hold_burst_resolve(sc->hold_burst), sc->declare_cost ? "true" : "false",
-            sc->sample_ns);
+            sc->sample_ns, sc->slo_ns);
     for (size_t i = 0; i < rep->n_results; i++) {
-        report_json_result(f, &rep->results[i]);
+        report_json_result(f, rep, &rep->results[i]);
         fprintf(f, "%s\n", i + 1 < rep->n_results ? "," : "");
     }
     fprintf(f, "  ],\n  \"lanes_in_use_over_time\": {\n");

@@ -131,7 +131,7 @@ static void sim_batch_start(sim_t *s, sim_worker_t *w, uint32_t pad_to, uint64_t
 {
     uint32_t n = w->n_batch;
     uint64_t sum = 0;
-    uint32_t longest = 0;
+    uint32_t longest = 0, prefix = 0;
     if (n == 0 || n > s->contract.max_batch_size)
         sim_fail(s, "batch of %" PRIu32 " items (contract: 1..%" PRIu32 ")", n,
                  s->contract.max_batch_size);
@@ -154,6 +154,9 @@ static void sim_batch_start(sim_t *s, sim_worker_t *w, uint32_t pad_to, uint64_t
         s->state[i] = ITEM_INFLIGHT;
         s->waits[s->n_waits++] = s->now - it->t_ns;
         s->sig[k] = it->signature;
+        s->pfx[k] = it->prefix_tokens;
+        if (it->prefix_tokens > prefix)
+            prefix = it->prefix_tokens;
         sum += it->tokens;
         if (it->tokens > longest)
             longest = it->tokens;
@@ -162,8 +165,8 @@ static void sim_batch_start(sim_t *s, sim_worker_t *w, uint32_t pad_to, uint64_t
         sim_fail(s, "batch tokens %" PRIu64 " / pad_to %" PRIu32 " disagree with its items", real,
                  pad_to);
     uint64_t misses = gpu_stats(w->gpu)->misses;
-    uint64_t ns = s->policy == SIM_FIFO ? gpu_serve_mixed(w->gpu, s->sig, n, pad_to, real)
-                                        : gpu_serve(w->gpu, sig, n, pad_to, real);
+    uint64_t ns = s->policy == SIM_FIFO ? gpu_serve_mixed(w->gpu, s->sig, s->pfx, n, pad_to, real)
+                                        : gpu_serve(w->gpu, sig, n, pad_to, real, prefix);
     /* A miss is cold when the worker never served the batch's (first item's) shape before. */
     uint8_t *seen = &s->seen[(size_t)(w - s->workers) * s->n_shapes + s->items[w->batch[0]].shape];
     if (gpu_stats(w->gpu)->misses != misses && !*seen)
@@ -269,6 +272,7 @@ static int sim_submit(sim_t *s, uint32_t i)
             .tokens = it->tokens,
             .id = (const uint8_t *)&i,
             .id_len = sizeof(i),
+            .prefix_tokens = it->prefix_tokens,
         };
         sched_status_t st = sched_submit(s->sched, &si, NULL);
         if (st != SCHED_OK) {
@@ -373,6 +377,8 @@ static void sim_finish(sim_t *s)
         r->hits += g->hits;
         r->misses += g->misses;
         r->busy_ns += g->busy_ns;
+        r->prefix_tokens += g->prefix_tokens;
+        r->prefix_saved_tokens += g->prefix_saved_tokens;
     }
     r->queues_mean = r->n_series ? (double)s->queues_sum / (double)r->n_series : 0.0;
     r->arrival_s = s->n ? (double)s->items[s->n - 1].t_ns / 1e9 : 0.0;
@@ -461,7 +467,7 @@ static int sim_loop(sim_t *s)
                 t = s->workers[k].end_ns;
         }
         if (s->wake_ns > s->now && s->wake_ns < t)
-            t = s->wake_ns; /* a worker held back from a cold shape asks again (select.c) */
+            t = s->wake_ns; /* a worker held back from a cold shape, or a bucket's delay */
         if (t == UINT64_MAX)
             break; /* nothing arrives, nobody is busy, and the workers found nothing queued */
         if (next_tick <= t) {
@@ -515,6 +521,8 @@ int sim_run(const sim_config_t *cfg, const wl_item_t *items, size_t n, sim_polic
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     sim_t s = {.cfg = cfg, .items = items, .n = n, .policy = policy, .r = out};
+    if (policy == SIM_POW2 || policy == SIM_RANGE64)
+        s.delay_ns = out->delay_ns = cfg->bucket_delay_ns;
     int rc = -1;
     if (sim_setup(&s) != 0)
         goto out;

@@ -51,7 +51,9 @@ typedef struct {
     sim_result_t *r;
     int failed;
     uint64_t now;
-    uint64_t wake_ns; /* the earliest sched_retry_ns of a fill that found nothing */
+    uint64_t wake_ns;  /* the earliest sched_retry_ns of a fill that found nothing, or the next
+                          bucket to reach its queue delay */
+    uint64_t delay_ns; /* POW2, RANGE64: the queue delay (sim_queue.c invariant 4); 0: none */
 
     uint32_t models, n_shapes;
     uint32_t *shape_model;   /* per shape */
@@ -69,6 +71,7 @@ typedef struct {
     uint32_t batch_cap; /* most items one batch can hold */
     uint32_t *tok;      /* scratch: batch_cap */
     uint64_t *sig;      /* scratch: batch_cap */
+    uint32_t *pfx;      /* scratch: batch_cap, the items' prefix_tokens */
 
     /* rolling lanes */
     store_t *store;

@@ -12,6 +12,11 @@
  *   3. Choosing the next queue: FIFO serves the model's one queue; POW2 and RANGE64 stay on the
  *      model's current shape while it has queued items, else take the shape with the most queued
  *      tokens (the scheduler's sticky-shape rule), then its bucket with the most queued tokens.
+ *   4. With a queue delay (sim_config_t.bucket_delay_ns: Triton's max_queue_delay), POW2 and
+ *      RANGE64 send a bucket only when it is ready: it holds a full batch (the contract's items,
+ *      or real tokens already at the padded budget) or its oldest item waited the delay. The
+ *      choice is 3's among the ready buckets; when none is, the model's workers wait for the
+ *      first to become ready (or for an arrival). Delay 0 is 3 exactly.
  *
  * Rejected: a second packer for the baselines: every policy packs with packer_fill, so the
  * policies differ only in how they group items and which group they serve.
@@ -83,9 +88,72 @@ int sim_base_submit(sim_t *s, uint32_t i)
     return 0;
 }
 
+/* Invariant 4: the bucket may go now (full, or its oldest item waited the delay); else 0 and
+ * *wake lowered to when its oldest item will have waited the delay. */
+static int sim_bucket_ready(const sim_t *s, const sim_queue_t *q, uint64_t *wake)
+{
+    if (q->len == q->head)
+        return 0;
+    uint64_t due = s->items[q->idx[q->head]].t_ns + s->delay_ns;
+    if (due <= s->now || q->len - q->head >= s->batch_cap ||
+        q->queued_tokens >= s->contract.max_batch_tokens)
+        return 1;
+    if (due < *wake)
+        *wake = due;
+    return 0;
+}
+
+/* The fullest ready bucket of group g, or NULL. */
+static sim_queue_t *sim_group_ready(const sim_t *s, sim_group_t *g, uint64_t *wake)
+{
+    sim_queue_t *q = NULL;
+    for (uint32_t b = 0; g->queued_items != 0 && b < s->n_buckets; b++) {
+        if (sim_bucket_ready(s, &g->buckets[b], wake) &&
+            (q == NULL || g->buckets[b].queued_tokens > q->queued_tokens))
+            q = &g->buckets[b];
+    }
+    return q;
+}
+
+/* With a queue delay: the current shape's fullest ready bucket, else the ready bucket of the
+ * shape with the most queued tokens among those that have one (a switch); NULL and s->wake_ns
+ * lowered to the next expiry when no bucket of the model is ready. */
+static sim_queue_t *sim_base_pick_delayed(sim_t *s, uint32_t model, sim_group_t **out_group)
+{
+    uint64_t wake = UINT64_MAX;
+    int64_t cur = s->current[model];
+    sim_queue_t *q = cur >= 0 ? sim_group_ready(s, &s->groups[cur], &wake) : NULL;
+    if (q == NULL) {
+        int64_t best = -1;
+        for (uint32_t k = 0; k < s->model_n_shapes[model]; k++) {
+            uint32_t sh = s->model_shapes[model][k];
+            if (sh == cur || s->groups[sh].queued_items == 0 ||
+                (best >= 0 && s->groups[sh].queued_tokens <= s->groups[best].queued_tokens))
+                continue;
+            sim_queue_t *r = sim_group_ready(s, &s->groups[sh], &wake);
+            if (r != NULL) {
+                best = sh;
+                q = r;
+            }
+        }
+        if (q == NULL) {
+            if (wake != UINT64_MAX && (s->wake_ns <= s->now || wake < s->wake_ns))
+                s->wake_ns = wake;
+            return NULL;
+        }
+        if (cur >= 0 && best != cur)
+            s->switches++;
+        s->current[model] = cur = best;
+    }
+    *out_group = &s->groups[cur];
+    return q;
+}
+
 /* The baseline's next queue for a model, or NULL: sticky shape, then the fullest bucket. */
 static sim_queue_t *sim_base_pick(sim_t *s, uint32_t model, sim_group_t **out_group)
 {
+    if (s->delay_ns != 0 && s->policy != SIM_FIFO)
+        return sim_base_pick_delayed(s, model, out_group);
     sim_group_t *g;
     if (s->policy == SIM_FIFO) {
         g = &s->groups[model];

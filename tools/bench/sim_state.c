@@ -105,10 +105,11 @@ int sim_setup(sim_t *s)
     s->batch_cap = cap == 0 ? 1 : (cap < cfg->gpu.max_batch_size ? cap : cfg->gpu.max_batch_size);
     s->tok = malloc(s->batch_cap * sizeof(*s->tok));
     s->sig = malloc(s->batch_cap * sizeof(*s->sig));
+    s->pfx = malloc(s->batch_cap * sizeof(*s->pfx));
     s->n_workers = (size_t)s->models * cfg->workers_per_model;
     s->workers = calloc(s->n_workers + 1, sizeof(*s->workers));
     s->seen = calloc(s->n_workers * s->n_shapes + 1, 1);
-    if (s->tok == NULL || s->sig == NULL || s->workers == NULL || s->seen == NULL)
+    if (s->tok == NULL || s->sig == NULL || s->pfx == NULL || s->workers == NULL || s->seen == NULL)
         goto oom;
     for (size_t k = 0; k < s->n_workers; k++) {
         sim_worker_t *w = &s->workers[k];
@@ -141,6 +142,7 @@ int sim_setup(sim_t *s)
             .hold_share = cfg->hold_share,
             .hold_ramp = cfg->hold_ramp,
             .hold_burst = cfg->hold_burst,
+            .slo_ns = s->policy == SIM_LANES ? cfg->slo_ns : 0,
         };
         sched_status_t st = sched_create(&sc, s->store, &s->sched);
         if (st != SCHED_OK) {
@@ -219,6 +221,7 @@ void sim_teardown(sim_t *s)
     free(s->waits);
     free(s->tok);
     free(s->sig);
+    free(s->pfx);
     free(s->sig_sorted);
     free(s->shape_full);
 }

@@ -17,6 +17,9 @@
  *      same seed, so the same shapes and lengths; a trace file stretched in time).
  *   2. A run that breaks an invariant or loses a token makes the exit status 1, whatever the
  *      checks say.
+ *   3. Under a wait budget (--slo-ms given: sim_config_t.slo_ns), lanes runs with it and pow2 and
+ *      range64 with their queue delay tuned to it at each load (tune.c); without one every
+ *      policy runs as sim does, and --slo-ms's default is only capacity's SLO.
  *
  * Rejected: interpolating the p99 on a log scale. The sweep's steps are coarse either way, and a
  * linear crossing is what a reader checks against the table by hand.
@@ -67,6 +70,7 @@ static void sweep_cell_fill(sweep_cell_t *c, const sim_result_t *r, double offer
         .items_per_batch = r->batches ? (double)r->items_served / (double)r->batches : 0.0,
         .offered_pct = offered_pct,
         .token_diff = (int64_t)(r->tokens_in - r->tokens_done),
+        .delay_ns = r->delay_ns,
     };
 }
 
@@ -108,7 +112,9 @@ int sweep_run(const sweep_args_t *a)
             if (!a->policies[p])
                 continue;
             sim_result_t r;
-            if (sim_run(a->sim, items, n, (sim_policy_t)p, &r) != 0) {
+            int tune = a->sim->slo_ns != 0 && a->tune && (p == SIM_POW2 || p == SIM_RANGE64);
+            if ((tune ? sim_run_tuned(a->sim, items, n, (sim_policy_t)p, a->sim->slo_ns, &r)
+                      : sim_run(a->sim, items, n, (sim_policy_t)p, &r)) != 0) {
                 fprintf(stderr, "lanesched-bench: %s at %.0f%%: %s\n",
                         sim_policy_name((sim_policy_t)p), a->loads[i], r.error);
                 sim_result_free(&r);

@@ -16,6 +16,9 @@
  *     2-4x), or long-tailed (medians 200-800 and 1,000-3,000 plus a 15-40% component at
  *     15-40% of max_tokens, wide). long_share of the shapes are long-tailed, the rest split
  *     evenly between short and medium. Lengths are clamped to [1, max_tokens].
+ *   - With prefix_max > 0 each shape has a prefix of prefix_min..prefix_max tokens (log-uniform,
+ *     from a stream of its own, so the items are the same with and without prefixes); every
+ *     item of the shape carries it.
  *   - Arrivals are Poisson at `rate` items/s (all models). With burst_factor > 1, random windows
  *     (2-6 s long, gaps of mean 10 s) run at rate * burst_factor. Thinning keeps it one stream.
  *
@@ -102,6 +105,7 @@ typedef struct {
     double weight;         /* Zipf weight */
     double start_s, end_s; /* active in [start_s, end_s) */
     wl_mix_t mix;
+    uint32_t prefix_tokens; /* 0 without prefixes */
 } wl_shape_t;
 
 static void wl_mix_add(wl_mix_t *m, double weight, double median, double sigma)
@@ -176,7 +180,8 @@ static int wl_config_valid(const wl_config_t *c)
            c->duration_s > 0.0 && c->duration_s <= 1e6 && c->rate > 0.0 &&
            c->rate * c->duration_s * (c->burst_factor > 1 ? c->burst_factor : 1) <= 2e9 &&
            c->burst_factor >= 1.0 && c->burst_factor <= 1000.0 && c->churn >= 0.0 &&
-           c->churn <= 1.0 && c->max_tokens >= 1 && c->long_share >= 0.0 && c->long_share <= 1.0;
+           c->churn <= 1.0 && c->max_tokens >= 1 && c->long_share >= 0.0 && c->long_share <= 1.0 &&
+           c->prefix_min <= c->prefix_max;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -278,6 +283,13 @@ static int wl_shapes_build(const wl_config_t *c, wl_shape_t **out, uint32_t *out
             rng_t sr;
             rng_seed(&sr, c->seed ^ (0x51a9e5ull << 24) ^ g);
             wl_mix_draw(&sr, long_share, c->max_tokens, &ms[k].mix);
+            if (c->prefix_max > 0) { /* a stream of its own: the items stay the same */
+                rng_t pr;
+                rng_seed(&pr, c->seed ^ (0x9f1e5ull << 28) ^ g);
+                double lo = c->prefix_min > 0 ? c->prefix_min : 1;
+                ms[k].prefix_tokens =
+                    (uint32_t)llround(lo * exp(rng_uniform(&pr) * log(c->prefix_max / lo)));
+            }
         }
     }
     *out = shapes;
@@ -407,6 +419,7 @@ int wl_generate(const wl_config_t *cfg, wl_item_t **out, size_t *out_n)
             .model = m,
             .shape = m * pm + k,
             .tokens = wl_mix_sample(&r, &ms[k].mix, cfg->max_tokens),
+            .prefix_tokens = ms[k].prefix_tokens,
         };
     }
     *out = items;

@@ -4,7 +4,8 @@
  *
  *   {"time":"...Z","subject":"lanes.submit.llama","reply":"_INBOX.x.1","kind":"submit",
  *    "message":{"items":[{"id":"req-1","model":"llama","signature":"0x91f4...","tokens":120,
- *    "payload_bytes":5,"payload":"hello","reply_to":"results.1","created_unix_ns":...}]}}
+ *    "payload_bytes":5,"payload":"hello","reply_to":"results.1","created_unix_ns":...,
+ *    "prefix_tokens":300,"max_wait_ms":2000}]}}  (the last three only when set)
  *
  * The kind comes from the subject (submit, register, pull, ack, heartbeat, bye, stats, metrics,
  * dead_letter, service); a reply's kind from the request it answers (submit_reply, registered,
@@ -131,6 +132,10 @@ static json_t *watch_submit(const void *data, size_t len, const char **err)
         if (it->created_unix_ns != 0)
             json_object_set_new(o, "created_unix_ns",
                                 json_integer((json_int_t)it->created_unix_ns));
+        if (it->prefix_tokens != 0)
+            json_object_set_new(o, "prefix_tokens", json_integer((json_int_t)it->prefix_tokens));
+        if (it->max_wait_ms != 0)
+            json_object_set_new(o, "max_wait_ms", json_integer((json_int_t)it->max_wait_ms));
         if (it->status != CODEC_OK) /* what the daemon will answer */
             json_object_set_new(o, "invalid", json_string(codec_status_reason(it->status)));
         json_array_append_new(items, o);

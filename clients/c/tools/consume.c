@@ -15,9 +15,16 @@
  *     and drops it from the in-progress set, so heartbeats stop naming it and the daemon's ack
  *     deadline returns it. Every other batch is acked with `all`.
  *  3. Shape hit rate = batches whose signature equals this consumer's previous batch's /
- *     (batches - 1): the design's definition, per consumer.
+ *     (batches - 1): the design's definition, per consumer. Cache hit rate = batches whose
+ *     signature is among the last --cache-shapes shapes this consumer served (1 when not given)
+ *     / batches: lanesched-bench's definition (tools/bench/gpu.c), so a live run and a simulated
+ *     one count hits alike.
  *  4. The worker leaves with Bye unless --no-bye, whatever ended the run (duration, idleness,
  *     --exit-after-batches, a signal).
+ *  5. The simulated work of a batch is --work-us-per-batch + --work-us-per-token x (padded
+ *     tokens + --prefix-tokens when the batch missed the cache): the bench's service model, the
+ *     prefix computed once per batch on a miss. work_s sums it as charged, not as slept, so a
+ *     late wake-up on a loaded machine does not count as GPU time.
  *
  * Rejected alternatives:
  *  - Acking positions one by one: `all` is one message and the daemon's fast path; position
@@ -46,6 +53,8 @@
 #define DEFAULT_PULL_WAIT_MS     1000u
 #define DEFAULT_ACK_TIMEOUT_MS   5000u
 #define PAD_MULTIPLE             8u /* pad_to is the longest item rounded up to this */
+/* The cache this tool models holds at most this many shapes (the daemon's own cap). */
+#define CONSUME_LRU_MAX 256u
 
 /* X(name, text): the packing promises a batch can break. */
 #define VIOLATION_MAP(X)                                                    \
@@ -75,7 +84,8 @@ typedef struct {
     lc_consumer_config_t consumer;
     double work_us_per_token;
     uint64_t work_us_per_batch;
-    bool declare_cost; /* --declare-cost: the two above go in Register */
+    uint64_t prefix_tokens; /* --prefix-tokens: computed on a cache miss (invariant 5) */
+    bool declare_cost;      /* --declare-cost: the two above go in Register */
     uint64_t duration_s;
     uint64_t until_idle_ms;
     uint64_t nak_every;
@@ -101,6 +111,10 @@ typedef struct {
     uint64_t violating_batches;
     bool have_prev;
     uint64_t prev_signature;
+    uint64_t cache_hits, prefix_computed; /* invariants 3 and 5 */
+    double work_us;                       /* simulated work, as charged */
+    uint64_t lru[CONSUME_LRU_MAX];        /* the last shapes served, most recent first */
+    uint32_t n_lru;
 } consume_counts_t;
 
 static void consume_help(FILE *f)
@@ -124,6 +138,9 @@ static void consume_help(FILE *f)
         "Work:\n"
         "  --work-us-per-token F   simulated time per padded token (len(items) * pad_to)\n"
         "  --work-us-per-batch N   simulated time per batch on top (default 0)\n"
+        "  --prefix-tokens N       the shapes' prefix: computed (at --work-us-per-token) once per\n"
+        "                          batch whose shape is not among the last --cache-shapes shapes\n"
+        "                          served (default 0)\n"
         "  --pull-batches N        batches asked per Pull (default 1)\n"
         "  --pull-wait-ms N        how long one Pull waits for work (default 1000)\n"
         "  --ack-timeout-ms N      wait for AckReply; 0 = acks without reply (default 5000)\n"
@@ -238,6 +255,9 @@ static int consume_args_parse(int argc, char **argv, consume_opts_t *o)
         } else if ((rc = cli_flag_value(argc, argv, &i, "--work-us-per-batch", &v)) != 0) {
             if (rc < 0 ||
                 !cli_u64_parse("--work-us-per-batch", v, 0, 3600000000ull, &o->work_us_per_batch))
+                return -1;
+        } else if ((rc = cli_flag_value(argc, argv, &i, "--prefix-tokens", &v)) != 0) {
+            if (rc < 0 || !cli_u64_parse("--prefix-tokens", v, 0, UINT32_MAX, &o->prefix_tokens))
                 return -1;
         } else if ((rc = cli_flag_value(argc, argv, &i, "--duration-s", &v)) != 0) {
             if (rc < 0 || !cli_u64_parse("--duration-s", v, 1, 100000000ull, &o->duration_s))
@@ -373,7 +393,23 @@ static void consume_batch_handle(const consume_opts_t *o, lc_consumer_t *c, cons
                 " items %zu pad_to %" PRIu32 " real %" PRIu64 " padded %" PRIu64 "\n",
                 b->batch_id, b->signature, b->lane, b->n_items, b->pad_to, real, padded);
 
-    double work_us = o->work_us_per_token * (double)padded + (double)o->work_us_per_batch;
+    /* invariant 3: the bench's cache, an LRU of the last cache_shapes shapes */
+    uint32_t cap = o->consumer.cache_shapes == 0 ? 1 : o->consumer.cache_shapes;
+    cap = cap > CONSUME_LRU_MAX ? CONSUME_LRU_MAX : cap;
+    uint32_t at = 0;
+    while (at < k->n_lru && k->lru[at] != b->signature)
+        at++;
+    bool hit = at < k->n_lru;
+    if (!hit)
+        at = k->n_lru < cap ? k->n_lru++ : k->n_lru - 1;
+    memmove(&k->lru[1], &k->lru[0], at * sizeof(k->lru[0]));
+    k->lru[0] = b->signature;
+    k->cache_hits += hit;
+    uint64_t prefix = hit ? 0 : o->prefix_tokens;
+    k->prefix_computed += prefix;
+    double work_us =
+        o->work_us_per_token * (double)(padded + prefix) + (double)o->work_us_per_batch;
+    k->work_us += work_us;
     if (work_us >= 1.0)
         cli_sleep_ns((uint64_t)(work_us * 1000.0));
 
@@ -447,9 +483,13 @@ static void consume_summary_print(const consume_opts_t *o, const consume_counts_
         printf("},\"expired_pulls\":%" PRIu64 ",\"silent_pulls\":%" PRIu64
                ",\"no_responders\":%" PRIu64 ",\"reregistrations\":%" PRIu64 ",\"errors\":%" PRIu64
                ",\"heartbeats\":%" PRIu64 ",\"heartbeats_failed\":%" PRIu64
-               ",\"elapsed_s\":%.3f,\"items_per_s\":%.1f}\n",
+               ",\"elapsed_s\":%.3f,\"items_per_s\":%.1f,\"cache_hits\":%" PRIu64
+               ",\"cache_hit_rate_pct\":%.3f,\"prefix_tokens_computed\":%" PRIu64
+               ",\"work_s\":%.6f}\n",
                k->expired, k->idle_timeouts, k->no_responders, k->reregistrations, k->errors,
-               s->heartbeats_sent, s->heartbeats_failed, elapsed_s, rate);
+               s->heartbeats_sent, s->heartbeats_failed, elapsed_s, rate, k->cache_hits,
+               k->batches ? 100.0 * (double)k->cache_hits / (double)k->batches : 0.0,
+               k->prefix_computed, k->work_us / 1e6);
         return;
     }
     printf("lanesched-consume: batches=%" PRIu64 " items=%" PRIu64 " real_tokens=%" PRIu64

@@ -61,6 +61,8 @@ typedef struct {
     uint64_t signature;
     bool send_hashes;
     uint64_t tokens_min, tokens_max;
+    uint64_t prefix_tokens; /* WorkItem.prefix_tokens of every item (0: not sent) */
+    uint64_t max_wait_ms;   /* WorkItem.max_wait_ms of every item (0: not sent) */
     const char *payload_text;
     uint64_t payload_bytes;
     bool has_payload_bytes;
@@ -109,6 +111,8 @@ static void produce_help(FILE *f)
         "  --tokens N              tokens per item (default 128)\n"
         "  --tokens-min A --tokens-max B  tokens uniform in [A, B] instead\n"
         "  --seed N                seed of the token spread (default 1)\n"
+        "  --prefix-tokens N       tokens of the shape's cacheable prefix (WorkItem field 9)\n"
+        "  --max-wait-ms N         each item's own wait budget (WorkItem field 10)\n"
         "  --payload TEXT          payload of every item (default empty)\n"
         "  --payload-bytes N       payload of N filler bytes instead\n"
         "  --id-prefix S           item ids are S0, S1, ... (default p<pid>-<time>-)\n"
@@ -205,6 +209,12 @@ static int produce_args_parse(int argc, char **argv, produce_opts_t *o)
             has_max = true;
         } else if ((rc = cli_flag_value(argc, argv, &i, "--tokens", &v)) != 0) {
             if (rc < 0 || !cli_u64_parse("--tokens", v, 0, UINT32_MAX, &tokens))
+                return -1;
+        } else if ((rc = cli_flag_value(argc, argv, &i, "--prefix-tokens", &v)) != 0) {
+            if (rc < 0 || !cli_u64_parse("--prefix-tokens", v, 0, UINT32_MAX, &o->prefix_tokens))
+                return -1;
+        } else if ((rc = cli_flag_value(argc, argv, &i, "--max-wait-ms", &v)) != 0) {
+            if (rc < 0 || !cli_u64_parse("--max-wait-ms", v, 0, UINT32_MAX, &o->max_wait_ms))
                 return -1;
         } else if ((rc = cli_flag_value(argc, argv, &i, "--seed", &v)) != 0) {
             if (rc < 0 || !cli_u64_parse("--seed", v, 0, UINT64_MAX, &o->seed))
@@ -516,6 +526,8 @@ int main(int argc, char **argv)
                 .signature = signature,
                 .tokens = tokens,
                 .payload = {.ptr = payload_len > 0 ? payload : NULL, .len = payload_len},
+                .prefix_tokens = (uint32_t)o.prefix_tokens,
+                .max_wait_ms = (uint32_t)o.max_wait_ms,
             };
             tokens_msg += tokens;
             tokens_of[j] = tokens;

@@ -1,0 +1,272 @@
+/*
+ * budget.c - the wait budget (sched_config_t.slo_ns, sched_slo_set, WorkItem.max_wait_ms): the
+ * p99 queue wait the user accepts, and how the `lanes` policy spends it on company for its
+ * batches instead of the hold's hand-set constants (hold.c).
+ *
+ * Under a budget B a batch's items are due at arrival + D, where D is the model's due age (each
+ * item's own max_wait_ms, when set, scales D down in proportion). A batch goes when it is full
+ * to the contract or its first item is due; otherwise it waits for company, and the worker asks
+ * again at that due time (sched_retry_ns). The due age is also the model's age bound: a shape or
+ * lane holding a due item goes first (select.c). So the budget, not a load gate, decides how long
+ * company is awaited, at every load.
+ *
+ * Invariants:
+ *   1. Without a budget nothing here runs: the hold and the age bound are hold.c's and
+ *      sched_config_t's, exactly as before.
+ *   2. D never exceeds the budget, and an item with max_wait_ms waits for company at most its
+ *      share of it (max_wait_ms x D / B): a budget caps the hold, never raises it.
+ *   3. Never held: a dead letter, a batch full to the contract's items, or one that no further
+ *      item of its pad fits (padded tokens + pad_to over max_batch_tokens).
+ *   4. A due batch that misses the worker's cache makes every item of its shape queued then due:
+ *      the worker that paid the prefix drains the shape while it holds it, instead of leaving
+ *      the rest to be due later and paid for again after an eviction.
+ *   5. D follows how late due items go: every tick it is BUDGET_AIM of the budget minus the 99th
+ *      percentile of their lateness (wait minus due age, decayed over BUDGET_TAU_NS), between
+ *      BUDGET_DUE_MIN and BUDGET_DUE_SHARE of the budget, so the queue behind due batches is
+ *      left its room.
+ *   6. A batch is first extended with the neighbouring lanes that fill it to the contract
+ *      (extend.c invariant 5); when that fills it, it goes, as a bucket scheme's full bucket
+ *      goes before its delay. Otherwise it is packed again with the budget's own credit
+ *      (extend.c invariant 4) and waits for company.
+ *   7. A fill that was held is not done again until its retry time, until max_batch_size /
+ *      BUDGET_RECHECK_SHARE items arrived for the model, or for another contract (or, where the
+ *      worker chooses its own shapes, another worker): what the workers of a model hold waiting
+ *      for company cannot become due before the retry, and a batch only becomes full with
+ *      arrivals, so a few arrivals more delay a full batch by their gaps, never past its due.
+ *   8. A batch waits for company only while its shape's mean arrival gap is shorter than the
+ *      time left until the batch is due: a shape seen once (a producer hashing whole prompts) or
+ *      gone quiet gets no company by waiting, so its batch goes at once. Such a shape's items are
+ *      also bounded by the configured age bound, not the due age: a batch that will not wait for
+ *      company goes in the order of its age, as without a budget.
+ *
+ * Rejected (each measured with `lanesched-bench sim|sweep --prefixes --slo-ms N`; docs/policy.md,
+ * "The wait budget"): a due age from lateness alone with no cap (the p99 rose past the budget for
+ * no GPU time); restoring the due age when lateness says no due age meets the budget, and
+ * shortening it at high load (shorter waits shrink the batches and the queue grows); serving late
+ * items fullest first (the tail of every preset went far past the budget); the plain age bound
+ * for every shape (more GPU time on steady and at the article's scale); filling to the contract
+ * at the whole fixed cost, or at a credit that rose with lateness (padding, and merges and
+ * lateness feeding each other).
+ */
+#include "scheduler/core/sched_int.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The share of the budget an item may wait for company before it is due, at first and at most:
+ * the rest is left for the queue behind a due batch (workers busy with other due work) and the
+ * batch's own service. The largest that keeps lanes' p99 within the budget at every load of the
+ * steady sweep where a tuned bucket scheme's is (`lanesched-bench sweep --preset steady
+ * --prefixes --slo-ms 5000`, 0.7 to 0.9; docs/policy.md, "The wait budget"). */
+#define BUDGET_DUE_SHARE 0.7
+/* ... and at least, however late due items go: below it the batches shrink, and a lateness that
+ * long comes from a queue the hold did not build (a burst, an overload). */
+#define BUDGET_DUE_MIN 0.5
+/* What the due age leaves for lateness: the p99 wait aimed at, as a share of the budget. */
+#define BUDGET_AIM 0.95
+/* Invariant 8: a shape's mean arrival gap follows its last this many gaps (an exponential
+ * average): a shape that goes quiet stops holding within a few of them. */
+#define BUDGET_GAP_WEIGHT 8.0
+/* Invariant 7: a held fill is done again after a consumer's max_batch_size / this many arrivals
+ * (or at its retry time): each arrival asks again for every idle worker, so at the article's
+ * scale 64 held workers filled a batch 64 times per arrival (`lanesched-bench sim --preset
+ * steady --models 1 --shapes 2 --workers 64 --load 70 --prefixes --slo-ms 5000`, its wall time;
+ * docs/policy.md, "The wait budget"); a quarter of a batch moves no claim's figure. */
+#define BUDGET_RECHECK_SHARE 4u
+/* The lateness histogram's memory: a few bursts long, so one burst moves it and a quiet minute
+ * forgets it. */
+#define BUDGET_TAU_NS 10e9
+
+void budget_model_init(struct sched *s, sched_model_t *m)
+{
+    m->slo_ns = s->slo_ns;
+    for (size_t i = 0; i < s->n_slos; i++)
+        if (strcmp(s->slos[i].model, m->name) == 0)
+            m->slo_ns = s->slos[i].slo_ns;
+    m->due_ns = (uint64_t)((double)m->slo_ns * BUDGET_DUE_SHARE);
+    memset(m->late, 0, sizeof(m->late));
+    m->late_t_ns = 0;
+}
+
+/* The due age of item v (invariant 2). */
+static uint64_t budget_item_age(const sched_model_t *m, const store_view_t *v)
+{
+    uint64_t d = m->due_ns;
+    if (v->max_wait_ms != 0 && (uint64_t)v->max_wait_ms * 1000000u < m->slo_ns)
+        d = (uint64_t)((double)d * ((double)v->max_wait_ms * 1e6 / (double)m->slo_ns));
+    return d;
+}
+
+void budget_note_commit(sched_model_t *m, const store_view_t *v, uint64_t wait_ns)
+{
+    if (m->slo_ns == 0)
+        return;
+    uint64_t age = budget_item_age(m, v), late = wait_ns > age ? wait_ns - age : 0;
+    uint64_t b = late * BUDGET_LATE_BUCKETS / m->slo_ns;
+    m->late[b < BUDGET_LATE_BUCKETS ? b : BUDGET_LATE_BUCKETS] += 1.0;
+}
+
+void budget_tick(struct sched *s, uint64_t now)
+{
+    for (size_t i = 0; i < s->n_models; i++) {
+        sched_model_t *m = s->models[i];
+        if (m->slo_ns == 0)
+            continue;
+        double d = m->late_t_ns != 0 && now > m->late_t_ns
+                       ? exp(-(double)(now - m->late_t_ns) / BUDGET_TAU_NS)
+                       : 1.0;
+        m->late_t_ns = now;
+        double n = 0.0;
+        for (uint32_t b = 0; b <= BUDGET_LATE_BUCKETS; b++)
+            n += (m->late[b] *= d);
+        if (n < 1.0)
+            continue; /* nothing measured lately: the due age stays */
+        double seen = 0.0;
+        uint32_t b = 0;
+        for (; b < BUDGET_LATE_BUCKETS; b++)
+            if ((seen += m->late[b]) >= 0.99 * n)
+                break;
+        double late99 = (double)(b + 1) / BUDGET_LATE_BUCKETS; /* in budgets, the bucket's edge */
+        double due = BUDGET_AIM - late99;
+        due = due < BUDGET_DUE_MIN     ? BUDGET_DUE_MIN
+              : due > BUDGET_DUE_SHARE ? BUDGET_DUE_SHARE
+                                       : due;
+        m->due_ns = (uint64_t)(due * (double)m->slo_ns);
+    }
+}
+
+sched_status_t sched_slo_set(sched_t *s, const char *model, uint64_t slo_ns)
+{
+    if (s == NULL || model == NULL || model[0] == '\0')
+        return SCHED_EINVAL;
+    size_t i = 0;
+    while (i < s->n_slos && strcmp(s->slos[i].model, model) != 0)
+        i++;
+    if (i == s->n_slos) {
+        sched_slo_t *t = realloc(s->slos, (s->n_slos + 1) * sizeof(*t));
+        if (t == NULL)
+            return SCHED_ENOMEM;
+        s->slos = t;
+        if ((s->slos[i].model = strdup(model)) == NULL)
+            return SCHED_ENOMEM;
+        s->n_slos++;
+    }
+    s->slos[i].slo_ns = slo_ns;
+    sched_model_t *m = model_find(s, model);
+    if (m != NULL)
+        budget_model_init(s, m);
+    return SCHED_OK;
+}
+
+void budget_free(struct sched *s)
+{
+    for (size_t i = 0; i < s->n_slos; i++)
+        free(s->slos[i].model);
+    free(s->slos);
+    s->slos = NULL;
+    s->n_slos = 0;
+}
+
+uint64_t budget_age_bound(const struct sched *s, const sched_model_t *m)
+{
+    return m->slo_ns != 0 && s->policy == SCHED_POLICY_LANES ? m->due_ns : s->starvation_ns;
+}
+
+int budget_company(const struct sched *s, const sched_shape_t *shape)
+{
+    const sched_model_t *m = s->models[shape->model_idx];
+    if (m->slo_ns == 0 || s->policy != SCHED_POLICY_LANES)
+        return 1;
+    return shape->has_gap && shape->gap_ns < (double)m->due_ns;
+}
+
+uint64_t budget_shape_bound(const struct sched *s, const sched_shape_t *shape)
+{
+    uint64_t due = budget_age_bound(s, s->models[shape->model_idx]);
+    if (s->starvation_ns == 0 || s->starvation_ns >= due || budget_company(s, shape))
+        return due;
+    return s->starvation_ns; /* invariant 8: bounded as without a budget */
+}
+
+/* When item v is due (invariant 2). */
+static uint64_t budget_item_due(const sched_model_t *m, const store_view_t *v)
+{
+    return v->arrival_ns + budget_item_age(m, v);
+}
+
+/* Invariant 7: the arrivals after which a held fill is worth doing again, for a contract. */
+static uint64_t budget_recheck(const packer_contract_t *k)
+{
+    uint64_t n = k->max_batch_size / BUDGET_RECHECK_SHARE;
+    return n != 0 ? n : 1;
+}
+
+int budget_held_again(struct sched *s, const sched_consumer_t *c, const sched_model_t *m)
+{
+    const budget_memo_t *h = &m->held;
+    if (!h->valid || m->slo_ns == 0 || s->policy != SCHED_POLICY_LANES || c->worker == NULL ||
+        (h->worker != NULL && h->worker != c->worker) ||
+        memcmp(&h->contract, &c->contract, sizeof(h->contract)) != 0 ||
+        m->arrivals - h->arrivals >= budget_recheck(&c->contract) ||
+        s->clock(s->clock_ctx) >= h->until_ns)
+        return 0;
+    s->held = 1;
+    s->retry_ns = h->until_ns;
+    return 1;
+}
+
+void budget_held_note(struct sched *s, const sched_consumer_t *c, sched_model_t *m)
+{
+    budget_memo_t *h = &m->held;
+    h->valid = m->slo_ns != 0 && s->policy == SCHED_POLICY_LANES && c->worker != NULL && s->held;
+    if (!h->valid)
+        return;
+    h->until_ns = s->retry_ns;
+    h->arrivals = m->arrivals;
+    h->contract = c->contract;
+    /* where shapes outnumber the worker's cache each worker chooses for itself (select.c) */
+    h->worker = m->n_active > c->worker->cache ? c->worker : NULL;
+}
+
+void budget_arrival_note(sched_shape_t *shape, uint64_t now)
+{
+    if (shape->last_arrival_ns != 0 && now >= shape->last_arrival_ns) {
+        double gap = (double)(now - shape->last_arrival_ns);
+        shape->gap_ns =
+            shape->has_gap ? shape->gap_ns + (gap - shape->gap_ns) / BUDGET_GAP_WEIGHT : gap;
+        shape->has_gap = 1;
+    }
+    shape->last_arrival_ns = now != 0 ? now : 1;
+}
+
+int budget_full(const sched_batch_t *b, const packer_contract_t *k)
+{
+    return b->n >= k->max_batch_size || b->padded_tokens + b->pad_to > k->max_batch_tokens;
+}
+
+int budget_hold(struct sched *s, const sched_consumer_t *c, const sched_model_t *m,
+                sched_shape_t *shape, uint64_t now, uint64_t *out_until)
+{
+    const sched_batch_t *b = &s->filled;
+    if (b->dead_letter || budget_full(b, &c->contract)) /* invariant 3 */
+        return 0;
+    uint64_t due = UINT64_MAX;
+    for (size_t i = 0; i < b->n; i++) {
+        uint64_t d = b->items_view[i].arrival_ns <= shape->drain_ns
+                         ? 0 /* invariant 4 */
+                         : budget_item_due(m, &b->items_view[i]);
+        due = d < due ? d : due;
+    }
+    int miss = c->worker == NULL || !worker_is_warm(c->worker, shape);
+    /* invariant 8: company is expected before the batch is due, or it goes now */
+    if (now < due && (!shape->has_gap || (double)now + shape->gap_ns > (double)due))
+        due = now;
+    if (now >= due) {
+        if (miss) /* invariant 4: what was queued goes with it, while the shape is warm */
+            shape->drain_ns = now;
+        return 0;
+    }
+    *out_until = due;
+    return 1;
+}

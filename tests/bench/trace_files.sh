@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# trace_files.sh BENCH: lanesched-bench's trace reader on good and bad files. A v1 and a v2 file
+# replay (v2's prefixes priced: the notes say so); a malformed one is refused with exit status
+# 2 and a message naming the file, the line and what is wrong, never read past.
+set -u
+BENCH=$1
+DIR=$(mktemp -d /tmp/trace-files.XXXXXX)
+trap 'rm -rf "$DIR"' EXIT
+fail=0
+head1="lanesched-bench-trace v1 preset=t models=1 shapes_per_model=2"
+head2="lanesched-bench-trace v2 preset=t models=1 shapes_per_model=2"
+
+ok() { # FILE WANT: sim replays it and its output has WANT
+    local out
+    if ! out=$("$BENCH" sim --trace-in "$1" --policies lanes 2>&1); then
+        echo "FAIL: $1 refused: $out"
+        fail=1
+    elif ! grep -q -- "$2" <<<"$out"; then
+        echo "FAIL: $1: no \"$2\" in the output"
+        fail=1
+    else
+        echo "ok: $1 replays ($2)"
+    fi
+}
+bad() { # NAME WANT LINES...: a file of LINES is refused, the message has path:line and WANT
+    local name=$1 want=$2 out rc
+    shift 2
+    printf '%s\n' "$@" >"$DIR/$name"
+    out=$("$BENCH" sim --trace-in "$DIR/$name" --policies lanes 2>&1)
+    rc=$?
+    if [ "$rc" != 2 ] || ! grep -q -- "$DIR/$name:[0-9]*: .*$want" <<<"$out"; then
+        echo "FAIL: $name: exit $rc, message: $out"
+        fail=1
+    else
+        echo "ok: $name refused: $(grep -o -- "$DIR/$name:.*" <<<"$out")"
+    fi
+}
+
+printf '%s\n' "$head1" "# a comment" "1000 0 0 00000000000000a1 100" "" \
+    "2000 0 1 00000000000000b2 300" "2500 0 0 00000000000000a1 120" >"$DIR/good1.trace"
+ok "$DIR/good1.trace" "3 items"
+printf '%s\r\n' "$head2" "1000 0 0 00000000000000a1 100 700" \
+    "2000 0 1 00000000000000b2 300 0" "2500 0 0 00000000000000a1 120 700" >"$DIR/good2.trace"
+ok "$DIR/good2.trace" "prefixes priced: 0-700 tokens"
+printf '%s\n' "lanesched-bench-trace v2 preset=t" "1000 3 0 00000000000000a1 100 0" >"$DIR/nomodels.trace"
+ok "$DIR/nomodels.trace" "4 models"
+
+bad fields1 "want 5 fields" "$head1" "1000 0 0 00000000000000a1"
+bad fields2 "want 6 fields" "$head2" "1000 0 0 00000000000000a1 100"
+bad number "tokens is not a whole number" "$head1" "1000 0 0 00000000000000a1 12x"
+bad hex "signature is not a hex number" "$head1" "1000 0 0 zz 100"
+bad negative "negative or signed" "$head1" "-5 0 0 00000000000000a1 100"
+bad backwards "t_ns goes backwards" "$head1" "2000 0 0 00000000000000a1 100" "1000 0 0 00000000000000a1 100"
+bad zero_tokens "tokens is 0" "$head1" "1000 0 0 00000000000000a1 0"
+bad zero_sig "signature is 0" "$head1" "1000 0 0 0 100"
+bad model "model beyond the header" "$head1" "1000 1 0 00000000000000a1 100"
+bad two_sigs "another signature or model" "$head1" "1000 0 0 00000000000000a1 100" "2000 0 0 00000000000000b2 100"
+bad big "must fit 32 bits" "$head1" "1000 0 0 00000000000000a1 99999999999"
+bad version "unknown trace version" "lanesched-bench-trace v3 models=1" "1000 0 0 00000000000000a1 100"
+bad magic "not a lanesched-bench trace" "t_ns model shape signature tokens" "1000 0 0 00000000000000a1 100"
+bad header "not key=value" "lanesched-bench-trace v1 models" "1000 0 0 00000000000000a1 100"
+bad long "line longer than" "$head1" "$(printf '1%.0s' $(seq 5000))"
+exit $fail

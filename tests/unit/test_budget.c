@@ -1,0 +1,284 @@
+/*
+ * test_budget.c - the wait budget (budget.c): under sched_config_t.slo_ns a batch waits for
+ * company until its first item is due (0.7 of the budget at first, an item's max_wait_ms scaling
+ * it down), a full batch goes at once, a model without a budget keeps the hold's rules, the due
+ * age shrinks when due items go late, a batch that misses the cache drains its shape, a held fill
+ * is not redone before enough arrivals, and the prefix a batch pays is what the core's model of
+ * the worker's cache says.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "scheduler/core/sched.h"
+
+static sched_model_t *M(sched_t *s, const char *name)
+{
+    sched_model_t *m = sched_model_find(s, name);
+    if (m == NULL)
+        assert_int_equal(sched_model_open(s, name, &m), SCHED_OK);
+    return m;
+}
+
+#define MS  1000000ull
+#define SEC 1000000000ull
+
+typedef struct {
+    uint64_t now;
+    store_t *store;
+    sched_t *sched;
+    sched_worker_t *worker;
+    uint32_t next_id;
+} fixture_t;
+
+static uint64_t fake_now(void *ctx)
+{
+    return ((fixture_t *)ctx)->now;
+}
+
+/* One worker of model "m" (5 ms per batch, 10 us per padded token, a cache of `cache` shapes);
+ * every model's budget slo_ns, no hold of the load-gated kind (hold_ns 0). */
+static fixture_t *fixture(uint64_t slo_ns, uint32_t cache)
+{
+    fixture_t *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    f->now = SEC;
+    assert_int_equal(store_open_memory(&f->store), STORE_OK);
+    sched_config_t cfg = {.clock = fake_now,
+                          .clock_ctx = f,
+                          .policy = SCHED_POLICY_LANES,
+                          .starvation_ns = 20 * MS,
+                          .slo_ns = slo_ns};
+    assert_int_equal(sched_create(&cfg, f->store, &f->sched), SCHED_OK);
+    sched_worker_config_t wc = {5000, 10000, cache};
+    assert_int_equal(sched_worker_create(f->sched, M(f->sched, "m"), &wc, &f->worker), SCHED_OK);
+    return f;
+}
+
+static void fixture_free(fixture_t *f)
+{
+    sched_destroy(f->sched);
+    store_close(f->store);
+    free(f);
+}
+
+static void submit_to(fixture_t *f, const char *model, uint64_t sig, uint32_t tokens,
+                      uint32_t prefix, uint32_t max_wait_ms)
+{
+    char id[24];
+    int len = snprintf(id, sizeof(id), "i%u", f->next_id++);
+    sched_item_t it = {M(f->sched, model), sig,  tokens, (const uint8_t *)id,
+                       (size_t)len,        NULL, 0,      prefix,
+                       max_wait_ms};
+    assert_int_equal(sched_submit(f->sched, &it, NULL), SCHED_OK);
+}
+
+static void submit(fixture_t *f, uint32_t tokens)
+{
+    submit_to(f, "m", 1, tokens, 0, 0);
+}
+
+/* Fills for `worker` of `model`; a batch that comes out is committed and completed and *out (may
+ * be NULL) gets it. Its item count, or 0 (held or empty). */
+static size_t drain_as(fixture_t *f, const char *model, sched_worker_t *worker, sched_batch_t *out)
+{
+    sched_consumer_t c = {M(f->sched, model), {32, 16384, 0}, worker};
+    sched_batch_t b;
+    sched_status_t st = sched_fill(f->sched, &c, &b);
+    if (st == SCHED_EEMPTY)
+        return 0;
+    assert_int_equal(st, SCHED_OK);
+    if (out != NULL)
+        *out = b;
+    size_t n = b.n;
+    uint64_t id = b.batch_id;
+    assert_int_equal(sched_commit(f->sched, &b), SCHED_OK);
+    assert_int_equal(sched_complete(f->sched, id, NULL, 0, NULL), SCHED_OK);
+    return n;
+}
+
+static size_t drain_one(fixture_t *f)
+{
+    return drain_as(f, "m", f->worker, NULL);
+}
+
+/* A few items wait for company until the first is due, 0.7 of the budget after it arrived;
+ * sched_retry_ns says when, and then they go together. An item of a shape seen once waits for
+ * nobody (budget.c invariant 8). */
+static void test_under_filled_batch_waits_until_due(void **state)
+{
+    (void)state;
+    fixture_t *f = fixture(5 * SEC, 1);
+    uint64_t first = f->now;
+    submit(f, 500);
+    assert_int_equal(drain_one(f), 1); /* a shape seen once expects no company */
+    f->now += 10 * MS;
+    first = f->now;
+    submit(f, 500); /* the shape's arrivals come 10 ms apart: company is expected */
+    assert_int_equal(drain_one(f), 0);
+    assert_int_equal(sched_retry_ns(f->sched), first + 3500 * MS);
+    f->now += 2 * SEC;
+    submit(f, 500);
+    assert_int_equal(drain_one(f), 0);
+    assert_int_equal(sched_retry_ns(f->sched), first + 3500 * MS);
+    f->now = first + 3500 * MS - 1;
+    assert_int_equal(drain_one(f), 0);
+    f->now = first + 3500 * MS;
+    assert_int_equal(drain_one(f), 2);
+    assert_true(sched_counters(f->sched)->holds >= 3);
+    fixture_free(f);
+}
+
+/* An item's own max_wait_ms scales its due age down with the budget's share: 1 s of a 5 s
+ * budget is due after 0.7 s, and it takes the batch along; a larger max_wait_ms changes nothing. */
+static void test_item_max_wait_caps_the_hold(void **state)
+{
+    (void)state;
+    fixture_t *f = fixture(5 * SEC, 1);
+    uint64_t first = f->now;
+    submit_to(f, "m", 1, 500, 0, 60000); /* over the budget: the model's */
+    f->now += 100 * MS;
+    submit_to(f, "m", 1, 500, 0, 1000);
+    assert_int_equal(drain_one(f), 0);
+    assert_int_equal(sched_retry_ns(f->sched), first + 100 * MS + 700 * MS);
+    f->now = first + 800 * MS;
+    assert_int_equal(drain_one(f), 2);
+    fixture_free(f);
+}
+
+/* A batch full to the contract goes at once, whatever its age. */
+static void test_full_batch_goes_at_once(void **state)
+{
+    (void)state;
+    fixture_t *f = fixture(5 * SEC, 1);
+    for (int i = 0; i < 32; i++)
+        submit(f, 500);
+    assert_int_equal(drain_one(f), 32);
+    assert_int_equal(sched_counters(f->sched)->holds, 0);
+    fixture_free(f);
+}
+
+/* A budget set for one model by name (before the model exists) holds that model's batches; the
+ * other model, without a budget and without a hold, dispatches at once. */
+static void test_budget_per_model(void **state)
+{
+    (void)state;
+    fixture_t *f = fixture(0, 1);
+    assert_int_equal(sched_slo_set(f->sched, "slow", 2 * SEC), SCHED_OK);
+    assert_int_equal(sched_slo_set(f->sched, "", SEC), SCHED_EINVAL);
+    sched_worker_t *w2;
+    sched_worker_config_t wc = {5000, 10000, 1};
+    assert_int_equal(sched_worker_create(f->sched, M(f->sched, "slow"), &wc, &w2), SCHED_OK);
+    submit(f, 500);
+    submit_to(f, "slow", 7, 500, 0, 0);
+    submit_to(f, "slow", 7, 500, 0, 0); /* a second arrival: company is expected */
+    assert_int_equal(drain_one(f), 1);
+    assert_int_equal(drain_as(f, "slow", w2, NULL), 0);
+    assert_int_equal(sched_retry_ns(f->sched), f->now + 1400 * MS);
+    f->now += 1400 * MS;
+    assert_int_equal(drain_as(f, "slow", w2, NULL), 2);
+    /* the budget can be changed (and taken away: 0) for a model that exists */
+    assert_int_equal(sched_slo_set(f->sched, "slow", 0), SCHED_OK);
+    submit_to(f, "slow", 7, 500, 0, 0);
+    assert_int_equal(drain_as(f, "slow", w2, NULL), 1);
+    fixture_free(f);
+}
+
+/* When due items go late, the due age shrinks (down to half the budget), so the next item waits
+ * less for company; with nothing late it stays at 0.7 of the budget. */
+static void test_due_age_shrinks_when_items_go_late(void **state)
+{
+    (void)state;
+    fixture_t *f = fixture(5 * SEC, 1);
+    /* one item, taken 2 s after it was due: a lateness of 0.4 budgets */
+    submit(f, 500);
+    f->now += 6 * SEC;
+    assert_int_equal(drain_one(f), 1);
+    sched_tick(f->sched);
+    f->now += MS; /* after the drain the miss began */
+    uint64_t t = f->now;
+    for (int i = 0; i < 10; i++) /* ten at once: the shape's mean gap falls under 2 s */
+        submit(f, 500);
+    assert_int_equal(drain_one(f), 0);
+    uint64_t due = sched_retry_ns(f->sched) - t;
+    assert_true(due < 3500 * MS);
+    assert_true(due >= 2500 * MS);
+    fixture_free(f);
+
+    f = fixture(5 * SEC, 1);
+    submit(f, 500);
+    f->now += 3500 * MS;
+    assert_int_equal(drain_one(f), 1); /* on time */
+    sched_tick(f->sched);
+    f->now += MS;
+    t = f->now;
+    for (int i = 0; i < 10; i++)
+        submit(f, 500);
+    assert_int_equal(drain_one(f), 0);
+    assert_int_equal(sched_retry_ns(f->sched) - t, 3500 * MS);
+    fixture_free(f);
+}
+
+/* A fill that was held is not redone before a quarter batch of arrivals (or its retry): a batch
+ * that became full with fewer arrivals waits for them, never past its due. */
+static void test_held_fill_waits_for_arrivals(void **state)
+{
+    (void)state;
+    fixture_t *f = fixture(5 * SEC, 1);
+    for (int i = 0; i < 31; i++)
+        submit(f, 500);
+    assert_int_equal(drain_one(f), 0); /* 31 of 32: held */
+    submit(f, 500);                    /* full now, but one arrival is not enough to look */
+    assert_int_equal(drain_one(f), 0);
+    for (int i = 0; i < 7; i++)
+        submit(f, 500);
+    assert_int_equal(drain_one(f), 32); /* 8 arrivals: looked again, full */
+    fixture_free(f);
+}
+
+/* A batch says its shape's prefix and what the worker pays for it as the core models its cache:
+ * the prefix on the first batch of the shape, nothing on the next; and under a budget a batch
+ * that missed the cache makes the rest of its shape's queue due (the shape drains). */
+static void test_prefix_charged_on_a_miss_and_the_shape_drains(void **state)
+{
+    (void)state;
+    fixture_t *f = fixture(5 * SEC, 1);
+    submit_to(f, "m", 1, 500, 700, 0);
+    f->now += 3500 * MS + MS;
+    submit_to(f, "m", 1, 3000, 700, 0); /* another lane, young */
+    sched_batch_t b;
+    assert_int_equal(drain_as(f, "m", f->worker, &b), 1); /* due; too long to merge */
+    assert_int_equal(b.prefix_tokens, 700);
+    assert_int_equal(b.prefix_charged, 700);
+    /* it missed the cache: the young lane queued with it is due now, while the shape is warm */
+    assert_int_equal(drain_as(f, "m", f->worker, &b), 1);
+    assert_int_equal(b.pad_to, 3000);
+    assert_int_equal(b.prefix_charged, 0);
+    f->now += MS;
+    submit_to(f, "m", 1, 500, 700, 0);
+    f->now += 3500 * MS + MS;
+    assert_int_equal(drain_as(f, "m", f->worker, &b), 1);
+    assert_int_equal(b.prefix_tokens, 700);
+    assert_int_equal(b.prefix_charged, 0); /* warm */
+    fixture_free(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_under_filled_batch_waits_until_due),
+        cmocka_unit_test(test_item_max_wait_caps_the_hold),
+        cmocka_unit_test(test_full_batch_goes_at_once),
+        cmocka_unit_test(test_budget_per_model),
+        cmocka_unit_test(test_due_age_shrinks_when_items_go_late),
+        cmocka_unit_test(test_held_fill_waits_for_arrivals),
+        cmocka_unit_test(test_prefix_charged_on_a_miss_and_the_shape_drains),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
