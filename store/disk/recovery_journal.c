@@ -18,7 +18,7 @@
  *
  * Rejected: a hash table of (segment, offset) looked up per entry by the scan: with hundreds of
  * thousands of records it costs a cache miss per entry; sorted runs merged with the scan cost a
- * radix sort (three passes) and a sequential walk. Stopping a file at its first blank slot: a
+ * radix sort (two passes) and a sequential walk. Stopping a file at its first blank slot: a
  * zeroed stretch (damage, or pages a power loss did not write back) would hide every record
  * after it.
  */
@@ -236,9 +236,12 @@ static store_status_t rec_journal_file(disk_t *d, rec_jread_t *rd, uint64_t id, 
     return st;
 }
 
-/* Sorts a[0 .. n) by offset, stably: three passes of ten bits over offset / 8 (offsets are
- * 8-aligned and below 2^32), through tmp (n elements); insertion for short runs. */
-static void rec_jrecs_sort(rec_jrec_t *a, rec_jrec_t *tmp, size_t n)
+/* Sorts a[0 .. n) by offset, stably: two passes of fifteen bits over offset / 8 (offsets are
+ * 8-aligned and below 2^32, so offset / 8 fits 29 bits), through tmp (n elements) and count
+ * (REC_JNL_BUCKETS + 1 counters); insertion for short runs, nothing for a sorted one. */
+#define REC_JNL_BUCKETS 32768u
+
+static void rec_jrecs_sort(rec_jrec_t *a, rec_jrec_t *tmp, uint32_t *count, size_t n)
 {
     if (n < 64) {
         for (size_t i = 1; i < n; i++) {
@@ -256,20 +259,19 @@ static void rec_jrecs_sort(rec_jrec_t *a, rec_jrec_t *tmp, size_t n)
     if (sorted)
         return;
     rec_jrec_t *src = a, *dst = tmp;
-    for (unsigned shift = 3; shift < 33; shift += 10) {
-        size_t count[1025] = {0};
+    for (unsigned shift = 3; shift < 33; shift += 15) {
+        memset(count, 0, (REC_JNL_BUCKETS + 1) * sizeof(*count));
         for (size_t i = 0; i < n; i++)
-            count[((src[i].offset >> shift) & 1023u) + 1]++;
-        for (size_t b = 1; b < 1025; b++)
+            count[((src[i].offset >> shift) & (REC_JNL_BUCKETS - 1)) + 1]++;
+        for (size_t b = 1; b <= REC_JNL_BUCKETS; b++)
             count[b] += count[b - 1];
         for (size_t i = 0; i < n; i++)
-            dst[count[(src[i].offset >> shift) & 1023u]++] = src[i];
+            dst[count[(src[i].offset >> shift) & (REC_JNL_BUCKETS - 1)]++] = src[i];
         rec_jrec_t *t = src;
         src = dst;
         dst = t;
     }
-    if (src != a) /* an odd number of passes ends in tmp */
-        memcpy(a, src, n * sizeof(*a));
+    /* An even number of passes ends back in a. */
 }
 
 store_status_t rec_journal_load(disk_t *d, rec_journal_t *j, rec_file_t *files, size_t n,
@@ -287,8 +289,9 @@ store_status_t rec_journal_load(disk_t *d, rec_journal_t *j, rec_file_t *files, 
     rec_jid_t *ids = malloc((n ? n : 1) * sizeof(*ids));
     uint8_t *buf = malloc(REC_JNL_CHUNK);
     size_t *start = calloc(n + 1, sizeof(*start));
+    uint32_t *count = malloc((REC_JNL_BUCKETS + 1) * sizeof(*count));
     rec_jrec_t *tmp = NULL;
-    if (ids == NULL || buf == NULL || start == NULL)
+    if (ids == NULL || buf == NULL || start == NULL || count == NULL)
         goto out;
     for (size_t i = 0; i < n; i++)
         ids[i] = (rec_jid_t){files[i].id, (uint32_t)i};
@@ -300,10 +303,12 @@ store_status_t rec_journal_load(disk_t *d, rec_journal_t *j, rec_file_t *files, 
         if ((st = rec_journal_file(d, &rd, j->ids[i], buf, files, rep)) != STORE_OK)
             goto out;
     }
+    if (rd.n == 0) /* nothing names a segment found: every file keeps no record */
+        goto out;
     st = STORE_ENOMEM;
     /* Counting sort by file, then each file's run by offset. */
-    if (rd.n != 0 && ((j->recs = malloc(rd.n * sizeof(*j->recs))) == NULL ||
-                      (tmp = malloc(rd.n * sizeof(*tmp))) == NULL))
+    if ((j->recs = malloc(rd.n * sizeof(*j->recs))) == NULL ||
+        (tmp = malloc(rd.n * sizeof(*tmp))) == NULL)
         goto out;
     for (size_t i = 0; i < rd.n; i++)
         start[rd.recs[i].file + 1]++;
@@ -317,7 +322,7 @@ store_status_t rec_journal_load(disk_t *d, rec_journal_t *j, rec_file_t *files, 
     for (size_t f = 0; f < n; f++) {
         files[f].jrecs = j->recs + start[f];
         files[f].n_jrecs = start[f + 1] - start[f];
-        rec_jrecs_sort(j->recs + start[f], tmp, files[f].n_jrecs);
+        rec_jrecs_sort(j->recs + start[f], tmp, count, files[f].n_jrecs);
     }
     st = STORE_OK;
 out:
@@ -325,6 +330,7 @@ out:
     free(ids);
     free(buf);
     free(start);
+    free(count);
     free(tmp);
     return st;
 }

@@ -706,6 +706,7 @@ typedef struct {
     int found[N_ITEMS];     /* the item's entry verifies */
     int jrec[MAX_JRECS];    /* JREC_* of each of f->jrecs */
     int jnl_header_damaged; /* a journal file's header fails its checks (logged) */
+    uint64_t jrec_copies;   /* intact copies of records written into blank slots by a trial */
 } expect_t;
 
 /* What a state word means, as segment_int.h writes it down: 1 and the delivery count for LIVE
@@ -830,6 +831,7 @@ static void expect_clean(const fixture_t *f, expect_t *x)
 static void expect_journal(const fixture_t *f, expect_t *x)
 {
     x->rep.journal_files = f->n_jnls;
+    x->rep.journal_records = x->jrec_copies;
     uint64_t jnl_min[MAX_SEGS];
     for (size_t k = 0; k < MAX_SEGS; k++)
         jnl_min[k] = UINT64_MAX;
@@ -1747,6 +1749,57 @@ static void test_journal_damaged_header_keeps_its_records(void **state)
     }
 }
 
+/*
+ * Replaying the journal is idempotent and order-free: every record of the last file copied again
+ * into its blank slots, in reverse order, and the records of the other files shuffled within
+ * their file, change no item's state (states only move up; the highest wins), only how many
+ * records were read.
+ */
+static void test_journal_replay_twice_and_out_of_order_changes_nothing(void **state)
+{
+    fixture_t *f = *state;
+    rng_state = test_seed() ^ 0x7E9Aull;
+    char dir[512], path[1024];
+    trial_copy(f, dir, sizeof(dir));
+    uint64_t copies = 0;
+    for (size_t j = 0; j < f->n_jnls; j++) {
+        jnl_path(dir, &f->jnls[j], path, sizeof(path));
+        size_t len;
+        uint8_t *b = read_all(path, &len);
+        size_t slots = (len - FMT_JNL_HEADER) / FMT_JNL_RECORD, used = 0;
+        while (used < slots && get32(b + FMT_JNL_HEADER + used * FMT_JNL_RECORD + 16) != 0)
+            used++;
+        uint8_t *rec0 = b + FMT_JNL_HEADER;
+        if (j + 1 == f->n_jnls) {
+            for (size_t k = 0; k < used && used + k < slots; k++) {
+                memcpy(rec0 + (used + k) * FMT_JNL_RECORD, rec0 + (used - 1 - k) * FMT_JNL_RECORD,
+                       FMT_JNL_RECORD);
+                copies++;
+            }
+        } else {
+            for (size_t k = used; k > 1; k--) { /* Fisher-Yates over the used slots */
+                size_t o = (size_t)rng_below(k);
+                uint8_t tmp[FMT_JNL_RECORD];
+                memcpy(tmp, rec0 + (k - 1) * FMT_JNL_RECORD, FMT_JNL_RECORD);
+                memcpy(rec0 + (k - 1) * FMT_JNL_RECORD, rec0 + o * FMT_JNL_RECORD, FMT_JNL_RECORD);
+                memcpy(rec0 + o * FMT_JNL_RECORD, tmp, FMT_JNL_RECORD);
+            }
+        }
+        write_all(path, b, len);
+        free(b);
+    }
+    assert_true(copies >= 2);
+    snprintf(trial, sizeof(trial), "journal replayed: %" PRIu64 " records copied, others shuffled",
+             copies);
+    expect_t x;
+    expect_clean(f, &x);
+    x.jrec_copies = copies;
+    open_and_check(f, dir, &x);
+    snprintf(trial + strlen(trial), sizeof(trial) - strlen(trial), ", second open");
+    open_and_check(f, dir, &x);
+    trial_done(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1771,6 +1824,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_journal_torn_tail_and_zeroed_stretch, fixture_setup,
                                         fixture_teardown),
         cmocka_unit_test_setup_teardown(test_journal_damaged_header_keeps_its_records,
+                                        fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_journal_replay_twice_and_out_of_order_changes_nothing,
                                         fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
