@@ -443,8 +443,11 @@ void disk_jnl_close(disk_t *d);
 
 /* ---- disk_watch.c: segment files deleted or replaced under the store ----------------------- */
 
-/* Starts the watch (d->watch_fd, -1 when inotify is not available: fstat checks instead). */
+/* Starts the watch on the segments directory (d->watch_fd, -1 when inotify is not available:
+ * fstat checks instead). */
 void disk_watch_open(disk_t *d);
+/* Adds <data dir>/<sub> (borrowed) to the watch (the journal directory, once it exists). */
+void disk_watch_add(disk_t *d, const char *sub);
 void disk_watch_close(disk_t *d);
 /* After a flush's writes, before its commit: fails the store when a segment or a journal file it
  * wrote to is gone (deleted, renamed away or over). */

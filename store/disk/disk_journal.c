@@ -60,6 +60,7 @@ store_status_t disk_jnl_dir_open(disk_t *d)
     /* Power level: the directory's own name is made durable before any file in it is. */
     if (made && d->cfg.durability == STORE_DURABLE_POWER && store_fault_fsync(d->dir_fd, 0) != 0)
         return disk_fail(d, "fsync of the data directory", errno);
+    disk_watch_add(d, "journal");
     return STORE_OK;
 }
 
@@ -140,14 +141,25 @@ static int disk_jnl_zero(int fd, uint64_t from, uint64_t size)
     return 0;
 }
 
-/* Invariant 2: a new current file, allocated whole, its header written, mapped. */
+/* The smallest journal file tried when the disk cannot hold a larger one. */
+#define DISK_JNL_MIN_BYTES (4u << 10)
+
+/* The bytes of a journal file of at most `want`: a header and whole records. */
+static uint64_t disk_jnl_fit(uint64_t want)
+{
+    if (want < JNL_HEADER + JNL_RECORD)
+        want = JNL_HEADER + JNL_RECORD;
+    return JNL_HEADER + (want - JNL_HEADER) / JNL_RECORD * JNL_RECORD;
+}
+
+/* Invariant 2: a new current file, allocated whole, its header written, mapped. A disk too full
+ * for the configured size gets a file half as large, down to DISK_JNL_MIN_BYTES: a full disk
+ * refuses appends (their room is reserved first), and the items it holds must still settle. */
 static store_status_t disk_jnl_create(disk_t *d)
 {
     disk_jnl_seal(d);
-    uint64_t size = d->cfg.journal_max_bytes ? d->cfg.journal_max_bytes : DISK_JNL_DEFAULT_BYTES;
-    if (size < JNL_HEADER + JNL_RECORD)
-        size = JNL_HEADER + JNL_RECORD;
-    size = JNL_HEADER + (size - JNL_HEADER) / JNL_RECORD * JNL_RECORD;
+    uint64_t size =
+        disk_jnl_fit(d->cfg.journal_max_bytes ? d->cfg.journal_max_bytes : DISK_JNL_DEFAULT_BYTES);
     djnl_t j = {.id = d->next_segment_id, .fd = -1};
     char name[JNL_FILE_NAME_SIZE];
     jnl_file_name(j.id, name);
@@ -155,10 +167,17 @@ static store_status_t disk_jnl_create(disk_t *d)
     if (fd < 0)
         return disk_fail(d, "creating a journal file", errno);
     int err = 0;
-    if (fallocate(fd, 0, 0, (off_t)size) != 0) {
-        err = errno;
+    for (;;) {
+        err = fallocate(fd, 0, 0, (off_t)size) == 0 ? 0 : errno;
         if (err == EOPNOTSUPP || err == ENOSYS)
             err = disk_jnl_zero(fd, 0, size);
+        if ((err != ENOSPC && err != EDQUOT) || size <= DISK_JNL_MIN_BYTES)
+            break;
+        size = disk_jnl_fit(size / 2 > DISK_JNL_MIN_BYTES ? size / 2 : DISK_JNL_MIN_BYTES);
+        if (ftruncate(fd, 0) != 0) {
+            err = errno;
+            break;
+        }
     }
     uint8_t hdr[JNL_HEADER];
     jnl_header_encode(&(jnl_header_t){j.id, clock_wall_ns()}, hdr);

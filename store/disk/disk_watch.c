@@ -46,18 +46,22 @@ void disk_watch_open(disk_t *d)
                  strerror(errno));
         return;
     }
-    static const char *const subs[2] = {"segments", "journal"};
-    for (int i = 0; i < 2 && d->watch_fd >= 0; i++) {
-        char path[4200];
-        snprintf(path, sizeof(path), "%s/%s", d->dir, subs[i]);
-        if (inotify_add_watch(d->watch_fd, path,
-                              IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF |
-                                  IN_MOVE_SELF | IN_ONLYDIR) < 0) {
-            disk_log(d, STORE_LOG_INFO, "cannot watch %s (%s): each flush checks with fstat", path,
-                     strerror(errno));
-            close(d->watch_fd);
-            d->watch_fd = -1;
-        }
+    disk_watch_add(d, "segments");
+}
+
+void disk_watch_add(disk_t *d, const char *sub)
+{
+    if (d->watch_fd < 0)
+        return;
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/%s", d->dir, sub);
+    if (inotify_add_watch(d->watch_fd, path,
+                          IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF |
+                              IN_ONLYDIR) < 0) {
+        disk_log(d, STORE_LOG_INFO, "cannot watch %s (%s): each flush checks with fstat", path,
+                 strerror(errno));
+        close(d->watch_fd);
+        d->watch_fd = -1;
     }
 }
 

@@ -457,7 +457,7 @@ static void fixture_check_journal(fixture_t *f)
         jnlinfo_t *j = &f->jnls[f->n_jnls++];
         assert_int_equal(strlen(de->d_name), 20);
         assert_string_equal(de->d_name + 16, ".jnl");
-        snprintf(j->name, sizeof(j->name), "%s", de->d_name);
+        snprintf(j->name, sizeof(j->name), "%.24s", de->d_name);
         j->id = strtoull(de->d_name, NULL, 16);
     }
     closedir(d);
