@@ -182,10 +182,11 @@ typedef struct {
     store_log_fn log;         /* NULL = stderr */
     void *log_ctx;            /* borrowed; must outlive the store */
     store_io_t io;
-    store_sync_t sync;       /* power level only */
-    unsigned max_open_files; /* segment descriptors kept open; 0 = half of RLIMIT_NOFILE */
-    uint64_t resident_bytes; /* mapped segment bytes touched before they are dropped from the
-                              * process; 0 = STORE_RESIDENT_DEFAULT */
+    store_sync_t sync;          /* power level only */
+    unsigned max_open_files;    /* segment descriptors kept open; 0 = half of RLIMIT_NOFILE */
+    uint64_t resident_bytes;    /* mapped segment bytes touched before they are dropped from the
+                                 * process; 0 = STORE_RESIDENT_DEFAULT */
+    uint64_t journal_max_bytes; /* size of each state journal file; 0 = the default (8 MiB) */
 } store_disk_config_t;
 
 /* What recovery found and did at open. Every dropped byte is counted here and logged. */
@@ -214,6 +215,17 @@ typedef struct {
     /* Rows whose entry count says more entries are durable than their boundary covers: the
      * valid entries past the boundary, up to the count, are kept (counted here). */
     uint64_t boundary_entries_kept;
+    /* The state journal (delivery counts and tombstones): files read, records that verified and
+     * name an entry recovery found (applied), damaged records (skipped: the entry they named
+     * keeps a lower state, a redelivery at worst), records of segments that no longer exist
+     * (deleted: nothing to apply), records naming no entry of a segment that exists (its entry
+     * was damaged or cut), and files no live segment needs (deleted at the first flush). */
+    uint64_t journal_files;
+    uint64_t journal_records;
+    uint64_t journal_damaged_records;
+    uint64_t journal_stale_records;
+    uint64_t journal_unmatched_records;
+    uint64_t journal_retired_files;
 } store_recovery_t;
 
 /*

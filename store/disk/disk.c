@@ -1,12 +1,13 @@
 /*
  * disk.c - the disk store backend (--store disk): one append log of segment files per model,
- * each entry carrying its shape and lane, an LMDB index, tombstones in place, whole-file
- * deletion. This file is the backend's face: the vtable, store_open_disk and close, the
- * lane-level calls (open, release, target, walk) and the per-model current shape. An item's
- * life is in disk_item.c, recovery at open in recovery.c, and the layer both stand on in the
+ * each entry carrying its shape and lane, an LMDB index, a state journal for delivery counts and
+ * tombstones, whole-file deletion. This file is the backend's face: the vtable, store_open_disk and
+ * close, the lane-level calls (open, release, target, walk) and the per-model current shape. An
+ * item's life is in disk_item.c, recovery at open in recovery.c, and the layer both stand on in the
  * files disk_int.h lists; the format and its reasons are in docs/store.md.
  *
- * Owns: the data directory's segments/ and index/ (through the files below it) and the disk_t.
+ * Owns: the data directory's segments/, journal/ and index/ (through the files below it) and the
+ * disk_t.
  *
  * Invariants:
  *   1. store_open_disk hands out a store only after recovery and its flush have succeeded and
@@ -18,7 +19,8 @@
  *      (disk_log.c's invariant 1); close never flushes (store.h).
  *
  * Rejected: a write-ahead log beside the segments. The segment is the durable copy; a WAL would
- * write every byte twice.
+ * write every byte twice. (The state journal is not one: it holds 24-byte state changes, never
+ * an item's bytes.)
  */
 #include "store/disk/disk_int.h"
 #include "store/disk/disk_item_int.h"
@@ -64,13 +66,12 @@ static void disk_close(store_t *store)
         free(d->released[i].model);
     free(d->released);
     index_close(d->index);
+    disk_jnl_close(d);
     disk_watch_close(d);
     disk_io_close(d->io);
     free(d->arena);
     free(d->writes);
     free(d->ops);
-    free(d->words);
-    free(d->span);
     free(d->wave);
     if (d->seg_dir_fd >= 0)
         close(d->seg_dir_fd);
@@ -231,7 +232,7 @@ store_status_t store_open_disk(const store_disk_config_t *cfg, store_recovery_t 
         d->cfg.index_map_bytes = 1ull << 30;
     if (d->cfg.resident_bytes == 0)
         d->cfg.resident_bytes = STORE_RESIDENT_DEFAULT;
-    d->dir_fd = d->seg_dir_fd = d->watch_fd = -1;
+    d->dir_fd = d->seg_dir_fd = d->watch_fd = d->jnl_dir_fd = -1;
     disk_fd_limit_init(d);
     map_init(&d->queues);
     map_init(&d->segments);

@@ -26,7 +26,10 @@
  *      model's list); the flush list holds exactly the queues marked on it; with nothing dirty
  *      nothing is unflushed, and nothing is gathered.
  *   6. Gathered writes: each segment's chain is in bounds, its entry runs start at or past the
- *      readable boundary and end at size, its state words sit on readable entries.
+ *      readable boundary and end at size, its tombstones sit on readable entries.
+ *   7. Journal: its files are in ascending id order, below next_segment_id, and the current one
+ *      (if any) has a descriptor, its write position on a record boundary within the file; no
+ *      record is staged between calls.
  *
  * Cost: rules 1-2 are O(1) and run after every operation on a queue or segment; rule 3 is
  * O(queue) and runs when the touched queue's length is a power of two (amortised O(1) over a
@@ -191,7 +194,7 @@ static int disk_gathered_check(const disk_t *d, const dseg_t *seg)
         } else {
             INVARIANT_HOLDS(w->len >= SEG_ENTRY_HEADER && w->off >= seg->header_len &&
                                 w->off + w->len <= seg->readable,
-                            "segment %" PRIu64 ": state word at %" PRIu64 " (readable %" PRIu64 ")",
+                            "segment %" PRIu64 ": tombstone at %" PRIu64 " (readable %" PRIu64 ")",
                             seg->id, w->off, seg->readable);
         }
     }
@@ -310,11 +313,28 @@ static int disk_lists_check(const disk_t *d)
     return 1;
 }
 
+/* Rule 7. */
+static int disk_jnl_check(const disk_t *d)
+{
+    for (size_t i = 0; i < d->n_jnls; i++) {
+        INVARIANT_HOLDS((i == 0 || d->jnls[i - 1].id < d->jnls[i].id) &&
+                            d->jnls[i].id < d->next_segment_id,
+                        "journal file %zu (id %" PRIu64 ") out of order (next id %" PRIu64 ")", i,
+                        d->jnls[i].id, d->next_segment_id);
+    }
+    INVARIANT_HOLDS(!d->jnl_live || (d->n_jnls > 0 && d->jnls[d->n_jnls - 1].fd >= 0 &&
+                                     d->jnl_pos >= JNL_HEADER && d->jnl_pos <= d->jnl_size &&
+                                     (d->jnl_pos - JNL_HEADER) % JNL_RECORD == 0),
+                    "current journal: position %" PRIu64 " of %" PRIu64, d->jnl_pos, d->jnl_size);
+    INVARIANT_HOLDS(d->n_staged == 0, "%zu journal records staged between calls", d->n_staged);
+    return 1;
+}
+
 int disk_check(const disk_t *d)
 {
     for (const dqueue_t *q = d->all; q != NULL; q = q->all_next) {
         if (!disk_queue_check(d, q))
             return 0;
     }
-    return disk_lists_check(d) && disk_pending_check(d);
+    return disk_lists_check(d) && disk_pending_check(d) && disk_jnl_check(d);
 }

@@ -1,23 +1,25 @@
 /*
  * disk_flush.c - the readable boundary of the disk backend: store_flush writes the turn's
  * gathered appends and tombstones, makes them durable at the configured level, records the
- * new boundaries in the index, and only then moves them; it also writes store_commit's
- * delivery counts at once.
+ * new boundaries in the index, and only then moves them.
  *
  * One flush, in order:
  *   1. power level, when segment files were created or unlinked since the last sync: the
  *      segments directory is synced (disk_seg.c's invariant 2), before any entry is written;
- *   2. every touched segment (one per model that took appends, plus those holding completed
- *      entries): one pwritev of its appended entries; its tombstones stored through its
- *      mapping (disk_map.c), or, unmapped, sorted by offset and written as spans of
- *      back-to-back entries (a read and a write per span); at the power level then, in waves of
- *      at most half the descriptor cache, the fdatasync of every segment of the wave, all in
- *      flight at once (disk_io.c), or one syncfs;
- *   3. the check that no segment written to was deleted or replaced meanwhile (disk_watch.c);
+ *      then the journal files doomed by an earlier flush are unlinked (disk_journal.c's
+ *      invariant 4);
+ *   2. every segment that took appends (one per model): one pwritev of its appended entries;
+ *      the turn's tombstones, of every segment, appended to the state journal as records
+ *      (disk_journal.c: through its mapping, no system call); at the power level then, in waves
+ *      of at most half the descriptor cache, the fdatasync of every segment of the wave, all in
+ *      flight at once (disk_io.c), the journal's with the last wave, or one syncfs;
+ *   3. the check that no segment or journal file written to was deleted or replaced meanwhile
+ *      (disk_watch.c);
  *   4. one LMDB transaction: segment rows, doomed segments' rows deleted, released lanes,
  *      lane targets, current shapes, the next segment id;
  *   5. the boundaries move; doomed segments' files are unlinked; sealed segments give back the
- *      space reserved past their end; the mappings' resident pages are trimmed to their bound.
+ *      space reserved past their end; the mappings' resident pages are trimmed to their bound;
+ *      journal files no live segment needs any more are doomed.
  *
  * Invariants:
  *   1. Readers never see bytes past a segment's readable boundary, and the boundary advances
@@ -27,18 +29,24 @@
  *      before the puts, so a lane reopened under the same key since is kept.
  *   3. A flush with nothing dirty walks no queue and opens no transaction (an idle turn); a
  *      flush walks only the segments and queues the turn touched (the dirty lists), never all
- *      of them.
+ *      of them. Delivery counts stored since the last flush are synced (power level) by the
+ *      next flush that has anything else to do.
  *   4. A segment whose file was deleted or replaced under the store is never written as if it
  *      were still there: the flush that finds it fails the store, naming the file.
  *   5. A fault armed on writes fires per entry and per tombstone (store_fault_hit), as when each
  *      was its own pwrite: an entry run cut by one is written up to the entry before it, the
  *      short write a real failure leaves; the store then fails.
+ *   6. A segment file is written only by appends: nothing of a segment is rewritten, so at the
+ *      power level a flush writes back the log's new tail and the journal's, never a page of
+ *      the log per settled item.
  *
  * Rejected: syncing each segment as it is written (appends between two flushes share one sync
  * per touched segment: group commit); writing each append as it is made (a system call per
  * item, which is what limited the power level); syncfs as the default (one call, but it waits
  * for every dirty page of every process on the file system: measured faster only with many
- * touched segments and a quiet disk, see lanesched-storebench).
+ * touched segments and a quiet disk, see lanesched-storebench); tombstones stored in place in
+ * their entries (format 2: a page written back per settled item at the power level,
+ * docs/store.md).
  */
 #define _GNU_SOURCE
 #include "store/disk/disk_int.h"
@@ -54,12 +62,6 @@
 
 /* An arena grown past this by a large turn is given back after the flush. */
 #define DISK_ARENA_KEEP (4u << 20)
-/* State words of back-to-back entries are written as one span (the entries read, their words
- * replaced, the span written back: two calls instead of one per entry) while the span stays
- * this small: rewriting bytes identical to what is there is harmless, but at the power level
- * every page rewritten is written back again. */
-#define DISK_SPAN_MAX       (64u << 10)
-#define DISK_SPAN_ENTRY_MAX (4u << 10)
 
 static store_status_t disk_ops_reserve(disk_t *d, size_t n)
 {
@@ -74,21 +76,6 @@ static store_status_t disk_ops_reserve(disk_t *d, size_t n)
     d->ops = ops;
     d->cap_ops = cap;
     return STORE_OK;
-}
-
-static int disk_pwrite_all(int fd, const uint8_t *buf, size_t len, uint64_t off)
-{
-    while (len > 0) {
-        ssize_t w = pwrite(fd, buf, len, (off_t)off); /* faults: per item, by the callers */
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return w < 0 ? errno : ENOSPC;
-        buf += w;
-        len -= (size_t)w;
-        off += (uint64_t)w;
-    }
-    return 0;
 }
 
 /* Bytes of the first k entries of a run (the short write of invariant 5). */
@@ -159,112 +146,42 @@ static store_status_t disk_flush_runs(disk_t *d, const dseg_t *seg, int fd)
     return STORE_OK;
 }
 
-/* Writes sorted state words of seg: back-to-back entries as one span, its bytes taken from
- * what the last peek read when it holds them (a commit right after its peek), else read. */
-static store_status_t disk_words_write(disk_t *d, const dseg_t *seg, int fd, const dword_t *w,
-                                       size_t n, const char *what)
-{
-    if (d->span == NULL && (d->span = malloc(DISK_SPAN_MAX)) == NULL)
-        return STORE_ENOMEM;
-    for (size_t i = 0; i < n;) {
-        size_t j = i + 1;
-        uint64_t end = w[i].off + w[i].len;
-        while (j < n && w[j].off == end && w[j].len <= DISK_SPAN_ENTRY_MAX &&
-               w[j].off + SEG_ENTRY_HEADER - w[i].off <= DISK_SPAN_MAX)
-            end += w[j++].len;
-        size_t cut = j; /* words written: i .. cut */
-        for (size_t k = i; k < j && cut == j; k++) {
-            if (store_fault_hit(STORE_FAULT_WRITE))
-                cut = k;
-        }
-        int err = 0;
-        if (cut == i + 1) {
-            err = disk_pwrite_all(fd, w[i].word, 4, w[i].off + SEG_STATE_OFFSET);
-        } else if (cut > i) {
-            size_t span = (size_t)(w[cut - 1].off + 4 - w[i].off);
-            if (d->peeked_len != 0 && d->peeked_seg == seg && w[i].off >= d->peeked_off &&
-                w[i].off + span <= d->peeked_off + d->peeked_len) {
-                memcpy(d->span, d->scratch + (w[i].off - d->peeked_off), span);
-            } else {
-                ssize_t r = pread(fd, d->span, span, (off_t)w[i].off);
-                if (r != (ssize_t)span)
-                    return disk_fail(d, "reading entries back for their state words",
-                                     r < 0 ? errno : EIO);
-            }
-            for (size_t k = i; k < cut; k++)
-                memcpy(d->span + (w[k].off - w[i].off) + SEG_STATE_OFFSET, w[k].word, 4);
-            err = disk_pwrite_all(fd, d->span, span, w[i].off);
-        }
-        if (err != 0 || cut < j)
-            return disk_fail(d, what, err ? err : EIO);
-        i = j;
-    }
-    return STORE_OK;
-}
-
-static int disk_dword_cmp(const void *a, const void *b)
-{
-    const dword_t *x = a, *y = b;
-    return x->off < y->off ? -1 : x->off > y->off;
-}
-
-/* One segment's gathered writes: its entry runs, then its state words (through the mapping, or
- * in offset order with system calls). */
+/* One segment's gathered writes: its entry runs with one pwritev, its tombstones staged as
+ * journal records (written for every segment at once, disk_flush_write). Either way the segment
+ * counts as written: a tombstone of an entry whose file is gone is not acknowledged either
+ * (invariant 4). */
 static store_status_t disk_flush_seg(disk_t *d, dseg_t *seg)
 {
     store_status_t st;
-    seg->written = 1;
-    int fd = -1;
-    size_t n_words = 0;
     int has_runs = 0;
+    seg->written = 1;
     for (uint32_t i = seg->w_head; i != DISK_WRITE_NONE && !has_runs; i = d->writes[i].next)
         has_runs = d->writes[i].items != 0;
     if (has_runs) {
+        int fd;
         if ((st = disk_fd_get(d, seg, &fd)) != STORE_OK ||
             (st = disk_flush_runs(d, seg, fd)) != STORE_OK)
             return st;
+        seg->needs_sync = 1;
     }
     for (uint32_t i = seg->w_head; i != DISK_WRITE_NONE; i = d->writes[i].next) {
         const dwrite_t *w = &d->writes[i];
-        if (w->items != 0)
-            continue;
-        int mapped = disk_map_word(d, seg, w->off + SEG_STATE_OFFSET, store_get32(w->word),
-                                   "writing a tombstone");
-        if (mapped < 0)
-            return STORE_EIO;
-        if (mapped > 0)
-            continue;
-        if (n_words == d->cap_words) {
-            size_t cap = d->cap_words ? d->cap_words * 2 : 64;
-            dword_t *words = realloc(d->words, cap * sizeof(*words));
-            if (words == NULL)
-                return STORE_ENOMEM;
-            d->words = words;
-            d->cap_words = cap;
-        }
-        dword_t *dw = &d->words[n_words++];
-        dw->off = w->off;
-        dw->len = w->len;
-        memcpy(dw->word, w->word, 4);
-    }
-    if (n_words > 1)
-        qsort(d->words, n_words, sizeof(*d->words), disk_dword_cmp);
-    if (n_words > 0) {
-        if ((fd < 0 && (st = disk_fd_get(d, seg, &fd)) != STORE_OK) ||
-            (st = disk_words_write(d, seg, fd, d->words, n_words, "writing a tombstone")) !=
-                STORE_OK)
+        if (w->items == 0 &&
+            (st = disk_jnl_stage(d, seg, w->off, w->len, SEG_STATE_TOMB)) != STORE_OK)
             return st;
     }
-    seg->needs_sync = 1;
     return STORE_OK;
 }
 
-/* Syncs the segments of a wave that need it (power level): all in flight at once. */
-static store_status_t disk_flush_sync(disk_t *d, dseg_t *const *wave, size_t n)
+/* Syncs the segments of a wave that need it (power level): all in flight at once, with the
+ * journal files' syncs when `journal` (the last wave). */
+static store_status_t disk_flush_sync(disk_t *d, dseg_t *const *wave, size_t n, int journal)
 {
     size_t n_ops = 0;
-    store_status_t st = disk_ops_reserve(d, n + 1);
+    store_status_t st = disk_ops_reserve(d, n + 1 + disk_jnl_sync_max(d));
     if (st != STORE_OK)
+        return st;
+    if (journal && (st = disk_jnl_sync_ops(d, d->ops, &n_ops)) != STORE_OK)
         return st;
     int fault = 0;
     for (size_t i = 0; i < n; i++) {
@@ -284,14 +201,15 @@ static store_status_t disk_flush_sync(disk_t *d, dseg_t *const *wave, size_t n)
     disk_io_run(d->io, d->ops, n_ops);
     for (size_t i = 0; i < n_ops; i++) {
         if (d->ops[i].res != 0)
-            return disk_fail(d, "fdatasync of a segment", d->ops[i].res);
+            return disk_fail(d, "fdatasync of a segment or journal file", d->ops[i].res);
     }
     for (size_t i = 0; i < n; i++)
         wave[i]->needs_sync = 0;
-    return STORE_OK;
+    return journal ? disk_jnl_synced(d) : STORE_OK;
 }
 
-/* Step 2 over the whole dirty list, in waves. */
+/* Step 2 over the whole dirty list, in waves; the tombstones of every segment go to the journal
+ * in one write, synced with the last wave. */
 static store_status_t disk_flush_write(disk_t *d)
 {
     size_t wave_max = disk_wave_max(d);
@@ -299,18 +217,26 @@ static store_status_t disk_flush_write(disk_t *d)
     size_t n = 0;
     store_status_t st;
     for (dseg_t *seg = d->dirty; seg != NULL; seg = seg->dirty_next) {
-        if (seg->w_head != DISK_WRITE_NONE && (st = disk_flush_seg(d, seg)) != STORE_OK)
+        if (seg->w_head != DISK_WRITE_NONE && (st = disk_flush_seg(d, seg)) != STORE_OK) {
+            d->n_staged = 0;
             return st;
+        }
         if (!power || !seg->needs_sync)
             continue;
         d->wave[n++] = seg;
         if (n == wave_max) {
-            if ((st = disk_flush_sync(d, d->wave, n)) != STORE_OK)
+            if ((st = disk_flush_sync(d, d->wave, n, 0)) != STORE_OK) {
+                d->n_staged = 0;
                 return st;
+            }
             n = 0;
         }
     }
-    return n == 0 ? STORE_OK : disk_flush_sync(d, d->wave, n);
+    if ((st = disk_jnl_write(d, "writing a tombstone")) != STORE_OK)
+        return st;
+    if (!power)
+        return disk_jnl_synced(d);
+    return disk_flush_sync(d, d->wave, n, 1);
 }
 
 /* Step 3. */
@@ -383,11 +309,13 @@ store_status_t disk_flush(disk_t *d)
         return STORE_OK; /* invariant 3 */
     store_status_t st;
     int power = d->cfg.durability == STORE_DURABLE_POWER;
-    if (power && d->dir_dirty) {
-        if ((st = disk_fsync_dir(d, d->dir_dirty)) != STORE_OK)
+    if (power && (d->dir_dirty || d->jnl_doomed)) {
+        if ((st = disk_fsync_dir(d, d->dir_dirty ? d->dir_dirty : 1)) != STORE_OK)
             return st;
     }
     d->dir_dirty = 0; /* the process level never syncs a directory (disk_seg.c's invariant 2) */
+    if ((st = disk_jnl_unlink_doomed(d)) != STORE_OK) /* after that sync (its invariant 4) */
+        return st;
     if ((st = disk_flush_write(d)) != STORE_OK || (st = disk_watch_check(d)) != STORE_OK ||
         (st = disk_flush_index(d)) != STORE_OK)
         return st;
@@ -404,6 +332,7 @@ store_status_t disk_flush(disk_t *d)
                 st = disk_seg_unlink(d, seg);
             else
                 disk_seg_free(d, seg);
+            d->jnl_retire = 1;
             continue;
         }
         seg->readable = seg->size;
@@ -433,16 +362,9 @@ store_status_t disk_flush(disk_t *d)
     d->meta_dirty = 0;
     d->unflushed_bytes = 0;
     disk_map_trim(d);
+    if (st == STORE_OK)
+        disk_jnl_retire(d);
     return st;
-}
-
-store_status_t disk_flush_words_now(disk_t *d, dseg_t *seg, const dword_t *words, size_t n)
-{
-    int fd;
-    store_status_t st = disk_fd_get(d, seg, &fd);
-    if (st != STORE_OK)
-        return st;
-    return disk_words_write(d, seg, fd, words, n, "writing a delivery count");
 }
 
 void disk_flush_discard(disk_t *d)

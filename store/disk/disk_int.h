@@ -9,10 +9,12 @@
  *   recovery.c     rebuilds the state at open from the index and the segment files
  *   -------------- the layer below, declared here ------------------------------------------
  *   disk_flush.c   the readable boundary: writes the turn's gathered writes, syncs, moves it
+ *   disk_journal.c the state journal: delivery counts and tombstones appended as records, its
+ *                  files created, synced and deleted once no live segment needs them
  *   disk_seg.c     one segment file of a model's log: create, reserve space, pick for an
  *                  append, gather its writes, mark dirty, doom (delete at the next flush)
- *   disk_map.c     the shared mappings of segment files: reads and state words without a
- *                  system call, and the bound on what they keep resident
+ *   disk_map.c     the shared mappings of segment files: reads without a system call, and the
+ *                  bound on what they keep resident
  *   disk_fd.c      the cache of open segment descriptors
  *   disk_watch.c   the watch on the segments directory: files deleted or replaced under the store
  *   disk_io.c      the I/O engine: a batch of syncs in flight at once (io_uring), or one system
@@ -36,6 +38,7 @@
 
 #include "common/map.h"
 #include "store/disk/index_int.h"
+#include "store/disk/journal_int.h"
 #include "store/disk/segment_int.h"
 #include "store/store_int.h"
 
@@ -62,23 +65,33 @@ typedef struct disk_io disk_io_t;
 typedef struct disk_io_op disk_io_op_t;
 
 /* One gathered write of a turn, written at the next flush: a run of entries appended back to
- * back, or the 4-byte state word of one entry (a tombstone). Owned by disk_t.writes; chained
- * per segment. */
+ * back, or the tombstone of one entry (a journal record). Owned by disk_t.writes; chained per
+ * segment. */
 typedef struct {
-    uint64_t off;    /* file offset: of the run, or of the entry whose state word it is */
-    size_t at;       /* entry runs: where the bytes are in disk_t.arena */
-    uint32_t len;    /* bytes of the run, or of the entry (the word is its first 4 bytes) */
-    uint8_t word[4]; /* state words: the value written, little-endian */
-    uint32_t items;  /* entries in the run (0: a state word) */
-    uint32_t next;   /* the segment's next write, DISK_WRITE_NONE at the end */
+    uint64_t off;   /* file offset: of the run, or of the entry tombstoned */
+    size_t at;      /* entry runs: where the bytes are in disk_t.arena */
+    uint32_t len;   /* bytes of the run, or of the entry */
+    uint32_t items; /* entries in the run (0: a tombstone) */
+    uint32_t next;  /* the segment's next write, DISK_WRITE_NONE at the end */
 } dwrite_t;
 
-/* A state word to write: the first 4 bytes of the entry of `len` bytes at `off`. */
+/* A journal record waiting to be written (disk_journal.c): encoded when written, under the seed
+ * of the journal file it lands in. */
 typedef struct {
-    uint64_t off;
-    uint32_t len;
-    uint8_t word[4];
-} dword_t;
+    dseg_t *seg; /* borrowed */
+    jnl_record_t rec;
+} dstaged_t;
+
+/* One file of the state journal. Owned by disk_t.jnls. */
+typedef struct {
+    uint64_t id;
+    uint64_t ino;
+    int fd;         /* owned; -1 once it takes no more records and needs no sync */
+    int needs_sync; /* records stored since its last fdatasync (power level) */
+    int written;    /* records stored since the last flush's check (disk_watch.c) */
+    int gone;       /* its name was deleted or replaced under the store */
+    int doomed;     /* no live segment needs its records: unlinked at the next flush */
+} djnl_t;
 
 #define DISK_WRITE_NONE UINT32_MAX
 
@@ -93,7 +106,7 @@ struct dseg {
     int fd;        /* owned; -1 while closed by the fd cache */
     uint8_t *map;  /* owned: MAP_SHARED of [0, map_len), or NULL (not mapped: system calls) */
     uint64_t map_len;
-    uint64_t *populated; /* owned with map: a bit per chunk populated writable (disk_map.c) */
+    uint64_t *populated; /* owned with map: a bit per chunk populated (disk_map.c) */
     uint64_t pop_tail;   /* ... and how far the chunk the file ends in is */
     uint32_t header_len;
     uint64_t size;     /* bytes written to the file, header included */
@@ -105,13 +118,14 @@ struct dseg {
     uint64_t deleted;  /* tombstoned entries */
     uint64_t reserved; /* file bytes reserved ahead of size (fallocate), appends stay within */
     uint64_t ino;      /* inode of the file, to find it deleted or replaced under the store */
+    uint64_t jnl_min;  /* the oldest journal holding a record of it (UINT64_MAX: none) */
     uint32_t w_head, w_tail; /* its gathered writes, in disk_t.writes (DISK_WRITE_NONE: none) */
     int sealed;
     int doomed;         /* fully tombstoned: row deleted and file unlinked at the next flush; out of
                          * every map and list already but the dirty list and its slot */
     int gone;           /* its name was deleted or replaced under the store (disk_watch.c) */
-    int written;        /* the flush in progress wrote to it */
-    int needs_sync;     /* written since the last fdatasync */
+    int written;        /* the flush in progress wrote entries to it */
+    int needs_sync;     /* entries written since the last fdatasync */
     int dirty;          /* on the dirty list: index row (and maybe sync) due at the next flush */
     int map_failed;     /* mmap refused it once: system calls from then on */
     dseg_t *dirty_next; /* borrowed link of disk_t.dirty */
@@ -147,7 +161,7 @@ static inline uint32_t drec_slot_dlv(uint32_t slot, uint32_t deliveries)
     return slot << 8 | (deliveries < SEG_DELIVERIES_MAX ? deliveries : SEG_DELIVERIES_MAX);
 }
 
-/* A chunk of a segment's mapping populated writable (disk_map.c): the segment named by its slot
+/* A chunk of a segment's mapping populated (disk_map.c): the segment named by its slot
  * and checked by its id (it may have been deleted since). */
 typedef struct {
     uint64_t seg_id;
@@ -225,7 +239,7 @@ typedef struct {
     unsigned mapped;       /* segments with a mapping (at most DISK_MAP_MAX) */
     dresident_t *resident; /* owned ring: populated chunks, oldest first (disk_map.c) */
     size_t resident_head, n_resident, cap_resident;
-    int populate_unsupported; /* the kernel has no MADV_POPULATE_WRITE */
+    int populate_unsupported; /* the kernel has no MADV_POPULATE_READ */
     disk_io_t *io;            /* owned */
     uint8_t *arena;           /* owned: the bytes of the turn's appended entries */
     size_t arena_len, arena_cap;
@@ -233,9 +247,6 @@ typedef struct {
     size_t n_writes, cap_writes;
     disk_io_op_t *ops; /* owned: a flush's syncs */
     size_t cap_ops;
-    dword_t *words; /* owned: one segment's state words, sorted to be written in spans */
-    size_t cap_words;
-    uint8_t *span;      /* owned: DISK_SPAN_MAX bytes, a span of entries rewritten with new words */
     dseg_t **wave;      /* owned array of borrowed segments: a flush's wave (disk_wave_max) */
     unsigned dir_dirty; /* segment files created or unlinked since the directory was last synced */
     int watch_fd;       /* owned: inotify on the segments directory, -1 without one */
@@ -246,11 +257,23 @@ typedef struct {
     uint64_t unflushed_bytes;
     uint8_t *scratch; /* owned: peek reads and append encoding (the system-call path) */
     size_t scratch_cap;
-    /* What the start of scratch holds, as the last peek read it: the bytes at [peeked_off,
-     * peeked_off + peeked_len) of peeked_seg (borrowed; peeked_len 0 once scratch is reused).
-     * A commit that follows rewrites its entries' state words from there, without a read. */
-    const dseg_t *peeked_seg;
-    uint64_t peeked_off, peeked_len;
+    /* The state journal (disk_journal.c). */
+    int jnl_dir_fd;
+    djnl_t *jnls; /* owned array, ascending id: every journal file kept; the last one takes the
+                   * records when jnl_live */
+    size_t n_jnls, cap_jnls;
+    int jnl_live;      /* the last of jnls is this run's current journal */
+    uint8_t *jnl_map;  /* owned: MAP_SHARED of the current journal, or NULL (pwrite) */
+    uint64_t jnl_size; /* the current journal's file bytes */
+    uint64_t jnl_pos;  /* where its next record goes */
+    uint32_t jnl_seed;
+    dstaged_t *staged; /* owned: records to write (disk_jnl_stage) */
+    size_t n_staged, cap_staged;
+    uint8_t *jnl_buf; /* owned: encoded records of the pwrite path */
+    size_t cap_jnl_buf;
+    unsigned jnl_dir_dirty; /* journal files created or unlinked since the directory was synced */
+    int jnl_retire;         /* segments were deleted or a journal filled: some may be retired */
+    int jnl_doomed;         /* some journal is doomed: unlinked at the next flush */
 } disk_t;
 
 static inline disk_t *disk_of(store_t *s)
@@ -320,11 +343,6 @@ void disk_queue_destroy(disk_t *d, dqueue_t *q);
  * mmap): the caller reads with a system call. Counts what it hands out towards the resident
  * bound. */
 const uint8_t *disk_map_view(disk_t *d, dseg_t *seg, uint64_t off, uint64_t len);
-/* Stores the state word of the entry at `off` of seg through its mapping, as one aligned 4-byte
- * store (a fault armed on writes fails it as a failed pwrite would: the store fails, saying
- * `what`). 1 when stored, 0 when seg is not mapped (the caller writes with a system call), -1
- * when the store is failed. */
-int disk_map_word(disk_t *d, dseg_t *seg, uint64_t off, uint32_t word, const char *what);
 /* Unmaps seg (at its deletion or close). */
 void disk_map_drop(disk_t *d, dseg_t *seg);
 /* After a flush: drops from the process the chunks populated longest ago until at most
@@ -360,10 +378,9 @@ store_status_t disk_seg_reserve(disk_t *d, dseg_t *seg, uint64_t size);
  * where the caller encodes it (a view into disk_t.arena, valid until the next gather). */
 store_status_t disk_seg_gather_entry(disk_t *d, dseg_t *seg, uint32_t len,
                                      uint8_t **out_buf /* out */);
-/* Gathers a state word for the entry of `len` bytes at `off` of seg, written at the next
- * flush. */
-store_status_t disk_seg_gather_word(disk_t *d, dseg_t *seg, uint64_t off, uint32_t len,
-                                    uint32_t word);
+/* Gathers the tombstone of the entry of `len` bytes at `off` of seg, written to the journal at
+ * the next flush. */
+store_status_t disk_seg_gather_tomb(disk_t *d, dseg_t *seg, uint64_t off, uint32_t len);
 /* Is a tombstone for the entry at `off` among seg's gathered writes? */
 int disk_seg_gathered_tomb(const disk_t *d, const dseg_t *seg, uint64_t off);
 /* The index row of seg at its readable boundary. */
@@ -386,19 +403,54 @@ store_status_t disk_fsync_dir(disk_t *d, unsigned changes);
 
 /* store_flush of the disk backend. */
 store_status_t disk_flush(disk_t *d);
-/* Writes the state words of entries of seg now (store_commit's delivery counts), words sorted
- * by offset, back-to-back entries in one write. Fails the store on an error. */
-store_status_t disk_flush_words_now(disk_t *d, dseg_t *seg, const dword_t *words, size_t n);
 /* Frees the turn's gathered writes and doomed segments without writing them (close). */
 void disk_flush_discard(disk_t *d);
 
+/* ---- disk_journal.c: the state journal ------------------------------------------------------ */
+
+/* The journal file size when the configuration leaves it to the store. */
+#define DISK_JNL_DEFAULT_BYTES (8u << 20)
+
+/* Opens the journal directory (creating it) into d->jnl_dir_fd. */
+store_status_t disk_jnl_dir_open(disk_t *d);
+/* Lists a journal file recovery found (it takes no more records). */
+store_status_t disk_jnl_adopt(disk_t *d, uint64_t id);
+/* Stages the record of a new state of the entry of `len` bytes at `off` of seg. Nothing is
+ * written until disk_jnl_write. */
+store_status_t disk_jnl_stage(disk_t *d, dseg_t *seg, uint64_t off, uint32_t len, uint32_t state);
+/* Writes every staged record at the end of the journal (through its mapping: no system call;
+ * or one pwrite per file), starting a new file when the current one is full. Fails the store,
+ * saying `what`, on an error or a fault armed on writes (per record, as per state word before);
+ * the staged records are dropped either way. */
+store_status_t disk_jnl_write(disk_t *d, const char *what);
+/* Power level: room in ops (at least disk_jnl_sync_max of it) for the fdatasync of every journal
+ * file with records not yet synced; returns how many were added. Fails the store on a fault armed
+ * on syncs. */
+size_t disk_jnl_sync_max(const disk_t *d);
+store_status_t disk_jnl_sync_ops(disk_t *d, disk_io_op_t *ops, size_t *out_n /* out */);
+/* After those syncs succeeded: files rotated away are closed; the directory is synced if files
+ * were created in it. */
+store_status_t disk_jnl_synced(disk_t *d);
+/* Dooms the journal files no live segment needs (older than every live segment's jnl_min), when
+ * segments were deleted or a file filled since the last call. */
+void disk_jnl_retire(disk_t *d);
+/* Unlinks the doomed journal files (at a flush, after the segments directory's sync). */
+store_status_t disk_jnl_unlink_doomed(disk_t *d);
+/* The journal file of an id, or NULL. */
+djnl_t *disk_jnl_find(disk_t *d, uint64_t id);
+/* Closes and frees every journal file's state (close). */
+void disk_jnl_close(disk_t *d);
+
 /* ---- disk_watch.c: segment files deleted or replaced under the store ----------------------- */
 
-/* Starts the watch (d->watch_fd, -1 when inotify is not available: fstat checks instead). */
+/* Starts the watch on the segments directory (d->watch_fd, -1 when inotify is not available:
+ * fstat checks instead). */
 void disk_watch_open(disk_t *d);
+/* Adds <data dir>/<sub> (borrowed) to the watch (the journal directory, once it exists). */
+void disk_watch_add(disk_t *d, const char *sub);
 void disk_watch_close(disk_t *d);
-/* After a flush's writes, before its commit: fails the store when a segment it wrote to is gone
- * (deleted, renamed away or over). */
+/* After a flush's writes, before its commit: fails the store when a segment or a journal file it
+ * wrote to is gone (deleted, renamed away or over). */
 store_status_t disk_watch_check(disk_t *d);
 
 /* ---- disk_io.c: the I/O engine -------------------------------------------------------------- */

@@ -9,18 +9,17 @@
  *      three steps), so a stale peek fails with no effect.
  *   3. The pending map is never persisted. After a crash every entry that was not tombstoned is
  *      live again: that is how dispatched-but-unacknowledged work comes back.
- *   4. Completing gathers the 4-byte tombstone over the entry's state word; the flush writes it
- *      (through the segment's mapping, disk_map.c, or with pwrite) before the index
- *      transaction that carries the segment's deleted count. A crash between the two is
- *      repaired by recovery's scan, which counts tombstones.
+ *   4. Completing gathers the tombstone; the flush appends it to the state journal
+ *      (disk_journal.c) before the index transaction that carries the segment's deleted count.
+ *      A crash between the two is repaired by recovery, which counts the tombstones it applies.
  *   5. Out of space on an append is not fatal: the entry's room is reserved before anything
  *      changes (disk_seg_reserve), so a full disk gives STORE_ENOSPC for that item alone and
  *      nothing acknowledged is touched.
  *   6. A returned item goes back to its place in arrival order (disk_queue.c's invariant 1).
- *   7. Commit writes each item's delivery count into its state word before it returns
- *      ("DLV" + count, at most 255; a tombstone later overwrites it): a crash of the process
+ *   7. Commit appends each item's delivery count to the state journal before it returns
+ *      ("DLV" + count, at most 255; a tombstone later outranks it): a crash of the process
  *      after a commit keeps the count, so an item whose batch crashes the daemon reaches its
- *      delivery limit instead of looping forever.
+ *      delivery limit instead of looping forever. Nothing of an entry is ever rewritten.
  *   8. A peek hands out views into the segments' mappings (disk_map.c) where it can, and reads
  *      the rest into scratch with one pread per run of back-to-back entries: no system call
  *      per item either way.
@@ -31,8 +30,11 @@
  *     before that write, so nothing acknowledged is lost if the process dies in between, and
  *     the reservation keeps ENOSPC reported against the one item that caused it.
  *   - Delivery counts in memory only: a restart reset them, and a poison batch that crashed the
- *     daemon was delivered forever. Writing them costs a 4-byte store per item into the
- *     mapping (a write per run of entries without one), no sync.
+ *     daemon was delivered forever. Writing them costs a 24-byte record per item stored into the
+ *     journal's mapping (one write per commit without one), no sync.
+ *   - Delivery counts and tombstones stored into the entries' own state words (format 2): an
+ *     entry sits anywhere in its model's log, so at the power level every settled item made its
+ *     own page of the log dirty and every flush's fdatasync wrote those pages back.
  *   - A pread per run of a lane's entries for every peek: a model's log interleaves its lanes,
  *     so a batch's entries are rarely adjacent and the reads would cost a system call per item.
  *   - Keeping payloads in the store's heap: the target is at most 64 bytes per queued item; the
@@ -84,7 +86,6 @@ store_status_t disk_append(store_t *store, store_queue_t *queue, const store_ite
         if ((st = disk_scratch_reserve(d, size)) != STORE_OK ||
             (st = disk_fd_get(d, seg, &fd)) != STORE_OK)
             return st;
-        d->peeked_len = 0;
         seg_entry_encode(seg->id, item, q->signature, q->lane, d->scratch);
         ssize_t w = store_fault_pwrite(fd, d->scratch, size, (off_t)seg->size);
         if (w != (ssize_t)size) {
@@ -159,16 +160,9 @@ static store_status_t disk_peek_read(disk_t *d, const dqueue_t *q, store_view_t 
         int fd;
         if ((st = disk_fd_get(d, seg, &fd)) != STORE_OK)
             return st;
-        if (at == 0)
-            d->peeked_len = 0; /* scratch is being reused */
         ssize_t r = pread(fd, d->scratch + at, run, first->offset);
         if (r != (ssize_t)run)
             return disk_fail(d, "reading a segment", r < 0 ? errno : EIO);
-        if (at == 0) {
-            d->peeked_seg = seg;
-            d->peeked_off = first->offset;
-            d->peeked_len = run;
-        }
         at += run;
         i = j;
     }
@@ -210,35 +204,20 @@ store_status_t disk_peek(store_t *store, store_queue_t *queue, store_view_t *vie
     return STORE_OK;
 }
 
-/* Invariant 7: writes the delivery counts of the n records from the queue's front, each one
- * more than recorded, through the mappings or with a write per run of entries. */
-static store_status_t disk_commit_counts(disk_t *d, const dqueue_t *q, dword_t *words, size_t n)
+/* Invariant 7: appends the delivery counts of the n records from the queue's front, each one
+ * more than recorded, to the journal. */
+static store_status_t disk_commit_counts(disk_t *d, const dqueue_t *q, size_t n)
 {
-    size_t n_words = 0;
-    const drec_t *run_first = NULL;
     for (size_t i = 0; i < n; i++) {
         const drec_t *rec = &q->recs[q->head + i];
-        dseg_t *seg = disk_rec_seg(d, rec);
-        uint32_t word = seg_state_delivered(drec_deliveries(rec) + 1);
-        int mapped =
-            disk_map_word(d, seg, rec->offset + SEG_STATE_OFFSET, word, "writing a delivery count");
-        if (mapped < 0)
-            return STORE_EIO;
-        if (mapped == 0) { /* gathered, written below per segment run */
-            if (n_words == 0)
-                run_first = rec;
-            words[n_words] = (dword_t){.off = rec->offset, .len = rec->length};
-            store_put32(words[n_words++].word, word);
-        }
-        const drec_t *next = i + 1 < n ? &q->recs[q->head + i + 1] : NULL;
-        if (n_words != 0 && (next == NULL || drec_slot(next) != drec_slot(run_first))) {
-            store_status_t st = disk_flush_words_now(d, disk_rec_seg(d, run_first), words, n_words);
-            if (st != STORE_OK)
-                return st;
-            n_words = 0;
+        store_status_t st = disk_jnl_stage(d, disk_rec_seg(d, rec), rec->offset, rec->length,
+                                           seg_state_delivered(drec_deliveries(rec) + 1));
+        if (st != STORE_OK) {
+            d->n_staged = 0;
+            return st;
         }
     }
-    return STORE_OK;
+    return disk_jnl_write(d, "writing a delivery count");
 }
 
 store_status_t disk_commit(store_t *store, store_queue_t *queue, const store_ref_t *refs, size_t n)
@@ -258,16 +237,15 @@ store_status_t disk_commit(store_t *store, store_queue_t *queue, const store_ref
             return STORE_ESTALE;
     }
     dpend_t **copies = calloc(n, sizeof(*copies));
-    dword_t *words = malloc(n * sizeof(*words));
     store_status_t st = STORE_ENOMEM;
-    if (copies == NULL || words == NULL || map_reserve(&d->pending, n) != MAP_OK)
+    if (copies == NULL || map_reserve(&d->pending, n) != MAP_OK)
         goto out;
     for (size_t i = 0; i < n; i++) {
         if ((copies[i] = malloc(sizeof(dpend_t))) == NULL)
             goto out;
     }
     /* Invariant 7: the counts are on disk before anything changes in memory. */
-    if ((st = disk_commit_counts(d, q, words, n)) != STORE_OK)
+    if ((st = disk_commit_counts(d, q, n)) != STORE_OK)
         goto out;
     /* Step 2: advance the cursor. */
     for (size_t i = 0; i < n; i++) {
@@ -294,16 +272,16 @@ out:
     for (size_t i = 0; copies != NULL && i < n; i++)
         free(copies[i]);
     free(copies);
-    free(words);
     return st;
 }
 
-/* Is the readable entry at (seg, offset) a tombstone? Among the turn's gathered writes, or
- * read from the file and verified. */
-static int disk_entry_is_tombstone(disk_t *d, dseg_t *seg, uint64_t offset)
+/* Was the readable entry at (seg, offset) completed? Not pending (the caller looked), so it is
+ * completed when its tombstone is among the turn's gathered writes, or when it is a valid entry
+ * that its lane does not hold: every live entry is queued or pending (recovery queues them all),
+ * and a lane is released only once empty. */
+static int disk_entry_completed(disk_t *d, dseg_t *seg, uint64_t offset)
 {
     int fd;
-    uint8_t hdr[SEG_ENTRY_HEADER];
     if (offset < seg->header_len || offset % SEG_ALIGN != 0 ||
         offset + SEG_ENTRY_HEADER > seg->readable)
         return 0;
@@ -314,22 +292,28 @@ static int disk_entry_is_tombstone(disk_t *d, dseg_t *seg, uint64_t offset)
     if (view != NULL) {
         uint32_t length = seg_entry_length(view);
         if (length < SEG_ENTRY_HEADER || offset + length > seg->readable ||
-            (view = disk_map_view(d, seg, offset, length)) == NULL)
+            (view = disk_map_view(d, seg, offset, length)) == NULL ||
+            !seg_entry_check(seg_crc_seed(seg->id), view, length, &e))
             return 0;
-        return seg_entry_check(seg_crc_seed(seg->id), view, length, &e) &&
-               e.state == SEG_STATE_TOMB;
+    } else {
+        uint8_t hdr[SEG_ENTRY_HEADER];
+        if (disk_fd_get(d, seg, &fd) != STORE_OK ||
+            pread(fd, hdr, sizeof(hdr), (off_t)offset) != (ssize_t)sizeof(hdr))
+            return 0;
+        uint32_t length = seg_entry_length(hdr);
+        if (length < SEG_ENTRY_HEADER || offset + length > seg->readable ||
+            disk_scratch_reserve(d, length) != STORE_OK ||
+            pread(fd, d->scratch, length, (off_t)offset) != (ssize_t)length ||
+            !seg_entry_check(seg_crc_seed(seg->id), d->scratch, length, &e))
+            return 0;
     }
-    if (disk_fd_get(d, seg, &fd) != STORE_OK ||
-        pread(fd, hdr, sizeof(hdr), (off_t)offset) != (ssize_t)sizeof(hdr))
-        return 0;
-    uint32_t length = seg_entry_length(hdr);
-    d->peeked_len = 0;
-    if (length < SEG_ENTRY_HEADER || offset + length > seg->readable ||
-        disk_scratch_reserve(d, length) != STORE_OK ||
-        pread(fd, d->scratch, length, (off_t)offset) != (ssize_t)length)
-        return 0;
-    return seg_entry_check(seg_crc_seed(seg->id), d->scratch, length, &e) &&
-           e.state == SEG_STATE_TOMB;
+    dqueue_t *q =
+        map_get(&d->queues, (map_key_t){e.signature, (uint64_t)seg->model_idx << 32 | e.lane});
+    if (q == NULL)
+        return 1;
+    size_t pos = disk_queue_lower_bound(d, q, seg, offset);
+    return pos == q->len || disk_rec_seg(d, &q->recs[q->head + pos]) != seg ||
+           q->recs[q->head + pos].offset != offset;
 }
 
 store_status_t disk_tombstone(store_t *store, store_ref_t ref, int *out_completed)
@@ -346,7 +330,7 @@ store_status_t disk_tombstone(store_t *store, store_ref_t ref, int *out_complete
          * a deleted file are not kept, so an aligned offset inside one of its entries reads as
          * completed too: harmless, since completing twice changes nothing. */
         int done = seg != NULL
-                       ? disk_entry_is_tombstone(d, seg, ref.offset)
+                       ? disk_entry_completed(d, seg, ref.offset)
                        : end != 0 && ref.offset % SEG_ALIGN == 0 &&
                              ref.offset >= SEG_HEADER_FIXED && ref.offset + SEG_ENTRY_HEADER < end;
         if (d->failed)
@@ -358,7 +342,7 @@ store_status_t disk_tombstone(store_t *store, store_ref_t ref, int *out_complete
         return STORE_OK;
     }
     dseg_t *seg = disk_rec_seg(d, &p->rec);
-    store_status_t st = disk_seg_gather_word(d, seg, p->rec.offset, p->rec.length, SEG_STATE_TOMB);
+    store_status_t st = disk_seg_gather_tomb(d, seg, p->rec.offset, p->rec.length);
     if (st != STORE_OK)
         return st; /* still pending, nothing changed */
     map_del(&d->pending, disk_ref_key(ref.queue, ref.offset), NULL);

@@ -1,7 +1,6 @@
 /*
- * disk_map.c - the shared mappings of segment files: a peek hands out views into them, and a
- * state word (a delivery count, a tombstone) is one 4-byte store into them, so neither costs a
- * system call; and the bound on the mapped bytes the process keeps resident.
+ * disk_map.c - the shared mappings of segment files: a peek hands out views into them, without a
+ * system call or a copy; and the bound on the mapped bytes the process keeps resident.
  *
  * Owns every segment's mapping (dseg_t.map) and the ring of chunks populated (disk_t.resident).
  *
@@ -10,21 +9,16 @@
  *      written with pwrite() (the flush, or a header at creation), so each page is in the file
  *      and has its blocks, and no access can fault past the end of the file (SIGBUS) unless
  *      someone else truncates a live segment under the store (as for the LMDB index's map).
- *   2. A state word is stored as one aligned 32-bit store: a crash of the process leaves the old
- *      word or the new one, never a mix, and the page cache holds it at once, so it survives a
- *      crash of the process from the moment the store returns. At the power level the flush's
- *      fdatasync of the segment writes it back with the segment's other dirty pages.
+ *   2. Mappings are read-only: nothing is ever stored into a segment through one (states go to
+ *      the journal, disk_journal.c), so a mapping never dirties a page of the log, and a page
+ *      the flush's sync made clean stays clean.
  *   3. A mapping lives as long as its segment (until its deletion or the store's close), not as
  *      long as the segment's descriptor, so a view handed out by a peek stays valid when the
  *      descriptor cache closes descriptors.
- *   4. A fault armed on writes (store_fault_hit) fails a mapped state word as it fails a pwrite:
- *      the word is not stored and the store is failed.
- *   5. Bytes are mapped writable before they are first touched (MADV_POPULATE_WRITE, a chunk at
- *      a time, each chunk once while it stays resident: the segment's bitmap dseg_t.populated):
- *      a page first mapped by a read and then written takes a write-protect fault, measured at
- *      about 20 times the cost of populating it writable (docs/store.md), and a peek reads the
- *      entries its commit then writes.
- *   6. At most resident_bytes of chunks stay populated after a flush: the chunks populated
+ *   4. Bytes are populated before they are first read, a chunk at a time (MADV_POPULATE_READ:
+ *      one system call per 64 pages instead of a fault per 16), each chunk once while it stays
+ *      resident (the segment's bitmap dseg_t.populated).
+ *   5. At most resident_bytes of chunks stay populated after a flush: the chunks populated
  *      longest ago are dropped first (disk_t.resident, in the order they were populated). A
  *      queue is served from its front, so the oldest chunks are the ones whose entries were
  *      dispatched and completed; dropping everything at once made every trim populate again the
@@ -33,10 +27,13 @@
  * Rejected: mapping for appends (writing entries through the mapping into space fallocate
  * extended): a file's size would run ahead of its entries, recovery would have to tell reserved
  * zeros from a torn tail, and every new page costs a write fault where one pwritev per flush
- * writes the turn's entries of a model at once. A user-space cache of recent entries for peeks:
- * the mapping reads the page cache the appends just filled, without a copy, and a cache would
- * still leave the state words to system calls. pread() of each run of a lane's entries (store
- * format 1): a model's log interleaves its lanes, so a batch's entries are rarely adjacent.
+ * writes the turn's entries of a model at once. Populating writable (MADV_POPULATE_WRITE, when
+ * state words were stored in place): it marks every page of the chunk dirty, so at the power
+ * level each flush's fdatasync wrote back whole chunks the turn had only read (measured at over
+ * 100 KiB written per item, docs/store.md). A user-space cache of recent entries for peeks: the
+ * mapping reads the page cache the appends just filled, without a copy. pread() of each run of
+ * a lane's entries (store format 1): a model's log interleaves its lanes, so a batch's entries
+ * are rarely adjacent.
  */
 #define _GNU_SOURCE
 #include "store/disk/disk_int.h"
@@ -47,8 +44,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* Bytes populated writable at once (invariant 5): one system call per 64 pages touched, spread
- * over the few hundred entries they hold, and at most 256 KiB populated that nothing reads. */
+/* Bytes populated at once (invariant 4): one system call per 64 pages touched, spread over the
+ * few hundred entries they hold, and at most 256 KiB populated that nothing reads. */
 #define DISK_MAP_CHUNK (256u << 10)
 
 /* Maps seg whole (its size cap, or its size if larger): once, at first use. */
@@ -67,8 +64,7 @@ static int disk_map_open(disk_t *d, dseg_t *seg)
     len = (len + DISK_MAP_CHUNK - 1) / DISK_MAP_CHUNK * DISK_MAP_CHUNK;
     size_t words = (size_t)((len / DISK_MAP_CHUNK + 63) / 64);
     uint64_t *populated = calloc(words, sizeof(*populated));
-    void *p =
-        populated == NULL ? MAP_FAILED : mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void *p = populated == NULL ? MAP_FAILED : mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
         free(populated);
         seg->map_failed = 1;
@@ -84,7 +80,7 @@ static int disk_map_open(disk_t *d, dseg_t *seg)
     return 1;
 }
 
-/* Remembers that chunk c of seg is resident, in the order chunks became so (invariant 6). */
+/* Remembers that chunk c of seg is resident, in the order chunks became so (invariant 5). */
 static store_status_t disk_map_ring_push(disk_t *d, const dseg_t *seg, uint64_t c)
 {
     if (d->n_resident == d->cap_resident) {
@@ -104,9 +100,8 @@ static store_status_t disk_map_ring_push(disk_t *d, const dseg_t *seg, uint64_t 
     return STORE_OK;
 }
 
-/* Invariant 5: the chunks holding [off, off + len) of seg (below its size) are populated
- * writable. Best effort: where the kernel cannot (before Linux 5.14), pages fault in as they
- * are touched. */
+/* Invariant 4: the chunks holding [off, off + len) of seg (below its size) are populated. Best
+ * effort: where the kernel cannot (before Linux 5.14), pages fault in as they are touched. */
 static void disk_map_populate(disk_t *d, dseg_t *seg, uint64_t off, uint64_t len)
 {
     if (d->populate_unsupported)
@@ -120,7 +115,7 @@ static void disk_map_populate(disk_t *d, dseg_t *seg, uint64_t off, uint64_t len
         /* The file has grown past the chunk it ended in: that chunk is completed now and
          * marked, so it is remembered once, not again when it is next touched. */
         if (madvise(seg->map + seg->pop_tail, (tail + 1) * DISK_MAP_CHUNK - seg->pop_tail,
-                    MADV_POPULATE_WRITE) == 0)
+                    MADV_POPULATE_READ) == 0)
             seg->populated[tail / 64] |= 1ull << (tail % 64);
         seg->pop_tail = 0;
     }
@@ -140,11 +135,11 @@ static void disk_map_populate(disk_t *d, dseg_t *seg, uint64_t off, uint64_t len
         int fresh = lo == c * DISK_MAP_CHUNK; /* not a tail populated before: a new resident */
         if (fresh && disk_map_ring_push(d, seg, c) != STORE_OK)
             return; /* no room to remember it: left to fault in */
-        if (lo < hi && madvise(seg->map + lo, hi - lo, MADV_POPULATE_WRITE) != 0) {
+        if (lo < hi && madvise(seg->map + lo, hi - lo, MADV_POPULATE_READ) != 0) {
             if (errno == EINVAL || errno == ENOSYS) {
                 d->populate_unsupported = 1;
                 disk_log(d, STORE_LOG_INFO,
-                         "the kernel cannot populate mappings writable (MADV_POPULATE_WRITE: %s): "
+                         "the kernel cannot populate mappings (MADV_POPULATE_READ: %s): "
                          "pages fault in as they are touched",
                          strerror(errno));
             }
@@ -167,23 +162,6 @@ const uint8_t *disk_map_view(disk_t *d, dseg_t *seg, uint64_t off, uint64_t len)
     return seg->map + off;
 }
 
-int disk_map_word(disk_t *d, dseg_t *seg, uint64_t off, uint32_t word, const char *what)
-{
-    if (seg->map == NULL && !disk_map_open(d, seg))
-        return d->failed ? -1 : 0;
-    if (off % 4 != 0 || off + 4 > seg->map_len || off + 4 > seg->size)
-        return 0;
-    if (store_fault_hit(STORE_FAULT_WRITE)) { /* invariant 4 */
-        disk_fail(d, what, EIO);
-        return -1;
-    }
-    disk_map_populate(d, seg, off, 4);
-    uint32_t le;
-    store_put32((uint8_t *)&le, word);
-    __atomic_store_n((uint32_t *)(void *)(seg->map + off), le, __ATOMIC_RELAXED); /* invariant 2 */
-    return 1;
-}
-
 void disk_map_drop(disk_t *d, dseg_t *seg)
 {
     if (seg->map == NULL)
@@ -200,7 +178,7 @@ void disk_map_drop(disk_t *d, dseg_t *seg)
 void disk_map_trim(disk_t *d)
 {
     size_t keep = (size_t)(d->cfg.resident_bytes / DISK_MAP_CHUNK);
-    while (d->n_resident > keep) { /* invariant 6: the chunks resident longest go first */
+    while (d->n_resident > keep) { /* invariant 5: the chunks resident longest go first */
         dresident_t r = d->resident[d->resident_head];
         d->resident_head = (d->resident_head + 1) % d->cap_resident;
         d->n_resident--;

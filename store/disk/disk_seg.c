@@ -305,13 +305,11 @@ store_status_t disk_seg_gather_entry(disk_t *d, dseg_t *seg, uint32_t len, uint8
     return STORE_OK;
 }
 
-store_status_t disk_seg_gather_word(disk_t *d, dseg_t *seg, uint64_t off, uint32_t len,
-                                    uint32_t word)
+store_status_t disk_seg_gather_tomb(disk_t *d, dseg_t *seg, uint64_t off, uint32_t len)
 {
     if (disk_writes_reserve(d) != STORE_OK)
         return STORE_ENOMEM;
     dwrite_t w = {.off = off, .len = len};
-    store_put32(w.word, word);
     disk_seg_chain(d, seg, &w);
     return STORE_OK;
 }
@@ -320,7 +318,7 @@ int disk_seg_gathered_tomb(const disk_t *d, const dseg_t *seg, uint64_t off)
 {
     for (uint32_t i = seg->w_head; i != DISK_WRITE_NONE; i = d->writes[i].next) {
         const dwrite_t *w = &d->writes[i];
-        if (w->items == 0 && w->off == off && store_get32(w->word) == SEG_STATE_TOMB)
+        if (w->items == 0 && w->off == off)
             return 1;
     }
     return 0;
@@ -345,6 +343,7 @@ static store_status_t disk_seg_create(disk_t *d, uint32_t model_idx, dseg_t **ou
     seg->seq = m->next_seq;
     seg->model_idx = model_idx;
     seg->slot = UINT32_MAX;
+    seg->jnl_min = UINT64_MAX;
     seg->created_ns = clock_wall_ns();
     seg_header_t h = {.segment_id = seg->id, .sequence = seg->seq, .created_ns = seg->created_ns};
     snprintf(h.model, sizeof(h.model), "%s", m->name);

@@ -1,20 +1,24 @@
 /*
- * disk_watch.c - the watch on the segments directory: which segment files were deleted or
- * replaced under the running store, so that no flush acknowledges into a file that is gone.
+ * disk_watch.c - the watch on the segments and journal directories: which segment or journal
+ * files were deleted or replaced under the running store, so that no flush acknowledges into a
+ * file that is gone.
  *
- * One inotify watch on <data dir>/segments (deletions, renames away and onto a name, the
- * directory itself going): each flush reads what happened since the last one, after its writes
- * and before its index commit, in one read() that normally returns nothing. Where inotify is not
- * available (no instance left: fs.inotify.max_user_instances; or STORE_IO_PLAIN), or its queue
- * overflowed, the flush asks fstat() of every segment it wrote instead (st_nlink 0: unlinked, or
- * renamed over).
+ * One inotify instance watching <data dir>/segments and <data dir>/journal (deletions, renames
+ * away and onto a name, the directories themselves going): each flush reads what happened since
+ * the last one, after its writes and before its index commit, in one read() that normally
+ * returns nothing. Where inotify is not available (no instance left: fs.inotify.max_user_instances;
+ * or STORE_IO_PLAIN), or its queue overflowed, the flush asks fstat() of every segment and
+ * journal file it wrote instead (st_nlink 0: unlinked, or renamed over).
  *
  * Invariants:
  *   1. A segment whose name was deleted, renamed away or renamed over since the store created or
  *      recovered it is marked gone at the next flush's check, and the flush fails the store
  *      naming the file (disk_flush.c's invariant 4).
- *   2. The store's own unlinks (doomed segments, disk_t.deleted) are not mistaken for an
- *      operator's: an event names a file, and only names of live segments count.
+ *   2. The store's own unlinks (doomed segments, disk_t.deleted; doomed journal files, dropped
+ *      from disk_t.jnls first) are not mistaken for an operator's: an event names a file, and
+ *      only names of live segments and kept journal files count.
+ *   3. The same holds for a journal file written to since the last check: its records would go
+ *      to a file no restart reads, so the flush fails the store.
  *
  * Rejected: fstat() of every written segment at every flush as the only check (a system call
  * per touched segment per turn, on top of its writes); a path lookup (statx) per segment (the
@@ -42,8 +46,15 @@ void disk_watch_open(disk_t *d)
                  strerror(errno));
         return;
     }
+    disk_watch_add(d, "segments");
+}
+
+void disk_watch_add(disk_t *d, const char *sub)
+{
+    if (d->watch_fd < 0)
+        return;
     char path[4200];
-    snprintf(path, sizeof(path), "%s/segments", d->dir);
+    snprintf(path, sizeof(path), "%s/%s", d->dir, sub);
     if (inotify_add_watch(d->watch_fd, path,
                           IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF |
                               IN_ONLYDIR) < 0) {
@@ -61,7 +72,7 @@ void disk_watch_close(disk_t *d)
     d->watch_fd = -1;
 }
 
-/* One event: a live segment's name changed, or the directory itself went. */
+/* One event: a live segment's or kept journal file's name changed, or a directory itself went. */
 static void disk_watch_event(disk_t *d, const struct inotify_event *ev, int *check_all)
 {
     if (ev->mask & (IN_Q_OVERFLOW | IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) {
@@ -69,7 +80,15 @@ static void disk_watch_event(disk_t *d, const struct inotify_event *ev, int *che
         return;
     }
     uint64_t id;
-    if (ev->len == 0 || !seg_file_parse(ev->name, &id))
+    if (ev->len == 0)
+        return;
+    if (jnl_file_parse(ev->name, &id)) {
+        djnl_t *j = disk_jnl_find(d, id);
+        if (j != NULL)
+            j->gone = 1; /* invariant 2 */
+        return;
+    }
+    if (!seg_file_parse(ev->name, &id))
         return;
     dseg_t *seg = map_get(&d->segments, (map_key_t){id, 0});
     if (seg != NULL)
@@ -119,6 +138,26 @@ store_status_t disk_watch_check(disk_t *d)
                  "lost (the next open reports them)",
                  d->dir, name);
         return disk_fail(d, "checking a segment file", ENOENT);
+    }
+    for (size_t i = 0; i < d->n_jnls; i++) { /* invariant 3 */
+        djnl_t *j = &d->jnls[i];
+        if (!j->written)
+            continue;
+        j->written = 0;
+        struct stat sb;
+        if (check_all && j->fd >= 0 && fstat(j->fd, &sb) == 0 &&
+            (sb.st_nlink == 0 || (uint64_t)sb.st_ino != j->ino))
+            j->gone = 1;
+        if (!j->gone)
+            continue;
+        char name[JNL_FILE_NAME_SIZE];
+        jnl_file_name(j->id, name);
+        disk_log(d, STORE_LOG_ERROR,
+                 "journal file %s/journal/%s was deleted or replaced while the store was "
+                 "running: nothing more is acknowledged; the items it completed since it was "
+                 "created will be delivered again after a restart",
+                 d->dir, name);
+        return disk_fail(d, "checking a journal file", ENOENT);
     }
     return STORE_OK;
 }

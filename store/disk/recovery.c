@@ -350,7 +350,7 @@ static store_status_t rec_list_files(disk_t *d, rec_listing_t *l)
         if (id >= d->next_segment_id) /* never reuse an id, not even a quarantined file's */
             d->next_segment_id = id + 1;
         uint32_t version = r > 0 ? seg_header_version(hdr, (size_t)r) : 0;
-        if (version != 0 && version != SEG_VERSION) {
+        if (version != 0 && version != SEG_VERSION && version != SEG_VERSION_LOG) {
             if (l->foreign++ == 0) {
                 l->foreign_version = version;
                 seg_file_name(id, l->foreign_name);
@@ -391,31 +391,41 @@ static store_status_t rec_list_files(disk_t *d, rec_listing_t *l)
 }
 
 /* The refusal of a directory in another store format: one line that says what and what to do. */
-static store_status_t rec_refuse_format(disk_t *d, const rec_listing_t *l, const rec_ctx_t *c)
+static store_status_t rec_refuse_format(disk_t *d, const rec_listing_t *l, const rec_ctx_t *c,
+                                        const rec_journal_t *j)
 {
     if (l->foreign != 0)
         disk_log(d, STORE_LOG_ERROR,
                  "data directory %s holds %" PRIu64 " segment file(s) of store format %" PRIu32
-                 " (%s/segments/%s, and others)%s; this lanesched reads store format %u only. "
-                 "Nothing was changed. Drain the directory with the lanesched that wrote it (let "
-                 "consumers complete every item, then stop it), or move it aside and start with "
-                 "an empty --data-dir",
+                 " (%s/segments/%s, and others)%s; this lanesched reads store formats %u and %u "
+                 "only. Nothing was changed. Drain the directory with the lanesched that wrote it "
+                 "(let consumers complete every item, then stop it), or move it aside and start "
+                 "with an empty --data-dir",
                  d->dir, l->foreign, l->foreign_version, d->dir, l->foreign_name,
                  l->foreign_version == SEG_VERSION_LANE ? " (one file per lane)" : "",
+                 (unsigned)SEG_VERSION_LOG, (unsigned)SEG_VERSION);
+    else if (j->foreign_version != 0)
+        disk_log(d, STORE_LOG_ERROR,
+                 "data directory %s holds a journal file of store format %" PRIu32
+                 " (%s/journal/%016" PRIx64 JNL_FILE_SUFFIX "); this lanesched reads store "
+                 "formats %u and %u only. Nothing was changed. Open it with the lanesched that "
+                 "wrote it",
+                 d->dir, j->foreign_version, d->dir, j->foreign_id, (unsigned)SEG_VERSION_LOG,
                  (unsigned)SEG_VERSION);
     else if (c->format_lane_rows != 0)
         disk_log(d, STORE_LOG_ERROR,
                  "data directory %s has an index written by another store format (%" PRIu64
                  " segment rows of format %u, one file per lane); this lanesched reads store "
-                 "format %u only. Nothing was changed. Drain the directory with the lanesched "
-                 "that wrote it, or move it aside and start with an empty --data-dir",
-                 d->dir, c->format_lane_rows, (unsigned)SEG_VERSION_LANE, (unsigned)SEG_VERSION);
+                 "formats %u and %u only. Nothing was changed. Drain the directory with the "
+                 "lanesched that wrote it, or move it aside and start with an empty --data-dir",
+                 d->dir, c->format_lane_rows, (unsigned)SEG_VERSION_LANE, (unsigned)SEG_VERSION_LOG,
+                 (unsigned)SEG_VERSION);
     else
         disk_log(d, STORE_LOG_ERROR,
                  "data directory %s was written by a newer lanesched (store format %" PRIu32
-                 "); this one reads store format %u only. Nothing was changed. Open it with the "
-                 "lanesched that wrote it",
-                 d->dir, c->index_format, (unsigned)SEG_VERSION);
+                 "); this one reads store formats %u and %u only. Nothing was changed. Open it "
+                 "with the lanesched that wrote it",
+                 d->dir, c->index_format, (unsigned)SEG_VERSION_LOG, (unsigned)SEG_VERSION);
     return STORE_EFORMAT;
 }
 
@@ -474,20 +484,25 @@ store_status_t disk_recover(disk_t *d, store_recovery_t *rep)
     uint64_t t0 = clock_mono_ns();
     rec_ctx_t c = {.d = d};
     rec_listing_t l = {0};
+    rec_journal_t jnl = {0};
     rec_lanes_t lanes = {0};
     index_txn_t *txn = NULL;
     store_status_t st = rec_list_files(d, &l);
+    if (st == STORE_OK)
+        st = rec_journal_list(d, &jnl);
     if (st != STORE_OK)
         goto out;
-    if (l.foreign != 0) { /* before anything is changed */
-        st = rec_refuse_format(d, &l, &c);
+    if (l.foreign != 0 || jnl.foreign_version != 0) { /* before anything is changed */
+        st = rec_refuse_format(d, &l, &c, &jnl);
         goto out;
     }
     if ((st = rec_open_index(d, &c, l.n + l.n_bad != 0, rep)) != STORE_OK) {
         if (st == STORE_EFORMAT)
-            rec_refuse_format(d, &l, &c);
+            rec_refuse_format(d, &l, &c, &jnl);
         goto out;
     }
+    if ((st = disk_jnl_dir_open(d)) != STORE_OK) /* the format is ours: made if missing */
+        goto out;
     for (size_t i = 0; i < l.n; i++) {
         rec_file_t *f = &l.files[i];
         char name[SEG_FILE_NAME_SIZE];
@@ -502,6 +517,8 @@ store_status_t disk_recover(disk_t *d, store_recovery_t *rep)
         goto out;
     if (l.n > 1)
         qsort(l.files, l.n, sizeof(*l.files), rec_file_cmp);
+    if ((st = rec_journal_load(d, &jnl, l.files, l.n, rep)) != STORE_OK)
+        goto out;
     for (size_t i = 0; i < l.n; i++) {
         if ((st = rec_scan(d, &lanes, &l.files[i], rep)) != STORE_OK) {
             disk_log(d, STORE_LOG_ERROR, "recovery of segment %016" PRIx64 " failed: %s",
@@ -560,9 +577,18 @@ store_status_t disk_recover(disk_t *d, store_recovery_t *rep)
             }
         }
     }
+    /* The journal files found take no more records; those no live segment needs are doomed by
+     * the flush (disk_journal.c's invariant 4). */
+    for (size_t i = 0; i < jnl.n_ids && st == STORE_OK; i++)
+        st = disk_jnl_adopt(d, jnl.ids[i]);
+    if (st != STORE_OK)
+        goto out;
+    d->jnl_retire = 1;
     st = disk_flush(d);
     if (st != STORE_OK)
         goto out;
+    for (size_t i = 0; i < d->n_jnls; i++)
+        rep->journal_retired_files += d->jnls[i].doomed != 0;
     rep->elapsed_ns = clock_mono_ns() - t0;
     if (rep->segments || rep->torn_tails || rep->corrupt_regions || rep->missing_files ||
         rep->quarantined_files)
@@ -576,6 +602,7 @@ store_status_t disk_recover(disk_t *d, store_recovery_t *rep)
                  rep->missing_files, rep->quarantined_files, (double)rep->elapsed_ns / 1e9);
 out:
     index_abort(txn);
+    rec_journal_fini(&jnl);
     rec_lanes_fini(&lanes);
     rec_listing_free(&l);
     rec_ctx_free(&c);

@@ -216,26 +216,51 @@ static store_status_t rec_resolve(disk_t *d, rec_lanes_t *l)
     return STORE_OK;
 }
 
-/* One valid entry at `off`: counted, and noted for its lane unless tombstoned. */
+/* The journal's rank for the entry of `len` bytes at `off`: the highest of the records naming
+ * it (0: none). The file's records are sorted by offset and the scan calls this in ascending
+ * offsets, so *cur only moves forward; records it passes name no entry found. */
+static int rec_jnl_rank(const rec_file_t *f, size_t *cur, uint64_t off, uint32_t len,
+                        store_recovery_t *rep)
+{
+    int rank = 0;
+    for (; *cur < f->n_jrecs && f->jrecs[*cur].offset <= off; (*cur)++) {
+        const rec_jrec_t *r = &f->jrecs[*cur];
+        if (r->offset == off && r->length == len) {
+            rep->journal_records++;
+            rank = (int)r->rank > rank ? (int)r->rank : rank;
+        } else {
+            rep->journal_unmatched_records++;
+        }
+    }
+    return rank;
+}
+
+/* One valid entry at `off`: counted, and noted for its lane unless tombstoned. Its state is the
+ * highest rank of its own state word and the journal's records of it (journal_int.h). */
 static store_status_t rec_take(disk_t *d, rec_lanes_t *l, dseg_t *seg, const char *name,
-                               uint64_t off, const seg_entry_t *e, uint64_t *tombs,
-                               store_recovery_t *rep)
+                               uint64_t off, const seg_entry_t *e, const rec_file_t *f,
+                               size_t *jcur, uint64_t *tombs, store_recovery_t *rep)
 {
     seg->entries++;
     seg->tokens += e->tokens;
-    if (e->state == SEG_STATE_TOMB) {
-        (*tombs)++;
-        return STORE_OK;
-    }
-    int deliveries = seg_state_deliveries(e->state);
-    if (deliveries < 0) {
+    int rank = seg_state_rank(e->state);
+    if (rank < 0) {
         rep->damaged_state_words++;
         disk_corrupt(d, STORE_CORRUPT_BKPT,
                      "segment %s offset %" PRIu64
-                     ": state word damaged, entry intact: queued again",
+                     ": state word damaged, entry intact: read as live (the journal's records of "
+                     "it still apply)",
                      name, off);
-        deliveries = 0;
+        rank = 0;
     }
+    int jrank = f->n_jrecs != 0 ? rec_jnl_rank(f, jcur, off, e->length, rep) : 0;
+    if (jrank > rank)
+        rank = jrank;
+    if (rank == SEG_RANK_TOMB) {
+        (*tombs)++;
+        return STORE_OK;
+    }
+    int deliveries = rank;
     drec_t rec = {e->arrival_ns, (uint32_t)off, e->length, e->tokens,
                   drec_slot_dlv(seg->slot, (uint32_t)deliveries)};
     rep->entries_live++;
@@ -347,6 +372,7 @@ store_status_t rec_scan(disk_t *d, rec_lanes_t *lanes, rec_file_t *f, store_reco
     seg->header_len = f->header.header_len;
     seg->sealed = 1;
     seg->slot = UINT32_MAX;
+    seg->jnl_min = f->jnl_min;
     /* Attached first: its records name its slot. From here d owns it. */
     if ((st = disk_seg_attach(d, seg)) != STORE_OK)
         goto out;
@@ -368,13 +394,16 @@ store_status_t rec_scan(disk_t *d, rec_lanes_t *lanes, rec_file_t *f, store_reco
         durable = attached->header_len;
     uint64_t keep = durable; /* the file is cut back to here */
     uint64_t tombs = 0;
+    size_t jcur = 0;
+    uint64_t unmatched = rep->journal_unmatched_records;
     seg_entry_t e;
     uint32_t seed = seg_crc_seed(f->id);
     if ((st = rec_presize(d, lanes, attached, map, attached->header_len, durable)) != STORE_OK)
         goto out;
     for (uint64_t off = attached->header_len; off < durable;) {
         if (seg_entry_check(seed, map + off, durable - off, &e)) {
-            if ((st = rec_take(d, lanes, attached, name, off, &e, &tombs, rep)) != STORE_OK)
+            if ((st = rec_take(d, lanes, attached, name, off, &e, f, &jcur, &tombs, rep)) !=
+                STORE_OK)
                 goto out;
             off += e.length;
             continue;
@@ -411,7 +440,8 @@ store_status_t rec_scan(disk_t *d, rec_lanes_t *lanes, rec_file_t *f, store_reco
         uint64_t kept = 0, off = durable;
         while (attached->entries < f->row->entries &&
                seg_entry_check(seed, map + off, size - off, &e)) {
-            if ((st = rec_take(d, lanes, attached, name, off, &e, &tombs, rep)) != STORE_OK)
+            if ((st = rec_take(d, lanes, attached, name, off, &e, f, &jcur, &tombs, rep)) !=
+                STORE_OK)
                 goto out;
             off += e.length;
             kept++;
@@ -440,6 +470,13 @@ store_status_t rec_scan(disk_t *d, rec_lanes_t *lanes, rec_file_t *f, store_reco
             goto out;
         }
     }
+    if (jcur < f->n_jrecs)
+        rep->journal_unmatched_records += f->n_jrecs - jcur;
+    if (rep->journal_unmatched_records != unmatched)
+        disk_log(d, STORE_LOG_WARN,
+                 "segment %s: %" PRIu64 " journal records name no entry found in it (their "
+                 "entries were damaged or cut): not applied",
+                 name, rep->journal_unmatched_records - unmatched);
     if ((st = rec_resolve(d, lanes)) != STORE_OK || (st = rec_queue_noted(lanes)) != STORE_OK)
         goto out;
     attached->size = attached->readable = attached->reserved = keep;

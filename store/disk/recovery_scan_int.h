@@ -1,11 +1,20 @@
 /*
  * recovery_scan_int.h - private to store/disk/recovery*.c: one segment file as recovery found it,
- * and the scan that queues its entries (recovery_scan.c), for recovery.c.
+ * the state journal's records sorted per segment file (recovery_journal.c), and the scan that
+ * queues its entries (recovery_scan.c), for recovery.c.
  */
 #ifndef LANESCHED_RECOVERY_SCAN_INT_H
 #define LANESCHED_RECOVERY_SCAN_INT_H
 
 #include "store/disk/disk_int.h"
+
+/* A journal record of a segment file, as the scan applies it: the rank of the state it names
+ * (seg_state_rank) for the entry at offset of that length. */
+typedef struct {
+    uint32_t offset;
+    uint32_t length;
+    uint32_t rank;
+} rec_jrec_t;
 
 /* A segment file found on disk, before it is scanned. */
 typedef struct {
@@ -19,7 +28,31 @@ typedef struct {
     int row_rejected; /* the index had a row for it that could not be used */
     uint64_t file_size;
     uint64_t ino;
+    /* The journal's records naming this file, ascending offset (borrowed from rec_journal_t),
+     * and the oldest journal file holding one (UINT64_MAX: none). */
+    const rec_jrec_t *jrecs;
+    size_t n_jrecs;
+    uint64_t jnl_min;
 } rec_file_t;
+
+/* The journal files found (ids ascending) and their records, sorted per segment file. Owned by
+ * the caller (rec_journal_list, then rec_journal_fini). */
+typedef struct {
+    uint64_t *ids; /* owned */
+    size_t n_ids;
+    uint32_t foreign_version; /* a journal file of another format, 0 if none */
+    uint64_t foreign_id;
+    rec_jrec_t *recs; /* owned: every file's records, back to back */
+} rec_journal_t;
+
+/* Lists the journal files and checks their headers' format; changes nothing. */
+store_status_t rec_journal_list(disk_t *d, rec_journal_t *j);
+/* Reads every record of the listed journal files, keeps those naming one of files[0 .. n) (sorted
+ * as the scans will run) and hands each file its records, sorted by offset. Counts damaged and
+ * stale records in *rep. */
+store_status_t rec_journal_load(disk_t *d, rec_journal_t *j, rec_file_t *files, size_t n,
+                                store_recovery_t *rep);
+void rec_journal_fini(rec_journal_t *j);
 
 /*
  * The lanes recovery has met, and the entries of the file being scanned waiting to be queued.

@@ -9,7 +9,8 @@
  *      scan after damage only has to try aligned offsets.
  *   2. An entry is accepted only if its length is sane (header + id + payload, padded, within the
  *      bytes available) and its CRC over segment id, header fields and bytes verifies.
- *   3. The state word is outside the CRC (see the diagram): tombstoning never invalidates.
+ *   3. The state word is outside the CRC (see the diagram): a state word rewritten in place (format
+ *      2) never invalidates, and one damaged can only read as a lower state.
  *
  *   4. Every field the format does not use yet (reserved words, flags) is written zero and read
  *      as damage when it is not, so a later version can give it a meaning without an older
@@ -58,7 +59,7 @@ void seg_header_encode(const seg_header_t *h, uint8_t *buf)
 store_status_t seg_header_decode(const uint8_t *buf, size_t len, seg_header_t *out)
 {
     if (len < SEG_HEADER_FIXED || memcmp(buf, SEG_MAGIC, sizeof(SEG_MAGIC)) != 0 ||
-        store_get32(buf + 8) != SEG_VERSION)
+        (store_get32(buf + 8) != SEG_VERSION && store_get32(buf + 8) != SEG_VERSION_LOG))
         return STORE_ECORRUPT;
     uint32_t size = store_get32(buf + 12);
     uint32_t model_len = store_get32(buf + 36);

@@ -1,6 +1,6 @@
 /*
- * segment_int.h - private to store/disk/: the segment file format (store format 2). This header
- * owns it.
+ * segment_int.h - private to store/disk/: the segment file format (store format 3; the entries are
+ * those of format 2, whose files are read as they are). This header owns it.
  *
  * A segment is one file of a model's append log: it holds the entries of every shape and lane
  * of one model, in the order they were appended, and is named by its segment id:
@@ -20,8 +20,10 @@
  *   +----------------+----------------+--------+--------+---------------------------+
  *
  *   magic       8 bytes "LANESEG\0"
- *   version     u32, SEG_VERSION (2). Version 1 (one file per lane, the routing keys in the
- *               header, 32-byte entries) is recognised only to be refused (recovery.c).
+ *   version     u32, SEG_VERSION (3). Version 2 files (the same layout; their state words may have
+ *               been rewritten in place) are read as they are and never written again. Version
+ *               1 (one file per lane, the routing keys in the header, 32-byte entries) is
+ *               recognised only to be refused (recovery.c).
  *   hdr_len     u32, bytes: 64 + model_len rounded up to 8; the first entry starts here
  *   segment_id  u64, unique in the data directory, never reused; equals the file name
  *   model_len   u32, bytes of model name, 1..SEG_MODEL_MAX
@@ -43,8 +45,10 @@
  *
  *   state       u32, SEG_STATE_LIVE, SEG_STATE_TOMB, or "DLV" + n (bytes 'D' 'L' 'V' n, n in
  *               1..255): committed n times (the delivery count, saturating; see
- *               seg_state_delivered). The only field ever rewritten, as one aligned 4-byte
- *               store, so neither a tombstone nor a delivery count tears the entry around it.
+ *               seg_state_delivered). Format 3 writes LIVE and never rewrites it: the entry's
+ *               later states are records of the state journal (journal_int.h), and its state
+ *               is the highest of this word and those records (seg_state_rank). Format 2
+ *               rewrote it in place, as one aligned 4-byte store; such words are honoured.
  *   length      u32, bytes of the whole entry including padding; the next entry starts here
  *   id_len      u16, bytes of item id, 0..64
  *   flags       u16, 0 (anything else: the entry is damaged)
@@ -74,7 +78,8 @@
 #include "store/disk/bytes_int.h"
 
 #define SEG_MAGIC          "LANESEG"
-#define SEG_VERSION        2u
+#define SEG_VERSION        3u
+#define SEG_VERSION_LOG    2u /* the same files, states in place: read, never written */
 #define SEG_VERSION_LANE   1u /* one file per lane: refused at open (recovery.c) */
 #define SEG_HEADER_FIXED   64u
 #define SEG_ENTRY_HEADER   56u
@@ -159,6 +164,15 @@ static inline int seg_state_deliveries(uint32_t state)
     return -1;
 }
 
+/* The order states move in, never back: 0 for LIVE, n for "DLV" + n, SEG_RANK_TOMB for TOMB;
+ * -1 for any other word (damage). An entry's state is the highest rank of its own word and the
+ * journal's records of it. */
+#define SEG_RANK_TOMB 256
+static inline int seg_state_rank(uint32_t state)
+{
+    return state == SEG_STATE_TOMB ? SEG_RANK_TOMB : seg_state_deliveries(state);
+}
+
 /* Bytes of a header for a model name of model_len bytes. */
 uint32_t seg_header_size(size_t model_len);
 
@@ -166,7 +180,7 @@ uint32_t seg_header_size(size_t model_len);
 void seg_header_encode(const seg_header_t *h, uint8_t *buf);
 
 /* Decodes and verifies a header from the first `len` bytes of a file. STORE_ECORRUPT if the
- * magic, version, lengths, reserved fields or CRC are wrong. */
+ * magic, version (SEG_VERSION or SEG_VERSION_LOG), lengths, reserved fields or CRC are wrong. */
 store_status_t seg_header_decode(const uint8_t *buf, size_t len, seg_header_t *out /* out */);
 
 /* The version a file's first `len` bytes claim when they start with the magic and a header

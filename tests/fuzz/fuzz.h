@@ -17,13 +17,16 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* A fresh copy of the base store (made at the first call: two models, three lanes, some items
- * tombstoned, a sealed segment, a tail never flushed) in this process's scratch directory,
- * which is returned. */
+ * delivered and tombstoned, a state journal of several files, a sealed segment, a tail never
+ * flushed) in this process's scratch directory, which is returned. */
 const char *fuzz_store_fresh(void);
 
 /* The files of the copy: segments (sorted by name), then the index's data.mdb. n <= max;
  * each path is static storage until the next call. */
 size_t fuzz_store_files(const char *dir, char paths[][512], size_t max);
+
+/* The copy's journal files, sorted by name. n <= max; static storage until the next call. */
+size_t fuzz_store_journals(const char *dir, char paths[][512], size_t max);
 
 /* Opens dir with store_open_disk, walks every queue (peeks all, completes every other item,
  * leaves the rest pending), flushes, closes, and opens again: the first open must succeed and

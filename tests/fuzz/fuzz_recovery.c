@@ -3,11 +3,12 @@
  * (fuzz_store.c), damages its segment files as the input says, deletes or empties the index
  * when asked, and recovers through store_open_disk (fuzz_store_walk's checks).
  *
- * Input: byte 0 = flags (bit 0: delete the index; bit 1: empty data.mdb to 0 bytes), then
- * operations of 5 bytes, [op][arg u32 LE]: file = arg % (segments + 1) (the last one: a new
- * segment file), offset = (arg / files) % (its size + 1); op & 3: 0 xor the byte there with
- * (op | 1), 1 truncate there, 2 write the next 4 input bytes there, 3 append the next op >> 2
- * input bytes at the end.
+ * Input: byte 0 = flags (bit 0: delete the index; bit 1: empty data.mdb to 0 bytes; bit 2: the
+ * operations damage the state journal's files instead of the segments), then operations of 5
+ * bytes, [op][arg u32 LE]: file = arg % (files + 1) (the last one: a new segment or journal
+ * file), offset = (arg / files) % (its size + 1); op & 3: 0 xor the byte there with (op | 1),
+ * 1 truncate there, 2 write the next 4 input bytes there, 3 append the next op >> 2 input bytes
+ * at the end.
  */
 #include "tests/fuzz/fuzz.h"
 
@@ -63,10 +64,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *dir = fuzz_store_fresh();
     char files[64][512];
-    size_t n = fuzz_store_files(dir, files, 63) - 1; /* segments only: the index is not damaged */
-    snprintf(files[n], sizeof(files[n]), "%s/segments/00000000000000ff.seg", dir);
     const uint8_t *p = data, *end = data + size;
     uint8_t flags = size != 0 ? *p++ : 0;
+    size_t n;
+    if (flags & 4) {
+        n = fuzz_store_journals(dir, files, 63);
+        snprintf(files[n], sizeof(files[n]), "%s/journal/00000000000000fe.jnl", dir);
+    } else {
+        n = fuzz_store_files(dir, files, 63) - 1; /* segments only: the index is not damaged */
+        snprintf(files[n], sizeof(files[n]), "%s/segments/00000000000000ff.seg", dir);
+    }
     while (end - p >= 5) {
         const uint8_t *op = p;
         p += 5;

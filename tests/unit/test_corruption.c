@@ -2,19 +2,21 @@
  * test_corruption.c - recovery of the disk store from damaged segment files.
  *
  * Each test builds a pristine store in a fresh mkdtemp directory: 40 known items in two lanes
- * of one (model, shape), a 1 KiB segment cap so the model's log rolls over several times, some
- * items tombstoned, everything flushed, the store closed. The entry boundaries of every segment
- * file are computed from the format written down in store/disk/segment_int.h (header 64 + model
+ * of one (model, shape), a 1 KiB segment cap so the model's log rolls over several times, a
+ * 512-byte journal file cap so the state journal spans several files, some items committed and
+ * tombstoned, everything flushed, the store closed. The entry boundaries of every segment file
+ * are computed from the format written down in store/disk/segment_int.h (header 64 + model
  * bytes padded to 8, entry 56 + id + payload padded to 8, the entries of both lanes interleaved
  * in append order) and cross-checked against the file bytes (state words, lengths, routing
- * keys, CRC-32C computed here independently) before any damage is done.
+ * keys, CRC-32C computed here independently) before any damage is done; so are the journal's
+ * records (store/disk/journal_int.h: a delivery count per commit, a tombstone per completion).
  *
  * Every trial copies the pristine directory, damages one copy, reopens it and checks:
  *   - store_open_disk returns STORE_OK (recovery never crashes, never refuses a damaged file);
  *   - the items handed out are exactly the expected ones, each once, byte-identical to what was
  *     appended (id, payload, tokens, arrival, ref, routing keys): never a damaged item;
  *   - every counter of the recovery report equals the value derived from the format and the
- *     damage done (the report says exactly what was dropped);
+ *     damage done (the report says exactly what was dropped), the journal's included;
  *   - what happened to the files (cut, kept, quarantined, deleted).
  *
  * Seeded: LANES_TEST_SEED overrides the seed; the seed is printed so a failure can be replayed.
@@ -55,6 +57,10 @@
 #define FMT_STATE_LIVE   0x4556494Cu /* "LIVE" */
 #define FMT_STATE_TOMB   0x424D4F54u /* "TOMB" */
 #define FMT_STATE_DLV    0x00564C44u /* "DLV" + the delivery count (1..255) in the high byte */
+#define FMT_RANK_TOMB    256         /* states only move up: LIVE 0, DLV n, TOMB */
+#define FMT_JNL_HEADER   64u
+#define FMT_JNL_RECORD   24u
+#define FMT_JNL_CRC      20u /* a record's CRC covers journal id (u64) || its bytes 0 .. 20 */
 
 static uint64_t fmt_align(uint64_t n)
 {
@@ -114,6 +120,14 @@ static uint32_t fmt_entry_crc(uint64_t segment_id, const uint8_t *entry)
     uint32_t crc = crc32c(0, sid, 8);
     crc = crc32c(crc, entry + 4, FMT_ENTRY_CRC - 4);
     return crc32c(crc, entry + FMT_ENTRY_HEADER, id_len + get32(entry + FMT_ENTRY_PAYLEN));
+}
+
+/* A record's CRC, seeded with its journal's id. */
+static uint32_t fmt_jnl_crc(uint64_t journal_id, const uint8_t *rec)
+{
+    uint8_t jid[8];
+    put64(jid, journal_id);
+    return crc32c(crc32c(0, jid, 8), rec, FMT_JNL_CRC);
 }
 
 /* ---- deterministic randomness ------------------------------------------------------------ */
@@ -219,6 +233,9 @@ static void make_temp_dir(char *buf, size_t cap)
 #define N_ITEMS   40
 #define MAX_SEGS  32
 #define SEG_CAP   1024u
+#define JNL_CAP   512u /* 18 records a file */
+#define MAX_JNLS  16
+#define MAX_JRECS 64
 
 typedef struct {
     uint8_t id[16];
@@ -232,13 +249,15 @@ typedef struct {
     store_ref_t ref; /* as append returned it */
     int seg;         /* index into fixture.segs */
     uint64_t size;   /* entry bytes, from the format */
-    int tomb;        /* tombstoned before close */
-    int committed;   /* committed once: its state word says "DLV" 1 unless tombstoned */
+    int tomb;        /* tombstoned before close: a TOMB record in the journal */
+    int committed;   /* committed once: a "DLV" 1 record in the journal */
 } item_t;
 
+/* Format 3 never rewrites an entry: its state word stays LIVE; its states are journal records. */
 static uint32_t item_state_word(const item_t *it)
 {
-    return it->tomb ? FMT_STATE_TOMB : it->committed ? FMT_STATE_DLV | 1u << 24 : FMT_STATE_LIVE;
+    (void)it;
+    return FMT_STATE_LIVE;
 }
 
 typedef struct {
@@ -250,11 +269,29 @@ typedef struct {
     size_t n_items; /* in file order */
 } seginfo_t;
 
+/* A journal file and a record in one, as the fixture's check read them. */
+typedef struct {
+    uint64_t id;
+    char name[32];
+    uint64_t size;
+} jnlinfo_t;
+
+typedef struct {
+    int jnl;      /* index into fixture.jnls */
+    uint64_t pos; /* file offset of the record */
+    int item;     /* the item it names */
+    int rank;     /* 1 ("DLV" 1) or FMT_RANK_TOMB */
+} jrecinfo_t;
+
 typedef struct {
     char root[512]; /* the pristine data directory */
     item_t items[N_ITEMS];
     seginfo_t segs[MAX_SEGS];
     size_t n_segs;
+    jnlinfo_t jnls[MAX_JNLS];
+    size_t n_jnls;
+    jrecinfo_t jrecs[MAX_JRECS];
+    size_t n_jrecs;
 } fixture_t;
 
 /*
@@ -286,6 +323,7 @@ static store_disk_config_t disk_config(const char *dir)
         .index_map_bytes = 8u << 20,
         .log = test_log,
         .log_ctx = NULL,
+        .journal_max_bytes = JNL_CAP,
     };
 }
 
@@ -384,6 +422,102 @@ static void seg_path(const char *dir, const seginfo_t *sg, char *buf, size_t cap
     snprintf(buf, cap, "%s/segments/%s", dir, sg->name);
 }
 
+static int jnl_name_cmp(const void *a, const void *b)
+{
+    return strcmp(((const jnlinfo_t *)a)->name, ((const jnlinfo_t *)b)->name);
+}
+
+/* The journal item i's records say: the highest rank of its records not in `damaged` (indexed
+ * like f->jrecs; NULL: none damaged). */
+static int item_jrank(const fixture_t *f, int i, const int *damaged)
+{
+    int rank = 0;
+    for (size_t r = 0; r < f->n_jrecs; r++) {
+        if (f->jrecs[r].item == i && (damaged == NULL || !damaged[r]) && f->jrecs[r].rank > rank)
+            rank = f->jrecs[r].rank;
+    }
+    return rank;
+}
+
+/* Checks the journal files against journal_int.h, byte for byte, and fills f->jnls and f->jrecs:
+ * every record verifies, names an item's entry by (segment, offset, length), and the records are
+ * exactly a "DLV" 1 per committed item and a TOMB per tombstoned one; the rest of each file is
+ * zero. */
+static void fixture_check_journal(fixture_t *f)
+{
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/journal", f->root);
+    DIR *d = opendir(path);
+    assert_non_null(d);
+    f->n_jnls = 0;
+    for (struct dirent *de; (de = readdir(d)) != NULL;) {
+        if (de->d_name[0] == '.')
+            continue;
+        assert_true(f->n_jnls < MAX_JNLS);
+        jnlinfo_t *j = &f->jnls[f->n_jnls++];
+        assert_int_equal(strlen(de->d_name), 20);
+        assert_string_equal(de->d_name + 16, ".jnl");
+        snprintf(j->name, sizeof(j->name), "%.24s", de->d_name);
+        j->id = strtoull(de->d_name, NULL, 16);
+    }
+    closedir(d);
+    qsort(f->jnls, f->n_jnls, sizeof(f->jnls[0]), jnl_name_cmp);
+    f->n_jrecs = 0;
+    int dlv[N_ITEMS] = {0}, tomb[N_ITEMS] = {0};
+    for (size_t k = 0; k < f->n_jnls; k++) {
+        jnlinfo_t *j = &f->jnls[k];
+        snprintf(path, sizeof(path), "%s/journal/%s", f->root, j->name);
+        size_t len;
+        uint8_t *b = read_all(path, &len);
+        j->size = len;
+        assert_int_equal(len, JNL_CAP - (JNL_CAP - FMT_JNL_HEADER) % FMT_JNL_RECORD);
+        assert_memory_equal(b, "LANEJNL\0", 8);
+        assert_int_equal(get32(b + 8), 3);
+        assert_int_equal(get32(b + 12), FMT_JNL_HEADER);
+        assert_int_equal(get64(b + 16), j->id);
+        assert_int_equal(get32(b + 32), FMT_JNL_RECORD);
+        for (size_t z = 36; z < 56; z++)
+            assert_int_equal(b[z], 0);
+        assert_int_equal(get32(b + 60), 0);
+        uint8_t hdr[FMT_JNL_HEADER];
+        memcpy(hdr, b, sizeof(hdr));
+        put32(hdr + 56, 0);
+        assert_int_equal(crc32c(0, hdr, sizeof(hdr)), get32(b + 56));
+        int blank_seen = 0;
+        for (uint64_t pos = FMT_JNL_HEADER; pos + FMT_JNL_RECORD <= len; pos += FMT_JNL_RECORD) {
+            const uint8_t *r = b + pos;
+            int blank = 1;
+            for (size_t z = 0; z < FMT_JNL_RECORD; z++)
+                blank &= r[z] == 0;
+            if (blank) {
+                blank_seen = 1;
+                continue;
+            }
+            assert_false(blank_seen); /* records are appended back to back */
+            assert_int_equal(fmt_jnl_crc(j->id, r), get32(r + FMT_JNL_CRC));
+            int item = -1;
+            for (int i = 0; i < N_ITEMS; i++) {
+                if (f->items[i].ref.queue == get64(r) && f->items[i].ref.offset == get32(r + 8))
+                    item = i;
+            }
+            assert_true(item >= 0);
+            assert_int_equal(get32(r + 12), f->items[item].size);
+            uint32_t state = get32(r + 16);
+            int rank = state == FMT_STATE_TOMB ? FMT_RANK_TOMB : 1;
+            if (rank == 1)
+                assert_int_equal(state, FMT_STATE_DLV | 1u << 24);
+            (rank == 1 ? dlv : tomb)[item]++;
+            assert_true(f->n_jrecs < MAX_JRECS);
+            f->jrecs[f->n_jrecs++] = (jrecinfo_t){(int)k, pos, item, rank};
+        }
+        free(b);
+    }
+    for (int i = 0; i < N_ITEMS; i++) {
+        assert_int_equal(dlv[i], f->items[i].committed);
+        assert_int_equal(tomb[i], f->items[i].tomb);
+    }
+}
+
 /* Checks the files against the format, byte for byte, and fills f->segs. */
 static void fixture_check_format(fixture_t *f)
 {
@@ -430,7 +564,7 @@ static void fixture_check_format(fixture_t *f)
         uint8_t *b = read_all(path, &len);
         /* Header. */
         assert_memory_equal(b, "LANESEG\0", 8);
-        assert_int_equal(get32(b + 8), 2);
+        assert_int_equal(get32(b + 8), 3);
         assert_int_equal(get32(b + 12), sg->header_len);
         assert_int_equal(get64(b + 16), sg->id);
         assert_int_equal(get64(b + 24), 0); /* reserved */
@@ -478,6 +612,7 @@ static void fixture_check_format(fixture_t *f)
         sg->size = off;
         free(b);
     }
+    fixture_check_journal(f);
 }
 
 static int fixture_setup(void **state)
@@ -526,6 +661,16 @@ static int fixture_setup(void **state)
     for (int i = 0; i < N_ITEMS; i++)
         tombs += (size_t)f->items[i].tomb;
     assert_true(tombs >= 6 && tombs <= 14);
+    /* The journal spans several files and names entries of several segments. */
+    assert_true(f->n_jnls >= 2);
+    size_t named = 0;
+    for (size_t k = 0; k < f->n_segs; k++) {
+        int has = 0;
+        for (size_t r = 0; r < f->n_jrecs; r++)
+            has |= f->items[f->jrecs[r].item].seg == (int)k;
+        named += (size_t)has;
+    }
+    assert_true(named >= 3);
     *state = f;
     return 0;
 }
@@ -547,10 +692,21 @@ static int fixture_teardown(void **state)
 
 /* ---- expectations ------------------------------------------------------------------------- */
 
+/* What became of a journal record in a trial. */
+enum { JREC_INTACT, JREC_DAMAGED, JREC_GONE };
+
 typedef struct {
     int present[N_ITEMS];         /* 1: handed out exactly once; 0: never handed out */
     uint32_t deliveries[N_ITEMS]; /* what a handed-out item's view says */
-    store_recovery_t rep;         /* every counter but elapsed_ns */
+    store_recovery_t rep;         /* every counter but elapsed_ns and the journal's */
+    /* What the journal's counters follow from (expect_journal, at the open): */
+    int listed[MAX_SEGS];   /* the segment's file is recovered (not quarantined) */
+    int removed[MAX_SEGS];  /* ... and deleted at the open: nothing live in it */
+    int repaired[MAX_SEGS]; /* its deleted count is repaired */
+    int found[N_ITEMS];     /* the item's entry verifies */
+    int jrec[MAX_JRECS];    /* JREC_* of each of f->jrecs */
+    int jnl_header_damaged; /* a journal file's header fails its checks (logged) */
+    uint64_t jrec_copies;   /* intact copies of records written into blank slots by a trial */
 } expect_t;
 
 /* What a state word means, as segment_int.h writes it down: 1 and the delivery count for LIVE
@@ -591,6 +747,12 @@ static const struct {
     {"adopted_files", offsetof(store_recovery_t, adopted_files)},
     {"quarantined_files", offsetof(store_recovery_t, quarantined_files)},
     {"removed_segments", offsetof(store_recovery_t, removed_segments)},
+    {"journal_files", offsetof(store_recovery_t, journal_files)},
+    {"journal_records", offsetof(store_recovery_t, journal_records)},
+    {"journal_damaged_records", offsetof(store_recovery_t, journal_damaged_records)},
+    {"journal_stale_records", offsetof(store_recovery_t, journal_stale_records)},
+    {"journal_unmatched_records", offsetof(store_recovery_t, journal_unmatched_records)},
+    {"journal_retired_files", offsetof(store_recovery_t, journal_retired_files)},
 };
 
 static void assert_report(const store_recovery_t *got, const store_recovery_t *want)
@@ -615,21 +777,89 @@ static void assert_report(const store_recovery_t *got, const store_recovery_t *w
         fail_msg("%s: recovery report differs from the damage done", trial);
 }
 
+/* The counters of a store whose segments are intact and whose journal records are as jrec says
+ * (NULL: all intact): an item's state is the highest of its intact records. */
+static void expect_clean_journal(const fixture_t *f, const int *jrec, expect_t *x)
+{
+    memset(x, 0, sizeof(*x));
+    if (jrec != NULL)
+        memcpy(x->jrec, jrec, sizeof(x->jrec));
+    int damaged[MAX_JRECS];
+    for (size_t r = 0; r < MAX_JRECS; r++)
+        damaged[r] = x->jrec[r] != JREC_INTACT;
+    for (size_t k = 0; k < f->n_segs; k++) {
+        const seginfo_t *sg = &f->segs[k];
+        uint64_t tombs_index = 0, tombs = 0, live = 0;
+        x->listed[k] = 1;
+        for (size_t j = 0; j < sg->n_items; j++) {
+            int i = sg->items[j];
+            int rank = item_jrank(f, i, damaged);
+            x->found[i] = 1;
+            x->present[i] = rank != FMT_RANK_TOMB;
+            x->deliveries[i] = x->present[i] ? (uint32_t)rank : 0;
+            tombs_index += (uint64_t)f->items[i].tomb;
+            if (x->present[i]) {
+                live++;
+                x->rep.entries_live++;
+                x->rep.tokens_live += f->items[i].tokens;
+            } else {
+                tombs++;
+                x->rep.entries_tombstoned++;
+            }
+        }
+        x->repaired[k] = tombs != tombs_index;
+        x->rep.deleted_count_repairs += (uint64_t)x->repaired[k];
+        x->rep.segments++;
+        if (live == 0) {
+            x->removed[k] = 1;
+            x->rep.segments--;
+            x->rep.removed_segments++;
+        }
+    }
+}
+
 /* The counters of an undamaged store: what every expectation starts from. */
 static void expect_clean(const fixture_t *f, expect_t *x)
 {
-    memset(x, 0, sizeof(*x));
-    for (int i = 0; i < N_ITEMS; i++) {
-        x->present[i] = !f->items[i].tomb;
-        x->deliveries[i] = f->items[i].committed && !f->items[i].tomb;
-        if (f->items[i].tomb) {
-            x->rep.entries_tombstoned++;
+    expect_clean_journal(f, NULL, x);
+}
+
+/* The journal's counters at an open, from what x says of the segments, entries and records:
+ * every record read is applied (its entry verifies), unmatched (its segment is there, its entry
+ * not), stale (its segment is not there) or damaged; the files older than every remaining
+ * segment's oldest record are retired. */
+static void expect_journal(const fixture_t *f, expect_t *x)
+{
+    x->rep.journal_files = f->n_jnls;
+    x->rep.journal_records = x->jrec_copies;
+    uint64_t jnl_min[MAX_SEGS];
+    for (size_t k = 0; k < MAX_SEGS; k++)
+        jnl_min[k] = UINT64_MAX;
+    for (size_t r = 0; r < f->n_jrecs; r++) {
+        const jrecinfo_t *jr = &f->jrecs[r];
+        size_t k = (size_t)f->items[jr->item].seg;
+        if (x->jrec[r] == JREC_GONE)
+            continue;
+        if (x->jrec[r] == JREC_DAMAGED) {
+            x->rep.journal_damaged_records++;
+        } else if (!x->listed[k]) {
+            x->rep.journal_stale_records++;
         } else {
-            x->rep.entries_live++;
-            x->rep.tokens_live += f->items[i].tokens;
+            if (x->found[jr->item])
+                x->rep.journal_records++;
+            else
+                x->rep.journal_unmatched_records++;
+            if (f->jnls[jr->jnl].id < jnl_min[k])
+                jnl_min[k] = f->jnls[jr->jnl].id;
         }
     }
-    x->rep.segments = f->n_segs;
+    uint64_t oldest = UINT64_MAX;
+    for (size_t k = 0; k < f->n_segs; k++) {
+        if (x->listed[k] && !x->removed[k] && jnl_min[k] < oldest)
+            oldest = jnl_min[k];
+    }
+    for (size_t j = 0; j < f->n_jnls; j++)
+        x->rep.journal_retired_files += f->jnls[j].id < oldest;
 }
 
 /*
@@ -648,18 +878,29 @@ static void expect_segment(const fixture_t *f, size_t k, const int *fate, const 
     const seginfo_t *sg = &f->segs[k];
     uint64_t tombs_before = 0, tombs_after = 0, live_after = 0;
     int in_run = 0;
+    int damaged[MAX_JRECS];
+    for (size_t r = 0; r < MAX_JRECS; r++)
+        damaged[r] = x->jrec[r] != JREC_INTACT;
+    /* Undo what expect_clean counted for this segment. */
+    x->rep.deleted_count_repairs -= (uint64_t)x->repaired[k];
+    if (x->removed[k]) {
+        x->rep.segments++;
+        x->rep.removed_segments--;
+    }
+    x->repaired[k] = x->removed[k] = 0;
     for (size_t j = 0; j < sg->n_items; j++) {
         int i = sg->items[j];
         const item_t *it = &f->items[i];
         tombs_before += (uint64_t)it->tomb;
         /* Undo the clean counts of this entry. */
-        if (it->tomb) {
+        if (!x->present[i]) {
             x->rep.entries_tombstoned--;
         } else {
             x->rep.entries_live--;
             x->rep.tokens_live -= it->tokens;
         }
         x->present[i] = 0;
+        x->found[i] = fate[j] != FATE_DROP;
         if (fate[j] == FATE_DROP) {
             if (!in_run)
                 x->rep.corrupt_regions++;
@@ -672,7 +913,13 @@ static void expect_segment(const fixture_t *f, size_t k, const int *fate, const 
         int live = state_word_live(words != NULL ? words[j] : item_state_word(it), &deliveries);
         if (live < 0)
             x->rep.damaged_state_words++;
-        x->deliveries[i] = deliveries;
+        /* The journal's records outrank what the word says (states only move up). */
+        int jrank = item_jrank(f, i, damaged);
+        if (jrank == FMT_RANK_TOMB)
+            live = 0;
+        else if (live != 0 && (uint32_t)jrank > deliveries)
+            deliveries = (uint32_t)jrank;
+        x->deliveries[i] = live != 0 ? deliveries : 0;
         if (live == 0) {
             tombs_after++;
             x->rep.entries_tombstoned++;
@@ -683,10 +930,13 @@ static void expect_segment(const fixture_t *f, size_t k, const int *fate, const 
             x->rep.tokens_live += it->tokens;
         }
     }
-    if (tombs_after != tombs_before)
+    if (tombs_after != tombs_before) {
+        x->repaired[k] = 1;
         x->rep.deleted_count_repairs++;
+    }
     if (live_after == 0) {
         /* Nothing live left: the segment is deleted at open. */
+        x->removed[k] = 1;
         x->rep.segments--;
         x->rep.removed_segments++;
     }
@@ -696,20 +946,28 @@ static void expect_segment(const fixture_t *f, size_t k, const int *fate, const 
 static void expect_quarantine(const fixture_t *f, size_t k, expect_t *x)
 {
     const seginfo_t *sg = &f->segs[k];
-    x->rep.segments--;
+    x->rep.deleted_count_repairs -= (uint64_t)x->repaired[k];
+    if (x->removed[k])
+        x->rep.removed_segments--;
+    else
+        x->rep.segments--;
+    x->repaired[k] = x->removed[k] = 0;
+    x->listed[k] = 0;
     x->rep.quarantined_files++;
     x->rep.missing_files++;
     for (size_t j = 0; j < sg->n_items; j++) {
         int i = sg->items[j];
         const item_t *it = &f->items[i];
-        x->present[i] = 0;
-        if (it->tomb) {
+        x->found[i] = 0;
+        if (!x->present[i]) {
             x->rep.entries_tombstoned--;
         } else {
             x->rep.entries_live--;
             x->rep.tokens_live -= it->tokens;
-            x->rep.missing_live_entries++;
         }
+        x->present[i] = 0;
+        /* What the index row claimed: its deleted count is the tombstones flushed. */
+        x->rep.missing_live_entries += (uint64_t)!it->tomb;
     }
 }
 
@@ -719,8 +977,11 @@ static void expect_quarantine(const fixture_t *f, size_t k, expect_t *x)
  * Opens dir, checks the report and every item handed out against x, closes. Returns nothing:
  * every mismatch fails the test with the trial's name.
  */
-static void open_and_check(const fixture_t *f, const char *dir, const expect_t *x)
+static void open_and_check(const fixture_t *f, const char *dir, const expect_t *want)
 {
+    expect_t full = *want;
+    expect_journal(f, &full);
+    const expect_t *x = &full;
     store_disk_config_t cfg = disk_config(dir);
     store_recovery_t rep;
     memset(&rep, 0xA5, sizeof(rep));
@@ -733,7 +994,9 @@ static void open_and_check(const fixture_t *f, const char *dir, const expect_t *
     assert_report(&rep, &x->rep);
     /* Every dropped byte is logged; a clean open logs no warning or error. */
     int damaged = x->rep.corrupt_regions || x->rep.torn_tails || x->rep.quarantined_files ||
-                  x->rep.damaged_state_words || x->rep.missing_files;
+                  x->rep.damaged_state_words || x->rep.missing_files ||
+                  x->rep.journal_damaged_records || x->rep.journal_unmatched_records ||
+                  x->jnl_header_damaged;
     unsigned warned = log_count[STORE_LOG_WARN] - warn0 + log_count[STORE_LOG_ERROR] - err0;
     if (damaged && warned == 0)
         fail_msg("%s: damage found but nothing logged at warning or error level", trial);
@@ -895,6 +1158,11 @@ static void cut_trial(const fixture_t *f, size_t k, uint64_t cut, int boundary)
     again.rep.entries_live = x.rep.entries_live;
     again.rep.tokens_live = x.rep.tokens_live;
     again.rep.entries_tombstoned = x.rep.entries_tombstoned;
+    /* A segment deleted at the first open is not there at the second: its records are stale. */
+    for (size_t j = 0; j < f->n_segs; j++) {
+        again.listed[j] = x.listed[j] && !x.removed[j];
+        again.removed[j] = 0;
+    }
     if (cut >= sg->header_len) {
         uint64_t intact_end = sg->header_len;
         for (size_t j = 0; j < sg->n_items; j++) {
@@ -1109,8 +1377,9 @@ static void test_flip_exact_cases(void **state)
         flip_trial(f, &k, &pos, 1);
         pos = it->ref.offset + 32;
         flip_trial(f, &k, &pos, 1);
-        /* The state word: the entry comes back live, even a tombstoned one (a redelivery); a
-         * delivered one whose count byte is hit comes back with the count it now reads as. */
+        /* The state word: damaged, it reads as live, and the journal's records still decide
+         * (a tombstoned entry stays completed, a committed one keeps its count); a word whose
+         * count byte is hit reads as that count unless the journal says more. */
         pos = it->ref.offset + (uint64_t)(i % 4);
         flip_trial(f, &k, &pos, 1);
         tomb_state_done += it->tomb;
@@ -1299,6 +1568,238 @@ static void test_torn_create_is_quarantined_and_its_id_not_reused(void **state)
     }
 }
 
+/* ---- the journal ---------------------------------------------------------------------------- */
+
+static void jnl_path(const char *dir, const jnlinfo_t *j, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s/journal/%s", dir, j->name);
+}
+
+/* Opens a copy whose journal was damaged as `jrec` (and the header flag) says, checks what
+ * recovery hands out and reports, and that recovery changed no journal file (it never writes one;
+ * files it retires are deleted by a later flush). */
+static void journal_trial(const fixture_t *f, const char *dir, const int *jrec, int header_damaged)
+{
+    expect_t x;
+    expect_clean_journal(f, jrec, &x);
+    x.jnl_header_damaged = header_damaged;
+    long long sizes[MAX_JNLS];
+    char path[1024];
+    for (size_t j = 0; j < f->n_jnls; j++) {
+        jnl_path(dir, &f->jnls[j], path, sizeof(path));
+        sizes[j] = file_size(path);
+    }
+    open_and_check(f, dir, &x);
+    for (size_t j = 0; j < f->n_jnls; j++) {
+        jnl_path(dir, &f->jnls[j], path, sizeof(path));
+        assert_int_equal(file_size(path), sizes[j]);
+    }
+    /* Stable: the second open finds the same items (what the first found is what counts). */
+    expect_t again = x;
+    snprintf(trial + strlen(trial), sizeof(trial) - strlen(trial), ", second open");
+    again.rep.deleted_count_repairs = 0;
+    for (size_t k = 0; k < f->n_segs; k++) {
+        again.listed[k] = x.listed[k] && !x.removed[k];
+        if (x.removed[k])
+            again.rep.removed_segments--;
+        again.removed[k] = 0;
+    }
+    /* A segment deleted at the first open took its tombstoned entries with it. */
+    for (int i = 0; i < N_ITEMS; i++) {
+        size_t k = (size_t)f->items[i].seg;
+        if (x.removed[k]) {
+            again.found[i] = 0;
+            again.rep.entries_tombstoned--;
+        }
+    }
+    open_and_check(f, dir, &again);
+}
+
+/*
+ * One flipped byte in a journal record: that record is skipped, counted and logged, and the entry
+ * it named keeps the state its other records give it: a lost tombstone makes the item live again
+ * (with the delivery count of its commit), a lost delivery count a lower count. Never another
+ * entry's state, never a lost item.
+ */
+static void test_journal_damaged_record_costs_at_most_a_redelivery(void **state)
+{
+    fixture_t *f = *state;
+    rng_state = test_seed() ^ 0x70A7ull;
+    print_message("seed 0x%" PRIx64 "\n", rng_state);
+    size_t tombs_hit = 0;
+    for (size_t t = 0; t < f->n_jrecs + 24; t++) {
+        char dir[512], path[1024];
+        trial_copy(f, dir, sizeof(dir));
+        int jrec[MAX_JRECS] = {0};
+        /* Every record once alone, then a few at a time. */
+        size_t n = t < f->n_jrecs ? 1 : 2 + (size_t)rng_below(4);
+        int n_trial = snprintf(trial, sizeof(trial), "journal flips");
+        for (size_t p = 0; p < n; p++) {
+            size_t r = t < f->n_jrecs ? t : (size_t)rng_below(f->n_jrecs);
+            const jrecinfo_t *jr = &f->jrecs[r];
+            uint64_t pos = jr->pos + rng_below(FMT_JNL_RECORD);
+            jnl_path(dir, &f->jnls[jr->jnl], path, sizeof(path));
+            int fd = open(path, O_RDWR | O_CLOEXEC);
+            assert_true(fd >= 0);
+            uint8_t b;
+            assert_int_equal(pread(fd, &b, 1, (off_t)pos), 1);
+            uint8_t mask = (uint8_t)(1 + rng_below(255));
+            b ^= mask;
+            assert_int_equal(pwrite(fd, &b, 1, (off_t)pos), 1);
+            close(fd);
+            /* A second flip in the same record can undo the first: judged by the bytes. */
+            uint8_t rec[FMT_JNL_RECORD];
+            fd = open(path, O_RDONLY | O_CLOEXEC);
+            assert_int_equal(pread(fd, rec, sizeof(rec), (off_t)jr->pos), (ssize_t)sizeof(rec));
+            close(fd);
+            jrec[r] = fmt_jnl_crc(f->jnls[jr->jnl].id, rec) == get32(rec + FMT_JNL_CRC) &&
+                              get64(rec) == f->items[jr->item].ref.queue &&
+                              get32(rec + 8) == f->items[jr->item].ref.offset &&
+                              get32(rec + 12) == f->items[jr->item].size
+                          ? JREC_INTACT
+                          : JREC_DAMAGED;
+            tombs_hit += jr->rank == FMT_RANK_TOMB && jrec[r] == JREC_DAMAGED;
+            if (n_trial < (int)sizeof(trial) - 64)
+                n_trial += snprintf(trial + n_trial, sizeof(trial) - (size_t)n_trial,
+                                    " %s@%" PRIu64 "^%02x", f->jnls[jr->jnl].name, pos, mask);
+        }
+        journal_trial(f, dir, jrec, 0);
+        trial_done(dir);
+    }
+    assert_true(tombs_hit >= 6);
+}
+
+/*
+ * The journal's last file cut short (a torn tail) at every record boundary and inside records, or
+ * its tail zeroed (pages a power loss never wrote back), or a zeroed stretch in its middle: the
+ * records that are gone are simply not there (no damage is reported: they were never
+ * acknowledged, or are a blank like any slot not written), the records after a zeroed stretch
+ * still apply.
+ */
+static void test_journal_torn_tail_and_zeroed_stretch(void **state)
+{
+    fixture_t *f = *state;
+    rng_state = test_seed() ^ 0x7041ull;
+    const jnlinfo_t *last = &f->jnls[f->n_jnls - 1];
+    size_t cuts = 0;
+    for (int mode = 0; mode < 3; mode++) {
+        for (size_t r0 = 0; r0 < f->n_jrecs; r0++) {
+            if (f->jrecs[r0].jnl != (int)(f->n_jnls - 1) && mode != 2)
+                continue;
+            char dir[512], path[1024];
+            trial_copy(f, dir, sizeof(dir));
+            const jrecinfo_t *jr = &f->jrecs[r0];
+            int jrec[MAX_JRECS] = {0};
+            jnl_path(dir, &f->jnls[jr->jnl], path, sizeof(path));
+            if (mode == 0) {
+                /* Cut at the record's start, or inside it. */
+                uint64_t cut = jr->pos + (cuts % 2 ? rng_below(FMT_JNL_RECORD) : 0);
+                assert_int_equal(truncate(path, (off_t)cut), 0);
+                snprintf(trial, sizeof(trial), "journal %s cut at %" PRIu64, last->name, cut);
+                for (size_t r = 0; r < f->n_jrecs; r++)
+                    jrec[r] =
+                        f->jrecs[r].jnl == jr->jnl && f->jrecs[r].pos >= jr->pos ? JREC_GONE : 0;
+            } else {
+                /* Zeroed from the record on (mode 1), or that record and the next (mode 2). */
+                size_t len;
+                uint8_t *b = read_all(path, &len);
+                uint64_t end = mode == 1 ? len : jr->pos + 2 * FMT_JNL_RECORD;
+                end = end > len ? len : end;
+                memset(b + jr->pos, 0, (size_t)(end - jr->pos));
+                write_all(path, b, len);
+                free(b);
+                snprintf(trial, sizeof(trial), "journal %s zeroed %" PRIu64 "..%" PRIu64,
+                         f->jnls[jr->jnl].name, jr->pos, end);
+                for (size_t r = 0; r < f->n_jrecs; r++)
+                    jrec[r] = f->jrecs[r].jnl == jr->jnl && f->jrecs[r].pos >= jr->pos &&
+                                      f->jrecs[r].pos < end
+                                  ? JREC_GONE
+                                  : 0;
+            }
+            journal_trial(f, dir, jrec, 0);
+            trial_done(dir);
+            cuts++;
+        }
+    }
+    assert_true(cuts >= f->n_jrecs);
+}
+
+/* A journal header that fails its checks is reported; its records, each checked on its own under
+ * the id of the file's name, still apply. */
+static void test_journal_damaged_header_keeps_its_records(void **state)
+{
+    fixture_t *f = *state;
+    rng_state = test_seed() ^ 0x70A8ull;
+    for (size_t j = 0; j < f->n_jnls; j++) {
+        for (int t = 0; t < 8; t++) {
+            char dir[512], path[1024];
+            trial_copy(f, dir, sizeof(dir));
+            jnl_path(dir, &f->jnls[j], path, sizeof(path));
+            uint64_t pos = rng_below(FMT_JNL_HEADER);
+            int fd = open(path, O_RDWR | O_CLOEXEC);
+            uint8_t b;
+            assert_int_equal(pread(fd, &b, 1, (off_t)pos), 1);
+            b ^= (uint8_t)(1 + rng_below(255));
+            assert_int_equal(pwrite(fd, &b, 1, (off_t)pos), 1);
+            close(fd);
+            snprintf(trial, sizeof(trial), "journal %s header byte %" PRIu64, f->jnls[j].name, pos);
+            journal_trial(f, dir, NULL, 1);
+            trial_done(dir);
+        }
+    }
+}
+
+/*
+ * Replaying the journal is idempotent and order-free: every record of the last file copied again
+ * into its blank slots, in reverse order, and the records of the other files shuffled within
+ * their file, change no item's state (states only move up; the highest wins), only how many
+ * records were read.
+ */
+static void test_journal_replay_twice_and_out_of_order_changes_nothing(void **state)
+{
+    fixture_t *f = *state;
+    rng_state = test_seed() ^ 0x7E9Aull;
+    char dir[512], path[1024];
+    trial_copy(f, dir, sizeof(dir));
+    uint64_t copies = 0;
+    for (size_t j = 0; j < f->n_jnls; j++) {
+        jnl_path(dir, &f->jnls[j], path, sizeof(path));
+        size_t len;
+        uint8_t *b = read_all(path, &len);
+        size_t slots = (len - FMT_JNL_HEADER) / FMT_JNL_RECORD, used = 0;
+        while (used < slots && get32(b + FMT_JNL_HEADER + used * FMT_JNL_RECORD + 16) != 0)
+            used++;
+        uint8_t *rec0 = b + FMT_JNL_HEADER;
+        if (j + 1 == f->n_jnls) {
+            for (size_t k = 0; k < used && used + k < slots; k++) {
+                memcpy(rec0 + (used + k) * FMT_JNL_RECORD, rec0 + (used - 1 - k) * FMT_JNL_RECORD,
+                       FMT_JNL_RECORD);
+                copies++;
+            }
+        } else {
+            for (size_t k = used; k > 1; k--) { /* Fisher-Yates over the used slots */
+                size_t o = (size_t)rng_below(k);
+                uint8_t tmp[FMT_JNL_RECORD];
+                memcpy(tmp, rec0 + (k - 1) * FMT_JNL_RECORD, FMT_JNL_RECORD);
+                memcpy(rec0 + (k - 1) * FMT_JNL_RECORD, rec0 + o * FMT_JNL_RECORD, FMT_JNL_RECORD);
+                memcpy(rec0 + o * FMT_JNL_RECORD, tmp, FMT_JNL_RECORD);
+            }
+        }
+        write_all(path, b, len);
+        free(b);
+    }
+    assert_true(copies >= 2);
+    snprintf(trial, sizeof(trial), "journal replayed: %" PRIu64 " records copied, others shuffled",
+             copies);
+    expect_t x;
+    expect_clean(f, &x);
+    x.jrec_copies = copies;
+    open_and_check(f, dir, &x);
+    snprintf(trial + strlen(trial), sizeof(trial) - strlen(trial), ", second open");
+    open_and_check(f, dir, &x);
+    trial_done(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1317,6 +1818,14 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_valid_entry_past_the_boundary_is_cut, fixture_setup,
                                         fixture_teardown),
         cmocka_unit_test_setup_teardown(test_torn_create_is_quarantined_and_its_id_not_reused,
+                                        fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_journal_damaged_record_costs_at_most_a_redelivery,
+                                        fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_journal_torn_tail_and_zeroed_stretch, fixture_setup,
+                                        fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_journal_damaged_header_keeps_its_records,
+                                        fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_journal_replay_twice_and_out_of_order_changes_nothing,
                                         fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -16,14 +16,15 @@
  *   - an item that was appended but never flushed, or whose tombstone was never flushed, may or
  *     may not come back, but never twice; nothing the test never appended appears;
  *   - the recovery report's entries_live and tokens_live are what the queues hold;
- *   - every item comes back with the deliveries its commits recorded (store_commit writes the
- *     count into the entry before it returns; a commit that failed may or may not have);
+ *   - every item comes back with the deliveries its commits recorded (store_commit appends the
+ *     count to the journal before it returns; a commit that failed may or may not have);
  *   - nothing is pending after an open.
  *
  * What the disk backend's refs mean (store.h): ref.queue names the segment, ref.offset the
- * entry's byte offset in it. The tests use that, and the file name of a segment (16 hex digits
- * of its id + ".seg" under <dir>/segments), to find and damage files; nothing else of the
- * private format.
+ * entry's byte offset in it. The tests use that, the file name of a segment (16 hex digits
+ * of its id + ".seg" under <dir>/segments) and of a journal file (".jnl" under <dir>/journal),
+ * to find, count and damage files; nothing else of the private format (test_corruption.c
+ * restates the format where a test needs it).
  *
  * LANES_TEST_STORE_IO_PLAIN (no io_uring) and LANES_TEST_STORE_SYNCFS (syncfs at the power
  * level) in the environment select the other I/O paths; CTest runs the file once per path.
@@ -168,6 +169,11 @@ static size_t count_segment_files(const rig_t *r)
     return count_entries(r, "segments", ".seg", 0);
 }
 
+static size_t count_journal_files(const rig_t *r)
+{
+    return count_entries(r, "journal", ".jnl", 0);
+}
+
 static uint8_t *read_file(const char *path, size_t *out_len)
 {
     FILE *f = fopen(path, "rb");
@@ -240,6 +246,9 @@ static void rig_open_queues(rig_t *r)
     }
 }
 
+/* The journal file size of the next rig_new (0: the store's default); the teardown resets it. */
+static uint64_t rig_journal_bytes;
+
 /* A rig on a fresh directory; *state holds it so the teardown frees it if the test fails. */
 static rig_t *rig_new(void **state, uint64_t segment_max_bytes, store_durability_t durability)
 {
@@ -255,7 +264,8 @@ static rig_t *rig_new(void **state, uint64_t segment_max_bytes, store_durability
         .log = rig_log,
         .log_ctx = r,
         .io = getenv("LANES_TEST_STORE_IO_PLAIN") ? STORE_IO_PLAIN : STORE_IO_AUTO,
-        .sync = getenv("LANES_TEST_STORE_SYNCFS") ? STORE_SYNC_FS : STORE_SYNC_FILES};
+        .sync = getenv("LANES_TEST_STORE_SYNCFS") ? STORE_SYNC_FS : STORE_SYNC_FILES,
+        .journal_max_bytes = rig_journal_bytes};
     assert_int_equal(store_open_disk(&r->cfg, &r->rep, &r->s), STORE_OK);
     assert_int_equal(r->rep.segments, 0);
     assert_int_equal(r->rep.entries_live, 0);
@@ -275,6 +285,7 @@ static void rig_free(rig_t *r)
 
 static int rig_teardown(void **state)
 {
+    rig_journal_bytes = 0;
     store_fault_disarm_all();
     rig_free(*state);
     *state = NULL;
@@ -707,8 +718,8 @@ static void test_crash_between_tombstone_and_deleted_count_keeps_item_completed(
         assert_true(rig_append(r, 0));
     assert_true(rig_flush(r));
     assert_true(rig_commit(r, 0, 3));
-    /* The flush writes the tombstones in place; the index transaction that would carry the
-     * deleted count fails (a crash between the two). */
+    /* The flush appends the tombstones to the journal; the index transaction that would carry
+     * the deleted count fails (a crash between the two). */
     assert_true(rig_tombstone(r, 0));
     assert_true(rig_tombstone(r, 2));
     store_fault_arm(STORE_FAULT_MDB_PUT, 1);
@@ -1484,6 +1495,194 @@ static void test_fully_tombstoned_sealed_segment_is_deleted_as_file(void **state
     assert_int_equal(r->rep.segments, 0);
 }
 
+/* ---- the state journal ------------------------------------------------------------------- */
+
+/*
+ * At the power level: the flush appends the tombstones to the journal and syncs it, then the
+ * index commit fails (a crash between the journal and the index). The tombstones win at the
+ * reopen, the deleted count is repaired, the delivery counts of the commit are back.
+ */
+static void test_crash_between_journal_append_and_index_commit_at_power_level(void **state)
+{
+    rig_t *r = rig_new(state, 0, STORE_DURABLE_POWER);
+    for (int i = 0; i < 6; i++)
+        assert_true(rig_append(r, i % 2));
+    assert_true(rig_flush(r));
+    assert_true(rig_commit(r, 0, 3));
+    assert_true(rig_commit(r, 1, 1));
+    assert_true(rig_tombstone(r, 0));
+    assert_true(rig_tombstone(r, 4));
+    store_fault_arm(STORE_FAULT_MDB_PUT, 1);
+    assert_false(rig_flush(r));
+    rig_crash(r);
+    assert_int_equal(count_journal_files(r), 1);
+    rig_reopen(r);
+    assert_true(r->items[0].gone);
+    assert_true(r->items[4].gone);
+    assert_int_equal(r->items[2].deliveries, 1);
+    assert_int_equal(r->items[1].deliveries, 1);
+    assert_int_equal(r->items[3].deliveries, 0);
+    assert_int_equal(rig_count_back(r, 0, r->n), 4);
+    assert_int_equal(r->rep.entries_tombstoned, 2);
+    assert_int_equal(r->rep.deleted_count_repairs, 1);
+    assert_int_equal(r->rep.journal_files, 1);
+    assert_int_equal(r->rep.journal_records, 6); /* 4 delivery counts, 2 tombstones */
+    assert_int_equal(r->rep.journal_damaged_records + r->rep.journal_stale_records +
+                         r->rep.journal_unmatched_records,
+                     0);
+    /* The same journal read again changes nothing. */
+    rig_reopen(r);
+    assert_int_equal(r->rep.deleted_count_repairs, 0);
+    assert_int_equal(r->rep.entries_tombstoned, 2);
+    assert_int_equal(r->rep.journal_records, 6);
+}
+
+/*
+ * Journal records of a segment deleted since (all its entries completed) are stale: counted,
+ * never applied. A journal file no live segment has a record in is retired at the open and
+ * deleted by a later flush; while the store runs, files go the same way as segments drain, so
+ * the journal holds what the live segments need and no more.
+ */
+static void test_journal_records_of_deleted_segments_are_stale_and_files_retired(void **state)
+{
+    rig_journal_bytes = 64 + 24 * 8; /* 8 records a file */
+    rig_t *r = rig_new(state, SMALL_SEGMENT, STORE_DURABLE_PROCESS);
+    rig_fill_segment(r, 0, SMALL_SEGMENT);
+    size_t first = r->n;
+    rig_fill_segment(r, 0, SMALL_SEGMENT);
+    size_t second = r->n;
+    assert_true(rig_append(r, 0)); /* a third segment: the second is sealed */
+    assert_true(rig_flush(r));
+    uint64_t seg1 = r->items[0].ref.queue, seg2 = r->items[first].ref.queue;
+    assert_true(first >= 8);
+    /* Everything delivered; the first segment completed (deleted), the second but its first
+     * entry (a long wait). */
+    assert_true(rig_commit(r, 0, 0));
+    for (size_t i = 0; i < second + 1; i++) {
+        if (i != first)
+            assert_true(rig_tombstone(r, i));
+    }
+    assert_true(rig_flush(r));
+    assert_false(seg_exists(r, seg1));
+    assert_true(seg_exists(r, seg2));
+    size_t files = count_journal_files(r);
+    assert_true(files >= 3);
+    rig_reopen(r);
+    assert_int_equal(r->rep.entries_live, 1);
+    assert_false(r->items[first].gone);
+    assert_int_equal(r->items[first].deliveries, 1);
+    /* seg1's records: those in files kept for seg2's records are read and found stale; the
+     * files holding only seg1's records are retired. */
+    assert_true(r->rep.journal_stale_records >= 1);
+    assert_true(r->rep.journal_retired_files >= 1);
+    assert_int_equal(r->rep.journal_files, files);
+    assert_int_equal(r->rep.journal_damaged_records + r->rep.journal_unmatched_records, 0);
+    /* The retired files go at the next flush that does anything. */
+    assert_true(rig_append(r, 1));
+    assert_true(rig_flush(r));
+    assert_int_equal(count_journal_files(r), files - r->rep.journal_retired_files);
+    /* Drained: the journal shrinks to the files a live segment still needs (the one item of
+     * lane 1) and the current one. */
+    assert_true(rig_commit(r, 0, 0));
+    assert_true(rig_tombstone(r, first));
+    assert_true(rig_flush(r));
+    assert_false(seg_exists(r, seg2));
+    assert_true(rig_flush(r)); /* nothing dirty: nothing done */
+    assert_true(rig_append(r, 1));
+    assert_true(rig_flush(r));
+    assert_true(count_journal_files(r) <= 2);
+    rig_reopen(r);
+    assert_int_equal(r->rep.entries_live, 2);
+    assert_int_equal(r->rep.journal_damaged_records + r->rep.journal_unmatched_records, 0);
+}
+
+/* Reads a whole file into a fresh buffer (freed by the caller). */
+static uint8_t *slurp(const char *path, size_t *out_len)
+{
+    return read_file(path, out_len);
+}
+
+/*
+ * A settled item costs its segment nothing: delivery counts and tombstones go to the journal,
+ * never into the entry, so at either level a segment file is written once, by its appends, and
+ * its bytes never change after (at the power level no flush writes back a page of the log for
+ * a settled item).
+ */
+static void check_segment_never_rewritten(void **state, store_durability_t durability)
+{
+    rig_t *r = rig_new(state, 0, durability);
+    for (int i = 0; i < 40; i++)
+        assert_true(rig_append(r, i % 3));
+    assert_true(rig_flush(r));
+    char path[128];
+    seg_path(r, r->items[0].ref.queue, path, sizeof(path));
+    size_t len0, len1;
+    uint8_t *before = slurp(path, &len0);
+    for (int l = 0; l < NL; l++)
+        assert_true(rig_commit(r, l, 5));
+    for (size_t i = 0; i < 30; i += 2) {
+        if (r->items[i].pending)
+            assert_true(rig_tombstone(r, i));
+    }
+    assert_true(rig_flush(r));
+    for (size_t i = 0; i < r->n; i++) {
+        if (r->items[i].pending)
+            assert_true(rig_return(r, i));
+    }
+    for (int l = 0; l < NL; l++)
+        assert_true(rig_commit(r, l, 2));
+    assert_true(rig_flush(r));
+    uint8_t *after = slurp(path, &len1);
+    assert_int_equal(len1, len0);
+    assert_memory_equal(after, before, len0);
+    free(before);
+    free(after);
+    rig_reopen(r);
+}
+
+static void test_settling_items_never_rewrites_a_segment_process_level(void **state)
+{
+    check_segment_never_rewritten(state, STORE_DURABLE_PROCESS);
+}
+
+static void test_settling_items_never_rewrites_a_segment_power_level(void **state)
+{
+    check_segment_never_rewritten(state, STORE_DURABLE_POWER);
+}
+
+/* A journal file deleted under the running store fails the next flush that writes to it: its
+ * records would go to a file no restart reads. */
+static void test_journal_file_deleted_while_running_fails_the_next_flush(void **state)
+{
+    rig_t *r = rig_new(state, 0, STORE_DURABLE_PROCESS);
+    for (int i = 0; i < 4; i++)
+        assert_true(rig_append(r, 0));
+    assert_true(rig_flush(r));
+    assert_true(rig_commit(r, 0, 2));
+    assert_int_equal(count_journal_files(r), 1);
+    char path[128];
+    snprintf(path, sizeof(path), "%s/journal", r->dir);
+    DIR *dir = opendir(path);
+    assert_non_null(dir);
+    for (struct dirent *de; (de = readdir(dir)) != NULL;) {
+        if (de->d_name[0] != '.') {
+            char file[400];
+            snprintf(file, sizeof(file), "%s/%s", path, de->d_name);
+            assert_int_equal(unlink(file), 0);
+        }
+    }
+    closedir(dir);
+    assert_true(rig_tombstone(r, 0));
+    assert_false(rig_flush(r));
+    assert_true(rig_logged(r, STORE_LOG_ERROR, "journal file", "deleted or replaced", NULL));
+    assert_int_equal(store_flush(r->s), STORE_EIO);
+    /* What it cost: the items come back with the counts the lost file held (none). */
+    r->items[0].deliveries = r->items[1].deliveries = 0;
+    r->items[0].tomb_tried = 1;
+    rig_reopen(r);
+    assert_int_equal(rig_count_back(r, 0, r->n), 4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1528,6 +1727,16 @@ int main(void)
                                   rig_teardown),
         cmocka_unit_test_teardown(test_current_shape_survives_reopen, rig_teardown),
         cmocka_unit_test_teardown(test_fully_tombstoned_sealed_segment_is_deleted_as_file,
+                                  rig_teardown),
+        cmocka_unit_test_teardown(test_crash_between_journal_append_and_index_commit_at_power_level,
+                                  rig_teardown),
+        cmocka_unit_test_teardown(
+            test_journal_records_of_deleted_segments_are_stale_and_files_retired, rig_teardown),
+        cmocka_unit_test_teardown(test_settling_items_never_rewrites_a_segment_process_level,
+                                  rig_teardown),
+        cmocka_unit_test_teardown(test_settling_items_never_rewrites_a_segment_power_level,
+                                  rig_teardown),
+        cmocka_unit_test_teardown(test_journal_file_deleted_while_running_fails_the_next_flush,
                                   rig_teardown),
     };
     return cmocka_run_group_tests_name("disk store crash points and recovery", tests, NULL, NULL);

@@ -751,6 +751,155 @@ static void test_drained_directory_without_format_row_is_taken_over(void **state
     assert_int_equal(sig, 0xA1A1);
 }
 
+/* A meta "format" row's value (u32 LE and its CRC) set to `format`. */
+static uint32_t edit_format_to;
+static void edit_format(uint8_t *val, size_t *len)
+{
+    assert_int_equal(*len, 8);
+    put32(val, edit_format_to);
+}
+
+/* Rewrites a file's bytes [off, off + len) with buf. */
+static void file_patch(const char *path, uint64_t off, const uint8_t *buf, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, buf, len, (off_t)off), (ssize_t)len);
+    close(fd);
+}
+
+static uint32_t meta_format(const fx_t *f)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/index", f->dir);
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 4), 0);
+    assert_int_equal(mdb_env_open(env, path, MDB_RDONLY, 0644), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, "meta", 0, &dbi), 0);
+    MDB_val k = {6, (void *)"format"}, v;
+    assert_int_equal(mdb_get(txn, dbi, &k, &v), 0);
+    uint32_t format = (uint32_t)((const uint8_t *)v.mv_data)[0];
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    return format;
+}
+
+/*
+ * A directory of store format 2 (segment headers of version 2, delivery counts and tombstones
+ * stored in the entries' state words, no journal) is read as it is: its tombstones and counts
+ * are honoured, its files are never written again, new states go to the journal over them, and
+ * from the first flush the index says format 3 (a format-2 lanesched then refuses it).
+ */
+static void test_directory_of_store_format_2_is_read_and_kept(void **state)
+{
+    fx_t *f = fx_new(state);
+    store_ref_t last = fx_append(f, 0, 6);
+    assert_int_equal(store_flush(f->s), STORE_OK);
+    fx_close(f);
+    /* Format 2: version 2 in the header (and its CRC), the states in place, no journal. */
+    char path[160];
+    seg_file(f, last.queue, path, sizeof(path));
+    uint8_t hdr[72];
+    FILE *fp = fopen(path, "rb");
+    assert_non_null(fp);
+    assert_int_equal(fread(hdr, 1, sizeof(hdr), fp), sizeof(hdr));
+    fclose(fp);
+    uint32_t hdr_len = (uint32_t)hdr[12] | (uint32_t)hdr[13] << 8;
+    assert_int_equal(hdr_len, 72); /* 64 + "llama" padded to 8 */
+    put32(hdr + 8, 2);
+    put32(hdr + 56, 0);
+    put32(hdr + 56, crc32c(0, hdr, hdr_len));
+    file_patch(path, 0, hdr, hdr_len);
+    uint8_t word[4];
+    put32(word, 0x424D4F54u); /* item 1: "TOMB" */
+    file_patch(path, hdr_len + 1 * ENTRY_BYTES, word, 4);
+    put32(word, 0x00564C44u | 3u << 24); /* item 2: "DLV" 3 */
+    file_patch(path, hdr_len + 2 * ENTRY_BYTES, word, 4);
+    snprintf(path, sizeof(path), "rm -rf %s/journal", f->dir);
+    assert_int_equal(system(path), 0);
+    edit_format_to = 2;
+    index_edit(f, "meta", "format", 6, edit_format, 1);
+    assert_int_equal(meta_format(f), 2);
+
+    assert_int_equal(fx_open(f), STORE_OK);
+    assert_int_equal(f->rep.entries_tombstoned, 1);
+    assert_int_equal(f->rep.journal_files, 0);
+    uint64_t tags[256];
+    uint32_t deliveries[256];
+    assert_int_equal(fx_queued(f, tags, deliveries), 5);
+    assert_int_equal(tags[1], 2);
+    assert_int_equal(deliveries[1], 3);
+    assert_int_equal(deliveries[0] + deliveries[2] + deliveries[3] + deliveries[4], 0);
+    assert_int_equal(meta_format(f), 3); /* the open's flush */
+    /* New states go to the journal, over the entries' own words; the file is not written. */
+    seg_file(f, last.queue, path, sizeof(path));
+    long long size = file_size(path);
+    store_view_t v[2];
+    size_t n = 0;
+    assert_int_equal(store_peek(f->s, f->q, v, 2, &n), STORE_OK);
+    store_ref_t refs[2] = {v[0].ref, v[1].ref};
+    assert_int_equal(store_commit(f->s, f->q, refs, 2), STORE_OK);
+    assert_int_equal(store_tombstone(f->s, refs[0], NULL), STORE_OK);
+    assert_int_equal(store_flush(f->s), STORE_OK);
+    fx_close(f);
+    assert_int_equal(file_size(path), size);
+    assert_int_equal(fx_open(f), STORE_OK);
+    assert_int_equal(f->rep.entries_tombstoned, 2);
+    assert_int_equal(fx_queued(f, tags, deliveries), 4);
+    assert_int_equal(tags[0], 2);
+    assert_int_equal(deliveries[0], 4); /* "DLV" 3 in place, then a commit: 4 */
+}
+
+/* A journal file of a newer store format refuses the directory, as a segment file would. */
+static void test_journal_of_a_newer_format_is_refused_unchanged(void **state)
+{
+    fx_t *f = fx_new(state);
+    fx_append(f, 0, 2);
+    assert_int_equal(store_flush(f->s), STORE_OK);
+    store_view_t v;
+    size_t n = 0;
+    assert_int_equal(store_peek(f->s, f->q, &v, 1, &n), STORE_OK);
+    assert_int_equal(store_commit(f->s, f->q, &v.ref, 1), STORE_OK); /* a journal file */
+    fx_close(f);
+    char path[160];
+    snprintf(path, sizeof(path), "%s/journal", f->dir);
+    DIR *dir = opendir(path);
+    assert_non_null(dir);
+    char name[64] = "";
+    for (struct dirent *de; (de = readdir(dir)) != NULL;) {
+        if (de->d_name[0] != '.')
+            snprintf(name, sizeof(name), "%.40s", de->d_name);
+    }
+    closedir(dir);
+    assert_true(name[0] != '\0');
+    snprintf(path, sizeof(path), "%s/journal/%s", f->dir, name);
+    uint8_t hdr[64];
+    FILE *fp = fopen(path, "rb");
+    assert_non_null(fp);
+    assert_int_equal(fread(hdr, 1, sizeof(hdr), fp), sizeof(hdr));
+    fclose(fp);
+    put32(hdr + 8, 4);
+    put32(hdr + 56, 0);
+    put32(hdr + 56, crc32c(0, hdr, sizeof(hdr)));
+    file_patch(path, 0, hdr, sizeof(hdr));
+    assert_int_equal(fx_open(f), STORE_EFORMAT);
+    assert_true(fx_logged(f, STORE_LOG_ERROR, "journal file of store format 4", name));
+    assert_true(fx_logged(f, STORE_LOG_ERROR, "Nothing was changed", NULL));
+    /* The version bits flipped without a valid CRC: damage, reported, the open goes on. */
+    hdr[8] ^= 0x01;
+    file_patch(path, 0, hdr, sizeof(hdr));
+    assert_int_equal(fx_open(f), STORE_OK);
+    assert_true(fx_logged(f, STORE_LOG_ERROR, "header fails its checks", name));
+    uint64_t tags[256];
+    uint32_t deliveries[256];
+    assert_int_equal(fx_queued(f, tags, deliveries), 2);
+    assert_int_equal(deliveries[0], 1); /* its record still verifies on its own */
+}
+
 /* ---- delivery counts survive a restart ------------------------------------------------------ */
 
 /* Before: every restart reset the count, so an item whose batch crashed the daemon was
@@ -796,6 +945,8 @@ int main(void)
         cmocka_unit_test_teardown(test_directory_of_store_format_1_is_refused_unchanged,
                                   fx_teardown),
         cmocka_unit_test_teardown(test_index_of_store_format_1_is_refused_unchanged, fx_teardown),
+        cmocka_unit_test_teardown(test_directory_of_store_format_2_is_read_and_kept, fx_teardown),
+        cmocka_unit_test_teardown(test_journal_of_a_newer_format_is_refused_unchanged, fx_teardown),
         cmocka_unit_test_teardown(test_drained_directory_without_format_row_is_taken_over,
                                   fx_teardown),
         cmocka_unit_test_teardown(test_damaged_lane_row_is_dropped_alone, fx_teardown),

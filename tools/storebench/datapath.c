@@ -12,11 +12,15 @@
  *
  * Printed per level, over the timed turns (the backlog then drains untimed): items/s, CPU time
  * per item (user + system of the process: getrusage), read and write system calls per item
- * (/proc/self/io syscr + syscw: what the daemon's figure counts), segment files created (per
- * second too; ids are handed out in order, so the highest id appended to says how many) and
- * segment files left once everything is completed, and the file pages the process has mapped
- * and resident at the end of the timed turns (RssFile: the store's mappings, bounded by its
- * resident_bytes).
+ * (/proc/self/io syscr + syscw: what the daemon's figure counts), segment and journal files
+ * created (per second too; both take ids from one counter, handed out in order, so the highest
+ * segment id appended to says how many, give or take the journal file created last) and
+ * segment files left once everything is completed, the file pages the process has mapped and
+ * resident at the end of the timed turns (RssFile: the store's mappings, bounded by its
+ * resident_bytes), and the bytes written to storage per item (/proc/self/io write_bytes: every
+ * page the turns dirtied, the entries' and the journal's; what a power-level flush writes back,
+ * against the entry's own size).
+
  *
  * Invariants:
  *   1. It runs in a fresh process (this program re-executed with --datapath-child), so the
@@ -202,7 +206,8 @@ int datapath_child_run(int argc, char **argv)
     uint64_t segment_before = p.max_segment;
     uint64_t batches_before = p.batches;
     uint64_t dispatched = 0, turns = 0, total = items + depth;
-    uint64_t sys0 = sb_rw_syscalls(), cpu0 = sb_cpu_ns(), t0 = clock_mono_ns();
+    uint64_t sys0 = sb_rw_syscalls(), cpu0 = sb_cpu_ns(), wb0 = sb_write_bytes(),
+             t0 = clock_mono_ns();
     while (at < total) { /* timed: as many items dispatched per turn as arrive */
         size_t to = at + f < total ? at + f : total;
         path_append(&p, &w, at, to);
@@ -212,7 +217,8 @@ int datapath_child_run(int argc, char **argv)
         at = to;
         turns++;
     }
-    uint64_t t1 = clock_mono_ns(), cpu1 = sb_cpu_ns(), sys1 = sb_rw_syscalls();
+    uint64_t t1 = clock_mono_ns(), cpu1 = sb_cpu_ns(), sys1 = sb_rw_syscalls(),
+             wb1 = sb_write_bytes();
     uint64_t rss_file = path_rss_file();
     uint64_t created = p.max_segment - segment_before;
     uint64_t batches = p.batches - batches_before;
@@ -231,9 +237,9 @@ int datapath_child_run(int argc, char **argv)
     }
     store_close(p.s);
     printf("%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
-           " %" PRIu64 " %" PRIu64 " %lu\n",
+           " %" PRIu64 " %" PRIu64 " %" PRIu64 " %lu\n",
            (uint64_t)items, turns, batches, t1 - t0, cpu1 - cpu0, sys1 - sys0, created,
-           path_count_files(dir), rss_file, sb_store_warnings);
+           path_count_files(dir), rss_file, wb1 - wb0, sb_store_warnings);
     free(p.qs);
     free(p.readable);
     free(p.in_ring);
@@ -271,9 +277,10 @@ void datapath_bench(const opts_t *o, const char *argv0, const char *run_dir, sto
     unsigned long warnings = 0;
     if (sscanf(buf,
                "%" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
-               " %" SCNu64 " %" SCNu64 " %lu",
+               " %" SCNu64 " %" SCNu64 " %" SCNu64 " %lu",
                &out->items, &out->turns, &out->batches, &out->wall_ns, &out->cpu_ns, &out->syscalls,
-               &out->files_created, &out->files_at_end, &out->rss_file, &warnings) != 10)
+               &out->files_created, &out->files_at_end, &out->rss_file, &out->write_bytes,
+               &warnings) != 11)
         sb_die("data path child", "unreadable result");
     sb_store_warnings += warnings;
     if (!o->keep)

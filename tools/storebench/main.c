@@ -351,19 +351,20 @@ static void print_datapath(const opts_t *o, const datapath_t *dp, int first)
                ",\"items_per_s\":%.0f,\"cpu_us_per_item\":%.3f,\"rw_syscalls\":%" PRIu64
                ",\"rw_syscalls_per_item\":%.4f,\"files_created\":%" PRIu64
                ",\"files_created_per_s\":%.2f,\"files_at_end\":%" PRIu64
-               ",\"rss_file_bytes\":%" PRIu64 "}",
+               ",\"rss_file_bytes\":%" PRIu64 ",\"write_bytes_per_item\":%.1f}",
                first ? "" : ",", dp->name, dp->items, dp->turns, dp->batches,
                report_per_sec(dp->items, dp->wall_ns), (double)dp->cpu_ns / 1e3 / (double)dp->items,
                dp->syscalls, (double)dp->syscalls / (double)dp->items, dp->files_created,
-               secs > 0 ? (double)dp->files_created / secs : 0.0, dp->files_at_end, dp->rss_file);
+               secs > 0 ? (double)dp->files_created / secs : 0.0, dp->files_at_end, dp->rss_file,
+               (double)dp->write_bytes / (double)dp->items);
         return;
     }
     printf("  %-7s %9" PRIu64 " %7" PRIu64 " %8" PRIu64 " %10.0f %9.2f %10.4f %9" PRIu64
-           " %8.2f %8" PRIu64 " %8.1f\n",
+           " %8.2f %8" PRIu64 " %8.1f %9.0f\n",
            dp->name, dp->items, dp->turns, dp->batches, report_per_sec(dp->items, dp->wall_ns),
            (double)dp->cpu_ns / 1e3 / (double)dp->items, (double)dp->syscalls / (double)dp->items,
            dp->files_created, secs > 0 ? (double)dp->files_created / secs : 0.0, dp->files_at_end,
-           (double)dp->rss_file / 1e6);
+           (double)dp->rss_file / 1e6, (double)dp->write_bytes / (double)dp->items);
 }
 
 int main(int argc, char **argv)
@@ -483,7 +484,7 @@ int main(int argc, char **argv)
                    "one flush per turn; %" PRIu64 " queued ahead, batches of <= %" PRIu64
                    ", a fresh process; CPU and system calls of the whole process)\n"
                    "  level       items   turns  batches    items/s   cpu us/it  rw sys/it  "
-                   "files new   new/s  at end  file MB\n",
+                   "files new   new/s  at end  file MB  B written/it\n",
                    o.path_depth, o.path_batch);
         else
             printf("\"datapath\":{\"depth\":%" PRIu64 ",\"batch\":%" PRIu64 ",", o.path_depth,

@@ -87,6 +87,9 @@ void sb_queues_open(store_t *s, unsigned models, unsigned shapes, unsigned lanes
 /* Read and write system calls of this process so far (/proc/self/io syscr + syscw); 0 when
  * /proc does not say. */
 uint64_t sb_rw_syscalls(void);
+/* Bytes this process caused to be written to storage so far (/proc/self/io write_bytes: pages
+ * it dirtied, written back by whoever syncs them); 0 when /proc does not say. */
+uint64_t sb_write_bytes(void);
 /* CPU time of this process so far (user + system), nanoseconds. */
 uint64_t sb_cpu_ns(void);
 
@@ -200,7 +203,8 @@ typedef struct {
     uint64_t items, turns, batches;
     uint64_t wall_ns, cpu_ns, syscalls;
     uint64_t files_created, files_at_end;
-    uint64_t rss_file; /* RssFile at the end of the timed turns */
+    uint64_t rss_file;    /* RssFile at the end of the timed turns */
+    uint64_t write_bytes; /* storage bytes the timed turns dirtied (write_bytes) */
 } datapath_t;
 
 /* 6) the data path at one durability level, in a fresh process: *out gets its figures. */

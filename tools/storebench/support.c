@@ -125,6 +125,19 @@ uint64_t sb_rw_syscalls(void)
     return (uint64_t)sum;
 }
 
+uint64_t sb_write_bytes(void)
+{
+    FILE *f = fopen("/proc/self/io", "r");
+    if (f == NULL)
+        return 0;
+    char line[128];
+    unsigned long long v = 0;
+    while (fgets(line, sizeof(line), f) != NULL && sscanf(line, "write_bytes: %llu", &v) != 1)
+        v = 0;
+    fclose(f);
+    return (uint64_t)v;
+}
+
 uint64_t sb_cpu_ns(void)
 {
     struct rusage ru;

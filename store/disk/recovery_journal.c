@@ -1,0 +1,336 @@
+/*
+ * recovery_journal.c - recovery's reading of the state journal: every journal file's records
+ * checked, those naming a segment file found kept and handed to that file's scan sorted by
+ * offset, so the scan merges them with the entries it walks in one pass (recovery_scan.c).
+ *
+ * Invariants (numbered on from recovery_scan.c's):
+ *   8. A record is used only if it verifies (journal.c's invariant 1); a damaged one is counted
+ *      and logged, never applied: the entry it named keeps a lower state (at worst live again, a
+ *      redelivery), never another entry's.
+ *   9. A record naming a segment that is not there (deleted once all its entries completed) is
+ *      counted as stale and dropped: segment ids are never reused, so it cannot name anything
+ *      else.
+ *  10. Every slot of every file is read, blanks (never written) skipped: a damaged stretch in
+ *      the middle of a file costs its own records, not the ones after it. Stretches the file
+ *      system reports as holes (space allocated and never written) are not read.
+ *  11. No count read from a file sizes an allocation beyond what the files hold (the records
+ *      array grows with the records found).
+ *
+ * Rejected: a hash table of (segment, offset) looked up per entry by the scan: with hundreds of
+ * thousands of records it costs a cache miss per entry; sorted runs merged with the scan cost a
+ * radix sort (two passes) and a sequential walk. Stopping a file at its first blank slot: a
+ * zeroed stretch (damage, or pages a power loss did not write back) would hide every record
+ * after it.
+ */
+#define _GNU_SOURCE /* SEEK_DATA, SEEK_HOLE */
+#include "store/disk/recovery_scan_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Bytes read at once: a multiple of the record size. */
+#define REC_JNL_CHUNK (JNL_RECORD * 16384u)
+
+static int rec_id_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+store_status_t rec_journal_list(disk_t *d, rec_journal_t *j)
+{
+    int fd = openat(d->dir_fd, "journal", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT)
+        return STORE_OK; /* store format 2, or a new directory: made once the format is known */
+    DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+    if (dir == NULL) {
+        if (fd >= 0)
+            close(fd);
+        return STORE_EIO;
+    }
+    rewinddir(dir);
+    size_t cap = 0;
+    store_status_t st = STORE_OK;
+    for (struct dirent *de; (de = readdir(dir)) != NULL;) {
+        uint64_t id;
+        if (de->d_name[0] == '.')
+            continue;
+        if (!jnl_file_parse(de->d_name, &id)) {
+            disk_log(d, STORE_LOG_WARN, "ignoring %s/journal/%s: not a journal file name", d->dir,
+                     de->d_name);
+            continue;
+        }
+        if (id >= d->next_segment_id) /* ids are drawn from the segments' counter */
+            d->next_segment_id = id + 1;
+        uint8_t hdr[JNL_HEADER];
+        int jfd = openat(dirfd(dir), de->d_name, O_RDONLY | O_CLOEXEC);
+        ssize_t r = jfd >= 0 ? pread(jfd, hdr, sizeof(hdr), 0) : -1;
+        if (jfd >= 0)
+            close(jfd);
+        uint32_t version = r > 0 ? jnl_header_version(hdr, (size_t)r) : 0;
+        if (version != 0 && version != JNL_VERSION && j->foreign_version == 0) {
+            j->foreign_version = version;
+            j->foreign_id = id;
+        }
+        if (j->n_ids == cap) {
+            cap = cap ? cap * 2 : 16;
+            uint64_t *ids = realloc(j->ids, cap * sizeof(*ids));
+            if (ids == NULL) {
+                st = STORE_ENOMEM;
+                break;
+            }
+            j->ids = ids;
+        }
+        j->ids[j->n_ids++] = id;
+    }
+    closedir(dir);
+    if (j->n_ids > 1)
+        qsort(j->ids, j->n_ids, sizeof(*j->ids), rec_id_cmp);
+    return st;
+}
+
+void rec_journal_fini(rec_journal_t *j)
+{
+    free(j->ids);
+    free(j->recs);
+    memset(j, 0, sizeof(*j));
+}
+
+/* A record kept while reading: its file's index, then the scan's fields. */
+typedef struct {
+    uint32_t file;
+    rec_jrec_t r;
+} rec_jtmp_t;
+
+typedef struct {
+    uint64_t id;
+    uint32_t file;
+} rec_jid_t;
+
+static int rec_jid_cmp(const void *a, const void *b)
+{
+    const rec_jid_t *x = a, *y = b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+typedef struct {
+    rec_jtmp_t *recs;
+    size_t n, cap;
+    const rec_jid_t *ids; /* the segment files by id */
+    size_t n_ids;
+    size_t last; /* the last id found: records of one segment come in runs */
+} rec_jread_t;
+
+/* The file index of a segment id, or -1. */
+static int64_t rec_jfile(rec_jread_t *rd, uint64_t id)
+{
+    if (rd->last < rd->n_ids && rd->ids[rd->last].id == id)
+        return rd->ids[rd->last].file;
+    size_t lo = 0, hi = rd->n_ids;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (rd->ids[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == rd->n_ids || rd->ids[lo].id != id)
+        return -1;
+    rd->last = lo;
+    return rd->ids[lo].file;
+}
+
+/* Reads one journal file's records (invariants 8-10). */
+static store_status_t rec_journal_file(disk_t *d, rec_jread_t *rd, uint64_t id, uint8_t *buf,
+                                       rec_file_t *files, store_recovery_t *rep)
+{
+    char name[JNL_FILE_NAME_SIZE];
+    jnl_file_name(id, name);
+    int fd = openat(d->jnl_dir_fd, name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return STORE_EIO;
+    off_t size = lseek(fd, 0, SEEK_END);
+    uint8_t hdr[JNL_HEADER];
+    jnl_header_t h;
+    if (size < 0 || pread(fd, hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr) ||
+        jnl_header_decode(hdr, sizeof(hdr), &h) != STORE_OK || h.journal_id != id)
+        disk_corrupt(d, STORE_CORRUPT_BKPT,
+                     "journal file %s: header fails its checks; its records are read under the "
+                     "file name's id (each verifies on its own)",
+                     name);
+    uint32_t seed = jnl_crc_seed(id);
+    uint64_t damaged = 0, first_damaged = 0, stale = 0;
+    uint64_t end = size < 0 ? 0 : (uint64_t)size;
+    end = end < JNL_HEADER ? JNL_HEADER : JNL_HEADER + (end - JNL_HEADER) / JNL_RECORD * JNL_RECORD;
+    store_status_t st = STORE_OK;
+    for (uint64_t pos = JNL_HEADER; pos < end && st == STORE_OK;) {
+        /* Invariant 10: space never written is skipped where the file system says so. */
+        off_t data = lseek(fd, (off_t)pos, SEEK_DATA);
+        if (data < 0 && errno == ENXIO)
+            break;
+        if (data > (off_t)pos)
+            pos = JNL_HEADER + ((uint64_t)data - JNL_HEADER) / JNL_RECORD * JNL_RECORD;
+        off_t hole = data < 0 ? (off_t)end : lseek(fd, (off_t)pos, SEEK_HOLE);
+        uint64_t stop = hole < 0 || (uint64_t)hole > end ? end : (uint64_t)hole;
+        if (stop <= pos)
+            stop = pos + JNL_RECORD; /* a hole inside a record: read it whole */
+        uint64_t want = stop - pos < REC_JNL_CHUNK ? stop - pos : REC_JNL_CHUNK;
+        want = (want + JNL_RECORD - 1) / JNL_RECORD * JNL_RECORD;
+        if (pos + want > end)
+            want = end - pos;
+        ssize_t r = pread(fd, buf, (size_t)want, (off_t)pos);
+        if (r <= 0) {
+            st = r == 0 ? STORE_OK : STORE_EIO;
+            break;
+        }
+        size_t n = (size_t)r / JNL_RECORD;
+        for (size_t i = 0; i < n; i++) {
+            const uint8_t *b = buf + i * JNL_RECORD;
+            jnl_record_t rec;
+            if (jnl_record_blank(b))
+                continue;
+            if (!jnl_record_check(seed, b, &rec)) {
+                if (damaged++ == 0)
+                    first_damaged = pos + i * JNL_RECORD;
+                continue;
+            }
+            int64_t file = rec_jfile(rd, rec.segment_id);
+            if (file < 0) {
+                stale++;
+                continue;
+            }
+            if (rd->n == rd->cap) { /* invariant 11 */
+                size_t cap = rd->cap ? rd->cap * 2 : 4096;
+                rec_jtmp_t *a = realloc(rd->recs, cap * sizeof(*a));
+                if (a == NULL) {
+                    st = STORE_ENOMEM;
+                    break;
+                }
+                rd->recs = a;
+                rd->cap = cap;
+            }
+            rd->recs[rd->n++] = (rec_jtmp_t){
+                (uint32_t)file, {rec.offset, rec.length, (uint32_t)seg_state_rank(rec.state)}};
+            if (files[file].jnl_min > id)
+                files[file].jnl_min = id;
+        }
+        if (n == 0)
+            break;
+        pos += n * JNL_RECORD;
+    }
+    close(fd);
+    rep->journal_files++;
+    rep->journal_damaged_records += damaged;
+    rep->journal_stale_records += stale;
+    if (damaged != 0)
+        disk_corrupt(d, STORE_CORRUPT_BKPT,
+                     "journal file %s: %" PRIu64 " damaged records skipped (the first at offset "
+                     "%" PRIu64 "): the entries they named keep a lower state, a redelivery at "
+                     "worst",
+                     name, damaged, first_damaged);
+    return st;
+}
+
+/* Sorts a[0 .. n) by offset, stably: two passes of fifteen bits over offset / 8 (offsets are
+ * 8-aligned and below 2^32, so offset / 8 fits 29 bits), through tmp (n elements) and count
+ * (REC_JNL_BUCKETS + 1 counters); insertion for short runs, nothing for a sorted one. */
+#define REC_JNL_BUCKETS 32768u
+
+static void rec_jrecs_sort(rec_jrec_t *a, rec_jrec_t *tmp, uint32_t *count, size_t n)
+{
+    if (n < 64) {
+        for (size_t i = 1; i < n; i++) {
+            rec_jrec_t x = a[i];
+            size_t k = i;
+            for (; k > 0 && a[k - 1].offset > x.offset; k--)
+                a[k] = a[k - 1];
+            a[k] = x;
+        }
+        return;
+    }
+    int sorted = 1;
+    for (size_t i = 1; i < n && sorted; i++)
+        sorted = a[i - 1].offset <= a[i].offset;
+    if (sorted)
+        return;
+    rec_jrec_t *src = a, *dst = tmp;
+    for (unsigned shift = 3; shift < 33; shift += 15) {
+        memset(count, 0, (REC_JNL_BUCKETS + 1) * sizeof(*count));
+        for (size_t i = 0; i < n; i++)
+            count[((src[i].offset >> shift) & (REC_JNL_BUCKETS - 1)) + 1]++;
+        for (size_t b = 1; b <= REC_JNL_BUCKETS; b++)
+            count[b] += count[b - 1];
+        for (size_t i = 0; i < n; i++)
+            dst[count[(src[i].offset >> shift) & (REC_JNL_BUCKETS - 1)]++] = src[i];
+        rec_jrec_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    /* An even number of passes ends back in a. */
+}
+
+store_status_t rec_journal_load(disk_t *d, rec_journal_t *j, rec_file_t *files, size_t n,
+                                store_recovery_t *rep)
+{
+    for (size_t i = 0; i < n; i++) {
+        files[i].jrecs = NULL;
+        files[i].n_jrecs = 0;
+        files[i].jnl_min = UINT64_MAX;
+    }
+    if (j->n_ids == 0)
+        return STORE_OK;
+    store_status_t st = STORE_ENOMEM;
+    rec_jread_t rd = {0};
+    rec_jid_t *ids = malloc((n ? n : 1) * sizeof(*ids));
+    uint8_t *buf = malloc(REC_JNL_CHUNK);
+    size_t *start = calloc(n + 1, sizeof(*start));
+    uint32_t *count = malloc((REC_JNL_BUCKETS + 1) * sizeof(*count));
+    rec_jrec_t *tmp = NULL;
+    if (ids == NULL || buf == NULL || start == NULL || count == NULL)
+        goto out;
+    for (size_t i = 0; i < n; i++)
+        ids[i] = (rec_jid_t){files[i].id, (uint32_t)i};
+    qsort(ids, n, sizeof(*ids), rec_jid_cmp);
+    rd.ids = ids;
+    rd.n_ids = n;
+    rd.last = n;
+    for (size_t i = 0; i < j->n_ids; i++) {
+        if ((st = rec_journal_file(d, &rd, j->ids[i], buf, files, rep)) != STORE_OK)
+            goto out;
+    }
+    if (rd.n == 0) /* nothing names a segment found: every file keeps no record */
+        goto out;
+    st = STORE_ENOMEM;
+    /* Counting sort by file, then each file's run by offset. */
+    if ((j->recs = malloc(rd.n * sizeof(*j->recs))) == NULL ||
+        (tmp = malloc(rd.n * sizeof(*tmp))) == NULL)
+        goto out;
+    for (size_t i = 0; i < rd.n; i++)
+        start[rd.recs[i].file + 1]++;
+    for (size_t f = 0; f < n; f++)
+        start[f + 1] += start[f];
+    for (size_t i = 0; i < rd.n; i++)
+        j->recs[start[rd.recs[i].file]++] = rd.recs[i].r;
+    for (size_t f = n; f > 0; f--) /* start[f] now ends file f: shift back to beginnings */
+        start[f] = start[f - 1];
+    start[0] = 0;
+    for (size_t f = 0; f < n; f++) {
+        files[f].jrecs = j->recs + start[f];
+        files[f].n_jrecs = start[f + 1] - start[f];
+        rec_jrecs_sort(j->recs + start[f], tmp, count, files[f].n_jrecs);
+    }
+    st = STORE_OK;
+out:
+    free(rd.recs);
+    free(ids);
+    free(buf);
+    free(start);
+    free(count);
+    free(tmp);
+    return st;
+}
