@@ -108,16 +108,5 @@ void jnl_file_name(uint64_t journal_id, char *buf)
 
 int jnl_file_parse(const char *name, uint64_t *out_id)
 {
-    if (strlen(name) != 16 + strlen(JNL_FILE_SUFFIX) || strcmp(name + 16, JNL_FILE_SUFFIX) != 0)
-        return 0;
-    uint64_t id = 0;
-    for (int i = 0; i < 16; i++) {
-        char c = name[i];
-        int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-        if (v < 0)
-            return 0;
-        id = id << 4 | (uint64_t)v;
-    }
-    *out_id = id;
-    return 1;
+    return seg_id_name_parse(name, JNL_FILE_SUFFIX, out_id);
 }

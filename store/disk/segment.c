@@ -189,9 +189,9 @@ void seg_file_name(uint64_t segment_id, char *buf)
     snprintf(buf, SEG_FILE_NAME_SIZE, "%016" PRIx64 SEG_FILE_SUFFIX, segment_id);
 }
 
-int seg_file_parse(const char *name, uint64_t *out_id)
+int seg_id_name_parse(const char *name, const char *suffix, uint64_t *out_id)
 {
-    if (strlen(name) != 16 + strlen(SEG_FILE_SUFFIX) || strcmp(name + 16, SEG_FILE_SUFFIX) != 0)
+    if (strlen(name) != 16 + strlen(suffix) || strcmp(name + 16, suffix) != 0)
         return 0;
     uint64_t id = 0;
     for (int i = 0; i < 16; i++) {
@@ -203,4 +203,9 @@ int seg_file_parse(const char *name, uint64_t *out_id)
     }
     *out_id = id;
     return 1;
+}
+
+int seg_file_parse(const char *name, uint64_t *out_id)
+{
+    return seg_id_name_parse(name, SEG_FILE_SUFFIX, out_id);
 }

@@ -17,17 +17,7 @@
 #include <cmocka.h>
 
 #include "scheduler/core/sched.h"
-
-static sched_model_t *M(sched_t *s, const char *name)
-{
-    sched_model_t *m = sched_model_find(s, name);
-    if (m == NULL)
-        assert_int_equal(sched_model_open(s, name, &m), SCHED_OK);
-    return m;
-}
-
-#define MS  1000000ull
-#define SEC 1000000000ull
+#include "tests/unit/sched_test_int.h"
 
 typedef struct {
     uint64_t now;
@@ -37,11 +27,6 @@ typedef struct {
     uint32_t next_id;
 } fixture_t;
 
-static uint64_t fake_now(void *ctx)
-{
-    return ((fixture_t *)ctx)->now;
-}
-
 /* One worker of model "m" (5 ms per batch, 10 us per padded token, a cache of `cache` shapes);
  * every model's budget slo_ns, no hold of the load-gated kind (hold_ns 0). */
 static fixture_t *fixture(uint64_t slo_ns, uint32_t cache)
@@ -50,8 +35,8 @@ static fixture_t *fixture(uint64_t slo_ns, uint32_t cache)
     assert_non_null(f);
     f->now = SEC;
     assert_int_equal(store_open_memory(&f->store), STORE_OK);
-    sched_config_t cfg = {.clock = fake_now,
-                          .clock_ctx = f,
+    sched_config_t cfg = {.clock = sched_test_now,
+                          .clock_ctx = &f->now,
                           .policy = SCHED_POLICY_LANES,
                           .starvation_ns = 20 * MS,
                           .slo_ns = slo_ns};

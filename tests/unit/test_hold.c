@@ -14,18 +14,7 @@
 #include <cmocka.h>
 
 #include "scheduler/core/sched.h"
-
-/* The model named `name`: found, or opened (the test's reference pins it). */
-static sched_model_t *M(sched_t *s, const char *name)
-{
-    sched_model_t *m = sched_model_find(s, name);
-    if (m == NULL)
-        assert_int_equal(sched_model_open(s, name, &m), SCHED_OK);
-    return m;
-}
-
-#define MS  1000000ull
-#define SEC 1000000000ull
+#include "tests/unit/sched_test_int.h"
 
 typedef struct {
     uint64_t now;
@@ -35,11 +24,6 @@ typedef struct {
     uint32_t next_id;
 } fixture_t;
 
-static uint64_t fake_now(void *ctx)
-{
-    return ((fixture_t *)ctx)->now;
-}
-
 /* One worker of model "m" declaring 5 ms per batch and 10 us per padded token. burst: the
  * config's hold_burst (0 = the default, < 0 = no burst regime). */
 static fixture_t *fixture(sched_policy_t policy, uint64_t hold_ns, double gate, double burst)
@@ -48,8 +32,8 @@ static fixture_t *fixture(sched_policy_t policy, uint64_t hold_ns, double gate, 
     assert_non_null(f);
     f->now = SEC;
     assert_int_equal(store_open_memory(&f->store), STORE_OK);
-    sched_config_t cfg = {.clock = fake_now,
-                          .clock_ctx = f,
+    sched_config_t cfg = {.clock = sched_test_now,
+                          .clock_ctx = &f->now,
                           .policy = policy,
                           .hold_ns = hold_ns,
                           .hold_load = gate,

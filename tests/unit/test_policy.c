@@ -17,18 +17,7 @@
 #include <cmocka.h>
 
 #include "scheduler/core/sched.h"
-
-/* The model named `name`: found, or opened (the test's reference pins it). */
-static sched_model_t *M(sched_t *s, const char *name)
-{
-    sched_model_t *m = sched_model_find(s, name);
-    if (m == NULL)
-        assert_int_equal(sched_model_open(s, name, &m), SCHED_OK);
-    return m;
-}
-
-#define MS  1000000ull
-#define SEC 1000000000ull
+#include "tests/unit/sched_test_int.h"
 
 typedef struct {
     uint64_t now;
@@ -37,11 +26,6 @@ typedef struct {
     uint32_t next_id;
 } fixture_t;
 
-static uint64_t fake_now(void *ctx)
-{
-    return ((fixture_t *)ctx)->now;
-}
-
 static fixture_t *fixture(sched_policy_t policy, uint64_t bound_ns)
 {
     fixture_t *f = calloc(1, sizeof(*f));
@@ -49,7 +33,7 @@ static fixture_t *fixture(sched_policy_t policy, uint64_t bound_ns)
     f->now = SEC;
     assert_int_equal(store_open_memory(&f->store), STORE_OK);
     sched_config_t cfg = {
-        .clock = fake_now, .clock_ctx = f, .policy = policy, .starvation_ns = bound_ns};
+        .clock = sched_test_now, .clock_ctx = &f->now, .policy = policy, .starvation_ns = bound_ns};
     assert_int_equal(sched_create(&cfg, f->store, &f->sched), SCHED_OK);
     return f;
 }

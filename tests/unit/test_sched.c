@@ -24,15 +24,7 @@
 
 #include "common/invariant.h"
 #include "scheduler/core/sched.h"
-
-/* The model named `name`: found, or opened (the test's reference pins it). */
-static sched_model_t *M(sched_t *s, const char *name)
-{
-    sched_model_t *m = sched_model_find(s, name);
-    if (m == NULL)
-        assert_int_equal(sched_model_open(s, name, &m), SCHED_OK);
-    return m;
-}
+#include "tests/unit/sched_test_int.h"
 
 /* Shapes of the model named `name`: 0 for a model the scheduler does not know. */
 static size_t shape_count(sched_t *s, const char *name)
@@ -41,16 +33,9 @@ static size_t shape_count(sched_t *s, const char *name)
     return m != NULL ? sched_shape_count(s, m) : 0;
 }
 
-#define SEC 1000000000ull
-
 typedef struct {
     uint64_t now;
 } fake_clock_t;
-
-static uint64_t fake_now(void *ctx)
-{
-    return ((fake_clock_t *)ctx)->now;
-}
 
 typedef struct {
     fake_clock_t clock;
@@ -64,7 +49,8 @@ static int setup_with_lanes(void **state, uint32_t max_lanes)
     fixture_t *f = calloc(1, sizeof(*f));
     assert_non_null(f);
     assert_int_equal(store_open_memory(&f->store), STORE_OK);
-    sched_config_t cfg = {.max_lanes = max_lanes, .clock = fake_now, .clock_ctx = &f->clock};
+    sched_config_t cfg = {
+        .max_lanes = max_lanes, .clock = sched_test_now, .clock_ctx = &f->clock.now};
     assert_int_equal(sched_create(&cfg, f->store, &f->sched), SCHED_OK);
     *state = f;
     return 0;
@@ -396,7 +382,8 @@ static void test_starvation_bound_preempts_sticky_shape_at_batch_boundary(void *
     fixture_t *f;
     setup((void **)&f);
     sched_destroy(f->sched);
-    sched_config_t cfg = {.clock = fake_now, .clock_ctx = &f->clock, .starvation_ns = 5 * SEC};
+    sched_config_t cfg = {
+        .clock = sched_test_now, .clock_ctx = &f->clock.now, .starvation_ns = 5 * SEC};
     assert_int_equal(sched_create(&cfg, f->store, &f->sched), SCHED_OK);
     for (int i = 0; i < 20; i++)
         submit(f, "m", 0xA, 100);
@@ -417,7 +404,8 @@ static void sched_with_bound(fixture_t *f, uint64_t bound_ns)
 {
     sched_destroy(f->sched);
     f->sched = NULL;
-    sched_config_t cfg = {.clock = fake_now, .clock_ctx = &f->clock, .starvation_ns = bound_ns};
+    sched_config_t cfg = {
+        .clock = sched_test_now, .clock_ctx = &f->clock.now, .starvation_ns = bound_ns};
     assert_int_equal(sched_create(&cfg, f->store, &f->sched), SCHED_OK);
 }
 
@@ -499,7 +487,7 @@ static void test_restart_restores_lanes_targets_and_current_shape(void **state)
     assert_non_null(mkdtemp(dir));
     store_disk_config_t dc = {.dir = dir};
     fake_clock_t clock = {0};
-    sched_config_t cfg = {.clock = fake_now, .clock_ctx = &clock};
+    sched_config_t cfg = {.clock = sched_test_now, .clock_ctx = &clock.now};
     store_t *store;
     sched_t *sched;
     assert_int_equal(store_open_disk(&dc, NULL, &store), STORE_OK);

@@ -14,17 +14,7 @@
 #include <cmocka.h>
 
 #include "scheduler/core/sched.h"
-
-/* The model named `name`: found, or opened (the test's reference pins it). */
-static sched_model_t *M(sched_t *s, const char *name)
-{
-    sched_model_t *m = sched_model_find(s, name);
-    if (m == NULL)
-        assert_int_equal(sched_model_open(s, name, &m), SCHED_OK);
-    return m;
-}
-
-#define MS 1000000ull
+#include "tests/unit/sched_test_int.h"
 
 typedef struct {
     uint64_t now;
@@ -32,17 +22,12 @@ typedef struct {
     sched_t *sched;
 } fixture_t;
 
-static uint64_t fake_now(void *ctx)
-{
-    return ((fixture_t *)ctx)->now;
-}
-
 static int setup(void **state)
 {
     fixture_t *f = calloc(1, sizeof(*f));
     assert_non_null(f);
     assert_int_equal(store_open_memory(&f->store), STORE_OK);
-    sched_config_t cfg = {.clock = fake_now, .clock_ctx = f};
+    sched_config_t cfg = {.clock = sched_test_now, .clock_ctx = &f->now};
     assert_int_equal(sched_create(&cfg, f->store, &f->sched), SCHED_OK);
     *state = f;
     return 0;
@@ -277,7 +262,7 @@ static void test_worker_dead_letter_is_no_sample(void **state)
     (void)state;
     fixture_t f = {0};
     assert_int_equal(store_open_memory(&f.store), STORE_OK);
-    sched_config_t cfg = {.clock = fake_now, .clock_ctx = &f, .max_deliveries = 1};
+    sched_config_t cfg = {.clock = sched_test_now, .clock_ctx = &f.now, .max_deliveries = 1};
     assert_int_equal(sched_create(&cfg, f.store, &f.sched), SCHED_OK);
     sched_worker_t *w = worker(&f, 0, 0, 1);
     sched_consumer_t c = {M(f.sched, "m"), {8, 100000, 0}, w};
