@@ -7,10 +7,11 @@ import { Env, sleep, until } from './harness.js';
 import { connect, shapeSign, encode, decode, codeWord } from '../src/index.js';
 
 // Short timings so that deadlines pass within a test: heartbeats every 200 ms, dead after
-// 1.5 s of silence, a batch returned 1 s after its dispatch or last extension.
+// 1.5 s of silence, a batch returned 2 s after its dispatch or last extension (ten heartbeats,
+// so a loaded machine, the sanitizer pass among them, does not let a listed batch lapse).
 const HB = 200;
 const DEAD = 1500;
-const ACK_WAIT = 1000;
+const ACK_WAIT = 2000;
 const SHAPES = [['You are a helpful assistant.'], ['Answer in French.'], ['Tools: search, calculator.']];
 
 let env;
