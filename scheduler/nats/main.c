@@ -107,7 +107,9 @@ static const flag_t flags[] = {
      "(too_many_positions)"},
     {"limit-batch-tokens", "N", "4194304",
      "largest Register.max_batch_tokens (batch_tokens_too_large)"},
-    {"limit-models", "N", "1024", "models in use: holding shapes or consumers (too_many_models)"},
+    {"limit-models", "N", "1024",
+     "models holding items with no live consumer; a model a consumer registered for is never "
+     "refused as new (too_many_models)"},
     {"limit-shapes", "N", "16384", "shapes of every model together (too_many_shapes)"},
     {"limit-shapes-per-model", "N", "4096", "shapes of one model (too_many_shapes)"},
     {"limit-new-shapes", "N", "64", "new shapes one Submit may create (too_many_shapes)"},

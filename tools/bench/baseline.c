@@ -26,7 +26,8 @@
  * Rejected alternatives:
  *  - A consumer per worker: a work-queue stream refuses overlapping consumers; the workers of
  *    a model share one pull consumer, the documented pattern.
- *  - Memory storage: the issue asks for file storage, the level that survives a restart.
+ *  - Memory storage: lanesched's disk store is compared with file storage, the level that survives
+ * a restart.
  */
 #include "baseline.h"
 

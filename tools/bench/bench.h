@@ -306,7 +306,7 @@ typedef struct {
     const char *unmet;   /* --unmet: keys of the checks known to fail (borrowed; NULL: none) */
 } report_t;
 
-/* Prints the table, its notes and the claims as checks; returns how many checks failed. */
+/* Prints the table, its notes and the claims as checks; returns how many checks failed. */
 int report_table_print(FILE *f, const report_t *rep);
 int report_json_write(const char *path, const report_t *rep); /* 0 on success */
 int report_svg_write(const char *path, const report_t *rep);  /* 0 on success */

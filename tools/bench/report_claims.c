@@ -1,7 +1,8 @@
 /*
- * report_claims.c - the issues' claims as checks on one sim run: each printed with its figures
- * and a verdict and its key; a NO counts as a failure (--claims turns failures into exit status
- * 1), except for a key named in --unmet (known to fail: printed, not counted; a yes there fails).
+ * report_claims.c - the policy's claims (docs/bench.md) as checks on one sim run: each printed with
+ * its figures and a verdict and its key; a NO counts as a failure (--claims turns failures into
+ * exit status 1), except for a key named in --unmet (known to fail: printed, not counted; a yes
+ * there fails).
  *
  * The claims (those of `lanes`, then the article's policy's, lanes-seed):
  *   - GPU busy seconds of lanes at most GPU_CLAIM_RATIO x the better of pow2 and range64, on

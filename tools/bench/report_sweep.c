@@ -1,6 +1,6 @@
 /*
  * report_sweep.c - lanesched-bench sweep's output: the table (p99 wait and GPU seconds per
- * policy and load), the capacities at the SLO, the issue's checks, the JSON and the chart (p99
+ * policy and load), the capacities at the SLO, the claims' checks, the JSON and the chart (p99
  * wait against offered load, one line per policy, log scale, the SLO drawn across).
  *
  * The checks, each on the same trace per load for every policy:

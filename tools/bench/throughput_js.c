@@ -33,7 +33,7 @@
  *  - js_Publish per message: a round trip per item; an expert publishes asynchronously.
  *  - natsMsg_AckSync: a round trip per message; lanesched's acks are confirmed but windowed,
  *    JetStream's fire-and-forget ack is what its users send (the report says so).
- *  - A push consumer: the issue compares against pull fetch in batches, the work-queue pattern.
+ *  - A push consumer: the comparison is with pull fetch in batches, the work-queue pattern.
  *  - natsSubscription_Fetch (baseline_worker.c's): nats.c 3.4.1
  *    wrote past the end of its message array under this load (a Fetch of 64 returned more than 64,
  *    caught by ASan, heap corruption in release builds), and one Fetch in flight per consumer
