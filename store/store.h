@@ -186,7 +186,8 @@ typedef struct {
     unsigned max_open_files;    /* segment descriptors kept open; 0 = half of RLIMIT_NOFILE */
     uint64_t resident_bytes;    /* mapped segment bytes touched before they are dropped from the
                                  * process; 0 = STORE_RESIDENT_DEFAULT */
-    uint64_t journal_max_bytes; /* size of each state journal file; 0 = the default (8 MiB) */
+    uint64_t journal_max_bytes; /* size of each state journal file; 0 = the default (8 MiB); at
+                                   most 2 GiB (STORE_EINVAL past it) */
 } store_disk_config_t;
 
 /* What recovery found and did at open. Every dropped byte is counted here and logged. */

@@ -415,21 +415,21 @@ void disk_flush_discard(disk_t *d);
 store_status_t disk_jnl_dir_open(disk_t *d);
 /* Lists a journal file recovery found (it takes no more records). */
 store_status_t disk_jnl_adopt(disk_t *d, uint64_t id);
-/* Stages the record of a new state of the entry of `len` bytes at `off` of seg. Nothing is
- * written until disk_jnl_write. */
+/* Stages the record of a new state of the entry of `len` bytes at `off` of seg (borrowed until
+ * disk_jnl_write, which writes or drops it). Nothing is written until then. */
 store_status_t disk_jnl_stage(disk_t *d, dseg_t *seg, uint64_t off, uint32_t len, uint32_t state);
 /* Writes every staged record at the end of the journal (through its mapping: no system call;
  * or one pwrite per file), starting a new file when the current one is full. Fails the store,
- * saying `what`, on an error or a fault armed on writes (per record, as per state word before);
+ * saying `what`, on an error or a fault armed on writes (one per record);
  * the staged records are dropped either way. */
 store_status_t disk_jnl_write(disk_t *d, const char *what);
-/* Power level: room in ops (at least disk_jnl_sync_max of it) for the fdatasync of every journal
- * file with records not yet synced; returns how many were added. Fails the store on a fault armed
- * on syncs. */
+/* Power level: puts in ops (room for disk_jnl_sync_max, borrowed) the fdatasync of every
+ * journal file with records not yet synced, and how many into *out_n. Fails the store on a fault
+ * armed on syncs (out_n untouched). */
 size_t disk_jnl_sync_max(const disk_t *d);
 store_status_t disk_jnl_sync_ops(disk_t *d, disk_io_op_t *ops, size_t *out_n /* out */);
 /* After those syncs succeeded: files rotated away are closed; the directory is synced if files
- * were created in it. */
+ * were created in it or unlinked from it. */
 store_status_t disk_jnl_synced(disk_t *d);
 /* Dooms the journal files no live segment needs (older than every live segment's jnl_min), when
  * segments were deleted or a file filled since the last call. */

@@ -1,8 +1,8 @@
 /*
  * disk_journal.c - the state journal: every delivery count (store_commit) and tombstone
  * (store_tombstone, at the flush) is a 24-byte record appended to the store's current journal
- * file (format: journal_int.h) instead of a 4-byte store into its entry, which sits anywhere in
- * its model's log. At the power level a flush then writes back the journal's last page or two
+ * file (format: journal_int.h), not a store into its entry, which sits anywhere in its model's
+ * log. At the power level a flush then writes back the journal's last page or two
  * beside the log's new tail, not a page of the log per settled item.
  *
  * Owns <data dir>/journal/ and every djnl_t (disk_t.jnls), the current file's mapping and the
@@ -24,7 +24,7 @@
  *      segment remembers the oldest file holding one of its records, dseg_t.jnl_min), and only
  *      at a flush after the one that doomed it, once the segments directory is synced: a
  *      segment whose deletion a power loss undid finds its tombstones again.
- *   5. A fault armed on writes fires per record (as it did per state word); the records before
+ *   5. A fault armed on writes fires per record; the records before
  *      it are stored, the rest are not, and the store fails.
  *
  * Rejected: a journal per model (a flush touching both models would sync two journals instead of

@@ -8,7 +8,8 @@
  * the last one, after its writes and before its index commit, in one read() that normally
  * returns nothing. Where inotify is not available (no instance left: fs.inotify.max_user_instances;
  * or STORE_IO_PLAIN), or its queue overflowed, the flush asks fstat() of every segment and
- * journal file it wrote instead (st_nlink 0: unlinked, or renamed over).
+ * journal file it wrote instead (st_nlink 0: unlinked, or renamed over), and fstatat() by name
+ * of a journal file it filled and closed.
  *
  * Invariants:
  *   1. A segment whose name was deleted, renamed away or renamed over since the store created or
@@ -144,14 +145,17 @@ store_status_t disk_watch_check(disk_t *d)
         if (!j->written)
             continue;
         j->written = 0;
-        struct stat sb;
-        if (check_all && j->fd >= 0 && fstat(j->fd, &sb) == 0 &&
-            (sb.st_nlink == 0 || (uint64_t)sb.st_ino != j->ino))
-            j->gone = 1;
-        if (!j->gone)
-            continue;
         char name[JNL_FILE_NAME_SIZE];
         jnl_file_name(j->id, name);
+        if (check_all) { /* a file rotated away has its descriptor closed: asked by name */
+            struct stat sb;
+            int rc = j->fd >= 0 ? fstat(j->fd, &sb) : fstatat(d->jnl_dir_fd, name, &sb, 0);
+            if ((rc != 0 && errno == ENOENT) ||
+                (rc == 0 && (sb.st_nlink == 0 || (uint64_t)sb.st_ino != j->ino)))
+                j->gone = 1;
+        }
+        if (!j->gone)
+            continue;
         disk_log(d, STORE_LOG_ERROR,
                  "journal file %s/journal/%s was deleted or replaced while the store was "
                  "running: nothing more is acknowledged; the items it completed since it was "

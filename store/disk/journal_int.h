@@ -4,11 +4,11 @@
  *
  * The journal holds the state changes of entries (a delivery count, a tombstone) as records
  * appended one after another, so that a settled item costs 24 bytes at the end of one file
- * instead of a 4-byte store into a page of its segment (which at the power level made every
- * flush write back a page per settled item). The store has one journal at a time, a sequence of
- * files of a fixed size (allocated whole at creation, written through a shared mapping),
- * <data dir>/journal/<id as 16 hex digits>.jnl; ids are drawn from the segments' counter, so a
- * journal id is never a segment's or another journal's, ever. All integers are little-endian.
+ * rather than a 4-byte store into a page of its segment (which at the power level would make
+ * every flush write back a page per settled item). The store has one journal at a time, a sequence
+ * of files of a fixed size (allocated whole at creation, written through a shared mapping), <data
+ * dir>/journal/<id as 16 hex digits>.jnl; ids are drawn from the segments' counter, so a journal id
+ * is never a segment's or another journal's, ever. All integers are little-endian.
  *
  * Journal header (64 bytes):
  *

@@ -9,7 +9,9 @@
  *      redelivery), never another entry's.
  *   9. A record naming a segment that is not there (deleted once all its entries completed) is
  *      counted as stale and dropped: segment ids are never reused, so it cannot name anything
- *      else.
+ *      else. Every verified record raises the id counter past its segment, so an index rebuilt
+ *      from the file names alone (the meta row lost) cannot hand a deleted segment's id out again
+ *      while a journal file still holds records of it.
  *  10. Every slot of every file is read, blanks (never written) skipped: a damaged stretch in
  *      the middle of a file costs its own records, not the ones after it. Stretches the file
  *      system reports as holes (space allocated and never written) are not read.
@@ -199,6 +201,8 @@ static store_status_t rec_journal_file(disk_t *d, rec_jread_t *rd, uint64_t id, 
                     first_damaged = pos + i * JNL_RECORD;
                 continue;
             }
+            if (rec.segment_id >= d->next_segment_id) /* invariant 9 */
+                d->next_segment_id = rec.segment_id + 1;
             int64_t file = rec_jfile(rd, rec.segment_id);
             if (file < 0) {
                 stale++;

@@ -191,7 +191,8 @@ void seg_file_name(uint64_t segment_id, char *buf)
 
 int seg_id_name_parse(const char *name, const char *suffix, uint64_t *out_id)
 {
-    if (strlen(name) != 16 + strlen(suffix) || strcmp(name + 16, suffix) != 0)
+    if (strlen(name) != 16 + strlen(suffix) || strcmp(name + 16, suffix) != 0 ||
+        strncmp(name, "ffffffffffffffff", 16) == 0) /* the counter past it would wrap */
         return 0;
     uint64_t id = 0;
     for (int i = 0; i < 16; i++) {

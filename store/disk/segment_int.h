@@ -213,7 +213,8 @@ void seg_file_name(uint64_t segment_id, char *buf);
 int seg_file_parse(const char *name, uint64_t *out_id /* out */);
 
 /* Parses a name of 16 lowercase hex digits followed by `suffix` (the form of segment and journal
- * file names); returns 1 and the id when `name` has it, else 0 (out untouched). Both borrowed. */
+ * file names); returns 1 and the id when `name` has it, else 0 (out untouched). The id 2^64 - 1
+ * is not a name the store writes (the id counter would wrap past it). Both borrowed. */
 int seg_id_name_parse(const char *name, const char *suffix, uint64_t *out_id /* out */);
 
 #endif

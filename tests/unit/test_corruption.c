@@ -45,6 +45,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "store/disk/journal_int.h"
 #include "store/store.h"
 
 /* ---- the format, as segment_int.h writes it down (restated here on purpose) -------------- */
@@ -1800,9 +1801,36 @@ static void test_journal_replay_twice_and_out_of_order_changes_nothing(void **st
     trial_done(dir);
 }
 
+/* File names: 16 lowercase hex digits and the kind's suffix; anything else, and the one id the
+ * counter cannot pass (2^64 - 1), is not a store file (recovery warns and leaves it alone). */
+static void test_file_names_parse_only_the_store_form(void **state)
+{
+    (void)state;
+    char name[SEG_FILE_NAME_SIZE > JNL_FILE_NAME_SIZE ? SEG_FILE_NAME_SIZE : JNL_FILE_NAME_SIZE];
+    uint64_t id = 7;
+    seg_file_name(0x0123456789abcdefull, name);
+    assert_int_equal(seg_file_parse(name, &id), 1);
+    assert_true(id == 0x0123456789abcdefull);
+    assert_int_equal(jnl_file_parse(name, &id), 0);
+    jnl_file_name(42, name);
+    assert_int_equal(jnl_file_parse(name, &id), 1);
+    assert_true(id == 42);
+    assert_int_equal(seg_file_parse(name, &id), 0);
+    id = 7;
+    seg_file_name(UINT64_MAX, name);
+    assert_int_equal(seg_file_parse(name, &id), 0);
+    jnl_file_name(UINT64_MAX, name);
+    assert_int_equal(jnl_file_parse(name, &id), 0);
+    assert_int_equal(seg_file_parse("0123456789ABCDEF" SEG_FILE_SUFFIX, &id), 0);
+    assert_int_equal(seg_file_parse("0123456789abcde" SEG_FILE_SUFFIX, &id), 0);
+    assert_int_equal(seg_file_parse("0123456789abcdef", &id), 0);
+    assert_true(id == 7); /* untouched on refusal */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_file_names_parse_only_the_store_form),
         cmocka_unit_test_setup_teardown(test_pristine_store_recovers_everything, fixture_setup,
                                         fixture_teardown),
         cmocka_unit_test_setup_teardown(test_truncate_at_every_entry_boundary, fixture_setup,

@@ -1683,9 +1683,43 @@ static void test_journal_file_deleted_while_running_fails_the_next_flush(void **
     assert_int_equal(rig_count_back(r, 0, r->n), 4);
 }
 
+/* Without inotify (plain I/O) the flush asks the file system itself, and a journal file the
+ * flush's records filled and rotated away (its descriptor closed) is asked by name: deleted, it
+ * fails the flush as the current file does. */
+static void test_rotated_journal_file_deleted_fails_the_flush_without_inotify(void **state)
+{
+    rig_journal_bytes = 64 + 24 * 8; /* 8 records a file */
+    assert_int_equal(setenv("LANES_TEST_STORE_IO_PLAIN", "1", 1), 0);
+    rig_t *r = rig_new(state, 0, STORE_DURABLE_PROCESS);
+    assert_int_equal(unsetenv("LANES_TEST_STORE_IO_PLAIN"), 0); /* read at the open only */
+    for (int i = 0; i < 12; i++)
+        assert_true(rig_append(r, 0));
+    assert_true(rig_flush(r));
+    assert_true(rig_commit(r, 0, 2));
+    assert_int_equal(count_journal_files(r), 1);
+    char path[128];
+    snprintf(path, sizeof(path), "%s/journal", r->dir);
+    DIR *dir = opendir(path);
+    assert_non_null(dir);
+    for (struct dirent *de; (de = readdir(dir)) != NULL;) {
+        if (de->d_name[0] != '.') {
+            char file[400];
+            snprintf(file, sizeof(file), "%s/%s", path, de->d_name);
+            assert_int_equal(unlink(file), 0);
+        }
+    }
+    closedir(dir);
+    assert_true(rig_commit(r, 0, 10)); /* fills the deleted file, then a new one */
+    assert_int_equal(count_journal_files(r), 1);
+    assert_false(rig_flush(r));
+    assert_true(rig_logged(r, STORE_LOG_ERROR, "journal file", "deleted or replaced", NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_rotated_journal_file_deleted_fails_the_flush_without_inotify,
+                                  rig_teardown),
         cmocka_unit_test_teardown(test_crash_after_append_before_flush_keeps_every_flushed_item,
                                   rig_teardown),
         cmocka_unit_test_teardown(

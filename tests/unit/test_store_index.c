@@ -929,9 +929,89 @@ static void test_delivery_counts_survive_restarts(void **state)
     }
 }
 
+/* Appends items with ids from..to-1 (8-byte big-endian) to q. */
+static void append_to(fx_t *f, store_queue_t *q, uint64_t from, uint64_t to)
+{
+    for (uint64_t t = from; t < to; t++) {
+        uint8_t id[8], payload[16];
+        put64(id, t);
+        memset(payload, (int)(t & 0xFF), sizeof(payload));
+        store_item_t it = {.id = id,
+                           .id_len = 8,
+                           .payload = payload,
+                           .payload_len = sizeof(payload),
+                           .tokens = 3,
+                           .arrival_ns = 1000 + t};
+        store_ref_t ref;
+        assert_int_equal(store_append(f->s, q, &it, &ref), STORE_OK);
+    }
+}
+
+static size_t count_in(fx_t *f, store_queue_t *q)
+{
+    store_view_t v[256];
+    size_t n = 0;
+    assert_int_equal(store_peek(f->s, q, v, 256, &n), STORE_OK);
+    return n;
+}
+
+/* A segment whose entries all completed is deleted while a journal file still holds its
+ * records (another segment's record keeps the file). With the index lost, the id counter comes
+ * from the files: the journal's records must keep the deleted segment's id from being handed
+ * out again, or its old tombstones would complete the new segment's items at the next open. */
+static void test_index_rebuild_never_reuses_a_journaled_segment_id(void **state)
+{
+    fx_t *f = fx_new(state);
+    store_key_t kb = {"alpha", 0xB2B2, 0};
+    store_queue_t *qb;
+    store_view_t v[16];
+    size_t n = 0;
+    fx_append(f, 0, 10);
+    assert_int_equal(store_flush(f->s), STORE_OK);
+    assert_int_equal(store_peek(f->s, f->q, v, 1, &n), STORE_OK);
+    store_ref_t first = v[0].ref;
+    assert_int_equal(store_commit(f->s, f->q, &first, 1), STORE_OK); /* the journal's record */
+    assert_int_equal(store_queue_open(f->s, &kb, &qb), STORE_OK);
+    append_to(f, qb, 100, 110);
+    assert_int_equal(store_flush(f->s), STORE_OK);
+    assert_int_equal(store_peek(f->s, qb, v, 10, &n), STORE_OK);
+    assert_int_equal(n, 10);
+    store_ref_t refs[10];
+    for (size_t i = 0; i < 10; i++)
+        refs[i] = v[i].ref;
+    uint64_t old_segment = refs[0].queue;
+    assert_int_equal(store_commit(f->s, qb, refs, 10), STORE_OK);
+    for (size_t i = 0; i < 10; i++) {
+        int c = 0;
+        assert_int_equal(store_tombstone(f->s, refs[i], &c), STORE_OK);
+    }
+    assert_int_equal(store_flush(f->s), STORE_OK);
+    fx_close(f);
+    assert_int_equal(fx_open(f), STORE_OK); /* alpha's segment, all completed, is deleted */
+    fx_assert_holds(f, 0, 10);
+    fx_close(f);
+
+    char path[512];
+    snprintf(path, sizeof(path), "%s/index/data.mdb", f->dir);
+    assert_int_equal(truncate(path, 0), 0);
+    assert_int_equal(fx_open(f), STORE_OK);
+    assert_int_equal(store_queue_open(f->s, &kb, &qb), STORE_OK);
+    append_to(f, qb, 200, 210);
+    assert_int_equal(store_flush(f->s), STORE_OK);
+    assert_int_equal(store_peek(f->s, qb, v, 1, &n), STORE_OK);
+    assert_int_equal(n, 1);
+    assert_true(v[0].ref.queue > old_segment);
+    fx_close(f);
+    assert_int_equal(fx_open(f), STORE_OK);
+    assert_int_equal(store_queue_open(f->s, &kb, &qb), STORE_OK);
+    assert_int_equal(count_in(f, qb), 10);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_index_rebuild_never_reuses_a_journaled_segment_id,
+                                  fx_teardown),
         cmocka_unit_test_teardown(test_row_entry_count_bit_flip_is_rejected_and_sizes_nothing,
                                   fx_teardown),
         cmocka_unit_test_teardown(test_row_impossible_count_behind_valid_checksum_is_rejected,
