@@ -154,13 +154,25 @@ static store_status_t rec_journal_file(disk_t *d, rec_jread_t *rd, uint64_t id, 
     char name[JNL_FILE_NAME_SIZE];
     jnl_file_name(id, name);
     int fd = openat(d->jnl_dir_fd, name, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (fd < 0) {
+        disk_log(d, STORE_LOG_ERROR, "journal file %s/journal/%s: cannot open it: %s", d->dir, name,
+                 strerror(errno));
         return STORE_EIO;
+    }
     off_t size = lseek(fd, 0, SEEK_END);
     uint8_t hdr[JNL_HEADER];
     jnl_header_t h;
-    if (size < 0 || pread(fd, hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr) ||
-        jnl_header_decode(hdr, sizeof(hdr), &h) != STORE_OK || h.journal_id != id)
+    ssize_t got = size < 0 ? -1 : pread(fd, hdr, sizeof(hdr), 0);
+    int blank = got >= 0;
+    for (ssize_t i = 0; i < got && blank; i++)
+        blank = hdr[i] == 0;
+    if (blank) /* created, then a crash before its header: nothing was ever acknowledged into it */
+        disk_log(d, STORE_LOG_INFO,
+                 "journal file %s/journal/%s has no header yet (its creation was cut short); its "
+                 "records, if any, are read under the file name's id",
+                 d->dir, name);
+    else if (got != (ssize_t)sizeof(hdr) || jnl_header_decode(hdr, sizeof(hdr), &h) != STORE_OK ||
+             h.journal_id != id)
         disk_corrupt(d, STORE_CORRUPT_BKPT,
                      "journal file %s: header fails its checks; its records are read under the "
                      "file name's id (each verifies on its own)",
@@ -187,6 +199,10 @@ static store_status_t rec_journal_file(disk_t *d, rec_jread_t *rd, uint64_t id, 
             want = end - pos;
         ssize_t r = pread(fd, buf, (size_t)want, (off_t)pos);
         if (r <= 0) {
+            if (r < 0)
+                disk_log(d, STORE_LOG_ERROR,
+                         "journal file %s/journal/%s: reading at %" PRIu64 ": %s", d->dir, name,
+                         pos, strerror(errno));
             st = r == 0 ? STORE_OK : STORE_EIO;
             break;
         }

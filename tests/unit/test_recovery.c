@@ -1715,9 +1715,36 @@ static void test_rotated_journal_file_deleted_fails_the_flush_without_inotify(vo
     assert_true(rig_logged(r, STORE_LOG_ERROR, "journal file", "deleted or replaced", NULL));
 }
 
+/* A journal file created and never given its header (a crash between the two) is a leftover,
+ * not damage: reported at info, no corrupt region, every item as it was. */
+static void test_journal_file_without_header_is_a_crash_leftover(void **state)
+{
+    rig_t *r = rig_new(state, 0, STORE_DURABLE_PROCESS);
+    for (int i = 0; i < 4; i++)
+        assert_true(rig_append(r, 0));
+    assert_true(rig_flush(r));
+    assert_true(rig_commit(r, 0, 2));
+    assert_true(rig_tombstone(r, 0));
+    assert_true(rig_flush(r));
+    rig_crash(r);
+    char path[512];
+    snprintf(path, sizeof(path), "%s/journal/%016x.jnl", r->dir, 0x7fffu);
+    int fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, 64 + 24 * 8), 0); /* allocated, all zero */
+    close(fd);
+    rig_reopen(r);
+    assert_int_equal(r->rep.corrupt_regions, 0);
+    assert_true(rig_logged(r, STORE_LOG_INFO, "journal file", "has no header yet", NULL));
+    assert_false(rig_logged(r, STORE_LOG_ERROR, "journal file", NULL));
+    assert_int_equal(rig_count_back(r, 0, r->n), 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_journal_file_without_header_is_a_crash_leftover,
+                                  rig_teardown),
         cmocka_unit_test_teardown(test_rotated_journal_file_deleted_fails_the_flush_without_inotify,
                                   rig_teardown),
         cmocka_unit_test_teardown(test_crash_after_append_before_flush_keeps_every_flushed_item,
