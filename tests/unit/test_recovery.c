@@ -1650,16 +1650,9 @@ static void test_settling_items_never_rewrites_a_segment_power_level(void **stat
     check_segment_never_rewritten(state, STORE_DURABLE_POWER);
 }
 
-/* A journal file deleted under the running store fails the next flush that writes to it: its
- * records would go to a file no restart reads. */
-static void test_journal_file_deleted_while_running_fails_the_next_flush(void **state)
+/* Deletes every file of the journal directory, as an operator might under the running store. */
+static void rig_unlink_journal_files(const rig_t *r)
 {
-    rig_t *r = rig_new(state, 0, STORE_DURABLE_PROCESS);
-    for (int i = 0; i < 4; i++)
-        assert_true(rig_append(r, 0));
-    assert_true(rig_flush(r));
-    assert_true(rig_commit(r, 0, 2));
-    assert_int_equal(count_journal_files(r), 1);
     char path[128];
     snprintf(path, sizeof(path), "%s/journal", r->dir);
     DIR *dir = opendir(path);
@@ -1672,6 +1665,19 @@ static void test_journal_file_deleted_while_running_fails_the_next_flush(void **
         }
     }
     closedir(dir);
+}
+
+/* A journal file deleted under the running store fails the next flush that writes to it: its
+ * records would go to a file no restart reads. */
+static void test_journal_file_deleted_while_running_fails_the_next_flush(void **state)
+{
+    rig_t *r = rig_new(state, 0, STORE_DURABLE_PROCESS);
+    for (int i = 0; i < 4; i++)
+        assert_true(rig_append(r, 0));
+    assert_true(rig_flush(r));
+    assert_true(rig_commit(r, 0, 2));
+    assert_int_equal(count_journal_files(r), 1);
+    rig_unlink_journal_files(r);
     assert_true(rig_tombstone(r, 0));
     assert_false(rig_flush(r));
     assert_true(rig_logged(r, STORE_LOG_ERROR, "journal file", "deleted or replaced", NULL));
@@ -1697,18 +1703,7 @@ static void test_rotated_journal_file_deleted_fails_the_flush_without_inotify(vo
     assert_true(rig_flush(r));
     assert_true(rig_commit(r, 0, 2));
     assert_int_equal(count_journal_files(r), 1);
-    char path[128];
-    snprintf(path, sizeof(path), "%s/journal", r->dir);
-    DIR *dir = opendir(path);
-    assert_non_null(dir);
-    for (struct dirent *de; (de = readdir(dir)) != NULL;) {
-        if (de->d_name[0] != '.') {
-            char file[400];
-            snprintf(file, sizeof(file), "%s/%s", path, de->d_name);
-            assert_int_equal(unlink(file), 0);
-        }
-    }
-    closedir(dir);
+    rig_unlink_journal_files(r);
     assert_true(rig_commit(r, 0, 10)); /* fills the deleted file, then a new one */
     assert_int_equal(count_journal_files(r), 1);
     assert_false(rig_flush(r));

@@ -172,8 +172,8 @@ static void fx_close(fx_t *f)
     f->s = NULL;
 }
 
-/* Appends items tagged from..to-1 (id = tag, 16-byte payload), then flushes. */
-static store_ref_t fx_append(fx_t *f, uint64_t from, uint64_t to)
+/* Appends items tagged from..to-1 (id = tag, 16-byte payload) to q; returns the last's ref. */
+static store_ref_t fx_append_to(fx_t *f, store_queue_t *q, uint64_t from, uint64_t to)
 {
     store_ref_t ref = {0, 0};
     for (uint64_t t = from; t < to; t++) {
@@ -186,9 +186,15 @@ static store_ref_t fx_append(fx_t *f, uint64_t from, uint64_t to)
                            .payload_len = sizeof(payload),
                            .tokens = 3,
                            .arrival_ns = 1000 + t};
-        assert_int_equal(store_append(f->s, f->q, &it, &ref), STORE_OK);
+        assert_int_equal(store_append(f->s, q, &it, &ref), STORE_OK);
     }
     return ref;
+}
+
+/* The same into f->q. */
+static store_ref_t fx_append(fx_t *f, uint64_t from, uint64_t to)
+{
+    return fx_append_to(f, f->q, from, to);
 }
 
 /* The tags queued in f->q, in order, into tags (room for 256); their deliveries too. */
@@ -929,24 +935,6 @@ static void test_delivery_counts_survive_restarts(void **state)
     }
 }
 
-/* Appends items with ids from..to-1 (8-byte big-endian) to q. */
-static void append_to(fx_t *f, store_queue_t *q, uint64_t from, uint64_t to)
-{
-    for (uint64_t t = from; t < to; t++) {
-        uint8_t id[8], payload[16];
-        put64(id, t);
-        memset(payload, (int)(t & 0xFF), sizeof(payload));
-        store_item_t it = {.id = id,
-                           .id_len = 8,
-                           .payload = payload,
-                           .payload_len = sizeof(payload),
-                           .tokens = 3,
-                           .arrival_ns = 1000 + t};
-        store_ref_t ref;
-        assert_int_equal(store_append(f->s, q, &it, &ref), STORE_OK);
-    }
-}
-
 static size_t count_in(fx_t *f, store_queue_t *q)
 {
     store_view_t v[256];
@@ -972,7 +960,7 @@ static void test_index_rebuild_never_reuses_a_journaled_segment_id(void **state)
     store_ref_t first = v[0].ref;
     assert_int_equal(store_commit(f->s, f->q, &first, 1), STORE_OK); /* the journal's record */
     assert_int_equal(store_queue_open(f->s, &kb, &qb), STORE_OK);
-    append_to(f, qb, 100, 110);
+    fx_append_to(f, qb, 100, 110);
     assert_int_equal(store_flush(f->s), STORE_OK);
     assert_int_equal(store_peek(f->s, qb, v, 10, &n), STORE_OK);
     assert_int_equal(n, 10);
@@ -996,7 +984,7 @@ static void test_index_rebuild_never_reuses_a_journaled_segment_id(void **state)
     assert_int_equal(truncate(path, 0), 0);
     assert_int_equal(fx_open(f), STORE_OK);
     assert_int_equal(store_queue_open(f->s, &kb, &qb), STORE_OK);
-    append_to(f, qb, 200, 210);
+    fx_append_to(f, qb, 200, 210);
     assert_int_equal(store_flush(f->s), STORE_OK);
     assert_int_equal(store_peek(f->s, qb, v, 1, &n), STORE_OK);
     assert_int_equal(n, 1);
