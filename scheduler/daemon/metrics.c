@@ -476,8 +476,13 @@ static void metrics_write_process(metrics_buf_t *b)
     struct rlimit rl = {0};
     getrlimit(RLIMIT_NOFILE, &rl);
     metrics_family(b, "process_cpu_seconds_total", "counter", "User and system CPU time spent.");
-    metrics_printf(b, "process_cpu_seconds_total %.2f\n",
-                   ticks > 0 ? (double)(utime + stime) / (double)ticks : 0.0);
+    /* getrusage to the microsecond: /proc's clock ticks (10 ms) read 0 for an idle daemon */
+    struct rusage ru;
+    double cpu = ticks > 0 ? (double)(utime + stime) / (double)ticks : 0.0;
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+        cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+              ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) / 1e6;
+    metrics_printf(b, "process_cpu_seconds_total %.6f\n", cpu);
     metrics_family(b, "process_resident_memory_bytes", "gauge", "Resident memory size.");
     metrics_printf(b, "process_resident_memory_bytes %lld\n", rss * (page > 0 ? page : 4096));
     metrics_family(b, "process_virtual_memory_bytes", "gauge", "Virtual memory size.");

@@ -81,10 +81,14 @@ fail() {
 }
 
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# A port below the kernel's ephemeral range: a port an outgoing connection holds is not
+# listening, so the probe cannot see it, and nats-server's bind to it would fail.
 free_port() {
-    local p
+    local p lo
+    lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+    [ "$lo" -gt 11000 ] 2>/dev/null || lo=32768
     for _ in $(seq 100); do
-        p=$((20000 + RANDOM % 40000))
+        p=$((10000 + RANDOM % (lo - 10000)))
         listening "$p" || { echo "$p"; return 0; }
     done
     fail "no free port"
