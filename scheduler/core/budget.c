@@ -202,11 +202,15 @@ static uint64_t budget_recheck(const packer_contract_t *k)
     return n != 0 ? n : 1;
 }
 
+int budget_on(const struct sched *s, const sched_consumer_t *c, const sched_model_t *m)
+{
+    return m->slo_ns != 0 && s->policy == SCHED_POLICY_LANES && c->worker != NULL;
+}
+
 int budget_held_again(struct sched *s, const sched_consumer_t *c, const sched_model_t *m)
 {
     const budget_memo_t *h = &m->held;
-    if (!h->valid || m->slo_ns == 0 || s->policy != SCHED_POLICY_LANES || c->worker == NULL ||
-        (h->worker != NULL && h->worker != c->worker) ||
+    if (!h->valid || !budget_on(s, c, m) || (h->worker != NULL && h->worker != c->worker) ||
         memcmp(&h->contract, &c->contract, sizeof(h->contract)) != 0 ||
         m->arrivals - h->arrivals >= budget_recheck(&c->contract) ||
         s->clock(s->clock_ctx) >= h->until_ns)
@@ -219,14 +223,14 @@ int budget_held_again(struct sched *s, const sched_consumer_t *c, const sched_mo
 void budget_held_note(struct sched *s, const sched_consumer_t *c, sched_model_t *m)
 {
     budget_memo_t *h = &m->held;
-    h->valid = m->slo_ns != 0 && s->policy == SCHED_POLICY_LANES && c->worker != NULL && s->held;
+    h->valid = budget_on(s, c, m) && s->held;
     if (!h->valid)
         return;
     h->until_ns = s->retry_ns;
     h->arrivals = m->arrivals;
     h->contract = c->contract;
     /* where shapes outnumber the worker's cache each worker chooses for itself (select.c) */
-    h->worker = m->n_active > c->worker->cache ? c->worker : NULL;
+    h->worker = select_affine_mode(m, c->worker) ? c->worker : NULL;
 }
 
 void budget_arrival_note(sched_shape_t *shape, uint64_t now)

@@ -135,17 +135,18 @@ static int extend_next(const lanes_t *lanes, int64_t *idx, int dir, lanes_lane_t
 }
 
 sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const packer_cost_t *worker,
-                           sched_shape_t *shape, uint64_t cap)
+                           sched_shape_t *shape, uint64_t cap, int full)
 {
     /* The fixed cost a merge is credited with (sched_config_t.merge_credit); under a wait
      * budget, per lane (invariant 4). */
     packer_cost_t credited = *worker;
-    int budget = s->models[shape->model_idx]->slo_ns != 0 && !s->extend_full;
-    uint64_t now = s->clock(s->clock_ctx);
-    credited.fixed_ns *= s->extend_full ? EXTEND_FULL_CREDIT : budget ? 1.0 : s->merge_credit;
+    const sched_model_t *model = s->models[shape->model_idx];
+    int budget = model->slo_ns != 0 && !full;
+    uint64_t now = budget ? s->clock(s->clock_ctx) : 0; /* for how long a lane's front waited */
+    credited.fixed_ns *= full ? EXTEND_FULL_CREDIT : budget ? 1.0 : s->merge_credit;
     /* under a budget a batch that misses the cache also saves its prefix for every lane it takes
      * along: left out, they would make another worker (or this one, later) pay it again */
-    if ((budget || s->extend_full) && (c->worker == NULL || !worker_is_warm(c->worker, shape)))
+    if ((budget || full) && (c->worker == NULL || !worker_is_warm(c->worker, shape)))
         credited.fixed_ns += worker->token_ns * (double)s->filled.prefix_tokens;
     const packer_cost_t *cost = &credited;
     sched_batch_t *b = &s->filled;
@@ -196,7 +197,7 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
         if ((s->store_status =
                  store_peek(s->store, cand[d].user, s->scratch.views + n, want, &got)) != STORE_OK)
             return SCHED_ESTORE;
-        if (s->extend_full && got > room) { /* invariant 5: the front of the lane fills it */
+        if (full && got > room) { /* invariant 5: the front of the lane fills it */
             size_t g = 0;
             uint32_t lg = pad;
             while (g < room && g < got) {
@@ -230,11 +231,13 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
                (uint64_t)(n + got) * pad_m <= k->max_batch_tokens;
         /* a lane whose oldest item is due goes now in any case: its own batch would be as
          * small as it is (invariant 4) */
-        uint64_t due_ns = s->models[shape->model_idx]->due_ns,
-                 first = s->scratch.views[n].arrival_ns;
-        double waited = got == 0 || first <= shape->drain_ns || first + due_ns <= now ? 1.0
-                        : now > first ? (double)(now - first) / (double)due_ns
-                                      : 0.0;
+        double waited = 0.0; /* read by the budget's credit alone */
+        if (budget) {
+            uint64_t due_ns = model->due_ns, first = s->scratch.views[n].arrival_ns;
+            waited = got == 0 || first <= shape->drain_ns || first + due_ns <= now ? 1.0
+                     : now > first ? (double)(now - first) / (double)due_ns
+                                   : 0.0;
+        }
         if (!fits ||
             packer_merge_saving(extend_credit(cost, k, budget, got, pad_c, waited, &lane_cost[d]),
                                 n, pad, got, pad_c) <= 0.0) {

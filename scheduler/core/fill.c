@@ -138,9 +138,10 @@ static sched_status_t fill_batch_id(sched_t *s)
     return SCHED_OK;
 }
 
-/* fill_lane_pack, then the `lanes` policy's merge, the batch id, the guard. */
+/* fill_lane_pack, then the `lanes` policy's merge, the batch id, the guard. `budgeted`: the
+ * model's wait budget rules this fill (fill_pick decides it once). */
 static sched_status_t fill_lane(sched_t *s, const sched_consumer_t *consumer, sched_model_t *model,
-                                sched_shape_t *shape, uint32_t lane_id, uint64_t cap,
+                                sched_shape_t *shape, uint32_t lane_id, uint64_t cap, int budgeted,
                                 sched_batch_t *out)
 {
     sched_status_t st = fill_lane_pack(s, consumer, model, shape, lane_id, cap);
@@ -149,20 +150,16 @@ static sched_status_t fill_lane(sched_t *s, const sched_consumer_t *consumer, sc
     packer_cost_t cost;
     int costed = s->policy == SCHED_POLICY_LANES && consumer->worker != NULL &&
                  worker_cost(consumer->worker, &cost);
-    int budgeted = s->policy == SCHED_POLICY_LANES && consumer->worker != NULL && model->slo_ns;
     if (costed && budgeted && s->filled_extendable) {
         /* budget.c invariant 6: the neighbours that fill the batch, at the whole fixed cost */
-        s->extend_full = 1;
-        st = extend_fill(s, consumer, &cost, shape, cap);
-        s->extend_full = 0;
-        if (st != SCHED_OK)
+        if ((st = extend_fill(s, consumer, &cost, shape, cap, 1)) != SCHED_OK)
             return st;
         if (!budget_full(&s->filled, &consumer->contract) &&
             ((st = fill_lane_pack(s, consumer, model, shape, lane_id, cap)) != SCHED_OK ||
-             (st = extend_fill(s, consumer, &cost, shape, cap)) != SCHED_OK))
+             (st = extend_fill(s, consumer, &cost, shape, cap, 0)) != SCHED_OK))
             return st;
     } else if (costed && s->filled_extendable &&
-               (st = extend_fill(s, consumer, &cost, shape, cap)) != SCHED_OK) {
+               (st = extend_fill(s, consumer, &cost, shape, cap, 0)) != SCHED_OK) {
         return st;
     }
     /* What the worker pays for the prefix, as the core models its cache (worker.c). */
@@ -199,14 +196,14 @@ static sched_status_t fill_shape(sched_t *s, const sched_consumer_t *consumer, s
     sched_status_t st;
     if (select_lane_starved(s, shape, &lane_id)) {
         uint32_t starved = lane_id;
-        st = fill_lane(s, consumer, model, shape, lane_id, cap, out);
+        st = fill_lane(s, consumer, model, shape, lane_id, cap, budget, out);
         if (st != SCHED_EEMPTY || (s->held && !budget))
             return st;
         if (s->held) {
             uint64_t retry = s->retry_ns;
             if (lanes_next_by_tokens(shape->lanes, NULL, &lane_id) && lane_id != starved) {
                 s->held = 0;
-                st = fill_lane(s, consumer, model, shape, lane_id, cap, out);
+                st = fill_lane(s, consumer, model, shape, lane_id, cap, budget, out);
                 if (st != SCHED_EEMPTY && !s->held)
                     return st;
                 if (s->held && s->retry_ns < retry)
@@ -219,7 +216,7 @@ static sched_status_t fill_shape(sched_t *s, const sched_consumer_t *consumer, s
     }
     for (int more = lanes_next_by_tokens(shape->lanes, NULL, &lane_id); more;
          prev = lane_id, more = lanes_next_by_tokens(shape->lanes, &prev, &lane_id)) {
-        st = fill_lane(s, consumer, model, shape, lane_id, cap, out);
+        st = fill_lane(s, consumer, model, shape, lane_id, cap, budget, out);
         if (budget && s->held) {
             /* the lane of the shape's oldest item is due first, maybe before the fullest */
             uint64_t aged = shapes_oldest_exact(s, model, shape) + budget_age_bound(s, model) + 1;
@@ -247,7 +244,7 @@ static sched_status_t fill_pick(sched_t *s, const sched_consumer_t *consumer, sc
     if (cap > consumer->contract.max_batch_size)
         cap = consumer->contract.max_batch_size;
     const struct sched_worker *w = consumer->worker;
-    int budget = model->slo_ns != 0 && s->policy == SCHED_POLICY_LANES && w != NULL;
+    int budget = budget_on(s, consumer, model);
     st = fill_shape(s, consumer, model, shape, cap, budget, out);
     if (!budget || !s->held)
         return st;
@@ -255,7 +252,7 @@ static sched_status_t fill_pick(sched_t *s, const sched_consumer_t *consumer, sc
      * now (select.c invariant 7): the worker's warm shapes where shapes outnumber its cache (no
      * miss), else the model's fullest and oldest shapes (all of them fit it). */
     uint64_t retry = s->retry_ns;
-    int affine = model->n_active > w->cache;
+    int affine = select_affine_mode(model, w);
     sched_shape_t *tried[SCHED_CACHE_SHAPES_MAX + 2];
     size_t n_tried = 0, n_cand = affine ? w->n_warm : 2;
     tried[n_tried++] = shape;

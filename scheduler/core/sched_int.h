@@ -188,7 +188,6 @@ struct sched {
     int filled_valid;
     int filled_extendable;   /* the lane fill took its whole lane, with room left */
     int held;                /* the last fill's batch waits (hold.c) */
-    int extend_full;         /* extend_fill credits the whole fixed cost (budget.c invariant 6) */
     fill_scratch_t scratch;  /* fill.c */
     uint64_t *done_arrivals; /* sched_complete's arrivals of the items it first completed */
     size_t done_cap;
@@ -284,6 +283,8 @@ int hold_batch(struct sched *s, const sched_consumer_t *c, sched_model_t *m,
                const packer_cost_t *cost, uint64_t now, uint64_t *out_until /* out */);
 
 /* budget.c */
+/* 1 when the model's wait budget rules c's fills: a budget set, the `lanes` policy, a worker. */
+int budget_on(const struct sched *s, const sched_consumer_t *c, const sched_model_t *m);
 /* The model's budget and due age from the configuration (at its interning). */
 void budget_model_init(struct sched *s, sched_model_t *m);
 void budget_free(struct sched *s);
@@ -325,9 +326,11 @@ int worker_cost(const struct sched_worker *w, packer_cost_t *out /* out */);
 void worker_destroy_all(struct sched *s);
 
 /* extend.c: extends s->filled (items of one lane of shape in s->views) with whole neighbouring
- * lanes while each merge pays at cost and the contract holds; cap bounds the items. */
+ * lanes while each merge pays at cost and the contract holds; cap bounds the items. `full`: the
+ * merge is credited the whole fixed cost and a lane's front may fill the batch (budget.c
+ * invariant 6). */
 sched_status_t extend_fill(struct sched *s, const sched_consumer_t *consumer,
-                           const packer_cost_t *cost, sched_shape_t *shape, uint64_t cap);
+                           const packer_cost_t *cost, sched_shape_t *shape, uint64_t cap, int full);
 
 /* check.c: the invariants after one operation that touched `lane` of `shape` (NULL: no lane). */
 int sched_check_op(const struct sched *s, const sched_shape_t *shape, uint32_t lane);
@@ -339,6 +342,9 @@ int sched_check_op_lanes(const struct sched *s, const sched_shape_t *shape, cons
  * SCHED_ESTORE when recording a switch failed. */
 sched_status_t select_shape(struct sched *s, sched_model_t *model, const sched_consumer_t *consumer,
                             sched_shape_t **out /* out */);
+/* 1 when each worker of the model chooses its own shape (shapes outnumber the worker's cache:
+ * affinity to its warm shapes), 0 when the model's workers follow one sticky shape. */
+int select_affine_mode(const sched_model_t *model, const struct sched_worker *w);
 /* With the starvation bound on: 1 and the lane holding the shape's oldest readable item when
  * that item has waited past the bound; 0 otherwise (out_lane untouched). */
 int select_lane_starved(struct sched *s, const sched_shape_t *shape, uint32_t *out_lane /* out */);

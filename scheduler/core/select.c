@@ -181,11 +181,16 @@ static sched_status_t select_affine(struct sched *s, sched_model_t *model,
     return SCHED_OK;
 }
 
+int select_affine_mode(const sched_model_t *model, const struct sched_worker *w)
+{
+    return model->n_active > w->cache;
+}
+
 sched_status_t select_shape(struct sched *s, sched_model_t *model, const sched_consumer_t *c,
                             sched_shape_t **out)
 {
     struct sched_worker *w = c->worker;
-    if (s->policy == SCHED_POLICY_SEED || w == NULL || model->n_active <= w->cache)
+    if (s->policy == SCHED_POLICY_SEED || w == NULL || !select_affine_mode(model, w))
         return select_sticky(s, model, out);
     return select_affine(s, model, c, out);
 }
