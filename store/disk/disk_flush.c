@@ -87,8 +87,7 @@ static uint32_t disk_run_prefix(const disk_t *d, const dwrite_t *w, uint32_t k)
     return at;
 }
 
-/* Writes iov[0 .. n) back to back from off, finishing short writes; 0 or an errno. */
-static int disk_pwritev_all(int fd, struct iovec *iov, int n, uint64_t off)
+int disk_pwritev_all(int fd, struct iovec *iov, int n, uint64_t off)
 {
     while (n > 0) {
         ssize_t w = pwritev(fd, iov, n, (off_t)off);

@@ -42,6 +42,8 @@
 #include "store/disk/segment_int.h"
 #include "store/store_int.h"
 
+#include <sys/uio.h>
+
 typedef struct dseg dseg_t;
 typedef struct dqueue dqueue_t;
 
@@ -405,6 +407,9 @@ store_status_t disk_fsync_dir(disk_t *d, unsigned changes);
 store_status_t disk_flush(disk_t *d);
 /* Frees the turn's gathered writes and doomed segments without writing them (close). */
 void disk_flush_discard(disk_t *d);
+/* Writes iov[0 .. n) back to back from off, finishing short writes and retrying EINTR; 0 or an
+ * errno (ENOSPC for a write of nothing). iov is borrowed and advanced past what was written. */
+int disk_pwritev_all(int fd, struct iovec *iov, int n, uint64_t off);
 
 /* ---- disk_journal.c: the state journal ------------------------------------------------------ */
 

@@ -228,20 +228,8 @@ store_status_t disk_jnl_stage(disk_t *d, dseg_t *seg, uint64_t off, uint32_t len
 /* The pwrite path: the encoded records in jnl_buf, n of them, go at the current file's `from`. */
 static int disk_jnl_pwrite(disk_t *d, uint64_t from, size_t n)
 {
-    const uint8_t *buf = d->jnl_buf;
-    size_t len = n * JNL_RECORD;
-    int fd = disk_jnl_cur(d)->fd;
-    while (len > 0) {
-        ssize_t w = pwrite(fd, buf, len, (off_t)from); /* faults: per record, by the caller */
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return w < 0 ? errno : ENOSPC;
-        buf += w;
-        len -= (size_t)w;
-        from += (uint64_t)w;
-    }
-    return 0;
+    struct iovec v = {d->jnl_buf, n * JNL_RECORD}; /* faults: per record, by the caller */
+    return n == 0 ? 0 : disk_pwritev_all(disk_jnl_cur(d)->fd, &v, 1, from);
 }
 
 store_status_t disk_jnl_write(disk_t *d, const char *what)
