@@ -237,11 +237,11 @@ void sim_config_default(sim_config_t *cfg /* out */);
 int sim_run(const sim_config_t *cfg, const wl_item_t *items, size_t n, sim_policy_t policy,
             sim_result_t *out /* out */);
 void sim_result_free(sim_result_t *result);
-/* tune.c: policy (POW2 or RANGE64) with its queue delay chosen from a grid of shares of the
- * budget: the least GPU time with the p99 wait within the budget, else the shortest p99. As
- * sim_run; out->delay_ns is the delay chosen. */
+/* tune.c: sim_run, except that with `tune` set, a budget (cfg->slo_ns) and policy POW2 or
+ * RANGE64 the queue delay is chosen from a grid of shares of the budget: the least GPU time with
+ * the p99 wait within the budget, else the shortest p99 (out->delay_ns is the delay chosen). */
 int sim_run_tuned(const sim_config_t *cfg, const wl_item_t *items, size_t n, sim_policy_t policy,
-                  uint64_t budget_ns, sim_result_t *out /* out */);
+                  int tune, sim_result_t *out /* out */);
 
 /* ---- sweep mode (sweep.c) ------------------------------------------------------------------ */
 

@@ -145,16 +145,12 @@ uint64_t gpu_serve_mixed(gpu_t *gpu, const uint64_t *signatures, const uint32_t 
                          uint32_t n_items, uint32_t pad_to, uint64_t real_tokens)
 {
     int pure = 1;
-    uint32_t longest = 0;
-    for (uint32_t i = 0; i < n_items; i++) {
+    for (uint32_t i = 0; i < n_items; i++)
         pure &= signatures[i] == signatures[0];
-        if (prefixes != NULL && prefixes[i] > longest)
-            longest = prefixes[i];
-    }
     int hit = n_items > 0 && pure && gpu_cache_find(gpu, signatures[0]) >= 0;
-    /* A mixed batch pays each shape's prefix once: the longest of the items of that shape. */
-    uint64_t prefix = pure ? longest : 0;
-    for (uint32_t i = 0; !pure && prefixes != NULL && i < n_items; i++) {
+    /* A batch pays each shape's prefix once: the longest of the items of that shape. */
+    uint64_t prefix = 0;
+    for (uint32_t i = 0; prefixes != NULL && i < n_items; i++) {
         uint32_t first = 0, p = 0;
         while (signatures[first] != signatures[i])
             first++;

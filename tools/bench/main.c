@@ -122,9 +122,7 @@ static int main_sim(int argc, char **argv)
         if (!a.policies[p])
             continue;
         sim_result_t *r = &results[n_results];
-        int tune = a.sim.slo_ns != 0 && !a.queue_delay_set && (p == SIM_POW2 || p == SIM_RANGE64);
-        if ((tune ? sim_run_tuned(&a.sim, items, n, (sim_policy_t)p, a.sim.slo_ns, r)
-                  : sim_run(&a.sim, items, n, (sim_policy_t)p, r)) != 0) {
+        if (sim_run_tuned(&a.sim, items, n, (sim_policy_t)p, !a.queue_delay_set, r) != 0) {
             fprintf(stderr, "lanesched-bench: %s: %s\n", sim_policy_name((sim_policy_t)p),
                     r->error);
             sim_result_free(r);

@@ -204,6 +204,14 @@ double report_cache_saved_ns(const report_t *rep, const sim_result_t *r)
     return rep->sim->gpu.ns_per_padded_token * (double)r->prefix_saved_tokens;
 }
 
+int report_budget_met(uint64_t p_p99, uint64_t p_busy, uint64_t r_p99, uint64_t r_busy,
+                      uint64_t slo)
+{
+    if (p_p99 <= slo && (r_p99 > slo || p_busy <= r_busy))
+        return 0;
+    return r_p99 <= slo ? 1 : -1;
+}
+
 double report_items_per_batch(const sim_result_t *r)
 {
     return r->batches ? (double)r->items_served / (double)r->batches : 0.0;

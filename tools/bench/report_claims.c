@@ -178,10 +178,8 @@ static void report_claims_budget(FILE *f, const report_t *rep, const sim_result_
     char lp[16], bp[16], sl[16];
     report_dur(sl, sizeof(sl), slo);
     report_dur(lp, sizeof(lp), l->wait_p99_ns);
-    const sim_result_t *met =
-        p->wait_p99_ns <= slo && (r->wait_p99_ns > slo || p->busy_ns <= r->busy_ns) ? p
-        : r->wait_p99_ns <= slo                                                     ? r
-                                                                                    : NULL;
+    int m = report_budget_met(p->wait_p99_ns, p->busy_ns, r->wait_p99_ns, r->busy_ns, slo);
+    const sim_result_t *met = m == 0 ? p : m == 1 ? r : NULL;
     if (met != NULL) {
         report_dur(bp, sizeof(bp), met->wait_p99_ns);
         fprintf(f, "  lanes p99 wait %s <= the budget %s (%s meets it at %s)", lp, sl,

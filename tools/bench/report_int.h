@@ -32,6 +32,10 @@ double report_gpu_floor(const report_t *rep);
  * prefixes its hits skipped, at the workers' per-token cost). */
 int report_has_prefixes(const report_t *rep);
 double report_cache_saved_ns(const report_t *rep, const sim_result_t *r);
+/* Of pow2 (0) and range64 (1), given their p99 waits and GPU times, the one within the budget at
+ * the least GPU time; -1 when neither is within it. */
+int report_budget_met(uint64_t p_p99, uint64_t p_busy, uint64_t r_p99, uint64_t r_busy,
+                      uint64_t slo);
 /* The best hit rate any policy reaches with r's waits on this trace (report_claims.c). */
 double report_hit_bound(const report_t *rep, const sim_result_t *r);
 /* Offered load in percent of one model (all: UINT32_MAX), as the header prints it. */

@@ -166,10 +166,8 @@ static int sweep_checks_print(FILE *f, const sweep_t *sw)
             const sweep_cell_t *l = &sw->cells[i][SIM_LANES], *p = &sw->cells[i][SIM_POW2],
                                *r = &sw->cells[i][SIM_RANGE64];
             uint64_t slo = a->sim->slo_ns;
-            const sweep_cell_t *met =
-                p->wait_p99_ns <= slo && (r->wait_p99_ns > slo || p->busy_ns <= r->busy_ns) ? p
-                : r->wait_p99_ns <= slo                                                     ? r
-                                                                                            : NULL;
+            int m = report_budget_met(p->wait_p99_ns, p->busy_ns, r->wait_p99_ns, r->busy_ns, slo);
+            const sweep_cell_t *met = m == 0 ? p : m == 1 ? r : NULL;
             uint64_t best = p->busy_ns < r->busy_ns ? p->busy_ns : r->busy_ns;
             char lp[16], bp[16];
             report_dur(lp, sizeof(lp), l->wait_p99_ns);

@@ -112,9 +112,7 @@ int sweep_run(const sweep_args_t *a)
             if (!a->policies[p])
                 continue;
             sim_result_t r;
-            int tune = a->sim->slo_ns != 0 && a->tune && (p == SIM_POW2 || p == SIM_RANGE64);
-            if ((tune ? sim_run_tuned(a->sim, items, n, (sim_policy_t)p, a->sim->slo_ns, &r)
-                      : sim_run(a->sim, items, n, (sim_policy_t)p, &r)) != 0) {
+            if (sim_run_tuned(a->sim, items, n, (sim_policy_t)p, a->tune, &r) != 0) {
                 fprintf(stderr, "lanesched-bench: %s at %.0f%%: %s\n",
                         sim_policy_name((sim_policy_t)p), a->loads[i], r.error);
                 sim_result_free(&r);

@@ -24,8 +24,11 @@ static const double tune_grid[] = {0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4,
 #define TUNE_GRID_N (sizeof(tune_grid) / sizeof(tune_grid[0]))
 
 int sim_run_tuned(const sim_config_t *cfg, const wl_item_t *items, size_t n, sim_policy_t policy,
-                  uint64_t budget_ns, sim_result_t *out)
+                  int tune, sim_result_t *out)
 {
+    uint64_t budget_ns = cfg->slo_ns;
+    if (!tune || budget_ns == 0 || (policy != SIM_POW2 && policy != SIM_RANGE64))
+        return sim_run(cfg, items, n, policy, out);
     sim_config_t c = *cfg;
     int have = 0;
     for (size_t g = 0; g < TUNE_GRID_N; g++) {

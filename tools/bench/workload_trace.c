@@ -78,6 +78,12 @@ static void wl_trace_err(char *err, size_t len, const char *path, size_t line, c
     va_end(ap);
 }
 
+/* A header number as a u32 field, 0 when it is out of range. */
+static uint32_t wl_u32(double d)
+{
+    return d >= 0 && d <= UINT32_MAX ? (uint32_t)d : 0;
+}
+
 /* Parses "key=value" words of the header into cfg (unknown keys are ignored) and its version
  * into *out_version. 0, or -1 with *what saying why. */
 static int wl_header_parse(char *line, wl_config_t *c, size_t *out_items, int *out_version,
@@ -121,7 +127,7 @@ static int wl_header_parse(char *line, wl_config_t *c, size_t *out_items, int *o
                 return -1;
             c->models = (uint32_t)d;
         } else if (strcmp(k, "shapes_per_model") == 0)
-            c->shapes_per_model = d >= 0 && d <= UINT32_MAX ? (uint32_t)d : 0;
+            c->shapes_per_model = wl_u32(d);
         else if (strcmp(k, "zipf_s") == 0)
             c->zipf_s = d;
         else if (strcmp(k, "duration_s") == 0)
@@ -133,13 +139,13 @@ static int wl_header_parse(char *line, wl_config_t *c, size_t *out_items, int *o
         else if (strcmp(k, "churn") == 0)
             c->churn = d;
         else if (strcmp(k, "max_tokens") == 0)
-            c->max_tokens = d >= 0 && d <= UINT32_MAX ? (uint32_t)d : 0;
+            c->max_tokens = wl_u32(d);
         else if (strcmp(k, "long_share") == 0)
             c->long_share = d;
         else if (strcmp(k, "prefix_min") == 0)
-            c->prefix_min = d >= 0 && d <= UINT32_MAX ? (uint32_t)d : 0;
+            c->prefix_min = wl_u32(d);
         else if (strcmp(k, "prefix_max") == 0)
-            c->prefix_max = d >= 0 && d <= UINT32_MAX ? (uint32_t)d : 0;
+            c->prefix_max = wl_u32(d);
         else if (strcmp(k, "items") == 0)
             *out_items = d >= 0 && d < 1e9 ? (size_t)d : 0; /* a hint for the allocation */
     }
