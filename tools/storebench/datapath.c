@@ -42,21 +42,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* RssFile of this process (file pages mapped and resident), bytes; 0 when /proc does not say. */
-static uint64_t path_rss_file(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    unsigned long long kb = 0;
-    char line[128];
-    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
-        if (sscanf(line, "RssFile: %llu kB", &kb) == 1)
-            break;
-    }
-    if (f != NULL)
-        fclose(f);
-    return (uint64_t)kb * 1024;
-}
-
 typedef struct {
     store_t *s;
     store_queue_t **qs;
@@ -206,8 +191,7 @@ int datapath_child_run(int argc, char **argv)
     uint64_t segment_before = p.max_segment;
     uint64_t batches_before = p.batches;
     uint64_t dispatched = 0, turns = 0, total = items + depth;
-    uint64_t sys0 = sb_rw_syscalls(), cpu0 = sb_cpu_ns(), wb0 = sb_write_bytes(),
-             t0 = clock_mono_ns();
+    uint64_t wb0, sys0 = sb_rw_syscalls(&wb0), cpu0 = sb_cpu_ns(), t0 = clock_mono_ns();
     while (at < total) { /* timed: as many items dispatched per turn as arrive */
         size_t to = at + f < total ? at + f : total;
         path_append(&p, &w, at, to);
@@ -217,9 +201,12 @@ int datapath_child_run(int argc, char **argv)
         at = to;
         turns++;
     }
-    uint64_t t1 = clock_mono_ns(), cpu1 = sb_cpu_ns(), sys1 = sb_rw_syscalls(),
-             wb1 = sb_write_bytes();
-    uint64_t rss_file = path_rss_file();
+    uint64_t wb1, t1 = clock_mono_ns(), cpu1 = sb_cpu_ns(), sys1 = sb_rw_syscalls(&wb1);
+    /* RssFile: file pages mapped and resident */
+    static const char *const rss_key[] = {"RssFile:"};
+    uint64_t rss_file;
+    sb_proc_fields("/proc/self/status", rss_key, 1, &rss_file);
+    rss_file *= 1024;
     uint64_t created = p.max_segment - segment_before;
     uint64_t batches = p.batches - batches_before;
     while (dispatched < total || p.n_acks != 0 || p.n_acks_next != 0) { /* the drain, untimed */

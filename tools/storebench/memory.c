@@ -29,19 +29,11 @@
 /* VmRSS and RssAnon of this process, in bytes; 0 when /proc does not say. */
 static void memory_rss(uint64_t *out_rss, uint64_t *out_anon)
 {
-    *out_rss = *out_anon = 0;
-    FILE *f = fopen("/proc/self/status", "r");
-    if (f == NULL)
-        return;
-    char line[256];
-    unsigned long long kb;
-    while (fgets(line, sizeof(line), f) != NULL) {
-        if (sscanf(line, "VmRSS: %llu kB", &kb) == 1)
-            *out_rss = (uint64_t)kb * 1024;
-        else if (sscanf(line, "RssAnon: %llu kB", &kb) == 1)
-            *out_anon = (uint64_t)kb * 1024;
-    }
-    fclose(f);
+    static const char *const keys[] = {"VmRSS:", "RssAnon:"};
+    uint64_t kb[2];
+    sb_proc_fields("/proc/self/status", keys, 2, kb);
+    *out_rss = kb[0] * 1024;
+    *out_anon = kb[1] * 1024;
 }
 
 int memory_child_run(const char *dir, uint64_t items, uint64_t payload, uint64_t models,

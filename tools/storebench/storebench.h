@@ -84,12 +84,13 @@ store_key_t sb_queue_key(unsigned models, unsigned shapes, unsigned lanes, uint6
  * that many entries). */
 void sb_queues_open(store_t *s, unsigned models, unsigned shapes, unsigned lanes,
                     store_queue_t **qs /* out */);
-/* Read and write system calls of this process so far (/proc/self/io syscr + syscw); 0 when
- * /proc does not say. */
-uint64_t sb_rw_syscalls(void);
-/* Bytes this process caused to be written to storage so far (/proc/self/io write_bytes: pages
- * it dirtied, written back by whoever syncs them); 0 when /proc does not say. */
-uint64_t sb_write_bytes(void);
+/* The numbers of the lines of `path` (a /proc file of "Key: number" lines) that start with
+ * keys[i] (e.g. "syscr:"), into out[i]; 0 where the file does not say. All borrowed. */
+void sb_proc_fields(const char *path, const char *const *keys, size_t n, uint64_t *out /* out */);
+/* Read and write system calls of this process so far (/proc/self/io syscr + syscw), and into
+ * *out_write_bytes the bytes it caused to be written to storage (write_bytes: pages it dirtied,
+ * written back by whoever syncs them); 0 when /proc does not say. One read of the file. */
+uint64_t sb_rw_syscalls(uint64_t *out_write_bytes /* out */);
 /* CPU time of this process so far (user + system), nanoseconds. */
 uint64_t sb_cpu_ns(void);
 

@@ -110,32 +110,30 @@ void sb_queues_open(store_t *s, unsigned models, unsigned shapes, unsigned lanes
     }
 }
 
-uint64_t sb_rw_syscalls(void)
+void sb_proc_fields(const char *path, const char *const *keys, size_t n, uint64_t *out)
 {
-    FILE *f = fopen("/proc/self/io", "r");
-    if (f == NULL)
-        return 0;
-    char line[128];
-    unsigned long long v, sum = 0;
-    while (fgets(line, sizeof(line), f) != NULL) {
-        if (sscanf(line, "syscr: %llu", &v) == 1 || sscanf(line, "syscw: %llu", &v) == 1)
-            sum += v;
+    for (size_t i = 0; i < n; i++)
+        out[i] = 0;
+    FILE *f = fopen(path, "r");
+    char line[256];
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        for (size_t i = 0; i < n; i++) {
+            size_t len = strlen(keys[i]);
+            if (strncmp(line, keys[i], len) == 0)
+                out[i] = strtoull(line + len, NULL, 10);
+        }
     }
-    fclose(f);
-    return (uint64_t)sum;
+    if (f != NULL)
+        fclose(f);
 }
 
-uint64_t sb_write_bytes(void)
+uint64_t sb_rw_syscalls(uint64_t *out_write_bytes)
 {
-    FILE *f = fopen("/proc/self/io", "r");
-    if (f == NULL)
-        return 0;
-    char line[128];
-    unsigned long long v = 0;
-    while (fgets(line, sizeof(line), f) != NULL && sscanf(line, "write_bytes: %llu", &v) != 1)
-        v = 0;
-    fclose(f);
-    return (uint64_t)v;
+    static const char *const keys[] = {"syscr:", "syscw:", "write_bytes:"};
+    uint64_t v[3];
+    sb_proc_fields("/proc/self/io", keys, 3, v);
+    *out_write_bytes = v[2];
+    return v[0] + v[1];
 }
 
 uint64_t sb_cpu_ns(void)
