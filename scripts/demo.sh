@@ -62,13 +62,13 @@ done
 # lanesched-bench's service model (5 ms + 10 us per padded token there, 2.5 times faster here).
 # Each lanesched-consume sleeps WORK_US_PER_BATCH per batch plus WORK_US_PER_TOKEN per padded
 # token, plus its model's prompt prefix (PREFIX_*) at the same rate when the batch's shape is not
-# among the last 2 shapes it served, declares that cost and cache in Register, keeps one pull
+# among the last CACHE_SHAPES shapes it served, declares that cost and cache in Register, keeps one pull
 # ahead and acks without waiting, so the NATS round trips stay out of its batches' time. The
 # comparison replays the recorded items through lanesched-bench sim on workers of the same cost
 # and cache.
 WORK_US_PER_BATCH=2000
 WORK_US_PER_TOKEN=4
-NS_PER_TOKEN=4000
+NS_PER_TOKEN=$((WORK_US_PER_TOKEN * 1000))
 CACHE_SHAPES=2
 PREFIX_LLAMA=1000 # the llama prompts' shared prefix, in tokens
 PREFIX_QWEN=600
@@ -175,7 +175,8 @@ step load "4 producers (2 models, 4 prompt shapes, ~455 items/s), 4 GPU workers,
 # The figures from lanesched-ctl metrics (the Prometheus text), summed over models: key=value
 # words for eval. p99 is the upper bound of the histogram bucket holding the 99th percentile;
 # "same shape as before" is the daemon's metric (a batch of its consumer's previous shape), not the
-# closing table's hit rate (an LRU of the workers' 2 cache places, the bench's definition).
+# closing table's hit rate (an LRU of the workers' CACHE_SHAPES cache places, the bench's
+# definition).
 figures() {
     "$BIN/lanesched-ctl" metrics 2>/dev/null | awk '
         /^#/ { next }
@@ -225,7 +226,7 @@ for pid in "${CONSUMERS[@]}"; do wait "$pid" 2>/dev/null || true; done
 kill -INT "$WATCH_PID" 2>/dev/null || true
 wait "$WATCH_PID" 2>/dev/null || true
 eval "$(figures)"
-FINAL="received=$received completed=$completed padded=$padded real=$real batches=$batches hits=$hits p99=$p99"
+FINAL="received=$received completed=$completed p99=$p99"
 
 # ---- what FIFO would have cost on the same items ------------------------------------------
 # The recorded submits as a lanesched-bench trace (v2: t_ns model shape signature tokens
@@ -310,13 +311,13 @@ node -e '
             "\nboth simulated on the items this run recorded; the live row is what the workers charged.");
     console.log(`GPU time: ${process.argv[4]} us per batch + ${process.argv[5]} us per padded token, and a model\u2019s prompt prefix at that rate` +
         "\nwhen the batch\u2019s shape is not in the worker\u2019s cache (live and simulated). Hit rate, both: batches whose shape" +
-        "\nis among the last 2 shapes their worker served. Live waits also hold the NATS round trips and this machine\u2019s load.");
+        `\nis among the last ${process.argv[6]} shapes their worker served. Live waits also hold the NATS round trips and this machine\u2019s load.`);
     process.exit(agree ? 0 : 3);
-' "$FINAL" "$WORK/sim.json" "$WORKERS_JSON" "$WORK_US_PER_BATCH" "$WORK_US_PER_TOKEN" || AGREE=0
+' "$FINAL" "$WORK/sim.json" "$WORKERS_JSON" "$WORK_US_PER_BATCH" "$WORK_US_PER_TOKEN" "$CACHE_SHAPES" || AGREE=0
 [ "$SIM_OK" = 1 ] || echo "demo: the FIFO comparison failed (see $WORK/sim.log)" >&2
 [ "$AGREE" = 1 ] || echo "demo: the live run and the simulated lanes run disagree by more than 10% (the CTest bench_live_vs_sim checks the same on a trace of its own)" >&2
 
-violations=$(cat "$WORK"/gpu*.json 2>/dev/null | grep -o '"violations":[0-9]*' | awk -F: '{ s += $2 } END { print s + 0 }')
+violations=$(printf '%s\n' "$WORKERS_JSON" | grep -o '"violations":[0-9]*' | awk -F: '{ s += $2 } END { print s + 0 }')
 kill -TERM "$LANESCHED_PID" 2>/dev/null || true
 wait "$LANESCHED_PID" 2>/dev/null || true
 if [ "$DRAINED" != 1 ]; then

@@ -28,11 +28,22 @@ cleanup() {
 }
 trap cleanup EXIT
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# A port below the kernel's ephemeral range, as tests/integration/test_ops.sh picks them: one an
+# outgoing connection holds is not listening, so the probe cannot see it.
+lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+[ "$lo" -gt 11000 ] 2>/dev/null || lo=32768
+port=
+for _ in $(seq 100); do
+    p=$((10000 + RANDOM % (lo - 10000)))
+    listening "$p" || { port=$p; break; }
+done
+[ -n "$port" ] || { echo "kill_recovery: no free port" >&2; exit 1; }
 nats-server -a 127.0.0.1 -p "$port" >"$W/nats.log" 2>&1 &
 pids+=($!)
 url="nats://127.0.0.1:$port"
-for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
+for _ in $(seq 100); do listening "$port" && break; sleep 0.05; done
+listening "$port" || { echo "kill_recovery: nats-server did not listen on $port" >&2; cat "$W/nats.log" >&2; exit 1; }
 
 wait_ready() { # $1 log
     for _ in $(seq 3000); do grep -q "lanesched: ready" "$1" && return 0; sleep 0.01; done
