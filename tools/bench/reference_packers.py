@@ -72,12 +72,11 @@ class Stats:
         """One batch on a worker whose LRU is `cache` (most recent last); returns its time."""
         a = self.a
         distinct = list(dict.fromkeys(shapes))
+        hit = len(distinct) == 1 and distinct[0] in cache
         if a.cache == "ideal":  # a worker pays a shape's prefix once, the first time
-            hit = len(distinct) == 1 and distinct[0] in cache
             pre = sum(self.prefix.get(s, 0) for s in distinct if s not in cache)
             cache.extend(s for s in distinct if s not in cache)
             return self.account(hit, pre, taken, start, padded, real)
-        hit = len(distinct) == 1 and distinct[0] in cache
         pre = 0 if hit else sum(self.prefix.get(s, 0) for s in distinct)
         for s in distinct:
             if s in cache:

@@ -22,6 +22,11 @@ fi
 [ -x "$BENCH" ] || { echo "trace_claims.sh: $BENCH is not executable (build first, or --bench)" >&2; exit 2; }
 
 rc=0
+# A budget in ms rounded to two significant digits, at least 100.
+round() {
+    node -e 'const x = Number(process.argv[1]); const e = Math.pow(10, Math.floor(Math.log10(x)) - 1);
+        process.stdout.write(String(Math.max(100, Math.round(x / e) * e)))' "$1"
+}
 for trace in "$@"; do
     json=$(mktemp /tmp/trace-claims.XXXXXX)
     if ! "$BENCH" sim --trace-in "$trace" --policies range64 --json "$json" >/dev/null; then
@@ -33,8 +38,6 @@ for trace in "$@"; do
     p99_ms=$(node -e 'const p = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).policies[0];
         process.stdout.write(String(Math.max(1, Math.round(p.wait_p99_ns / 1e6))))' "$json")
     rm -f "$json"
-    round() { node -e 'const x = Number(process.argv[1]); const e = Math.pow(10, Math.floor(Math.log10(x)) - 1);
-        process.stdout.write(String(Math.max(100, Math.round(x / e) * e)))' "$1"; }
     for budget in none "$(round $((2 * p99_ms)))" "$(round $((10 * p99_ms)))"; do
         slo=()
         [ "$budget" = none ] || slo=(--slo-ms "$budget")
