@@ -123,10 +123,13 @@ static int batch_item_read(wire_t w, batch_count_t *c, uint8_t **arena, codec_ba
             break;
         case 2: /* tokens */
         case 5: /* deliveries */
+        case 6: /* prefix_tokens */
             if (!batch_field_u64(&w, type, &v))
                 return 0;
             if (arena != NULL)
-                *(field == 2 ? &it->tokens : &it->deliveries) = (uint32_t)v;
+                *(field == 2   ? &it->tokens
+                  : field == 5 ? &it->deliveries
+                               : &it->prefix_tokens) = (uint32_t)v;
             break;
         default:
             if (!wire_skip(&w, type))
@@ -241,7 +244,7 @@ static size_t batch_item_size(const codec_batch_item_t *it)
     return batch_bytes_size(it->id.len) + batch_varint_size(it->tokens) +
            batch_bytes_size(it->payload.len) +
            batch_bytes_size(it->reply_to ? strlen(it->reply_to) : 0) +
-           batch_varint_size(it->deliveries);
+           batch_varint_size(it->deliveries) + batch_varint_size(it->prefix_tokens);
 }
 
 static uint8_t *batch_put_varint(uint8_t *p, uint32_t field, uint64_t v)
@@ -296,6 +299,7 @@ codec_status_t codec_encode_batch(const codec_batch_t *msg, uint8_t **out_buf, s
         p = batch_put_bytes(p, 3, it->payload.ptr, it->payload.len);
         p = batch_put_str(p, 4, it->reply_to);
         p = batch_put_varint(p, 5, it->deliveries);
+        p = batch_put_varint(p, 6, it->prefix_tokens);
     }
     p = batch_put_varint(p, 7, status);
     p = batch_put_str(p, 8, msg->error);

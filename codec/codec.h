@@ -225,6 +225,7 @@ typedef struct {
     codec_bytes_t payload; /* borrowed */
     const char *reply_to;  /* borrowed */
     uint32_t deliveries;
+    uint32_t prefix_tokens; /* WorkItem.prefix_tokens as submitted */
 } codec_batch_item_t;
 
 /* Batch. */

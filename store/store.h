@@ -373,6 +373,7 @@ typedef enum {
     STORE_FAULT_RENAME,
     STORE_FAULT_UNLINK,
     STORE_FAULT_MDB_PUT,
+    STORE_FAULT_ALLOC, /* the journal's pwrite buffer (disk_journal.c invariant 6) */
     STORE_FAULT_COUNT
 } store_fault_op_t;
 

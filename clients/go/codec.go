@@ -267,13 +267,15 @@ func pullEncode(maxBatches, expiresMs uint32) []byte {
 }
 
 // BatchItem is one item of a batch: the producer's id and payload, its tokens, where its result
-// goes and how often it was delivered (more than 1: seen before).
+// goes, how often it was delivered (more than 1: seen before) and the tokens of its shape's
+// cacheable prefix as the producer declared them (0: unknown).
 type BatchItem struct {
-	ID         []byte
-	Tokens     uint32
-	Payload    []byte
-	ReplyTo    string
-	Deliveries uint32
+	ID           []byte
+	Tokens       uint32
+	Payload      []byte
+	ReplyTo      string
+	Deliveries   uint32
+	PrefixTokens uint32
 }
 
 type wireBatch struct {
@@ -322,6 +324,8 @@ func batchDecode(b []byte) (*wireBatch, error) {
 					it.ReplyTo = string(d)
 				case n == 5 && t == protowire.VarintType:
 					it.Deliveries = uint32(v)
+				case n == 6 && t == protowire.VarintType:
+					it.PrefixTokens = uint32(v)
 				}
 				return nil
 			})

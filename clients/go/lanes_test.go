@@ -81,9 +81,10 @@ func TestCodecBytes(t *testing.T) {
 	}
 	// A Batch with an unknown field 99 (skipped) and one item.
 	b, err := batchDecode([]byte{0x08, 9, 0x12, 1, 'm', 0x19, 1, 0, 0, 0, 0, 0, 0, 0x80, 0x28, 16,
-		0x32, 10, 0x0a, 1, 'x', 0x10, 5, 0x22, 1, 'r', 0x28, 2, 0x98, 0x06, 1})
+		0x32, 12, 0x0a, 1, 'x', 0x10, 5, 0x22, 1, 'r', 0x28, 2, 0x30, 9, 0x98, 0x06, 1})
 	if err != nil || b.batchID != 9 || b.signature != 0x8000000000000001 || b.padTo != 16 || len(b.items) != 1 ||
-		string(b.items[0].ID) != "x" || b.items[0].Tokens != 5 || b.items[0].ReplyTo != "r" || b.items[0].Deliveries != 2 {
+		string(b.items[0].ID) != "x" || b.items[0].Tokens != 5 || b.items[0].ReplyTo != "r" || b.items[0].Deliveries != 2 ||
+		b.items[0].PrefixTokens != 9 {
 		t.Errorf("Batch %+v %v", b, err)
 	}
 	if _, err := batchDecode([]byte{0x32, 9, 1}); err == nil {
@@ -102,7 +103,7 @@ func TestSchemaFields(t *testing.T) {
 		"fixed64 signature = 4;", "uint32 tokens = 5;", "bytes payload = 6;", "string reply_to = 7;",
 		"uint64 created_unix_ns = 8;", "uint32 prefix_tokens = 9;", "uint32 max_wait_ms = 10;",
 		"uint32 batch_fixed_us = 6;", "uint32 token_ns = 7;", "uint32 cache_shapes = 8;",
-		"uint32 protocol_version = 10;", "bool in_progress = 5;", "repeated uint64 in_progress = 1;"} {
+		"uint32 protocol_version = 10;", "uint32 deliveries = 5;", "uint32 prefix_tokens = 6;", "bool in_progress = 5;", "repeated uint64 in_progress = 1;"} {
 		if !strings.Contains(string(proto), line) {
 			t.Errorf("codec/lanes.proto has no %q", line)
 		}

@@ -120,6 +120,8 @@ export interface BatchItem {
     replyTo: string;
     /** 1 on the first delivery. */
     deliveries: number;
+    /** The tokens of the item's shape's cacheable prefix, as its producer declared them (0 = unknown). */
+    prefixTokens: number;
 }
 
 export declare class Batch {

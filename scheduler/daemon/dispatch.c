@@ -69,6 +69,7 @@ static int dispatch_encode(const sched_batch_t *b, codec_batch_status_t status, 
         items[i].id = (codec_bytes_t){v->id_len ? v->id_view : NULL, v->id_len};
         items[i].tokens = v->tokens;
         items[i].deliveries = v->deliveries + this_delivery;
+        items[i].prefix_tokens = v->prefix_tokens;
         uint64_t created = 0;
         frame_decode(v->payload_view, v->payload_len, &reply_to, &items[i].payload, &created);
         if (reply_to.len != 0)

@@ -26,6 +26,9 @@
  *      segment whose deletion a power loss undid finds its tombstones again.
  *   5. A fault armed on writes fires per record; the records before
  *      it are stored, the rest are not, and the store fails.
+ *   6. A write that needs the pwrite buffer (no mapping now, or a new file that may get none)
+ *      has it for every staged record before it stores any: refused for memory, it stores none,
+ *      so a commit that returns ENOMEM counted no delivery (the store stays usable).
  *
  * Rejected: a journal per model (a flush touching both models would sync two journals instead of
  * one; a model's long-waiting item holds the store's journal files either way, as it holds its
@@ -39,6 +42,7 @@
 #include "store/disk/disk_int.h"
 
 #include "common/clock.h"
+#include "common/invariant.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -232,9 +236,24 @@ static int disk_jnl_pwrite(disk_t *d, uint64_t from, size_t n)
     return n == 0 ? 0 : disk_pwritev_all(disk_jnl_cur(d)->fd, &v, 1, from);
 }
 
+/* Invariant 6: room in jnl_buf for every staged record, when a write may need it. */
+static store_status_t disk_jnl_buf_reserve(disk_t *d)
+{
+    size_t want = d->n_staged * JNL_RECORD;
+    int rotates = !d->jnl_live || d->jnl_pos + want > d->jnl_size;
+    if ((d->jnl_map != NULL && !rotates) || want <= d->cap_jnl_buf)
+        return STORE_OK;
+    uint8_t *b = store_fault_hit(STORE_FAULT_ALLOC) ? NULL : realloc(d->jnl_buf, want);
+    if (b == NULL)
+        return STORE_ENOMEM;
+    d->jnl_buf = b;
+    d->cap_jnl_buf = want;
+    return STORE_OK;
+}
+
 store_status_t disk_jnl_write(disk_t *d, const char *what)
 {
-    store_status_t st = STORE_OK;
+    store_status_t st = disk_jnl_buf_reserve(d);
     size_t i = 0;
     while (i < d->n_staged && st == STORE_OK) {
         if (!d->jnl_live || d->jnl_pos + JNL_RECORD > d->jnl_size) {
@@ -244,16 +263,7 @@ store_status_t disk_jnl_write(disk_t *d, const char *what)
         djnl_t *cur = disk_jnl_cur(d);
         size_t room = (size_t)((d->jnl_size - d->jnl_pos) / JNL_RECORD);
         size_t n = d->n_staged - i < room ? d->n_staged - i : room;
-        if (d->jnl_map == NULL && n * JNL_RECORD > d->cap_jnl_buf) {
-            size_t cap = n * JNL_RECORD;
-            uint8_t *b = realloc(d->jnl_buf, cap);
-            if (b == NULL) {
-                st = STORE_ENOMEM;
-                break;
-            }
-            d->jnl_buf = b;
-            d->cap_jnl_buf = cap;
-        }
+        INVARIANT_CHECK(d->jnl_map != NULL || n * JNL_RECORD <= d->cap_jnl_buf); /* invariant 6 */
         size_t done = 0;
         int fault = 0;
         for (; done < n; done++) {

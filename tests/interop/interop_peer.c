@@ -8,8 +8,9 @@
  *  1. Item i of model m: id "m-i", tokens 1 + (i * 37 + seed) % 300, shape A (even i) or B (odd),
  *     payload "m|id|tokens|letter", reply_to "interop.m.id", prefix_tokens 4, max_wait_ms 500.
  *  2. The consumer counts an item bad unless its batch's model is m, the batch's signature is the
- *     letter's shape, and its payload and reply_to are exactly those of invariant 1 for its id and
- *     tokens; each distinct id counts once, however often it is delivered.
+ *     letter's shape, its payload and reply_to are exactly those of invariant 1 for its id and
+ *     tokens, and its prefix_tokens came back as sent; each distinct id counts once, however often
+ * it is delivered.
  *
  * Rejected: lanesched-produce / lanesched-consume (they cannot make or check per-item payloads).
  */
@@ -21,10 +22,11 @@
 #include <string.h>
 #include <time.h>
 
-#define INTEROP_MODELS_MAX 8
-#define INTEROP_COUNT_MAX  4096
-#define INTEROP_ID_MAX     256
-#define INTEROP_TEXT_MAX   1024
+#define INTEROP_MODELS_MAX    8
+#define INTEROP_COUNT_MAX     4096
+#define INTEROP_ID_MAX        256
+#define INTEROP_TEXT_MAX      1024
+#define INTEROP_PREFIX_TOKENS 4 /* invariant 1 */
 
 static const char *const interop_shapes[2] = {"interop system prompt A", "interop system prompt B"};
 
@@ -127,7 +129,7 @@ static int interop_produce(lc_client_t *client, const interop_args_t *a)
                 .tokens = tok,
                 .payload = {(const uint8_t *)text[i].payload, strlen(text[i].payload)},
                 .reply_to = text[i].reply,
-                .prefix_tokens = 4,
+                .prefix_tokens = INTEROP_PREFIX_TOKENS,
                 .max_wait_ms = 500,
             };
             t->tokens += tok;
@@ -164,9 +166,10 @@ static void interop_batch_check(const interop_args_t *a, size_t m, const codec_b
                  (const char *)it->id.ptr);
         snprintf(want, sizeof(want), "%.200s|%s|%" PRIu32 "|%c", model, id, it->tokens, letter);
         snprintf(reply, sizeof(reply), "interop.%.200s.%s", model, id);
-        bool ok =
-            strcmp(b->model, model) == 0 && letter != '?' && it->payload.len == strlen(want) &&
-            memcmp(it->payload.ptr, want, it->payload.len) == 0 && strcmp(it->reply_to, reply) == 0;
+        bool ok = strcmp(b->model, model) == 0 && letter != '?' &&
+                  it->payload.len == strlen(want) &&
+                  memcmp(it->payload.ptr, want, it->payload.len) == 0 &&
+                  strcmp(it->reply_to, reply) == 0 && it->prefix_tokens == INTEROP_PREFIX_TOKENS;
         if (!ok)
             t->bad++;
         size_t prefix = strlen(model) + 1;

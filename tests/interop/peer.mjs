@@ -52,7 +52,8 @@ if (positionals[0] === 'produce') {
                     const id = it.id.toString();
                     const f = it.payload.toString().split('|');
                     const ok = b.model === m && letter !== undefined && f.length === 4 && f[0] === m && f[1] === id &&
-                        f[2] === String(it.tokens) && f[3] === letter && it.replyTo === `interop.${m}.${id}`;
+                        f[2] === String(it.tokens) && f[3] === letter && it.replyTo === `interop.${m}.${id}` &&
+                        it.prefixTokens === 4;
                     if (!ok) bad++;
                     seen.set(id, it.tokens);
                 }

@@ -49,7 +49,7 @@ def consume(a, client):
                 iid = it.id.decode()
                 fields = it.payload.decode().split("|")
                 ok = (b.model == m and letter is not None and fields == [m, iid, str(it.tokens), letter]
-                      and it.reply_to == f"interop.{m}.{iid}")
+                      and it.reply_to == f"interop.{m}.{iid}" and it.prefix_tokens == 4)
                 bad[m] += 0 if ok else 1
                 seen[m][iid] = it.tokens
             if b.ack().code:

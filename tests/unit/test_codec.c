@@ -813,8 +813,8 @@ static void test_roundtrip_pull(void **state)
 static void test_roundtrip_batch(void **state)
 {
     const codec_batch_item_t items[2] = {
-        {bytes_of("a"), 100, bytes_of("payload-a"), "_INBOX.a", 1},
-        {bytes_of("b"), 7, {NULL, 0}, "", 3},
+        {bytes_of("a"), 100, bytes_of("payload-a"), "_INBOX.a", 1, 2048},
+        {bytes_of("b"), 7, {NULL, 0}, "", 3, 0},
     };
     const codec_batch_t in = {UINT64_MAX - 1, "llama", SIG_THREE,         2047,          104,
                               items,          2,       CODEC_BATCH_ERROR, "store failed"};
@@ -837,6 +837,7 @@ static void test_roundtrip_batch(void **state)
         assert_bytes_equal(out->items[i].payload, items[i].payload);
         assert_string_equal(out->items[i].reply_to, items[i].reply_to);
         assert_int_equal(out->items[i].deliveries, items[i].deliveries);
+        assert_int_equal(out->items[i].prefix_tokens, items[i].prefix_tokens);
     }
     assert_int_equal(out->status, CODEC_BATCH_ERROR);
     assert_string_equal(out->error, in.error);
@@ -1022,7 +1023,7 @@ static void test_submit_wire_bytes(void **state)
 
 static void test_batch_wire_bytes(void **state)
 {
-    const codec_batch_item_t item = {bytes_of("i"), 5, bytes_of("p"), "r", 2};
+    const codec_batch_item_t item = {bytes_of("i"), 5, bytes_of("p"), "r", 2, 300};
     const codec_batch_t in = {1,     "m", 0x0102030405060708ULL, 3,  16,
                               &item, 1,   CODEC_BATCH_ERROR,     "e"};
     static const uint8_t want[] = {
@@ -1031,10 +1032,11 @@ static void test_batch_wire_bytes(void **state)
         0x19, 0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* 3 fixed64 signature */
         0x20, 0x03,                                           /* 4 lane */
         0x28, 0x10,                                           /* 5 pad_to */
-        0x32, 0x0d,                                           /* 6 items */
+        0x32, 0x10,                                           /* 6 items */
         0x0a, 0x01, 'i',  0x10, 0x05, 0x1a, 0x01, 'p',  0x22,
-        0x01, 'r',  0x28, 0x02, 0x38, 0x02, /* 7 status */
-        0x42, 0x01, 'e',                    /* 8 error */
+        0x01, 'r',  0x28, 0x02, 0x30, 0xac, 0x02, /* 6 prefix_tokens 300 */
+        0x38, 0x02,                               /* 7 status */
+        0x42, 0x01, 'e',                          /* 8 error */
     };
     uint8_t *buf = NULL;
     size_t len = 0;

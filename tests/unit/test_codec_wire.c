@@ -598,13 +598,15 @@ static uint8_t *random_batch(size_t *len, uint8_t **ref, size_t *ref_len)
                                         .tokens = (uint32_t)(rnd() % 3 ? rnd() : 0),
                                         .payload = {pl ? payloads[i] : NULL, pl},
                                         .reply_to = replies[i],
-                                        .deliveries = (uint32_t)(rnd() % 4)};
+                                        .deliveries = (uint32_t)(rnd() % 4),
+                                        .prefix_tokens = (uint32_t)(rnd() % 2 ? rnd() : 0)};
         lanes__v1__batch_item__init(&pitems[i]);
         pitems[i].id = (ProtobufCBinaryData){idl, (uint8_t *)ids[i]};
         pitems[i].tokens = items[i].tokens;
         pitems[i].payload = (ProtobufCBinaryData){pl, payloads[i]};
         pitems[i].reply_to = replies[i];
         pitems[i].deliveries = items[i].deliveries;
+        pitems[i].prefix_tokens = items[i].prefix_tokens;
         pptrs[i] = &pitems[i];
     }
     static const int statuses[] = {0, 1, 2, 7, -3};
@@ -668,6 +670,7 @@ static int both_batch(const uint8_t *buf, size_t len)
                         : memcmp(it->payload.ptr, w->payload.data, w->payload.len) == 0);
         assert_int_equal(it->tokens, w->tokens);
         assert_int_equal(it->deliveries, w->deliveries);
+        assert_int_equal(it->prefix_tokens, w->prefix_tokens);
         assert_string_equal(it->reply_to, w->reply_to ? w->reply_to : "");
     }
     codec_batch_destroy(got);

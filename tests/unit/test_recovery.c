@@ -274,6 +274,18 @@ static rig_t *rig_new(void **state, uint64_t segment_max_bytes, store_durability
     return r;
 }
 
+/* rig_new with plain I/O (the journal written with pwrite, no inotify), whatever the
+ * environment says; the environment is left as it was (the variable is read at the open only). */
+static rig_t *rig_new_plain(void **state, uint64_t segment_max_bytes, store_durability_t durability)
+{
+    const char *was = getenv("LANES_TEST_STORE_IO_PLAIN");
+    assert_int_equal(setenv("LANES_TEST_STORE_IO_PLAIN", "1", 1), 0);
+    rig_t *r = rig_new(state, segment_max_bytes, durability);
+    if (was == NULL)
+        assert_int_equal(unsetenv("LANES_TEST_STORE_IO_PLAIN"), 0);
+    return r;
+}
+
 static void rig_free(rig_t *r)
 {
     if (r == NULL)
@@ -709,6 +721,40 @@ static void test_crash_between_commit_steps_requeues_committed_items(void **stat
     assert_true(r->items[0].gone);
     for (size_t i = 1; i < r->n; i++)
         assert_false(r->items[i].gone);
+}
+
+/* A commit refused for memory (the journal's pwrite buffer, disk_journal.c invariant 6) counts
+ * no delivery, also when its records span journal files: the items stay queued with the
+ * deliveries they had, the store stays usable, and a restart finds the same counts. Plain I/O:
+ * the journal is written with pwrite, from the buffer. */
+static void test_commit_refused_for_memory_counts_no_delivery(void **state)
+{
+    rig_journal_bytes = 64 + 24 * 8; /* 8 records a file */
+    rig_t *r = rig_new_plain(state, 0, STORE_DURABLE_PROCESS);
+    for (int i = 0; i < 20; i++)
+        assert_true(rig_append(r, 0));
+    assert_true(rig_append(r, 1));
+    assert_true(rig_flush(r));
+    assert_true(rig_commit(r, 0, 5)); /* 3 records left in the current journal file */
+    /* 12 records: 3 would fit this file, 8 the next, 1 the one after. */
+    store_view_t v[12];
+    store_ref_t refs[12];
+    size_t n = 0;
+    assert_int_equal(store_peek(r->s, r->q[0], v, 12, &n), STORE_OK);
+    assert_int_equal(n, 12);
+    for (size_t i = 0; i < n; i++)
+        refs[i] = v[i].ref;
+    unsigned long fired = store_fault_fired(STORE_FAULT_ALLOC);
+    store_fault_arm(STORE_FAULT_ALLOC, 1);
+    assert_int_equal(store_commit(r->s, r->q[0], refs, n), STORE_ENOMEM);
+    assert_int_equal(store_fault_fired(STORE_FAULT_ALLOC), fired + 1);
+    assert_int_equal(store_pending_count(r->s), 5);
+    assert_true(rig_commit(r, 1, 1)); /* the store still takes commits */
+    assert_int_equal(store_pending_count(r->s), 6);
+    /* After a crash every item has exactly the deliveries its successful commits counted: none
+     * of the refused commit's counts reached the journal. */
+    rig_reopen(r);
+    assert_int_equal(r->rep.entries_live, 21);
 }
 
 static void test_crash_between_tombstone_and_deleted_count_keeps_item_completed(void **state)
@@ -1695,9 +1741,7 @@ static void test_journal_file_deleted_while_running_fails_the_next_flush(void **
 static void test_rotated_journal_file_deleted_fails_the_flush_without_inotify(void **state)
 {
     rig_journal_bytes = 64 + 24 * 8; /* 8 records a file */
-    assert_int_equal(setenv("LANES_TEST_STORE_IO_PLAIN", "1", 1), 0);
-    rig_t *r = rig_new(state, 0, STORE_DURABLE_PROCESS);
-    assert_int_equal(unsetenv("LANES_TEST_STORE_IO_PLAIN"), 0); /* read at the open only */
+    rig_t *r = rig_new_plain(state, 0, STORE_DURABLE_PROCESS);
     for (int i = 0; i < 12; i++)
         assert_true(rig_append(r, 0));
     assert_true(rig_flush(r));
@@ -1751,6 +1795,7 @@ int main(void)
             test_crash_after_flush_before_index_update_cuts_only_unacknowledged, rig_teardown),
         cmocka_unit_test_teardown(test_crash_between_commit_steps_requeues_committed_items,
                                   rig_teardown),
+        cmocka_unit_test_teardown(test_commit_refused_for_memory_counts_no_delivery, rig_teardown),
         cmocka_unit_test_teardown(
             test_crash_between_tombstone_and_deleted_count_keeps_item_completed, rig_teardown),
         cmocka_unit_test_teardown(test_crash_during_rollover_header_write, rig_teardown),

@@ -27,7 +27,7 @@
 
 typedef struct {
     natsMsg **msgs;
-    uint32_t *idx, *tokens;
+    uint32_t *idx, *tokens, *prefix;
     uint64_t *sigs;
     size_t n;
 } base_batch_t;
@@ -37,8 +37,8 @@ static void base_batch_serve(base_thread_t *x, const base_batch_t *b, size_t off
                              uint32_t pad_to)
 {
     net_run_t *run = x->run;
-    net_worker_serve(run, run->workers[x->index], b->idx + off, b->sigs + off, b->tokens + off, n,
-                     pad_to);
+    net_worker_serve(run, run->workers[x->index], b->idx + off, b->sigs + off, b->tokens + off,
+                     b->prefix + off, n, pad_to);
     for (size_t i = off; i < off + n; i++) {
         natsStatus s = natsMsg_Ack(b->msgs[i], NULL);
         if (s != NATS_OK) {
@@ -71,6 +71,7 @@ static void base_list_serve(base_thread_t *x, base_batch_t *b, natsMsgList *list
         b->idx[b->n] = idx;
         b->sigs[b->n] = sig;
         b->tokens[b->n] = tokens;
+        b->prefix[b->n] = run->trace->items[idx].prefix_tokens; /* JetStream carries no prefix */
         b->n++;
     }
     for (size_t off = 0; off < b->n;) {
@@ -94,6 +95,7 @@ void *base_worker_main(void *arg)
     base_batch_t b = {.msgs = calloc(cap, sizeof(natsMsg *)),
                       .idx = calloc(cap, sizeof(uint32_t)),
                       .tokens = calloc(cap, sizeof(uint32_t)),
+                      .prefix = calloc(cap, sizeof(uint32_t)),
                       .sigs = calloc(cap, sizeof(uint64_t))};
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
@@ -102,7 +104,7 @@ void *base_worker_main(void *arg)
     jsErrCode jerr = 0;
     bool ready = false;
 
-    if (b.msgs == NULL || b.idx == NULL || b.tokens == NULL || b.sigs == NULL) {
+    if (b.msgs == NULL || b.idx == NULL || b.tokens == NULL || b.prefix == NULL || b.sigs == NULL) {
         snprintf(x->error, sizeof(x->error), "out of memory");
         goto out;
     }
@@ -152,6 +154,7 @@ out:
     free(b.msgs);
     free(b.idx);
     free(b.tokens);
+    free(b.prefix);
     free(b.sigs);
     return NULL;
 }

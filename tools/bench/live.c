@@ -14,7 +14,8 @@
  *     retries with the same bytes, so the daemon's dedupe never merges two items.
  *  2. Token difference = tokens_received - tokens_completed between lanes.stats taken before the
  *     load and after the drain (deltas, so --url works on a daemon that ran before). Nonzero, a
- *     run that did not drain, or an item no system stored makes the exit status 1.
+ *     run that did not drain, an item no system stored or an item delivered with another
+ *     prefix_tokens than its producer sent makes the exit status 1.
  *  3. Every wait is bounded: submits (2 s x 10 retries; a producer stops after two failed
  *     requests in a row), pulls (250 ms), acks (5 s x 2), the first lanes.stats (5 s), worker
  *     registration (NET_READY_MS), the drain (ends after --drain-timeout without a completion)
@@ -116,6 +117,7 @@ static void *live_producer_main(void *arg)
                                         .has_signature = true,
                                         .signature = it->signature != 0 ? it->signature : 1,
                                         .tokens = it->tokens,
+                                        .prefix_tokens = it->prefix_tokens,
                                         .payload = {payloads[j], NET_PAYLOAD_LEN}};
             tokens[j] = it->tokens;
             atomic_store(&run->sent_ns[i], sent);
@@ -160,22 +162,35 @@ out:
     return NULL;
 }
 
-/* Serves one batch and acks it whole. */
+/* A worker's per-batch arrays, max_batch_size + 1 entries each (owned by the worker's thread). */
+typedef struct {
+    uint32_t *idx, *tokens, *prefix;
+    uint64_t *sigs;
+} live_scratch_t;
+
+/* Serves one batch, pricing a miss with the prefix_tokens the Batch carries, and acks it whole.
+ * An item whose prefix_tokens differs from its trace row's is a wire mismatch, which fails the
+ * run: the daemon did not carry what its producer sent. */
 static void live_batch_handle(live_thread_t *x, lc_consumer_t *c, const codec_batch_t *b,
-                              uint32_t *idx, uint64_t *sigs, uint32_t *tokens)
+                              live_scratch_t *s)
 {
     net_run_t *run = x->run;
     size_t m = 0;
     for (size_t i = 0; i < b->n_items; i++) {
-        if (!net_payload_decode(run, b->items[i].payload.ptr, b->items[i].payload.len, &idx[m])) {
+        if (!net_payload_decode(run, b->items[i].payload.ptr, b->items[i].payload.len,
+                                &s->idx[m])) {
             atomic_fetch_add(&run->foreign_items, 1);
             continue;
         }
-        sigs[m] = b->signature;
-        tokens[m] = b->items[i].tokens;
+        s->sigs[m] = b->signature;
+        s->tokens[m] = b->items[i].tokens;
+        s->prefix[m] = b->items[i].prefix_tokens;
+        if (s->prefix[m] != run->trace->items[s->idx[m]].prefix_tokens)
+            atomic_fetch_add(&run->wire_mismatches, 1);
         m++;
     }
-    net_worker_serve(run, run->workers[x->index], idx, sigs, tokens, m, b->pad_to);
+    net_worker_serve(run, run->workers[x->index], s->idx, s->sigs, s->tokens, s->prefix, m,
+                     b->pad_to);
     lc_ack_reply_t reply;
     lc_status_t st = lc_ack_all_send(c, b->batch_id, LIVE_ACK_TIMEOUT_MS, &reply);
     if (st == LC_OK) {
@@ -194,12 +209,14 @@ static void *live_worker_main(void *arg)
     lc_client_t *client = NULL;
     lc_consumer_t *c = NULL;
     size_t cap = o->gpu.max_batch_size + 1;
-    uint32_t *idx = calloc(cap, sizeof(*idx)), *tokens = calloc(cap, sizeof(*tokens));
-    uint64_t *sigs = calloc(cap, sizeof(*sigs));
+    live_scratch_t s = {.idx = calloc(cap, sizeof(uint32_t)),
+                        .tokens = calloc(cap, sizeof(uint32_t)),
+                        .prefix = calloc(cap, sizeof(uint32_t)),
+                        .sigs = calloc(cap, sizeof(uint64_t))};
     char name[64], err[256] = "";
     bool ready = false;
 
-    if (idx == NULL || tokens == NULL || sigs == NULL) {
+    if (s.idx == NULL || s.tokens == NULL || s.prefix == NULL || s.sigs == NULL) {
         live_error_note(x, "%s%s", "out of memory", "");
         goto out;
     }
@@ -242,7 +259,7 @@ static void *live_worker_main(void *arg)
         if (st == LC_OK) {
             /* The next batch is packed while this one is served (one credit outstanding). */
             lc_pull_send(c, 1, LIVE_PREFETCH_EXPIRES_MS);
-            live_batch_handle(x, c, b, idx, sigs, tokens);
+            live_batch_handle(x, c, b, &s);
             codec_batch_destroy(b);
         } else if (st == LC_EEMPTY || st == LC_ETIMEOUT) {
             continue;
@@ -265,9 +282,10 @@ out:
         atomic_fetch_add(&run->workers_failed, 1);
     lc_consumer_close(c);
     lc_client_close(client);
-    free(idx);
-    free(tokens);
-    free(sigs);
+    free(s.idx);
+    free(s.tokens);
+    free(s.prefix);
+    free(s.sigs);
     return NULL;
 }
 

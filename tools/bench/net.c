@@ -41,8 +41,6 @@ struct net_worker {
     pthread_mutex_t mu; /* guards gpu (the progress line reads its stats) */
     gpu_t *gpu;
     uint64_t busy_until_ns; /* the worker's thread only */
-    uint32_t *prefix;       /* the worker's thread only: a batch's items' prefix_tokens */
-    size_t prefix_cap;
 };
 
 void net_sleep_until(uint64_t t_ns)
@@ -155,7 +153,7 @@ size_t net_pace_take(net_run_t *run, uint32_t model, size_t next)
 }
 
 void net_worker_serve(net_run_t *run, net_worker_t *w, const uint32_t *idx, const uint64_t *sigs,
-                      const uint32_t *tokens, size_t n, uint32_t pad_to)
+                      const uint32_t *tokens, const uint32_t *prefix, size_t n, uint32_t pad_to)
 {
     uint64_t now = clock_mono_ns(), real = 0;
     for (size_t i = 0; i < n; i++) {
@@ -168,20 +166,9 @@ void net_worker_serve(net_run_t *run, net_worker_t *w, const uint32_t *idx, cons
     }
     if (n == 0)
         return;
-    if (n > w->prefix_cap) {
-        uint32_t *p = realloc(w->prefix, n * sizeof(*p));
-        if (p != NULL) {
-            w->prefix = p;
-            w->prefix_cap = n;
-        }
-    }
-    for (size_t i = 0; i < n && i < w->prefix_cap; i++)
-        w->prefix[i] = run->trace->items[idx[i]].prefix_tokens;
     pthread_mutex_lock(&w->mu);
-    /* a one-shape batch is served by gpu_serve_mixed exactly as by gpu_serve; without room for
-     * the prefixes (out of memory) the batch is charged none */
-    uint64_t ns = gpu_serve_mixed(w->gpu, sigs, n <= w->prefix_cap ? w->prefix : NULL, (uint32_t)n,
-                                  pad_to, real);
+    /* a one-shape batch is served by gpu_serve_mixed exactly as by gpu_serve */
+    uint64_t ns = gpu_serve_mixed(w->gpu, sigs, prefix, (uint32_t)n, pad_to, real);
     pthread_mutex_unlock(&w->mu);
     if (w->busy_until_ns < now)
         w->busy_until_ns = now;
@@ -270,7 +257,6 @@ void net_run_free(net_run_t *run)
             continue;
         pthread_mutex_destroy(&run->workers[k]->mu);
         gpu_destroy(run->workers[k]->gpu);
-        free(run->workers[k]->prefix);
         free(run->workers[k]);
     }
     free(run->workers);

@@ -98,6 +98,7 @@ typedef struct {
     _Atomic uint64_t accepted_items, accepted_tokens, duplicates, failed_items;
     _Atomic uint64_t served_items, redelivered_items, foreign_items, acked_items, last_ack_ns;
     _Atomic uint64_t worker_errors;
+    _Atomic uint64_t wire_mismatches; /* items delivered with a field other than submitted */
     _Atomic uint32_t producers_done, workers_ready, workers_failed;
     atomic_bool stop;
     /* filled by the system's run: */
@@ -127,9 +128,10 @@ size_t net_pace_take(net_run_t *run, uint32_t model, size_t next);
 void net_payload_encode(const net_run_t *run, uint32_t idx, uint64_t sent_ns, uint8_t *out);
 int net_payload_decode(const net_run_t *run, const void *data, size_t len, uint32_t *idx);
 /* Serves one batch on worker w: first-service times, the GPU model (gpu_serve_mixed when the
- * shapes differ), then sleeps the service time * time_scale on an absolute clock. */
+ * shapes differ; a miss pays the items' prefix, prefix[i] for item i), then sleeps the service
+ * time * time_scale on an absolute clock. The arrays are borrowed, n entries each. */
 void net_worker_serve(net_run_t *run, net_worker_t *w, const uint32_t *idx, const uint64_t *sigs,
-                      const uint32_t *tokens, size_t n, uint32_t pad_to);
+                      const uint32_t *tokens, const uint32_t *prefix, size_t n, uint32_t pad_to);
 /* After a batch's ack: acked items and the time of the last ack. */
 void net_worker_acked(net_run_t *run, size_t n_items);
 /* The workers' GPU counters, summed. */
@@ -194,6 +196,7 @@ typedef struct {
     char error[256];
     uint64_t accepted, accepted_tokens, duplicates, failed, served, redelivered, foreign;
     uint64_t worker_errors;
+    uint64_t wire_mismatches; /* fails the run (net_result_ok) */
     double elapsed_s, items_per_s;
     double wait_p50_ms, wait_p99_ms, wait_max_ms; /* submit ack -> service start */
     double sub_p50_ms, sub_p99_ms, sub_max_ms;    /* submit -> service start */

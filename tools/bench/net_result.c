@@ -82,6 +82,7 @@ int net_result_fill(net_run_t *run, net_result_t *r)
     r->redelivered = atomic_load(&run->redelivered_items);
     r->foreign = atomic_load(&run->foreign_items);
     r->worker_errors = atomic_load(&run->worker_errors);
+    r->wire_mismatches = atomic_load(&run->wire_mismatches);
     uint64_t last = atomic_load(&run->last_ack_ns);
     r->elapsed_s =
         first_sent != UINT64_MAX && last > first_sent ? (double)(last - first_sent) / 1e9 : 0.0;
@@ -188,6 +189,10 @@ void net_result_print(const net_result_t *r, const net_trace_t *t, const net_opt
                                   : "no items held at any sample");
     if (r->worker_errors > 0)
         printf("worker errors    %" PRIu64 "\n", r->worker_errors);
+    if (r->wire_mismatches > 0)
+        printf("wire mismatches  %" PRIu64
+               " items delivered with a prefix_tokens other than sent\n",
+               r->wire_mismatches);
     fflush(stdout);
 }
 
@@ -220,9 +225,9 @@ static void net_json_result(FILE *f, const net_result_t *r)
             ",\"drained\":%s,\"items_stored\":%" PRIu64 ",\"tokens_stored\":%" PRIu64
             ",\"duplicates\":%" PRIu64 ",\"items_failed\":%" PRIu64 ",\"items_served\":%" PRIu64
             ",\"items_served_again\":%" PRIu64 ",\"foreign_items\":%" PRIu64
-            ",\"worker_errors\":%" PRIu64,
+            ",\"worker_errors\":%" PRIu64 ",\"wire_mismatches\":%" PRIu64,
             r->drained ? "true" : "false", r->accepted, r->accepted_tokens, r->duplicates,
-            r->failed, r->served, r->redelivered, r->foreign, r->worker_errors);
+            r->failed, r->served, r->redelivered, r->foreign, r->worker_errors, r->wire_mismatches);
     net_json_num(f, "elapsed_s", r->elapsed_s, false);
     net_json_num(f, "items_per_s", r->items_per_s, false);
     net_json_num(f, "wait_p50_ms", r->wait_p50_ms, true);
@@ -318,6 +323,6 @@ int net_result_json_write(const char *path, const char *command, const net_opts_
 bool net_result_ok(const net_result_t *r)
 {
     bool lanes = strcmp(r->system, "lanesched") == 0;
-    return r->ran && r->drained && r->failed == 0 &&
+    return r->ran && r->drained && r->failed == 0 && r->wire_mismatches == 0 &&
            (!lanes || (r->have_stats && r->token_difference == 0));
 }

@@ -13,9 +13,16 @@
 // and subjects.md says not to retry them; only "no reply at all" throws).
 
 /** The fields of a delivered BatchItem: id (Buffer), tokens, payload (Buffer), replyTo,
- *  deliveries (1 on the first delivery). */
+ *  deliveries (1 on the first delivery), prefixTokens (the producer's prefix_tokens, 0 = unknown). */
 function itemOf(i) {
-    return { id: i.id, tokens: i.tokens, payload: i.payload, replyTo: i.reply_to, deliveries: i.deliveries };
+    return {
+        id: i.id,
+        tokens: i.tokens,
+        payload: i.payload,
+        replyTo: i.reply_to,
+        deliveries: i.deliveries,
+        prefixTokens: i.prefix_tokens,
+    };
 }
 
 export class Batch {

@@ -159,6 +159,7 @@ class BatchItem(Structure):
         ("payload", Bytes),
         ("reply_to", c_char_p),
         ("deliveries", c_uint32),
+        ("prefix_tokens", c_uint32),
     ]
 
 

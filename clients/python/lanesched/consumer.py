@@ -59,13 +59,15 @@ U32 = 0xFFFFFFFF
 @dataclass(frozen=True)
 class BatchItem:
     """One item of a batch: the producer's id and payload, its tokens, where its result goes
-    (reply_to) and how often it was delivered (> 1: seen before)."""
+    (reply_to), how often it was delivered (> 1: seen before) and the tokens of its shape's
+    cacheable prefix as the producer declared them (0 = unknown)."""
 
     id: bytes
     tokens: int
     payload: bytes
     reply_to: str
     deliveries: int
+    prefix_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,7 @@ class Batch:
                 _native.view(raw.items[i].payload),
                 (raw.items[i].reply_to or b"").decode("utf-8", "replace"),
                 int(raw.items[i].deliveries),
+                int(raw.items[i].prefix_tokens),
             )
             for i in range(raw.n_items)
         ]

@@ -88,7 +88,8 @@ func main() {
 					for _, it := range b.Items {
 						id := string(it.ID)
 						want := fmt.Sprintf("%s|%s|%d|%s", m, id, it.Tokens, letter)
-						if b.Model != m || !known || string(it.Payload) != want || it.ReplyTo != "interop."+m+"."+id {
+						if b.Model != m || !known || string(it.Payload) != want || it.ReplyTo != "interop."+m+"."+id ||
+							it.PrefixTokens != 4 {
 							bad++
 						}
 						seen[id] = it.Tokens
