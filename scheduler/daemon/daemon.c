@@ -162,14 +162,15 @@ static void daemon_store_log(void *ctx, int level, const char *msg)
 
 typedef struct {
     struct daemon *d;
-    model_t *model; /* the queue's */
+    model_t *model;  /* the queue's */
+    uint64_t now_ns; /* the scan's: every id rebuilt into the window at once (one run) */
 } daemon_scan_t;
 
 static void daemon_scan_item(void *ctx, const store_view_t *v)
 {
     daemon_scan_t *sc = ctx;
     if (v->id_len != 0)
-        dedupe_add(&sc->d->dedupe, v->id_view, v->id_len, daemon_now(sc->d));
+        dedupe_add(&sc->d->dedupe, v->id_view, v->id_len, sc->now_ns);
     models_stored(sc->d, sc->model, v->id_len + v->payload_len);
 }
 
@@ -264,8 +265,9 @@ daemon_status_t daemon_create(const daemon_config_t *cfg, daemon_t **out)
     st = DAEMON_ESTORE;
     store_queue_t *q = NULL;
     store_key_t key;
+    uint64_t scan_ns = daemon_now(d);
     while (store_queue_next(d->store, q, &q, &key, NULL)) { /* invariant 2 */
-        daemon_scan_t scan = {d, models_get(d, key.model)};
+        daemon_scan_t scan = {d, models_get(d, key.model), scan_ns};
         if (scan.model == NULL) {
             st = DAEMON_ENOMEM;
             goto out;

@@ -1,20 +1,28 @@
 /*
  * dedupe.h - the window of recently accepted item ids that makes a retried submit safe.
  *
- * Ownership: the window is caller memory (dedupe_init/fini) and owns its two arrays; ids
- * passed in are borrowed for the call (only their 128-bit hashes are kept).
+ * Ownership: the window is caller memory (dedupe_init/fini) and owns its three arrays; ids
+ * passed in are borrowed for the call (only 96 bits of their hashes are kept).
  */
 #ifndef LANESCHED_DAEMON_DEDUPE_H
 #define LANESCHED_DAEMON_DEDUPE_H
 
-#include "common/map.h"
 #include "scheduler/daemon/daemon.h"
 
-/* One accepted id, in arrival order: its two hashes and when it leaves the window. 24 bytes. */
+#include <stddef.h>
+#include <stdint.h>
+
+/* One accepted id, in arrival order: its 96-bit key (w[0..1] the first hash, w[2] 32 bits of the
+ * second). 12 bytes; when it leaves the window is its run's. */
 typedef struct {
-    map_key_t key;
-    uint64_t expires_ns;
+    uint32_t w[3];
 } dedupe_rec_t;
+
+/* A run of consecutive records accepted with the same expiry (one Submit's items share it). */
+typedef struct {
+    uint64_t expires_ns;
+    uint64_t n;
+} dedupe_run_t;
 
 typedef struct {
     dedupe_rec_t *ring; /* owned; cap records, the live ones at head .. head + len (mod cap) */
@@ -25,6 +33,11 @@ typedef struct {
         uint32_t *slots; /* owned */
         size_t cap, len;
     } seen;
+    /* The records' runs, oldest first: their n sum to len. */
+    struct {
+        dedupe_run_t *a; /* owned; cap runs, the live ones at head .. head + len (mod cap) */
+        size_t head, len, cap;
+    } runs;
     uint64_t window_ns;
     size_t max_ids;     /* 0 = no bound */
     uint64_t evictions; /* ids forgotten before their window ended, to stay within max_ids */
@@ -37,7 +50,9 @@ void dedupe_limit_set(dedupe_t *d, size_t max_ids);
 /* 1 if the id was accepted within the window. */
 int dedupe_contains(dedupe_t *d, const uint8_t *id, size_t len, uint64_t now_ns);
 daemon_status_t dedupe_add(dedupe_t *d, const uint8_t *id, size_t len, uint64_t now_ns);
-/* Bytes the window holds allocated (its ring and its index). */
+/* Bytes the window holds allocated (its ring, its index and its runs). */
 size_t dedupe_bytes(const dedupe_t *d);
+/* Executable invariants (common/invariant.h): 1 when every rule of dedupe.c holds. O(len). */
+int dedupe_check(const dedupe_t *d);
 
 #endif

@@ -10,8 +10,9 @@
  *      by (segment sequence, offset), returned items included (disk_queue_lower_bound finds the
  *      place of one coming back).
  *   2. queued_items is the array's length and queued_tokens the sum of its records' tokens.
- *   3. The array's slack stays under half a record per item (growth by half, not double):
- *      24 + 12 = 36 bytes per queued item at worst.
+ *   3. The array's slack stays under a quarter of a record per item past its first size
+ *      (growth by a quarter, not double): 24 + 6 = 30 bytes per queued item at worst. The first
+ *      size is DISK_QUEUE_FIRST records: most lanes of a workload of many shapes hold a few.
  *   4. A queue with unflushed records or a target not yet written is on disk_t.flush_queues,
  *      once, so a flush visits the queues it changed and never walks them all.
  *
@@ -89,7 +90,12 @@ store_status_t disk_queue_get_idx(disk_t *d, uint32_t idx, uint64_t signature, u
     return STORE_OK;
 }
 
-/* Grows by half, not double (invariant 3). */
+/* A queue's first array, in records: with thousands of lanes most hold a handful of items,
+ * and a larger first array was measured as a few bytes per queued item of empty slots
+ * (`lanesched-bench throughput --queue-probe 1000000`, docs/throughput.md). */
+#define DISK_QUEUE_FIRST 4u
+
+/* Grows by a quarter, not double (invariant 3). */
 store_status_t disk_queue_reserve(dqueue_t *q, size_t extra)
 {
     if (q->head + q->len + extra <= q->cap)
@@ -101,7 +107,7 @@ store_status_t disk_queue_reserve(dqueue_t *q, size_t extra)
     }
     if (extra > SIZE_MAX / sizeof(drec_t) - q->len)
         return STORE_ENOMEM; /* no array that large can exist */
-    size_t cap = q->cap ? q->cap + q->cap / 2 : 16;
+    size_t cap = q->cap ? q->cap + (q->cap + 3) / 4 : DISK_QUEUE_FIRST;
     if (cap < q->len + extra)
         cap = q->len + extra;
     if (cap > SIZE_MAX / sizeof(drec_t))

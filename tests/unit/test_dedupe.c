@@ -198,6 +198,8 @@ static void test_many_ids_ring_grows(void **state)
     assert_int_equal(d.len, N);
     assert_true(d.cap >= N);
     assert_true(d.cap > cap0);
+    assert_int_equal(d.runs.len, N); /* a distinct instant each: a run each */
+    assert_true(dedupe_check(&d));
     uint64_t now = t0 + N - 1;
     for (uint32_t i = 0; i < N; i++) {
         size_t n = fmt_id(id, sizeof(id), "new", i);
@@ -214,8 +216,10 @@ static void test_many_ids_ring_grows(void **state)
         assert_int_equal(dedupe_contains(&d, (const uint8_t *)id, n, now), i > N / 2);
     }
     assert_int_equal(d.len, N - N / 2 - 1);
+    assert_true(dedupe_check(&d));
     assert_false(has(&d, "new-00000000", t0 + N + W));
     assert_int_equal(d.len, 0);
+    assert_int_equal(d.runs.len, 0);
     dedupe_fini(&d);
 }
 
@@ -250,7 +254,38 @@ static void test_no_collisions_in_1m_ids(void **state)
     dedupe_fini(&d);
 }
 
-/* The window holds at most max_ids ids: past it the oldest are forgotten first, counted. */
+/* Ids accepted at one instant (a Submit's items) share one run and leave together, at exactly
+ * their window's end; a later instant starts the next run. */
+static void test_a_submits_ids_share_a_run_and_expire_exactly(void **state)
+{
+    (void)state;
+    dedupe_t d;
+    dedupe_init(&d, 100);
+    add(&d, "a", 10);
+    add(&d, "b", 10);
+    add(&d, "c", 10);
+    add(&d, "d", 20);
+    assert_int_equal(d.len, 4);
+    assert_int_equal(d.runs.len, 2);
+    assert_true(dedupe_check(&d));
+    assert_true(has(&d, "a", 109));
+    assert_true(has(&d, "c", 109));
+    assert_false(has(&d, "a", 110));
+    assert_false(has(&d, "b", 110));
+    assert_false(has(&d, "c", 110));
+    assert_true(has(&d, "d", 110));
+    assert_int_equal(d.len, 1);
+    assert_int_equal(d.runs.len, 1);
+    assert_true(dedupe_check(&d));
+    assert_true(has(&d, "d", 119));
+    assert_false(has(&d, "d", 120));
+    assert_int_equal(d.runs.len, 0);
+    assert_true(dedupe_check(&d));
+    dedupe_fini(&d);
+}
+
+/* The window holds at most max_ids ids: past it the oldest are forgotten first, counted, and
+ * taken out of their runs one by one. */
 static void test_a_bounded_window_forgets_the_oldest(void **state)
 {
     (void)state;
@@ -258,12 +293,17 @@ static void test_a_bounded_window_forgets_the_oldest(void **state)
     dedupe_init(&d, 1000);
     dedupe_limit_set(&d, 3);
     add(&d, "a", 0);
-    add(&d, "b", 1);
-    add(&d, "c", 2);
-    add(&d, "d", 3);
-    add(&d, "e", 4);
+    add(&d, "b", 0);
+    add(&d, "c", 1);
+    add(&d, "d", 1); /* a goes; b alone in the first run */
+    assert_int_equal(d.runs.len, 2);
+    assert_int_equal(d.runs.a[d.runs.head].n, 1);
+    assert_true(dedupe_check(&d));
+    add(&d, "e", 2); /* b goes, and its run with it */
     assert_int_equal(d.len, 3);
+    assert_int_equal(d.runs.len, 2);
     assert_int_equal(d.evictions, 2);
+    assert_true(dedupe_check(&d));
     assert_false(has(&d, "a", 5));
     assert_false(has(&d, "b", 5));
     assert_true(has(&d, "c", 5));
@@ -272,32 +312,43 @@ static void test_a_bounded_window_forgets_the_oldest(void **state)
     assert_true(has(&d, "c", 6));
     assert_true(has(&d, "d", 6));
     assert_int_equal(d.len, 3);
+    assert_false(has(&d, "d", 1001)); /* d leaves at its run's end; e and c's re-add stay */
+    assert_true(has(&d, "e", 1001));
+    assert_true(has(&d, "c", 1001));
+    assert_int_equal(d.len, 2);
+    assert_true(dedupe_check(&d));
     dedupe_fini(&d);
 }
 
-/* Memory per remembered id at a full window of 2^20 ids: 24-byte records and a half-full
- * index of 4-byte slots, 32 bytes (a map of 24-byte slots beside a ring takes about 96); and it is
- * given back once the ids expire. */
+/* Memory per remembered id at a full window of 2^20 ids accepted in 64-id Submits (one run
+ * each): 12-byte records, a half-full index of 4-byte slots and a 16-byte run per 64 ids, 20.3
+ * bytes (an expiry in every record took 32, a map of 24-byte slots beside a ring about 96); and
+ * it is given back once the ids expire. */
 static void test_bytes_per_id(void **state)
 {
     (void)state;
-    enum { N = 1 << 20 };
+    enum { N = 1 << 20, W = 1 << 20, RUN = 64 };
     char id[32];
     dedupe_t d;
-    dedupe_init(&d, 1000);
+    dedupe_init(&d, W);
     dedupe_limit_set(&d, N);
     for (uint32_t i = 0; i < N; i++) {
         size_t n = fmt_id(id, sizeof(id), "item", i);
-        assert_int_equal(dedupe_add(&d, (const uint8_t *)id, n, 1), DAEMON_OK);
+        assert_int_equal(dedupe_add(&d, (const uint8_t *)id, n, 1 + i / RUN), DAEMON_OK);
     }
+    assert_true(dedupe_check(&d));
+    assert_int_equal(d.runs.len, N / RUN);
     double per_id = (double)dedupe_bytes(&d) / N;
     print_message("dedupe: %.1f bytes per id at %d ids\n", per_id, N);
-    assert_true(per_id <= 32.0);
+    assert_true(per_id <= 12.0 + 8.0 + 2.0 * 16 / RUN); /* the runs' ring at most half empty */
+    uint64_t last = 1 + (N - 1) / RUN;
     for (uint32_t i = 0; i < N; i++) {
         size_t n = fmt_id(id, sizeof(id), "item", i);
-        assert_true(dedupe_contains(&d, (const uint8_t *)id, n, 2));
+        assert_true(dedupe_contains(&d, (const uint8_t *)id, n, last));
     }
-    assert_false(has(&d, "item-x", 2000)); /* all expired */
+    assert_false(has(&d, "item-x", last + W)); /* all expired */
+    assert_int_equal(d.len, 0);
+    assert_true(dedupe_check(&d));
     assert_true(dedupe_bytes(&d) <= 64 * 1024);
     dedupe_fini(&d);
 }
@@ -317,6 +368,7 @@ int main(void)
         cmocka_unit_test(test_many_ids_ring_grows),
         cmocka_unit_test(test_no_collisions_in_1m_ids),
         cmocka_unit_test(test_a_bounded_window_forgets_the_oldest),
+        cmocka_unit_test(test_a_submits_ids_share_a_run_and_expire_exactly),
         cmocka_unit_test(test_bytes_per_id),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
