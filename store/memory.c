@@ -225,6 +225,20 @@ static store_status_t mem_peek(store_t *store, store_queue_t *queue, store_view_
     return STORE_OK;
 }
 
+static store_status_t mem_peek_tokens(store_t *store, store_queue_t *queue, uint32_t *tokens,
+                                      uint32_t *deliveries, size_t max, size_t *out_n)
+{
+    (void)store;
+    mem_queue_t *q = (mem_queue_t *)queue;
+    size_t n = q->len < max ? q->len : max;
+    for (size_t i = 0; i < n; i++) {
+        tokens[i] = q->items[q->head + i]->tokens;
+        deliveries[i] = q->items[q->head + i]->deliveries;
+    }
+    *out_n = n;
+    return STORE_OK;
+}
+
 static store_status_t mem_commit(store_t *store, store_queue_t *queue, const store_ref_t *refs,
                                  size_t n)
 {
@@ -484,6 +498,7 @@ static const struct store_ops mem_ops = {
     .queue_release = mem_queue_release,
     .append = mem_append,
     .peek = mem_peek,
+    .peek_tokens = mem_peek_tokens,
     .commit = mem_commit,
     .tombstone = mem_tombstone,
     .ret = mem_return,

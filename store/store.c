@@ -58,6 +58,15 @@ store_status_t store_peek(store_t *store, store_queue_t *queue, store_view_t *vi
     return store->ops->peek(store, queue, views, max, out_n);
 }
 
+store_status_t store_peek_tokens(store_t *store, store_queue_t *queue, uint32_t *tokens,
+                                 uint32_t *deliveries, size_t max, size_t *out_n)
+{
+    if (store == NULL || queue == NULL || ((tokens == NULL || deliveries == NULL) && max != 0) ||
+        out_n == NULL)
+        return STORE_EINVAL;
+    return store->ops->peek_tokens(store, queue, tokens, deliveries, max, out_n);
+}
+
 store_status_t store_commit(store_t *store, store_queue_t *queue, const store_ref_t *refs, size_t n)
 {
     if (store == NULL || queue == NULL || (refs == NULL && n != 0))

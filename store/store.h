@@ -285,6 +285,15 @@ store_status_t store_peek(store_t *store, store_queue_t *queue, store_view_t *vi
                           size_t *out_n /* out */);
 
 /*
+ * The tokens and delivery counts of up to `max` items from the front of the queue, as
+ * store_peek would give them, without reading an entry: what a packer needs to choose how many
+ * to take before store_peek reads those (the disk store keeps both in memory; an entry read is a
+ * cache miss or more). `tokens` and `deliveries` are caller memory for `max` entries each.
+ */
+store_status_t store_peek_tokens(store_t *store, store_queue_t *queue, uint32_t *tokens,
+                                 uint32_t *deliveries, size_t max, size_t *out_n /* out */);
+
+/*
  * Commits a dispatched batch: the refs must be the current front of one queue, in order.
  * Three steps: (1) check every ref against the queue, changing nothing, so a stale peek fails
  * with STORE_ESTALE and no effect; (2) advance the queue past them; (3) add each to the pending

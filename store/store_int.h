@@ -33,6 +33,8 @@ struct store_ops {
                              store_ref_t *out_ref);
     store_status_t (*peek)(store_t *store, store_queue_t *queue, store_view_t *views, size_t max,
                            size_t *out_n);
+    store_status_t (*peek_tokens)(store_t *store, store_queue_t *queue, uint32_t *tokens,
+                                  uint32_t *deliveries, size_t max, size_t *out_n);
     store_status_t (*commit)(store_t *store, store_queue_t *queue, const store_ref_t *refs,
                              size_t n);
     store_status_t (*tombstone)(store_t *store, store_ref_t ref, int *out_completed);

@@ -8,8 +8,10 @@
  * and is within the contract). The one write a fill makes is the store's next epoch, once per
  * 2^32 batch ids (sched.c invariant 4), which touches no item.
  *
- * Rejected: peeking a lane's whole queue. A peek reads whole entries (payloads included), so a
- * batch of a few items from a deep lane would read it all; the window grows instead (below).
+ * Rejected: peeking a lane's whole queue. The packer chooses from tokens and delivery counts
+ * alone (store_peek_tokens, no entry read), in a window that grows (below); only the items it
+ * takes are then peeked whole. Peeking the window whole read every entry of it, most of them
+ * not taken: the daemon's largest user-space cost on a workload of many shapes (docs/bench.md).
  */
 #include "scheduler/core/sched_int.h"
 
@@ -33,6 +35,10 @@ sched_status_t fill_scratch_reserve(fill_scratch_t *f, size_t n)
     if (tokens == NULL)
         return SCHED_ENOMEM;
     f->tokens = tokens;
+    uint32_t *deliveries = realloc(f->deliveries, n * sizeof(*deliveries));
+    if (deliveries == NULL)
+        return SCHED_ENOMEM;
+    f->deliveries = deliveries;
     uint32_t *lane_of = realloc(f->lane_of, n * sizeof(*lane_of));
     if (lane_of == NULL)
         return SCHED_ENOMEM;
@@ -45,6 +51,7 @@ void fill_scratch_free(fill_scratch_t *f)
 {
     free(f->views);
     free(f->tokens);
+    free(f->deliveries);
     free(f->lane_of);
     free(f->arena); /* a merged batch's copies */
     *f = (fill_scratch_t){0};
@@ -69,27 +76,26 @@ static sched_status_t fill_lane_pack(sched_t *s, const sched_consumer_t *consume
     if (st != SCHED_OK)
         return st;
     size_t want = lane.queued_items < cap ? (size_t)lane.queued_items : (size_t)cap;
-    /* A peek reads whole entries (payloads included), so read a window that grows until the
-     * packer stops short of it: the bytes read stay within twice what the batch carries,
-     * instead of `want` entries for a batch that may take a few of them. */
+    /* The window grows until the packer stops short of it: a deep lane's batch of a few items
+     * copies a few tokens, not the lane's. */
     size_t window = want < SCHED_PEEK_FIRST ? want : SCHED_PEEK_FIRST;
     size_t n = 0, take = 0;
     int dead = 0;
     packer_result_t pr = {0};
+    const uint32_t *dlv = NULL;
     for (;;) {
         if ((st = fill_scratch_reserve(&s->scratch, window)) != SCHED_OK)
             return st;
-        if ((s->store_status = store_peek(s->store, lane.user, s->scratch.views, window, &n)) !=
-            STORE_OK)
+        dlv = s->scratch.deliveries;
+        if ((s->store_status = store_peek_tokens(s->store, lane.user, s->scratch.tokens,
+                                                 s->scratch.deliveries, window, &n)) != STORE_OK)
             return SCHED_ESTORE;
         if (n == 0)
             break;
-        for (size_t i = 0; i < n; i++)
-            s->scratch.tokens[i] = s->scratch.views[i].tokens;
-        dead = s->max_deliveries != 0 && s->scratch.views[0].deliveries >= s->max_deliveries;
+        dead = s->max_deliveries != 0 && dlv[0] >= s->max_deliveries;
         take = dead ? 1 : n;
         for (size_t i = 1; !dead && s->max_deliveries != 0 && i < take; i++) {
-            if (s->scratch.views[i].deliveries >= s->max_deliveries)
+            if (dlv[i] >= s->max_deliveries)
                 take = i; /* stop before it: it goes out alone as a dead letter next */
         }
         if ((st = packer_fill(&consumer->contract, s->scratch.tokens, take, &pr)) != SCHED_OK)
@@ -100,6 +106,14 @@ static sched_status_t fill_lane_pack(sched_t *s, const sched_consumer_t *consume
     }
     if (n == 0)
         return SCHED_EEMPTY;
+    size_t got = 0; /* the items taken, whole */
+    if ((s->store_status = store_peek(s->store, lane.user, s->scratch.views, pr.count, &got)) !=
+        STORE_OK)
+        return SCHED_ESTORE;
+    if (got != pr.count) { /* the queue changed between two calls with nothing between them */
+        s->store_status = STORE_ESTALE;
+        return SCHED_ESTORE;
+    }
     uint32_t prefix = 0;
     for (size_t i = 0; i < pr.count; i++) {
         s->scratch.lane_of[i] = lane_id;

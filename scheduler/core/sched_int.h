@@ -121,13 +121,15 @@ typedef struct {
     uint8_t settled;
 } sched_inflight_item_t;
 
-/* The fill's scratch (fill.c): the views a fill peeked, their tokens and lanes, and the copies
- * of a merged batch's ids and payloads (extend.c: peeking one lane may reuse the store's buffer
- * behind the views of another). Owned by the scheduler, valid until the next sched_* call. */
+/* The fill's scratch (fill.c): the views a fill peeked, their tokens, delivery counts and lanes,
+ * and the copies of a merged batch's ids and payloads (extend.c: peeking one lane may reuse the
+ * store's buffer behind the views of another). Owned by the scheduler, valid until the next
+ * sched_* call. */
 typedef struct {
-    store_view_t *views; /* cap entries, as tokens and lane_of */
+    store_view_t *views; /* cap entries, as tokens, deliveries and lane_of */
     uint32_t *tokens;
-    uint32_t *lane_of; /* the lane of each view of the filled batch */
+    uint32_t *deliveries; /* fill.c's window, before its views are read */
+    uint32_t *lane_of;    /* the lane of each view of the filled batch */
     size_t cap;
     uint8_t *arena;
     size_t arena_cap;

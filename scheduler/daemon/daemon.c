@@ -170,7 +170,7 @@ static void daemon_scan_item(void *ctx, const store_view_t *v)
 {
     daemon_scan_t *sc = ctx;
     if (v->id_len != 0)
-        dedupe_add(&sc->d->dedupe, v->id_view, v->id_len, sc->now_ns);
+        dedupe_add(&sc->d->dedupe, dedupe_key(v->id_view, v->id_len), sc->now_ns);
     models_stored(sc->d, sc->model, v->id_len + v->payload_len);
 }
 

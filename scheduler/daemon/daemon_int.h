@@ -294,6 +294,8 @@ struct daemon {
     evqueue_t events;
     uint64_t next_tick_ns;
     uint64_t last_timers_ns; /* when the timers last ran: a stalled loop is detected */
+    uint64_t turn_ns;        /* when the turn in progress began: its Submits' items are accepted
+                              * at that instant (one dedupe run for the turn's items) */
     size_t serve_cursor;     /* round-robin start among consumers */
     uint64_t retry_ns;       /* the earliest sched_retry_ns of the last fill (0: none) */
     uint64_t *orphans;       /* batches whose return failed: retried each tick (owned) */

@@ -2,7 +2,7 @@
  * dedupe.h - the window of recently accepted item ids that makes a retried submit safe.
  *
  * Ownership: the window is caller memory (dedupe_init/fini) and owns its three arrays; ids
- * passed in are borrowed for the call (only 96 bits of their hashes are kept).
+ * passed to dedupe_key are borrowed for the call (only 96 bits of their hash are kept).
  */
 #ifndef LANESCHED_DAEMON_DEDUPE_H
 #define LANESCHED_DAEMON_DEDUPE_H
@@ -12,8 +12,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* One accepted id, in arrival order: its 96-bit key (w[0..1] the first hash, w[2] 32 bits of the
- * second). 12 bytes; when it leaves the window is its run's. */
+/* An id's key: 96 bits of its XXH3 128-bit hash (dedupe.c invariant 2), computed once per item
+ * for dedupe_contains and dedupe_add. */
+typedef struct {
+    uint64_t a;
+    uint32_t b;
+} dedupe_key_t;
+
+/* One accepted id, in arrival order: its key (w[0..1] = a, w[2] = b). 12 bytes; when it leaves
+ * the window is its run's. */
 typedef struct {
     uint32_t w[3];
 } dedupe_rec_t;
@@ -47,9 +54,11 @@ void dedupe_init(dedupe_t *d, uint64_t window_ns);
 void dedupe_fini(dedupe_t *d);
 /* Bounds the ids held (0 = no bound, the default): past it, adding forgets the oldest. */
 void dedupe_limit_set(dedupe_t *d, size_t max_ids);
-/* 1 if the id was accepted within the window. */
-int dedupe_contains(dedupe_t *d, const uint8_t *id, size_t len, uint64_t now_ns);
-daemon_status_t dedupe_add(dedupe_t *d, const uint8_t *id, size_t len, uint64_t now_ns);
+/* The key of an id (borrowed for the call). */
+dedupe_key_t dedupe_key(const uint8_t *id, size_t len);
+/* 1 if the id of key k was accepted within the window. */
+int dedupe_contains(dedupe_t *d, dedupe_key_t k, uint64_t now_ns);
+daemon_status_t dedupe_add(dedupe_t *d, dedupe_key_t k, uint64_t now_ns);
 /* Bytes the window holds allocated (its ring, its index and its runs). */
 size_t dedupe_bytes(const dedupe_t *d);
 /* Executable invariants (common/invariant.h): 1 when every rule of dedupe.c holds. O(len). */

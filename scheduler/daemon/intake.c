@@ -91,7 +91,8 @@ static codec_status_t intake_room(const struct daemon *d, const char *name, cons
 static void intake_item(struct daemon *d, const ev_t *ev, model_t **m, const codec_work_item_t *it,
                         uint64_t now, uint32_t *new_shapes, codec_item_result_t *r)
 {
-    if (dedupe_contains(&d->dedupe, it->id.ptr, it->id.len, now)) {
+    dedupe_key_t key = dedupe_key(it->id.ptr, it->id.len);
+    if (dedupe_contains(&d->dedupe, key, now)) {
         r->status = CODEC_ITEM_DUPLICATE;
         r->reason = codec_status_reason(CODEC_DUPLICATE); /* invariant 5: no text */
         d->counters.duplicates++;
@@ -128,7 +129,7 @@ static void intake_item(struct daemon *d, const ev_t *ev, model_t **m, const cod
     r->status = CODEC_ITEM_ACCEPTED;
     metrics_received(d->metrics, *m, 1, it->tokens);
     models_stored(d, *m, it->id.len + flen);
-    if (dedupe_add(&d->dedupe, it->id.ptr, it->id.len, now) != DAEMON_OK)
+    if (dedupe_add(&d->dedupe, key, now) != DAEMON_OK)
         log_write(LOG_WARN, "dedupe window full: out of memory");
 }
 
@@ -182,7 +183,7 @@ void intake_submit(struct daemon *d, const ev_t *ev, replies_t *deferred)
         rep.error = "no_memory: the daemon is out of memory";
         goto reply;
     }
-    uint64_t now = daemon_now(d);
+    uint64_t now = d->turn_ns;              /* the turn's instant: one dedupe run for its items */
     model_t *m = models_find(d, ev->token); /* the one lookup of the message's model */
     int served = models_serving(d, m);      /* a lease lost or lapsed: refuse (fencing) */
     int allowed = models_allowed(d, ev->token);

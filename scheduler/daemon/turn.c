@@ -149,6 +149,7 @@ daemon_status_t daemon_turn(daemon_t *d, uint64_t wait_ns, int *out_stopped)
     ev_t *burst = evqueue_take(&d->events, wait, &n);
     stats_waiting_begin(d); /* invariant 5 */
     uint64_t turn_start = daemon_now(d);
+    d->turn_ns = turn_start;
     for (size_t i = 0; i < n && !stop; i++) {
         turn_handle(d, &burst[i], &deferred, &stop);
         stop |= evqueue_stopping(&d->events); /* invariant 4: the rest is dropped */

@@ -202,6 +202,7 @@ static const struct store_ops disk_ops = {
     .queue_release = disk_queue_release,
     .append = disk_append,
     .peek = disk_peek,
+    .peek_tokens = disk_peek_tokens,
     .commit = disk_commit,
     .tombstone = disk_tombstone,
     .ret = disk_return,

@@ -175,6 +175,10 @@ static store_status_t disk_peek_read(disk_t *d, const dqueue_t *q, store_view_t 
     return STORE_OK;
 }
 
+/* Entries whose headers a peek asks for at once (a few more than the misses a core keeps in
+ * flight). */
+#define DISK_PEEK_AHEAD 16u
+
 store_status_t disk_peek(store_t *store, store_queue_t *queue, store_view_t *views, size_t max,
                          size_t *out_n)
 {
@@ -185,13 +189,24 @@ store_status_t disk_peek(store_t *store, store_queue_t *queue, store_view_t *vie
     size_t readable = q->len - q->n_unflushed;
     size_t n = readable < max ? readable : max;
     size_t i = 0;
-    for (; i < n; i++) { /* invariant 8: views into the mappings */
-        const drec_t *rec = &q->recs[q->head + i];
-        dseg_t *seg = disk_rec_seg(d, rec);
-        const uint8_t *e = disk_map_view(d, seg, rec->offset, rec->length);
-        if (e == NULL)
-            break;
-        views[i] = disk_view(seg, q, rec, e);
+    while (i < n) { /* invariant 8: views into the mappings */
+        /* The entries of a lane lie apart in its model's log: each header read is a cache (and
+         * TLB) miss, so a chunk's are all asked for before the first is read. */
+        const uint8_t *e[DISK_PEEK_AHEAD];
+        size_t k = 0;
+        for (; k < DISK_PEEK_AHEAD && i + k < n; k++) {
+            const drec_t *rec = &q->recs[q->head + i + k];
+            e[k] = disk_map_view(d, disk_rec_seg(d, rec), rec->offset, rec->length);
+            if (e[k] == NULL)
+                break;
+            __builtin_prefetch(e[k]);
+        }
+        for (size_t j = 0; j < k; j++, i++) {
+            const drec_t *rec = &q->recs[q->head + i];
+            views[i] = disk_view(disk_rec_seg(d, rec), q, rec, e[j]);
+        }
+        if (k < DISK_PEEK_AHEAD && i < n)
+            break; /* a record without a mapping: the rest are read (below) */
     }
     if (d->failed)
         return STORE_EIO;
@@ -199,6 +214,24 @@ store_status_t disk_peek(store_t *store, store_queue_t *queue, store_view_t *vie
         store_status_t st = disk_peek_read(d, q, views, n); /* all of them: one scratch */
         if (st != STORE_OK)
             return st;
+    }
+    *out_n = n;
+    return STORE_OK;
+}
+
+store_status_t disk_peek_tokens(store_t *store, store_queue_t *queue, uint32_t *tokens,
+                                uint32_t *deliveries, size_t max, size_t *out_n)
+{
+    const disk_t *d = disk_of(store);
+    const dqueue_t *q = (const dqueue_t *)queue;
+    if (d->failed)
+        return STORE_EIO;
+    size_t readable = q->len - q->n_unflushed; /* as disk_peek */
+    size_t n = readable < max ? readable : max;
+    for (size_t i = 0; i < n; i++) {
+        const drec_t *rec = &q->recs[q->head + i];
+        tokens[i] = rec->tokens;
+        deliveries[i] = drec_deliveries(rec);
     }
     *out_n = n;
     return STORE_OK;

@@ -13,6 +13,9 @@ store_status_t disk_append(store_t *store, store_queue_t *queue, const store_ite
 /* views: caller memory for `max` entries; what they point at is a view into d->scratch. */
 store_status_t disk_peek(store_t *store, store_queue_t *queue, store_view_t *views, size_t max,
                          size_t *out_n /* out */);
+/* From the records alone: no entry is read. */
+store_status_t disk_peek_tokens(store_t *store, store_queue_t *queue, uint32_t *tokens,
+                                uint32_t *deliveries, size_t max, size_t *out_n /* out */);
 store_status_t disk_commit(store_t *store, store_queue_t *queue, const store_ref_t *refs, size_t n);
 store_status_t disk_tombstone(store_t *store, store_ref_t ref, int *out_completed /* out */);
 store_status_t disk_return(store_t *store, const store_ref_t *refs, size_t n);

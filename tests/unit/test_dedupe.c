@@ -1,5 +1,5 @@
 /*
- * test_dedupe.c - the item-id window (scheduler/dedupe.c) that makes a retried submit safe.
+ * test_dedupe.c - the item-id window (scheduler/daemon/dedupe.c) that makes a retried submit safe.
  *
  * Time is passed explicitly as now_ns, so every boundary is exact: an id accepted at t with a
  * window w is found for t <= now < t + w and not from t + w on.
@@ -18,12 +18,12 @@
 
 static int has(dedupe_t *d, const char *id, uint64_t now_ns)
 {
-    return dedupe_contains(d, (const uint8_t *)id, strlen(id), now_ns);
+    return dedupe_contains(d, dedupe_key((const uint8_t *)id, strlen(id)), now_ns);
 }
 
 static void add(dedupe_t *d, const char *id, uint64_t now_ns)
 {
-    assert_int_equal(dedupe_add(d, (const uint8_t *)id, strlen(id), now_ns), DAEMON_OK);
+    assert_int_equal(dedupe_add(d, dedupe_key((const uint8_t *)id, strlen(id)), now_ns), DAEMON_OK);
 }
 
 static size_t fmt_id(char *buf, size_t cap, const char *prefix, uint32_t i)
@@ -83,8 +83,8 @@ static void test_empty_id_is_an_id_like_any_other(void **state)
     /* The codec rejects empty ids before they get here; the window itself does not care. */
     dedupe_t d;
     dedupe_init(&d, 100);
-    assert_int_equal(dedupe_add(&d, NULL, 0, 10), DAEMON_OK);
-    assert_true(dedupe_contains(&d, NULL, 0, 10));
+    assert_int_equal(dedupe_add(&d, dedupe_key(NULL, 0), 10), DAEMON_OK);
+    assert_true(dedupe_contains(&d, dedupe_key(NULL, 0), 10));
     assert_false(has(&d, "x", 10));
     dedupe_fini(&d);
 }
@@ -187,13 +187,13 @@ static void test_many_ids_ring_grows(void **state)
     /* Move the ring's head off zero first, so growth has to unwrap a ring that wraps around. */
     for (uint32_t i = 0; i < 700; i++) {
         size_t n = fmt_id(id, sizeof(id), "old", i);
-        assert_int_equal(dedupe_add(&d, (const uint8_t *)id, n, i), DAEMON_OK);
+        assert_int_equal(dedupe_add(&d, dedupe_key((const uint8_t *)id, n), i), DAEMON_OK);
     }
     size_t cap0 = d.cap;
     uint64_t t0 = 700 + W; /* every "old" id has expired by now */
     for (uint32_t i = 0; i < N; i++) {
         size_t n = fmt_id(id, sizeof(id), "new", i);
-        assert_int_equal(dedupe_add(&d, (const uint8_t *)id, n, t0 + i), DAEMON_OK);
+        assert_int_equal(dedupe_add(&d, dedupe_key((const uint8_t *)id, n), t0 + i), DAEMON_OK);
     }
     assert_int_equal(d.len, N);
     assert_true(d.cap >= N);
@@ -203,17 +203,17 @@ static void test_many_ids_ring_grows(void **state)
     uint64_t now = t0 + N - 1;
     for (uint32_t i = 0; i < N; i++) {
         size_t n = fmt_id(id, sizeof(id), "new", i);
-        assert_true(dedupe_contains(&d, (const uint8_t *)id, n, now));
+        assert_true(dedupe_contains(&d, dedupe_key((const uint8_t *)id, n), now));
     }
     for (uint32_t i = 0; i < 700; i++) {
         size_t n = fmt_id(id, sizeof(id), "old", i);
-        assert_false(dedupe_contains(&d, (const uint8_t *)id, n, now));
+        assert_false(dedupe_contains(&d, dedupe_key((const uint8_t *)id, n), now));
     }
     /* Half a window on from the middle: the first half has expired, in order. */
     now = t0 + N / 2 + W;
     for (uint32_t i = 0; i < N; i++) {
         size_t n = fmt_id(id, sizeof(id), "new", i);
-        assert_int_equal(dedupe_contains(&d, (const uint8_t *)id, n, now), i > N / 2);
+        assert_int_equal(dedupe_contains(&d, dedupe_key((const uint8_t *)id, n), now), i > N / 2);
     }
     assert_int_equal(d.len, N - N / 2 - 1);
     assert_true(dedupe_check(&d));
@@ -233,8 +233,8 @@ static void test_no_collisions_in_1m_ids(void **state)
     for (uint32_t i = 0; i < N; i++) {
         size_t n = fmt_id(id, sizeof(id), "item", i);
         /* A collision with an earlier id would read as a duplicate here and lose an item. */
-        assert_false(dedupe_contains(&d, (const uint8_t *)id, n, 1));
-        assert_int_equal(dedupe_add(&d, (const uint8_t *)id, n, 1), DAEMON_OK);
+        assert_false(dedupe_contains(&d, dedupe_key((const uint8_t *)id, n), 1));
+        assert_int_equal(dedupe_add(&d, dedupe_key((const uint8_t *)id, n), 1), DAEMON_OK);
     }
     /* Every id holds its own key: none replaced another's map entry. */
     assert_int_equal(d.len, N);
@@ -242,15 +242,15 @@ static void test_no_collisions_in_1m_ids(void **state)
     /* A million ids never accepted are not found either. */
     for (uint32_t i = 0; i < N; i++) {
         size_t n = fmt_id(id, sizeof(id), "other", i);
-        assert_false(dedupe_contains(&d, (const uint8_t *)id, n, 2));
+        assert_false(dedupe_contains(&d, dedupe_key((const uint8_t *)id, n), 2));
     }
     /* Near-identical binary ids (one byte or one length apart) are distinct too. */
     uint8_t a[64] = {0}, b[64] = {0};
     b[63] = 1;
-    assert_int_equal(dedupe_add(&d, a, sizeof(a), 3), DAEMON_OK);
-    assert_false(dedupe_contains(&d, b, sizeof(b), 3));
-    assert_false(dedupe_contains(&d, a, sizeof(a) - 1, 3));
-    assert_true(dedupe_contains(&d, a, sizeof(a), 3));
+    assert_int_equal(dedupe_add(&d, dedupe_key(a, sizeof(a)), 3), DAEMON_OK);
+    assert_false(dedupe_contains(&d, dedupe_key(b, sizeof(b)), 3));
+    assert_false(dedupe_contains(&d, dedupe_key(a, sizeof(a) - 1), 3));
+    assert_true(dedupe_contains(&d, dedupe_key(a, sizeof(a)), 3));
     dedupe_fini(&d);
 }
 
@@ -334,7 +334,8 @@ static void test_bytes_per_id(void **state)
     dedupe_limit_set(&d, N);
     for (uint32_t i = 0; i < N; i++) {
         size_t n = fmt_id(id, sizeof(id), "item", i);
-        assert_int_equal(dedupe_add(&d, (const uint8_t *)id, n, 1 + i / RUN), DAEMON_OK);
+        assert_int_equal(dedupe_add(&d, dedupe_key((const uint8_t *)id, n), 1 + i / RUN),
+                         DAEMON_OK);
     }
     assert_true(dedupe_check(&d));
     assert_int_equal(d.runs.len, N / RUN);
@@ -344,7 +345,7 @@ static void test_bytes_per_id(void **state)
     uint64_t last = 1 + (N - 1) / RUN;
     for (uint32_t i = 0; i < N; i++) {
         size_t n = fmt_id(id, sizeof(id), "item", i);
-        assert_true(dedupe_contains(&d, (const uint8_t *)id, n, last));
+        assert_true(dedupe_contains(&d, dedupe_key((const uint8_t *)id, n), last));
     }
     assert_false(has(&d, "item-x", last + W)); /* all expired */
     assert_int_equal(d.len, 0);

@@ -816,6 +816,43 @@ static void test_deliveries_count_each_commit(void **state)
     store_close(s);
 }
 
+/* store_peek_tokens gives the tokens and delivery counts store_peek gives, for the same items:
+ * any max, after commits and returns, and not the appended items a peek cannot see yet. */
+static void test_peek_tokens_agrees_with_peek(void **state)
+{
+    (void)state;
+    enum { N = 9 };
+    store_t *s = open_store();
+    store_queue_t *q = open_queue(s, "m", 1, 0);
+    store_ref_t r[N];
+    for (uint32_t i = 0; i < N; i++)
+        r[i] = append_tagged(s, q, i, 10 + i * 7);
+    flush(s);
+    assert_int_equal(store_commit(s, q, r, 4), STORE_OK);
+    assert_int_equal(store_return(s, r + 1, 2), STORE_OK); /* back with a delivery each */
+    append_tagged(s, q, 100, 5);                           /* not flushed */
+    for (size_t max = 0; max <= N + 2; max++) {
+        store_view_t v[N + 2];
+        uint32_t tokens[N + 2], dlv[N + 2];
+        size_t n = 99, m = 99;
+        assert_int_equal(store_peek(s, q, v, max, &n), STORE_OK);
+        assert_int_equal(store_peek_tokens(s, q, tokens, dlv, max, &m), STORE_OK);
+        assert_int_equal(m, n);
+        for (size_t i = 0; i < n; i++) {
+            assert_int_equal(tokens[i], v[i].tokens);
+            assert_int_equal(dlv[i], v[i].deliveries);
+        }
+    }
+    uint32_t tokens[2], dlv[2];
+    size_t n = 0;
+    assert_int_equal(store_peek_tokens(s, q, tokens, dlv, 2, &n), STORE_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(tokens[0], 10 + 1 * 7); /* r[1] and r[2] came back first, delivered once */
+    assert_int_equal(dlv[0], 1);
+    assert_int_equal(store_peek_tokens(s, q, NULL, dlv, 1, &n), STORE_EINVAL);
+    store_close(s);
+}
+
 static void test_queue_count_tracks_items_and_tokens(void **state)
 {
     (void)state;
@@ -1900,6 +1937,7 @@ static void test_randomized_against_reference_model(void **state)
     X(test_return_with_duplicate_ref_changes_nothing)                         \
     X(test_return_to_several_queues_at_once)                                  \
     X(test_deliveries_count_each_commit)                                      \
+    X(test_peek_tokens_agrees_with_peek)                                      \
     X(test_queue_count_tracks_items_and_tokens)                               \
     X(test_queue_open_same_key_returns_same_queue)                            \
     X(test_queue_release_refuses_nonempty_queue)                              \
