@@ -87,8 +87,9 @@ const char *daemon_status_str(daemon_status_t status);
 #define DAEMON_LIMIT_QUEUE_ITEMS 10000000ull
 /* Bytes stored per model (ids, payloads and reply subjects): JetStream's max_bytes. */
 #define DAEMON_LIMIT_QUEUE_BYTES (8ull << 30)
-/* Ids in the dedupe window: 4 Mi ids of about 32 bytes each is 128 MiB; past it the oldest
- * are forgotten early (counted in dedupe_evictions). */
+/* Ids in the dedupe window: 4 Mi ids of about 20 bytes each (a run of ids per Submit or turn;
+ * 36 at worst, every id its own run) is 80-144 MiB; past it the oldest are forgotten early
+ * (counted in dedupe_evictions). */
 #define DAEMON_LIMIT_DEDUPE_IDS 4194304ull
 /* How long an item may stay queued (JetStream's max_age): past it, it is dead-lettered with
  * reason "expired". A day keeps work that waits for its GPUs through a night, and bounds how
