@@ -175,8 +175,8 @@ static store_status_t disk_peek_read(disk_t *d, const dqueue_t *q, store_view_t 
     return STORE_OK;
 }
 
-/* Entries whose headers a peek asks for at once (a few more than the misses a core keeps in
- * flight). */
+/* Entries whose headers a peek asks for at once: a few more than the misses a core keeps in
+ * flight. Chosen by `perf` of the daemon on the realistic workload (docs/owner-thread.md). */
 #define DISK_PEEK_AHEAD 16u
 
 store_status_t disk_peek(store_t *store, store_queue_t *queue, store_view_t *views, size_t max,
