@@ -82,11 +82,10 @@ static sched_status_t fill_lane_pack(sched_t *s, const sched_consumer_t *consume
     size_t n = 0, take = 0;
     int dead = 0;
     packer_result_t pr = {0};
-    const uint32_t *dlv = NULL;
     for (;;) {
         if ((st = fill_scratch_reserve(&s->scratch, window)) != SCHED_OK)
             return st;
-        dlv = s->scratch.deliveries;
+        const uint32_t *dlv = s->scratch.deliveries;
         if ((s->store_status = store_peek_tokens(s->store, lane.user, s->scratch.tokens,
                                                  s->scratch.deliveries, window, &n)) != STORE_OK)
             return SCHED_ESTORE;

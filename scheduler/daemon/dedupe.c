@@ -137,6 +137,27 @@ static void dedupe_index_del(dedupe_t *d, size_t i)
     d->seen.len--;
 }
 
+/* Copies the n live elements of a ring (cap elements of `size` bytes, the oldest at head) to
+ * dst, oldest first: what both rings do when they move. */
+static void dedupe_unwrap(void *dst, const void *ring, size_t size, size_t head, size_t n,
+                          size_t cap)
+{
+    if (n == 0)
+        return;
+    size_t first = n < cap - head ? n : cap - head;
+    memcpy(dst, (const uint8_t *)ring + head * size, first * size);
+    memcpy((uint8_t *)dst + first * size, ring, (n - first) * size);
+}
+
+/* The size a ring of len live elements out of cap gives memory back to after a peak (never
+ * below min), or 0 to keep it. */
+static size_t dedupe_shrunk(size_t len, size_t cap, size_t min)
+{
+    if (cap <= min || len * 4 >= cap)
+        return 0;
+    return len * 2 > min ? len * 2 : min;
+}
+
 /* Moves the live records to a ring of cap records (>= len) and rebuilds the index over it. */
 static daemon_status_t dedupe_resize(dedupe_t *d, size_t cap)
 {
@@ -150,8 +171,7 @@ static daemon_status_t dedupe_resize(dedupe_t *d, size_t cap)
         free(slots);
         return DAEMON_ENOMEM;
     }
-    for (size_t i = 0; i < d->len; i++)
-        ring[i] = d->ring[(d->head + i) % d->cap];
+    dedupe_unwrap(ring, d->ring, sizeof(*ring), d->head, d->len, d->cap);
     free(d->ring);
     free(d->seen.slots);
     d->ring = ring;
@@ -171,8 +191,7 @@ static daemon_status_t dedupe_runs_resize(dedupe_t *d, size_t cap)
     dedupe_run_t *a = malloc(cap * sizeof(*a));
     if (a == NULL)
         return DAEMON_ENOMEM;
-    for (size_t i = 0; i < d->runs.len; i++)
-        a[i] = d->runs.a[(d->runs.head + i) % d->runs.cap];
+    dedupe_unwrap(a, d->runs.a, sizeof(*a), d->runs.head, d->runs.len, d->runs.cap);
     free(d->runs.a);
     d->runs.a = a;
     d->runs.cap = cap;
@@ -180,9 +199,10 @@ static daemon_status_t dedupe_runs_resize(dedupe_t *d, size_t cap)
     return DAEMON_OK;
 }
 
-static dedupe_run_t *dedupe_run_oldest(dedupe_t *d)
+/* The i-th live run, oldest first (i < runs.len). */
+static dedupe_run_t *dedupe_run_at(const dedupe_t *d, size_t i)
 {
-    return &d->runs.a[d->runs.head];
+    return &d->runs.a[(d->runs.head + i) % d->runs.cap];
 }
 
 /* Drops the oldest record and counts it out of its run; its key leaves the index if this
@@ -194,7 +214,7 @@ static void dedupe_pop(dedupe_t *d)
         dedupe_index_del(d, i);
     d->head = (d->head + 1) % d->cap;
     d->len--;
-    if (--dedupe_run_oldest(d)->n == 0) {
+    if (--dedupe_run_at(d, 0)->n == 0) {
         d->runs.head = (d->runs.head + 1) % d->runs.cap;
         d->runs.len--;
     }
@@ -202,16 +222,16 @@ static void dedupe_pop(dedupe_t *d)
 
 static void dedupe_expire(dedupe_t *d, uint64_t now_ns)
 {
-    while (d->runs.len > 0 && dedupe_run_oldest(d)->expires_ns <= now_ns) {
-        for (uint64_t n = dedupe_run_oldest(d)->n; n > 0; n--) /* the last pop drops the run */
+    while (d->runs.len > 0 && dedupe_run_at(d, 0)->expires_ns <= now_ns) {
+        for (uint64_t n = dedupe_run_at(d, 0)->n; n > 0; n--) /* the last pop drops the run */
             dedupe_pop(d);
     }
     /* After a peak the rings give memory back (best effort: a failed resize keeps the old). */
-    if (d->cap > DEDUPE_RING_MIN && d->len * 4 < d->cap)
-        (void)dedupe_resize(d, d->len * 2 > DEDUPE_RING_MIN ? d->len * 2 : DEDUPE_RING_MIN);
-    if (d->runs.cap > DEDUPE_RUNS_MIN && d->runs.len * 4 < d->runs.cap)
-        (void)dedupe_runs_resize(d, d->runs.len * 2 > DEDUPE_RUNS_MIN ? d->runs.len * 2
-                                                                      : DEDUPE_RUNS_MIN);
+    size_t cap = dedupe_shrunk(d->len, d->cap, DEDUPE_RING_MIN);
+    if (cap != 0)
+        (void)dedupe_resize(d, cap);
+    if ((cap = dedupe_shrunk(d->runs.len, d->runs.cap, DEDUPE_RUNS_MIN)) != 0)
+        (void)dedupe_runs_resize(d, cap);
 }
 
 int dedupe_contains(dedupe_t *d, dedupe_key_t k, uint64_t now_ns)
@@ -239,13 +259,12 @@ daemon_status_t dedupe_add(dedupe_t *d, dedupe_key_t k, uint64_t now_ns)
     uint64_t expires = now_ns + d->window_ns;
     if (expires < now_ns)
         expires = UINT64_MAX;
-    dedupe_run_t *last =
-        d->runs.len == 0 ? NULL : &d->runs.a[(d->runs.head + d->runs.len - 1) % d->runs.cap];
+    dedupe_run_t *last = d->runs.len == 0 ? NULL : dedupe_run_at(d, d->runs.len - 1);
     if (last == NULL || last->expires_ns != expires) {
         if (d->runs.len == d->runs.cap &&
             dedupe_runs_resize(d, d->runs.cap ? d->runs.cap * 2 : DEDUPE_RUNS_MIN) != DAEMON_OK)
             return DAEMON_ENOMEM;
-        last = &d->runs.a[(d->runs.head + d->runs.len++) % d->runs.cap];
+        last = dedupe_run_at(d, d->runs.len++);
         *last = (dedupe_run_t){expires, 0};
     }
     last->n++;
@@ -260,7 +279,7 @@ int dedupe_check(const dedupe_t *d)
     uint64_t sum = 0, prev = 0;
     INVARIANT_HOLDS(d->runs.len <= d->runs.cap && d->len <= d->cap, "rings past their capacity");
     for (size_t i = 0; i < d->runs.len; i++) {
-        const dedupe_run_t *r = &d->runs.a[(d->runs.head + i) % d->runs.cap];
+        const dedupe_run_t *r = dedupe_run_at(d, i);
         INVARIANT_HOLDS(r->n > 0, "run %zu of %zu is empty", i, d->runs.len);
         INVARIANT_HOLDS(r->expires_ns >= prev, "run %zu expires before the run ahead of it", i);
         prev = r->expires_ns;

@@ -138,8 +138,8 @@ struct dseg {
  * A queued item: where its entry is and what the scheduler needs without reading it. 24 bytes;
  * the queue array grows by a quarter, so with its slack a queued item costs at most 30 bytes of
  * memory past the array's first size (exactly 24 right after recovery, which trims), and the
- * payload stays on disk. The
- * item's id, payload, prefix_tokens and max_wait_ms are read from the entry when peeked.
+ * payload stays on disk. The item's id, payload, prefix_tokens and max_wait_ms are read from the
+ * entry when peeked.
  */
 typedef struct {
     uint64_t arrival_ns;

@@ -193,18 +193,18 @@ store_status_t disk_peek(store_t *store, store_queue_t *queue, store_view_t *vie
         /* The entries of a lane lie apart in its model's log: each header read is a cache (and
          * TLB) miss, so a chunk's are all asked for before the first is read. */
         const uint8_t *e[DISK_PEEK_AHEAD];
+        dseg_t *seg[DISK_PEEK_AHEAD];
         size_t k = 0;
         for (; k < DISK_PEEK_AHEAD && i + k < n; k++) {
             const drec_t *rec = &q->recs[q->head + i + k];
-            e[k] = disk_map_view(d, disk_rec_seg(d, rec), rec->offset, rec->length);
+            seg[k] = disk_rec_seg(d, rec);
+            e[k] = disk_map_view(d, seg[k], rec->offset, rec->length);
             if (e[k] == NULL)
                 break;
             __builtin_prefetch(e[k]);
         }
-        for (size_t j = 0; j < k; j++, i++) {
-            const drec_t *rec = &q->recs[q->head + i];
-            views[i] = disk_view(disk_rec_seg(d, rec), q, rec, e[j]);
-        }
+        for (size_t j = 0; j < k; j++, i++)
+            views[i] = disk_view(seg[j], q, &q->recs[q->head + i], e[j]);
         if (k < DISK_PEEK_AHEAD && i < n)
             break; /* a record without a mapping: the rest are read (below) */
     }

@@ -27,8 +27,7 @@
 
 typedef struct {
     natsMsg **msgs;
-    uint32_t *idx, *tokens, *prefix;
-    uint64_t *sigs;
+    net_items_t items;
     size_t n;
 } base_batch_t;
 
@@ -37,8 +36,7 @@ static void base_batch_serve(base_thread_t *x, const base_batch_t *b, size_t off
                              uint32_t pad_to)
 {
     net_run_t *run = x->run;
-    net_worker_serve(run, run->workers[x->index], b->idx + off, b->sigs + off, b->tokens + off,
-                     b->prefix + off, n, pad_to);
+    net_worker_serve(run, run->workers[x->index], &b->items, off, n, pad_to);
     for (size_t i = off; i < off + n; i++) {
         natsStatus s = natsMsg_Ack(b->msgs[i], NULL);
         if (s != NATS_OK) {
@@ -68,18 +66,18 @@ static void base_list_serve(base_thread_t *x, base_batch_t *b, natsMsgList *list
             continue;
         }
         b->msgs[b->n] = msg;
-        b->idx[b->n] = idx;
-        b->sigs[b->n] = sig;
-        b->tokens[b->n] = tokens;
-        b->prefix[b->n] = run->trace->items[idx].prefix_tokens; /* JetStream carries no prefix */
+        b->items.idx[b->n] = idx;
+        b->items.sigs[b->n] = sig;
+        b->items.tokens[b->n] = tokens;
+        b->items.prefix[b->n] = run->trace->items[idx].prefix_tokens; /* JetStream carries none */
         b->n++;
     }
     for (size_t off = 0; off < b->n;) {
         packer_result_t pr;
-        if (packer_fill(&contract, b->tokens + off, b->n - off, &pr) != SCHED_OK) {
+        if (packer_fill(&contract, b->items.tokens + off, b->n - off, &pr) != SCHED_OK) {
             atomic_fetch_add(&run->worker_errors, 1); /* a contract the packer refuses */
             pr.count = 1;
-            pr.pad_to = (uint32_t)packer_pad(b->tokens[off]);
+            pr.pad_to = (uint32_t)packer_pad(b->items.tokens[off]);
         }
         base_batch_serve(x, b, off, pr.count, pr.pad_to);
         off += pr.count;
@@ -92,11 +90,8 @@ void *base_worker_main(void *arg)
     base_thread_t *x = arg;
     net_run_t *run = x->run;
     size_t cap = run->opts->gpu.max_batch_size;
-    base_batch_t b = {.msgs = calloc(cap, sizeof(natsMsg *)),
-                      .idx = calloc(cap, sizeof(uint32_t)),
-                      .tokens = calloc(cap, sizeof(uint32_t)),
-                      .prefix = calloc(cap, sizeof(uint32_t)),
-                      .sigs = calloc(cap, sizeof(uint64_t))};
+    base_batch_t b = {.msgs = calloc(cap, sizeof(natsMsg *))};
+    int items_ok = net_items_init(&b.items, cap) == 0;
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
     natsSubscription *sub = NULL;
@@ -104,7 +99,7 @@ void *base_worker_main(void *arg)
     jsErrCode jerr = 0;
     bool ready = false;
 
-    if (b.msgs == NULL || b.idx == NULL || b.tokens == NULL || b.prefix == NULL || b.sigs == NULL) {
+    if (b.msgs == NULL || !items_ok) {
         snprintf(x->error, sizeof(x->error), "out of memory");
         goto out;
     }
@@ -152,9 +147,6 @@ out:
     jsCtx_Destroy(js);
     natsConnection_Destroy(nc);
     free(b.msgs);
-    free(b.idx);
-    free(b.tokens);
-    free(b.prefix);
-    free(b.sigs);
+    net_items_fini(&b.items);
     return NULL;
 }

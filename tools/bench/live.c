@@ -162,17 +162,11 @@ out:
     return NULL;
 }
 
-/* A worker's per-batch arrays, max_batch_size + 1 entries each (owned by the worker's thread). */
-typedef struct {
-    uint32_t *idx, *tokens, *prefix;
-    uint64_t *sigs;
-} live_scratch_t;
-
 /* Serves one batch, pricing a miss with the prefix_tokens the Batch carries, and acks it whole.
  * An item whose prefix_tokens differs from its trace row's is a wire mismatch, which fails the
  * run: the daemon did not carry what its producer sent. */
 static void live_batch_handle(live_thread_t *x, lc_consumer_t *c, const codec_batch_t *b,
-                              live_scratch_t *s)
+                              net_items_t *s)
 {
     net_run_t *run = x->run;
     size_t m = 0;
@@ -189,8 +183,7 @@ static void live_batch_handle(live_thread_t *x, lc_consumer_t *c, const codec_ba
             atomic_fetch_add(&run->wire_mismatches, 1);
         m++;
     }
-    net_worker_serve(run, run->workers[x->index], s->idx, s->sigs, s->tokens, s->prefix, m,
-                     b->pad_to);
+    net_worker_serve(run, run->workers[x->index], s, 0, m, b->pad_to);
     lc_ack_reply_t reply;
     lc_status_t st = lc_ack_all_send(c, b->batch_id, LIVE_ACK_TIMEOUT_MS, &reply);
     if (st == LC_OK) {
@@ -209,14 +202,11 @@ static void *live_worker_main(void *arg)
     lc_client_t *client = NULL;
     lc_consumer_t *c = NULL;
     size_t cap = o->gpu.max_batch_size + 1;
-    live_scratch_t s = {.idx = calloc(cap, sizeof(uint32_t)),
-                        .tokens = calloc(cap, sizeof(uint32_t)),
-                        .prefix = calloc(cap, sizeof(uint32_t)),
-                        .sigs = calloc(cap, sizeof(uint64_t))};
+    net_items_t s;
     char name[64], err[256] = "";
     bool ready = false;
 
-    if (s.idx == NULL || s.tokens == NULL || s.prefix == NULL || s.sigs == NULL) {
+    if (net_items_init(&s, cap) != 0) {
         live_error_note(x, "%s%s", "out of memory", "");
         goto out;
     }
@@ -282,10 +272,7 @@ out:
         atomic_fetch_add(&run->workers_failed, 1);
     lc_consumer_close(c);
     lc_client_close(client);
-    free(s.idx);
-    free(s.tokens);
-    free(s.prefix);
-    free(s.sigs);
+    net_items_fini(&s);
     return NULL;
 }
 

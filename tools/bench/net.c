@@ -152,9 +152,31 @@ size_t net_pace_take(net_run_t *run, uint32_t model, size_t next)
     return k;
 }
 
-void net_worker_serve(net_run_t *run, net_worker_t *w, const uint32_t *idx, const uint64_t *sigs,
-                      const uint32_t *tokens, const uint32_t *prefix, size_t n, uint32_t pad_to)
+int net_items_init(net_items_t *it, size_t cap)
 {
+    *it = (net_items_t){.idx = calloc(cap, sizeof(uint32_t)),
+                        .tokens = calloc(cap, sizeof(uint32_t)),
+                        .prefix = calloc(cap, sizeof(uint32_t)),
+                        .sigs = calloc(cap, sizeof(uint64_t))};
+    if (it->idx != NULL && it->tokens != NULL && it->prefix != NULL && it->sigs != NULL)
+        return 0;
+    net_items_fini(it);
+    return -1;
+}
+
+void net_items_fini(net_items_t *it)
+{
+    free(it->idx);
+    free(it->tokens);
+    free(it->prefix);
+    free(it->sigs);
+    *it = (net_items_t){0};
+}
+
+void net_worker_serve(net_run_t *run, net_worker_t *w, const net_items_t *items, size_t off,
+                      size_t n, uint32_t pad_to)
+{
+    const uint32_t *idx = items->idx + off, *tokens = items->tokens + off;
     uint64_t now = clock_mono_ns(), real = 0;
     for (size_t i = 0; i < n; i++) {
         uint64_t expected = 0;
@@ -168,7 +190,8 @@ void net_worker_serve(net_run_t *run, net_worker_t *w, const uint32_t *idx, cons
         return;
     pthread_mutex_lock(&w->mu);
     /* a one-shape batch is served by gpu_serve_mixed exactly as by gpu_serve */
-    uint64_t ns = gpu_serve_mixed(w->gpu, sigs, prefix, (uint32_t)n, pad_to, real);
+    uint64_t ns =
+        gpu_serve_mixed(w->gpu, items->sigs + off, items->prefix + off, (uint32_t)n, pad_to, real);
     pthread_mutex_unlock(&w->mu);
     if (w->busy_until_ns < now)
         w->busy_until_ns = now;

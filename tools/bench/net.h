@@ -127,11 +127,20 @@ size_t net_pace_take(net_run_t *run, uint32_t model, size_t next);
 #define NET_PAYLOAD_LEN 24u
 void net_payload_encode(const net_run_t *run, uint32_t idx, uint64_t sent_ns, uint8_t *out);
 int net_payload_decode(const net_run_t *run, const void *data, size_t len, uint32_t *idx);
-/* Serves one batch on worker w: first-service times, the GPU model (gpu_serve_mixed when the
- * shapes differ; a miss pays the items' prefix, prefix[i] for item i), then sleeps the service
- * time * time_scale on an absolute clock. The arrays are borrowed, n entries each. */
-void net_worker_serve(net_run_t *run, net_worker_t *w, const uint32_t *idx, const uint64_t *sigs,
-                      const uint32_t *tokens, const uint32_t *prefix, size_t n, uint32_t pad_to);
+/* A batch's items as a worker serves them: trace index, shape, tokens and prefix tokens of each,
+ * parallel arrays of the cap given to net_items_init (owned; the worker's thread only). */
+typedef struct {
+    uint32_t *idx, *tokens, *prefix;
+    uint64_t *sigs;
+} net_items_t;
+/* 0, or -1 when out of memory (nothing is left allocated). */
+int net_items_init(net_items_t *it, size_t cap);
+void net_items_fini(net_items_t *it);
+/* Serves items [off, off + n) of `items` (borrowed) as one batch on worker w: first-service
+ * times, the GPU model (gpu_serve_mixed when the shapes differ; a miss pays the items' prefix),
+ * then sleeps the service time * time_scale on an absolute clock. */
+void net_worker_serve(net_run_t *run, net_worker_t *w, const net_items_t *items, size_t off,
+                      size_t n, uint32_t pad_to);
 /* After a batch's ack: acked items and the time of the last ack. */
 void net_worker_acked(net_run_t *run, size_t n_items);
 /* The workers' GPU counters, summed. */
