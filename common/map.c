@@ -12,6 +12,8 @@
  */
 #include "common/map.h"
 
+#include "common/mem.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,7 +64,7 @@ static map_status_t map_resize(map_t *map, size_t cap)
 {
     map_slot_t *old = map->slots;
     size_t old_cap = map->cap;
-    map_slot_t *slots = calloc(cap, sizeof(*slots));
+    map_slot_t *slots = mem_calloc(cap, sizeof(*slots)); /* probed as it is filled */
     if (slots == NULL)
         return MAP_ENOMEM;
     map->slots = slots;

@@ -174,6 +174,12 @@ typedef void (*store_log_fn)(void *ctx, int level, const char *msg);
  * docs/store.md). */
 #define STORE_RESIDENT_DEFAULT (1ull << 30)
 
+/* Default threads for recovery's segment scans: the second core scans the files of half the
+ * models (by bytes) while the opening thread scans the rest. A model's files stay on one thread
+ * (its lanes' arrival order is the files' order), so one model gains nothing
+ * (`lanesched-storebench --phases recovery --recovery-threads 1` against 2; docs/store.md). */
+#define STORE_RECOVERY_THREADS_DEFAULT 2u
+
 typedef struct {
     const char *dir;            /* data directory, created if missing; borrowed for the call */
     uint64_t segment_max_bytes; /* 0 = STORE_SEGMENT_MAX_DEFAULT */
@@ -188,6 +194,9 @@ typedef struct {
                                  * process; 0 = STORE_RESIDENT_DEFAULT */
     uint64_t journal_max_bytes; /* size of each state journal file; 0 = the default (8 MiB); at
                                    most 2 GiB (STORE_EINVAL past it) */
+    unsigned recovery_threads;  /* threads scanning the segment files at open, one model's files
+                                 * on one thread; 0 = STORE_RECOVERY_THREADS_DEFAULT, 1 = the
+                                 * opening thread alone */
 } store_disk_config_t;
 
 /* What recovery found and did at open. Every dropped byte is counted here and logged. */

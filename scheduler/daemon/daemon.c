@@ -160,18 +160,60 @@ static void daemon_store_log(void *ctx, int level, const char *msg)
               "store: %s", msg);
 }
 
+/* Ids whose index slots the restart's scan asks for before it adds them: with hundreds of
+ * thousands queued the window's index is larger than the caches and every add would wait for
+ * its own miss. As many as the store's peek asks for ahead (disk_item.c), for the same reason. */
+#define DAEMON_SCAN_AHEAD 16u
+
 typedef struct {
     struct daemon *d;
     model_t *model;  /* the queue's */
     uint64_t now_ns; /* the scan's: every id rebuilt into the window at once (one run) */
+    dedupe_key_t ahead[DAEMON_SCAN_AHEAD]; /* asked for, not added yet: oldest at next */
+    size_t n_ahead, next;
 } daemon_scan_t;
 
 static void daemon_scan_item(void *ctx, const store_view_t *v)
 {
     daemon_scan_t *sc = ctx;
-    if (v->id_len != 0)
-        dedupe_add(&sc->d->dedupe, dedupe_key(v->id_view, v->id_len), sc->now_ns);
+    if (v->id_len != 0) {
+        dedupe_key_t k = dedupe_key(v->id_view, v->id_len);
+        dedupe_prefetch(&sc->d->dedupe, k);
+        if (sc->n_ahead < DAEMON_SCAN_AHEAD) {
+            sc->ahead[sc->n_ahead++] = k;
+        } else { /* in scan order: the oldest asked for goes in first */
+            (void)dedupe_add(&sc->d->dedupe, sc->ahead[sc->next], sc->now_ns);
+            sc->ahead[sc->next] = k;
+            sc->next = (sc->next + 1) % DAEMON_SCAN_AHEAD;
+        }
+    }
     models_stored(sc->d, sc->model, v->id_len + v->payload_len);
+}
+
+/* Rebuilds the window and the models' stored bytes from every item the store holds (dedupe.c
+ * invariant 5): the window sized once for all of them, then filled in scan order. */
+static daemon_status_t daemon_scan(daemon_t *d)
+{
+    store_queue_t *q = NULL;
+    store_key_t key;
+    size_t total = 0;
+    while (store_queue_next(d->store, q, &q, NULL, NULL)) {
+        uint64_t items = 0;
+        store_queue_count(q, &items, NULL);
+        total += (size_t)items;
+    }
+    if (dedupe_reserve(&d->dedupe, total) != DAEMON_OK)
+        return DAEMON_ENOMEM;
+    daemon_scan_t scan = {.d = d, .now_ns = daemon_now(d)};
+    for (q = NULL; store_queue_next(d->store, q, &q, &key, NULL);) { /* invariant 2 */
+        if ((scan.model = models_get(d, key.model)) == NULL)
+            return DAEMON_ENOMEM;
+        if (store_queue_scan(d->store, q, daemon_scan_item, &scan) != STORE_OK)
+            return DAEMON_ESTORE;
+    }
+    for (size_t i = 0; i < scan.n_ahead; i++)
+        (void)dedupe_add(&d->dedupe, scan.ahead[(scan.next + i) % DAEMON_SCAN_AHEAD], scan.now_ns);
+    return DAEMON_OK;
 }
 
 static store_status_t daemon_store_open(const daemon_config_t *cfg, store_t **out)
@@ -262,19 +304,8 @@ daemon_status_t daemon_create(const daemon_config_t *cfg, daemon_t **out)
               sc.policy == SCHED_POLICY_LANES ? sc.hold_ns / 1000000 : 0);
     if ((st = models_init(d)) != DAEMON_OK)
         goto out;
-    st = DAEMON_ESTORE;
-    store_queue_t *q = NULL;
-    store_key_t key;
-    uint64_t scan_ns = daemon_now(d);
-    while (store_queue_next(d->store, q, &q, &key, NULL)) { /* invariant 2 */
-        daemon_scan_t scan = {d, models_get(d, key.model), scan_ns};
-        if (scan.model == NULL) {
-            st = DAEMON_ENOMEM;
-            goto out;
-        }
-        if (store_queue_scan(d->store, q, daemon_scan_item, &scan) != STORE_OK)
-            goto out;
-    }
+    if ((st = daemon_scan(d)) != DAEMON_OK)
+        goto out;
     d->started_ns = daemon_now(d);
     *out = d;
     return DAEMON_OK;

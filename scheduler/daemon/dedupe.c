@@ -36,6 +36,7 @@
 #include "scheduler/daemon/dedupe.h"
 
 #include "common/invariant.h"
+#include "common/mem.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -165,7 +166,7 @@ static daemon_status_t dedupe_resize(dedupe_t *d, size_t cap)
     while (icap < 2 * cap)
         icap *= 2;
     dedupe_rec_t *ring = malloc(cap * sizeof(*ring));
-    uint32_t *slots = calloc(icap, sizeof(*slots));
+    uint32_t *slots = mem_calloc(icap, sizeof(*slots)); /* probed as it is filled */
     if (ring == NULL || slots == NULL) {
         free(ring);
         free(slots);
@@ -225,9 +226,11 @@ static void dedupe_expire(dedupe_t *d, uint64_t now_ns)
     while (d->runs.len > 0 && dedupe_run_at(d, 0)->expires_ns <= now_ns) {
         for (uint64_t n = dedupe_run_at(d, 0)->n; n > 0; n--) /* the last pop drops the run */
             dedupe_pop(d);
+        d->reserved = 0; /* the ids it was made for have come, or will not all be held */
     }
     /* After a peak the rings give memory back (best effort: a failed resize keeps the old). */
-    size_t cap = dedupe_shrunk(d->len, d->cap, DEDUPE_RING_MIN);
+    size_t cap = dedupe_shrunk(d->len, d->cap,
+                               d->reserved > DEDUPE_RING_MIN ? d->reserved : DEDUPE_RING_MIN);
     if (cap != 0)
         (void)dedupe_resize(d, cap);
     if ((cap = dedupe_shrunk(d->runs.len, d->runs.cap, DEDUPE_RUNS_MIN)) != 0)
@@ -272,6 +275,29 @@ daemon_status_t dedupe_add(dedupe_t *d, dedupe_key_t k, uint64_t now_ns)
     d->ring[pos] = dedupe_rec(k);
     dedupe_index_put(d, k, pos);
     return DAEMON_OK;
+}
+
+daemon_status_t dedupe_reserve(dedupe_t *d, size_t n)
+{
+    if (d->window_ns == 0)
+        return DAEMON_OK;
+    size_t need = n > SIZE_MAX - d->len ? SIZE_MAX : d->len + n;
+    if (d->max_ids != 0 && need > d->max_ids)
+        need = d->max_ids > d->len ? d->max_ids : d->len;
+    if (need <= d->cap)
+        return DAEMON_OK;
+    if (need >= UINT32_MAX)
+        return DAEMON_ENOMEM;
+    daemon_status_t st = dedupe_resize(d, need);
+    if (st == DAEMON_OK)
+        d->reserved = need;
+    return st;
+}
+
+void dedupe_prefetch(const dedupe_t *d, dedupe_key_t k)
+{
+    if (d->seen.cap != 0)
+        __builtin_prefetch(&d->seen.slots[dedupe_home(d, k)]);
 }
 
 int dedupe_check(const dedupe_t *d)

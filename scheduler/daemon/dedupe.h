@@ -48,6 +48,8 @@ typedef struct {
     uint64_t window_ns;
     size_t max_ids;     /* 0 = no bound */
     uint64_t evictions; /* ids forgotten before their window ended, to stay within max_ids */
+    size_t reserved;    /* ring capacity a dedupe_reserve holds against shrinking, until the
+                         * window next expires a run */
 } dedupe_t;
 
 void dedupe_init(dedupe_t *d, uint64_t window_ns);
@@ -59,6 +61,14 @@ dedupe_key_t dedupe_key(const uint8_t *id, size_t len);
 /* 1 if the id of key k was accepted within the window. */
 int dedupe_contains(dedupe_t *d, dedupe_key_t k, uint64_t now_ns);
 daemon_status_t dedupe_add(dedupe_t *d, dedupe_key_t k, uint64_t now_ns);
+/* Makes room for n more ids (at most max_ids in all) without a resize: a restart adds every
+ * stored item's id at once, and growing by doubling would rehash the window at every power of
+ * two. The room is kept (not given back as unused) until the window next expires a run.
+ * DAEMON_ENOMEM leaves the window as it was. */
+daemon_status_t dedupe_reserve(dedupe_t *d, size_t n);
+/* Asks the cache for k's home slot in the index ahead of dedupe_add or dedupe_contains. A hint:
+ * a resize in between costs only the hint. */
+void dedupe_prefetch(const dedupe_t *d, dedupe_key_t k);
 /* Bytes the window holds allocated (its ring, its index and its runs). */
 size_t dedupe_bytes(const dedupe_t *d);
 /* Executable invariants (common/invariant.h): 1 when every rule of dedupe.c holds. O(len). */

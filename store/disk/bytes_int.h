@@ -20,6 +20,9 @@ uint32_t store_crc32c_table(uint32_t crc, const void *data, size_t len);
 /* fault.c: the store's I/O goes through these so tests can fail the Nth call of a kind.
  * Pointers borrowed for the call, as by the system calls they wrap. */
 int store_fault_hit(store_fault_op_t op);
+/* Whether any fault is armed: the countdowns are process-wide and unsynchronised, so work that
+ * would run on several threads runs on one while a test counts calls. */
+int store_fault_armed(void);
 ssize_t store_fault_pwrite(int fd, const void *buf, size_t len, off_t off);
 int store_fault_fsync(int fd, int data_only);
 int store_fault_renameat(int dirfd, const char *from, const char *to);

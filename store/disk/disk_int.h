@@ -42,6 +42,7 @@
 #include "store/disk/segment_int.h"
 #include "store/store_int.h"
 
+#include <pthread.h>
 #include <sys/uio.h>
 
 typedef struct dseg dseg_t;
@@ -274,9 +275,11 @@ typedef struct {
     size_t n_staged, cap_staged;
     uint8_t *jnl_buf; /* owned: encoded records of the pwrite path */
     size_t cap_jnl_buf;
-    unsigned jnl_dir_dirty; /* journal files created or unlinked since the directory was synced */
-    int jnl_retire;         /* segments were deleted or a journal filled: some may be retired */
-    int jnl_doomed;         /* some journal is doomed: unlinked at the next flush */
+    unsigned jnl_dir_dirty;  /* journal files created or unlinked since the directory was synced */
+    int jnl_retire;          /* segments were deleted or a journal filled: some may be retired */
+    int jnl_doomed;          /* some journal is doomed: unlinked at the next flush */
+    pthread_mutex_t *log_mu; /* borrowed: held around each log line while recovery's scans run
+                              * on several threads (recovery.c); NULL otherwise */
 } disk_t;
 
 static inline disk_t *disk_of(store_t *s)

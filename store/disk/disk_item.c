@@ -439,11 +439,23 @@ store_status_t disk_queue_scan(store_t *store, store_queue_t *queue, store_scan_
     if (d->failed)
         return STORE_EIO;
     uint8_t hdr[SEG_ENTRY_HEADER + SEG_ID_MAX];
-    for (size_t i = 0; i < q->len - q->n_unflushed; i++) {
+    size_t n = q->len - q->n_unflushed;
+    const uint8_t *ahead[DISK_PEEK_AHEAD]; /* as disk_peek: a chunk's headers asked for first */
+    for (size_t i = 0; i < n; i++) {
         const drec_t *rec = &q->recs[q->head + i];
         dseg_t *seg = disk_rec_seg(d, rec);
         size_t want = rec->length < sizeof(hdr) ? rec->length : sizeof(hdr);
-        const uint8_t *e = disk_map_view(d, seg, rec->offset, want);
+        if (i % DISK_PEEK_AHEAD == 0) {
+            for (size_t k = 0; k < DISK_PEEK_AHEAD && i + k < n; k++) {
+                const drec_t *r = &q->recs[q->head + i + k];
+                size_t w = r->length < sizeof(hdr) ? r->length : sizeof(hdr);
+                if ((ahead[k] = disk_map_view(d, disk_rec_seg(d, r), r->offset, w)) != NULL) {
+                    __builtin_prefetch(ahead[k]);
+                    __builtin_prefetch(ahead[k] + w - 1); /* the id may start a second line */
+                }
+            }
+        }
+        const uint8_t *e = ahead[i % DISK_PEEK_AHEAD];
         if (e == NULL) {
             int fd;
             store_status_t st = disk_fd_get(d, seg, &fd);

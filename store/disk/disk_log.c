@@ -26,6 +26,8 @@ void disk_log(disk_t *d, int level, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    if (d->log_mu != NULL)
+        pthread_mutex_lock(d->log_mu);
     if (d->cfg.log != NULL)
         d->cfg.log(d->cfg.log_ctx, level, msg);
     else
@@ -34,6 +36,8 @@ void disk_log(disk_t *d, int level, const char *fmt, ...)
                 : level == STORE_LOG_WARN ? "warning"
                                           : "info",
                 msg);
+    if (d->log_mu != NULL)
+        pthread_mutex_unlock(d->log_mu);
 }
 
 void disk_corrupt(disk_t *d, const char *file, int line, const char *fmt, ...)

@@ -39,6 +39,15 @@ unsigned long store_fault_fired(store_fault_op_t op)
     return op < STORE_FAULT_COUNT ? fault_fired[op] : 0;
 }
 
+int store_fault_armed(void)
+{
+    for (int i = 0; i < STORE_FAULT_COUNT; i++) {
+        if (fault_countdown[i] != 0)
+            return 1;
+    }
+    return 0;
+}
+
 int store_fault_hit(store_fault_op_t op)
 {
     if (fault_countdown[op] == 0)

@@ -17,7 +17,7 @@
  *                                  that says so and the index is left as it is, never set
  *                                  aside: adopting every segment would re-deliver everything.
  *   index empty over segments      warned about (truncated, replaced or lost) and rebuilt.
- *   index row failing its checksum scanned as if adopted (recovery_scan.c's invariant 7),
+ *   index row failing its checksum scanned as if adopted (recovery_scan.c's invariant 9),
  *     or disagreeing with its file reported; the next flush writes a checked row.
  *   file the index does not know   adopted: scanned with no durable boundary (all valid entries
  *                                  kept). It is what a crash between creating a segment and its
@@ -44,10 +44,13 @@
  *   2. No entry whose CRC fails is queued.
  *   3. Every recovered segment is sealed: appends after a restart start new segments, so a
  *      recovered file is only ever read and tombstoned.
+ *   4. Every dropped byte is counted in the report and logged with the line that found it.
  *   5. Each model's segments are scanned in sequence order and each entry goes to the lane its
  *      own (CRC-checked) signature and lane name, so every lane's queue comes out in arrival
  *      order without a sort.
- *   4. Every dropped byte is counted in the report and logged with the line that found it.
+ *   6. A model's files are scanned by one thread. Scans of different models may run at once
+ *      and share only the queue map (queues created under a mutex) and the log (a line at a
+ *      time); every segment is attached before any scan, on the opening thread.
  *
  * Calls only the layer below the backend (disk_int.h: queues, segments, the flush, the log),
  * never the backend's operations, so the dependency runs one way: disk.c -> recovery.c.
@@ -55,7 +58,10 @@
  * Rejected: trusting the index's entry counts and skipping the scan. The scan walks entry
  * headers and checks every entry's CRC (so it reads every byte once, through a read-only
  * mapping); it is the only way to honour "tombstones win" after a crash between a tombstone and
- * its count, and to keep a damaged entry from ever being handed out.
+ * its count, and to keep a damaged entry from ever being handed out. Splitting one model's files
+ * between threads: its lanes span its files, so each lane's two halves would have to be merged
+ * in sequence order afterwards, and a file split at an offset needs an entry boundary that only
+ * the scan from the file's start can be sure of.
  */
 #include "store/disk/recovery_int.h"
 #include "store/disk/recovery_scan_int.h"
@@ -64,6 +70,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -479,13 +486,148 @@ static store_status_t rec_missing(disk_t *d, const rec_ctx_t *c, const rec_file_
     return st;
 }
 
+/* One thread's share of the scans: the files of the models assigned to `group`, in the
+ * listing's order (each model's files in sequence order). */
+typedef struct {
+    disk_t *d;
+    rec_file_t *files; /* borrowed: the whole listing */
+    size_t n_files;
+    const uint32_t *group_of; /* borrowed: the group of each model, by model_idx */
+    uint32_t group;
+    rec_lanes_t lanes; /* owned */
+    store_recovery_t rep;
+    store_status_t st;
+    size_t failed; /* the file whose scan returned st */
+} rec_group_t;
+
+static void *rec_group_run(void *arg)
+{
+    rec_group_t *g = arg;
+    g->st = STORE_OK;
+    for (size_t i = 0; i < g->n_files && g->st == STORE_OK; i++) {
+        if (g->group_of[g->files[i].model_idx] != g->group)
+            continue;
+        g->failed = i;
+        g->st = rec_scan(g->d, &g->lanes, &g->files[i], &g->rep);
+    }
+    return NULL;
+}
+
+/* Adds what a group's scans counted (recovery_scan.c's fields of the report) to *to. */
+static void rec_report_add(store_recovery_t *to, const store_recovery_t *from)
+{
+    to->segments += from->segments;
+    to->entries_live += from->entries_live;
+    to->entries_tombstoned += from->entries_tombstoned;
+    to->tokens_live += from->tokens_live;
+    to->torn_tails += from->torn_tails;
+    to->torn_bytes += from->torn_bytes;
+    to->corrupt_regions += from->corrupt_regions;
+    to->corrupt_bytes += from->corrupt_bytes;
+    to->damaged_state_words += from->damaged_state_words;
+    to->deleted_count_repairs += from->deleted_count_repairs;
+    to->adopted_files += from->adopted_files;
+    to->boundary_entries_kept += from->boundary_entries_kept;
+    to->journal_records += from->journal_records;
+    to->journal_unmatched_records += from->journal_unmatched_records;
+}
+
+/*
+ * Scans every attached file (invariant 6): the models are dealt to up to cfg.recovery_threads
+ * groups, each model to the group with the fewest file bytes so far, largest model first; group
+ * 0 runs on this thread, the others on threads of their own. Queues are created under one mutex
+ * and log lines written under another; everything else a scan touches belongs to its model.
+ * *out_groups (returned to the caller, who finis each group's lanes and frees the array) holds
+ * every group's lanes for the targets' floors, even when a scan failed.
+ */
+static store_status_t rec_scan_all(disk_t *d, rec_file_t *files, size_t n,
+                                   rec_group_t **out_groups /* out */, size_t *out_n /* out */,
+                                   store_recovery_t *rep)
+{
+    size_t n_models = d->n_models ? d->n_models : 1;
+    unsigned want =
+        d->cfg.recovery_threads ? d->cfg.recovery_threads : STORE_RECOVERY_THREADS_DEFAULT;
+    uint64_t *bytes = calloc(n_models, sizeof(*bytes));
+    uint32_t *group_of = calloc(n_models, sizeof(*group_of));
+    uint64_t *load = calloc(want, sizeof(*load));
+    rec_group_t *groups = calloc(want, sizeof(*groups));
+    pthread_t *tids = calloc(want, sizeof(*tids));
+    unsigned char *started = calloc(want, 1);
+    pthread_mutex_t queue_mu = PTHREAD_MUTEX_INITIALIZER, log_mu = PTHREAD_MUTEX_INITIALIZER;
+    store_status_t st = STORE_ENOMEM;
+    size_t n_groups = 0, with_files = 0;
+    if (bytes == NULL || group_of == NULL || load == NULL || groups == NULL || tids == NULL ||
+        started == NULL)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        with_files += bytes[files[i].model_idx] == 0;
+        bytes[files[i].model_idx] += files[i].file_size + 1;
+    }
+    n_groups = with_files < want ? with_files : want;
+    if (n_groups == 0 || store_fault_armed())
+        n_groups = 1;
+    for (size_t dealt = 0; n_groups > 1 && dealt < with_files; dealt++) {
+        size_t m = 0, g = 0;
+        for (size_t k = 0; k < n_models; k++)
+            m = bytes[k] > bytes[m] ? k : m;
+        for (size_t k = 1; k < n_groups; k++)
+            g = load[k] < load[g] ? k : g;
+        group_of[m] = (uint32_t)g;
+        load[g] += bytes[m];
+        bytes[m] = 0;
+    }
+    int shared = n_groups > 1;
+    for (size_t g = 0; g < n_groups; g++) {
+        groups[g] = (rec_group_t){
+            .d = d, .files = files, .n_files = n, .group_of = group_of, .group = (uint32_t)g};
+        groups[g].lanes.mu = shared ? &queue_mu : NULL;
+    }
+    if (shared)
+        d->log_mu = &log_mu;
+    for (size_t g = 1; g < n_groups; g++)
+        started[g] = pthread_create(&tids[g], NULL, rec_group_run, &groups[g]) == 0;
+    rec_group_run(&groups[0]);
+    for (size_t g = 1; g < n_groups; g++) {
+        if (started[g])
+            pthread_join(tids[g], NULL);
+        else
+            rec_group_run(&groups[g]); /* no thread to be had: scanned here */
+    }
+    d->log_mu = NULL;
+    st = STORE_OK;
+    for (size_t g = 0; g < n_groups; g++) {
+        rec_report_add(rep, &groups[g].rep);
+        if (groups[g].st != STORE_OK && st == STORE_OK) {
+            st = groups[g].st;
+            disk_log(d, STORE_LOG_ERROR, "recovery of segment %016" PRIx64 " failed: %s",
+                     files[groups[g].failed].id, store_status_str(st));
+        }
+    }
+    for (size_t i = 0; i < n && st == STORE_OK; i++)
+        disk_seg_mark_dirty(d, files[i].seg);
+out:
+    pthread_mutex_destroy(&queue_mu);
+    pthread_mutex_destroy(&log_mu);
+    free(bytes);
+    free(group_of);
+    free(load);
+    free(tids);
+    free(started);
+    if (groups != NULL) {
+        *out_groups = groups;
+        *out_n = n_groups;
+    }
+    return st;
+}
+
 store_status_t disk_recover(disk_t *d, store_recovery_t *rep)
 {
     uint64_t t0 = clock_mono_ns();
     rec_ctx_t c = {.d = d};
     rec_listing_t l = {0};
     rec_journal_t jnl = {0};
-    rec_lanes_t lanes = {0};
+    rec_group_t *groups = NULL;
+    size_t n_groups = 0;
     index_txn_t *txn = NULL;
     store_status_t st = rec_list_files(d, &l);
     if (st == STORE_OK)
@@ -520,12 +662,14 @@ store_status_t disk_recover(disk_t *d, store_recovery_t *rep)
     if ((st = rec_journal_load(d, &jnl, l.files, l.n, rep)) != STORE_OK)
         goto out;
     for (size_t i = 0; i < l.n; i++) {
-        if ((st = rec_scan(d, &lanes, &l.files[i], rep)) != STORE_OK) {
+        if ((st = rec_attach(d, &l.files[i])) != STORE_OK) {
             disk_log(d, STORE_LOG_ERROR, "recovery of segment %016" PRIx64 " failed: %s",
                      l.files[i].id, store_status_str(st));
             goto out;
         }
     }
+    if ((st = rec_scan_all(d, l.files, l.n, &groups, &n_groups, rep)) != STORE_OK)
+        goto out;
     if (index_begin(d->index, &txn) != INDEX_OK) {
         st = STORE_EINDEX;
         goto out;
@@ -548,12 +692,15 @@ store_status_t disk_recover(disk_t *d, store_recovery_t *rep)
     }
     for (dqueue_t *q = d->all; q != NULL; q = q->all_next)
         disk_queue_trim(q);
-    for (size_t i = 0; i < lanes.n_lanes; i++) {
-        dqueue_t *q = lanes.lanes[i].q;
-        if (lanes.lanes[i].max_tokens > q->target) {
-            q->target = lanes.lanes[i].max_tokens;
-            q->target_dirty = 1;
-            disk_queue_mark_flush(d, q);
+    for (size_t g = 0; g < n_groups; g++) {
+        const rec_lanes_t *lanes = &groups[g].lanes;
+        for (size_t i = 0; i < lanes->n_lanes; i++) {
+            dqueue_t *q = lanes->lanes[i].q;
+            if (lanes->lanes[i].max_tokens > q->target) {
+                q->target = lanes->lanes[i].max_tokens;
+                q->target_dirty = 1;
+                disk_queue_mark_flush(d, q);
+            }
         }
     }
     index_status_t ist = index_commit(txn);
@@ -603,7 +750,9 @@ store_status_t disk_recover(disk_t *d, store_recovery_t *rep)
 out:
     index_abort(txn);
     rec_journal_fini(&jnl);
-    rec_lanes_fini(&lanes);
+    for (size_t g = 0; g < n_groups; g++)
+        rec_lanes_fini(&groups[g].lanes);
+    free(groups);
     rec_listing_free(&l);
     rec_ctx_free(&c);
     return st;

@@ -4,18 +4,18 @@
  * offset, so the scan merges them with the entries it walks in one pass (recovery_scan.c).
  *
  * Invariants (numbered on from recovery_scan.c's):
- *   8. A record is used only if it verifies (journal.c's invariant 1); a damaged one is counted
+ *  10. A record is used only if it verifies (journal.c's invariant 1); a damaged one is counted
  *      and logged, never applied: the entry it named keeps a lower state (at worst live again, a
  *      redelivery), never another entry's.
- *   9. A record naming a segment that is not there (deleted once all its entries completed) is
+ *  11. A record naming a segment that is not there (deleted once all its entries completed) is
  *      counted as stale and dropped: segment ids are never reused, so it cannot name anything
  *      else. Every verified record raises the id counter past its segment, so an index rebuilt
  *      from the file names alone (the meta row lost) cannot hand a deleted segment's id out again
  *      while a journal file still holds records of it.
- *  10. Every slot of every file is read, blanks (never written) skipped: a damaged stretch in
+ *  12. Every slot of every file is read, blanks (never written) skipped: a damaged stretch in
  *      the middle of a file costs its own records, not the ones after it. Stretches the file
  *      system reports as holes (space allocated and never written) are not read.
- *  11. No count read from a file sizes an allocation beyond what the files hold (the records
+ *  13. No count read from a file sizes an allocation beyond what the files hold (the records
  *      array grows with the records found).
  *
  * Rejected: a hash table of (segment, offset) looked up per entry by the scan: with hundreds of
@@ -147,7 +147,7 @@ static int64_t rec_jfile(rec_jread_t *rd, uint64_t id)
     return rd->ids[lo].file;
 }
 
-/* Reads one journal file's records (invariants 8-10). */
+/* Reads one journal file's records (invariants 10-12). */
 static store_status_t rec_journal_file(disk_t *d, rec_jread_t *rd, uint64_t id, uint8_t *buf,
                                        rec_file_t *files, store_recovery_t *rep)
 {
@@ -183,7 +183,7 @@ static store_status_t rec_journal_file(disk_t *d, rec_jread_t *rd, uint64_t id, 
     end = end < JNL_HEADER ? JNL_HEADER : JNL_HEADER + (end - JNL_HEADER) / JNL_RECORD * JNL_RECORD;
     store_status_t st = STORE_OK;
     for (uint64_t pos = JNL_HEADER; pos < end && st == STORE_OK;) {
-        /* Invariant 10: space never written is skipped where the file system says so. */
+        /* Invariant 12: space never written is skipped where the file system says so. */
         off_t data = lseek(fd, (off_t)pos, SEEK_DATA);
         if (data < 0 && errno == ENXIO)
             break;
@@ -217,14 +217,14 @@ static store_status_t rec_journal_file(disk_t *d, rec_jread_t *rd, uint64_t id, 
                     first_damaged = pos + i * JNL_RECORD;
                 continue;
             }
-            if (rec.segment_id >= d->next_segment_id) /* invariant 9 */
+            if (rec.segment_id >= d->next_segment_id) /* invariant 11 */
                 d->next_segment_id = rec.segment_id + 1;
             int64_t file = rec_jfile(rd, rec.segment_id);
             if (file < 0) {
                 stale++;
                 continue;
             }
-            if (rd->n == rd->cap) { /* invariant 11 */
+            if (rd->n == rd->cap) { /* invariant 13 */
                 size_t cap = rd->cap ? rd->cap * 2 : 4096;
                 rec_jtmp_t *a = realloc(rd->recs, cap * sizeof(*a));
                 if (a == NULL) {
@@ -256,10 +256,13 @@ static store_status_t rec_journal_file(disk_t *d, rec_jread_t *rd, uint64_t id, 
     return st;
 }
 
-/* Sorts a[0 .. n) by offset, stably: two passes of fifteen bits over offset / 8 (offsets are
- * 8-aligned and below 2^32, so offset / 8 fits 29 bits), through tmp (n elements) and count
- * (REC_JNL_BUCKETS + 1 counters); insertion for short runs, nothing for a sorted one. */
-#define REC_JNL_BUCKETS 32768u
+/* Sorts a[0 .. n) by offset, stably: passes of eight bits over offset / 8 (offsets are
+ * 8-aligned and below 2^32), as many as the largest offset needs (three for a 64 MiB segment),
+ * through tmp (n elements) and count (REC_JNL_BUCKETS + 1 counters); insertion for short runs,
+ * nothing for a sorted one. Eight bits, not fifteen in two passes: a pass scatters to as many
+ * places at once as it has buckets, and 32,768 of them missed the cache on nearly every record
+ * (`perf annotate` of the open, lanesched-storebench --phases recovery --lanes 200). */
+#define REC_JNL_BUCKETS 256u
 
 static void rec_jrecs_sort(rec_jrec_t *a, rec_jrec_t *tmp, uint32_t *count, size_t n)
 {
@@ -274,12 +277,15 @@ static void rec_jrecs_sort(rec_jrec_t *a, rec_jrec_t *tmp, uint32_t *count, size
         return;
     }
     int sorted = 1;
-    for (size_t i = 1; i < n && sorted; i++)
-        sorted = a[i - 1].offset <= a[i].offset;
+    uint32_t bits = 0;
+    for (size_t i = 0; i < n; i++) {
+        sorted &= i == 0 || a[i - 1].offset <= a[i].offset;
+        bits |= a[i].offset;
+    }
     if (sorted)
         return;
     rec_jrec_t *src = a, *dst = tmp;
-    for (unsigned shift = 3; shift < 33; shift += 15) {
+    for (unsigned shift = 3; shift < 32 && bits >> shift != 0; shift += 8) {
         memset(count, 0, (REC_JNL_BUCKETS + 1) * sizeof(*count));
         for (size_t i = 0; i < n; i++)
             count[((src[i].offset >> shift) & (REC_JNL_BUCKETS - 1)) + 1]++;
@@ -291,7 +297,8 @@ static void rec_jrecs_sort(rec_jrec_t *a, rec_jrec_t *tmp, uint32_t *count, size
         src = dst;
         dst = t;
     }
-    /* An even number of passes ends back in a. */
+    if (src != a)
+        memcpy(a, src, n * sizeof(*a));
 }
 
 store_status_t rec_journal_load(disk_t *d, rec_journal_t *j, rec_file_t *files, size_t n,

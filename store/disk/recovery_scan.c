@@ -5,13 +5,13 @@
  * listed in recovery.c).
  *
  * Invariants (numbered on from recovery.c's):
- *   5. No count read from the index sizes an allocation: a flipped bit in a row never makes
+ *   7. No count read from the index sizes an allocation: a flipped bit in a row never makes
  *      recovery ask for memory that cannot exist, whatever its checksum says.
- *   6. The durable boundary is used only from a row that can be trusted (recovery.c); when
+ *   8. The durable boundary is used only from a row that can be trusted (recovery.c); when
  *      such a row counts more entries below its boundary than the scan finds there and valid
  *      entries follow it, those entries are kept up to the count and reported: the boundary,
  *      not the data, is what is wrong.
- *   7. Without a usable row (unknown file, or a row that fails its checksum or disagrees with
+ *   9. Without a usable row (unknown file, or a row that fails its checksum or disagrees with
  *      the header) every entry whose CRC verifies is kept: such entries may never have been
  *      acknowledged (a redelivery at worst), but a row that cannot be checked must not make
  *      recovery drop what may have been.
@@ -25,6 +25,8 @@
  */
 #define _GNU_SOURCE /* MAP_POPULATE */
 #include "store/disk/recovery_scan_int.h"
+
+#include "common/mem.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -62,11 +64,13 @@ static uint64_t rec_lane_hash(uint32_t model_idx, uint64_t signature, uint32_t l
     return h ^ h >> 33;
 }
 
-/* Doubles the slot table (at half full), rehashing what it holds. */
+/* Doubles the slot table (at half full), rehashing what it holds. Probed as it fills: its pages
+ * are written first (mem_calloc), or every first insert into a page would flush the other
+ * recovery thread's TLB. */
 static store_status_t rec_lanes_grow(rec_lanes_t *l)
 {
     size_t cap = l->cap ? l->cap * 2 : 1024;
-    rec_lane_slot_t *slots = calloc(cap, sizeof(*slots));
+    rec_lane_slot_t *slots = mem_calloc(cap, sizeof(*slots));
     if (slots == NULL)
         return STORE_ENOMEM;
     for (size_t i = 0; i < l->cap; i++) {
@@ -136,7 +140,11 @@ static store_status_t rec_lane_find(disk_t *d, rec_lanes_t *l, uint32_t model_id
         l->cap_lanes = cap;
     }
     dqueue_t *q;
+    if (l->mu != NULL)
+        pthread_mutex_lock(l->mu);
     store_status_t st = disk_queue_get_idx(d, model_idx, signature, lane, &q);
+    if (l->mu != NULL)
+        pthread_mutex_unlock(l->mu);
     if (st != STORE_OK)
         return st;
     if ((l->n_lanes + 1) * 2 > l->cap) {
@@ -292,7 +300,7 @@ static store_status_t rec_take(disk_t *d, rec_lanes_t *l, dseg_t *seg, const cha
  * entries the file holds for it, counted from the entry headers in [from, end) before the scan.
  * A hint only: no CRC is checked but for an entry of a lane not met yet (so a damaged entry
  * never makes a lane), the count stops at the first entry whose length cannot be, and the
- * reservation is bounded by what the file can hold (invariant 5).
+ * reservation is bounded by what the file can hold (invariant 7).
  */
 static store_status_t rec_presize(disk_t *d, rec_lanes_t *l, const dseg_t *seg, const uint8_t *map,
                                   uint64_t from, uint64_t end)
@@ -340,27 +348,13 @@ static store_status_t rec_presize(disk_t *d, rec_lanes_t *l, const dseg_t *seg, 
     return st;
 }
 
-store_status_t rec_scan(disk_t *d, rec_lanes_t *lanes, rec_file_t *f, store_recovery_t *rep)
+store_status_t rec_attach(disk_t *d, rec_file_t *f)
 {
-    char name[SEG_FILE_NAME_SIZE];
-    seg_file_name(f->id, name);
-    store_status_t st = STORE_OK;
-    uint8_t *map = MAP_FAILED;
-    dseg_t *seg = NULL;
-    int fd = openat(d->seg_dir_fd, name, O_RDWR | O_CLOEXEC);
-    if (fd < 0)
-        return STORE_EIO;
-    uint64_t size = f->file_size;
-    if (size > 0)
-        map = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-    if (size > 0 && map == MAP_FAILED) {
-        st = STORE_EIO;
-        goto out;
-    }
     /* Room for its deletion (disk_seg_delete) reserved with it. */
-    if ((seg = calloc(1, sizeof(*seg))) == NULL || map_reserve(&d->deleted, 1) != MAP_OK) {
-        st = STORE_ENOMEM;
-        goto out;
+    dseg_t *seg = calloc(1, sizeof(*seg));
+    if (seg == NULL || map_reserve(&d->deleted, 1) != MAP_OK) {
+        free(seg);
+        return STORE_ENOMEM;
     }
     seg->fd = -1;
     seg->w_head = seg->w_tail = DISK_WRITE_NONE;
@@ -373,11 +367,32 @@ store_status_t rec_scan(disk_t *d, rec_lanes_t *lanes, rec_file_t *f, store_reco
     seg->sealed = 1;
     seg->slot = UINT32_MAX;
     seg->jnl_min = f->jnl_min;
-    /* Attached first: its records name its slot. From here d owns it. */
-    if ((st = disk_seg_attach(d, seg)) != STORE_OK)
+    store_status_t st = disk_seg_attach(d, seg);
+    if (st != STORE_OK) {
+        free(seg);
+        return st;
+    }
+    f->seg = seg;
+    return STORE_OK;
+}
+
+store_status_t rec_scan(disk_t *d, rec_lanes_t *lanes, rec_file_t *f, store_recovery_t *rep)
+{
+    char name[SEG_FILE_NAME_SIZE];
+    seg_file_name(f->id, name);
+    store_status_t st = STORE_OK;
+    uint8_t *map = MAP_FAILED;
+    dseg_t *attached = f->seg;
+    int fd = openat(d->seg_dir_fd, name, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return STORE_EIO;
+    uint64_t size = f->file_size;
+    if (size > 0)
+        map = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (size > 0 && map == MAP_FAILED) {
+        st = STORE_EIO;
         goto out;
-    dseg_t *attached = seg;
-    seg = NULL;
+    }
 
     /* The durable boundary: what the index recorded; unknown for an adopted file. */
     int bounded = f->row != NULL;
@@ -434,7 +449,7 @@ store_status_t rec_scan(disk_t *d, rec_lanes_t *lanes, rec_file_t *f, store_reco
         rep->corrupt_regions++;
         rep->corrupt_bytes += missing;
     }
-    /* Invariant 6: the row counts more entries below its boundary than the scan found there,
+    /* Invariant 8: the row counts more entries below its boundary than the scan found there,
      * and valid entries follow it: the boundary is wrong, the count and the CRCs win. */
     if (bounded && attached->entries < f->row->entries && keep == durable && durable < size) {
         uint64_t kept = 0, off = durable;
@@ -494,12 +509,10 @@ store_status_t rec_scan(disk_t *d, rec_lanes_t *lanes, rec_file_t *f, store_reco
         rep->adopted_files++;
         disk_log(d, STORE_LOG_INFO, "segment %s was not in the index: adopted", name);
     }
-    disk_seg_mark_dirty(d, attached);
     rep->segments++;
 out:
     if (map != MAP_FAILED)
         munmap(map, size);
     close(fd);
-    free(seg);
     return st;
 }

@@ -33,6 +33,7 @@ typedef struct {
     const rec_jrec_t *jrecs;
     size_t n_jrecs;
     uint64_t jnl_min;
+    dseg_t *seg; /* borrowed: attached to d by rec_attach, which owns it from then on */
 } rec_file_t;
 
 /* The journal files found (ids ascending) and their records, sorted per segment file. Owned by
@@ -112,6 +113,8 @@ typedef struct {
     size_t n_pending;
     rec_lane_slot_t front[REC_FRONT]; /* recent lanes by a cheap hash: most lookups of a few
                                        * lanes end here */
+    pthread_mutex_t *mu; /* borrowed: held to create a queue when scans of several threads share
+                          * the store; NULL for a scan alone */
 } rec_lanes_t;
 
 /* Entries noted before they are queued: enough that a lane's array grows once for many of its
@@ -122,9 +125,14 @@ typedef struct {
 
 void rec_lanes_fini(rec_lanes_t *l);
 
-/* Scans f's file, queues its live entries under their lane, repairs what it may (cut torn
- * tails, count tombstones) and records every dropped byte in *rep. The segment is attached to
- * d (owned by it) before its entries are queued, whatever the scan returns. */
+/* Attaches f's segment to d as its header describes it, no entry read yet (f->seg; d owns it
+ * from here). Recovery attaches every file before any scan, on one thread. */
+store_status_t rec_attach(disk_t *d, rec_file_t *f);
+
+/* Scans f's file into its attached segment: queues its live entries under their lane, repairs
+ * what it may (cut torn tails, count tombstones) and records every dropped byte in *rep.
+ * Touches only f's segment, the queues of f's model and *lanes, and creates queues under
+ * lanes->mu: scans of files of different models may run on different threads. */
 store_status_t rec_scan(disk_t *d, rec_lanes_t *lanes, rec_file_t *f, store_recovery_t *rep);
 
 #endif

@@ -148,45 +148,6 @@ static uint64_t test_seed(void)
 
 /* ---- files ------------------------------------------------------------------------------- */
 
-static void copy_file(const char *from, const char *to)
-{
-    int in = open(from, O_RDONLY | O_CLOEXEC);
-    assert_true(in >= 0);
-    int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    assert_true(out >= 0);
-    uint8_t buf[65536];
-    for (;;) {
-        ssize_t r = read(in, buf, sizeof(buf));
-        assert_true(r >= 0);
-        if (r == 0)
-            break;
-        assert_int_equal(write(out, buf, (size_t)r), r);
-    }
-    close(in);
-    close(out);
-}
-
-static void copy_tree(const char *from, const char *to)
-{
-    assert_true(mkdir(to, 0755) == 0 || errno == EEXIST);
-    DIR *d = opendir(from);
-    assert_non_null(d);
-    for (struct dirent *de; (de = readdir(d)) != NULL;) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        char a[1024], b[1024];
-        snprintf(a, sizeof(a), "%s/%s", from, de->d_name);
-        snprintf(b, sizeof(b), "%s/%s", to, de->d_name);
-        struct stat sb;
-        assert_int_equal(lstat(a, &sb), 0);
-        if (S_ISDIR(sb.st_mode))
-            copy_tree(a, b);
-        else
-            copy_file(a, b);
-    }
-    closedir(d);
-}
-
 static uint8_t *read_all(const char *path, size_t *out_len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -1066,7 +1027,7 @@ static void trial_copy(const fixture_t *f, char *dir, size_t cap)
     make_temp_dir(dir, cap);
     assert_int_equal(rmdir(dir), 0);
     snprintf(trial_dir, sizeof(trial_dir), "%s", dir);
-    copy_tree(f->root, dir);
+    assert_int_equal(fs_copy_tree(f->root, dir), 0);
 }
 
 static void trial_done(char *dir)

@@ -320,6 +320,60 @@ static void test_a_bounded_window_forgets_the_oldest(void **state)
     dedupe_fini(&d);
 }
 
+/* A reservation sizes the window once for what comes (a restart's every stored id): the adds
+ * that follow never resize it, a prefetch changes nothing, and the bound and impossible sizes
+ * are refused or clamped without touching what the window holds. */
+static void test_reserve_sizes_once_and_keeps_what_is_held(void **state)
+{
+    (void)state;
+    enum { N = 5000 };
+    char id[32];
+    dedupe_t d;
+    dedupe_init(&d, 1000);
+    add(&d, "before", 0);
+    assert_int_equal(dedupe_reserve(&d, N), DAEMON_OK);
+    size_t cap = d.cap;
+    assert_true(cap >= N + 1);
+    const dedupe_rec_t *ring = d.ring;
+    for (uint32_t i = 0; i < N; i++) {
+        size_t n = fmt_id(id, sizeof(id), "r", i);
+        dedupe_key_t k = dedupe_key((const uint8_t *)id, n);
+        dedupe_prefetch(&d, k);
+        assert_int_equal(dedupe_add(&d, k, 1), DAEMON_OK);
+    }
+    assert_int_equal(d.cap, cap);
+    assert_ptr_equal(d.ring, ring);
+    assert_true(has(&d, "before", 2));
+    for (uint32_t i = 0; i < N; i++) {
+        size_t n = fmt_id(id, sizeof(id), "r", i);
+        assert_true(dedupe_contains(&d, dedupe_key((const uint8_t *)id, n), 2));
+    }
+    assert_true(dedupe_check(&d));
+    assert_int_equal(dedupe_reserve(&d, 10), DAEMON_OK); /* past the reservation: grows */
+    assert_true(d.cap >= d.len + 10);
+    assert_true(has(&d, "r-00000000", 2));
+    size_t len = d.len;
+    assert_int_equal(dedupe_reserve(&d, SIZE_MAX), DAEMON_ENOMEM);
+    assert_int_equal(d.len, len);
+    assert_true(has(&d, "before", 3));
+    assert_false(has(&d, "r-00000000", 1001)); /* everything expires: the room is given back */
+    assert_int_equal(d.len, 0);
+    assert_true(d.cap < cap);
+    assert_int_equal(d.reserved, 0);
+    dedupe_fini(&d);
+
+    dedupe_init(&d, 1000);
+    dedupe_limit_set(&d, 100);
+    assert_int_equal(dedupe_reserve(&d, SIZE_MAX), DAEMON_OK); /* clamped to the bound */
+    assert_int_equal(d.cap, 100);
+    dedupe_fini(&d);
+
+    dedupe_init(&d, 0); /* no window: nothing to size */
+    assert_int_equal(dedupe_reserve(&d, N), DAEMON_OK);
+    assert_int_equal(d.cap, 0);
+    dedupe_fini(&d);
+}
+
 /* Memory per remembered id at a full window of 2^20 ids accepted in 64-id Submits (one run
  * each): 12-byte records, a half-full index of 4-byte slots and a 16-byte run per 64 ids, 20.3
  * bytes (an expiry in every record took 32, a map of 24-byte slots beside a ring about 96); and
@@ -371,6 +425,7 @@ int main(void)
         cmocka_unit_test(test_a_bounded_window_forgets_the_oldest),
         cmocka_unit_test(test_a_submits_ids_share_a_run_and_expire_exactly),
         cmocka_unit_test(test_bytes_per_id),
+        cmocka_unit_test(test_reserve_sizes_once_and_keeps_what_is_held),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1779,6 +1779,127 @@ static void test_journal_file_without_header_is_a_crash_leftover(void **state)
     assert_int_equal(rig_count_back(r, 0, r->n), 3);
 }
 
+/* ---- recovery's scans on several threads ----------------------------------------------------- */
+
+/* What one open of a directory recovered: its report (elapsed time zeroed), the log lines per
+ * level, and every lane's items in queue order as (tag, deliveries). */
+typedef struct {
+    store_recovery_t rep;
+    size_t lines[3];
+    size_t n[NL];
+    size_t tag[NL][MAX_ITEMS];
+    uint32_t deliveries[NL][MAX_ITEMS];
+} recovered_t;
+
+static void open_recovered(rig_t *r, const char *dir, unsigned threads, recovered_t *out)
+{
+    store_disk_config_t cfg = r->cfg;
+    cfg.dir = dir;
+    cfg.recovery_threads = threads;
+    memset(out, 0, sizeof(*out));
+    r->n_logs = 0;
+    store_t *s = NULL;
+    assert_int_equal(store_open_disk(&cfg, &out->rep, &s), STORE_OK);
+    out->rep.elapsed_ns = 0;
+    for (size_t i = 0; i < r->n_logs; i++) {
+        assert_true(r->log_level[i] >= 0 && r->log_level[i] < 3);
+        out->lines[r->log_level[i]]++;
+    }
+    store_view_t *views = malloc(MAX_ITEMS * sizeof(*views));
+    assert_non_null(views);
+    store_queue_t *q = NULL;
+    store_key_t key;
+    while (store_queue_next(s, q, &q, &key, NULL)) {
+        int lane = -1;
+        for (int l = 0; l < NL; l++) {
+            if (strcmp(key.model, lane_model[l]) == 0 && key.signature == lane_sig[l] &&
+                key.lane == lane_no[l])
+                lane = l;
+        }
+        assert_true(lane >= 0);
+        size_t n = 0;
+        assert_int_equal(store_peek(s, q, views, MAX_ITEMS, &n), STORE_OK);
+        out->n[lane] = n;
+        for (size_t i = 0; i < n; i++) {
+            for (size_t b = 0; b < 8; b++)
+                out->tag[lane][i] |= (size_t)views[i].id_view[b] << (8 * b);
+            out->deliveries[lane][i] = views[i].deliveries;
+        }
+    }
+    free(views);
+    store_close(s);
+}
+
+/* The same damaged directory (two models, several segment files each, delivery counts and
+ * tombstones in the journal, a scribbled stretch in every segment file, an unflushed tail)
+ * recovers to the same queues, report and log on one thread as on two or more (recovery.c
+ * invariant 6): the threads share only queue creation and the log. */
+static void test_recovery_threads_agree_with_one(void **state)
+{
+    rig_t *r = rig_new(state, SMALL_SEGMENT, STORE_DURABLE_PROCESS);
+    rig_populate(r);
+    for (int i = 0; i < 24; i++) {
+        for (int l = 0; l < NL; l++)
+            assert_true(rig_append(r, l));
+    }
+    assert_true(rig_flush(r));
+    size_t tags[MAX_ITEMS];
+    for (int l = 0; l < NL; l++) {
+        rig_lane_items(r, l, tags);
+        assert_true(rig_commit(r, l, 3));
+        assert_true(rig_tombstone(r, tags[2]));
+    }
+    assert_true(rig_flush(r));
+    assert_true(rig_append(r, 0)); /* never flushed */
+    rig_crash(r);
+    char seg_dir[128];
+    snprintf(seg_dir, sizeof(seg_dir), "%s/segments", r->dir);
+    DIR *dir = opendir(seg_dir);
+    assert_non_null(dir);
+    size_t scribbled = 0;
+    for (struct dirent *de; (de = readdir(dir)) != NULL;) {
+        char path[512];
+        struct stat sb;
+        snprintf(path, sizeof(path), "%s/%s", seg_dir, de->d_name);
+        if (de->d_name[0] == '.' || stat(path, &sb) != 0 || sb.st_size < 512)
+            continue;
+        scribble(path, sb.st_size / 2, 24);
+        scribbled++;
+    }
+    closedir(dir);
+    assert_true(scribbled >= 4);
+
+    recovered_t *one = calloc(1, sizeof(*one)), *other = calloc(1, sizeof(*other));
+    assert_non_null(one);
+    assert_non_null(other);
+    static const unsigned threads[] = {1, 2, 8};
+    char copy[3][160];
+    for (size_t t = 0; t < 3; t++) {
+        snprintf(copy[t], sizeof(copy[t]), "%s-copy%zu", r->dir, t);
+        assert_int_equal(fs_copy_tree(r->dir, copy[t]), 0);
+    }
+    open_recovered(r, copy[0], threads[0], one);
+    assert_true(one->rep.corrupt_regions >= 4);
+    assert_true(one->rep.journal_records > 0);
+    assert_true(one->rep.segments >= 4);
+    assert_true(one->n[0] > 0 && one->n[2] > 0);
+    for (size_t t = 1; t < 3; t++) {
+        open_recovered(r, copy[t], threads[t], other);
+        assert_memory_equal(&one->rep, &other->rep, sizeof(one->rep));
+        assert_memory_equal(one->lines, other->lines, sizeof(one->lines));
+        for (int l = 0; l < NL; l++) {
+            assert_int_equal(one->n[l], other->n[l]);
+            assert_memory_equal(one->tag[l], other->tag[l], one->n[l] * sizeof(size_t));
+            assert_memory_equal(one->deliveries[l], other->deliveries[l],
+                                one->n[l] * sizeof(uint32_t));
+        }
+    }
+    for (size_t t = 0; t < 3; t++)
+        assert_int_equal(fs_remove_tree(copy[t]), 0);
+    free(one);
+    free(other);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1839,6 +1960,7 @@ int main(void)
                                   rig_teardown),
         cmocka_unit_test_teardown(test_journal_file_deleted_while_running_fails_the_next_flush,
                                   rig_teardown),
+        cmocka_unit_test_teardown(test_recovery_threads_agree_with_one, rig_teardown),
     };
     return cmocka_run_group_tests_name("disk store crash points and recovery", tests, NULL, NULL);
 }

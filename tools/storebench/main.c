@@ -111,6 +111,8 @@ static void usage(FILE *f)
             "(default %llu)\n"
             "  --recovery-entries N  entries in the recovery store (default %llu)\n"
             "  --recovery-payload B  payload bytes per recovery entry (default %llu)\n"
+            "  --recovery-threads T  threads scanning at each recovery open (default 0: the "
+            "store's, %u); each open is also timed with 1, alternating\n"
             "  --memory-items N      items appended for the resident-memory figure (default %llu)\n"
             "  --path-items N        items through the data path at the process level (the power "
             "level: at most --power-items; default %llu)\n"
@@ -132,8 +134,8 @@ static void usage(FILE *f)
             "  --json                one JSON object on stdout instead of the table\n",
             DEFAULT_ITEMS, DEFAULT_POWER_ITEMS, DEFAULT_PAYLOAD, ID_LEN, DEFAULT_FLUSH_EVERY,
             DEFAULT_MODELS, DEFAULT_SHAPES, DEFAULT_LANES, DEFAULT_REPS, DEFAULT_RECOVERY_ENTRIES,
-            DEFAULT_RECOVERY_PAYLOAD, DEFAULT_MEMORY_ITEMS, DEFAULT_PATH_ITEMS, DEFAULT_PATH_DEPTH,
-            DEFAULT_PATH_BATCH, DEFAULT_DIR);
+            DEFAULT_RECOVERY_PAYLOAD, STORE_RECOVERY_THREADS_DEFAULT, DEFAULT_MEMORY_ITEMS,
+            DEFAULT_PATH_ITEMS, DEFAULT_PATH_DEPTH, DEFAULT_PATH_BATCH, DEFAULT_DIR);
 }
 
 static uint64_t parse_u64(const char *flag, const char *s)
@@ -203,6 +205,7 @@ static void parse_args(int argc, char **argv, opts_t *o)
         {"--reps", offsetof(opts_t, reps)},
         {"--recovery-entries", offsetof(opts_t, recovery_entries)},
         {"--recovery-payload", offsetof(opts_t, recovery_payload)},
+        {"--recovery-threads", offsetof(opts_t, recovery_threads)},
         {"--memory-items", offsetof(opts_t, memory_items)},
     };
     for (int i = 1; i < argc; i++) {
@@ -247,12 +250,13 @@ static void parse_args(int argc, char **argv, opts_t *o)
         o->models * o->shapes * o->lanes > MAX_QUEUES || o->models > 1000000 ||
         o->shapes > 1000000 || o->lanes > 1000000 || o->reps == 0 || o->reps > 100 ||
         o->recovery_entries == 0 || o->recovery_entries > 1000000000ull ||
-        o->recovery_payload > (1ull << 20) || o->memory_items == 0 ||
+        o->recovery_payload > (1ull << 20) || o->recovery_threads > 64 || o->memory_items == 0 ||
         o->memory_items > 1000000000ull || o->path_items == 0 || o->path_items > 100000000ull ||
         o->path_depth > 100000000ull || o->path_batch == 0 || o->path_batch > 65536) {
         fprintf(stderr,
                 PROG ": need 1 <= --items, --power-items, --path-items <= 1e8, --payload and "
-                     "--recovery-payload <= 1 MiB, --flush-every >= 1, --models * --shapes * "
+                     "--recovery-payload <= 1 MiB, --recovery-threads <= 64, --flush-every >= 1, "
+                     "--models * --shapes * "
                      "--lanes between 1 and 2^20, 1 <= --reps <= 100, 1 <= --recovery-entries, "
                      "--memory-items <= 1e9, --path-depth <= 1e8, 1 <= --path-batch <= 65536\n");
         exit(2);
@@ -387,8 +391,8 @@ int main(int argc, char **argv)
         .dir = DEFAULT_DIR,
         .phases = PH_ALL,
     };
-    if (argc == 3 && strcmp(argv[1], "--recovery-child") == 0)
-        return recovery_child_run(argv[2]);
+    if (argc == 4 && strcmp(argv[1], "--recovery-child") == 0)
+        return recovery_child_run(argv[2], (unsigned)strtoul(argv[3], NULL, 10));
     if (argc == 9 && strcmp(argv[1], "--memory-child") == 0)
         return memory_child_run(argv[2], strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10),
                                 strtoull(argv[5], NULL, 10), strtoull(argv[6], NULL, 10),

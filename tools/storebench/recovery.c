@@ -35,12 +35,14 @@ typedef struct {
 
 #define OPEN_ONCE_FIELDS 10
 
-static void open_once(const char *dir, open_once_t *out)
+static void open_once(const char *dir, unsigned threads, open_once_t *out)
 {
     store_recovery_t rr;
     store_t *s = NULL;
-    store_disk_config_t cfg = {
-        .dir = dir, .durability = STORE_DURABLE_PROCESS, .log = sb_store_log};
+    store_disk_config_t cfg = {.dir = dir,
+                               .durability = STORE_DURABLE_PROCESS,
+                               .log = sb_store_log,
+                               .recovery_threads = threads};
     uint64_t h0, h1;
     int ok = sb_heap_in_use(&h0);
     uint64_t t0 = clock_mono_ns();
@@ -62,10 +64,10 @@ static void open_once(const char *dir, open_once_t *out)
         (uint64_t)ok,    sb_store_warnings};
 }
 
-int recovery_child_run(const char *dir)
+int recovery_child_run(const char *dir, unsigned threads)
 {
     open_once_t r;
-    open_once(dir, &r);
+    open_once(dir, threads, &r);
     printf("%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
            " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
            r.live, r.tombstoned, r.segments, r.queued, r.elapsed_ns, r.wall_ns, r.heap_before,
@@ -74,9 +76,11 @@ int recovery_child_run(const char *dir)
 }
 
 /* Runs open_once in a fresh process: this program re-executed with --recovery-child. */
-static void open_in_child(const char *argv0, const char *dir, open_once_t *out)
+static void open_in_child(const char *argv0, const char *dir, unsigned threads, open_once_t *out)
 {
-    const char *args[] = {argv0, "--recovery-child", dir, NULL};
+    char t[16];
+    snprintf(t, sizeof(t), "%u", threads);
+    const char *args[] = {argv0, "--recovery-child", dir, t, NULL};
     char buf[512];
     sb_child_run(argv0, args, buf, sizeof(buf));
     if (sscanf(buf,
@@ -90,15 +94,31 @@ static void open_in_child(const char *argv0, const char *dir, open_once_t *out)
 
 static void bench_open(const opts_t *o, const char *argv0, const char *dir, recovery_t *r)
 {
-    *r = (recovery_t){.elapsed_ns = UINT64_MAX, .wall_ns = UINT64_MAX};
+    *r = (recovery_t){.elapsed_ns = UINT64_MAX,
+                      .wall_ns = UINT64_MAX,
+                      .one_elapsed_ns = UINT64_MAX,
+                      .one_wall_ns = UINT64_MAX};
+    unsigned threads = (unsigned)o->recovery_threads;
     for (uint64_t rep = 0; rep < o->reps; rep++) {
+        open_once_t one;
+        if (threads != 1) { /* the one-thread baseline, alternating with the timed opens */
+            if (o->cold)
+                files_evict(dir);
+            if (o->in_process)
+                open_once(dir, 1, &one);
+            else
+                open_in_child(argv0, dir, 1, &one);
+            if (one.elapsed_ns < r->one_elapsed_ns)
+                r->one_elapsed_ns = one.elapsed_ns;
+            if (one.wall_ns < r->one_wall_ns)
+                r->one_wall_ns = one.wall_ns;
+        }
         if (o->cold)
             files_evict(dir);
-        open_once_t one;
         if (o->in_process) {
-            open_once(dir, &one);
+            open_once(dir, threads, &one);
         } else {
-            open_in_child(argv0, dir, &one);
+            open_in_child(argv0, dir, threads, &one);
             sb_store_warnings += one.warnings;
         }
         if (one.elapsed_ns < r->elapsed_ns)

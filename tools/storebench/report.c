@@ -56,6 +56,11 @@ void report_open_text(const char *what, const recovery_t *r, const recovery_benc
            (double)r->wall_ns / 1e6, "", report_per_sec(scanned, r->elapsed_ns),
            report_per_sec(scanned, r->wall_ns), report_per_sec(rb->segment_bytes, r->wall_ns) / 1e6,
            report_ratio(rb->read_ns, r->wall_ns));
+    if (r->one_wall_ns != UINT64_MAX)
+        printf("  %-19s one recovery thread: %.1f ms (recovery report), %.0f entries/s; "
+               "these opens over one thread %.2fx\n",
+               "", (double)r->one_elapsed_ns / 1e6, report_per_sec(scanned, r->one_elapsed_ns),
+               report_ratio(r->one_elapsed_ns, r->elapsed_ns));
 }
 
 void report_level_json(const level_t *lv, uint64_t entry_size, int last)
@@ -81,9 +86,15 @@ void report_open_json(const char *name, const recovery_t *r, const recovery_benc
     printf("\"%s\":{\"live\":%" PRIu64 ",\"tombstoned\":%" PRIu64 ",\"segments\":%" PRIu64
            ",\"elapsed_ns\":%" PRIu64 ",\"wall_ns\":%" PRIu64
            ",\"entries_per_s\":%.0f,\"entries_per_s_wall\":%.0f,"
-           "\"store_over_baseline\":%.4f,\"heap_bytes_per_queued_item\":%.2f}",
+           "\"store_over_baseline\":%.4f,\"heap_bytes_per_queued_item\":%.2f",
            name, r->live, r->tombstoned, r->segments, r->elapsed_ns, r->wall_ns,
            report_per_sec(scanned, r->elapsed_ns), report_per_sec(scanned, r->wall_ns),
            report_ratio(rb->read_ns, r->wall_ns),
            r->queued ? (double)r->heap_delta / (double)r->queued : 0.0);
+    if (r->one_wall_ns != UINT64_MAX)
+        printf(",\"one_thread_elapsed_ns\":%" PRIu64 ",\"one_thread_entries_per_s\":%.0f,"
+               "\"over_one_thread\":%.4f",
+               r->one_elapsed_ns, report_per_sec(scanned, r->one_elapsed_ns),
+               report_ratio(r->one_elapsed_ns, r->elapsed_ns));
+    printf("}");
 }

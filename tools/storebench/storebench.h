@@ -45,6 +45,7 @@ typedef struct {
     uint64_t items, power_items, payload, flush_every, lanes, reps;
     uint64_t models, shapes; /* lanes is per shape: models * shapes * lanes queues */
     uint64_t recovery_entries, recovery_payload, memory_items;
+    uint64_t recovery_threads; /* store_disk_config_t.recovery_threads (0: the store default) */
     uint64_t path_items, path_depth, path_batch; /* phase 6 */
     const char *dir;
     int keep, json, cold, in_process;
@@ -165,6 +166,9 @@ void writes_bench(const opts_t *o, const gen_t *g, uint64_t entry_size, const ch
 typedef struct {
     uint64_t live, tombstoned, segments, queued;
     uint64_t elapsed_ns, wall_ns; /* best of the repetitions, each */
+    /* The same opens with one recovery thread, alternating with them (UINT64_MAX: not run, as
+     * when --recovery-threads is 1). */
+    uint64_t one_elapsed_ns, one_wall_ns;
     uint64_t heap_before, heap_delta;
     int heap_ok;
 } recovery_t;
@@ -179,8 +183,9 @@ typedef struct {
  * third is tombstoned. argv0 re-executes this program for the fresh-process opens. */
 void recovery_bench(const opts_t *o, const char *argv0, const char *run_dir,
                     recovery_bench_t *rb /* out */);
-/* --recovery-child DIR: one open in this fresh process, the result on stdout; the exit status. */
-int recovery_child_run(const char *dir);
+/* --recovery-child DIR THREADS: one open in this fresh process with THREADS recovery threads,
+ * the result on stdout; the exit status. */
+int recovery_child_run(const char *dir, unsigned threads);
 
 /* ---- memory.c ------------------------------------------------------------------------- */
 
