@@ -167,6 +167,7 @@ typedef struct {
     uint64_t daemon_syscalls, server_syscalls;   /* /proc/PID/io syscr + syscw */
     uint64_t files_created; /* entries created in the system's data directory */
     bool have_files;        /* files_created was counted (the watch worked, nothing lost) */
+    uint64_t batches;       /* lanesched: Batches the consumers took (a shape's items each) */
 } tp_phase_result_t;
 
 enum { TP_SUBMIT = 0, TP_DRAIN = 1, TP_E2E = 2, TP_PHASES = 3 };
@@ -219,6 +220,7 @@ typedef struct {
     _Atomic uint8_t *consumed; /* per item: times a consumer got it */
     _Atomic uint64_t confirmed, failed, duplicates, consumed_items, redelivered, foreign;
     _Atomic uint64_t contract; /* items or batches that broke the workload or the contract */
+    _Atomic uint64_t batches;  /* lanesched: Batches taken by the consumers */
     _Atomic uint64_t last_confirm_ns, last_consume_ns;
     _Atomic uint64_t acked_items, last_ack_ns; /* consumers' acks confirmed (or flushed) */
     _Atomic uint64_t acks_sent_ns;             /* JetStream: when the phase's last ack was sent */

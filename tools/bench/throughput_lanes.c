@@ -232,6 +232,7 @@ static void tpl_batch_take(tpl_thread_t *x, lc_consumer_t *c, const codec_batch_
                            uint32_t model, uint32_t max_batch_tokens)
 {
     tp_run_t *run = x->run;
+    atomic_fetch_add(&run->batches, 1);
     tpl_batch_check(x, b, model, max_batch_tokens);
     for (size_t i = 0; i < b->n_items; i++) {
         uint64_t idx;

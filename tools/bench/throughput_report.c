@@ -98,9 +98,12 @@ static void tp_phase_print(const char *name, const tp_result_t *r, const tp_phas
            lanes ? "data directory" : "JetStream store");
     double f = tp_files_rate(p);
     if (f < 0)
-        printf("n/a\n");
+        printf("n/a");
     else
-        printf("%.1f/s (%" PRIu64 ")\n", f, p->files_created);
+        printf("%.1f/s (%" PRIu64 ")", f, p->files_created);
+    if (lanes && p->batches > 0)
+        printf("; %.1f items per batch", (double)items / (double)p->batches);
+    printf("\n");
 }
 
 /* The fabric's ceiling: one phase, no broker. */
@@ -617,7 +620,7 @@ static void tp_json_phase(FILE *f, const char *name, const tp_phase_result_t *p,
         fprintf(f, "null");
     fprintf(f, ", \"files_created_per_s\": ");
     tp_json_num(f, tp_files_rate(p));
-    fprintf(f, "}%s\n", last ? "" : ",");
+    fprintf(f, ", \"batches\": %" PRIu64 "}%s\n", p->batches, last ? "" : ",");
 }
 
 static void tp_json_cfg(FILE *f, const tp_js_cfg_t *c)

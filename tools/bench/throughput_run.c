@@ -267,6 +267,7 @@ bool tp_phase_watch(tp_run_t *run, const char *label, const char *phase_name, ui
     tp_proc_read(0, &c0);
     bool lost0 = true, lost1 = true;
     uint64_t f0 = tp_files_created(run->files, &lost0);
+    uint64_t b0 = atomic_load(&run->batches);
     uint64_t last = count(run), last_change = t0_ns, prev = last, prev_ns = t0_ns;
     uint64_t limit = t0_ns + (uint64_t)(run->o->phase_timeout_s * 1e9);
     bool done = false;
@@ -312,6 +313,7 @@ bool tp_phase_watch(tp_run_t *run, const char *label, const char *phase_name, ui
     r->ran = done;
     r->have_files = !lost0 && !lost1;
     r->files_created = f1 - f0;
+    r->batches = atomic_load(&run->batches) - b0;
     r->daemon_syscalls = d1.syscalls - d0.syscalls;
     r->server_syscalls = s1.syscalls - s0.syscalls;
     r->daemon_cpu_s = d1.cpu_s - d0.cpu_s;
