@@ -179,6 +179,9 @@ typedef void (*store_log_fn)(void *ctx, int level, const char *msg);
  * (its lanes' arrival order is the files' order), so one model gains nothing
  * (`lanesched-storebench --phases recovery --recovery-threads 1` against 2; docs/store.md). */
 #define STORE_RECOVERY_THREADS_DEFAULT 2u
+/* More is refused (STORE_EINVAL): past the cores there is nothing to gain, and each thread holds
+ * its own lane table and notes while the scan runs. */
+#define STORE_RECOVERY_THREADS_MAX 64u
 
 typedef struct {
     const char *dir;            /* data directory, created if missing; borrowed for the call */
@@ -196,7 +199,7 @@ typedef struct {
                                    most 2 GiB (STORE_EINVAL past it) */
     unsigned recovery_threads;  /* threads scanning the segment files at open, one model's files
                                  * on one thread; 0 = STORE_RECOVERY_THREADS_DEFAULT, 1 = the
-                                 * opening thread alone */
+                                 * opening thread alone; at most STORE_RECOVERY_THREADS_MAX */
 } store_disk_config_t;
 
 /* What recovery found and did at open. Every dropped byte is counted here and logged. */

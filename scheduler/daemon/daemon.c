@@ -216,6 +216,9 @@ static daemon_status_t daemon_scan(daemon_t *d)
     return DAEMON_OK;
 }
 
+_Static_assert(DAEMON_RECOVERY_THREADS_MAX == STORE_RECOVERY_THREADS_MAX,
+               "the daemon's bound on --recovery-threads is the store's");
+
 static store_status_t daemon_store_open(const daemon_config_t *cfg, store_t **out)
 {
     if (cfg->store_memory)
@@ -227,6 +230,7 @@ static store_status_t daemon_store_open(const daemon_config_t *cfg, store_t **ou
         .log = daemon_store_log,
         .sync = cfg->power_syncfs ? STORE_SYNC_FS : STORE_SYNC_FILES,
         .resident_bytes = (uint64_t)cfg->store_resident_mb << 20,
+        .recovery_threads = cfg->recovery_threads,
     };
     store_recovery_t rep;
     store_status_t st = store_open_disk(&dc, &rep, out);

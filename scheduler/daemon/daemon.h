@@ -44,6 +44,9 @@ const char *daemon_status_str(daemon_status_t status);
 #define DAEMON_STARVATION_DEFAULT UINT32_MAX
 /* daemon_config_t.hold_ms: the `lanes` policy's hold (SCHED_HOLD_DEFAULT_NS). */
 #define DAEMON_HOLD_DEFAULT UINT32_MAX
+/* The most recovery threads the disk store takes (its STORE_RECOVERY_THREADS_MAX, checked where
+ * both are seen: daemon.c). */
+#define DAEMON_RECOVERY_THREADS_MAX 64u
 
 /*
  * The defaults of the limits on what one client controls (daemon_limits_t; a field left 0 takes
@@ -146,6 +149,7 @@ typedef struct {
     uint32_t dedupe_window_ms;
     uint64_t segment_max_bytes;
     uint32_t store_resident_mb; /* the disk store's mapped bytes kept resident; 0 = its default */
+    uint32_t recovery_threads;  /* the disk store's recovery threads; 0 = its default */
     uint32_t starvation_ms; /* the age bound; 0 = off, DAEMON_STARVATION_DEFAULT = the policy's */
     uint32_t hold_ms;       /* the hold; 0 = off, DAEMON_HOLD_DEFAULT = the policy's */
     /* The scheduling policy: "lanes" (NULL: the default) or "lanes-seed" (the article's). */

@@ -80,6 +80,9 @@ static const flag_t flags[] = {
     {"store-resident-mb", "MB", "1024",
      "the disk store's segment pages kept mapped in the process (the page cache holds them "
      "either way); below the stretch of log a drain reads, pages are mapped again per item"},
+    {"recovery-threads", "N", "2",
+     "threads scanning the disk store at start, one model's files on one thread (1 = the main "
+     "thread alone)"},
     {"starvation-ms", "MS", NULL,
      "the age bound: an item that waited this long goes next, its shape preempting at the next "
      "batch and its lane first (0 = off; default 20 under --policy lanes, 0 under lanes-seed)"},
@@ -461,8 +464,14 @@ static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc
         parse_u32("segment-max-bytes", flag_value(v, "segment-max-bytes"), &seg_max) ||
         parse_u32("store-resident-mb", flag_value(v, "store-resident-mb"),
                   &cfg->store_resident_mb) ||
+        parse_u32("recovery-threads", flag_value(v, "recovery-threads"), &cfg->recovery_threads) ||
         parse_u32("connect-wait-ms", flag_value(v, "connect-wait-ms"), &fc->connect_wait_ms))
         return -1;
+    if (cfg->recovery_threads == 0 || cfg->recovery_threads > DAEMON_RECOVERY_THREADS_MAX) {
+        fprintf(stderr, "lanesched: --recovery-threads must be 1 to %u, not %" PRIu32 "\n",
+                DAEMON_RECOVERY_THREADS_MAX, cfg->recovery_threads);
+        return -1;
+    }
     cfg->policy = flag_value(v, "policy");
     if (strcmp(cfg->policy, "lanes") != 0 && strcmp(cfg->policy, "lanes-seed") != 0) {
         fprintf(stderr, "lanesched: --policy must be lanes or lanes-seed, not '%s'\n", cfg->policy);

@@ -217,6 +217,7 @@ store_status_t store_open_disk(const store_disk_config_t *cfg, store_recovery_t 
 {
     if (cfg == NULL || cfg->dir == NULL || cfg->dir[0] == '\0' || out == NULL ||
         cfg->segment_max_bytes > (1ull << 31) || cfg->journal_max_bytes > (1ull << 31) ||
+        cfg->recovery_threads > STORE_RECOVERY_THREADS_MAX ||
         (cfg->io != STORE_IO_AUTO && cfg->io != STORE_IO_PLAIN) ||
         (cfg->sync != STORE_SYNC_FILES && cfg->sync != STORE_SYNC_FS))
         return STORE_EINVAL;

@@ -1110,6 +1110,9 @@ static void test_invalid_arguments(void **state)
     store_disk_config_t no_dir = {.dir = NULL};
     store_disk_config_t empty_dir = {.dir = ""};
     store_disk_config_t huge_segments = {.dir = never, .segment_max_bytes = (1ull << 31) + 1};
+    store_disk_config_t many_threads = {.dir = never,
+                                        .recovery_threads = STORE_RECOVERY_THREADS_MAX + 1};
+    assert_int_equal(store_open_disk(&many_threads, NULL, &out_s), STORE_EINVAL);
     assert_int_equal(store_open_disk(NULL, NULL, &out_s), STORE_EINVAL);
     assert_int_equal(store_open_disk(&no_dir, NULL, &out_s), STORE_EINVAL);
     assert_int_equal(store_open_disk(&empty_dir, NULL, &out_s), STORE_EINVAL);
