@@ -191,7 +191,8 @@ static void daemon_scan_item(void *ctx, const store_view_t *v)
 }
 
 /* Rebuilds the window and the models' stored bytes from every item the store holds (dedupe.c
- * invariant 5): the window sized once for all of them, then filled in scan order. */
+ * invariant 5): the window sized once for all of them when memory allows, then filled in scan
+ * order. */
 static daemon_status_t daemon_scan(daemon_t *d)
 {
     store_queue_t *q = NULL;
@@ -202,8 +203,9 @@ static daemon_status_t daemon_scan(daemon_t *d)
         store_queue_count(q, &items, NULL);
         total += (size_t)items;
     }
-    if (dedupe_reserve(&d->dedupe, total) != DAEMON_OK)
-        return DAEMON_ENOMEM;
+    if (dedupe_reserve(&d->dedupe, total) != DAEMON_OK) /* the adds grow it as they go */
+        log_write(LOG_WARN, "no memory to size the dedupe window for %zu stored items at once",
+                  total);
     daemon_scan_t scan = {.d = d, .now_ns = daemon_now(d)};
     for (q = NULL; store_queue_next(d->store, q, &q, &key, NULL);) { /* invariant 2 */
         if ((scan.model = models_get(d, key.model)) == NULL)
