@@ -11,8 +11,8 @@
 
 #include <stdlib.h>
 
-/* The smallest page size Linux uses on the architectures built for: writing one byte per such
- * stride touches every page whatever the real size. */
+/* The smallest page size Linux uses on the architectures built for: a byte written per such
+ * stride, and the last byte, touch every page the block spans whatever the real size. */
 #define MEM_PAGE 4096u
 
 void *mem_calloc(size_t n, size_t size)
@@ -23,5 +23,7 @@ void *mem_calloc(size_t n, size_t size)
     size_t bytes = n * size; /* calloc refused an overflowing product */
     for (size_t i = 0; i < bytes; i += MEM_PAGE)
         p[i] = 0;
+    if (bytes != 0)
+        p[bytes - 1] = 0; /* the block need not start on a page: its last page */
     return (void *)p;
 }

@@ -179,8 +179,9 @@ typedef void (*store_log_fn)(void *ctx, int level, const char *msg);
  * (its lanes' arrival order is the files' order), so one model gains nothing
  * (`lanesched-storebench --phases recovery --recovery-threads 1` against 2; docs/store.md). */
 #define STORE_RECOVERY_THREADS_DEFAULT 2u
-/* More is refused (STORE_EINVAL): past the cores there is nothing to gain, and each thread holds
- * its own lane table and notes while the scan runs. */
+/* More is refused (STORE_EINVAL): a bound on what a configuration can ask (threads past the
+ * models or the cores gain nothing, and each holds its own lane table and notes while the scan
+ * runs), not a tuned value. */
 #define STORE_RECOVERY_THREADS_MAX 64u
 
 typedef struct {

@@ -215,6 +215,7 @@ static daemon_status_t daemon_scan(daemon_t *d)
     }
     for (size_t i = 0; i < scan.n_ahead; i++)
         (void)dedupe_add(&d->dedupe, scan.ahead[(scan.next + i) % DAEMON_SCAN_AHEAD], scan.now_ns);
+    dedupe_reserve_end(&d->dedupe); /* items without an id left room unused */
     return DAEMON_OK;
 }
 

@@ -26,6 +26,9 @@
  *   5. Rebuilt at start from the items the store still holds (the owner adds them), so a retry
  *      after a restart is still recognised while its first copy is queued.
  *   6. The runs' counts sum to len, no run is empty, and their expiries never decrease.
+ *   7. The rings give memory back after a peak (a quarter used), never below their minimum nor,
+ *      while a reservation lasts (dedupe_reserve, until dedupe_reserve_end or the next run to
+ *      expire), below the room it made.
  *
  * Rejected: keeping the ids themselves (up to 64 bytes each); a Bloom filter (false positives
  * would drop items); an expiry in every record (24-byte records, 32 bytes per id); one expiry
@@ -292,6 +295,11 @@ daemon_status_t dedupe_reserve(dedupe_t *d, size_t n)
     if (st == DAEMON_OK)
         d->reserved = need;
     return st;
+}
+
+void dedupe_reserve_end(dedupe_t *d)
+{
+    d->reserved = 0;
 }
 
 void dedupe_prefetch(const dedupe_t *d, dedupe_key_t k)

@@ -48,8 +48,8 @@ typedef struct {
     uint64_t window_ns;
     size_t max_ids;     /* 0 = no bound */
     uint64_t evictions; /* ids forgotten before their window ended, to stay within max_ids */
-    size_t reserved;    /* ring capacity a dedupe_reserve holds against shrinking, until the
-                         * window next expires a run */
+    size_t reserved;    /* ring capacity a dedupe_reserve holds against shrinking, until
+                         * dedupe_reserve_end or the window next expires a run */
 } dedupe_t;
 
 void dedupe_init(dedupe_t *d, uint64_t window_ns);
@@ -63,9 +63,12 @@ int dedupe_contains(dedupe_t *d, dedupe_key_t k, uint64_t now_ns);
 daemon_status_t dedupe_add(dedupe_t *d, dedupe_key_t k, uint64_t now_ns);
 /* Makes room for n more ids (at most max_ids in all) without a resize: a restart adds every
  * stored item's id at once, and growing by doubling would rehash the window at every power of
- * two. The room is kept (not given back as unused) until the window next expires a run.
- * DAEMON_ENOMEM leaves the window as it was. */
+ * two. The room is kept (not given back as unused) until dedupe_reserve_end, or until the
+ * window next expires a run. DAEMON_ENOMEM leaves the window as it was. */
 daemon_status_t dedupe_reserve(dedupe_t *d, size_t n);
+/* Ends a reservation: room the adds did not use is given back at the next expiry check, as after
+ * any peak. */
+void dedupe_reserve_end(dedupe_t *d);
 /* Asks the cache for k's home slot in the index ahead of dedupe_add or dedupe_contains. A hint:
  * a resize in between costs only the hint. */
 void dedupe_prefetch(const dedupe_t *d, dedupe_key_t k);

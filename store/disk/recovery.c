@@ -50,7 +50,11 @@
  *      order without a sort.
  *   6. A model's files are scanned by one thread. Scans of different models may run at once
  *      and share only the queue map (queues created under a mutex) and the log (a line at a
- *      time); every segment is attached before any scan, on the opening thread.
+ *      time); every segment is attached before any scan, on the opening thread. What the open
+ *      returns does not depend on the threads: the same queues, items, report and queue order
+ *      (relisted after the scans); only the log lines of different models interleave
+ *      differently, and when a scan fails the others still finish their files (each failure is
+ *      logged; the open fails either way, and what a scan cut was never acknowledged).
  *
  * Calls only the layer below the backend (disk_int.h: queues, segments, the flush, the log),
  * never the backend's operations, so the dependency runs one way: disk.c -> recovery.c.
@@ -532,6 +536,40 @@ static void rec_report_add(store_recovery_t *to, const store_recovery_t *from)
     to->journal_unmatched_records += from->journal_unmatched_records;
 }
 
+/* Invariant 6: the store's list of queues in the order one thread creates them (model by model,
+ * each model's in its scan's order), whatever the threads' interleaving: store_queue_next hands
+ * them out in that order, and the daemon registers models and shapes by it. Every queue was
+ * created by a group's scan (the store has none before), so each is in one group's lanes, in
+ * creation order, a group's models ascending. */
+static void rec_queues_relist(disk_t *d, rec_group_t *groups, size_t n_groups)
+{
+    size_t listed = 0, met = 0, at[STORE_RECOVERY_THREADS_MAX] = {0};
+    for (const dqueue_t *q = d->all; q != NULL; q = q->all_next)
+        listed++;
+    for (size_t g = 0; g < n_groups; g++)
+        met += groups[g].lanes.n_lanes;
+    if (listed != met)
+        return; /* not every queue is a group's: nothing to reorder by */
+    d->all = NULL;
+    for (;;) {
+        size_t best = n_groups;
+        for (size_t g = 0; g < n_groups; g++) {
+            if (at[g] < groups[g].lanes.n_lanes &&
+                (best == n_groups || groups[g].lanes.lanes[at[g]].q->model_idx <
+                                         groups[best].lanes.lanes[at[best]].q->model_idx))
+                best = g;
+        }
+        if (best == n_groups)
+            break;
+        dqueue_t *q = groups[best].lanes.lanes[at[best]++].q; /* as disk_queue_get_idx links */
+        q->all_prev = NULL;
+        q->all_next = d->all;
+        if (d->all != NULL)
+            d->all->all_prev = q;
+        d->all = q;
+    }
+}
+
 /*
  * Scans every attached file (invariant 6): the models are dealt to up to cfg.recovery_threads
  * groups, each model to the group with the fewest file bytes so far, largest model first; group
@@ -597,12 +635,15 @@ static store_status_t rec_scan_all(disk_t *d, rec_file_t *files, size_t n,
     st = STORE_OK;
     for (size_t g = 0; g < n_groups; g++) {
         rec_report_add(rep, &groups[g].rep);
-        if (groups[g].st != STORE_OK && st == STORE_OK) {
-            st = groups[g].st;
+        if (groups[g].st != STORE_OK) {
             disk_log(d, STORE_LOG_ERROR, "recovery of segment %016" PRIx64 " failed: %s",
-                     files[groups[g].failed].id, store_status_str(st));
+                     files[groups[g].failed].id, store_status_str(groups[g].st));
+            if (st == STORE_OK)
+                st = groups[g].st;
         }
     }
+    if (shared)
+        rec_queues_relist(d, groups, n_groups);
     for (size_t i = 0; i < n && st == STORE_OK; i++)
         disk_seg_mark_dirty(d, files[i].seg);
 out:

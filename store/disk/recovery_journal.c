@@ -16,8 +16,7 @@
  *      the middle of a file costs its own records, not the ones after it. Stretches the file
  *      system reports as holes (space allocated and never written) are not read.
  *  13. No count read from a file sizes an allocation beyond what the files hold (the records
- *      array is sized by the files' lengths, never by a header or record field).
- *
+ *      array is sized by the space the files hold, never by a header or record field).
  *  14. The journal files are read in contiguous shares, on up to cfg.recovery_threads threads;
  *      a share touches nothing but its own records, counters and buffers, and the shares are
  *      merged in journal order (the records' order within a file's run before its sort is the
@@ -39,6 +38,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Bytes read at once: a multiple of the record size. */
@@ -204,7 +204,10 @@ static store_status_t rec_journal_file(rec_jread_t *rd, uint64_t id)
      * records again and, with another share reading beside it, each move of a large array
      * flushes that thread's TLB. Pages never written are never touched. Best effort: refused
      * (a large journal under strict overcommit), the array grows with the records found. */
-    size_t slots = (size_t)((end - JNL_HEADER) / JNL_RECORD);
+    struct stat sb;
+    uint64_t held = fstat(fd, &sb) == 0 ? (uint64_t)sb.st_blocks * 512u : 0; /* holes left out */
+    uint64_t bytes = end < held ? end : held;
+    size_t slots = bytes > JNL_HEADER ? (size_t)((bytes - JNL_HEADER) / JNL_RECORD) : 0;
     if (rd->cap - rd->n < slots) {
         rec_jtmp_t *a = realloc(rd->recs, (rd->n + slots) * sizeof(*a));
         if (a != NULL) {
@@ -340,9 +343,6 @@ static void *rec_jread_run(void *arg)
     return NULL;
 }
 
-/* Journal files per thread at least: fewer are read faster on one than handed to a second. */
-#define REC_JNL_FILES_PER_THREAD 1u
-
 store_status_t rec_journal_load(disk_t *d, rec_journal_t *j, rec_file_t *files, size_t n,
                                 store_recovery_t *rep)
 {
@@ -355,7 +355,7 @@ store_status_t rec_journal_load(disk_t *d, rec_journal_t *j, rec_file_t *files, 
         return STORE_OK;
     unsigned want =
         d->cfg.recovery_threads ? d->cfg.recovery_threads : STORE_RECOVERY_THREADS_DEFAULT;
-    size_t n_parts = j->n_ids / REC_JNL_FILES_PER_THREAD;
+    size_t n_parts = j->n_ids;
     if (n_parts > want)
         n_parts = want;
     if (n_parts == 0 || store_fault_armed())

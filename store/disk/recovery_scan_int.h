@@ -118,7 +118,8 @@ typedef struct {
 } rec_lanes_t;
 
 /* Entries noted before they are queued: enough that a lane's array grows once for many of its
- * entries even with tens of thousands of lanes (32 MiB of notes at most, freed after the open).
+ * entries even with tens of thousands of lanes (32 MiB of notes at most per recovery thread,
+ * freed after the open; the pages a scan never reaches are never touched).
  * Chosen with lanesched-storebench --phases recovery --models 2 --shapes 64 --lanes 200
  * (docs/store.md). */
 #define REC_NOTED_MAX 1048576u

@@ -101,7 +101,7 @@ static void test_every_length_across_the_stream_rounds(void **state)
         x ^= x << 17;
         buf[i] = (uint8_t)x;
     }
-    for (size_t align = 0; align < 8; align += 3) {
+    for (size_t align = 0; align < 8; align++) {
         for (size_t len = 0; len <= 1200; len++) {
             const uint8_t *m = buf + align;
             assert_int_equal(store_crc32c(0, m, len), store_crc32c_table(0, m, len));

@@ -362,6 +362,17 @@ static void test_reserve_sizes_once_and_keeps_what_is_held(void **state)
     assert_int_equal(d.reserved, 0);
     dedupe_fini(&d);
 
+    dedupe_init(&d, 1000); /* a reservation ended unused is given back at the next check */
+    assert_int_equal(dedupe_reserve(&d, 4 * N), DAEMON_OK);
+    add(&d, "one", 0);
+    assert_true(has(&d, "one", 1));
+    assert_true(d.cap >= 4 * N);
+    dedupe_reserve_end(&d);
+    assert_true(has(&d, "one", 2));
+    assert_true(d.cap < 4 * N);
+    assert_true(dedupe_check(&d));
+    dedupe_fini(&d);
+
     dedupe_init(&d, 1000);
     dedupe_limit_set(&d, 100);
     assert_int_equal(dedupe_reserve(&d, SIZE_MAX), DAEMON_OK); /* clamped to the bound */

@@ -1786,6 +1786,8 @@ static void test_journal_file_without_header_is_a_crash_leftover(void **state)
 typedef struct {
     store_recovery_t rep;
     size_t lines[3];
+    int order[NL]; /* the lanes in store_queue_next's order */
+    size_t n_order;
     size_t n[NL];
     size_t tag[NL][MAX_ITEMS];
     uint32_t deliveries[NL][MAX_ITEMS];
@@ -1817,6 +1819,8 @@ static void open_recovered(rig_t *r, const char *dir, unsigned threads, recovere
                 lane = l;
         }
         assert_true(lane >= 0);
+        assert_true(out->n_order < NL);
+        out->order[out->n_order++] = lane;
         size_t n = 0;
         assert_int_equal(store_peek(s, q, views, MAX_ITEMS, &n), STORE_OK);
         out->n[lane] = n;
@@ -1832,8 +1836,8 @@ static void open_recovered(rig_t *r, const char *dir, unsigned threads, recovere
 
 /* The same damaged directory (two models, several segment files each, delivery counts and
  * tombstones in the journal, a scribbled stretch in every segment file, an unflushed tail)
- * recovers to the same queues, report and log on one thread as on two or more (recovery.c
- * invariant 6): the threads share only queue creation and the log. */
+ * recovers to the same queues in the same order, the same report and as many log lines of each
+ * level on one thread as on two or more (recovery.c invariant 6). */
 static void test_recovery_threads_agree_with_one(void **state)
 {
     rig_t *r = rig_new(state, SMALL_SEGMENT, STORE_DURABLE_PROCESS);
@@ -1887,6 +1891,8 @@ static void test_recovery_threads_agree_with_one(void **state)
         open_recovered(r, copy[t], threads[t], other);
         assert_memory_equal(&one->rep, &other->rep, sizeof(one->rep));
         assert_memory_equal(one->lines, other->lines, sizeof(one->lines));
+        assert_int_equal(one->n_order, other->n_order); /* the queues in the same order */
+        assert_memory_equal(one->order, other->order, sizeof(one->order));
         for (int l = 0; l < NL; l++) {
             assert_int_equal(one->n[l], other->n[l]);
             assert_memory_equal(one->tag[l], other->tag[l], one->n[l] * sizeof(size_t));
@@ -1898,6 +1904,60 @@ static void test_recovery_threads_agree_with_one(void **state)
         assert_int_equal(fs_remove_tree(copy[t]), 0);
     free(one);
     free(other);
+}
+
+/* The queues come out of store_queue_next in one order whatever the recovery threads: two
+ * models of many lanes each scanned at once create their queues interleaved, and the store
+ * relists them as one thread creates them (recovery.c invariant 6). */
+static void test_recovery_threads_keep_queue_order(void **state)
+{
+    rig_t *r = rig_new(state, 0, STORE_DURABLE_PROCESS);
+    enum { MODELS = 2, LANES = 300, FILL = 60 };
+    static const char *const models[MODELS] = {"first", "second"};
+    store_queue_t *q[MODELS][LANES];
+    for (int m = 0; m < MODELS; m++) {
+        for (int l = 0; l < LANES; l++) {
+            store_key_t k = {models[m], 0x7000u + (uint64_t)(l % 7), (uint32_t)l};
+            assert_int_equal(store_queue_open(r->s, &k, &q[m][l]), STORE_OK);
+        }
+    }
+    /* Lane l first appears after l x FILL items of lane 0: each scan creates its queues all
+     * along its file, so the two scans' creations overlap in time. */
+    size_t tag = 0;
+    for (int l = 0; l < LANES; l++) {
+        for (int m = 0; m < MODELS; m++) {
+            for (int f = 0; f <= FILL; f++) {
+                uint8_t id[8];
+                tag_id(tag++, id);
+                store_item_t it = {.id = id, .id_len = 8, .tokens = 1, .arrival_ns = 1};
+                assert_int_equal(store_append(r->s, q[m][f == FILL ? l : 0], &it, NULL), STORE_OK);
+            }
+        }
+        assert_true(rig_flush(r));
+    }
+    rig_crash(r);
+    char copy[3][160];
+    uint32_t order[3][MODELS * LANES];
+    for (int t = 0; t < 3; t++) {
+        snprintf(copy[t], sizeof(copy[t]), "%s-order%d", r->dir, t);
+        assert_int_equal(fs_copy_tree(r->dir, copy[t]), 0);
+        store_disk_config_t cfg = r->cfg;
+        cfg.dir = copy[t];
+        cfg.recovery_threads = t == 0 ? 1 : 2;
+        store_t *s = NULL;
+        assert_int_equal(store_open_disk(&cfg, NULL, &s), STORE_OK);
+        size_t n = 0;
+        store_key_t key;
+        for (store_queue_t *it = NULL; store_queue_next(s, it, &it, &key, NULL);) {
+            assert_true(n < MODELS * LANES);
+            order[t][n++] = (uint32_t)(strcmp(key.model, models[0]) == 0 ? 0 : 1) << 16 | key.lane;
+        }
+        assert_int_equal(n, MODELS * LANES);
+        store_close(s);
+        assert_int_equal(fs_remove_tree(copy[t]), 0);
+    }
+    assert_memory_equal(order[0], order[1], sizeof(order[0]));
+    assert_memory_equal(order[0], order[2], sizeof(order[0]));
 }
 
 int main(void)
@@ -1961,6 +2021,7 @@ int main(void)
         cmocka_unit_test_teardown(test_journal_file_deleted_while_running_fails_the_next_flush,
                                   rig_teardown),
         cmocka_unit_test_teardown(test_recovery_threads_agree_with_one, rig_teardown),
+        cmocka_unit_test_teardown(test_recovery_threads_keep_queue_order, rig_teardown),
     };
     return cmocka_run_group_tests_name("disk store crash points and recovery", tests, NULL, NULL);
 }
