@@ -583,26 +583,22 @@ static store_status_t rec_scan_all(disk_t *d, rec_file_t *files, size_t n,
                                    store_recovery_t *rep)
 {
     size_t n_models = d->n_models ? d->n_models : 1;
-    unsigned want =
-        d->cfg.recovery_threads ? d->cfg.recovery_threads : STORE_RECOVERY_THREADS_DEFAULT;
+    unsigned want = rec_threads(d);
     uint64_t *bytes = calloc(n_models, sizeof(*bytes));
     uint32_t *group_of = calloc(n_models, sizeof(*group_of));
     uint64_t *load = calloc(want, sizeof(*load));
     rec_group_t *groups = calloc(want, sizeof(*groups));
-    pthread_t *tids = calloc(want, sizeof(*tids));
-    unsigned char *started = calloc(want, 1);
-    pthread_mutex_t queue_mu = PTHREAD_MUTEX_INITIALIZER, log_mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_t queue_mu = PTHREAD_MUTEX_INITIALIZER;
     store_status_t st = STORE_ENOMEM;
     size_t n_groups = 0, with_files = 0;
-    if (bytes == NULL || group_of == NULL || load == NULL || groups == NULL || tids == NULL ||
-        started == NULL)
+    if (bytes == NULL || group_of == NULL || load == NULL || groups == NULL)
         goto out;
     for (size_t i = 0; i < n; i++) {
         with_files += bytes[files[i].model_idx] == 0;
         bytes[files[i].model_idx] += files[i].file_size + 1;
     }
     n_groups = with_files < want ? with_files : want;
-    if (n_groups == 0 || store_fault_armed())
+    if (n_groups == 0)
         n_groups = 1;
     for (size_t dealt = 0; n_groups > 1 && dealt < with_files; dealt++) {
         size_t m = 0, g = 0;
@@ -620,18 +616,7 @@ static store_status_t rec_scan_all(disk_t *d, rec_file_t *files, size_t n,
             .d = d, .files = files, .n_files = n, .group_of = group_of, .group = (uint32_t)g};
         groups[g].lanes.mu = shared ? &queue_mu : NULL;
     }
-    if (shared)
-        d->log_mu = &log_mu;
-    for (size_t g = 1; g < n_groups; g++)
-        started[g] = pthread_create(&tids[g], NULL, rec_group_run, &groups[g]) == 0;
-    rec_group_run(&groups[0]);
-    for (size_t g = 1; g < n_groups; g++) {
-        if (started[g])
-            pthread_join(tids[g], NULL);
-        else
-            rec_group_run(&groups[g]); /* no thread to be had: scanned here */
-    }
-    d->log_mu = NULL;
+    rec_parts_run(d, rec_group_run, groups, sizeof(*groups), n_groups);
     st = STORE_OK;
     for (size_t g = 0; g < n_groups; g++) {
         rec_report_add(rep, &groups[g].rep);
@@ -648,12 +633,9 @@ static store_status_t rec_scan_all(disk_t *d, rec_file_t *files, size_t n,
         disk_seg_mark_dirty(d, files[i].seg);
 out:
     pthread_mutex_destroy(&queue_mu);
-    pthread_mutex_destroy(&log_mu);
     free(bytes);
     free(group_of);
     free(load);
-    free(tids);
-    free(started);
     if (groups != NULL) {
         *out_groups = groups;
         *out_n = n_groups;

@@ -33,7 +33,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <pthread.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -353,25 +352,15 @@ store_status_t rec_journal_load(disk_t *d, rec_journal_t *j, rec_file_t *files, 
     }
     if (j->n_ids == 0)
         return STORE_OK;
-    unsigned want =
-        d->cfg.recovery_threads ? d->cfg.recovery_threads : STORE_RECOVERY_THREADS_DEFAULT;
-    size_t n_parts = j->n_ids;
-    if (n_parts > want)
-        n_parts = want;
-    if (n_parts == 0 || store_fault_armed())
-        n_parts = 1;
+    size_t threads = rec_threads(d), n_parts = j->n_ids < threads ? j->n_ids : threads; /* >= 1 */
     store_status_t st = STORE_ENOMEM;
     rec_jread_t *parts = calloc(n_parts, sizeof(*parts));
-    pthread_t *tids = calloc(n_parts, sizeof(*tids));
-    unsigned char *started = calloc(n_parts, 1);
     rec_jid_t *ids = malloc((n ? n : 1) * sizeof(*ids));
     size_t *start = calloc(n + 1, sizeof(*start));
     uint32_t *count = malloc((REC_JNL_BUCKETS + 1) * sizeof(*count));
     rec_jrec_t *tmp = NULL;
-    pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
     size_t total = 0;
-    if (parts == NULL || tids == NULL || started == NULL || ids == NULL || start == NULL ||
-        count == NULL)
+    if (parts == NULL || ids == NULL || start == NULL || count == NULL)
         goto out;
     for (size_t i = 0; i < n; i++)
         ids[i] = (rec_jid_t){files[i].id, (uint32_t)i};
@@ -393,18 +382,7 @@ store_status_t rec_journal_load(disk_t *d, rec_journal_t *j, rec_file_t *files, 
         for (size_t i = 0; i < n; i++)
             rd->jnl_min[i] = UINT64_MAX;
     }
-    if (n_parts > 1)
-        d->log_mu = &log_mu;
-    for (size_t p = 1; p < n_parts; p++)
-        started[p] = pthread_create(&tids[p], NULL, rec_jread_run, &parts[p]) == 0;
-    rec_jread_run(&parts[0]);
-    for (size_t p = 1; p < n_parts; p++) {
-        if (started[p])
-            pthread_join(tids[p], NULL);
-        else
-            rec_jread_run(&parts[p]); /* no thread to be had: read here */
-    }
-    d->log_mu = NULL;
+    rec_parts_run(d, rec_jread_run, parts, sizeof(*parts), n_parts);
     st = STORE_OK;
     for (size_t p = 0; p < n_parts; p++) {
         const rec_jread_t *rd = &parts[p];
@@ -448,15 +426,12 @@ store_status_t rec_journal_load(disk_t *d, rec_journal_t *j, rec_file_t *files, 
     }
     st = STORE_OK;
 out:
-    pthread_mutex_destroy(&log_mu);
     for (size_t p = 0; parts != NULL && p < n_parts; p++) {
         free(parts[p].recs);
         free(parts[p].buf);
         free(parts[p].jnl_min);
     }
     free(parts);
-    free(tids);
-    free(started);
     free(ids);
     free(start);
     free(count);

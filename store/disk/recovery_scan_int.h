@@ -130,6 +130,13 @@ void rec_lanes_fini(rec_lanes_t *l);
  * from here). Recovery attaches every file before any scan, on one thread. */
 store_status_t rec_attach(disk_t *d, rec_file_t *f);
 
+/* recovery_threads.c: the threads recovery may use (cfg.recovery_threads, 0 for the default; 1
+ * while a fault hook is armed), and running parts[0 .. n) (each `size` bytes) with fn, part 0
+ * on this thread and the others on threads of their own, log lines one at a time meanwhile;
+ * every part has run when it returns. n is at most rec_threads(d). */
+unsigned rec_threads(const disk_t *d);
+void rec_parts_run(disk_t *d, void *(*fn)(void *), void *parts, size_t size, size_t n);
+
 /* Scans f's file into its attached segment: queues its live entries under their lane, repairs
  * what it may (cut torn tails, count tombstones) and records every dropped byte in *rep.
  * Touches only f's segment, the queues of f's model and *lanes, and creates queues under
