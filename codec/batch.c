@@ -264,9 +264,10 @@ static uint8_t *batch_put_str(uint8_t *p, uint32_t field, const char *s)
     return batch_put_bytes(p, field, s, s ? strlen(s) : 0);
 }
 
-codec_status_t codec_encode_batch(const codec_batch_t *msg, uint8_t **out_buf, size_t *out_len)
+codec_status_t codec_encode_batch_into(const codec_batch_t *msg, uint8_t **buf, size_t *cap,
+                                       size_t *out_len)
 {
-    if (!msg || !out_buf || !out_len || (msg->n_items && !msg->items))
+    if (!msg || !buf || !cap || !out_len || (msg->n_items && !msg->items) || (!*buf && *cap))
         return CODEC_EINVAL;
     /* an enum is an int32 on the wire: a negative one takes ten bytes, as protobuf-c writes it */
     uint64_t status = (uint64_t)(int64_t)(int32_t)msg->status;
@@ -282,9 +283,14 @@ codec_status_t codec_encode_batch(const codec_batch_t *msg, uint8_t **out_buf, s
         size_t n = batch_item_size(it);
         len += 1 + wire_varint_len(n) + n;
     }
-    uint8_t *buf = malloc(len ? len : 1), *p = buf;
-    if (!buf)
-        return CODEC_ENOMEM;
+    if (len > *cap || *buf == NULL) {
+        uint8_t *grown = realloc(*buf, len ? len : 1);
+        if (!grown)
+            return CODEC_ENOMEM;
+        *buf = grown;
+        *cap = len ? len : 1;
+    }
+    uint8_t *p = *buf;
     p = batch_put_varint(p, 1, msg->batch_id);
     p = batch_put_str(p, 2, msg->model);
     if (msg->signature != 0)
@@ -303,7 +309,21 @@ codec_status_t codec_encode_batch(const codec_batch_t *msg, uint8_t **out_buf, s
     }
     p = batch_put_varint(p, 7, status);
     p = batch_put_str(p, 8, msg->error);
+    *out_len = (size_t)(p - *buf);
+    return CODEC_OK;
+}
+
+codec_status_t codec_encode_batch(const codec_batch_t *msg, uint8_t **out_buf, size_t *out_len)
+{
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    if (!out_buf)
+        return CODEC_EINVAL;
+    codec_status_t st = codec_encode_batch_into(msg, &buf, &cap, out_len);
+    if (st != CODEC_OK) {
+        free(buf);
+        return st;
+    }
     *out_buf = buf;
-    *out_len = (size_t)(p - buf);
     return CODEC_OK;
 }

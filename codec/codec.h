@@ -395,6 +395,12 @@ codec_status_t codec_encode_registered(const codec_registered_t *msg, uint8_t **
                                        size_t *out_len);
 codec_status_t codec_encode_pull(const codec_pull_t *msg, uint8_t **out_buf, size_t *out_len);
 codec_status_t codec_encode_batch(const codec_batch_t *msg, uint8_t **out_buf, size_t *out_len);
+/* As codec_encode_batch, into a buffer the caller keeps from one batch to the next: *buf (owned
+ * by the caller, NULL with *cap 0 at first) is grown with realloc when the message needs more
+ * than *cap bytes, else written over. On failure *out_len is untouched and *buf, *cap still
+ * describe a valid buffer for the caller to free. */
+codec_status_t codec_encode_batch_into(const codec_batch_t *msg, uint8_t **buf /* in, out */,
+                                       size_t *cap /* in, out */, size_t *out_len /* out */);
 codec_status_t codec_encode_ack(const codec_ack_t *msg, uint8_t **out_buf, size_t *out_len);
 codec_status_t codec_encode_ack_reply(const codec_ack_reply_t *msg, uint8_t **out_buf,
                                       size_t *out_len);

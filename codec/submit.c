@@ -17,11 +17,13 @@
 /* ---- Submit ------------------------------------------------------------------------------- */
 
 /*
- * Decoded by hand (wire.c) in two passes over the same bytes: the first checks the message and
- * counts what the box needs (items, hashes, bytes of ids, payloads and strings), the second fills
- * one allocation: the box, its items, then an arena the views point into (invariant 2 of
- * codec_int.h). A field that appears twice is counted twice and the last one wins, as protobuf-c
- * does.
+ * Decoded by hand (wire.c): a first pass over the message's own fields only counts the items
+ * (their bodies are skipped by length), then one pass over each item fills the box: the box,
+ * its items, then an arena the views point into (invariant 2 of codec_int.h). Every copy takes
+ * no more arena than its field took of the message (a hash 8 bytes of its 8 or 9, a string its
+ * length and a NUL of at least 2 bytes of tag and length), so an arena of the message's length
+ * holds any message: hashes fill it from the front, 8-byte aligned, bytes from the back. A field
+ * that appears twice is copied twice and the last one wins, as protobuf-c does.
  */
 
 struct submit_box {
@@ -30,38 +32,29 @@ struct submit_box {
 };
 
 typedef struct {
-    size_t items, hashes, bytes; /* bytes: of ids, payloads and strings, a NUL per string */
-} submit_count_t;
-
-typedef struct {
-    uint64_t *hashes; /* next free hash slot */
-    uint8_t *bytes;   /* next free arena byte */
+    uint64_t *hashes; /* next free hash slot, growing up */
+    uint8_t *bytes;   /* end of the free room, growing down towards hashes */
 } submit_arena_t;
 
 static const uint8_t *submit_copy(submit_arena_t *a, wire_t f, int terminate)
 {
     size_t n = (size_t)(f.end - f.p);
-    uint8_t *at = a->bytes;
+    a->bytes -= n + (terminate ? 1 : 0);
     if (n != 0)
-        memcpy(at, f.p, n);
+        memcpy(a->bytes, f.p, n);
     if (terminate)
-        at[n++] = '\0';
-    a->bytes += n;
-    return at;
+        a->bytes[n] = '\0';
+    return a->bytes;
 }
 
-static void submit_hash_add(submit_count_t *c, submit_arena_t *a, codec_work_item_t *it, uint64_t v)
+static void submit_hash_add(submit_arena_t *a, codec_work_item_t *it, uint64_t v)
 {
-    if (a == NULL) {
-        c->hashes++;
-        return;
-    }
     *a->hashes++ = v;
     it->n_component_hashes++;
 }
 
-/* One WorkItem: counts into c (a == NULL) or fills *it from the arena. 1, or 0 when malformed. */
-static int submit_item_read(wire_t w, submit_count_t *c, submit_arena_t *a, codec_work_item_t *it)
+/* One WorkItem into *it from the arena. 1, or 0 when malformed. */
+static int submit_item_read(wire_t w, submit_arena_t *a, codec_work_item_t *it)
 {
     while (w.p < w.end) {
         uint32_t field;
@@ -75,22 +68,14 @@ static int submit_item_read(wire_t w, submit_count_t *c, submit_arena_t *a, code
         case 6: /* payload */
             if (type != WIRE_BYTES || !wire_bytes(&w, &f))
                 return 0;
-            if (a == NULL) {
-                c->bytes += (size_t)(f.end - f.p);
-            } else {
-                codec_bytes_t b = {f.p < f.end ? submit_copy(a, f, 0) : NULL,
-                                   (size_t)(f.end - f.p)};
-                *(field == 1 ? &it->id : &it->payload) = b;
-            }
+            *(field == 1 ? &it->id : &it->payload) =
+                (codec_bytes_t){f.p < f.end ? submit_copy(a, f, 0) : NULL, (size_t)(f.end - f.p)};
             break;
         case 2: /* model */
         case 7: /* reply_to */
             if (type != WIRE_BYTES || !wire_bytes(&w, &f))
                 return 0;
-            if (a == NULL)
-                c->bytes += (size_t)(f.end - f.p) + 1;
-            else
-                *(field == 2 ? &it->model : &it->reply_to) = (const char *)submit_copy(a, f, 1);
+            *(field == 2 ? &it->model : &it->reply_to) = (const char *)submit_copy(a, f, 1);
             break;
         case 3: /* component_hashes: packed, or one per occurrence */
             if (type == WIRE_BYTES) {
@@ -98,10 +83,10 @@ static int submit_item_read(wire_t w, submit_count_t *c, submit_arena_t *a, code
                     return 0;
                 while (f.p < f.end) {
                     wire_fixed64(&f, &v);
-                    submit_hash_add(c, a, it, v);
+                    submit_hash_add(a, it, v);
                 }
             } else if (type == WIRE_FIXED64 && wire_fixed64(&w, &v)) {
-                submit_hash_add(c, a, it, v);
+                submit_hash_add(a, it, v);
             } else {
                 return 0;
             }
@@ -109,8 +94,7 @@ static int submit_item_read(wire_t w, submit_count_t *c, submit_arena_t *a, code
         case 4: /* signature */
             if (type != WIRE_FIXED64 || !wire_fixed64(&w, &v))
                 return 0;
-            if (a != NULL)
-                it->signature = v;
+            it->signature = v;
             break;
         case 5:  /* tokens */
         case 8:  /* created_unix_ns */
@@ -118,8 +102,6 @@ static int submit_item_read(wire_t w, submit_count_t *c, submit_arena_t *a, code
         case 10: /* max_wait_ms */
             if (type != WIRE_VARINT || !wire_varint(&w, &v))
                 return 0;
-            if (a == NULL)
-                break;
             if (field == 5)
                 it->tokens = (uint32_t)v;
             else if (field == 8)
@@ -137,8 +119,8 @@ static int submit_item_read(wire_t w, submit_count_t *c, submit_arena_t *a, code
     return 1;
 }
 
-/* The Submit: counts (a == NULL) or fills box->items. 1, or 0 when malformed. */
-static int submit_read(wire_t w, submit_count_t *c, submit_arena_t *a, struct submit_box *box)
+/* The Submit's own fields: *out_items, the WorkItems it holds. 1, or 0 when malformed. */
+static int submit_count(wire_t w, size_t *out_items /* out */)
 {
     size_t n = 0;
     while (w.p < w.end) {
@@ -154,36 +136,55 @@ static int submit_read(wire_t w, submit_count_t *c, submit_arena_t *a, struct su
         }
         if (type != WIRE_BYTES || !wire_bytes(&w, &f))
             return 0;
-        codec_work_item_t *it = a != NULL ? &box->items[n] : NULL;
-        if (it != NULL)
-            *it = (codec_work_item_t){
-                .model = "", .reply_to = "", .component_hashes = c->hashes ? a->hashes : NULL};
-        if (!submit_item_read(f, c, a, it))
-            return 0;
         n++;
     }
-    if (a == NULL)
-        c->items = n;
+    *out_items = n;
+    return 1;
+}
+
+/* Fills box->items from the message submit_count accepted. 1, or 0 when an item is malformed. */
+static int submit_read(wire_t w, submit_arena_t *a, struct submit_box *box)
+{
+    size_t n = 0;
+    while (w.p < w.end) {
+        uint32_t field;
+        unsigned type;
+        wire_t f;
+        wire_tag(&w, &field, &type); /* submit_count read these: they cannot fail */
+        if (field != 1) {
+            wire_skip(&w, type);
+            continue;
+        }
+        wire_bytes(&w, &f);
+        codec_work_item_t *it = &box->items[n++];
+        *it = (codec_work_item_t){.model = "", .reply_to = "", .component_hashes = a->hashes};
+        if (!submit_item_read(f, a, it))
+            return 0;
+    }
     return 1;
 }
 
 codec_status_t codec_decode_submit(const void *buf, size_t len, const codec_limits_t *limits,
                                    codec_submit_t **out)
 {
-    submit_count_t c = {0};
+    size_t n_items = 0;
     if (!out || (!buf && len))
         return CODEC_EINVAL;
     wire_t w = {buf, (const uint8_t *)buf + len};
-    if (!submit_read(w, &c, NULL, NULL))
+    if (!submit_count(w, &n_items))
         return CODEC_EMALFORMED;
-    size_t items = c.items * sizeof(codec_work_item_t), hashes = c.hashes * sizeof(uint64_t);
-    struct submit_box *box = malloc(sizeof(*box) + items + hashes + c.bytes);
+    /* the arena: the message's length, rounded up to whole hashes */
+    size_t items = n_items * sizeof(codec_work_item_t), arena = (len + 7) & ~(size_t)7;
+    struct submit_box *box = malloc(sizeof(*box) + items + arena);
     if (!box)
         return CODEC_ENOMEM;
-    submit_arena_t a = {(uint64_t *)((uint8_t *)box->items + items),
-                        (uint8_t *)box->items + items + hashes};
-    submit_read(w, &c, &a, box); /* the same bytes read again cannot fail */
-    for (size_t i = 0; i < c.items; i++) {
+    uint8_t *base = (uint8_t *)box->items + items;
+    submit_arena_t a = {(uint64_t *)base, base + arena};
+    if (!submit_read(w, &a, box)) {
+        free(box);
+        return CODEC_EMALFORMED;
+    }
+    for (size_t i = 0; i < n_items; i++) {
         codec_work_item_t *it = &box->items[i];
         uint64_t shape = 0;
         if (it->n_component_hashes == 0)
@@ -193,7 +194,7 @@ codec_status_t codec_decode_submit(const void *buf, size_t len, const codec_limi
         it->shape = it->status == CODEC_OK ? shape : 0;
     }
     box->pub.items = box->items;
-    box->pub.n_items = c.items;
+    box->pub.n_items = n_items;
     *out = &box->pub;
     return CODEC_OK;
 }

@@ -328,6 +328,7 @@ void daemon_destroy(daemon_t *d)
     evqueue_fini(&d->events);
     free(d->orphans);
     free(d->frame_scratch);
+    dispatch_scratch_fini(&d->enc);
     if (d->sched != NULL)
         models_fini(d); /* its references to the scheduler's models first */
     sched_destroy(d->sched);

@@ -278,6 +278,17 @@ typedef struct {
 
 typedef struct metrics metrics_t;
 
+/* dispatch.c's encoding buffers, reused for every batch; owned by the daemon (daemon_destroy),
+ * and given back after a batch larger than DISPATCH_SCRATCH_KEEP. */
+typedef struct {
+    codec_batch_item_t *items; /* the batch's items for the codec */
+    size_t items_cap;
+    char *replies; /* the items' reply subjects, NUL-terminated one after another */
+    size_t replies_cap;
+    uint8_t *buf; /* the encoded Batch */
+    size_t buf_cap;
+} dispatch_scratch_t;
+
 struct daemon {
     daemon_config_t cfg; /* cfg.limits resolved (limits_resolve) */
     codec_caps_t caps;   /* limits_caps(&cfg.limits) */
@@ -300,6 +311,7 @@ struct daemon {
     uint64_t retry_ns;       /* the earliest sched_retry_ns of the last fill (0: none) */
     uint64_t *orphans;       /* batches whose return failed: retried each tick (owned) */
     uint8_t *frame_scratch;  /* intake's framing buffer, reused for every item (owned) */
+    dispatch_scratch_t enc;  /* dispatch's encoding buffers (owned) */
     size_t frame_cap;
     size_t n_orphans;
     uint64_t started_ns;
@@ -342,6 +354,8 @@ void dispatch_fill(struct daemon *d);
 /* Dead-letters, with reason "expired", the items of served models queued past their model's
  * age limit (each tick), at most DISPATCH_EXPIRE_BUDGET per call. */
 void dispatch_expire(struct daemon *d);
+/* Frees the encoding buffers (daemon_destroy). */
+void dispatch_scratch_fini(dispatch_scratch_t *enc);
 /* Publishes a Batch with no items and this status (EXPIRED, ERROR) on subject. */
 void dispatch_status(struct daemon *d, const char *subject, codec_batch_status_t status,
                      const char *error);

@@ -39,6 +39,9 @@
 /* Expired items dead-lettered per tick (invariant 8): each is a publish and a tombstone, so a
  * backlog of a million expired items goes in a few minutes without holding a turn for long. */
 #define DISPATCH_EXPIRE_BUDGET 10000u
+/* The encoding buffers are kept from batch to batch up to this size each (a malloc and free of
+ * a batch-sized block per batch fragmented the heap); a larger batch's are given back. */
+#define DISPATCH_SCRATCH_KEEP (1u << 20)
 
 void dispatch_status(struct daemon *d, const char *subject, codec_batch_status_t status,
                      const char *error)
@@ -50,32 +53,58 @@ void dispatch_status(struct daemon *d, const char *subject, codec_batch_status_t
         daemon_publish(d, subject, buf, len);
 }
 
-/* Encodes a filled batch; this_delivery is 1 for a delivery (the count includes it), 0 for a
- * dead letter. 0 on success. */
-static int dispatch_encode(const sched_batch_t *b, codec_batch_status_t status, const char *error,
-                           uint32_t this_delivery, uint8_t **buf, size_t *len)
+/* Grows *p to hold n objects of size bytes (*cap counts objects); 0 when memory is short. */
+static int dispatch_grow(void **p, size_t *cap, size_t n, size_t size)
 {
-    codec_batch_item_t *items = calloc(b->n, sizeof(*items));
+    if (n <= *cap && *p != NULL)
+        return 1;
+    void *grown = realloc(*p, (n ? n : 1) * size);
+    if (grown == NULL)
+        return 0;
+    *p = grown;
+    *cap = n ? n : 1;
+    return 1;
+}
+
+void dispatch_scratch_fini(dispatch_scratch_t *enc)
+{
+    free(enc->items);
+    free(enc->replies);
+    free(enc->buf);
+    *enc = (dispatch_scratch_t){0};
+}
+
+/* Encodes a filled batch into d->enc.buf (a view valid until the next encode: *out_buf);
+ * this_delivery is 1 for a delivery (the count includes it), 0 for a dead letter. 0 on
+ * success. */
+static int dispatch_encode(struct daemon *d, const sched_batch_t *b, codec_batch_status_t status,
+                           const char *error, uint32_t this_delivery,
+                           const uint8_t **out_buf /* out */, size_t *out_len /* out */)
+{
+    dispatch_scratch_t *enc = &d->enc;
     size_t total = 1;
     for (size_t i = 0; i < b->n; i++)
         total += b->items_view[i].payload_len + 1;
-    char *replies = malloc(total), *r = replies;
-    int rc = -1;
-    if (items == NULL || replies == NULL)
-        goto out;
+    if (!dispatch_grow((void **)&enc->items, &enc->items_cap, b->n, sizeof(*enc->items)) ||
+        !dispatch_grow((void **)&enc->replies, &enc->replies_cap, total, 1))
+        return -1;
+    char *r = enc->replies;
     for (size_t i = 0; i < b->n; i++) {
         const store_view_t *v = &b->items_view[i];
+        codec_batch_item_t *it = &enc->items[i];
         codec_bytes_t reply_to;
-        items[i].id = (codec_bytes_t){v->id_len ? v->id_view : NULL, v->id_len};
-        items[i].tokens = v->tokens;
-        items[i].deliveries = v->deliveries + this_delivery;
-        items[i].prefix_tokens = v->prefix_tokens;
         uint64_t created = 0;
-        frame_decode(v->payload_view, v->payload_len, &reply_to, &items[i].payload, &created);
+        *it = (codec_batch_item_t){
+            .id = {v->id_len ? v->id_view : NULL, v->id_len},
+            .tokens = v->tokens,
+            .deliveries = v->deliveries + this_delivery,
+            .prefix_tokens = v->prefix_tokens,
+        };
+        frame_decode(v->payload_view, v->payload_len, &reply_to, &it->payload, &created);
         if (reply_to.len != 0)
             memcpy(r, reply_to.ptr, reply_to.len);
         r[reply_to.len] = '\0';
-        items[i].reply_to = r;
+        it->reply_to = r;
         r += reply_to.len + 1;
     }
     codec_batch_t cb = {.batch_id = b->batch_id,
@@ -83,15 +112,24 @@ static int dispatch_encode(const sched_batch_t *b, codec_batch_status_t status, 
                         .signature = b->signature,
                         .lane = b->lane,
                         .pad_to = b->pad_to,
-                        .items = items,
+                        .items = enc->items,
                         .n_items = b->n,
                         .status = status,
                         .error = error};
-    rc = codec_encode_batch(&cb, buf, len) == CODEC_OK ? 0 : -1;
-out:
-    free(items);
-    free(replies);
-    return rc;
+    size_t len = 0;
+    if (codec_encode_batch_into(&cb, &enc->buf, &enc->buf_cap, &len) != CODEC_OK)
+        return -1;
+    *out_buf = enc->buf;
+    *out_len = len;
+    return 0;
+}
+
+/* After a batch is published: buffers grown past DISPATCH_SCRATCH_KEEP go back to malloc. */
+static void dispatch_scratch_trim(dispatch_scratch_t *enc)
+{
+    if (enc->buf_cap > DISPATCH_SCRATCH_KEEP || enc->replies_cap > DISPATCH_SCRATCH_KEEP ||
+        enc->items_cap * sizeof(*enc->items) > DISPATCH_SCRATCH_KEEP)
+        dispatch_scratch_fini(enc);
 }
 
 /* Publishes, commits and completes a dead letter of m (expired: past its age limit, else
@@ -107,15 +145,15 @@ static int dispatch_dead_letter(struct daemon *d, model_t *m, const sched_batch_
     else
         snprintf(error, sizeof(error), "delivery_limit: delivered %" PRIu32 " times",
                  b->items_view[0].deliveries);
-    uint8_t *buf = NULL;
+    const uint8_t *buf = NULL;
     size_t len = 0;
-    if (dispatch_encode(b, CODEC_BATCH_ERROR, error, 0, &buf, &len) != 0 || d->publish == NULL ||
-        d->publish(d->publish_ctx, subject, buf, len) != 0) {
-        free(buf);
+    int rc = dispatch_encode(d, b, CODEC_BATCH_ERROR, error, 0, &buf, &len) != 0 ||
+             d->publish == NULL || d->publish(d->publish_ctx, subject, buf, len) != 0;
+    dispatch_scratch_trim(&d->enc);
+    if (rc) {
         d->counters.publish_failures++;
         return 0;
     }
-    free(buf);
     uint64_t id = b->batch_id;
     metrics_batch(d, m, b, 0, expired ? METRICS_EXPIRED : METRICS_DEAD_LETTER);
     if (sched_commit(d->sched, b) == SCHED_OK &&
@@ -176,14 +214,14 @@ again:;
     }
     if (b.dead_letter)
         return dispatch_dead_letter(d, m, &b, 0);
-    uint8_t *buf = NULL;
+    const uint8_t *buf = NULL;
     size_t len = 0;
-    if (dispatch_encode(&b, CODEC_BATCH_OK, "", 1, &buf, &len) != 0) {
+    if (dispatch_encode(d, &b, CODEC_BATCH_OK, "", 1, &buf, &len) != 0) {
         log_write(LOG_ERROR, "encoding a batch failed: out of memory");
         return 0;
     }
     int rc = d->publish != NULL ? d->publish(d->publish_ctx, reply, buf, len) : -1;
-    free(buf);
+    dispatch_scratch_trim(&d->enc);
     if (rc != 0) {
         /* invariant 1: not committed, the items stay queued */
         d->counters.publish_failures++;

@@ -42,6 +42,7 @@ static void disk_close(store_t *store)
     disk_flush_discard(d); /* never flushes (store.h): a crash loses the same */
     for (size_t i = 0; i < d->pending.cap; i++)
         free(d->pending.slots[i].value);
+    pool_fini(&d->pend_pool);
     for (size_t i = 0; i < d->segments.cap; i++) {
         if (d->segments.slots[i].value != NULL)
             disk_seg_free(d, d->segments.slots[i].value);
@@ -240,6 +241,7 @@ store_status_t store_open_disk(const store_disk_config_t *cfg, store_recovery_t 
     map_init(&d->segments);
     map_init(&d->deleted);
     map_init(&d->pending);
+    pool_init(&d->pend_pool, sizeof(dpend_t), DISK_PEND_KEEP);
     store_recovery_t report = {0};
     if ((d->dir = strdup(cfg->dir)) == NULL ||
         (d->wave = malloc(disk_wave_max(d) * sizeof(*d->wave))) == NULL ||

@@ -37,6 +37,7 @@
 #define LANESCHED_DISK_INT_H
 
 #include "common/map.h"
+#include "common/pool.h"
 #include "store/disk/index_int.h"
 #include "store/disk/journal_int.h"
 #include "store/disk/segment_int.h"
@@ -63,6 +64,10 @@ typedef struct dqueue dqueue_t;
 /* Segments written and synced together by one wave of a flush: beyond a thousand syncs in
  * flight nothing is gained, and a wave must stay under half the descriptor cache. */
 #define DISK_WAVE_MAX 1024u
+/* Settled items' pending records kept for reuse: a commit takes one per item and a tombstone
+ * gives it back, so a malloc and a free per item became a list push and pop. Enough for a few
+ * hundred batches in flight; past it they go back to malloc (32 bytes each: 256 KiB at most). */
+#define DISK_PEND_KEEP 8192u
 
 typedef struct disk_io disk_io_t;
 typedef struct disk_io_op disk_io_op_t;
@@ -225,7 +230,8 @@ typedef struct {
     map_t queues;     /* (signature, model_idx << 32 | lane) -> dqueue_t, borrowed from `all` */
     map_t segments;   /* (id, 0) -> dseg_t, owned */
     map_t deleted;    /* (id, 0) -> final size + 1, as a pointer: segments deleted this run */
-    map_t pending;    /* (segment id, offset) -> dpend_t, owned (malloc'd) */
+    map_t pending;    /* (segment id, offset) -> dpend_t, owned (from pend_pool) */
+    pool_t pend_pool; /* owned: freed dpend_t kept for the next commit (DISK_PEND_KEEP) */
     dqueue_t *all;    /* owned list of every queue */
     dmodel_t *models; /* owned array */
     size_t n_models;

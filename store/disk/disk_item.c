@@ -274,7 +274,7 @@ store_status_t disk_commit(store_t *store, store_queue_t *queue, const store_ref
     if (copies == NULL || map_reserve(&d->pending, n) != MAP_OK)
         goto out;
     for (size_t i = 0; i < n; i++) {
-        if ((copies[i] = malloc(sizeof(dpend_t))) == NULL)
+        if ((copies[i] = pool_get(&d->pend_pool)) == NULL)
             goto out;
     }
     /* Invariant 7: the counts are on disk before anything changes in memory. */
@@ -303,7 +303,7 @@ store_status_t disk_commit(store_t *store, store_queue_t *queue, const store_ref
     st = STORE_OK;
 out:
     for (size_t i = 0; copies != NULL && i < n; i++)
-        free(copies[i]);
+        pool_put(&d->pend_pool, copies[i]);
     free(copies);
     return st;
 }
@@ -381,7 +381,7 @@ store_status_t disk_tombstone(store_t *store, store_ref_t ref, int *out_complete
     map_del(&d->pending, disk_ref_key(ref.queue, ref.offset), NULL);
     dqueue_t *q = p->q;
     q->base.pending_items--;
-    free(p);
+    pool_put(&d->pend_pool, p);
     seg->deleted++;
     disk_seg_mark_dirty(d, seg);
     INVARIANT_CHECK(disk_seg_check(d, seg) && disk_queue_counts_check(q));
@@ -425,7 +425,7 @@ store_status_t disk_return(store_t *store, const store_ref_t *refs, size_t n)
         q->base.queued_items++;
         q->base.queued_tokens += p->rec.tokens;
         q->base.pending_items--;
-        free(p);
+        pool_put(&d->pend_pool, p);
         /* Whole: a return is rare and already moves O(queue) records. */
         INVARIANT_CHECK(disk_queue_check(d, q));
     }

@@ -1,0 +1,35 @@
+/*
+ * pool.h - a free list of fixed-size objects, for a hot path that allocates and frees one small
+ * object per item (the disk store's pending records).
+ */
+#ifndef LANESCHED_POOL_H
+#define LANESCHED_POOL_H
+
+#include <stddef.h>
+
+typedef struct {
+    void *free;    /* owned: the kept objects, linked through their first bytes */
+    size_t n_free; /* objects on the free list */
+    size_t keep;   /* at most this many are kept; more are given back to malloc */
+    size_t size;   /* bytes of an object, at least a pointer's */
+} pool_t;
+
+/* An empty pool of objects of size bytes that keeps at most keep freed ones. */
+void pool_init(pool_t *pool, size_t size, size_t keep);
+
+/* An object of the pool's size, uninitialised: a kept one, else a new malloc block. Returned to
+ * the caller, who gives it back with pool_put or frees it with free() (every object is its own
+ * malloc block). NULL when memory is short. */
+void *pool_get(pool_t *pool);
+
+/* Takes obj (NULL-safe): kept for the next pool_get, or freed when the pool holds keep. */
+void pool_put(pool_t *pool, void *obj);
+
+/* Invariant 1 and the list's ends agree with n_free (pool.c); O(1). 1 when they hold, else 0
+ * with the broken rule reported (common/invariant.h). */
+int pool_check(const pool_t *pool);
+
+/* Frees the kept objects; objects still out stay the holders'. */
+void pool_fini(pool_t *pool);
+
+#endif
