@@ -35,6 +35,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Items whose dedupe index slots are asked for ahead of their own check: the window's index is
+ * larger than the caches, so each check waited for its own miss (`perf annotate` of the daemon
+ * under `lanesched-bench throughput`, docs/owner-thread.md); the restart's scan asks as many
+ * ahead (daemon.c) for the same reason. */
+#define INTAKE_DEDUPE_AHEAD 16u
+
 /* The reason a store failure gives the producer: a full disk is told apart (retry later) from
  * everything else, out of memory included (subjects.md: an operator has to look). */
 static codec_status_t intake_store_reason(const struct daemon *d, sched_status_t st)
@@ -89,9 +95,9 @@ static codec_status_t intake_room(const struct daemon *d, const char *name, cons
 /* One item that passed validation: the window, the limits, the store. *m is the model's record,
  * made when its first item is accepted (so refusals make none). */
 static void intake_item(struct daemon *d, const ev_t *ev, model_t **m, const codec_work_item_t *it,
-                        uint64_t now, uint32_t *new_shapes, codec_item_result_t *r)
+                        dedupe_key_t key, uint64_t now, uint32_t *new_shapes,
+                        codec_item_result_t *r)
 {
-    dedupe_key_t key = dedupe_key(it->id.ptr, it->id.len);
     if (dedupe_contains(&d->dedupe, key, now)) {
         r->status = CODEC_ITEM_DUPLICATE;
         r->reason = codec_status_reason(CODEC_DUPLICATE); /* invariant 5: no text */
@@ -178,10 +184,17 @@ void intake_submit(struct daemon *d, const ev_t *ev, replies_t *deferred)
         rep.error = errbuf;
         goto reply;
     }
-    results = calloc(sub->n_items ? sub->n_items : 1, sizeof(*results));
+    /* the results, then the items' dedupe keys (one allocation) */
+    results = calloc(sub->n_items ? sub->n_items : 1, sizeof(*results) + sizeof(dedupe_key_t));
     if (results == NULL) {
         rep.error = "no_memory: the daemon is out of memory";
         goto reply;
+    }
+    dedupe_key_t *keys = (dedupe_key_t *)(results + (sub->n_items ? sub->n_items : 1));
+    for (size_t i = 0; i < sub->n_items; i++) {
+        keys[i] = dedupe_key(sub->items[i].id.ptr, sub->items[i].id.len);
+        if (i < INTAKE_DEDUPE_AHEAD)
+            dedupe_prefetch(&d->dedupe, keys[i]);
     }
     uint64_t now = d->turn_ns;              /* the turn's instant: one dedupe run for its items */
     model_t *m = models_find(d, ev->token); /* the one lookup of the message's model */
@@ -192,13 +205,15 @@ void intake_submit(struct daemon *d, const ev_t *ev, replies_t *deferred)
         const codec_work_item_t *it = &sub->items[i];
         codec_item_result_t *r = &results[i];
         *r = (codec_item_result_t){.id = it->id, .reason = "ok", .error = ""};
+        if (i + INTAKE_DEDUPE_AHEAD < sub->n_items)
+            dedupe_prefetch(&d->dedupe, keys[i + INTAKE_DEDUPE_AHEAD]);
         stats_waiting_answer(d, 0); /* between two items the state is whole (invariant 6) */
         codec_status_t why = it->status != CODEC_OK ? it->status
                              : !allowed             ? CODEC_EMODEL_NOT_ALLOWED
                              : !served              ? CODEC_ENOT_OWNER
                                                     : CODEC_OK;
         if (why == CODEC_OK) {
-            intake_item(d, ev, &m, it, now, &new_shapes, r);
+            intake_item(d, ev, &m, it, keys[i], now, &new_shapes, r);
             continue;
         }
         r->status = CODEC_ITEM_REJECTED;
