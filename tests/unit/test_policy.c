@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "scheduler/core/sched.h"
+#include "support/fs.h"
 #include "tests/unit/sched_test_int.h"
 
 typedef struct {
@@ -107,6 +108,75 @@ static void test_neighbouring_lane_merges_when_it_pays(void **state)
         }
         assert_true(sched_check(f->sched));
         fixture_free(f);
+    }
+}
+
+/* A batch merged from several lanes carries each item's own id and payload whatever the store
+ * peeks into (extend.c invariant 3): the memory store's items, the disk store's mappings, and its
+ * read buffer without mappings (STORE_IO_PLAIN), which the next lane's peek reuses; the
+ * scheduler's arena moves as it grows past its first 4 KiB. */
+static void test_merged_batch_keeps_every_payload(void **state)
+{
+    (void)state;
+    enum { LANES = 2, PER_LANE = 2, PAYLOAD = 1500 };
+    for (int variant = 0; variant < 3; variant++) {
+        char dir[] = "/tmp/lanesched-policy-XXXXXX";
+        fixture_t *f = fixture(SCHED_POLICY_LANES, 0);
+        if (variant != 0) { /* the same fixture over a disk store */
+            sched_destroy(f->sched);
+            store_close(f->store);
+            assert_non_null(mkdtemp(dir));
+            store_disk_config_t dc = {.dir = dir,
+                                      .io = variant == 1 ? STORE_IO_AUTO : STORE_IO_PLAIN};
+            assert_int_equal(store_open_disk(&dc, NULL, &f->store), STORE_OK);
+            sched_config_t cfg = {
+                .clock = sched_test_now, .clock_ctx = &f->now, .policy = SCHED_POLICY_LANES};
+            assert_int_equal(sched_create(&cfg, f->store, &f->sched), SCHED_OK);
+        }
+        sched_worker_t *w = worker(f, "m", 1);
+        static uint8_t payload[LANES * PER_LANE][PAYLOAD];
+        uint32_t gap = credit_tokens() / 8 > 16 ? credit_tokens() / 8 : 17; /* lanes of their own */
+        for (int i = 0; i < LANES * PER_LANE; i++) {
+            char id[24];
+            int len = snprintf(id, sizeof(id), "item-%d", i);
+            memset(payload[i], 'a' + i, PAYLOAD);
+            sched_item_t it = {M(f->sched, "m"),
+                               1,
+                               1000 - (uint32_t)(i / PER_LANE) * gap,
+                               (const uint8_t *)id,
+                               (size_t)len,
+                               payload[i],
+                               PAYLOAD,
+                               0,
+                               0};
+            assert_int_equal(sched_submit(f->sched, &it, NULL), SCHED_OK);
+        }
+        assert_int_equal(store_flush(f->store), STORE_OK);
+        const lanes_t *l = sched_lanes_view(f->sched, sched_model_find(f->sched, "m"), 1);
+        assert_int_equal(lanes_in_use(l), LANES);
+        sched_consumer_t c = {M(f->sched, "m"), {64, 1000000, 0}, w};
+        sched_batch_t b;
+        assert_int_equal(sched_fill(f->sched, &c, &b), SCHED_OK); /* views valid until commit */
+        assert_int_equal(b.n, LANES * PER_LANE);
+        assert_int_equal(b.lanes, LANES);
+        int seen[LANES * PER_LANE] = {0};
+        for (size_t k = 0; k < b.n; k++) {
+            const store_view_t *v = &b.items_view[k];
+            int i = -1;
+            char id[24];
+            assert_true(v->id_len < sizeof(id));
+            memcpy(id, v->id_view, v->id_len);
+            id[v->id_len] = '\0';
+            assert_int_equal(sscanf(id, "item-%d", &i), 1);
+            assert_true(i >= 0 && i < LANES * PER_LANE && !seen[i]);
+            seen[i] = 1;
+            assert_int_equal(v->payload_len, PAYLOAD);
+            assert_memory_equal(v->payload_view, payload[i], PAYLOAD);
+        }
+        assert_int_equal(sched_commit(f->sched, &b), SCHED_OK);
+        fixture_free(f);
+        if (variant != 0)
+            assert_int_equal(fs_remove_tree(dir), 0);
     }
 }
 
@@ -375,6 +445,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_neighbouring_lane_merges_when_it_pays),
+        cmocka_unit_test(test_merged_batch_keeps_every_payload),
         cmocka_unit_test(test_lane_too_far_away_is_not_merged),
         cmocka_unit_test(test_merge_respects_the_contract),
         cmocka_unit_test(test_merged_batch_returns_to_its_own_lanes),
