@@ -58,6 +58,9 @@
  *     thread per message).
  *   - natsOptions_SetSendAsap: a write system call per reply instead of the flusher's one per
  *     turn's worth.
+ *   - natsOptions_SetIOBufSize of 1 MiB instead of 32 KiB: a batch publish no longer fills the
+ *     write buffer (the owner then writes to the socket itself) and a Submit fits one read, but
+ *     neither the throughput nor the daemon's CPU per item moved (docs/owner-thread.md).
  */
 #include "scheduler/nats/front.h"
 
