@@ -29,6 +29,9 @@
  *      The batch then goes full, which the budget would otherwise wait for; the rest of the lane
  *      keeps its order, and the rejection of parts below is about saving a batch, which a full
  *      one does not need.
+ *   6. A neighbouring lane is judged from its tokens and delivery counts (store_peek_tokens,
+ *      which the disk store answers from memory); its entries are read only once it is taken.
+ *      Most lanes looked at are not taken, and reading an entry is a cache miss or more.
  *
  * The scan is bounded: below the batch a lane is looked at only while one item of it would pad
  * by less than the fixed cost (farther lanes are shorter still); above, the side closes at the
@@ -184,24 +187,25 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
         int d = !open[0] ? 1 : !open[1] ? 0 : est[1] > est[0];
         if (!open[d])
             break;
-        /* Peek it whole (one more than fits, to see that it does not). */
+        /* Judge it whole (one more than fits, to see that it does not) from its tokens and
+         * delivery counts alone, which the store keeps in memory: the entries themselves are
+         * read (store_peek) only for a lane that is taken (invariant 6). */
         size_t room = cap - n;
         size_t want = cand[d].queued_items < room ? (size_t)cand[d].queued_items + 1 : room + 1;
         sched_status_t st = fill_scratch_reserve(&s->scratch, n + want);
-        if (st == SCHED_OK && !copied)
-            st = extend_copy(s, &used, 0, n); /* invariant 3 */
         if (st != SCHED_OK)
             return st;
-        copied = 1;
+        const uint32_t *tok = s->scratch.tokens + n, *dlv = s->scratch.deliveries + n;
         size_t got = 0;
-        if ((s->store_status =
-                 store_peek(s->store, cand[d].user, s->scratch.views + n, want, &got)) != STORE_OK)
+        if ((s->store_status = store_peek_tokens(s->store, cand[d].user, s->scratch.tokens + n,
+                                                 s->scratch.deliveries + n, want, &got)) !=
+            STORE_OK)
             return SCHED_ESTORE;
         if (full && got > room) { /* invariant 5: the front of the lane fills it */
             size_t g = 0;
             uint32_t lg = pad;
             while (g < room && g < got) {
-                uint32_t t = (uint32_t)packer_pad(s->scratch.views[n + g].tokens);
+                uint32_t t = (uint32_t)packer_pad(tok[g]);
                 uint32_t p = t > lg ? t : lg;
                 if (n + g + 1 > k->max_batch_size ||
                     (uint64_t)(n + g + 1) * p > k->max_batch_tokens)
@@ -215,15 +219,12 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
             }
         }
         uint64_t longest = 0, add_real = 0;
-        uint32_t add_prefix = 0;
         int fits = got != 0 && got <= room && got >= cand[d].queued_items;
         for (size_t i = 0; fits && i < got; i++) {
-            const store_view_t *v = &s->scratch.views[n + i];
-            if (s->max_deliveries != 0 && v->deliveries >= s->max_deliveries)
+            if (s->max_deliveries != 0 && dlv[i] >= s->max_deliveries)
                 fits = 0; /* a dead letter goes out alone (invariant 2) */
-            longest = v->tokens > longest ? v->tokens : longest;
-            add_real += v->tokens;
-            add_prefix = v->prefix_tokens > add_prefix ? v->prefix_tokens : add_prefix;
+            longest = tok[i] > longest ? tok[i] : longest;
+            add_real += tok[i];
         }
         uint32_t pad_c = (uint32_t)packer_pad(longest);
         uint32_t pad_m = pad > pad_c ? pad : pad_c;
@@ -233,8 +234,9 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
          * small as it is (invariant 4) */
         double waited = 0.0; /* read by the budget's credit alone */
         if (budget) {
-            uint64_t due_ns = model->due_ns, first = s->scratch.views[n].arrival_ns;
-            waited = got == 0 || first <= shape->drain_ns || first + due_ns <= now ? 1.0
+            uint64_t due_ns = model->due_ns, first = 0;
+            int any = got != 0 && store_queue_oldest(s->store, cand[d].user, &first);
+            waited = !any || first <= shape->drain_ns || first + due_ns <= now ? 1.0
                      : now > first ? (double)(now - first) / (double)due_ns
                                    : 0.0;
         }
@@ -246,6 +248,24 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
             else
                 idx[0]--;
             continue;
+        }
+        /* Taken: its entries are read now, after the batch's views moved to the arena
+         * (invariant 3). */
+        if (!copied && (st = extend_copy(s, &used, 0, n)) != SCHED_OK)
+            return st;
+        copied = 1;
+        size_t viewed = 0;
+        if ((s->store_status = store_peek(s->store, cand[d].user, s->scratch.views + n, got,
+                                          &viewed)) != STORE_OK)
+            return SCHED_ESTORE;
+        if (viewed != got) { /* nothing changed the queue since it was counted */
+            s->store_status = STORE_ESTALE;
+            return SCHED_ESTORE;
+        }
+        uint32_t add_prefix = 0;
+        for (size_t i = 0; i < got; i++) {
+            uint32_t pt = s->scratch.views[n + i].prefix_tokens;
+            add_prefix = pt > add_prefix ? pt : add_prefix;
         }
         uint32_t lane_id = lanes_sorted_lane(shape->lanes, (uint32_t)idx[d]);
         if ((st = extend_copy(s, &used, n, n + got)) != SCHED_OK)

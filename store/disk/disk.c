@@ -242,6 +242,8 @@ store_status_t store_open_disk(const store_disk_config_t *cfg, store_recovery_t 
     map_init(&d->deleted);
     map_init(&d->pending);
     pool_init(&d->pend_pool, sizeof(dpend_t), DISK_PEND_KEEP);
+    long page = sysconf(_SC_PAGESIZE); /* once: disk_map_view runs for every entry peeked */
+    d->page_bytes = page > 0 ? (uint64_t)page : 4096u;
     store_recovery_t report = {0};
     if ((d->dir = strdup(cfg->dir)) == NULL ||
         (d->wave = malloc(disk_wave_max(d) * sizeof(*d->wave))) == NULL ||

@@ -250,6 +250,7 @@ typedef struct {
     dresident_t *resident; /* owned ring: populated chunks, oldest first (disk_map.c) */
     size_t resident_head, n_resident, cap_resident;
     int populate_unsupported; /* the kernel has no MADV_POPULATE_READ */
+    uint64_t page_bytes;      /* the system's page size, read once at open */
     disk_io_t *io;            /* owned */
     uint8_t *arena;           /* owned: the bytes of the turn's appended entries */
     size_t arena_len, arena_cap;

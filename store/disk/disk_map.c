@@ -106,7 +106,7 @@ static void disk_map_populate(disk_t *d, dseg_t *seg, uint64_t off, uint64_t len
 {
     if (d->populate_unsupported)
         return;
-    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t page = d->page_bytes;
     /* Only what the file holds: the readable boundary was written (the size also counts appends
      * not flushed yet), and the page holding it is the file's. */
     uint64_t end = (seg->readable + page - 1) / page * page;
