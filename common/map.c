@@ -60,6 +60,12 @@ void *map_get(const map_t *map, map_key_t key)
     return map->slots[map_find(map, key)].value;
 }
 
+void map_prefetch(const map_t *map, map_key_t key)
+{
+    if (map->cap != 0)
+        __builtin_prefetch(&map->slots[(size_t)map_hash(key) & (map->cap - 1)]);
+}
+
 static map_status_t map_resize(map_t *map, size_t cap)
 {
     map_slot_t *old = map->slots;

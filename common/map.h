@@ -46,6 +46,9 @@ void map_fini(map_t *map);
 
 /* Returns the value stored under key, or NULL. */
 void *map_get(const map_t *map, map_key_t key);
+/* Asks the cache for key's home slot ahead of a map_get, map_put or map_del of it. A hint: a
+ * resize in between costs only the hint. */
+void map_prefetch(const map_t *map, map_key_t key);
 
 /* Makes room for `extra` more entries so the next `extra` puts cannot fail. */
 map_status_t map_reserve(map_t *map, size_t extra);

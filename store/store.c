@@ -76,6 +76,12 @@ store_status_t store_commit(store_t *store, store_queue_t *queue, const store_re
     return store->ops->commit(store, queue, refs, n);
 }
 
+void store_prefetch(const store_t *store, store_ref_t ref, unsigned level)
+{
+    if (store != NULL && store->ops->prefetch != NULL)
+        store->ops->prefetch(store, ref, level);
+}
+
 store_status_t store_tombstone(store_t *store, store_ref_t ref, int *out_completed)
 {
     if (store == NULL)

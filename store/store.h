@@ -328,6 +328,13 @@ store_status_t store_commit(store_t *store, store_queue_t *queue, const store_re
 store_status_t store_tombstone(store_t *store, store_ref_t ref, int *out_completed /* out */);
 
 /*
+ * A hint ahead of store_tombstone(ref), for settling a batch item by item: level 0 asks the cache
+ * for what finding ref reads, level 1 (issued later, when level 0 has had time) for what
+ * tombstoning it reads behind that. Changes nothing; a backend without a use for it ignores it.
+ */
+void store_prefetch(const store_t *store, store_ref_t ref, unsigned level);
+
+/*
  * Puts pending items back at the front of their queues, each at its original position relative
  * to the other queued items (arrival order). All-or-nothing: if any ref is not pending, nothing
  * changes and STORE_ENOTPENDING is returned.

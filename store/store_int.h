@@ -38,6 +38,7 @@ struct store_ops {
     store_status_t (*commit)(store_t *store, store_queue_t *queue, const store_ref_t *refs,
                              size_t n);
     store_status_t (*tombstone)(store_t *store, store_ref_t ref, int *out_completed);
+    void (*prefetch)(const store_t *store, store_ref_t ref, unsigned level); /* NULL: no hint */
     store_status_t (*ret)(store_t *store, const store_ref_t *refs, size_t n);
     uint64_t (*pending_count)(const store_t *store);
     store_status_t (*current_shape_set)(store_t *store, const char *model, uint64_t signature);

@@ -386,6 +386,19 @@ static int sched_inflight_settle(sched_t *s, sched_inflight_t *rec)
     return 1;
 }
 
+/* Items of a batch being settled whose store records are asked for ahead (store_prefetch):
+ * the first half of the distance for where a record is, the second for the record itself. Each
+ * completion otherwise waited for two cache misses in turn (`perf annotate` of the daemon under
+ * `lanesched-bench throughput`, docs/owner-thread.md). */
+#define SCHED_SETTLE_AHEAD 16u
+
+/* The store ref of the j-th item to settle (positions as sched_complete's). */
+static store_ref_t sched_settle_ref(const sched_inflight_t *rec, const uint32_t *positions,
+                                    size_t j)
+{
+    return rec->items[positions != NULL ? positions[j] : j].ref;
+}
+
 sched_status_t sched_complete(sched_t *s, uint64_t batch_id, const uint32_t *positions, size_t n,
                               sched_settled_t *out)
 {
@@ -407,8 +420,17 @@ sched_status_t sched_complete(sched_t *s, uint64_t batch_id, const uint32_t *pos
     }
     const sched_shape_t *shape = rec->shape;
     uint32_t lane = rec->lane;
+    const size_t half = SCHED_SETTLE_AHEAD / 2;
+    for (size_t j = 0; j < count && j < SCHED_SETTLE_AHEAD; j++) /* the pipeline's first stages */
+        store_prefetch(s->store, sched_settle_ref(rec, positions, j), 0);
+    for (size_t j = 0; j < count && j < half; j++)
+        store_prefetch(s->store, sched_settle_ref(rec, positions, j), 1);
     for (size_t i = 0; i < count && st == SCHED_OK; i++) {
         sched_inflight_item_t *it = &rec->items[positions != NULL ? positions[i] : i];
+        if (i + SCHED_SETTLE_AHEAD < count)
+            store_prefetch(s->store, sched_settle_ref(rec, positions, i + SCHED_SETTLE_AHEAD), 0);
+        if (i + half < count)
+            store_prefetch(s->store, sched_settle_ref(rec, positions, i + half), 1);
         if (it->settled)
             continue;
         int completed = 0;

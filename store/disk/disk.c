@@ -206,6 +206,7 @@ static const struct store_ops disk_ops = {
     .peek_tokens = disk_peek_tokens,
     .commit = disk_commit,
     .tombstone = disk_tombstone,
+    .prefetch = disk_prefetch,
     .ret = disk_return,
     .pending_count = disk_pending_count,
     .current_shape_set = disk_current_shape_set,

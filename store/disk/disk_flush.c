@@ -60,7 +60,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-/* An arena grown past this by a large turn is given back after the flush. */
+/* An arena grown past this is given back after a flush whose turn used a quarter of it or less:
+ * while turns stay large it is kept, since growing it again from nothing copied it once per
+ * doubling at every turn; once the load falls it goes. */
 #define DISK_ARENA_KEEP (4u << 20)
 
 static store_status_t disk_ops_reserve(disk_t *d, size_t n)
@@ -291,12 +293,12 @@ static void disk_flush_unreserve(dseg_t *seg)
 static void disk_flush_reset(disk_t *d)
 {
     d->n_writes = 0;
-    d->arena_len = 0;
-    if (d->arena_cap > DISK_ARENA_KEEP) {
+    if (d->arena_cap > DISK_ARENA_KEEP && d->arena_len <= d->arena_cap / 4) {
         free(d->arena);
         d->arena = NULL;
         d->arena_cap = 0;
     }
+    d->arena_len = 0;
 }
 
 store_status_t disk_flush(disk_t *d)

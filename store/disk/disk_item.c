@@ -349,6 +349,19 @@ static int disk_entry_completed(disk_t *d, dseg_t *seg, uint64_t offset)
            q->recs[q->head + pos].offset != offset;
 }
 
+void disk_prefetch(const store_t *store, store_ref_t ref, unsigned level)
+{
+    const disk_t *d = (const disk_t *)store;
+    map_key_t key = disk_ref_key(ref.queue, ref.offset);
+    if (level == 0) {
+        map_prefetch(&d->pending, key);
+        return;
+    }
+    const dpend_t *p = map_get(&d->pending, key);
+    if (p != NULL)
+        __builtin_prefetch(p);
+}
+
 store_status_t disk_tombstone(store_t *store, store_ref_t ref, int *out_completed)
 {
     disk_t *d = disk_of(store);

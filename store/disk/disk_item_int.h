@@ -18,6 +18,8 @@ store_status_t disk_peek_tokens(store_t *store, store_queue_t *queue, uint32_t *
                                 uint32_t *deliveries, size_t max, size_t *out_n /* out */);
 store_status_t disk_commit(store_t *store, store_queue_t *queue, const store_ref_t *refs, size_t n);
 store_status_t disk_tombstone(store_t *store, store_ref_t ref, int *out_completed /* out */);
+/* store_prefetch: level 0 the pending map's slot of ref, level 1 the pending record in it. */
+void disk_prefetch(const store_t *store, store_ref_t ref, unsigned level);
 store_status_t disk_return(store_t *store, const store_ref_t *refs, size_t n);
 /* fn gets views valid for the call only. */
 store_status_t disk_queue_scan(store_t *store, store_queue_t *queue, store_scan_fn fn, void *ctx);

@@ -86,6 +86,25 @@ static void test_empty_map_finds_nothing(void **state)
     map_fini(&m);
 }
 
+/* A prefetch is a hint: on an empty map, a missing key or a present one it changes nothing. */
+static void test_prefetch_changes_nothing(void **state)
+{
+    (void)state;
+    map_t m;
+    map_init(&m);
+    map_prefetch(&m, key(1, 2));
+    assert_int_equal(m.cap, 0);
+    assert_int_equal(map_put(&m, key(1, 2), val(1)), MAP_OK);
+    size_t cap = m.cap;
+    map_prefetch(&m, key(1, 2));
+    map_prefetch(&m, key(9, 9));
+    assert_int_equal(m.len, 1);
+    assert_int_equal(m.cap, cap);
+    assert_ptr_equal(map_get(&m, key(1, 2)), val(1));
+    assert_null(map_get(&m, key(9, 9)));
+    map_fini(&m);
+}
+
 static void test_put_then_get_returns_value(void **state)
 {
     (void)state;
@@ -445,6 +464,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_empty_map_finds_nothing),
+        cmocka_unit_test(test_prefetch_changes_nothing),
         cmocka_unit_test(test_put_then_get_returns_value),
         cmocka_unit_test(test_keys_differing_in_one_half_are_distinct),
         cmocka_unit_test(test_put_existing_key_is_eexist_and_keeps_value),

@@ -530,6 +530,12 @@ static void test_tombstone_completes_pending_item(void **state)
     store_ref_t r = append_tagged(s, q, 0, 1);
     flush(s);
     assert_int_equal(store_commit(s, q, &r, 1), STORE_OK);
+    /* the hints change nothing, for a pending ref and for one never handed out */
+    store_prefetch(s, r, 0);
+    store_prefetch(s, r, 1);
+    store_prefetch(s, (store_ref_t){r.queue + 99, r.offset + 8}, 1);
+    store_prefetch(NULL, r, 0);
+    assert_int_equal(store_pending_count(s), 1);
     int done = -1;
     assert_int_equal(store_tombstone(s, r, &done), STORE_OK);
     assert_int_equal(done, 1);
