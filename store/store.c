@@ -161,6 +161,12 @@ store_status_t store_queue_scan(store_t *store, store_queue_t *queue, store_scan
     return store->ops->queue_scan(store, queue, fn, ctx);
 }
 
+void store_queue_prefetch(const store_t *store, const store_queue_t *queue, unsigned level)
+{
+    if (store != NULL && queue != NULL && store->ops->queue_prefetch != NULL)
+        store->ops->queue_prefetch(store, queue, level);
+}
+
 int store_queue_oldest(const store_t *store, const store_queue_t *queue, uint64_t *out_arrival_ns)
 {
     if (store == NULL || queue == NULL || out_arrival_ns == NULL)

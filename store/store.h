@@ -362,6 +362,11 @@ int store_queue_next(store_t *store, store_queue_t *prev, store_queue_t **out /*
 typedef void (*store_scan_fn)(void *ctx, const store_view_t *view);
 store_status_t store_queue_scan(store_t *store, store_queue_t *queue, store_scan_fn fn, void *ctx);
 
+/* A hint ahead of store_queue_oldest(queue), for asking it of many queues in turn: level 0 asks
+ * the cache for the queue's own record, level 1 (issued later) for its front item's. Changes
+ * nothing; a backend without a use for it ignores it. */
+void store_queue_prefetch(const store_t *store, const store_queue_t *queue, unsigned level);
+
 /* Arrival time of the queue's front (oldest queued, readable) item; 0 when there is none.
  * O(1), no I/O: the scheduler's starvation bound asks it of every lane. */
 int store_queue_oldest(const store_t *store, const store_queue_t *queue,

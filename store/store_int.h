@@ -20,6 +20,8 @@ struct store_queue {
  * pointers and ownership as the store.h call says. */
 struct store_ops {
     int (*queue_oldest)(const store_t *store, const store_queue_t *queue, uint64_t *out);
+    void (*queue_prefetch)(const store_t *store, const store_queue_t *queue,
+                           unsigned level); /* NULL: no hint */
     store_status_t (*queue_scan)(store_t *store, store_queue_t *queue, store_scan_fn fn, void *ctx);
     store_status_t (*flush)(store_t *store);
     uint64_t (*unflushed_bytes)(const store_t *store);

@@ -193,6 +193,7 @@ static store_status_t disk_current_shape_get(store_t *store, const char *model, 
 
 static const struct store_ops disk_ops = {
     .queue_oldest = disk_queue_oldest,
+    .queue_prefetch = disk_queue_prefetch,
     .queue_scan = disk_queue_scan,
     .flush = disk_store_flush,
     .unflushed_bytes = disk_unflushed_bytes,

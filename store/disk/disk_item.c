@@ -489,6 +489,16 @@ store_status_t disk_queue_scan(store_t *store, store_queue_t *queue, store_scan_
     return STORE_OK;
 }
 
+void disk_queue_prefetch(const store_t *store, const store_queue_t *queue, unsigned level)
+{
+    (void)store;
+    const dqueue_t *q = (const dqueue_t *)queue;
+    if (level == 0)
+        __builtin_prefetch(q);
+    else if (q->len != q->n_unflushed)
+        __builtin_prefetch(&q->recs[q->head]);
+}
+
 int disk_queue_oldest(const store_t *store, const store_queue_t *queue, uint64_t *out)
 {
     (void)store;

@@ -24,5 +24,7 @@ store_status_t disk_return(store_t *store, const store_ref_t *refs, size_t n);
 /* fn gets views valid for the call only. */
 store_status_t disk_queue_scan(store_t *store, store_queue_t *queue, store_scan_fn fn, void *ctx);
 int disk_queue_oldest(const store_t *store, const store_queue_t *queue, uint64_t *out /* out */);
+/* store_queue_prefetch: level 0 the queue's record, level 1 its front record. */
+void disk_queue_prefetch(const store_t *store, const store_queue_t *queue, unsigned level);
 
 #endif

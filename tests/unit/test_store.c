@@ -859,6 +859,38 @@ static void test_peek_tokens_agrees_with_peek(void **state)
     store_close(s);
 }
 
+/* store_queue_oldest is the front readable item's arrival: none before anything is readable, the
+ * next one's after a commit, the returned one's after a return. The hints before it change
+ * nothing (store_queue_prefetch, either level). */
+static void test_queue_oldest_is_the_front(void **state)
+{
+    (void)state;
+    store_t *s = open_store();
+    store_queue_t *q = open_queue(s, "m", 1, 0);
+    uint64_t t = 7;
+    store_queue_prefetch(s, q, 0);
+    store_queue_prefetch(s, q, 1);
+    assert_false(store_queue_oldest(s, q, &t));
+    store_ref_t r[3];
+    for (uint32_t i = 0; i < 3; i++)
+        r[i] = append_tagged(s, q, i, 10);
+    flush(s);
+    for (unsigned level = 0; level < 2; level++)
+        store_queue_prefetch(s, q, level);
+    assert_true(store_queue_oldest(s, q, &t));
+    assert_int_equal(t, tag_arrival(0));
+    assert_int_equal(store_commit(s, q, r, 1), STORE_OK);
+    assert_true(store_queue_oldest(s, q, &t));
+    assert_int_equal(t, tag_arrival(1));
+    assert_int_equal(store_return(s, r, 1), STORE_OK);
+    store_queue_prefetch(s, q, 1);
+    assert_true(store_queue_oldest(s, q, &t));
+    assert_int_equal(t, tag_arrival(0));
+    store_queue_prefetch(NULL, q, 0);
+    store_queue_prefetch(s, NULL, 1);
+    store_close(s);
+}
+
 static void test_queue_count_tracks_items_and_tokens(void **state)
 {
     (void)state;
@@ -1936,6 +1968,7 @@ static void test_randomized_against_reference_model(void **state)
     X(test_commit_of_zero_refs_changes_nothing)                               \
     X(test_commit_rejects_stale_refs_and_changes_nothing)                     \
     X(test_tombstone_completes_pending_item)                                  \
+    X(test_queue_oldest_is_the_front)                                         \
     X(test_tombstone_twice_is_harmless_and_counted_once)                      \
     X(test_tombstone_of_queued_item_is_not_pending)                           \
     X(test_tombstone_of_returned_item_is_not_pending)                         \
