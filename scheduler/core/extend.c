@@ -195,10 +195,9 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
         sched_status_t st = fill_scratch_reserve(&s->scratch, n + want);
         if (st != SCHED_OK)
             return st;
-        const uint32_t *tok = s->scratch.tokens + n, *dlv = s->scratch.deliveries + n;
+        uint32_t *tok = s->scratch.tokens + n, *dlv = s->scratch.deliveries + n;
         size_t got = 0;
-        if ((s->store_status = store_peek_tokens(s->store, cand[d].user, s->scratch.tokens + n,
-                                                 s->scratch.deliveries + n, want, &got)) !=
+        if ((s->store_status = store_peek_tokens(s->store, cand[d].user, tok, dlv, want, &got)) !=
             STORE_OK)
             return SCHED_ESTORE;
         if (full && got > room) { /* invariant 5: the front of the lane fills it */
@@ -262,17 +261,14 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
             s->store_status = STORE_ESTALE;
             return SCHED_ESTORE;
         }
-        uint32_t add_prefix = 0;
-        for (size_t i = 0; i < got; i++) {
-            uint32_t pt = s->scratch.views[n + i].prefix_tokens;
-            add_prefix = pt > add_prefix ? pt : add_prefix;
-        }
         uint32_t lane_id = lanes_sorted_lane(shape->lanes, (uint32_t)idx[d]);
         if ((st = extend_copy(s, &used, n, n + got)) != SCHED_OK)
             return st;
+        uint32_t add_prefix = 0; /* the lane's tokens are in place already (tok) */
         for (size_t i = 0; i < got; i++) {
+            uint32_t pt = s->scratch.views[n + i].prefix_tokens;
+            add_prefix = pt > add_prefix ? pt : add_prefix;
             s->scratch.lane_of[n + i] = lane_id;
-            s->scratch.tokens[n + i] = s->scratch.views[n + i].tokens;
         }
         n += got;
         pad = pad_m;

@@ -392,11 +392,11 @@ static int sched_inflight_settle(sched_t *s, sched_inflight_t *rec)
  * `lanesched-bench throughput`, docs/owner-thread.md). */
 #define SCHED_SETTLE_AHEAD 16u
 
-/* The store ref of the j-th item to settle (positions as sched_complete's). */
-static store_ref_t sched_settle_ref(const sched_inflight_t *rec, const uint32_t *positions,
-                                    size_t j)
+/* The j-th item to settle (positions as sched_complete's). */
+static sched_inflight_item_t *sched_settle_item(sched_inflight_t *rec, const uint32_t *positions,
+                                                size_t j)
 {
-    return rec->items[positions != NULL ? positions[j] : j].ref;
+    return &rec->items[positions != NULL ? positions[j] : j];
 }
 
 sched_status_t sched_complete(sched_t *s, uint64_t batch_id, const uint32_t *positions, size_t n,
@@ -422,15 +422,16 @@ sched_status_t sched_complete(sched_t *s, uint64_t batch_id, const uint32_t *pos
     uint32_t lane = rec->lane;
     const size_t half = SCHED_SETTLE_AHEAD / 2;
     for (size_t j = 0; j < count && j < SCHED_SETTLE_AHEAD; j++) /* the pipeline's first stages */
-        store_prefetch(s->store, sched_settle_ref(rec, positions, j), 0);
+        store_prefetch(s->store, sched_settle_item(rec, positions, j)->ref, 0);
     for (size_t j = 0; j < count && j < half; j++)
-        store_prefetch(s->store, sched_settle_ref(rec, positions, j), 1);
+        store_prefetch(s->store, sched_settle_item(rec, positions, j)->ref, 1);
     for (size_t i = 0; i < count && st == SCHED_OK; i++) {
-        sched_inflight_item_t *it = &rec->items[positions != NULL ? positions[i] : i];
+        sched_inflight_item_t *it = sched_settle_item(rec, positions, i);
         if (i + SCHED_SETTLE_AHEAD < count)
-            store_prefetch(s->store, sched_settle_ref(rec, positions, i + SCHED_SETTLE_AHEAD), 0);
+            store_prefetch(s->store, sched_settle_item(rec, positions, i + SCHED_SETTLE_AHEAD)->ref,
+                           0);
         if (i + half < count)
-            store_prefetch(s->store, sched_settle_ref(rec, positions, i + half), 1);
+            store_prefetch(s->store, sched_settle_item(rec, positions, i + half)->ref, 1);
         if (it->settled)
             continue;
         int completed = 0;

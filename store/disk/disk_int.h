@@ -65,8 +65,9 @@ typedef struct dqueue dqueue_t;
  * flight nothing is gained, and a wave must stay under half the descriptor cache. */
 #define DISK_WAVE_MAX 1024u
 /* Settled items' pending records kept for reuse: a commit takes one per item and a tombstone
- * gives it back, so a malloc and a free per item became a list push and pop. Enough for a few
- * hundred batches in flight; past it they go back to malloc (32 bytes each: 256 KiB at most). */
+ * gives it back, so a malloc and a free per item became an array's pop and push. Enough for a
+ * few hundred batches in flight; past it they go back to malloc (32 bytes each and a pointer in
+ * the array: 320 KiB at most). */
 #define DISK_PEND_KEEP 8192u
 
 typedef struct disk_io disk_io_t;
