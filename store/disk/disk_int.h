@@ -378,6 +378,10 @@ void disk_fd_close(disk_t *d, dseg_t *seg);
 
 /* ---- disk_seg.c: segment files -------------------------------------------------------------- */
 
+/* The next segment or journal id into *out_id, not yet taken: the caller advances
+ * next_segment_id once the file exists. STORE_EIO (the store fails) when the counter reached
+ * the last id, which is never handed out. */
+store_status_t disk_seg_id_draw(disk_t *d, uint64_t *out_id /* out */);
 /* Lists seg (taken: owned by d->segments from then on) under its model (seg->model_idx), in
  * sequence order, and gives it a slot. */
 store_status_t disk_seg_attach(disk_t *d, dseg_t *seg);

@@ -164,7 +164,10 @@ static store_status_t disk_jnl_create(disk_t *d)
     disk_jnl_seal(d);
     uint64_t size =
         disk_jnl_fit(d->cfg.journal_max_bytes ? d->cfg.journal_max_bytes : DISK_JNL_DEFAULT_BYTES);
-    djnl_t j = {.id = d->next_segment_id, .fd = -1};
+    djnl_t j = {.fd = -1};
+    store_status_t st = disk_seg_id_draw(d, &j.id);
+    if (st != STORE_OK)
+        return st;
     char name[JNL_FILE_NAME_SIZE];
     jnl_file_name(j.id, name);
     int fd = openat(d->jnl_dir_fd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOATIME, 0644);

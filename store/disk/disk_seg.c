@@ -27,7 +27,8 @@
  *      recovery adopts, finds fully tombstoned and deletes.
  *   4. Segment ids are never reused (next_segment_id only grows and is in the index's meta
  *      row); a segment deleted this run is remembered with its final size (disk_t.deleted), so a
- *      late completion of one of its refs reads as completed.
+ *      late completion of one of its refs reads as completed. The last id is never drawn
+ *      (disk_seg_id_draw): its name is reserved and the counter past it would wrap.
  *   5. seg->size never passes seg->reserved while the file system supports fallocate: the room
  *      of every gathered append is reserved before the append says OK, so writing it at the
  *      flush cannot run out of space, and a full disk refuses the one item that did not fit.
@@ -324,6 +325,17 @@ int disk_seg_gathered_tomb(const disk_t *d, const dseg_t *seg, uint64_t off)
     return 0;
 }
 
+store_status_t disk_seg_id_draw(disk_t *d, uint64_t *out_id)
+{
+    if (d->next_segment_id == UINT64_MAX)
+        return disk_fail(d,
+                         "drawing a segment id (the index or a file named an id next to 2^64, "
+                         "so the ids are exhausted)",
+                         EOVERFLOW);
+    *out_id = d->next_segment_id;
+    return STORE_OK;
+}
+
 /* Starts a new segment of the model's log: create, header, directory sync (invariant 2). */
 static store_status_t disk_seg_create(disk_t *d, uint32_t model_idx, dseg_t **out)
 {
@@ -339,7 +351,9 @@ static store_status_t disk_seg_create(disk_t *d, uint32_t model_idx, dseg_t **ou
     st = STORE_ENOMEM;
     seg->fd = -1;
     seg->w_head = seg->w_tail = DISK_WRITE_NONE;
-    seg->id = d->next_segment_id;
+    if ((st = disk_seg_id_draw(d, &seg->id)) != STORE_OK)
+        goto out;
+    st = STORE_ENOMEM;
     seg->seq = m->next_seq;
     seg->model_idx = model_idx;
     seg->slot = UINT32_MAX;

@@ -95,7 +95,9 @@ typedef struct {
         uint32_t lane, target;
     } * lanes;
     size_t n_lanes, cap_lanes;
-    uint64_t max_row_id; /* + 1: ids the index names are never reused, even without meta */
+    uint64_t max_row_id; /* + 1 over the rows that verify: ids the index names are never reused,
+                            even without meta. A damaged row's id is not trusted; its file, if
+                            any, counts it. */
     uint64_t rejected;   /* rows of the other tables that could not be used */
     disk_t *d;
 } rec_ctx_t;
@@ -113,7 +115,7 @@ static int rec_on_segment(void *ctx, const index_segment_row_t *row)
     }
     c->rows[c->n_rows++] = *row;
     c->format_lane_rows += row->trust == INDEX_ROW_FORMAT_LANE;
-    if (row->segment_id >= c->max_row_id)
+    if (row->trust != INDEX_ROW_DAMAGED && row->segment_id >= c->max_row_id)
         c->max_row_id = row->segment_id + 1;
     return 0;
 }

@@ -237,22 +237,35 @@ static long long file_size(const char *path)
     return stat(path, &sb) == 0 ? (long long)sb.st_size : -1;
 }
 
+/* Opens the index's table `db` for writing, through LMDB's own API. */
+static void index_txn_begin(const fx_t *f, const char *db, MDB_env **env, MDB_txn **txn,
+                            MDB_dbi *dbi)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/index", f->dir);
+    assert_int_equal(mdb_env_create(env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(*env, 4), 0);
+    assert_int_equal(mdb_env_set_mapsize(*env, 1ull << 30), 0);
+    assert_int_equal(mdb_env_open(*env, path, 0, 0644), 0);
+    assert_int_equal(mdb_txn_begin(*env, NULL, 0, txn), 0);
+    assert_int_equal(mdb_dbi_open(*txn, db, 0, dbi), 0);
+}
+
+static void index_txn_commit(MDB_env *env, MDB_txn *txn)
+{
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+}
+
 /* Rewrites the value of table `db`'s row under key (klen bytes) with edit(); fix_crc recomputes
  * the row's CRC (a row damaged in a way its checksum cannot see), else the CRC stays stale. */
 static void index_edit(const fx_t *f, const char *db, const void *key, size_t klen,
                        void (*edit)(uint8_t *val, size_t *len), int fix_crc)
 {
-    char path[128];
-    snprintf(path, sizeof(path), "%s/index", f->dir);
     MDB_env *env;
     MDB_txn *txn;
     MDB_dbi dbi;
-    assert_int_equal(mdb_env_create(&env), 0);
-    assert_int_equal(mdb_env_set_maxdbs(env, 4), 0);
-    assert_int_equal(mdb_env_set_mapsize(env, 1ull << 30), 0);
-    assert_int_equal(mdb_env_open(env, path, 0, 0644), 0);
-    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
-    assert_int_equal(mdb_dbi_open(txn, db, 0, &dbi), 0);
+    index_txn_begin(f, db, &env, &txn, &dbi);
     MDB_val k = {klen, (void *)key}, v;
     assert_int_equal(mdb_get(txn, dbi, &k, &v), 0);
     uint8_t val[512];
@@ -264,8 +277,23 @@ static void index_edit(const fx_t *f, const char *db, const void *key, size_t kl
         put32(val + len - 4, crc32c(crc32c(0, key, klen), val, len - 4));
     v = (MDB_val){len, val};
     assert_int_equal(mdb_put(txn, dbi, &k, &v, 0), 0);
-    assert_int_equal(mdb_txn_commit(txn), 0);
-    mdb_env_close(env);
+    index_txn_commit(env, txn);
+}
+
+/* Adds a row of `len` bytes of `fill` under key to table `db`: a row no checksum verifies. */
+static void index_add_garbage(const fx_t *f, const char *db, const void *key, size_t klen, int fill,
+                              size_t len)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    index_txn_begin(f, db, &env, &txn, &dbi);
+    uint8_t val[512];
+    assert_true(len <= sizeof(val));
+    memset(val, fill, len);
+    MDB_val k = {klen, (void *)key}, v = {len, val};
+    assert_int_equal(mdb_put(txn, dbi, &k, &v, 0), 0);
+    index_txn_commit(env, txn);
 }
 
 static void seg_key(uint64_t id, uint8_t key[8])
@@ -456,6 +484,85 @@ static void test_damaged_lane_row_is_dropped_alone(void **state)
     uint32_t target = 0;
     assert_true(store_queue_next(f->s, NULL, NULL, NULL, &target));
     assert_int_equal(target, 3); /* back to the longest item it holds */
+}
+
+/* A damaged segment row's key (not verified: the CRC over it fails) names the id next to the
+ * last, its file is gone, and the directory holds a journal file of the reserved last name.
+ * Before: recovery advanced the id counter from that key, two draws later it reached the last
+ * id, whose journal name already existed, and the store failed at its first commit. */
+static void test_damaged_row_without_file_moves_no_id_counter(void **state)
+{
+    fx_t *f = fx_new(state);
+    fx_append(f, 0, 5);
+    assert_int_equal(store_flush(f->s), STORE_OK);
+    fx_close(f);
+    uint8_t key[8];
+    seg_key(UINT64_MAX - 1, key);
+    index_add_garbage(f, "segments", key, 8, 0x5A, 60);
+    char path[128];
+    snprintf(path, sizeof(path), "%s/journal/ffffffffffffffff.jnl", f->dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(fx_open(f), STORE_OK);
+    assert_int_equal(f->rep.missing_files, 1);
+    assert_true(fx_logged(f, STORE_LOG_ERROR, "fffffffffffffffe", "fails its checksum"));
+    store_ref_t last = fx_append(f, 5, 10);
+    assert_true(last.queue < UINT64_MAX / 2);
+    assert_int_equal(store_flush(f->s), STORE_OK);
+    store_view_t v[16];
+    size_t n = 0;
+    assert_int_equal(store_peek(f->s, f->q, v, 16, &n), STORE_OK);
+    assert_int_equal(n, 10);
+    store_ref_t refs[16];
+    for (size_t i = 0; i < n; i++)
+        refs[i] = v[i].ref;
+    assert_int_equal(store_commit(f->s, f->q, refs, n), STORE_OK);
+    assert_int_equal(store_flush(f->s), STORE_OK);
+    fx_close(f);
+    assert_int_equal(fx_open(f), STORE_OK);
+    assert_int_equal(f->rep.missing_files, 0);
+    uint32_t deliveries[256];
+    uint64_t tags[256];
+    assert_int_equal(fx_queued(f, tags, deliveries), 10);
+    for (size_t i = 0; i < 10; i++) {
+        assert_int_equal(tags[i], i);
+        assert_int_equal(deliveries[i], 1);
+    }
+}
+
+static void edit_last_segment_id(uint8_t *val, size_t *len)
+{
+    (void)len;
+    put64(val, UINT64_MAX);
+}
+
+/* A verified meta row whose counter stands at the last id (what only a bug could write): the
+ * store opens and serves what it holds, refuses the next segment with a message that says why,
+ * and loses nothing. */
+static void test_exhausted_segment_ids_fail_the_store_and_lose_nothing(void **state)
+{
+    fx_t *f = fx_new(state);
+    fx_append(f, 0, 5);
+    assert_int_equal(store_flush(f->s), STORE_OK);
+    fx_close(f);
+    static const char meta_key[] = "next_segment_id";
+    index_edit(f, "meta", meta_key, sizeof(meta_key) - 1, edit_last_segment_id, 1);
+    assert_int_equal(fx_open(f), STORE_OK);
+    fx_assert_holds(f, 0, 5);
+    uint8_t id[8] = {9}, payload[16] = {0};
+    store_item_t it = {.id = id,
+                       .id_len = 8,
+                       .payload = payload,
+                       .payload_len = sizeof(payload),
+                       .tokens = 3,
+                       .arrival_ns = 2000};
+    store_ref_t ref;
+    assert_int_equal(store_append(f->s, f->q, &it, &ref), STORE_EIO);
+    assert_true(fx_logged(f, STORE_LOG_ERROR, "ids are exhausted", NULL));
+    fx_close(f);
+    assert_int_equal(fx_open(f), STORE_OK);
+    fx_assert_holds(f, 0, 5);
 }
 
 /* ---- operator errors are not damage; an empty index over segments warns --------- */
@@ -1018,6 +1125,9 @@ int main(void)
         cmocka_unit_test_teardown(test_drained_directory_without_format_row_is_taken_over,
                                   fx_teardown),
         cmocka_unit_test_teardown(test_damaged_lane_row_is_dropped_alone, fx_teardown),
+        cmocka_unit_test_teardown(test_damaged_row_without_file_moves_no_id_counter, fx_teardown),
+        cmocka_unit_test_teardown(test_exhausted_segment_ids_fail_the_store_and_lose_nothing,
+                                  fx_teardown),
         cmocka_unit_test_teardown(test_index_permission_denied_is_an_operator_error, fx_teardown),
         cmocka_unit_test_teardown(test_index_truncated_to_zero_warns_and_rebuilds, fx_teardown),
         cmocka_unit_test_teardown(test_segment_deleted_while_running_fails_the_next_flush,
