@@ -13,7 +13,7 @@
 
 #ifdef NDEBUG
 #define INVARIANTS_CHECKED    0
-#define INVARIANT_CHECK(call) ((void)sizeof(call)) /* names its operands, evaluates nothing */
+#define INVARIANT_CHECK(call) ((void)(0 && (call))) /* names its operands, evaluates nothing */
 #else
 #define INVARIANTS_CHECKED    1
 #define INVARIANT_CHECK(call) ((call) ? (void)0 : invariant_broken(#call, __FILE__, __LINE__))

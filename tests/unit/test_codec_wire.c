@@ -149,9 +149,13 @@ static uint8_t *random_submit(size_t *len)
             payloads[i][k] = (uint8_t)rnd();
         for (size_t k = 0; k < nh; k++)
             hashes[i][k] = rnd();
-        snprintf(models[i], sizeof(models[i]), rnd() % 4 ? "model-%u" : "", (unsigned)(rnd() % 9));
-        snprintf(replies[i], sizeof(replies[i]), rnd() % 2 ? "_INBOX.%u" : "",
-                 (unsigned)(rnd() % 999));
+        int named = rnd() % 4 != 0, replied = rnd() % 2 != 0;
+        unsigned model_no = (unsigned)(rnd() % 9), reply_no = (unsigned)(rnd() % 999);
+        models[i][0] = replies[i][0] = '\0';
+        if (named)
+            snprintf(models[i], sizeof(models[i]), "model-%u", model_no);
+        if (replied)
+            snprintf(replies[i], sizeof(replies[i]), "_INBOX.%u", reply_no);
         uint64_t sig = rnd() % 3 ? rnd() | 1 : 0;
         items[i] = (codec_work_item_t){.id = {idl ? (const uint8_t *)ids[i] : NULL, idl},
                                        .model = models[i],
@@ -432,7 +436,11 @@ static void test_submits_are_written_byte_for_byte_as_protobuf_c_packs_them(void
             memset(payloads[i], (int)(rnd() % 256), sizeof(payloads[i]));
             for (size_t h = 0; h < 3; h++)
                 hashes[i][h] = rnd();
-            snprintf(models[i], sizeof(models[i]), rnd() % 3 ? "m%u" : "", (unsigned)(rnd() % 9));
+            int named = rnd() % 3 != 0;
+            unsigned model_no = (unsigned)(rnd() % 9);
+            models[i][0] = '\0';
+            if (named)
+                snprintf(models[i], sizeof(models[i]), "m%u", model_no);
             uint64_t sig = rnd() % 3 ? rnd() | 1 : 0;
             items[i] = (codec_work_item_t){.id = {idl ? (const uint8_t *)ids[i] : NULL, idl},
                                            .model = rnd() % 5 ? models[i] : NULL,
@@ -592,8 +600,11 @@ static uint8_t *random_batch(size_t *len, uint8_t **ref, size_t *ref_len)
             ids[i][k] = (char)('a' + rnd() % 26);
         for (size_t k = 0; k < pl; k++)
             payloads[i][k] = (uint8_t)rnd();
-        snprintf(replies[i], sizeof(replies[i]), rnd() % 2 ? "_INBOX.%u" : "",
-                 (unsigned)(rnd() % 999));
+        int replied = rnd() % 2 != 0;
+        unsigned reply_no = (unsigned)(rnd() % 999);
+        replies[i][0] = '\0';
+        if (replied)
+            snprintf(replies[i], sizeof(replies[i]), "_INBOX.%u", reply_no);
         items[i] = (codec_batch_item_t){.id = {idl ? (const uint8_t *)ids[i] : NULL, idl},
                                         .tokens = (uint32_t)(rnd() % 3 ? rnd() : 0),
                                         .payload = {pl ? payloads[i] : NULL, pl},
