@@ -132,29 +132,41 @@ void shapes_queued_note(struct sched *s, sched_shape_t *shape, uint64_t before,
     heap_fix(m, shape);
 }
 
+/* Lanes shapes_oldest gathers before it reads any queue: a chunk's queues, then their fronts,
+ * are asked for first (the queues lie apart in memory, and reading them in turn waited for two
+ * misses per lane); the stack holds a chunk, and each lane's record is read once. */
+#define SHAPES_OLDEST_CHUNK 64u
+
 int shapes_oldest(struct sched *s, const sched_shape_t *shape, uint64_t *out_ns, uint32_t *out_lane)
 {
     int found = 0;
     lanes_lane_t lane;
-    /* Each lane's queue, then its front, is asked for before any is read: the lanes' queues lie
-     * apart in memory, and reading them in turn waited for two misses per lane. */
-    for (unsigned level = 0; level < 2; level++) {
-        for (uint32_t id = 0; lanes_get(shape->lanes, id, &lane) == SCHED_OK; id++) {
-            if (lane.queued_items != 0 && lane.user != NULL)
-                store_queue_prefetch(s->store, lane.user, level);
+    uint32_t ids[SHAPES_OLDEST_CHUNK];
+    void *users[SHAPES_OLDEST_CHUNK];
+    uint32_t id = 0;
+    for (int more = 1; more;) {
+        uint32_t n = 0;
+        while (n < SHAPES_OLDEST_CHUNK && (more = lanes_get(shape->lanes, id, &lane) == SCHED_OK)) {
+            if (lane.queued_items != 0 && lane.user != NULL) {
+                ids[n] = id;
+                users[n++] = lane.user;
+            }
+            id++;
         }
-    }
-    for (uint32_t id = 0; lanes_get(shape->lanes, id, &lane) == SCHED_OK; id++) {
-        uint64_t t = 0;
-        if (lane.queued_items == 0 || lane.user == NULL ||
-            !store_queue_oldest(s->store, lane.user, &t))
-            continue;
-        if (!found || t < *out_ns) {
-            *out_ns = t;
-            if (out_lane != NULL)
-                *out_lane = id;
+        for (unsigned level = 0; level < 2; level++)
+            for (uint32_t i = 0; i < n; i++)
+                store_queue_prefetch(s->store, users[i], level);
+        for (uint32_t i = 0; i < n; i++) {
+            uint64_t t = 0;
+            if (!store_queue_oldest(s->store, users[i], &t))
+                continue;
+            if (!found || t < *out_ns) {
+                *out_ns = t;
+                if (out_lane != NULL)
+                    *out_lane = ids[i];
+            }
+            found = 1;
         }
-        found = 1;
     }
     return found;
 }

@@ -451,6 +451,36 @@ static void test_starvation_preemption_serves_the_starved_item_not_the_fullest_l
     assert_true(sched_counters(f->sched)->starvation_preemptions == 1);
 }
 
+/* The shape's oldest item sits in a lane minted after 64 others, with younger items in every
+ * other lane: the age bound still finds it (shapes_oldest reads the lanes in chunks). */
+static void test_starvation_bound_finds_the_oldest_lane_among_many(void **state)
+{
+    fixture_t *f = *state;
+    sched_with_bound(f, 5 * SEC);
+    enum { N = 80 };
+    uint32_t tokens[N];
+    for (int k = 0; k < N; k++) /* each 200 below the last: past LANES_CAP_TOKENS, a new lane */
+        tokens[k] = 20000 - 200 * (uint32_t)k;
+    uint32_t lanes_seen[N];
+    for (int k = 0; k < N; k++) /* t = 0: one item in each of N lanes */
+        lanes_seen[k] = submit(f, "m", 0xA, tokens[k]).lane;
+    for (int k = 1; k < N; k++)
+        assert_true(lanes_seen[k] != lanes_seen[k - 1]);
+    f->clock.now = 1 * SEC;
+    sched_placement_t oldest = submit(f, "m", 0xA, 16);
+    assert_true(oldest.lane >= 64);
+    sched_consumer_t c = consumer(f, "m", 1, 1u << 20);
+    for (int k = 0; k < N; k++) /* by tokens: every longer item first, none past the bound */
+        assert_int_not_equal(take(f, &c).lane, oldest.lane);
+    f->clock.now = 2 * SEC;
+    for (int k = 0; k < N; k++) /* younger items behind it, in the other lanes */
+        submit(f, "m", 0xA, tokens[k]);
+    f->clock.now = 6 * SEC + 1;
+    sched_batch_t b = take(f, &c);
+    assert_int_equal(b.lane, oldest.lane);
+    assert_int_equal(b.items_view[0].tokens, 16);
+}
+
 static void test_without_starvation_bound_small_lane_waits_for_bigger_lanes(void **state)
 {
     fixture_t *f = *state;
@@ -1069,6 +1099,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             test_starvation_preemption_serves_the_starved_item_not_the_fullest_lane, setup,
             teardown),
+        cmocka_unit_test_setup_teardown(test_starvation_bound_finds_the_oldest_lane_among_many,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_without_starvation_bound_small_lane_waits_for_bigger_lanes, setup, teardown),
         cmocka_unit_test_setup_teardown(
