@@ -510,6 +510,47 @@ static void test_without_starvation_bound_sticky_shape_is_never_preempted(void *
 
 /* ---- restart over the disk store ----------------------------------------------------------- */
 
+/* A lane's target is written when the lane opens, not at each rise (sched.c): after a restart
+ * it is the larger of that and the longest item the lane still holds. */
+static void test_restart_lane_target_is_its_opening_or_longest_held_item(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/lanesched-sched-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    store_disk_config_t dc = {.dir = dir};
+    fake_clock_t clock = {0};
+    sched_config_t cfg = {.clock = sched_test_now, .clock_ctx = &clock.now};
+    store_t *store;
+    sched_t *sched;
+    assert_int_equal(store_open_disk(&dc, NULL, &store), STORE_OK);
+    assert_int_equal(sched_create(&cfg, store, &sched), SCHED_OK);
+    fixture_t f = {.store = store, .sched = sched};
+    sched_placement_t first = submit(&f, "m", 0xA, 100); /* opens lane 0 at 100 */
+    assert_true(first.opened);
+    assert_int_equal(submit(&f, "m", 0xA, 104).lane, first.lane); /* rises to 104 */
+    assert_int_equal(submit(&f, "m", 0xA, 102).lane, first.lane);
+    assert_int_equal(store_flush(store), STORE_OK);
+    sched_consumer_t c = consumer(&f, "m", 2, 100000);
+    sched_batch_t b = take(&f, &c); /* 100 and 104 go; 102 stays */
+    assert_int_equal(b.n, 2);
+    assert_int_equal(sched_complete(sched, b.batch_id, NULL, 0, NULL), SCHED_OK);
+    assert_int_equal(store_flush(store), STORE_OK);
+    sched_destroy(sched);
+    store_close(store);
+
+    assert_int_equal(store_open_disk(&dc, NULL, &store), STORE_OK);
+    assert_int_equal(sched_create(&cfg, store, &sched), SCHED_OK);
+    const lanes_t *l = sched_lanes_view(sched, sched_model_find(sched, "m"), 0xA);
+    assert_non_null(l);
+    lanes_lane_t lane;
+    assert_int_equal(lanes_get(l, first.lane, &lane), SCHED_OK);
+    assert_int_equal(lane.queued_items, 1);
+    assert_int_equal(lane.target, 102);
+    sched_destroy(sched);
+    store_close(store);
+    fs_remove_tree(dir);
+}
+
 static void test_restart_restores_lanes_targets_and_current_shape(void **state)
 {
     (void)state;
@@ -1106,6 +1147,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             test_without_starvation_bound_sticky_shape_is_never_preempted, setup, teardown),
         cmocka_unit_test(test_restart_restores_lanes_targets_and_current_shape),
+        cmocka_unit_test(test_restart_lane_target_is_its_opening_or_longest_held_item),
         cmocka_unit_test(test_guard_passes_a_pure_batch),
         cmocka_unit_test(test_guard_aborts_on_signature_mismatch),
         cmocka_unit_test_setup_teardown(test_idle_shapes_are_reclaimed, setup, teardown),
