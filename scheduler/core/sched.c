@@ -232,14 +232,11 @@ sched_status_t sched_submit(sched_t *s, const sched_item_t *item, sched_placemen
         shape->oldest_stale = 0;
     }
     shapes_queued_note(s, shape, before, before_tokens);
-    /* The store records a lane's target when the lane opens; its rises are not written. A rise
-     * comes from an item the lane took, and recovery raises each lane's target to the longest
-     * item it holds, so a restart loses only rises whose items all went before it. Writing every
-     * rise put an index row for about every fourth item at 256 shapes a model (`lanesched-bench
-     * throughput --shapes 256`), each flush's LMDB commit growing with them. It cannot fail
-     * here: the append just succeeded. */
+    /* A lane's target is not written to the store: after a restart it is the longest item the
+     * lane holds, which recovery computes. Writing it put an index row at every rise (one for
+     * every fourth item at 256 shapes a model) and deleted it again when the lane drained: four
+     * times the LMDB writes (`lanesched-bench throughput --shapes 256`). */
     if (choice.open) {
-        (void)store_queue_target_set(s->store, queue, choice.new_target);
         lanes_user_set(shape->lanes, choice.lane, queue);
         s->counters.lanes_opened++;
         opened = NULL;

@@ -101,6 +101,10 @@ static store_status_t disk_queue_release(store_t *store, store_queue_t *queue)
     dqueue_t *q = (dqueue_t *)queue;
     if (d->failed)
         return STORE_EIO;
+    if (!q->indexed) { /* no row to delete: none was written, or it waits for the flush */
+        disk_queue_destroy(d, q);
+        return STORE_OK;
+    }
     dlane_key_t *rel = realloc(d->released, (d->n_released + 1) * sizeof(*rel));
     if (rel == NULL)
         return STORE_ENOMEM;

@@ -348,6 +348,7 @@ store_status_t disk_flush(disk_t *d)
     for (dqueue_t *q = d->flush_queues, *next; q != NULL; q = next) {
         next = q->flush_next;
         q->n_unflushed = 0;
+        q->indexed |= q->target_dirty;
         q->target_dirty = 0;
         q->on_flush = 0;
         q->flush_next = NULL;

@@ -194,6 +194,7 @@ struct dqueue {
     uint32_t model_idx;
     uint32_t target;
     int target_dirty;
+    int indexed;  /* the index holds its lane row (read at the open, or written by a flush) */
     drec_t *recs; /* owned: queued items, recs[head .. head+len), ascending (segment seq, offset) */
     size_t head, len, cap;
     size_t n_unflushed;   /* the last n_unflushed of them are past the readable boundary */

@@ -714,6 +714,7 @@ store_status_t disk_recover(disk_t *d, store_recovery_t *rep)
                                               c.lanes[i].lane, &q)) != STORE_OK)
             goto out;
         q->target = c.lanes[i].target;
+        q->indexed = 1;
     }
     for (dqueue_t *q = d->all; q != NULL; q = q->all_next)
         disk_queue_trim(q);

@@ -1459,6 +1459,35 @@ static void test_lane_target_set_after_release_and_reopen_survives_reopen(void *
     assert_int_equal(target, 700);
 }
 
+/* A released lane's row goes at the next flush, whether a flush wrote it or the open read it;
+ * a lane released before its row was written leaves none (the store deletes only rows it
+ * knows). After the reopen rig_open_queues opens every lane again: a lane without a row is
+ * there with target 0. */
+static void test_released_lanes_leave_no_row(void **state)
+{
+    rig_t *r = rig_new(state, 0, STORE_DURABLE_PROCESS);
+    assert_int_equal(store_queue_target_set(r->s, r->q[0], 500), STORE_OK);
+    assert_true(rig_flush(r)); /* lane 0's row written */
+    assert_int_equal(store_queue_target_set(r->s, r->q[1], 600), STORE_OK); /* not yet */
+    assert_int_equal(store_queue_target_set(r->s, r->q[2], 700), STORE_OK);
+    assert_int_equal(store_queue_release(r->s, r->q[0]), STORE_OK);
+    assert_int_equal(store_queue_release(r->s, r->q[1]), STORE_OK);
+    r->q[0] = r->q[1] = NULL;
+    assert_true(rig_flush(r));
+    rig_crash(r);
+    rig_reopen(r);
+    int found = 0;
+    assert_int_equal(target_of(r->s, 0, &found), 0);
+    assert_int_equal(target_of(r->s, 1, &found), 0);
+    assert_int_equal(target_of(r->s, 2, &found), 700);
+    assert_int_equal(store_queue_release(r->s, r->q[2]), STORE_OK); /* a row the open read */
+    r->q[2] = NULL;
+    assert_true(rig_flush(r));
+    rig_crash(r);
+    rig_reopen(r);
+    assert_int_equal(target_of(r->s, 2, &found), 0);
+}
+
 static void test_current_shape_survives_reopen(void **state)
 {
     rig_t *r = rig_new(state, 0, STORE_DURABLE_PROCESS);
@@ -1994,6 +2023,7 @@ int main(void)
         cmocka_unit_test_teardown(test_segment_with_garbage_header_is_quarantined, rig_teardown),
         cmocka_unit_test_teardown(test_lane_targets_survive_reopen, rig_teardown),
         cmocka_unit_test_teardown(test_lane_target_of_empty_lane_survives_reopen, rig_teardown),
+        cmocka_unit_test_teardown(test_released_lanes_leave_no_row, rig_teardown),
         cmocka_unit_test_teardown(test_lane_target_set_after_release_and_reopen_survives_reopen,
                                   rig_teardown),
         cmocka_unit_test_teardown(test_current_shape_survives_reopen, rig_teardown),

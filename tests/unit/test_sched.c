@@ -510,9 +510,9 @@ static void test_without_starvation_bound_sticky_shape_is_never_preempted(void *
 
 /* ---- restart over the disk store ----------------------------------------------------------- */
 
-/* A lane's target is written when the lane opens, not at each rise (sched.c): after a restart
- * it is the larger of that and the longest item the lane still holds. */
-static void test_restart_lane_target_is_its_opening_or_longest_held_item(void **state)
+/* A lane's target is not written to the store (sched.c): after a restart it is the longest item
+ * the lane still holds, not the longer one it opened with. */
+static void test_restart_lane_target_is_its_longest_held_item(void **state)
 {
     (void)state;
     char dir[] = "/tmp/lanesched-sched-XXXXXX";
@@ -525,13 +525,13 @@ static void test_restart_lane_target_is_its_opening_or_longest_held_item(void **
     assert_int_equal(store_open_disk(&dc, NULL, &store), STORE_OK);
     assert_int_equal(sched_create(&cfg, store, &sched), SCHED_OK);
     fixture_t f = {.store = store, .sched = sched};
-    sched_placement_t first = submit(&f, "m", 0xA, 100); /* opens lane 0 at 100 */
+    sched_placement_t first = submit(&f, "m", 0xA, 104); /* opens lane 0 at 104 */
     assert_true(first.opened);
-    assert_int_equal(submit(&f, "m", 0xA, 104).lane, first.lane); /* rises to 104 */
+    assert_int_equal(submit(&f, "m", 0xA, 100).lane, first.lane);
     assert_int_equal(submit(&f, "m", 0xA, 102).lane, first.lane);
     assert_int_equal(store_flush(store), STORE_OK);
     sched_consumer_t c = consumer(&f, "m", 2, 100000);
-    sched_batch_t b = take(&f, &c); /* 100 and 104 go; 102 stays */
+    sched_batch_t b = take(&f, &c); /* 104 and 100 go; 102 stays */
     assert_int_equal(b.n, 2);
     assert_int_equal(sched_complete(sched, b.batch_id, NULL, 0, NULL), SCHED_OK);
     assert_int_equal(store_flush(store), STORE_OK);
@@ -1147,7 +1147,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             test_without_starvation_bound_sticky_shape_is_never_preempted, setup, teardown),
         cmocka_unit_test(test_restart_restores_lanes_targets_and_current_shape),
-        cmocka_unit_test(test_restart_lane_target_is_its_opening_or_longest_held_item),
+        cmocka_unit_test(test_restart_lane_target_is_its_longest_held_item),
         cmocka_unit_test(test_guard_passes_a_pure_batch),
         cmocka_unit_test(test_guard_aborts_on_signature_mismatch),
         cmocka_unit_test_setup_teardown(test_idle_shapes_are_reclaimed, setup, teardown),
