@@ -178,7 +178,7 @@ static void daemon_scan_item(void *ctx, const store_view_t *v)
     daemon_scan_t *sc = ctx;
     if (v->id_len != 0) {
         dedupe_key_t k = dedupe_key(v->id_view, v->id_len);
-        dedupe_prefetch(&sc->d->dedupe, k);
+        dedupe_prefetch(&sc->d->dedupe, k, 0);
         if (sc->n_ahead < DAEMON_SCAN_AHEAD) {
             sc->ahead[sc->n_ahead++] = k;
         } else { /* in scan order: the oldest asked for goes in first */

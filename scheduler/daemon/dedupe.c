@@ -302,10 +302,15 @@ void dedupe_reserve_end(dedupe_t *d)
     d->reserved = 0;
 }
 
-void dedupe_prefetch(const dedupe_t *d, dedupe_key_t k)
+void dedupe_prefetch(const dedupe_t *d, dedupe_key_t k, unsigned level)
 {
-    if (d->seen.cap != 0)
-        __builtin_prefetch(&d->seen.slots[dedupe_home(d, k)]);
+    if (d->seen.cap == 0)
+        return;
+    const uint32_t *slot = &d->seen.slots[dedupe_home(d, k)];
+    if (level == 0)
+        __builtin_prefetch(slot);
+    else if (*slot != 0)
+        __builtin_prefetch(&d->ring[*slot - 1]);
 }
 
 int dedupe_check(const dedupe_t *d)

@@ -69,9 +69,10 @@ daemon_status_t dedupe_reserve(dedupe_t *d, size_t n);
 /* Ends a reservation: room the adds did not use is given back at the next expiry check, as after
  * any peak. */
 void dedupe_reserve_end(dedupe_t *d);
-/* Asks the cache for k's home slot in the index ahead of dedupe_add or dedupe_contains. A hint:
- * a resize in between costs only the hint. */
-void dedupe_prefetch(const dedupe_t *d, dedupe_key_t k);
+/* Asks the cache ahead of dedupe_add or dedupe_contains for k's home slot in the index (level 0)
+ * or, once that slot is cached, for the record it names (level 1: a taken slot's record is read
+ * to compare keys). A hint: a resize in between costs only the hint. */
+void dedupe_prefetch(const dedupe_t *d, dedupe_key_t k, unsigned level);
 /* Bytes the window holds allocated (its ring, its index and its runs). */
 size_t dedupe_bytes(const dedupe_t *d);
 /* Executable invariants (common/invariant.h): 1 when every rule of dedupe.c holds. O(len). */

@@ -38,7 +38,8 @@
 /* Items whose dedupe index slots are asked for ahead of their own check: the window's index is
  * larger than the caches, so each check waited for its own miss (`perf annotate` of the daemon
  * under `lanesched-bench throughput`, docs/owner-thread.md); the restart's scan asks as many
- * ahead (daemon.c) for the same reason. */
+ * ahead (daemon.c) for the same reason. Half as far ahead, the record a taken slot names is
+ * asked for (its key is compared): the slot is cached by then. */
 #define INTAKE_DEDUPE_AHEAD 16u
 
 /* The reason a store failure gives the producer: a full disk is told apart (retry later) from
@@ -194,7 +195,7 @@ void intake_submit(struct daemon *d, const ev_t *ev, replies_t *deferred)
     for (size_t i = 0; i < sub->n_items; i++) {
         keys[i] = dedupe_key(sub->items[i].id.ptr, sub->items[i].id.len);
         if (i < INTAKE_DEDUPE_AHEAD)
-            dedupe_prefetch(&d->dedupe, keys[i]);
+            dedupe_prefetch(&d->dedupe, keys[i], 0);
     }
     uint64_t now = d->turn_ns;              /* the turn's instant: one dedupe run for its items */
     model_t *m = models_find(d, ev->token); /* the one lookup of the message's model */
@@ -206,7 +207,9 @@ void intake_submit(struct daemon *d, const ev_t *ev, replies_t *deferred)
         codec_item_result_t *r = &results[i];
         *r = (codec_item_result_t){.id = it->id, .reason = "ok", .error = ""};
         if (i + INTAKE_DEDUPE_AHEAD < sub->n_items)
-            dedupe_prefetch(&d->dedupe, keys[i + INTAKE_DEDUPE_AHEAD]);
+            dedupe_prefetch(&d->dedupe, keys[i + INTAKE_DEDUPE_AHEAD], 0);
+        if (i + INTAKE_DEDUPE_AHEAD / 2 < sub->n_items)
+            dedupe_prefetch(&d->dedupe, keys[i + INTAKE_DEDUPE_AHEAD / 2], 1);
         stats_waiting_answer(d, 0); /* between two items the state is whole (invariant 6) */
         codec_status_t why = it->status != CODEC_OK ? it->status
                              : !allowed             ? CODEC_EMODEL_NOT_ALLOWED

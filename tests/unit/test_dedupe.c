@@ -50,6 +50,37 @@ static void test_found_within_window_and_not_after(void **state)
     dedupe_fini(&d);
 }
 
+/* Asking the cache ahead, at either level, for ids present and absent, in an empty window and
+ * a full one, answers nothing differently and changes nothing (dedupe_check). */
+static void test_prefetch_changes_nothing(void **state)
+{
+    (void)state;
+    dedupe_t d;
+    dedupe_init(&d, 1000);
+    dedupe_key_t absent = dedupe_key((const uint8_t *)"absent", 6);
+    for (unsigned level = 0; level < 2; level++)
+        dedupe_prefetch(&d, absent, level); /* no index yet */
+    char id[32];
+    for (uint32_t i = 0; i < 300; i++) {
+        size_t n = fmt_id(id, sizeof(id), "p", i);
+        dedupe_key_t k = dedupe_key((const uint8_t *)id, n);
+        dedupe_prefetch(&d, k, 0);
+        dedupe_prefetch(&d, k, 1);
+        assert_int_equal(dedupe_add(&d, k, 10), DAEMON_OK);
+    }
+    size_t len = d.len;
+    for (uint32_t i = 0; i < 600; i++) {
+        size_t n = fmt_id(id, sizeof(id), "p", i);
+        dedupe_key_t k = dedupe_key((const uint8_t *)id, n);
+        for (unsigned level = 0; level < 2; level++)
+            dedupe_prefetch(&d, k, level);
+        assert_int_equal(dedupe_contains(&d, k, 20), i < 300);
+    }
+    assert_int_equal(d.len, len);
+    assert_true(dedupe_check(&d));
+    dedupe_fini(&d);
+}
+
 static void test_expiry_is_permanent_even_if_asked_earlier(void **state)
 {
     (void)state;
@@ -338,7 +369,7 @@ static void test_reserve_sizes_once_and_keeps_what_is_held(void **state)
     for (uint32_t i = 0; i < N; i++) {
         size_t n = fmt_id(id, sizeof(id), "r", i);
         dedupe_key_t k = dedupe_key((const uint8_t *)id, n);
-        dedupe_prefetch(&d, k);
+        dedupe_prefetch(&d, k, 0);
         assert_int_equal(dedupe_add(&d, k, 1), DAEMON_OK);
     }
     assert_int_equal(d.cap, cap);
@@ -423,6 +454,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_found_within_window_and_not_after),
+        cmocka_unit_test(test_prefetch_changes_nothing),
         cmocka_unit_test(test_expiry_is_permanent_even_if_asked_earlier),
         cmocka_unit_test(test_window_zero_disables),
         cmocka_unit_test(test_empty_id_is_an_id_like_any_other),
