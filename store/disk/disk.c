@@ -101,18 +101,16 @@ static store_status_t disk_queue_release(store_t *store, store_queue_t *queue)
     dqueue_t *q = (dqueue_t *)queue;
     if (d->failed)
         return STORE_EIO;
-    if (!q->indexed) { /* no row to delete: none was written, or it waits for the flush */
-        disk_queue_destroy(d, q);
-        return STORE_OK;
+    if (q->indexed) { /* its row goes at the next flush; a row not yet written never will be */
+        dlane_key_t *rel = realloc(d->released, (d->n_released + 1) * sizeof(*rel));
+        if (rel == NULL)
+            return STORE_ENOMEM;
+        d->released = rel;
+        char *model = strdup(q->model);
+        if (model == NULL)
+            return STORE_ENOMEM;
+        rel[d->n_released++] = (dlane_key_t){model, q->signature, q->lane};
     }
-    dlane_key_t *rel = realloc(d->released, (d->n_released + 1) * sizeof(*rel));
-    if (rel == NULL)
-        return STORE_ENOMEM;
-    d->released = rel;
-    char *model = strdup(q->model);
-    if (model == NULL)
-        return STORE_ENOMEM;
-    rel[d->n_released++] = (dlane_key_t){model, q->signature, q->lane};
     disk_queue_destroy(d, q);
     return STORE_OK;
 }

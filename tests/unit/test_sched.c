@@ -510,6 +510,24 @@ static void test_without_starvation_bound_sticky_shape_is_never_preempted(void *
 
 /* ---- restart over the disk store ----------------------------------------------------------- */
 
+/* A sched with a fake clock over the disk store in dir (a fresh one, or the one a restart finds);
+ * *rep gets the open's recovery report when rep is not NULL. */
+static void disk_fixture_open(fixture_t *f, const char *dir, store_recovery_t *rep)
+{
+    store_disk_config_t dc = {.dir = dir};
+    sched_config_t cfg = {.clock = sched_test_now, .clock_ctx = &f->clock.now};
+    assert_int_equal(store_open_disk(&dc, rep, &f->store), STORE_OK);
+    assert_int_equal(sched_create(&cfg, f->store, &f->sched), SCHED_OK);
+}
+
+static void disk_fixture_close(fixture_t *f)
+{
+    sched_destroy(f->sched);
+    store_close(f->store);
+    f->sched = NULL;
+    f->store = NULL;
+}
+
 /* A lane's target is not written to the store (sched.c): after a restart it is the longest item
  * the lane still holds, not the longer one it opened with. */
 static void test_restart_lane_target_is_its_longest_held_item(void **state)
@@ -517,37 +535,28 @@ static void test_restart_lane_target_is_its_longest_held_item(void **state)
     (void)state;
     char dir[] = "/tmp/lanesched-sched-XXXXXX";
     assert_non_null(mkdtemp(dir));
-    store_disk_config_t dc = {.dir = dir};
-    fake_clock_t clock = {0};
-    sched_config_t cfg = {.clock = sched_test_now, .clock_ctx = &clock.now};
-    store_t *store;
-    sched_t *sched;
-    assert_int_equal(store_open_disk(&dc, NULL, &store), STORE_OK);
-    assert_int_equal(sched_create(&cfg, store, &sched), SCHED_OK);
-    fixture_t f = {.store = store, .sched = sched};
+    fixture_t f = {0};
+    disk_fixture_open(&f, dir, NULL);
     sched_placement_t first = submit(&f, "m", 0xA, 104); /* opens lane 0 at 104 */
     assert_true(first.opened);
     assert_int_equal(submit(&f, "m", 0xA, 100).lane, first.lane);
     assert_int_equal(submit(&f, "m", 0xA, 102).lane, first.lane);
-    assert_int_equal(store_flush(store), STORE_OK);
+    assert_int_equal(store_flush(f.store), STORE_OK);
     sched_consumer_t c = consumer(&f, "m", 2, 100000);
     sched_batch_t b = take(&f, &c); /* 104 and 100 go; 102 stays */
     assert_int_equal(b.n, 2);
-    assert_int_equal(sched_complete(sched, b.batch_id, NULL, 0, NULL), SCHED_OK);
-    assert_int_equal(store_flush(store), STORE_OK);
-    sched_destroy(sched);
-    store_close(store);
+    assert_int_equal(sched_complete(f.sched, b.batch_id, NULL, 0, NULL), SCHED_OK);
+    assert_int_equal(store_flush(f.store), STORE_OK);
+    disk_fixture_close(&f);
 
-    assert_int_equal(store_open_disk(&dc, NULL, &store), STORE_OK);
-    assert_int_equal(sched_create(&cfg, store, &sched), SCHED_OK);
-    const lanes_t *l = sched_lanes_view(sched, sched_model_find(sched, "m"), 0xA);
+    disk_fixture_open(&f, dir, NULL);
+    const lanes_t *l = sched_lanes_view(f.sched, sched_model_find(f.sched, "m"), 0xA);
     assert_non_null(l);
     lanes_lane_t lane;
     assert_int_equal(lanes_get(l, first.lane, &lane), SCHED_OK);
     assert_int_equal(lane.queued_items, 1);
     assert_int_equal(lane.target, 102);
-    sched_destroy(sched);
-    store_close(store);
+    disk_fixture_close(&f);
     fs_remove_tree(dir);
 }
 
@@ -556,36 +565,26 @@ static void test_restart_restores_lanes_targets_and_current_shape(void **state)
     (void)state;
     char dir[] = "/tmp/lanesched-sched-XXXXXX";
     assert_non_null(mkdtemp(dir));
-    store_disk_config_t dc = {.dir = dir};
-    fake_clock_t clock = {0};
-    sched_config_t cfg = {.clock = sched_test_now, .clock_ctx = &clock.now};
-    store_t *store;
-    sched_t *sched;
-    assert_int_equal(store_open_disk(&dc, NULL, &store), STORE_OK);
-    assert_int_equal(sched_create(&cfg, store, &sched), SCHED_OK);
-    fixture_t f = {.store = store, .sched = sched};
+    fixture_t f = {0};
+    disk_fixture_open(&f, dir, NULL);
     for (int i = 0; i < 5; i++)
         submit(&f, "m", 0xA, 100 + (uint32_t)i); /* lane 0, target rises to 104 */
     submit(&f, "m", 0xA, 4000);                  /* lane 1 */
     submit(&f, "m", 0xB, 50);
-    assert_int_equal(store_flush(store), STORE_OK);
+    assert_int_equal(store_flush(f.store), STORE_OK);
     sched_consumer_t c = consumer(&f, "m", 2, 100000);
     sched_batch_t b = take(&f, &c); /* lane 1 (4000 tokens) first: sticky shape A */
     assert_int_equal(b.lane, 1);
-    assert_int_equal(sched_complete(sched, b.batch_id, NULL, 0, NULL), SCHED_OK);
+    assert_int_equal(sched_complete(f.sched, b.batch_id, NULL, 0, NULL), SCHED_OK);
     b = take(&f, &c); /* i0, i1 of lane 0: committed, never acked: come back */
     assert_int_equal(b.n, 2);
-    assert_int_equal(store_flush(store), STORE_OK);
-    sched_destroy(sched);
-    store_close(store);
+    assert_int_equal(store_flush(f.store), STORE_OK);
+    disk_fixture_close(&f);
 
     store_recovery_t rep;
-    assert_int_equal(store_open_disk(&dc, &rep, &store), STORE_OK);
+    disk_fixture_open(&f, dir, &rep);
     assert_true(rep.entries_live == 6 && rep.entries_tombstoned == 1);
-    assert_int_equal(sched_create(&cfg, store, &sched), SCHED_OK);
-    f.store = store;
-    f.sched = sched;
-    const lanes_t *l = sched_lanes_view(sched, sched_model_find(sched, "m"), 0xA);
+    const lanes_t *l = sched_lanes_view(f.sched, sched_model_find(f.sched, "m"), 0xA);
     assert_non_null(l);
     lanes_lane_t lane;
     assert_int_equal(lanes_get(l, 0, &lane), SCHED_OK);
@@ -595,11 +594,11 @@ static void test_restart_restores_lanes_targets_and_current_shape(void **state)
     assert_int_equal(lanes_get(l, 1, &lane), SCHED_EINVAL);
     assert_int_equal(lanes_in_use(l), 1);
     uint64_t cur = 0;
-    assert_true(sched_current_shape(sched, sched_model_find(sched, "m"), &cur) && cur == 0xA);
+    assert_true(sched_current_shape(f.sched, sched_model_find(f.sched, "m"), &cur) && cur == 0xA);
     /* a new item reuses the free lane id 1, and the old items still come first, in order */
     sched_placement_t p = submit(&f, "m", 0xA, 9000);
     assert_true(p.opened && p.lane == 1);
-    assert_int_equal(store_flush(store), STORE_OK);
+    assert_int_equal(store_flush(f.store), STORE_OK);
     c = consumer(&f, "m", 8, 100000);
     b = take(&f, &c);
     assert_int_equal(b.lane, 1);
@@ -609,8 +608,7 @@ static void test_restart_restores_lanes_targets_and_current_shape(void **state)
     /* The pending map is not persisted, the delivery count is (store_commit writes it). */
     assert_int_equal(b.items_view[0].deliveries, 1);
     assert_int_equal(b.items_view[2].deliveries, 0);
-    sched_destroy(sched);
-    store_close(store);
+    disk_fixture_close(&f);
     fs_remove_tree(dir);
 }
 
