@@ -391,13 +391,13 @@ void lanes_note_returned(lanes_t *lanes, uint32_t lane, uint64_t items, uint64_t
     INVARIANT_CHECK(lanes_check_lane(lanes, lane));
 }
 
-uint32_t lanes_tick(lanes_t *lanes, uint64_t now_ns)
+uint32_t lanes_tick(lanes_t *lanes, uint64_t now_ns, lanes_quiesce_rule_t rule)
 {
     uint32_t quiesced = 0;
+    uint64_t below = rule == LANES_QUIESCE_RULE_EMPTY ? 1 : LANES_QUIESCE_ITEMS;
     for (uint32_t id = 0; id < lanes->next_id; id++) {
         lane_t *ln = &lanes->lane[id];
-        if (ln->state == LANE_ACTIVE && ln->queued_items < LANES_QUIESCE_ITEMS &&
-            now_ns >= ln->last_arrival_ns &&
+        if (ln->state == LANE_ACTIVE && ln->queued_items < below && now_ns >= ln->last_arrival_ns &&
             now_ns - ln->last_arrival_ns >= LANES_QUIESCE_IDLE_NS) {
             lanes_sorted_remove(lanes, id);
             ln->state = LANE_QUIESCING;

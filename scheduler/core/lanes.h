@@ -26,7 +26,8 @@
 /* Waste above this opens a lane whatever the percentage: a long prompt never absorbs large
  * padding just because its fraction looks small. */
 #define LANES_CAP_TOKENS 128u
-/* Quiesce a lane holding fewer than this many queued items ... */
+/* Quiesce a lane holding fewer than this many queued items (the article's rule; the `lanes`
+ * policy quiesces only lanes holding none, lanes_quiesce_rule_t) ... */
 #define LANES_QUIESCE_ITEMS 4u
 /* ... that has had no arrival for this long, so idle lane ids return to the free list. */
 #define LANES_QUIESCE_IDLE_NS 5000000000ull
@@ -107,9 +108,17 @@ void lanes_note_dispatched(lanes_t *lanes, uint32_t lane, uint64_t items, uint64
 void lanes_note_completed(lanes_t *lanes, uint32_t lane, uint64_t items);
 void lanes_note_returned(lanes_t *lanes, uint32_t lane, uint64_t items, uint64_t tokens);
 
-/* Maintenance tick: quiesce idle sparse lanes, release drained ones. Returns how many lanes it
- * quiesced now. */
-uint32_t lanes_tick(lanes_t *lanes, uint64_t now_ns);
+/* Which lanes without an arrival for LANES_QUIESCE_IDLE_NS the tick quiesces. SPARSE, the
+ * article's rule: those holding fewer than LANES_QUIESCE_ITEMS queued items. EMPTY: those
+ * holding no queued item. A lane with no arrival for 5 s whose items still queue is one whose
+ * items wait longer than that for a worker (overload, a burst's backlog); quiescing it sends
+ * the next item of its length to a new lane, and the batch its items wait for leaves that item
+ * behind for a batch of its own. */
+typedef enum { LANES_QUIESCE_RULE_SPARSE = 0, LANES_QUIESCE_RULE_EMPTY } lanes_quiesce_rule_t;
+
+/* Maintenance tick: quiesce idle lanes by the rule, release drained ones. Returns how many
+ * lanes it quiesced now. */
+uint32_t lanes_tick(lanes_t *lanes, uint64_t now_ns, lanes_quiesce_rule_t rule);
 
 /*
  * Walks the lanes that hold queued items in descending queued-token order (ties: lower id

@@ -30,12 +30,14 @@ typedef uint64_t (*sched_clock_fn)(void *ctx); /* monotonic nanoseconds */
 typedef enum {
     /* The default. With consumers that bring a worker (sched_worker_create): cost-aware packing
      * across neighbouring lanes of the shape, and cache affinity when a model has more active
-     * shapes than the worker's prefix cache holds. The age bound (starvation_ns) is meant to be
-     * on (SCHED_AGE_BOUND_DEFAULT_NS): the daemon and the bench set it. */
+     * shapes than the worker's prefix cache holds; a lane is quiesced only once none of its
+     * items queues (LANES_QUIESCE_RULE_EMPTY). The age bound (starvation_ns) is meant to be on
+     * (SCHED_AGE_BOUND_DEFAULT_NS): the daemon and the bench set it. */
     SCHED_POLICY_LANES = 0,
     /* The article's policy: a batch from one lane, every worker of a model on the model's one
-     * current shape. With starvation_ns 0 it is exactly the scheduler before the `lanes` policy
-     * existed (lanesched-bench's lanes-seed). */
+     * current shape, the article's quiesce rule (LANES_QUIESCE_RULE_SPARSE). With starvation_ns
+     * 0 it is exactly the scheduler before the `lanes` policy existed (lanesched-bench's
+     * lanes-seed). */
     SCHED_POLICY_SEED,
     SCHED_POLICY_COUNT
 } sched_policy_t;
@@ -333,9 +335,9 @@ int sched_worker_batch_expired(const sched_worker_t *worker, uint64_t now_ns,
                                uint64_t *out_id /* out */);
 uint64_t sched_worker_deadline_next(const sched_worker_t *worker, uint64_t bound);
 
-/* Maintenance tick (every LANES_TICK_NS): the lanes' quiesce rule on every shape, idle shapes
- * (no lane in use, in no worker's cache, not their model's current shape) freed, and fill
- * scratch grown past a few hundred entries by a large batch released. */
+/* Maintenance tick (every LANES_TICK_NS): the policy's quiesce rule (lanes_quiesce_rule_t) on
+ * every shape, idle shapes (no lane in use, in no worker's cache, not their model's current
+ * shape) freed, and fill scratch grown past a few hundred entries by a large batch released. */
 void sched_tick(sched_t *sched);
 
 /*

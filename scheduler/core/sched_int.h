@@ -229,7 +229,7 @@ int model_check(const struct sched *s);
 sched_status_t shapes_intern(struct sched *s, sched_model_t *model, uint64_t signature,
                              sched_shape_t **out /* out */);
 void shapes_destroy_all(struct sched *s);
-/* The quiesce rule on every shape, then idle shapes reclaimed. */
+/* The policy's quiesce rule (lanes_quiesce_rule_t) on every shape, then idle shapes reclaimed. */
 void shapes_tick(struct sched *s, uint64_t now_ns);
 /* After the shape's queued items and tokens changed from before_items, before_tokens: keeps the
  * scheduler's queued totals, its model's n_active and heaps. */

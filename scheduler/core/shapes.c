@@ -105,11 +105,17 @@ static void shapes_reclaim(struct sched *s, sched_model_t *m, sched_shape_t *sha
 
 void shapes_tick(struct sched *s, uint64_t now_ns)
 {
+    /* `lanes` keeps a lane whose items still queue (lanes_quiesce_rule_t): fewer, fuller batches
+     * wherever items wait longer than the idle time, the same elsewhere (`lanesched-bench sim
+     * --preset sustained --prefixes`, `sweep`; docs/bench.md, "Why `lanes` spent more GPU time
+     * than range64 on sustained") */
+    lanes_quiesce_rule_t rule =
+        s->policy == SCHED_POLICY_LANES ? LANES_QUIESCE_RULE_EMPTY : LANES_QUIESCE_RULE_SPARSE;
     for (size_t i = 0; i < s->n_models; i++) {
         sched_model_t *m = s->models[i];
         for (size_t j = 0; j < m->n_shapes;) {
             sched_shape_t *shape = m->shapes[j];
-            s->counters.lanes_quiesced += lanes_tick(shape->lanes, now_ns);
+            s->counters.lanes_quiesced += lanes_tick(shape->lanes, now_ns, rule);
             if (lanes_in_use(shape->lanes) == 0 && shape->warm == 0 && shape != m->current)
                 shapes_reclaim(s, m, shape); /* j now holds the model's last shape */
             else

@@ -2,7 +2,8 @@
  * test_lanes.c - the rolling-lane rules, one test per rule, at their boundaries.
  *
  * Every constant of the lane policy (2,048 lanes, 1% -> 10% threshold, 16-token floor,
- * 128-token cap, quiesce below 4 items after 5 s) has a test here that fails if it changes.
+ * 128-token cap, quiesce below 4 queued items after 5 s, or under the `lanes` policy's rule
+ * with none queued) has a test here that fails if it changes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -226,7 +227,8 @@ static void test_force_fit_reactivates_best_quiescing_lane_when_none_is_active(v
     assert_int_equal(lanes_create(2, NULL, NULL, &l), SCHED_OK);
     put(l, 100, 0);
     put(l, 1000, 0);
-    assert_int_equal(lanes_tick(l, 5 * SEC), 2); /* both quiesce, each still holds an item */
+    /* both quiesce, each still holds an item */
+    assert_int_equal(lanes_tick(l, 5 * SEC, LANES_QUIESCE_RULE_SPARSE), 2);
     assert_int_equal(lanes_sorted_count(l), 0);
     lanes_choice_t c = put(l, 900, 5 * SEC);
     assert_true(c.force_fit && c.reactivate);
@@ -303,7 +305,8 @@ static void test_sorted_pos_is_the_place_in_target_order(void **state)
     assert_true(lanes_sorted_pos(l, lane[2], &pos) && pos == 2);
     for (uint32_t i = 0; i < lanes_sorted_count(l); i++)
         assert_true(lanes_sorted_pos(l, lanes_sorted_lane(l, i), &pos) && pos == i);
-    lanes_tick(l, 6 * SEC); /* all three quiesce: no longer in the order */
+    lanes_tick(l, 6 * SEC,
+               LANES_QUIESCE_RULE_SPARSE); /* all three quiesce: no longer in the order */
     pos = 99;
     assert_false(lanes_sorted_pos(l, lane[0], &pos));
     assert_int_equal(pos, 99);
@@ -317,7 +320,7 @@ static void test_does_not_quiesce_at_4_99_seconds(void **state)
     lanes_t *l = new_lanes();
     for (int i = 0; i < 3; i++)
         put(l, 100, 10 * SEC);
-    assert_int_equal(lanes_tick(l, 10 * SEC + 4990000000ull), 0);
+    assert_int_equal(lanes_tick(l, 10 * SEC + 4990000000ull, LANES_QUIESCE_RULE_SPARSE), 0);
     lanes_lane_t info;
     lanes_get(l, 0, &info);
     assert_int_equal(info.state, LANE_ACTIVE);
@@ -330,7 +333,7 @@ static void test_quiesces_lane_with_3_items_after_5_seconds(void **state)
     lanes_t *l = new_lanes();
     for (int i = 0; i < 3; i++)
         put(l, 100, 10 * SEC);
-    assert_int_equal(lanes_tick(l, 15 * SEC), 1);
+    assert_int_equal(lanes_tick(l, 15 * SEC, LANES_QUIESCE_RULE_SPARSE), 1);
     lanes_lane_t info;
     lanes_get(l, 0, &info);
     assert_int_equal(info.state, LANE_QUIESCING);
@@ -351,10 +354,32 @@ static void test_does_not_quiesce_lane_with_4_items(void **state)
     lanes_t *l = new_lanes();
     for (int i = 0; i < 4; i++)
         put(l, 100, 10 * SEC);
-    assert_int_equal(lanes_tick(l, 15 * SEC), 0);
+    assert_int_equal(lanes_tick(l, 15 * SEC, LANES_QUIESCE_RULE_SPARSE), 0);
     lanes_lane_t info;
     lanes_get(l, 0, &info);
     assert_int_equal(info.state, LANE_ACTIVE);
+    lanes_destroy(l);
+}
+
+/* The EMPTY rule (the lanes policy): a lane whose items queue is kept however long it saw no
+ * arrival, and takes the next item of its length; with nothing queued (its items in flight) it
+ * quiesces at 5 s as the article's lanes do. */
+static void test_empty_rule_keeps_a_lane_whose_items_queue(void **state)
+{
+    (void)state;
+    lanes_t *l = new_lanes();
+    put(l, 100, 10 * SEC);
+    assert_int_equal(lanes_tick(l, 40 * SEC, LANES_QUIESCE_RULE_EMPTY), 0);
+    lanes_choice_t c = put(l, 100, 40 * SEC);
+    assert_false(c.open);
+    assert_int_equal(c.lane, 0);
+    lanes_note_dispatched(l, 0, 2, 200);
+    assert_int_equal(lanes_tick(l, 44 * SEC + 999999999ull, LANES_QUIESCE_RULE_EMPTY), 0);
+    assert_int_equal(lanes_tick(l, 45 * SEC, LANES_QUIESCE_RULE_EMPTY), 1);
+    lanes_lane_t info;
+    lanes_get(l, 0, &info);
+    assert_int_equal(info.state, LANE_QUIESCING);
+    assert_int_equal(info.inflight_items, 2);
     lanes_destroy(l);
 }
 
@@ -382,7 +407,7 @@ static void test_quiescing_lane_is_released_when_drained(void **state)
     put(l, 100, 0);
     put(l, 100, 0);
     lanes_user_set(l, 0, &marker);
-    lanes_tick(l, 5 * SEC);
+    lanes_tick(l, 5 * SEC, LANES_QUIESCE_RULE_SPARSE);
     lanes_note_dispatched(l, 0, 2, 200);
     lanes_note_completed(l, 0, 1);
     assert_int_equal(log.calls, 0); /* one item still in flight */
@@ -406,7 +431,8 @@ static void test_released_lane_id_is_reused_from_free_list(void **state)
         put(l, 5000, 0);
     lanes_note_dispatched(l, 1, 1, 1000);
     lanes_note_completed(l, 1, 1);
-    assert_int_equal(lanes_tick(l, 5 * SEC), 1); /* lane 1, empty, quiesces and is released */
+    /* lane 1, empty, quiesces and is released */
+    assert_int_equal(lanes_tick(l, 5 * SEC, LANES_QUIESCE_RULE_SPARSE), 1);
     assert_int_equal(lanes_in_use(l), 2);
     lanes_choice_t c = put(l, 2500, 5 * SEC);
     assert_true(c.open);
@@ -532,6 +558,7 @@ int main(void)
         cmocka_unit_test(test_does_not_quiesce_at_4_99_seconds),
         cmocka_unit_test(test_quiesces_lane_with_3_items_after_5_seconds),
         cmocka_unit_test(test_does_not_quiesce_lane_with_4_items),
+        cmocka_unit_test(test_empty_rule_keeps_a_lane_whose_items_queue),
         cmocka_unit_test(test_quiescing_lane_is_released_when_drained),
         cmocka_unit_test(test_released_lane_id_is_reused_from_free_list),
         cmocka_unit_test(test_returned_items_count_as_queued_again),

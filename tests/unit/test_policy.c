@@ -347,6 +347,50 @@ static void test_wait_quantiles_are_read_within_an_eighth(void **state)
     fixture_free(f);
 }
 
+/* ---- quiescing ---------------------------------------------------------------------------- */
+
+/* A lane with no arrival for 5 s whose item still queues (its items wait longer than that): the
+ * lanes policy keeps it taking items, so the next item of its length rides in the batch its item
+ * waits for; the article's rule quiesces it and the next item opens a lane of its own, a batch
+ * apart. Once nothing of it queues, the lanes policy quiesces it too and its id comes back. */
+static void test_lane_whose_items_queue_keeps_taking_items(void **state)
+{
+    (void)state;
+    for (int seed_policy = 0; seed_policy < 2; seed_policy++) {
+        fixture_t *f = fixture(seed_policy ? SCHED_POLICY_SEED : SCHED_POLICY_LANES, 0);
+        const lanes_t *l = NULL;
+        submit(f, "m", 1, 1000);
+        f->now = 7 * SEC;
+        sched_tick(f->sched);
+        assert_true(sched_counters(f->sched)->lanes_quiesced == (uint64_t)seed_policy);
+        submit(f, "m", 1, 1000);
+        l = sched_lanes_view(f->sched, M(f->sched, "m"), 1);
+        assert_int_equal(lanes_in_use(l), 1 + seed_policy);
+        sched_consumer_t c = {M(f->sched, "m"), {64, 100000, 0}, NULL};
+        sched_batch_t b;
+        uint64_t id = take(f, &c, &b);
+        assert_int_equal(b.n, seed_policy ? 1 : 2);
+        assert_int_equal(sched_complete(f->sched, id, NULL, 0, NULL), SCHED_OK);
+        if (seed_policy) { /* the quiescing lane's item still goes, and then its id */
+            id = take(f, &c, &b);
+            assert_int_equal(b.n, 1);
+            assert_int_equal(sched_complete(f->sched, id, NULL, 0, NULL), SCHED_OK);
+            f->now = 12 * SEC;
+            sched_tick(f->sched);
+            assert_int_equal(lanes_in_use(l), 0);
+        } else {
+            f->now = 11 * SEC; /* empty, but 4 s since its last arrival */
+            sched_tick(f->sched);
+            assert_int_equal(lanes_in_use(l), 1);
+            f->now = 12 * SEC;
+            sched_tick(f->sched);
+            assert_true(sched_counters(f->sched)->lanes_quiesced == 1);
+            assert_int_equal(lanes_in_use(l), 0); /* quiesced and, drained, released */
+        }
+        fixture_free(f);
+    }
+}
+
 /* ---- property: random streams under the policy ---------------------------------------------- */
 
 static uint64_t pt_rng(uint64_t *s)
@@ -452,6 +496,7 @@ int main(void)
         cmocka_unit_test(test_workers_keep_to_their_warm_shapes),
         cmocka_unit_test(test_worker_waits_for_warm_work_before_a_small_cold_queue),
         cmocka_unit_test(test_wait_quantiles_are_read_within_an_eighth),
+        cmocka_unit_test(test_lane_whose_items_queue_keeps_taking_items),
         cmocka_unit_test(test_property_random_streams_under_the_lanes_policy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
