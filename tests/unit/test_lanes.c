@@ -244,6 +244,32 @@ static void test_force_fit_reactivates_best_quiescing_lane_when_none_is_active(v
     lanes_destroy(l);
 }
 
+/* The same under the EMPTY rule, where only lanes holding nothing queued quiesce: both lanes'
+ * items are in flight, both quiesce, and at the budget the next item still finds a lane. */
+static void test_force_fit_reactivates_a_quiescing_lane_under_the_empty_rule(void **state)
+{
+    (void)state;
+    lanes_t *l = NULL;
+    assert_int_equal(lanes_create(2, NULL, NULL, &l), SCHED_OK);
+    put(l, 100, 0);
+    put(l, 1000, 0);
+    lanes_note_dispatched(l, 0, 1, 100);
+    lanes_note_dispatched(l, 1, 1, 1000);
+    assert_int_equal(lanes_tick(l, 5 * SEC, LANES_QUIESCE_RULE_EMPTY), 2);
+    assert_int_equal(lanes_sorted_count(l), 0);
+    lanes_choice_t c = put(l, 900, 5 * SEC);
+    assert_true(c.force_fit && c.reactivate);
+    assert_int_equal(c.lane, 1);
+    lanes_lane_t info;
+    lanes_get(l, 1, &info);
+    assert_int_equal(info.state, LANE_ACTIVE);
+    assert_int_equal(info.queued_items, 1);
+    assert_int_equal(info.inflight_items, 1);
+    lanes_note_completed(l, 0, 1); /* lane 0 drains and goes; lane 1 holds the new item */
+    assert_int_equal(lanes_in_use(l), 1);
+    lanes_destroy(l);
+}
+
 static void test_lane_target_rises_when_longer_item_joins(void **state)
 {
     (void)state;
@@ -559,6 +585,7 @@ int main(void)
         cmocka_unit_test(test_quiesces_lane_with_3_items_after_5_seconds),
         cmocka_unit_test(test_does_not_quiesce_lane_with_4_items),
         cmocka_unit_test(test_empty_rule_keeps_a_lane_whose_items_queue),
+        cmocka_unit_test(test_force_fit_reactivates_a_quiescing_lane_under_the_empty_rule),
         cmocka_unit_test(test_quiescing_lane_is_released_when_drained),
         cmocka_unit_test(test_released_lane_id_is_reused_from_free_list),
         cmocka_unit_test(test_returned_items_count_as_queued_again),
