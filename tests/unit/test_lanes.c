@@ -331,8 +331,8 @@ static void test_sorted_pos_is_the_place_in_target_order(void **state)
     assert_true(lanes_sorted_pos(l, lane[2], &pos) && pos == 2);
     for (uint32_t i = 0; i < lanes_sorted_count(l); i++)
         assert_true(lanes_sorted_pos(l, lanes_sorted_lane(l, i), &pos) && pos == i);
-    lanes_tick(l, 6 * SEC,
-               LANES_QUIESCE_RULE_SPARSE); /* all three quiesce: no longer in the order */
+    /* all three quiesce: no longer in the order */
+    lanes_tick(l, 6 * SEC, LANES_QUIESCE_RULE_SPARSE);
     pos = 99;
     assert_false(lanes_sorted_pos(l, lane[0], &pos));
     assert_int_equal(pos, 99);
