@@ -42,7 +42,9 @@
  * consumer holds at once (--limit-inflight). */
 #define REQUESTS_PULL_CREDITS_MAX 65536u
 
-/* With --models, another instance may own this consumer id: stay silent about ids never seen. */
+/* With --models, another instance may own this consumer id: a pull, ack or bye of an id never
+ * seen gets no reply and is not counted, since its owner answers it. A heartbeat has no reply
+ * to withhold and is counted in unknown_consumer whatever its owner (subjects.md, P.hb). */
 static int requests_not_mine(struct daemon *d, const char *id)
 {
     return d->cfg.models != NULL && consumers_find(d->consumers, id) == NULL;
@@ -256,8 +258,6 @@ reply:
 void requests_heartbeat(struct daemon *d, const ev_t *ev)
 {
     d->counters.heartbeats++;
-    if (requests_not_mine(d, ev->token))
-        return;
     consumer_t *c = requests_consumer(d, ev->token);
     codec_heartbeat_t *hb = NULL;
     if (c == NULL || codec_decode_heartbeat(ev->data, ev->len, &hb) != CODEC_OK)

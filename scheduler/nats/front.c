@@ -435,19 +435,32 @@ out:
     return st;
 }
 
-uint32_t front_payload_cap(front_t *f, uint32_t configured)
+daemon_status_t front_payload_cap(front_t *f, uint32_t configured, uint32_t *out_cap /* out */)
 {
     int64_t server = natsConnection_GetMaxPayload(f->nc);
-    if (server <= DAEMON_BATCH_OVERHEAD)
-        return configured;
+    if (server <= 0) { /* not told: nothing to lower against */
+        *out_cap = configured;
+        return DAEMON_OK;
+    }
+    if (server <= DAEMON_BATCH_OVERHEAD) {
+        log_write(LOG_ERROR,
+                  "the NATS server carries at most %lld bytes per message: a batch keeps %d "
+                  "bytes beside its items' payloads, so lanesched needs a server max_payload "
+                  "above %d (nats-server's default is 1 MB)",
+                  (long long)server, DAEMON_BATCH_OVERHEAD, DAEMON_BATCH_OVERHEAD);
+        return DAEMON_EINVAL;
+    }
     uint64_t cap = (uint64_t)server - DAEMON_BATCH_OVERHEAD;
-    if (configured != 0 && configured <= cap)
-        return configured;
+    if (configured != 0 && configured <= cap) {
+        *out_cap = configured;
+        return DAEMON_OK;
+    }
     log_write(LOG_INFO,
               "--max-payload lowered to %llu bytes: the server carries at most %lld bytes "
               "per message, and a batch of one item must fit",
               (unsigned long long)cap, (long long)server);
-    return (uint32_t)cap;
+    *out_cap = cap > UINT32_MAX ? UINT32_MAX : (uint32_t)cap;
+    return DAEMON_OK;
 }
 
 natsConnection *front_connection(front_t *f)

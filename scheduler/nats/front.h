@@ -40,9 +40,11 @@ void front_unsubscribe(front_t *f);
 /* Closes the connection, then the NATS library, waiting for its threads: no callback runs after
  * it returns, so the daemon can be destroyed next. NULL-safe. */
 void front_destroy(front_t *f);
-/* The largest payload a single-item Batch can carry on the connected server, lowered from
- * `configured` (0 = unlimited) when the server carries less (logged). */
-uint32_t front_payload_cap(front_t *f, uint32_t configured);
+/* The largest payload a single-item Batch can carry on the connected server (*out_cap),
+ * lowered from `configured` (0 = unlimited) when the server carries less (logged).
+ * DAEMON_EINVAL (logged, *out_cap untouched) when the server's max_payload leaves no room
+ * for a batch beside a payload: an item accepted there could never be delivered. */
+daemon_status_t front_payload_cap(front_t *f, uint32_t configured, uint32_t *out_cap /* out */);
 /* With leases: subscribes (on) or unsubscribes the model's submit subject. Thread-safe; after
  * front_unsubscribe nothing is subscribed again. */
 daemon_status_t front_submit_serve(front_t *f, const char *model, int on);

@@ -675,10 +675,17 @@ int main(int argc, char **argv)
         daemon_destroy(d);
         return sc.stopped ? 0 : 1;
     }
+    uint32_t payload_cap = 0;
+    if (front_payload_cap(f, cfg.max_payload, &payload_cap) != DAEMON_OK) {
+        front_destroy(f);
+        http_server_stop(http);
+        daemon_destroy(d);
+        return 1;
+    }
     __atomic_store_n(&health_front, f, __ATOMIC_RELEASE);
     daemon_publish_set(d, front_publish, f);
     daemon_nats_state_set(d, main_nats_state, f);
-    daemon_max_payload_set(d, front_payload_cap(f, cfg.max_payload));
+    daemon_max_payload_set(d, payload_cap);
     daemon_reply_max_set(d, front_server_max_payload(f));
     lease_glue_t glue = {d, f};
     lease_kv_t *leases = NULL;

@@ -33,6 +33,10 @@
 #                      next new model is refused, a worker registering for a new model is not,
 #                      and after --queue-max-age-ms the items are dead-lettered as expired and
 #                      a new model is taken again
+#   small_server       a server whose max_payload leaves a batch no room beside a payload
+#                      (4 KiB) is refused at start with exit 1 and the server's figure; one of
+#                      16 KiB lowers --max-payload to 8,192 bytes, and an item of that payload
+#                      is delivered and acked (tokens in = tokens completed)
 #   healthcheck        the Dockerfile's HEALTHCHECK command, run here: passes for a live daemon,
 #                      fails for a stopped (SIGSTOP) or exited one while another instance still
 #                      answers $SRV.PING (the old lanesched-ctl ping check passed then), fails
@@ -46,7 +50,7 @@ set -euo pipefail
 CASE=${1:-}
 BIN=${2:-}
 CASES="lock start_before_nats redaction log_json metrics_promtool ctl_watch cli_errors bad_urls
-connect_budget reconnect log_injection model_flood healthcheck"
+connect_budget reconnect log_injection model_flood small_server healthcheck"
 if [ "$CASE" = list ]; then
     tr ' \n' '\n\n' <<<"$CASES"
     exit 0
@@ -466,6 +470,44 @@ case_model_flood() {
             console.log(JSON.parse(s).counters.expired))')
     [ "$expired" = 8 ] || fail "counters.expired is $expired, not 8"
     say "8 flooding models: the 9th refused, a worker's new model taken; after 2 s $expired items expired, a new model taken again"
+}
+
+case_small_server() {
+    local port rc=0
+    port=$(free_port)
+    printf 'max_payload: 4096\n' >"$WORK/small.conf"
+    nats_start "$port" -c "$WORK/small.conf"
+    daemon_start small --server "nats://127.0.0.1:$port" --store memory
+    wait_for "a 4 KiB server to be refused" 10 exited "$DAEMON_PID"
+    wait "$DAEMON_PID" || rc=$?
+    [ $rc = 1 ] || fail "the daemon on a 4 KiB server exited $rc, not 1"
+    grep -q "the NATS server carries at most 4096 bytes per message" "$WORK/small.log" ||
+        fail "the refusal does not give the server's max_payload"
+    ! ready small || fail "ready on a server that cannot carry a batch"
+
+    port=$(free_port)
+    URL="nats://127.0.0.1:$port"
+    printf 'max_payload: 16384\n' >"$WORK/mid.conf"
+    nats_start "$port" -c "$WORK/mid.conf"
+    daemon_start mid --server "$URL" --store memory
+    wait_for "ready on a 16 KiB server" 20 ready mid
+    grep -q -- "--max-payload lowered to 8192 bytes" "$WORK/mid.log" || fail "no 'lowered' line"
+    local payload
+    payload=$(head -c 8192 /dev/zero | tr '\0' p)
+    "$BIN/lanesched-produce" --server "$URL" --model llama --component x --tokens 10 --count 1 \
+        --request --payload "$payload" >"$WORK/produce.out" 2>&1 || fail "produce failed"
+    grep -q "accepted=1 " "$WORK/produce.out" || fail "an 8,192-byte payload was not accepted"
+    "$BIN/lanesched-consume" --server "$URL" --model llama --max-batch-size 8 \
+        --max-batch-tokens 4096 --until-idle-ms 500 >"$WORK/consume.out" 2>&1 ||
+        fail "consume failed: $(tail -1 "$WORK/consume.out")"
+    local left
+    left=$("$BIN/lanesched-ctl" --server "$URL" stats | node -e '
+        let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => {
+            const c = JSON.parse(s).counters;
+            console.log(c.items_completed === 1 && c.tokens_completed === c.tokens_received &&
+                        c.publish_failures === 0 ? "ok" : JSON.stringify(c)); })')
+    [ "$left" = ok ] || fail "the item was not delivered and acked whole: $left"
+    say "4 KiB server refused with exit 1; on 16 KiB an item of 8,192 payload bytes delivered"
 }
 
 case_healthcheck() {

@@ -765,6 +765,38 @@ static void test_a_model_is_served_only_within_its_lease(void **state)
     json_decref(doc);
 }
 
+/* With --models, pulls, acks and byes of ids this instance never issued are left to their owner:
+ * no reply, not counted. Heartbeats are never answered and are counted (subjects.md, P.hb). */
+static void test_with_models_only_heartbeats_of_unknown_ids_are_counted(void **state)
+{
+    fx_t *f = *state;
+    const char *other = "0123456789abcdef0123456789abcdef";
+    json_t *doc = stats(f);
+    json_int_t before = counter(doc, "unknown_consumer");
+    json_decref(doc);
+    pull(f, other, 1, 1000, "inbox.other");
+    codec_ack_t a = {.batch_id = 1, .all = true};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(codec_encode_ack(&a, &buf, &len), CODEC_OK);
+    assert_int_equal(daemon_post(f->d, EV_ACK, other, "ack.other", buf, len), 0);
+    free(buf);
+    assert_int_equal(daemon_post(f->d, EV_BYE, other, "bye.other", NULL, 0), 0);
+    turn(f);
+    assert_int_equal(
+        count_on(f, "inbox.other") + count_on(f, "ack.other") + count_on(f, "bye.other"), 0);
+    doc = stats(f);
+    assert_int_equal(counter(doc, "unknown_consumer"), before);
+    json_decref(doc);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(daemon_post(f->d, EV_HEARTBEAT, other, "hb.other", NULL, 0), 0);
+    turn(f);
+    assert_int_equal(count_on(f, "hb.other"), 0);
+    doc = stats(f);
+    assert_int_equal(counter(doc, "unknown_consumer"), before + 3);
+    json_decref(doc);
+}
+
 /* A transport message handed over without a copy: its views are read in place and it is
  * released exactly once, after the burst it came in (evqueue.c invariant 2). */
 typedef struct {
@@ -1002,6 +1034,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_stats_stay_valid_json_for_any_name, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_ends_the_turn_after_its_flush, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_with_models_only_heartbeats_of_unknown_ids_are_counted,
+                                        setup_leases, teardown),
         cmocka_unit_test_setup_teardown(test_a_model_is_served_only_within_its_lease, setup_leases,
                                         teardown),
         cmocka_unit_test_setup_teardown(
