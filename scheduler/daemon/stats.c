@@ -224,6 +224,8 @@ typedef struct {
     uint64_t lanes_total, queued_items_total, queued_tokens_total;
     stats_pick_t picks[STATS_PAGE_SHAPES_MAX];
     size_t n_picks;
+    size_t shapes_written; /* shapes of the models written: a shapes page's "returned" (the
+                              visit goes on past its model, and n_picks is the last model's) */
     int truncated;
 } stats_models_t;
 
@@ -262,6 +264,7 @@ static void stats_model_end(stats_models_t *m)
         json_array_append_new(shapes, stats_shape_json(m->picks[i].signature, m->picks[i].lanes,
                                                        m->picks[i].current));
     m->truncated |= m->n_picks < m->n_shapes;
+    m->shapes_written += m->n_picks;
     json_array_append_new(
         m->models,
         json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "model", stats_str(m->model),
@@ -456,7 +459,7 @@ static char *stats_build(struct daemon *d, const stats_request_t *rq, size_t max
                        : 0)
                 : consumers_count(d->consumers);
         size_t returned = rq->kind == STATS_MODELS   ? m.n_listed
-                          : rq->kind == STATS_SHAPES ? m.n_picks
+                          : rq->kind == STATS_SHAPES ? m.shapes_written
                                                      : json_array_size(consumers);
         size_t next = rq->offset + returned;
         json_object_set_new(doc, "page",

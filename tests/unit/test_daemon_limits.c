@@ -218,6 +218,44 @@ static void test_shapes_past_the_limit_and_stats_pages(void **state)
     fx_destroy(f);
 }
 
+/* A page of one model's shapes while other models follow it in the scheduler's order: "returned"
+ * counts the shapes listed and "next" leads to the rest, then null (subjects.md, P.stats). */
+static void test_a_shapes_page_counts_its_model_among_others(void **state)
+{
+    (void)state;
+    fx_t *f = fx_create(NULL, 0);
+    submit_shapes(f, "llama", 1, 3, NULL);
+    submit_shapes(f, "qwen", 100, 5, NULL);
+    size_t len = 0, offset = 0, seen = 0, pages = 0;
+    for (;;) {
+        char body[128];
+        snprintf(body, sizeof(body),
+                 "{\"detail\":\"shapes\",\"model\":\"llama\",\"offset\":%zu,\"limit\":2}", offset);
+        json_t *doc = fx_stats(f, body, &len);
+        json_t *shapes =
+            json_object_get(json_array_get(json_object_get(doc, "models"), 0), "shapes");
+        json_t *page = json_object_get(doc, "page");
+        assert_int_equal(json_integer_value(json_object_get(page, "returned")),
+                         json_array_size(shapes));
+        assert_int_equal(json_integer_value(json_object_get(page, "total")), 3);
+        seen += json_array_size(shapes);
+        pages++;
+        json_t *next = json_object_get(page, "next");
+        int last = json_is_null(next);
+        if (!last) {
+            assert_int_equal(json_integer_value(next), offset + json_array_size(shapes));
+            offset = (size_t)json_integer_value(next);
+        }
+        json_decref(doc);
+        if (last)
+            break;
+        assert_true(pages < 3);
+    }
+    assert_int_equal(seen, 3);
+    assert_int_equal(pages, 2);
+    fx_destroy(f);
+}
+
 /* The daemon-wide bounds on shapes and models: other models are refused once every shape or
  * model of the daemon is taken. */
 static void test_models_and_shapes_of_the_daemon_are_bounded(void **state)
@@ -852,6 +890,7 @@ int main(void)
         cmocka_unit_test(test_a_long_name_or_model_is_refused_at_register),
         cmocka_unit_test(test_consumers_past_the_limit_and_stats_pages),
         cmocka_unit_test(test_shapes_past_the_limit_and_stats_pages),
+        cmocka_unit_test(test_a_shapes_page_counts_its_model_among_others),
         cmocka_unit_test(test_models_and_shapes_of_the_daemon_are_bounded),
         cmocka_unit_test(test_models_of_consumers_are_never_refused_for_the_table),
         cmocka_unit_test(test_one_submit_creates_a_bounded_number_of_shapes),
