@@ -99,7 +99,10 @@
     X(CODEC_EMODEL_NOT_ALLOWED, "model_not_allowed",                                               \
       "the model is not in the daemon's --allow-models list")                                      \
     X(CODEC_EINPUT_TOO_LONG, "input_too_long",                                                     \
-      "tokens is above every registered consumer's max_input_tokens: no worker can run it")
+      "tokens is above every registered consumer's max_input_tokens: no worker can run it")        \
+    X(CODEC_EREPLY_SUBJECT_REFUSED, "reply_subject_refused",                                       \
+      "the reply subject is one lanesched never answers on: a '$' subject, or under its own "      \
+      "subject prefix or inbox")
 
 /* CODEC_STATUS_COUNT is the number of codec_status_t values; they are 0 .. COUNT - 1. */
 STATUS_ENUM(codec_status_t, CODEC_STATUS_MAP, CODEC_STATUS_COUNT);
@@ -311,6 +314,18 @@ codec_status_t codec_item_check(const codec_work_item_t *item, const codec_limit
 /* The rules of a Register, first failure wins: the model rule (codec_model_check),
  * max_batch_size 0 (EZERO_BATCH_SIZE), max_batch_tokens 0 (EZERO_BATCH_TOKENS). Borrowed. */
 codec_status_t codec_register_check(const codec_register_t *reg);
+
+/*
+ * The rule of every message's NATS reply subject (EREPLY_SUBJECT_REFUSED when broken): not a
+ * '$' subject (JetStream's API, KV buckets, service discovery, the system account), not
+ * `prefix` itself nor under it (the daemon's own subjects: dead letters, submits, consumers'
+ * subjects), and not under `own_inbox` (NULL: none), the daemon's private inbox. The daemon
+ * publishes its answer on the reply subject with its own permissions (allow_responses), so an
+ * answer there would be the client's publish made with the daemon's rights. NULL reply: CODEC_OK.
+ * All three are borrowed.
+ */
+codec_status_t codec_reply_subject_check(const char *reply, const char *prefix,
+                                         const char *own_inbox);
 
 /*
  * The caps of one message (codec_caps_t), checked by the daemon after a decode succeeded; each

@@ -125,3 +125,21 @@ codec_status_t codec_heartbeat_caps_check(const codec_heartbeat_t *hb, const cod
         return CODEC_ETOO_MANY_IDS;
     return CODEC_OK;
 }
+
+/* Whether subject is base itself or a subject under it ("base." ...). */
+static int validate_under(const char *subject, const char *base)
+{
+    size_t n = strlen(base);
+    return n != 0 && strncmp(subject, base, n) == 0 && (subject[n] == '\0' || subject[n] == '.');
+}
+
+codec_status_t codec_reply_subject_check(const char *reply, const char *prefix,
+                                         const char *own_inbox)
+{
+    if (reply == NULL)
+        return CODEC_OK;
+    if (reply[0] == '$' || (prefix != NULL && validate_under(reply, prefix)) ||
+        (own_inbox != NULL && validate_under(reply, own_inbox)))
+        return CODEC_EREPLY_SUBJECT_REFUSED;
+    return CODEC_OK;
+}

@@ -105,6 +105,13 @@ void daemon_reply_max_set(daemon_t *d, uint64_t bytes)
         d->reply_max = bytes;
 }
 
+/* A summary set aside for the owner's next pause is answered without passing turn_handle, so
+ * one whose reply subject is refused goes through the queue, where it is counted. */
+static int daemon_reply_allowed(const daemon_t *d, const char *reply)
+{
+    return codec_reply_subject_check(reply, d->cfg.prefix, d->cfg.own_inbox) == CODEC_OK;
+}
+
 int daemon_post(daemon_t *d, ev_kind_t kind, const char *token, const char *reply, const void *data,
                 size_t len)
 {
@@ -112,7 +119,8 @@ int daemon_post(daemon_t *d, ev_kind_t kind, const char *token, const char *repl
         evqueue_stop(&d->events);
         return 0;
     }
-    if (kind == EV_STATS && stats_waiting_add(d, reply, data, len))
+    if (kind == EV_STATS && daemon_reply_allowed(d, reply) &&
+        stats_waiting_add(d, reply, data, len))
         return 0; /* the owner is in a turn: stats.c's invariant 5 */
     if (evqueue_post(&d->events, kind, token, reply, data, len) == 0)
         return 0;
@@ -128,7 +136,8 @@ void daemon_release_set(daemon_t *d, daemon_release_fn release, void *ctx)
 int daemon_post_msg(daemon_t *d, ev_kind_t kind, const char *token, const char *reply,
                     const void *data, size_t len, void *msg)
 {
-    if (kind == EV_STATS && stats_waiting_add(d, reply, data, len)) {
+    if (kind == EV_STATS && daemon_reply_allowed(d, reply) &&
+        stats_waiting_add(d, reply, data, len)) {
         evqueue_release(&d->events, msg); /* set aside with a copy of reply: invariant 4 */
         return 0;
     }

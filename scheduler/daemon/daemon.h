@@ -136,6 +136,9 @@ typedef struct {
 /* What the daemon is configured with. Strings are borrowed and must outlive the daemon. */
 typedef struct {
     const char *prefix;
+    /* The connection's own reply inbox prefix when it is private (--inbox-prefix), NULL for
+     * nats.c's shared "_INBOX": no answer is published under it (codec_reply_subject_check). */
+    const char *own_inbox;
     const char *data_dir;
     int store_memory;
     int durability_power;

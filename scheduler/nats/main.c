@@ -404,6 +404,7 @@ static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc
     };
     *cfg = (daemon_config_t){
         .prefix = flag_value(v, "prefix"),
+        .own_inbox = flag_value(v, "inbox-prefix"),
         .data_dir = flag_value(v, "data-dir"),
         .models = flag_value(v, "models"),
     };

@@ -21,6 +21,14 @@
  *                       and byes on those, and acks of gpu-0's batch ids on its own subjects, take
  *                       nothing and settle nothing; gpu-0 then acks every item itself, and every
  *                       accepted item is completed exactly once by the worker it was sent to.
+ *   standby             a second lanesched on the same bucket (a data directory of its own)
+ *                       waits for the lease: reading the lease's key under the documented
+ *                       permissions raises no permissions violation on the server.
+ *   reflection          producer-a asks for its SubmitReplies on subjects only the daemon may
+ *                       publish on (the lease bucket's key, the JetStream API's stream delete,
+ *                       the dead-letter subject): the daemon publishes nothing there (the
+ *                       auditor sees no dead letter), keeps its lease and its bucket (producer-b
+ *                       is still served), and counts each in rejected.reply_subject_refused.
  *
  * Exit 0 on success, 1 on failure (with the daemon's and the server's logs), 2 on bad usage.
  */
@@ -54,6 +62,7 @@ static const char *g_case = "?";
 static char g_tmp[256];
 static char g_url[64];
 static char g_daemon_log[300], g_nats_log[300];
+static char *g_daemon_bin;
 static volatile pid_t g_nats_pid, g_daemon_pid;
 
 static void sec_dump(const char *path)
@@ -652,6 +661,126 @@ static int case_consumer_authority(void)
     return 0;
 }
 
+/* Whether the daemon's log holds `text` (its file, read whole). */
+static int sec_daemon_logged(const char *text)
+{
+    FILE *f = fopen(g_daemon_log, "r");
+    REQUIRE(f != NULL, "open %s", g_daemon_log);
+    char line[2048];
+    int found = 0;
+    while (!found && fgets(line, sizeof(line), f) != NULL)
+        found = strstr(line, text) != NULL;
+    fclose(f);
+    return found;
+}
+
+static int case_reflection(void)
+{
+    raw_t *audit = raw_open("auditor");
+    natsSubscription *dead = NULL;
+    REQUIRE(natsConnection_SubscribeSync(&dead, audit->nc, "lanes.dead.>") == NATS_OK,
+            "auditor: subscribe lanes.dead.>");
+    audit->subs[audit->n_subs++] = dead;
+    natsConnection_Flush(audit->nc);
+    raw_t *atk = raw_open("producer-a");
+    static const char *const replies[] = {"$KV." BUCKET "." MODEL,
+                                          "$JS.API.STREAM.DELETE.KV_" BUCKET, "lanes.dead." MODEL};
+    uint64_t sig = 0;
+    REQUIRE(lc_shape_sign(SHAPE, 1, &sig) == LC_OK, "sign");
+    for (size_t i = 0; i < sizeof(replies) / sizeof(replies[0]); i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "reflect-%zu", i);
+        codec_work_item_t it = {.id = {(const uint8_t *)id, strlen(id)},
+                                .model = MODEL,
+                                .has_signature = true,
+                                .signature = sig,
+                                .tokens = 10};
+        codec_submit_t sub = {&it, 1};
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        REQUIRE(codec_encode_submit(&sub, &buf, &len) == CODEC_OK, "encode submit");
+        REQUIRE(natsConnection_PublishRequest(atk->nc, "lanes.submit." MODEL, replies[i], buf,
+                                              (int)len) == NATS_OK,
+                "publish with reply %s", replies[i]);
+        free(buf);
+    }
+    natsConnection_Flush(atk->nc);
+    REQUIRE(atomic_load(&atk->violations) == 0, "producer-a's submits were refused by the server");
+    sleep_ms(2000); /* more than a lease renewal: a stolen lease would show by now */
+    lc_client_t *prod = sec_client("producer-b");
+    sec_submit(prod, "after", PER_SUB); /* served: the lease and its bucket are intact */
+    lc_client_close(prod);
+    REQUIRE(!sec_daemon_logged("lost to another instance") && !sec_daemon_logged("fenced"),
+            "the daemon lost its lease to a reflected reply");
+    int forged = raw_received(dead);
+    REQUIRE(forged == 0, "the auditor saw %d messages on lanes.dead.>", forged);
+    json_t *doc = sec_stats();
+    json_t *rej = json_object_get(json_object_get(doc, "counters"), "rejected");
+    json_int_t refused = json_integer_value(json_object_get(rej, "reply_subject_refused"));
+    uint64_t received = sec_counter(doc, "items_received");
+    json_decref(doc);
+    REQUIRE(refused == 3, "rejected.reply_subject_refused is %lld, not 3", (long long)refused);
+    REQUIRE(received == PER_SUB, "items_received %" PRIu64 ": a refused submit was stored",
+            received);
+    raw_close(atk);
+    raw_close(audit);
+    sec_log("3 submits asking for answers on $KV, $JS.API and lanes.dead: nothing published "
+            "there, the lease kept, each counted");
+    return 0;
+}
+
+/* How many lines of the server's log hold `text`. */
+static int sec_nats_logged(const char *text)
+{
+    FILE *f = fopen(g_nats_log, "r");
+    REQUIRE(f != NULL, "open %s", g_nats_log);
+    char line[2048];
+    int n = 0;
+    while (fgets(line, sizeof(line), f) != NULL)
+        n += strstr(line, text) != NULL;
+    fclose(f);
+    return n;
+}
+
+static int case_standby(void)
+{
+    char data[300], log[300];
+    snprintf(data, sizeof(data), "%s/data-standby", g_tmp);
+    snprintf(log, sizeof(log), "%s/standby.log", g_tmp);
+    char *argv[] = {g_daemon_bin,
+                    "--server",
+                    g_url,
+                    "--user",
+                    "lanesched",
+                    "--password",
+                    (char *)sec_password("lanesched"),
+                    "--inbox-prefix",
+                    "_INBOX.lanesched",
+                    "--data-dir",
+                    data,
+                    "--models",
+                    MODEL,
+                    "--lease-bucket",
+                    BUCKET,
+                    "--lease-replicas",
+                    "1",
+                    NULL};
+    spawn_opts_t opts;
+    spawn_opts_init(&opts);
+    opts.log_path = log;
+    static volatile pid_t standby;
+    REQUIRE(spawn_start(argv, &opts, &standby) == SPAWN_OK, "start the standby");
+    spawn_status_t st = spawn_ready_wait(&standby, log, 0, "serving lanes on", WAIT_MS, NULL, NULL);
+    REQUIRE(st == SPAWN_OK, "the standby did not start: %s", spawn_status_str(st));
+    sleep_ms(4000); /* several lease reads */
+    int violations = sec_nats_logged("Violation - User \"lanesched\"");
+    spawn_stop(&standby, 5000);
+    REQUIRE(violations == 0, "%d permissions violations of the daemon's user while standby",
+            violations);
+    sec_log("a standby read the lease for 4 s under the documented permissions: no violation");
+    return 0;
+}
+
 static const struct {
     const char *name;
     int (*run)(void);
@@ -660,6 +789,8 @@ static const struct {
     {"producer_isolation", case_producer_isolation},
     {"consumer_isolation", case_consumer_isolation},
     {"consumer_authority", case_consumer_authority},
+    {"standby", case_standby},
+    {"reflection", case_reflection},
 };
 
 int main(int argc, char **argv)
@@ -676,6 +807,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         if (strcmp(argv[1], cases[i].name) == 0) {
             g_case = cases[i].name;
+            g_daemon_bin = argv[2];
             sec_start(argv[2], argv[3]);
             int rc = cases[i].run();
             sec_log("ok");

@@ -564,6 +564,38 @@ static void test_model_rule_accepts_dotted_names_and_refuses_wildcards(void **st
     assert_int_equal(codec_model_check(NULL), CODEC_EBAD_MODEL);
 }
 
+static void test_reply_subjects_of_the_daemon_and_of_dollar_subjects_are_refused(void **state)
+{
+    (void)state;
+    const char *good[] = {"_INBOX.abc.1", "_INBOX.gpu-0.pull.7", "answers.here", "lanesx.a", "lane",
+                          "x.lanes.dead", "_INBOX.lanesched2.a", "_INBOX.lanes"};
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        if (codec_reply_subject_check(good[i], "lanes", "_INBOX.lanesched") != CODEC_OK)
+            fail_msg("reply subject '%s' was refused", good[i]);
+    }
+    const char *bad[] = {"$KV.lanesched-leases.llama",
+                         "$JS.API.STREAM.DELETE.KV_x",
+                         "$SRV.PING",
+                         "$SYS.REQ.SERVER.PING",
+                         "lanes",
+                         "lanes.dead.llama",
+                         "lanes.submit.a",
+                         "lanes.pull.0123",
+                         "_INBOX.lanesched",
+                         "_INBOX.lanesched.abc.1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        if (codec_reply_subject_check(bad[i], "lanes", "_INBOX.lanesched") !=
+            CODEC_EREPLY_SUBJECT_REFUSED)
+            fail_msg("reply subject '%s' was not refused", bad[i]);
+    }
+    assert_int_equal(codec_reply_subject_check(NULL, "lanes", NULL), CODEC_OK);
+    /* without a private inbox only '$' subjects and the prefix are refused */
+    assert_int_equal(codec_reply_subject_check("_INBOX.lanesched.1", "lanes", NULL), CODEC_OK);
+    assert_int_equal(codec_reply_subject_check("$KV.b.k", NULL, NULL),
+                     CODEC_EREPLY_SUBJECT_REFUSED);
+    assert_string_equal(codec_status_reason(CODEC_EREPLY_SUBJECT_REFUSED), "reply_subject_refused");
+}
+
 static void test_model_of_255_bytes_is_accepted_and_256_refused(void **state)
 {
     (void)state;
@@ -1235,6 +1267,7 @@ int main(void)
         cmocka_unit_test(test_register_rejects_zero_batch_tokens),
         cmocka_unit_test(test_register_accepts_zero_max_input_as_unlimited),
         cmocka_unit_test(test_model_rule_accepts_dotted_names_and_refuses_wildcards),
+        cmocka_unit_test(test_reply_subjects_of_the_daemon_and_of_dollar_subjects_are_refused),
         cmocka_unit_test(test_model_of_255_bytes_is_accepted_and_256_refused),
         cmocka_unit_test(test_tokens_up_to_the_limit_are_accepted),
         cmocka_unit_test(test_encode_refuses_present_zero_signature),

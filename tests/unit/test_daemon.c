@@ -797,6 +797,37 @@ static void test_with_models_only_heartbeats_of_unknown_ids_are_counted(void **s
     json_decref(doc);
 }
 
+/* A reply subject the daemon must not publish on ('$' subjects: JetStream, KV, services; its
+ * own subjects): the message is dropped whole and counted, nothing is published there, and the
+ * same message with an inbox is handled as usual. */
+static void test_a_message_asking_for_its_answer_on_a_refused_subject_is_dropped(void **state)
+{
+    fx_t *f = *state;
+    const char *refused[] = {"$KV.lanesched-leases.llama", "$JS.API.STREAM.DELETE.KV_leases",
+                             "lanes.dead.llama"};
+    for (size_t i = 0; i < 3; i++)
+        submit(f, "llama", 42, 100, "r", (int)i, 1, refused[i]);
+    turn(f);
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(count_on(f, refused[i]), 0);
+    char id[33];
+    reg(f, "llama", 8, 4096, "gpu", id);
+    pull(f, id, 1, 1000, "$KV.lanesched-leases.qwen");
+    assert_int_equal(daemon_post(f->d, EV_STATS, NULL, "$SRV.STATS", NULL, 0), 0);
+    advance(f, 1200);
+    assert_int_equal(count_on(f, "$KV.lanesched-leases.qwen") + count_on(f, "$SRV.STATS"), 0);
+    json_t *doc = stats(f);
+    assert_int_equal(counter(doc, "items_received"), 0); /* nothing of them was stored */
+    json_t *rej = json_object_get(json_object_get(doc, "counters"), "rejected");
+    assert_int_equal(json_integer_value(json_object_get(rej, "reply_subject_refused")), 5);
+    json_decref(doc);
+    submit(f, "llama", 42, 100, "r", 0, 1, "_INBOX.p.1");
+    turn(f);
+    codec_submit_reply_t *r = submit_reply(f, "_INBOX.p.1");
+    assert_int_equal(r->results[0].status, CODEC_ITEM_ACCEPTED);
+    codec_submit_reply_destroy(r);
+}
+
 /* A transport message handed over without a copy: its views are read in place and it is
  * released exactly once, after the burst it came in (evqueue.c invariant 2). */
 typedef struct {
@@ -1033,6 +1064,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bye_and_a_lost_connection_return_batches, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_stats_stay_valid_json_for_any_name, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_a_message_asking_for_its_answer_on_a_refused_subject_is_dropped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_ends_the_turn_after_its_flush, setup, teardown),
         cmocka_unit_test_setup_teardown(test_with_models_only_heartbeats_of_unknown_ids_are_counted,
                                         setup_leases, teardown),
