@@ -161,6 +161,36 @@ static void sec_config_copy(const char *doc, const char *out)
     REQUIRE(moved == 1, "%s: expected one store_dir line, found %d", doc, moved);
 }
 
+/* Starts lanesched as the documented daemon user on `data`, its log in `log`. */
+static void sec_daemon_start(const char *daemon_bin, const char *data, const char *log,
+                             volatile pid_t *pid)
+{
+    char *argv[] = {(char *)daemon_bin,
+                    "--server",
+                    g_url,
+                    "--user",
+                    "lanesched",
+                    "--password",
+                    (char *)sec_password("lanesched"),
+                    "--inbox-prefix",
+                    "_INBOX.lanesched",
+                    "--data-dir",
+                    (char *)data,
+                    "--models",
+                    MODEL,
+                    "--lease-bucket",
+                    BUCKET,
+                    "--lease-replicas",
+                    "1",
+                    "--ack-wait-ms",
+                    "3000",
+                    NULL};
+    spawn_opts_t opts;
+    spawn_opts_init(&opts);
+    opts.log_path = log;
+    REQUIRE(spawn_start(argv, &opts, pid) == SPAWN_OK, "start lanesched on %s", data);
+}
+
 static void sec_start(const char *daemon_bin, const char *doc_config)
 {
     snprintf(g_tmp, sizeof(g_tmp), "/tmp/lanes-test-security.XXXXXX");
@@ -179,30 +209,7 @@ static void sec_start(const char *daemon_bin, const char *doc_config)
     spawn_status_t st = spawn_nats_start(&ns, &g_nats_pid, &port);
     REQUIRE(st == SPAWN_OK, "nats-server with %s: %s", conf, spawn_status_str(st));
     snprintf(g_url, sizeof(g_url), "nats://127.0.0.1:%d", port);
-    char *argv[] = {(char *)daemon_bin,
-                    "--server",
-                    g_url,
-                    "--user",
-                    "lanesched",
-                    "--password",
-                    (char *)sec_password("lanesched"),
-                    "--inbox-prefix",
-                    "_INBOX.lanesched",
-                    "--data-dir",
-                    data,
-                    "--models",
-                    MODEL,
-                    "--lease-bucket",
-                    BUCKET,
-                    "--lease-replicas",
-                    "1",
-                    "--ack-wait-ms",
-                    "3000",
-                    NULL};
-    spawn_opts_t opts;
-    spawn_opts_init(&opts);
-    opts.log_path = g_daemon_log;
-    REQUIRE(spawn_start(argv, &opts, &g_daemon_pid) == SPAWN_OK, "start lanesched");
+    sec_daemon_start(daemon_bin, data, g_daemon_log, &g_daemon_pid);
     st = spawn_ready_wait(&g_daemon_pid, g_daemon_log, 0, "lease held, serving", WAIT_MS, NULL,
                           NULL);
     REQUIRE(st == SPAWN_OK, "lanesched did not serve %s: %s", MODEL, spawn_status_str(st));
@@ -661,17 +668,17 @@ static int case_consumer_authority(void)
     return 0;
 }
 
-/* Whether the daemon's log holds `text` (its file, read whole). */
-static int sec_daemon_logged(const char *text)
+/* How many lines of the log at `path` hold `text`. */
+static int sec_logged(const char *path, const char *text)
 {
-    FILE *f = fopen(g_daemon_log, "r");
-    REQUIRE(f != NULL, "open %s", g_daemon_log);
+    FILE *f = fopen(path, "r");
+    REQUIRE(f != NULL, "open %s", path);
     char line[2048];
-    int found = 0;
-    while (!found && fgets(line, sizeof(line), f) != NULL)
-        found = strstr(line, text) != NULL;
+    int n = 0;
+    while (fgets(line, sizeof(line), f) != NULL)
+        n += strstr(line, text) != NULL;
     fclose(f);
-    return found;
+    return n;
 }
 
 static int case_reflection(void)
@@ -710,7 +717,8 @@ static int case_reflection(void)
     lc_client_t *prod = sec_client("producer-b");
     sec_submit(prod, "after", PER_SUB); /* served: the lease and its bucket are intact */
     lc_client_close(prod);
-    REQUIRE(!sec_daemon_logged("lost to another instance") && !sec_daemon_logged("fenced"),
+    REQUIRE(sec_logged(g_daemon_log, "lost to another instance") == 0 &&
+                sec_logged(g_daemon_log, "fenced") == 0,
             "the daemon lost its lease to a reflected reply");
     int forged = raw_received(dead);
     REQUIRE(forged == 0, "the auditor saw %d messages on lanes.dead.>", forged);
@@ -729,51 +737,17 @@ static int case_reflection(void)
     return 0;
 }
 
-/* How many lines of the server's log hold `text`. */
-static int sec_nats_logged(const char *text)
-{
-    FILE *f = fopen(g_nats_log, "r");
-    REQUIRE(f != NULL, "open %s", g_nats_log);
-    char line[2048];
-    int n = 0;
-    while (fgets(line, sizeof(line), f) != NULL)
-        n += strstr(line, text) != NULL;
-    fclose(f);
-    return n;
-}
-
 static int case_standby(void)
 {
     char data[300], log[300];
     snprintf(data, sizeof(data), "%s/data-standby", g_tmp);
     snprintf(log, sizeof(log), "%s/standby.log", g_tmp);
-    char *argv[] = {g_daemon_bin,
-                    "--server",
-                    g_url,
-                    "--user",
-                    "lanesched",
-                    "--password",
-                    (char *)sec_password("lanesched"),
-                    "--inbox-prefix",
-                    "_INBOX.lanesched",
-                    "--data-dir",
-                    data,
-                    "--models",
-                    MODEL,
-                    "--lease-bucket",
-                    BUCKET,
-                    "--lease-replicas",
-                    "1",
-                    NULL};
-    spawn_opts_t opts;
-    spawn_opts_init(&opts);
-    opts.log_path = log;
     static volatile pid_t standby;
-    REQUIRE(spawn_start(argv, &opts, &standby) == SPAWN_OK, "start the standby");
+    sec_daemon_start(g_daemon_bin, data, log, &standby);
     spawn_status_t st = spawn_ready_wait(&standby, log, 0, "serving lanes on", WAIT_MS, NULL, NULL);
     REQUIRE(st == SPAWN_OK, "the standby did not start: %s", spawn_status_str(st));
     sleep_ms(4000); /* several lease reads */
-    int violations = sec_nats_logged("Violation - User \"lanesched\"");
+    int violations = sec_logged(g_nats_log, "Violation - User \"lanesched\"");
     spawn_stop(&standby, 5000);
     REQUIRE(violations == 0, "%d permissions violations of the daemon's user while standby",
             violations);
