@@ -22,7 +22,8 @@
  *      rule that depends on ownership asks models_serving: intake (refuses with not_owner),
  *      register (silent for a model not served, so the owner answers), dispatch (no batch of a
  *      model not served). Losing a lease keeps the model's consumers and their batches in
- *      flight: their acks still complete items of this instance's store; only new work stops.
+ *      flight: their acks still complete items of this instance's store; only new work stops,
+ *      and their pulls that expire meanwhile go unanswered, which sends them to the holder.
  *   5. --limit-models bounds the models that hold items with no live consumer ("strangers",
  *      counted in d->models.strangers at every change of items or consumers): those are what
  *      a client can make without any worker's say. A model with a live consumer is never new

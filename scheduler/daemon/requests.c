@@ -225,7 +225,17 @@ void requests_ack(struct daemon *d, const ev_t *ev, replies_t *deferred)
         goto reply;
     }
     sched_batch_info_t in;
-    if (!sched_batch_info(d->sched, ack->batch_id, &in) || in.worker != consumers_worker(c)) {
+    int mine = sched_batch_info(d->sched, ack->batch_id, &in) && in.worker == consumers_worker(c);
+    if (!mine && consumers_model_rec(c) != NULL && !models_serving(d, consumers_model_rec(c))) {
+        /* The lease of its model is held elsewhere: the batches it holds here still settle, but
+         * the probe (Ack{}) and any other id tell it to go to the holder (subjects.md). */
+        d->counters.unknown_consumer++;
+        out.unknown = 1;
+        out.error = "unknown_consumer: this instance no longer serves the consumer's model (its "
+                    "lease is held elsewhere): register again";
+        goto reply;
+    }
+    if (!mine) {
         d->counters.unknown_batch++;
         out.unknown = 1;
         out.error = "unknown_batch: not an in-flight batch of this consumer (settled, returned "

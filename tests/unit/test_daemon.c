@@ -765,6 +765,47 @@ static void test_a_model_is_served_only_within_its_lease(void **state)
     json_decref(doc);
 }
 
+/* A pull that expires while its model's lease is not held here goes unanswered (no EXPIRED) and
+ * the Ack{} probe gets unknown_consumer: the consumer's cues to register again with the holder.
+ * A batch it holds stays acknowledgeable here meanwhile; with the lease held again, a pull gets
+ * EXPIRED and the probe unknown_batch. */
+static void test_a_pull_that_expires_without_the_lease_is_not_answered(void **state)
+{
+    fx_t *f = *state;
+    lease(f, "llama", f->now + 60000 * MS);
+    char id[33];
+    reg(f, "llama", 1, 4096, "gpu", id);
+    submit(f, "llama", 42, 100, "l", 0, 1, "r0");
+    pull(f, id, 1, 1000, "held");
+    advance_alive(f, id, 300);
+    codec_batch_t *b = batch_on(f, "held");
+    assert_int_equal(b->n_items, 1);
+    uint64_t batch_id = b->batch_id;
+    codec_batch_destroy(b);
+    pull(f, id, 1, 500, "served");
+    advance_alive(f, id, 800);
+    assert_int_equal(count_on(f, "served"), 1); /* EXPIRED */
+    lease(f, "llama", f->now + 100 * MS);       /* the renewals stop: taken over elsewhere */
+    advance_alive(f, id, 300);
+    pull(f, id, 1, 500, "fenced");
+    advance_alive(f, id, 2000);
+    assert_int_equal(count_on(f, "fenced"), 0);
+    codec_ack_reply_t *r = ack(f, id, 0, NULL, 0, false); /* the probe: go to the holder */
+    assert_int_equal(strncmp(r->error, "unknown_consumer: ", 18), 0);
+    codec_ack_reply_destroy(r);
+    r = ack(f, id, batch_id, NULL, 0, true); /* what it holds still settles here */
+    assert_int_equal(r->acked, 1);
+    assert_string_equal(r->error, "");
+    codec_ack_reply_destroy(r);
+    lease(f, "llama", f->now + 60000 * MS);
+    r = ack(f, id, 0, NULL, 0, false); /* served again: known and alive */
+    assert_int_equal(strncmp(r->error, "unknown_batch: ", 15), 0);
+    codec_ack_reply_destroy(r);
+    pull(f, id, 1, 500, "again");
+    advance_alive(f, id, 800);
+    assert_int_equal(count_on(f, "again"), 1);
+}
+
 /* With --models, pulls, acks and byes of ids this instance never issued are left to their owner:
  * no reply, not counted. Heartbeats are never answered and are counted (subjects.md, P.hb). */
 static void test_with_models_only_heartbeats_of_unknown_ids_are_counted(void **state)
@@ -1067,6 +1108,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             test_a_message_asking_for_its_answer_on_a_refused_subject_is_dropped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_ends_the_turn_after_its_flush, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_pull_that_expires_without_the_lease_is_not_answered,
+                                        setup_leases, teardown),
         cmocka_unit_test_setup_teardown(test_with_models_only_heartbeats_of_unknown_ids_are_counted,
                                         setup_leases, teardown),
         cmocka_unit_test_setup_teardown(test_a_model_is_served_only_within_its_lease, setup_leases,
