@@ -226,9 +226,11 @@ void requests_ack(struct daemon *d, const ev_t *ev, replies_t *deferred)
     }
     sched_batch_info_t in;
     int mine = sched_batch_info(d->sched, ack->batch_id, &in) && in.worker == consumers_worker(c);
-    if (!mine && consumers_model_rec(c) != NULL && !models_serving(d, consumers_model_rec(c))) {
-        /* The lease of its model is held elsewhere: the batches it holds here still settle, but
-         * the probe (Ack{}) and any other id tell it to go to the holder (subjects.md). */
+    if (!mine && ack->batch_id == 0 && consumers_model_rec(c) != NULL &&
+        !models_serving(d, consumers_model_rec(c))) {
+        /* The lease of its model is held elsewhere: the batches it holds here still settle (and a
+         * resent ack of a settled one is still unknown_batch), but the probe, Ack{} for batch 0,
+         * tells it to go to the holder (subjects.md, "Leases"). */
         d->counters.unknown_consumer++;
         out.unknown = 1;
         out.error = "unknown_consumer: this instance no longer serves the consumer's model (its "

@@ -797,6 +797,9 @@ static void test_a_pull_that_expires_without_the_lease_is_not_answered(void **st
     assert_int_equal(r->acked, 1);
     assert_string_equal(r->error, "");
     codec_ack_reply_destroy(r);
+    r = ack(f, id, batch_id, NULL, 0, true); /* a resent ack: settled, not "register again" */
+    assert_int_equal(strncmp(r->error, "unknown_batch: ", 15), 0);
+    codec_ack_reply_destroy(r);
     lease(f, "llama", f->now + 60000 * MS);
     r = ack(f, id, 0, NULL, 0, false); /* served again: known and alive */
     assert_int_equal(strncmp(r->error, "unknown_batch: ", 15), 0);
