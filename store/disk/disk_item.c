@@ -14,7 +14,8 @@
  *      A crash between the two is repaired by recovery, which counts the tombstones it applies.
  *   5. Out of space on an append is not fatal: the entry's room is reserved before anything
  *      changes (disk_seg_reserve), so a full disk gives STORE_ENOSPC for that item alone and
- *      nothing acknowledged is touched.
+ *      nothing acknowledged is touched; it also rolls over a current segment whose entries
+ *      were all completed, whose file then goes at the next flush (disk_seg.c invariant 7).
  *   6. A returned item goes back to its place in arrival order (disk_queue.c's invariant 1).
  *   7. Commit appends each item's delivery count to the state journal before it returns
  *      ("DLV" + count, at most 255; a tombstone later outranks it): a crash of the process
@@ -77,9 +78,21 @@ store_status_t disk_append(store_t *store, store_queue_t *queue, const store_ite
     dseg_t *seg;
     store_status_t st;
     if ((st = disk_queue_reserve(q, 1)) != STORE_OK ||
-        (st = disk_seg_pick(d, q->model_idx, size, &seg)) != STORE_OK ||
-        (st = disk_seg_reserve(d, seg, size)) != STORE_OK)
+        (st = disk_seg_pick(d, q->model_idx, size, &seg)) != STORE_OK)
         return st;
+    if ((st = disk_seg_reserve(d, seg, size)) != STORE_OK) {
+        /* disk_seg.c invariant 7: a drained current segment holds its space until it rolls
+         * over; sealed now, it is deleted at the next flush, and a later item fits. */
+        if (st == STORE_ENOSPC && !seg->sealed && seg->entries != 0 &&
+            seg->deleted == seg->entries && seg->size == seg->readable) {
+            seg->sealed = 1;
+            disk_seg_mark_dirty(d, seg);
+            store_status_t del = disk_seg_delete(d, seg);
+            if (del != STORE_OK)
+                return del;
+        }
+        return st;
+    }
     if (d->reserve_unsupported) {
         /* No fallocate: written at once, so a full disk still refuses this item alone. */
         int fd;

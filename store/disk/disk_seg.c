@@ -35,6 +35,11 @@
  *   6. A live or doomed segment holds a slot, and slots[slot] names it; a slot is handed out
  *      again only after its segment is freed, when no record names it any more (every entry
  *      was completed).
+ *   7. Appends leave DISK_FREE_KEEP of the file system free (checked at each reservation
+ *      step): a disk the store filled itself still has room for the journal file that records
+ *      the deliveries and tombstones of the items it holds, so they are delivered and
+ *      completed. A current segment whose every entry was completed is rolled over when an
+ *      append finds no room (disk_item.c), so draining the queue gives the space back.
  *
  * Rejected: compacting the live entries out of mostly tombstoned segments. It writes durable
  * bytes a second time, and a moved entry would no longer sit in arrival order in its log; the
@@ -57,6 +62,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 store_status_t disk_fsync_dir(disk_t *d, unsigned changes)
@@ -208,6 +214,20 @@ store_status_t disk_seg_unlink(disk_t *d, dseg_t *seg)
  * per several thousand entries. */
 #define DISK_RESERVE_MIN (64u << 10)
 #define DISK_RESERVE_MAX (4u << 20)
+/* Invariant 7: room on the file system that appends never take, for what must still work
+ * when they are refused: a journal file for the deliveries and tombstones of the items held
+ * (its creation halves its size down to 4 KiB until it fits), the index's growth beyond its
+ * own reservation, a new segment's header. A megabyte holds a journal of 20,000 records. */
+#define DISK_FREE_KEEP (1u << 20)
+
+/* Bytes the file system of fd has for this process; UINT64_MAX when it cannot tell. */
+static uint64_t disk_fs_avail(int fd)
+{
+    struct statvfs sv;
+    if (fstatvfs(fd, &sv) != 0)
+        return UINT64_MAX;
+    return (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize;
+}
 
 store_status_t disk_seg_reserve(disk_t *d, dseg_t *seg, uint64_t size)
 {
@@ -225,6 +245,11 @@ store_status_t disk_seg_reserve(disk_t *d, dseg_t *seg, uint64_t size)
     store_status_t st = disk_fd_get(d, seg, &fd);
     if (st != STORE_OK)
         return st;
+    uint64_t avail = disk_fs_avail(fd); /* one call per step, not per item */
+    if (avail != UINT64_MAX && avail < (need - seg->reserved) + DISK_FREE_KEEP)
+        return STORE_ENOSPC;
+    if (avail != UINT64_MAX && avail < (want - seg->reserved) + DISK_FREE_KEEP)
+        want = need; /* the step would eat into the kept room; the item itself does not */
     if (fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)seg->reserved, (off_t)(want - seg->reserved)) ==
         0) {
         seg->reserved = want;

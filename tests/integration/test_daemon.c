@@ -28,7 +28,10 @@
  *                              SIGSTOPped -> one copy queued and delivered.
  *   ack_deadline_and_dead_letter  a heartbeating consumer that never acks: redelivery after the ack
  *                              deadline, then the dead-letter subject after --max-deliveries.
- *   enospc                     data dir on a 2 MiB tmpfs filled up: store_full rejects, recovery
+ *   enospc_self                the daemon fills a 6 MiB tmpfs itself before any consumer comes:
+ *                              every accepted item is delivered and completed on the full disk,
+ *                              and after the drain new items are accepted again
+ *   enospc                     data dir on a 4 MiB tmpfs filled up: store_full rejects, recovery
  *                              when space is freed, no accepted item lost (root only, else 77).
  */
 #include <errno.h>
@@ -1283,7 +1286,7 @@ static int case_enospc(void)
 {
     char mnt[700], data[800], filler[800];
     snprintf(mnt, sizeof(mnt), "%s/tmpfs", h_tmp());
-    if (geteuid() != 0 || !h_mount_tmpfs(mnt, "2m")) {
+    if (geteuid() != 0 || !h_mount_tmpfs(mnt, "4m")) {
         printf("SKIPPED: needs root/tmpfs\n");
         return SKIP_CODE;
     }
@@ -1407,6 +1410,96 @@ static int case_enospc(void)
     return 0;
 }
 
+/* Submits records one at a time from `from` until `want` store_full refusals; returns the next
+ * record (every ACCEPTED one is marked in the book). */
+static size_t fill_until_full(natsConnection *nc, book_t *bk, size_t from, size_t want)
+{
+    size_t next = from, full = 0;
+    while (full < want) {
+        H_REQUIRE(next < bk->n, "%zu items submitted and no store_full", next);
+        codec_work_item_t it[1];
+        uint8_t pbuf[1100];
+        book_items(bk, next, 1, it, pbuf, NULL, NULL);
+        codec_submit_reply_t *r = NULL;
+        natsStatus s = h_submit(nc, MODEL, it, 1, 5000, &r);
+        H_REQUIRE(s == NATS_OK && r->n_results == 1, "submit: %s", natsStatus_GetText(s));
+        if (r->results[0].status == CODEC_ITEM_ACCEPTED)
+            bk->recs[next].accepted = true;
+        else
+            full += strcmp(r->results[0].reason, "store_full") == 0;
+        H_REQUIRE(r->results[0].status == CODEC_ITEM_ACCEPTED ||
+                      strcmp(r->results[0].reason, "store_full") == 0,
+                  "status %d reason '%s'", (int)r->results[0].status, r->results[0].reason);
+        codec_submit_reply_destroy(r);
+        next++;
+    }
+    return next;
+}
+
+/* The daemon fills its data directory itself, before any consumer came: every item it took is
+ * still delivered and completed on the full disk (the journal that records deliveries and
+ * tombstones fits in the room appends leave), the daemon keeps running, and once the queue is
+ * drained the space comes back for new items. */
+#define ES_N 12000
+static int case_enospc_self(void)
+{
+    char mnt[700], data[800];
+    snprintf(mnt, sizeof(mnt), "%s/tmpfs", h_tmp());
+    if (geteuid() != 0 || !h_mount_tmpfs(mnt, "6m")) {
+        printf("SKIPPED: needs root/tmpfs\n");
+        return SKIP_CODE;
+    }
+    snprintf(data, sizeof(data), "%s/data", mnt);
+    h_set_data_dir(data);
+    h_nats_start(false);
+    h_daemon_start(NULL);
+    natsConnection *nc = h_connect();
+    book_t bk;
+    book_init(&bk, "es", ES_N);
+    for (size_t i = 0; i < ES_N; i++) {
+        bk.recs[i].shape_k = 61;
+        bk.recs[i].shape = h_shape(61);
+        bk.recs[i].tokens = 32;
+        bk.recs[i].payload_len = 1000;
+    }
+    size_t next = fill_until_full(nc, &bk, 0, 3);
+    size_t accepted = 0;
+    for (size_t i = 0; i < next; i++)
+        accepted += bk.recs[i].accepted;
+    H_REQUIRE(accepted > 100, "only %zu items fitted", accepted);
+    h_log("%zu items accepted until the disk was full", accepted);
+    h_consumer_t c;
+    h_consumer_register(&c, nc, MODEL, 32, 65536, 0, "enospc-self");
+    size_t got = drain(&c, &bk, 32, 65536, 1500, 1, NULL);
+    H_REQUIRE(h_daemon_running(), "the daemon stopped while its items were consumed");
+    H_REQUIRE(got == accepted, "drained %zu items on the full disk, %zu were accepted", got,
+              accepted);
+    /* Drained: the current segment rolls over at the next refusal and its file goes. */
+    uint64_t deadline = h_now_ms() + 10000;
+    size_t again = 0;
+    while (again == 0) {
+        H_REQUIRE(h_now_ms() < deadline, "still store_full 10 s after the queue was drained");
+        size_t from = next;
+        next = fill_until_full(nc, &bk, next, 1);
+        for (size_t i = from; i < next; i++)
+            again += bk.recs[i].accepted;
+        if (again == 0)
+            h_sleep_ms(200);
+    }
+    h_log("after the drain, %zu new items accepted before the disk was full again", again);
+    got = drain(&c, &bk, 32, 65536, 1500, 1, NULL);
+    H_REQUIRE(got == again, "drained %zu of the %zu new items", got, again);
+    for (size_t i = 0; i < next; i++) {
+        rec_t *r = &bk.recs[i];
+        H_REQUIRE(r->delivered == (r->accepted ? 1u : 0u), "%s (%s) delivered %u times", r->id,
+                  r->accepted ? "accepted" : "refused", r->delivered);
+    }
+    h_consumer_close(&c);
+    book_free(&bk);
+    finish(nc);
+    return 0;
+}
+
 /* ---- main -------------------------------------------------------------------------------------
  */
 
@@ -1423,6 +1516,7 @@ static const struct {
     {"retried_submit_dedupe", case_retried_submit_dedupe},
     {"ack_deadline_and_dead_letter", case_ack_deadline_and_dead_letter},
     {"enospc", case_enospc},
+    {"enospc_self", case_enospc_self},
 };
 
 int main(int argc, char **argv)
