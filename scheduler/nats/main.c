@@ -28,6 +28,7 @@
 #include <getopt.h>
 #include <nats/nats.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -517,7 +518,8 @@ typedef struct {
     daemon_t *d;
     front_t *f;
     sigset_t set;
-    int stopped; /* a stop signal came before the signal thread existed */
+    int stopped;         /* a stop signal came before the signal thread existed */
+    atomic_int released; /* the owner stopped on its own and woke the signal thread to end it */
 } signal_ctx_t;
 
 /* front_config_t.pause before the signal thread exists: 1 when a stop signal came. */
@@ -611,6 +613,8 @@ static void *signal_thread(void *arg)
     signal_ctx_t *sc = arg;
     int sig = 0;
     sigwait(&sc->set, &sig);
+    if (atomic_load(&sc->released))
+        return NULL;
     log_write(LOG_INFO, "%s: no more work is taken; flushing and closing",
               sig == SIGTERM ? "SIGTERM" : "SIGINT");
     front_unsubscribe(sc->f);
@@ -716,6 +720,7 @@ int main(int argc, char **argv)
     st = daemon_run(d);
     /* The signal thread uses f and d: when the owner stopped on its own (a store failure), wake
      * it and wait, so a late SIGTERM cannot reach a destroyed front. */
+    atomic_store(&sc.released, 1);
     pthread_kill(sig_thread, SIGTERM);
     pthread_join(sig_thread, NULL);
     lease_kv_destroy(leases); /* after the last flush: the leases are released for a standby */
