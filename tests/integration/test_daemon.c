@@ -1280,30 +1280,47 @@ static int case_ack_deadline_and_dead_letter(void)
 /* ---- 9. ENOSPC ----------------------------------------------------------------------------------
  */
 
+/* A nats-server and a daemon whose data directory is on a fresh tmpfs of `size` mounted at
+ * mnt (under the test's temp dir); false (the case is skipped) without root or tmpfs. */
+static bool tmpfs_daemon_start(const char *size, char *mnt, size_t cap)
+{
+    char data[800];
+    snprintf(mnt, cap, "%s/tmpfs", h_tmp());
+    if (geteuid() != 0 || !h_mount_tmpfs(mnt, size)) {
+        printf("SKIPPED: needs root/tmpfs\n");
+        return false;
+    }
+    snprintf(data, sizeof(data), "%s/data", mnt);
+    h_set_data_dir(data);
+    h_nats_start(false);
+    h_daemon_start(NULL);
+    return true;
+}
+
+/* n records of one shape (k) and one length: one lane, one segment being appended to. */
+static void book_one_lane(book_t *bk, const char *prefix, size_t n, unsigned k,
+                          uint32_t payload_len)
+{
+    book_init(bk, prefix, n);
+    for (size_t i = 0; i < n; i++) {
+        bk->recs[i].shape_k = k;
+        bk->recs[i].shape = h_shape(k);
+        bk->recs[i].tokens = 32;
+        bk->recs[i].payload_len = payload_len;
+    }
+}
+
 #define EN_N 600
 
 static int case_enospc(void)
 {
-    char mnt[700], data[800], filler[800];
-    snprintf(mnt, sizeof(mnt), "%s/tmpfs", h_tmp());
-    if (geteuid() != 0 || !h_mount_tmpfs(mnt, "4m")) {
-        printf("SKIPPED: needs root/tmpfs\n");
+    char mnt[700], filler[800];
+    if (!tmpfs_daemon_start("4m", mnt, sizeof(mnt)))
         return SKIP_CODE;
-    }
-    snprintf(data, sizeof(data), "%s/data", mnt);
     snprintf(filler, sizeof(filler), "%s/filler", mnt);
-    h_set_data_dir(data);
-    h_nats_start(false);
-    h_daemon_start(NULL);
     natsConnection *nc = h_connect();
     book_t bk;
-    book_init(&bk, "en", EN_N);
-    for (size_t i = 0; i < EN_N; i++) {
-        bk.recs[i].shape_k = 60;
-        bk.recs[i].shape = h_shape(60);
-        bk.recs[i].tokens = 32; /* one lane, one segment being appended to */
-        bk.recs[i].payload_len = 200;
-    }
+    book_one_lane(&bk, "en", EN_N, 60, 200);
     size_t next = 0;
     book_submit(nc, &bk, next, 20, NULL);
     next += 20;
@@ -1443,25 +1460,12 @@ static size_t fill_until_full(natsConnection *nc, book_t *bk, size_t from, size_
 #define ES_N 12000
 static int case_enospc_self(void)
 {
-    char mnt[700], data[800];
-    snprintf(mnt, sizeof(mnt), "%s/tmpfs", h_tmp());
-    if (geteuid() != 0 || !h_mount_tmpfs(mnt, "6m")) {
-        printf("SKIPPED: needs root/tmpfs\n");
+    char mnt[700];
+    if (!tmpfs_daemon_start("6m", mnt, sizeof(mnt)))
         return SKIP_CODE;
-    }
-    snprintf(data, sizeof(data), "%s/data", mnt);
-    h_set_data_dir(data);
-    h_nats_start(false);
-    h_daemon_start(NULL);
     natsConnection *nc = h_connect();
     book_t bk;
-    book_init(&bk, "es", ES_N);
-    for (size_t i = 0; i < ES_N; i++) {
-        bk.recs[i].shape_k = 61;
-        bk.recs[i].shape = h_shape(61);
-        bk.recs[i].tokens = 32;
-        bk.recs[i].payload_len = 1000;
-    }
+    book_one_lane(&bk, "es", ES_N, 61, 1000);
     size_t next = fill_until_full(nc, &bk, 0, 3);
     size_t accepted = 0;
     for (size_t i = 0; i < next; i++)
