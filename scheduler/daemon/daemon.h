@@ -193,8 +193,14 @@ typedef enum {
     EV_STOP,         /* finish the turn, flush, return from daemon_run */
     EV_SERVICE,      /* token: the $SRV subject after "$SRV." (PING, INFO.lanesched, ...) */
     EV_METRICS,      /* no token; reply NULL: a snapshot for the metrics sink */
-    EV_LEASE,        /* token: a model; data: uint64_t serve-until (monotonic ns), 0 = not held */
+    EV_LEASE,        /* token: a model; data: a daemon_lease_note_t */
 } ev_kind_t;
+
+/* EV_LEASE's data: the lease keeper's word on one model. */
+typedef struct {
+    uint64_t until_ns;  /* serve strictly before this (monotonic ns); 0 = not held */
+    uint64_t elsewhere; /* 1: the bucket refused this instance: another instance holds it */
+} daemon_lease_note_t;
 
 /* Publishes data on subject; returns 0 once the connection took it. All borrowed. Called on the
  * owner thread only. */

@@ -170,6 +170,7 @@ typedef struct model {
     /* Serving (--models, leases): in the list, and until when its lease is held. */
     int configured;
     uint64_t until_ns; /* monotonic; 0 = not held */
+    int elsewhere;     /* another instance holds its lease (the keeper's refusal), not a lapse */
     int announced;     /* serving, as last logged */
     /* Its series: &own, or the shared "(other)" one past METRICS_MODELS_MAX (NULL until the
      * first figure). A record with a series of its own is kept (its counters are cumulative). */
@@ -217,6 +218,9 @@ codec_status_t models_admit(const struct daemon *d, const model_t *m);
 /* Whether this instance serves model m now (NULL: a model with no record): every model without
  * --models; with leases, strictly before the deadline of its lease, read from the owner's clock. */
 int models_serving(const struct daemon *d, const model_t *m);
+/* 1 while another instance holds m's lease (m may be NULL: 0): not served here, and not for a
+ * moment only (a renewal that failed while nobody else holds the key is a lapse, not this). */
+int models_held_elsewhere(const struct daemon *d, const model_t *m);
 /* An EV_LEASE: the model's new deadline. */
 void models_lease_note(struct daemon *d, const ev_t *ev);
 /* Logs every model whose lease state changed since the last look (called by the timers). */

@@ -22,8 +22,10 @@
  *      rule that depends on ownership asks models_serving: intake (refuses with not_owner),
  *      register (silent for a model not served, so the owner answers), dispatch (no batch of a
  *      model not served). Losing a lease keeps the model's consumers and their batches in
- *      flight: their acks still complete items of this instance's store; only new work stops,
- *      and their pulls that expire meanwhile go unanswered, which sends them to the holder.
+ *      flight: their acks still complete items of this instance's store; only new work stops.
+ *      Once another instance holds the lease (not while a renewal only failed), their pulls
+ *      that expire go unanswered and their Ack{} probe ends them, which sends them to the
+ *      holder (turn.c, requests.c).
  *   5. --limit-models bounds the models that hold items with no live consumer ("strangers",
  *      counted in d->models.strangers at every change of items or consumers): those are what
  *      a client can make without any worker's say. A model with a live consumer is never new
@@ -289,14 +291,21 @@ void models_serving_tick(struct daemon *d)
         models_announce(d, d->models.configured[i]);
 }
 
+int models_held_elsewhere(const struct daemon *d, const model_t *m)
+{
+    return m != NULL && m->elsewhere && !models_serving(d, m);
+}
+
 void models_lease_note(struct daemon *d, const ev_t *ev)
 {
     model_t *m = models_find(d, ev->token);
-    uint64_t until = 0;
-    if (m == NULL || !m->configured || !d->cfg.leases || ev->len != sizeof(until))
+    daemon_lease_note_t note;
+    if (m == NULL || !m->configured || !d->cfg.leases || ev->len != sizeof(note))
         return;
-    memcpy(&until, ev->data, sizeof(until));
+    memcpy(&note, ev->data, sizeof(note));
+    uint64_t until = note.until_ns;
     m->until_ns = until;
+    m->elsewhere = note.elsewhere != 0;
     models_announce(d, m);
     if (daemon_now(d) < until) {
         /* in wall time for the record of who served when (a test reads it at debug level) */

@@ -226,15 +226,19 @@ void requests_ack(struct daemon *d, const ev_t *ev, replies_t *deferred)
     }
     sched_batch_info_t in;
     int mine = sched_batch_info(d->sched, ack->batch_id, &in) && in.worker == consumers_worker(c);
-    if (!mine && ack->batch_id == 0 && consumers_model_rec(c) != NULL &&
-        !models_serving(d, consumers_model_rec(c))) {
-        /* The lease of its model is held elsewhere: the batches it holds here still settle (and a
-         * resent ack of a settled one is still unknown_batch), but the probe, Ack{} for batch 0,
-         * tells it to go to the holder (subjects.md, "Leases"). */
+    if (!mine && ack->batch_id == 0 && models_held_elsewhere(d, consumers_model_rec(c))) {
+        /* Another instance holds its model's lease: the batches it holds here settle until then
+         * (and a resent ack of a settled one is still unknown_batch), but the probe, Ack{} for
+         * batch 0, ends it as a bye would, so that it registers with the holder (subjects.md,
+         * "Leases"): what it held goes back to its lanes here, its pulls are closed. */
+        log_write(LOG_INFO, "consumer %s (%s): model %s is served by another instance: let go",
+                  consumers_id(c), consumers_name(c), consumers_model(c));
+        requests_consumer_end(d, c);
+        consumers_kill(c);
         d->counters.unknown_consumer++;
         out.unknown = 1;
-        out.error = "unknown_consumer: this instance no longer serves the consumer's model (its "
-                    "lease is held elsewhere): register again";
+        out.error = "unknown_consumer: another instance holds the lease of this consumer's model: "
+                    "register again";
         goto reply;
     }
     if (!mine) {

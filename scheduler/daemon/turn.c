@@ -55,15 +55,14 @@ static void turn_ack_expired(void *ctx, consumer_t *c, uint64_t batch_id)
     (void)inflight_settle(d, NULL, batch_id, INFLIGHT_RETURN, NULL, 0, NULL);
 }
 
-/* A pull of a consumer whose model this instance no longer serves (its lease lapsed or was
- * taken over) ends unanswered: no answer past its expiry is what tells the consumer to
- * register again, and the model's holder then answers (subjects.md, "Leases"). Its batches in
- * flight stay acknowledgeable here (models.c invariant 4). */
+/* A pull of a consumer whose model's lease another instance holds ends unanswered: no answer
+ * past its expiry is what tells the consumer to register again, and the holder then answers
+ * (subjects.md, "Leases"). A lease that only lapsed (a renewal failed) answers as usual. Its
+ * batches in flight stay acknowledgeable here (models.c invariant 4). */
 static void turn_pull_expired(void *ctx, consumer_t *c, const char *reply)
 {
     struct daemon *d = ctx;
-    const model_t *m = consumers_model_rec(c);
-    if (m != NULL && !models_serving(d, m))
+    if (models_held_elsewhere(d, consumers_model_rec(c)))
         return;
     dispatch_status(ctx, reply, CODEC_BATCH_EXPIRED, "");
 }

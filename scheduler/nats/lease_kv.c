@@ -12,8 +12,9 @@
  *   3. Only "wrong last sequence" is a refusal (someone else holds the key); every other failure
  *      (timeout, JetStream unavailable, connection down) is a failed call, which never extends
  *      serving (lease.c invariant 3).
- *   4. Every change of a model's deadline, renewals included, reaches notify, so the daemon
- *      always holds the deadline of the last acknowledged write.
+ *   4. Every change of a model's deadline, renewals included, and the first refusal after a
+ *      gain reach notify, so the daemon always holds the deadline of the last acknowledged write
+ *      and knows when another instance holds the lease.
  *
  * Rejected: a watch on the bucket instead of periodic creates. A key that expires through the
  * bucket's TTL produces no delete marker for watchers in nats-server 2.9, so a standby would
@@ -42,6 +43,7 @@ typedef struct {
     char *model; /* owned */
     char key[LEASE_KV_KEY_MAX];
     lease_t lease;
+    int elsewhere; /* the last refusal said another instance holds it; cleared when gained */
 } lease_kv_model_t;
 
 struct lease_kv {
@@ -108,6 +110,7 @@ static int lease_kv_step(lease_kv_t *kv, lease_kv_model_t *m, uint64_t now)
     uint64_t after = clock_mono_ns();
     int was = m->lease.state == LEASE_OWNER;
     if (s == NATS_OK) {
+        m->elsewhere = 0;
         lease_won(&m->lease, &kv->timing, rev, sent, after);
         if (!was)
             log_write(LOG_INFO, "lease of model %s gained (revision %llu): serving it", m->model,
@@ -115,11 +118,12 @@ static int lease_kv_step(lease_kv_t *kv, lease_kv_model_t *m, uint64_t now)
         return 1; /* invariant 4: a renewal moves the deadline too */
     }
     if (lease_kv_refused(s)) {
-        int changed = lease_refused(&m->lease, &kv->timing, after);
+        int changed = lease_refused(&m->lease, &kv->timing, after), news = !m->elsewhere;
+        m->elsewhere = 1;
         if (was)
             log_write(LOG_WARN, "lease of model %s lost to another instance: not serving it",
                       m->model);
-        return changed || was;
+        return changed || was || news;
     }
     int changed = lease_failed(&m->lease, &kv->timing, after);
     if (was)
@@ -140,7 +144,8 @@ static void *lease_kv_main(void *arg)
             lease_kv_model_t *m = &kv->models[i];
             if (lease_kv_step(kv, m, now))
                 kv->notify(kv->ctx, m->model,
-                           lease_serving(&m->lease, clock_mono_ns()) ? m->lease.valid_until_ns : 0);
+                           lease_serving(&m->lease, clock_mono_ns()) ? m->lease.valid_until_ns : 0,
+                           m->elsewhere);
             next = m->lease.next_ns < next ? m->lease.next_ns : next;
             now = clock_mono_ns();
         }

@@ -27,8 +27,11 @@ typedef struct {
 
 /* Told on the lease thread whenever a model's serving deadline changes: valid_until_ns > 0 while
  * this instance holds the model's lease (serve strictly before it, monotonic clock), 0 when it
- * does not. model is borrowed for the call. */
-typedef void (*lease_kv_notify_fn)(void *ctx, const char *model, uint64_t valid_until_ns);
+ * does not; elsewhere is 1 once the bucket refused this instance because another holds the
+ * lease (not when a renewal only failed), until this instance gains it again. model is borrowed
+ * for the call. */
+typedef void (*lease_kv_notify_fn)(void *ctx, const char *model, uint64_t valid_until_ns,
+                                   int elsewhere);
 
 typedef struct lease_kv lease_kv_t;
 

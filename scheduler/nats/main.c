@@ -575,12 +575,13 @@ typedef struct {
 /* lease_kv_notify_fn: a gained lease reaches the owner before the model's submits are
  * subscribed, a lost one is unsubscribed before the owner hears, so no submit meets an owner
  * that is not told yet. */
-static void main_lease_notify(void *ctx, const char *model, uint64_t valid_until_ns)
+static void main_lease_notify(void *ctx, const char *model, uint64_t valid_until_ns, int elsewhere)
 {
     lease_glue_t *g = ctx;
+    daemon_lease_note_t note = {valid_until_ns, elsewhere != 0};
     if (valid_until_ns == 0)
         front_submit_serve(g->f, model, 0);
-    if (daemon_post(g->d, EV_LEASE, model, NULL, &valid_until_ns, sizeof(valid_until_ns)) != 0)
+    if (daemon_post(g->d, EV_LEASE, model, NULL, &note, sizeof(note)) != 0)
         log_write(LOG_ERROR, "out of memory: the lease of %s could not reach the owner", model);
     if (valid_until_ns != 0)
         front_submit_serve(g->f, model, 1);

@@ -37,13 +37,16 @@ typedef struct {
     daemon_t *d;
 } fx_t;
 
-/* The public ids of the secrets reg handed out (the stats and metrics show only those). */
-static char public_ids[16][2][33];
-static size_t n_public_ids;
+/* The public ids of the secrets reg handed out (the stats and metrics show only those), the
+ * latest PUBLIC_IDS of every test of the file. */
+#define PUBLIC_IDS 64
+static char public_ids[PUBLIC_IDS][2][33];
+static size_t n_public_ids, next_public_id;
 
 static void public_id_note(const char *secret, const char *public_id)
 {
-    size_t k = n_public_ids < 16 ? n_public_ids++ : 15;
+    size_t k = next_public_id++ % PUBLIC_IDS;
+    n_public_ids += n_public_ids < PUBLIC_IDS;
     snprintf(public_ids[k][0], 33, "%s", secret);
     snprintf(public_ids[k][1], 33, "%s", public_id);
 }
@@ -701,9 +704,17 @@ static void test_stop_ends_the_turn_after_its_flush(void **state)
 
 /* ---- leases ------------------------------------------------------------------------------- */
 
+/* The lease keeper's word: held until until_ns (0: not held); elsewhere: another instance
+ * holds it (a refusal), else a lapse. */
+static void lease_note(fx_t *f, const char *model, uint64_t until_ns, int elsewhere)
+{
+    daemon_lease_note_t note = {until_ns, (uint64_t)elsewhere};
+    assert_int_equal(daemon_post(f->d, EV_LEASE, model, NULL, &note, sizeof(note)), 0);
+}
+
 static void lease(fx_t *f, const char *model, uint64_t until_ns)
 {
-    assert_int_equal(daemon_post(f->d, EV_LEASE, model, NULL, &until_ns, sizeof(until_ns)), 0);
+    lease_note(f, model, until_ns, 0);
 }
 
 /* With leases a model is served only before the deadline of its last renewal, checked on the
@@ -765,48 +776,64 @@ static void test_a_model_is_served_only_within_its_lease(void **state)
     json_decref(doc);
 }
 
-/* A pull that expires while its model's lease is not held here goes unanswered (no EXPIRED) and
- * the Ack{} probe gets unknown_consumer: the consumer's cues to register again with the holder.
- * A batch it holds stays acknowledgeable here meanwhile; with the lease held again, a pull gets
- * EXPIRED and the probe unknown_batch. */
-static void test_a_pull_that_expires_without_the_lease_is_not_answered(void **state)
+/* Another instance holds the model's lease: a pull of this instance's consumer that expires
+ * goes unanswered (no EXPIRED) and its Ack{} probe ends it with unknown_consumer, the consumer's
+ * cues to register with the holder; a batch it holds settles here until then, and what it still
+ * held goes back to its lane. A lease that only lapsed (a renewal failed, nobody else holds it)
+ * answers as usual. */
+static void test_a_consumer_of_a_lease_held_elsewhere_is_sent_to_the_holder(void **state)
 {
     fx_t *f = *state;
     lease(f, "llama", f->now + 60000 * MS);
     char id[33];
     reg(f, "llama", 1, 4096, "gpu", id);
-    submit(f, "llama", 42, 100, "l", 0, 1, "r0");
-    pull(f, id, 1, 1000, "held");
+    submit(f, "llama", 42, 100, "l", 0, 2, "r0");
+    pull(f, id, 2, 1000, "held");
     advance_alive(f, id, 300);
-    codec_batch_t *b = batch_on(f, "held");
-    assert_int_equal(b->n_items, 1);
-    uint64_t batch_id = b->batch_id;
-    codec_batch_destroy(b);
-    pull(f, id, 1, 500, "served");
+    assert_int_equal(count_on(f, "held"), 2);
+    uint64_t first = 0;
+    for (size_t i = 0; i < f->n_sent && first == 0; i++) {
+        if (strcmp(f->sent[i].subject, "held") != 0)
+            continue;
+        codec_batch_t *b = NULL;
+        assert_int_equal(codec_decode_batch(f->sent[i].data, f->sent[i].len, &b), CODEC_OK);
+        first = b->batch_id;
+        codec_batch_destroy(b);
+    }
+    lease(f, "llama", f->now + 100 * MS); /* a lapse: renewals fail, nobody else holds it */
+    advance_alive(f, id, 300);
+    pull(f, id, 1, 500, "lapsed");
     advance_alive(f, id, 800);
-    assert_int_equal(count_on(f, "served"), 1); /* EXPIRED */
-    lease(f, "llama", f->now + 100 * MS);       /* the renewals stop: taken over elsewhere */
-    advance_alive(f, id, 300);
+    assert_int_equal(count_on(f, "lapsed"), 1); /* EXPIRED, as ever */
+    codec_ack_reply_t *r = ack(f, id, 0, NULL, 0, false);
+    assert_int_equal(strncmp(r->error, "unknown_batch: ", 15), 0); /* known and alive */
+    codec_ack_reply_destroy(r);
+    lease_note(f, "llama", 0, 1); /* refused: another instance holds it now */
     pull(f, id, 1, 500, "fenced");
     advance_alive(f, id, 2000);
     assert_int_equal(count_on(f, "fenced"), 0);
-    codec_ack_reply_t *r = ack(f, id, 0, NULL, 0, false); /* the probe: go to the holder */
-    assert_int_equal(strncmp(r->error, "unknown_consumer: ", 18), 0);
-    codec_ack_reply_destroy(r);
-    r = ack(f, id, batch_id, NULL, 0, true); /* what it holds still settles here */
+    r = ack(f, id, first, NULL, 0, true); /* what it holds still settles here */
     assert_int_equal(r->acked, 1);
     assert_string_equal(r->error, "");
     codec_ack_reply_destroy(r);
-    r = ack(f, id, batch_id, NULL, 0, true); /* a resent ack: settled, not "register again" */
+    r = ack(f, id, first, NULL, 0, true); /* a resent ack: settled, not "register again" */
     assert_int_equal(strncmp(r->error, "unknown_batch: ", 15), 0);
     codec_ack_reply_destroy(r);
-    lease(f, "llama", f->now + 60000 * MS);
-    r = ack(f, id, 0, NULL, 0, false); /* served again: known and alive */
-    assert_int_equal(strncmp(r->error, "unknown_batch: ", 15), 0);
+    r = ack(f, id, 0, NULL, 0, false); /* the probe: let go */
+    assert_int_equal(strncmp(r->error, "unknown_consumer: ", 18), 0);
     codec_ack_reply_destroy(r);
-    pull(f, id, 1, 500, "again");
-    advance_alive(f, id, 800);
-    assert_int_equal(count_on(f, "again"), 1);
+    lease(f, "llama", f->now + 60000 * MS); /* gained again */
+    r = ack(f, id, 0, NULL, 0, false);      /* the old id stays gone */
+    assert_int_equal(strncmp(r->error, "unknown_consumer: ", 18), 0);
+    codec_ack_reply_destroy(r);
+    char id2[33];
+    reg(f, "llama", 1, 4096, "gpu", id2);
+    pull(f, id2, 1, 1000, "again"); /* the second item, returned when the first consumer went */
+    advance_alive(f, id2, 300);
+    codec_batch_t *b = batch_on(f, "again");
+    assert_int_equal(b->n_items, 1);
+    assert_int_equal(b->items[0].deliveries, 2);
+    codec_batch_destroy(b);
 }
 
 /* With --models, pulls, acks and byes of ids this instance never issued are left to their owner:
@@ -1111,8 +1138,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             test_a_message_asking_for_its_answer_on_a_refused_subject_is_dropped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_ends_the_turn_after_its_flush, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_a_pull_that_expires_without_the_lease_is_not_answered,
-                                        setup_leases, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_a_consumer_of_a_lease_held_elsewhere_is_sent_to_the_holder, setup_leases,
+            teardown),
         cmocka_unit_test_setup_teardown(test_with_models_only_heartbeats_of_unknown_ids_are_counted,
                                         setup_leases, teardown),
         cmocka_unit_test_setup_teardown(test_a_model_is_served_only_within_its_lease, setup_leases,
