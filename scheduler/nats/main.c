@@ -388,6 +388,13 @@ static int parse_flags(int argc, char **argv, const char **values)
     return 0;
 }
 
+/* The daemon's inbox prefix when it is its own: nats.c's "_INBOX" is every default client's,
+ * so answers under it are never refused as the daemon's (codec_reply_subject_check). */
+static const char *main_own_inbox(const char *prefix)
+{
+    return prefix != NULL && strcmp(prefix, "_INBOX") != 0 ? prefix : NULL;
+}
+
 static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc)
 {
     *fc = (front_config_t){
@@ -405,7 +412,7 @@ static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc
     };
     *cfg = (daemon_config_t){
         .prefix = flag_value(v, "prefix"),
-        .own_inbox = flag_value(v, "inbox-prefix"),
+        .own_inbox = main_own_inbox(flag_value(v, "inbox-prefix")),
         .data_dir = flag_value(v, "data-dir"),
         .models = flag_value(v, "models"),
     };

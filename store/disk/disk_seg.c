@@ -35,11 +35,12 @@
  *   6. A live or doomed segment holds a slot, and slots[slot] names it; a slot is handed out
  *      again only after its segment is freed, when no record names it any more (every entry
  *      was completed).
- *   7. Appends leave DISK_FREE_KEEP of the file system free (checked at each reservation
- *      step): a disk the store filled itself still has room for the journal file that records
- *      the deliveries and tombstones of the items it holds, so they are delivered and
- *      completed. A current segment whose every entry was completed is rolled over when an
- *      append finds no room (disk_item.c), so draining the queue gives the space back.
+ *   7. Appends and new segments leave DISK_FREE_KEEP of the file system free (checked at each
+ *      reservation step and segment creation, and per item where fallocate is missing): a disk
+ *      the store filled itself still has room for a journal file that records the deliveries
+ *      and tombstones of the items it holds. A current segment whose every entry was completed
+ *      is rolled over when an append of its model finds no room (disk_item.c), so draining the
+ *      model's queue gives the space back.
  *
  * Rejected: compacting the live entries out of mostly tombstoned segments. It writes durable
  * bytes a second time, and a moved entry would no longer sit in arrival order in its log; the
@@ -232,7 +233,9 @@ static uint64_t disk_fs_avail(int fd)
 store_status_t disk_seg_reserve(disk_t *d, dseg_t *seg, uint64_t size)
 {
     uint64_t need = seg->size + size;
-    if (need <= seg->reserved || d->reserve_unsupported)
+    if (d->reserve_unsupported) /* written at once (disk_item.c): checked per item */
+        return disk_fs_avail(d->seg_dir_fd) < size + DISK_FREE_KEEP ? STORE_ENOSPC : STORE_OK;
+    if (need <= seg->reserved)
         return STORE_OK;
     uint64_t step = seg->reserved - seg->header_len;
     step = step < DISK_RESERVE_MIN   ? DISK_RESERVE_MIN
@@ -366,10 +369,14 @@ static store_status_t disk_seg_create(disk_t *d, uint32_t model_idx, dseg_t **ou
 {
     store_status_t st = STORE_ENOMEM;
     dmodel_t *m = &d->models[model_idx];
-    dseg_t *seg = calloc(1, sizeof(*seg));
+    dseg_t *seg = NULL;
     uint8_t *hdr = NULL;
     int fd = -1;
-    if (seg == NULL || map_reserve(&d->deleted, 1) != MAP_OK)
+    if (disk_fs_avail(d->seg_dir_fd) < DISK_RESERVE_MIN + DISK_FREE_KEEP) { /* invariant 7 */
+        st = STORE_ENOSPC;
+        goto out;
+    }
+    if ((seg = calloc(1, sizeof(*seg))) == NULL || map_reserve(&d->deleted, 1) != MAP_OK)
         goto out;
     if ((st = disk_fd_make_room(d)) != STORE_OK)
         goto out;

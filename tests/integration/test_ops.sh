@@ -37,6 +37,10 @@
 #                      (4 KiB) is refused at start with exit 1 and the server's figure; one of
 #                      16 KiB lowers --max-payload to 8,192 bytes, and an item of that payload
 #                      is delivered and acked (tokens in = tokens completed)
+#   inbox_prefix       the daemon answers lanesched-ctl on the default inbox when its own
+#                      --inbox-prefix is _INBOX (nats.c's, every client's) and when it is private
+#                      (_INBOX.lanesched); a ctl sharing the private one gets no answer and the
+#                      daemon counts rejected.reply_subject_refused
 #   healthcheck        the Dockerfile's HEALTHCHECK command, run here: passes for a live daemon,
 #                      fails for a stopped (SIGSTOP) or exited one while another instance still
 #                      answers $SRV.PING (the old lanesched-ctl ping check passed then), fails
@@ -50,7 +54,7 @@ set -euo pipefail
 CASE=${1:-}
 BIN=${2:-}
 CASES="lock start_before_nats redaction log_json metrics_promtool ctl_watch cli_errors bad_urls
-connect_budget reconnect log_injection model_flood small_server healthcheck"
+connect_budget reconnect log_injection model_flood small_server inbox_prefix healthcheck"
 if [ "$CASE" = list ]; then
     tr ' \n' '\n\n' <<<"$CASES"
     exit 0
@@ -508,6 +512,32 @@ case_small_server() {
                         c.publish_failures === 0 ? "ok" : JSON.stringify(c)); })')
     [ "$left" = ok ] || fail "the item was not delivered and acked whole: $left"
     say "4 KiB server refused with exit 1; on 16 KiB an item of 8,192 payload bytes delivered"
+}
+
+case_inbox_prefix() {
+    local port url
+    port=$(free_port)
+    url="nats://127.0.0.1:$port"
+    nats_start "$port"
+    daemon_start shared --server "$url" --store memory --inbox-prefix _INBOX
+    wait_for "ready" 20 ready shared
+    "$BIN/lanesched-ctl" --server "$url" ping >/dev/null ||
+        fail "ctl got no answer from a daemon whose --inbox-prefix is _INBOX"
+    kill -TERM "$DAEMON_PID"
+    wait "$DAEMON_PID" || true
+    daemon_start own --server "$url" --store memory --inbox-prefix _INBOX.lanesched
+    wait_for "ready" 20 ready own
+    "$BIN/lanesched-ctl" --server "$url" ping >/dev/null ||
+        fail "ctl on the default inbox got no answer"
+    ! LANESCHED_INBOX_PREFIX=_INBOX.lanesched "$BIN/lanesched-ctl" --server "$url" \
+        --timeout-ms 1000 ping >/dev/null 2>&1 ||
+        fail "the daemon answered on its own inbox prefix"
+    local refused
+    refused=$("$BIN/lanesched-ctl" --server "$url" stats | node -e '
+        let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () =>
+            console.log(JSON.parse(s).counters.rejected.reply_subject_refused || 0))')
+    [ "$refused" = 1 ] || fail "rejected.reply_subject_refused is $refused, not 1"
+    say "_INBOX is shared, not refused; a ctl on the daemon's private inbox is refused and counted"
 }
 
 case_healthcheck() {
