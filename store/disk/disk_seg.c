@@ -221,7 +221,8 @@ store_status_t disk_seg_unlink(disk_t *d, dseg_t *seg)
  * own reservation, a new segment's header. A megabyte holds a journal of 20,000 records. */
 #define DISK_FREE_KEEP (1u << 20)
 
-/* Bytes the file system of fd has for this process; UINT64_MAX when it cannot tell. */
+/* Bytes the file system of fd has free for unprivileged use (f_bavail, below what root may
+ * still write); UINT64_MAX when it cannot tell. */
 static uint64_t disk_fs_avail(int fd)
 {
     struct statvfs sv;
