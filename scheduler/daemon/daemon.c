@@ -105,9 +105,7 @@ void daemon_reply_max_set(daemon_t *d, uint64_t bytes)
         d->reply_max = bytes;
 }
 
-/* A summary set aside for the owner's next pause is answered without passing turn_handle, so
- * one whose reply subject is refused goes through the queue, where it is counted. */
-static int daemon_reply_allowed(const daemon_t *d, const char *reply)
+int daemon_reply_allowed(const daemon_t *d, const char *reply)
 {
     return codec_reply_subject_check(reply, d->cfg.prefix, d->cfg.own_inbox) == CODEC_OK;
 }
@@ -119,6 +117,8 @@ int daemon_post(daemon_t *d, ev_kind_t kind, const char *token, const char *repl
         evqueue_stop(&d->events);
         return 0;
     }
+    /* a summary set aside is answered without passing turn_handle: one whose reply subject is
+     * refused goes through the queue, where it is counted */
     if (kind == EV_STATS && daemon_reply_allowed(d, reply) &&
         stats_waiting_add(d, reply, data, len))
         return 0; /* the owner is in a turn: stats.c's invariant 5 */

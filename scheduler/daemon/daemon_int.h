@@ -334,6 +334,9 @@ struct daemon {
 
 uint64_t daemon_now(const struct daemon *d);
 uint64_t daemon_ms_ns(uint32_t ms);
+/* 1 when the daemon may publish an answer on reply (borrowed; NULL: none asked), under the
+ * client rule codec_reply_subject_check applied to this daemon's prefix and own inbox. */
+int daemon_reply_allowed(const struct daemon *d, const char *reply);
 /* Publishes buf (taken) on subject now; a failure is counted. buf NULL: nothing sent. */
 void daemon_publish(struct daemon *d, const char *subject, uint8_t *buf, size_t len);
 

@@ -303,13 +303,13 @@ void models_lease_note(struct daemon *d, const ev_t *ev)
     if (m == NULL || !m->configured || !d->cfg.leases || ev->len != sizeof(note))
         return;
     memcpy(&note, ev->data, sizeof(note));
-    uint64_t until = note.until_ns;
-    m->until_ns = until;
+    m->until_ns = note.until_ns;
     m->elsewhere = note.elsewhere != 0;
     models_announce(d, m);
-    if (daemon_now(d) < until) {
+    uint64_t now = daemon_now(d);
+    if (now < m->until_ns) {
         /* in wall time for the record of who served when (a test reads it at debug level) */
-        uint64_t wall = clock_wall_ns() + (until - daemon_now(d));
+        uint64_t wall = clock_wall_ns() + (m->until_ns - now);
         log_write(LOG_DEBUG, "lease of model %s: serving until %" PRIu64 " ms (unix)", m->name,
                   wall / 1000000);
     }

@@ -93,13 +93,13 @@ static void turn_timers(struct daemon *d)
     consumers_expire(d->consumers, now, dead_after, &t);
 }
 
-/* A client's message whose reply subject the daemon must not publish on (codec's
- * codec_reply_subject_check): dropped whole, counted, and logged at the 1st, 2nd, 4th, 8th ...
+/* A client's message whose reply subject the daemon must not publish on
+ * (daemon_reply_allowed): dropped whole, counted, and logged at the 1st, 2nd, 4th, 8th ...
  * refusal, so a flood of them cannot flood the log. Returns 1 when refused. */
 static int turn_reply_refused(struct daemon *d, const ev_t *ev)
 {
     if (ev->kind == EV_DISCONNECTED || ev->kind == EV_STOP || ev->kind == EV_LEASE ||
-        codec_reply_subject_check(ev->reply, d->cfg.prefix, d->cfg.own_inbox) == CODEC_OK)
+        daemon_reply_allowed(d, ev->reply))
         return 0;
     uint64_t n = ++d->counters.rejected[CODEC_EREPLY_SUBJECT_REFUSED];
     if ((n & (n - 1)) == 0)

@@ -410,6 +410,8 @@ store_status_t disk_seg_pick(disk_t *d, uint32_t model_idx, uint64_t size, dseg_
 /* Dooms a sealed, fully tombstoned segment: out of its model's list and the segment map now;
  * its row is deleted and its file unlinked by the next flush, which then frees seg. */
 store_status_t disk_seg_delete(disk_t *d, dseg_t *seg);
+/* Seals seg (a model's last, unsealed segment) and deletes it when nothing in it is live. */
+store_status_t disk_seg_seal(disk_t *d, dseg_t *seg);
 /* Unlinks a doomed segment's file (after the flush's index commit) and frees seg, also when
  * the unlink fails (the store is then failed, and recovery deletes the file). */
 store_status_t disk_seg_unlink(disk_t *d, dseg_t *seg);

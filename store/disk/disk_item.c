@@ -85,9 +85,7 @@ store_status_t disk_append(store_t *store, store_queue_t *queue, const store_ite
          * over; sealed now, it is deleted at the next flush, and a later item fits. */
         if (st == STORE_ENOSPC && !seg->sealed && seg->entries != 0 &&
             seg->deleted == seg->entries && seg->size == seg->readable) {
-            seg->sealed = 1;
-            disk_seg_mark_dirty(d, seg);
-            store_status_t del = disk_seg_delete(d, seg);
+            store_status_t del = disk_seg_seal(d, seg);
             if (del != STORE_OK)
                 return del;
         }

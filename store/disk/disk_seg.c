@@ -454,11 +454,15 @@ store_status_t disk_seg_pick(disk_t *d, uint32_t model_idx, uint64_t size, dseg_
     store_status_t st = disk_seg_create(d, model_idx, out);
     if (st != STORE_OK)
         return st;
-    if (last != NULL && !last->sealed) {
-        last->sealed = 1;
-        disk_seg_mark_dirty(d, last);
-        if (last->deleted == last->entries && last->size == last->readable)
-            return disk_seg_delete(d, last);
-    }
+    return last != NULL && !last->sealed ? disk_seg_seal(d, last) : STORE_OK;
+}
+
+/* Invariants 1 and 3: a sealed segment with nothing live left is doomed at once. */
+store_status_t disk_seg_seal(disk_t *d, dseg_t *seg)
+{
+    seg->sealed = 1;
+    disk_seg_mark_dirty(d, seg);
+    if (seg->deleted == seg->entries && seg->size == seg->readable)
+        return disk_seg_delete(d, seg);
     return STORE_OK;
 }
