@@ -174,6 +174,14 @@ typedef void (*store_log_fn)(void *ctx, int level, const char *msg);
  * docs/store.md). */
 #define STORE_RESIDENT_DEFAULT (1ull << 30)
 
+/* Default idle time after which a model's drained current segment is sealed and deleted
+ * (store_disk_config_t.idle_seal_ms). A model that stopped appending would otherwise keep its
+ * file, descriptor and mapping, and pin every state journal file written since its segment's
+ * first record (they fill with every other model's records), until it appended 64 MiB more or the
+ * daemon restarted. Ten seconds costs a model with sporadic traffic at most one segment file
+ * created per ten seconds; a busy model's segment is never idle. */
+#define STORE_IDLE_SEAL_MS_DEFAULT 10000u
+
 /* Default threads for recovery's segment scans: the second core scans the files of half the
  * models (by bytes) while the opening thread scans the rest. A model's files stay on one thread
  * (its lanes' arrival order is the files' order), so one model gains nothing
@@ -201,6 +209,9 @@ typedef struct {
     unsigned recovery_threads;  /* threads scanning the segment files at open, one model's files
                                  * on one thread; 0 = STORE_RECOVERY_THREADS_DEFAULT, 1 = the
                                  * opening thread alone; at most STORE_RECOVERY_THREADS_MAX */
+    uint64_t idle_seal_ms;      /* a model's current segment with every entry completed and no
+                                 * append for this long is sealed, and so deleted; 0 =
+                                 * STORE_IDLE_SEAL_MS_DEFAULT */
 } store_disk_config_t;
 
 /* What recovery found and did at open. Every dropped byte is counted here and logged. */

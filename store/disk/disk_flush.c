@@ -51,6 +51,7 @@
 #define _GNU_SOURCE
 #include "store/disk/disk_int.h"
 
+#include "common/clock.h"
 #include "common/invariant.h"
 
 #include <errno.h>
@@ -305,10 +306,13 @@ store_status_t disk_flush(disk_t *d)
 {
     if (d->failed)
         return STORE_EIO;
+    uint64_t now = clock_mono_ns();
+    store_status_t st = disk_seg_idle_seal(d, now);
+    if (st != STORE_OK)
+        return st;
     if (d->dirty == NULL && !d->meta_dirty && d->n_released == 0 && !d->rows_dirty &&
         d->flush_queues == NULL)
         return STORE_OK; /* invariant 3 */
-    store_status_t st;
     int power = d->cfg.durability == STORE_DURABLE_POWER;
     if (power && (d->dir_dirty || d->jnl_doomed)) {
         if ((st = disk_fsync_dir(d, d->dir_dirty ? d->dir_dirty : 1)) != STORE_OK)
@@ -336,6 +340,8 @@ store_status_t disk_flush(disk_t *d)
             d->jnl_retire = 1;
             continue;
         }
+        if (seg->readable != seg->size)
+            seg->appended_ns = now;
         seg->readable = seg->size;
         seg->flushed_entries = seg->entries;
         seg->flushed_tokens = seg->tokens;

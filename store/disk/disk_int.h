@@ -124,10 +124,11 @@ struct dseg {
     uint64_t tokens;
     uint64_t flushed_entries; /* ... and below readable: what the index row says */
     uint64_t flushed_tokens;
-    uint64_t deleted;  /* tombstoned entries */
-    uint64_t reserved; /* file bytes reserved ahead of size (fallocate), appends stay within */
-    uint64_t ino;      /* inode of the file, to find it deleted or replaced under the store */
-    uint64_t jnl_min;  /* the oldest journal holding a record of it (UINT64_MAX: none) */
+    uint64_t deleted;     /* tombstoned entries */
+    uint64_t reserved;    /* file bytes reserved ahead of size (fallocate), appends stay within */
+    uint64_t ino;         /* inode of the file, to find it deleted or replaced under the store */
+    uint64_t jnl_min;     /* the oldest journal holding a record of it (UINT64_MAX: none) */
+    uint64_t appended_ns; /* monotonic: its creation, then the last flush that wrote entries */
     uint32_t w_head, w_tail; /* its gathered writes, in disk_t.writes (DISK_WRITE_NONE: none) */
     int sealed;
     int doomed;         /* fully tombstoned: row deleted and file unlinked at the next flush; out of
@@ -286,6 +287,9 @@ typedef struct {
     size_t cap_jnl_buf;
     unsigned jnl_dir_dirty;  /* journal files created or unlinked since the directory was synced */
     int jnl_retire;          /* segments were deleted or a journal filled: some may be retired */
+    uint64_t jnl_pin_below;  /* a journal filled: current segments with records in files below
+                              * this id are sealed at the next flush (disk_seg_idle_seal); 0 none */
+    uint64_t idle_next_ns;   /* monotonic: the next look for idle drained current segments */
     int jnl_doomed;          /* some journal is doomed: unlinked at the next flush */
     pthread_mutex_t *log_mu; /* borrowed: held around each log line while recovery's scans run
                               * on several threads (recovery.c); NULL otherwise */
@@ -412,6 +416,8 @@ store_status_t disk_seg_pick(disk_t *d, uint32_t model_idx, uint64_t size, dseg_
 store_status_t disk_seg_delete(disk_t *d, dseg_t *seg);
 /* Seals seg (a model's last, unsealed segment) and deletes it when nothing in it is live. */
 store_status_t disk_seg_seal(disk_t *d, dseg_t *seg);
+/* Invariant 8 of disk_seg.c, at the start of a flush at monotonic time now. */
+store_status_t disk_seg_idle_seal(disk_t *d, uint64_t now);
 /* Unlinks a doomed segment's file (after the flush's index commit) and frees seg, also when
  * the unlink fails (the store is then failed, and recovery deletes the file). */
 store_status_t disk_seg_unlink(disk_t *d, dseg_t *seg);

@@ -161,6 +161,8 @@ static uint64_t disk_jnl_fit(uint64_t want)
  * refuses appends (their room is reserved first), and the items it holds must still settle. */
 static store_status_t disk_jnl_create(disk_t *d)
 {
+    if (d->jnl_live) /* disk_seg.c invariant 8 */
+        d->jnl_pin_below = d->jnls[d->n_jnls - 1].id;
     disk_jnl_seal(d);
     uint64_t size =
         disk_jnl_fit(d->cfg.journal_max_bytes ? d->cfg.journal_max_bytes : DISK_JNL_DEFAULT_BYTES);

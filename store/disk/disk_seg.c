@@ -41,6 +41,11 @@
  *      and tombstones of the items it holds. A current segment whose every entry was completed
  *      is rolled over when an append of its model finds no room (disk_item.c), so draining the
  *      model's queue gives the space back.
+ *   8. A model's current segment is sealed at a flush when every entry in it is completed and no
+ *      flush wrote to it for idle_seal_ms (deleted with it: a model that stopped appending holds
+ *      no file, descriptor or journal), and when a journal file filled while it held records in
+ *      an older one (so a slow model's segment, which takes months to reach the size cap, holds
+ *      journal files only while its items wait). Busy models roll over at the size cap first.
  *
  * Rejected: compacting the live entries out of mostly tombstoned segments. It writes durable
  * bytes a second time, and a moved entry would no longer sit in arrival order in its log; the
@@ -392,6 +397,7 @@ static store_status_t disk_seg_create(disk_t *d, uint32_t model_idx, dseg_t **ou
     seg->slot = UINT32_MAX;
     seg->jnl_min = UINT64_MAX;
     seg->created_ns = clock_wall_ns();
+    seg->appended_ns = clock_mono_ns();
     seg_header_t h = {.segment_id = seg->id, .sequence = seg->seq, .created_ns = seg->created_ns};
     snprintf(h.model, sizeof(h.model), "%s", m->name);
     seg->header_len = seg_header_size(strlen(m->name));
@@ -455,6 +461,31 @@ store_status_t disk_seg_pick(disk_t *d, uint32_t model_idx, uint64_t size, dseg_
     if (st != STORE_OK)
         return st;
     return last != NULL && !last->sealed ? disk_seg_seal(d, last) : STORE_OK;
+}
+
+store_status_t disk_seg_idle_seal(disk_t *d, uint64_t now)
+{
+    uint64_t pin_below = d->jnl_pin_below;
+    if (pin_below == 0 && now < d->idle_next_ns)
+        return STORE_OK;
+    uint64_t idle_ns =
+        (d->cfg.idle_seal_ms ? d->cfg.idle_seal_ms : STORE_IDLE_SEAL_MS_DEFAULT) * 1000000ull;
+    if (now >= d->idle_next_ns)
+        d->idle_next_ns = now + idle_ns / 4; /* a look costs a pass over the models */
+    d->jnl_pin_below = 0;
+    for (size_t i = 0; i < d->n_models; i++) {
+        dmodel_t *m = &d->models[i];
+        dseg_t *seg = m->n_segs ? m->segs[m->n_segs - 1] : NULL;
+        if (seg == NULL || seg->sealed || seg->entries == 0)
+            continue;
+        int drained = seg->deleted == seg->entries && seg->size == seg->readable;
+        if ((drained && now - seg->appended_ns >= idle_ns) || seg->jnl_min < pin_below) {
+            store_status_t st = disk_seg_seal(d, seg);
+            if (st != STORE_OK)
+                return st;
+        }
+    }
+    return STORE_OK;
 }
 
 /* Invariants 1 and 3: a sealed segment with nothing live left is doomed at once. */

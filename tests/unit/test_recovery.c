@@ -43,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -248,6 +249,9 @@ static void rig_open_queues(rig_t *r)
 
 /* The journal file size of the next rig_new (0: the store's default); the teardown resets it. */
 static uint64_t rig_journal_bytes;
+/* The idle time after which a drained current segment is sealed (0: the store's default); the
+ * teardown resets it. */
+static uint64_t rig_idle_seal_ms;
 
 /* A rig on a fresh directory; *state holds it so the teardown frees it if the test fails. */
 static rig_t *rig_new(void **state, uint64_t segment_max_bytes, store_durability_t durability)
@@ -265,7 +269,8 @@ static rig_t *rig_new(void **state, uint64_t segment_max_bytes, store_durability
         .log_ctx = r,
         .io = getenv("LANES_TEST_STORE_IO_PLAIN") ? STORE_IO_PLAIN : STORE_IO_AUTO,
         .sync = getenv("LANES_TEST_STORE_SYNCFS") ? STORE_SYNC_FS : STORE_SYNC_FILES,
-        .journal_max_bytes = rig_journal_bytes};
+        .journal_max_bytes = rig_journal_bytes,
+        .idle_seal_ms = rig_idle_seal_ms};
     assert_int_equal(store_open_disk(&r->cfg, &r->rep, &r->s), STORE_OK);
     assert_int_equal(r->rep.segments, 0);
     assert_int_equal(r->rep.entries_live, 0);
@@ -298,6 +303,7 @@ static void rig_free(rig_t *r)
 static int rig_teardown(void **state)
 {
     rig_journal_bytes = 0;
+    rig_idle_seal_ms = 0;
     store_fault_disarm_all();
     rig_free(*state);
     *state = NULL;
@@ -1671,6 +1677,65 @@ static void test_journal_records_of_deleted_segments_are_stale_and_files_retired
     assert_int_equal(r->rep.journal_damaged_records + r->rep.journal_unmatched_records, 0);
 }
 
+/* A model that stopped appending, its items all completed, keeps no segment file once its
+ * current segment was idle for idle_seal_ms; its next item starts a new one. */
+static void test_an_idle_drained_current_segment_is_deleted(void **state)
+{
+    rig_idle_seal_ms = 50;
+    rig_t *r = rig_new(state, 0, STORE_DURABLE_PROCESS);
+    assert_true(rig_append(r, 2));
+    assert_true(rig_flush(r));
+    assert_true(rig_commit(r, 2, 0));
+    assert_true(rig_tombstone(r, 0));
+    assert_true(rig_flush(r));
+    uint64_t seg = r->items[0].ref.queue;
+    assert_true(seg_exists(r, seg)); /* drained, but not idle yet */
+    struct timespec ts = {0, 120 * 1000000L};
+    nanosleep(&ts, NULL);
+    assert_true(rig_flush(r));
+    assert_false(seg_exists(r, seg));
+    assert_int_equal(count_segment_files(r), 0);
+    assert_true(rig_append(r, 2));
+    assert_true(rig_flush(r));
+    assert_int_equal(count_segment_files(r), 1);
+    rig_reopen(r);
+    assert_int_equal(r->rep.entries_live, 1);
+    assert_int_equal(r->rep.journal_damaged_records + r->rep.journal_unmatched_records, 0);
+}
+
+/* A model appending slowly (one item waiting at a time, its segment far from the size cap)
+ * while another fills journal files: the slow model's segment is sealed at each journal file
+ * that fills while it holds records in an older one, so the journal stays a few files instead
+ * of one more per file filled. */
+static void test_a_slow_models_segment_holds_journal_files_only_while_its_items_wait(void **state)
+{
+    rig_journal_bytes = 64 + 24 * 8; /* 8 records a file */
+    rig_t *r = rig_new(state, 0, STORE_DURABLE_PROCESS);
+    size_t most = 0;
+    for (int round = 0; round < 24; round++) {
+        size_t slow = r->n;
+        assert_true(rig_append(r, 2));
+        assert_true(rig_flush(r));
+        assert_true(rig_commit(r, 2, 0));
+        size_t busy = r->n;
+        for (int i = 0; i < 4; i++)
+            assert_true(rig_append(r, 0));
+        assert_true(rig_flush(r));
+        assert_true(rig_commit(r, 0, 0));
+        for (size_t t = busy; t < r->n; t++)
+            assert_true(rig_tombstone(r, t));
+        assert_true(rig_flush(r));
+        assert_true(rig_tombstone(r, slow));
+        assert_true(rig_flush(r));
+        size_t files = count_journal_files(r);
+        most = files > most ? files : most;
+    }
+    assert_true(most <= 4);
+    rig_reopen(r);
+    assert_int_equal(r->rep.entries_live, 0);
+    assert_int_equal(r->rep.journal_damaged_records + r->rep.journal_unmatched_records, 0);
+}
+
 /* Reads a whole file into a fresh buffer (freed by the caller). */
 static uint8_t *slurp(const char *path, size_t *out_len)
 {
@@ -2033,6 +2098,9 @@ int main(void)
                                   rig_teardown),
         cmocka_unit_test_teardown(
             test_journal_records_of_deleted_segments_are_stale_and_files_retired, rig_teardown),
+        cmocka_unit_test_teardown(test_an_idle_drained_current_segment_is_deleted, rig_teardown),
+        cmocka_unit_test_teardown(
+            test_a_slow_models_segment_holds_journal_files_only_while_its_items_wait, rig_teardown),
         cmocka_unit_test_teardown(test_settling_items_never_rewrites_a_segment_process_level,
                                   rig_teardown),
         cmocka_unit_test_teardown(test_settling_items_never_rewrites_a_segment_power_level,
