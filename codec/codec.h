@@ -35,6 +35,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The start of a P.metrics reply that carries no figures, only why (subjects.md): a Prometheus
+ * comment, so the reply still parses as an exposition. */
+#define CODEC_METRICS_REFUSED_PREFIX "# lanesched refused: "
+
 /* ---- status ------------------------------------------------------------------------------- */
 
 /*

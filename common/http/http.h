@@ -41,6 +41,10 @@ typedef int (*http_health_fn)(void *ctx, char *why /* out */, size_t cap);
 
 typedef struct http_server http_server_t;
 
+/* HTTP_OK when listen is an address http_server_start can try to listen on (its form, and a host
+ * that resolves); nothing is opened. */
+http_status_t http_listen_check(const char *listen);
+
 /* Listens on listen ("127.0.0.1:9471", "[::1]:9471", ":9471" for every address); borrowed. */
 http_status_t http_server_start(const char *listen, http_refresh_fn refresh, void *ctx,
                                 http_server_t **out /* out */);

@@ -1,6 +1,7 @@
 /*
- * server.c - the /metrics HTTP server, on libmicrohttpd (Debian's libmicrohttpd-dev): one
- * internal polling thread, GET and HEAD only, text/plain in the Prometheus exposition format.
+ * server.c - the /metrics HTTP server, on libmicrohttpd (Debian's libmicrohttpd-dev): a small
+ * pool of internal polling threads, GET and HEAD only, text/plain in the Prometheus exposition
+ * format.
  *
  * Invariants:
  *   1. The server thread touches only this file's state (the snapshot under `lock`): scheduling
@@ -9,7 +10,8 @@
  *      it, or, when the owner is busy or not running yet, with the newest older one (503 until
  *      the first exists).
  *   3. Only GET and HEAD of /metrics, /livez, /healthz (and / pointing at them) are served;
- *      every other path is 404, every other method 405, and a request body is never read.
+ *      every other path is 404, every other method 405, a request announcing a body 413, and
+ *      a request body is never read: the refusal goes out when the headers are in.
  *   4. /livez and /healthz answer for this process only: /livez is 200 when the owner produced
  *      a snapshot for this very request (its loop turns), /healthz when it did and the health
  *      callback (the NATS connection) says yes; otherwise 503 with the reason. A container's
@@ -27,10 +29,12 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +42,17 @@
 #include <time.h>
 
 STATUS_STR(http_status_str, http_status_t, HTTP_STATUS_MAP, "unknown http status")
+
+/* A connection idle this long is closed. */
+#define HTTP_IDLE_S 10u
+/* Threads answering: a scrape or probe waits up to HTTP_FRESH_WAIT_MS for the owner, so one
+ * thread would queue the probes behind it (three probes took 6 s while NATS was down). */
+#define HTTP_THREADS 4u
+/* Open connections in all, and from one address: a client holding connections half-open
+ * (slowloris) takes its own address's share, not the healthcheck's (the Docker healthcheck
+ * comes from inside the container). The total bounds the descriptors the server takes. */
+#define HTTP_CONNECTIONS_MAX    256u
+#define HTTP_CONNECTIONS_PER_IP 32u
 
 struct http_server {
     struct MHD_Daemon *mhd;
@@ -129,13 +144,21 @@ static enum MHD_Result http_handle(void *cls, struct MHD_Connection *conn, const
     (void)upload_data;
     http_server_t *s = cls;
     static int first_call;
-    if (*req_ctx == NULL) { /* the headers are in; answer at the next call (invariant 3) */
+    if (*req_ctx == NULL) { /* the headers are in (invariant 3) */
         *req_ctx = &first_call;
+        /* refused now, before any body: libmicrohttpd takes no answer while one is arriving,
+         * and closes the connection after this one instead of reading the body */
+        if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+            return http_plain(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD\n");
+        const char *clen =
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if ((clen != NULL && strspn(clen, "0") != strlen(clen)) ||
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING) !=
+                NULL)
+            return http_plain(conn, MHD_HTTP_CONTENT_TOO_LARGE, "a request body is not read\n");
         return MHD_YES;
     }
     *upload_data_size = 0;
-    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
-        return http_plain(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD\n");
     if (strcmp(url, "/") == 0)
         return http_plain(conn, MHD_HTTP_OK,
                           "lanesched: the figures are at /metrics, health at /healthz and "
@@ -170,14 +193,20 @@ static enum MHD_Result http_handle(void *cls, struct MHD_Connection *conn, const
     return http_send(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", text, len);
 }
 
-/* libmicrohttpd's own messages go through the process's logger (redaction, JSON lines). */
+/* libmicrohttpd's own messages go through the process's logger (redaction, JSON lines), the
+ * 1st, 2nd, 4th, 8th ... of them: each names one client's connection, so a client opening
+ * and dropping connections could otherwise write the log as fast as it connects. */
 static void http_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
+    static _Atomic uint64_t seen;
+    uint64_t n = atomic_fetch_add(&seen, 1) + 1;
+    if ((n & (n - 1)) != 0)
+        return;
     char msg[512];
     vsnprintf(msg, sizeof(msg), fmt, ap);
     msg[strcspn(msg, "\n")] = '\0';
-    log_write(LOG_WARN, "metrics HTTP server: %s", msg);
+    log_write(LOG_WARN, "metrics HTTP server: %s (%" PRIu64 " messages so far)", msg, n);
 }
 
 /* "ADDR:PORT", "[V6]:PORT" or ":PORT" into a socket address. */
@@ -209,6 +238,13 @@ static http_status_t http_addr(const char *listen, struct sockaddr_storage *out,
     return HTTP_OK;
 }
 
+http_status_t http_listen_check(const char *listen)
+{
+    struct sockaddr_storage sa;
+    int port = 0;
+    return http_addr(listen, &sa, &port);
+}
+
 http_status_t http_server_start(const char *listen, http_refresh_fn refresh, void *ctx,
                                 http_server_t **out)
 {
@@ -224,14 +260,18 @@ http_status_t http_server_start(const char *listen, http_refresh_fn refresh, voi
     s->ctx = ctx;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    /* MHD_USE_AUTO: epoll or poll, never select(), which refuses every connection once the
+     * process holds FD_SETSIZE descriptors (the store holds one per model's segment) */
+    unsigned flags = MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
     if (sa.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     /* the logger first: libmicrohttpd warns about every option that comes before it */
-    s->mhd = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, http_handle, s,
-                              MHD_OPTION_EXTERNAL_LOGGER, http_log, NULL, MHD_OPTION_SOCK_ADDR,
-                              (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_TIMEOUT, 10u,
-                              MHD_OPTION_END);
+    s->mhd = MHD_start_daemon(
+        flags, (uint16_t)port, NULL, NULL, http_handle, s, MHD_OPTION_EXTERNAL_LOGGER, http_log,
+        NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_TIMEOUT,
+        HTTP_IDLE_S, MHD_OPTION_THREAD_POOL_SIZE, HTTP_THREADS, MHD_OPTION_CONNECTION_LIMIT,
+        HTTP_CONNECTIONS_MAX, MHD_OPTION_PER_IP_CONNECTION_LIMIT, HTTP_CONNECTIONS_PER_IP,
+        MHD_OPTION_END);
     if (s->mhd == NULL) {
         http_server_stop(s);
         return HTTP_ELISTEN;

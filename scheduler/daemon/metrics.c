@@ -45,7 +45,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Models with series of their own: one scrape stays under ~1 MB even at this bound. */
+/* Models with series of their own: about 6.6 KB of text each, so a scrape at this bound is
+ * about 1.7 MB, more than a NATS message carries by default (metrics_request). */
 #define METRICS_MODELS_MAX 256
 #define METRICS_OTHER      "(other)"
 
@@ -610,6 +611,21 @@ void metrics_request(struct daemon *d, const ev_t *ev)
         if (ev->reply != NULL)
             service_error(d, EV_METRICS, NULL, "no_memory: the metrics could not be written");
         return;
+    }
+    if (ev->reply != NULL && len > d->reply_max) {
+        /* what the server cannot carry is refused with a text that says so: a comment, so the
+         * reply still parses as an (empty) exposition */
+        char note[256];
+        int n =
+            snprintf(note, sizeof(note),
+                     CODEC_METRICS_REFUSED_PREFIX "the text is %zu bytes, over the %" PRIu64
+                                                  " this NATS server carries: read /metrics over "
+                                                  "HTTP (--metrics-listen)\n",
+                     len, d->reply_max);
+        free(text);
+        service_error(d, EV_METRICS, NULL, "too_large: the metrics text is over max_payload");
+        text = strdup(note);
+        len = text != NULL && n > 0 ? (size_t)n : 0;
     }
     if (ev->reply != NULL) {
         daemon_publish(d, ev->reply, (uint8_t *)text, len);

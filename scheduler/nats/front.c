@@ -362,10 +362,13 @@ daemon_status_t front_connect(front_t *f, const front_config_t *cfg)
         s = natsOptions_SetSecure(opts, true);
     if (s == NATS_OK && cfg->inbox_prefix != NULL && cfg->inbox_prefix[0] != '\0')
         s = natsOptions_SetCustomInboxPrefix(opts, cfg->inbox_prefix);
-    if (s == NATS_OK && cfg->tls_ca != NULL)
-        s = natsOptions_LoadCATrustedCertificates(opts, cfg->tls_ca);
-    if (s == NATS_OK && cfg->tls_cert != NULL)
-        s = natsOptions_LoadCertificatesChain(opts, cfg->tls_cert, cfg->tls_key);
+    if (s == NATS_OK && cfg->tls_ca != NULL &&
+        (s = natsOptions_LoadCATrustedCertificates(opts, cfg->tls_ca)) != NATS_OK)
+        log_write(LOG_ERROR, "--tls-ca %s: %s", cfg->tls_ca, nats_GetLastError(NULL));
+    if (s == NATS_OK && cfg->tls_cert != NULL &&
+        (s = natsOptions_LoadCertificatesChain(opts, cfg->tls_cert, cfg->tls_key)) != NATS_OK)
+        log_write(LOG_ERROR, "--tls-cert %s, --tls-key %s: %s", cfg->tls_cert,
+                  cfg->tls_key ? cfg->tls_key : "(none)", nats_GetLastError(NULL));
     if (s == NATS_OK)
         s = natsOptions_SetMaxReconnect(opts, -1); /* keep trying: consumers resume by pulling */
     if (s == NATS_OK)

@@ -12,7 +12,11 @@
  *   4. The --password and --token values are registered with the logger before anything is
  *      logged, so no line ever shows them.
  *   5. The server list is checked (common/url.h) before anything waits or connects: a URL
- *      nats.c would take and then mishandle stops the start with exit status 2.
+ *      nats.c would take and then mishandle stops the start with exit status 2. So is every
+ *      other value that can be checked without the store or the server (the prefixes, the
+ *      model lists, the metrics address): a typo costs no recovery and no connection.
+ *   6. SIGHUP, SIGUSR1 and SIGUSR2 are taken by the same thread and logged as ignored: nothing
+ *      is reloaded, and a log rotation's HUP must not end the process as their default would.
  */
 #include "common/http/http.h"
 #include "scheduler/nats/front.h"
@@ -34,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct {
     const char *name;
@@ -388,6 +393,25 @@ static int parse_flags(int argc, char **argv, const char **values)
     return 0;
 }
 
+/* A subject or subject prefix clients publish under: not empty, no wildcard or white space, no
+ * empty token (invariant 5; nats-server refuses such a subscription only once connected). */
+static int main_subject_ok(const char *s)
+{
+    size_t n = strlen(s);
+    return n != 0 && strpbrk(s, " \t\r\n*>") == NULL && s[0] != '.' && s[n - 1] != '.' &&
+           strstr(s, "..") == NULL;
+}
+
+/* A model list flag that is set names at least one model (an empty one would mean nothing is
+ * served, or nothing allowed, without a word at start). */
+static int main_list_ok(const char *flag, const char *list, const char *unset_means)
+{
+    if (list == NULL || strspn(list, ", \t") != strlen(list))
+        return 1;
+    fprintf(stderr, "lanesched: --%s names no model; leave it out for %s\n", flag, unset_means);
+    return 0;
+}
+
 /* The daemon's inbox prefix when it is its own: nats.c's "_INBOX" is every default client's,
  * so answers under it are never refused as the daemon's (codec_reply_subject_check). */
 static const char *main_own_inbox(const char *prefix)
@@ -427,10 +451,20 @@ static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc
         return -1;
     }
     fc->tls_url = (url_flags & URL_TLS) != 0;
-    if (fc->inbox_prefix != NULL &&
-        (fc->inbox_prefix[0] == '\0' || strpbrk(fc->inbox_prefix, " \t*>") != NULL ||
-         fc->inbox_prefix[0] == '.' || fc->inbox_prefix[strlen(fc->inbox_prefix) - 1] == '.' ||
-         strstr(fc->inbox_prefix, "..") != NULL)) {
+    const struct {
+        const char *flag, *path;
+    } files[] = {{"creds", fc->creds_file},
+                 {"tls-ca", fc->tls_ca},
+                 {"tls-cert", fc->tls_cert},
+                 {"tls-key", fc->tls_key}};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) { /* invariant 5 */
+        if (files[i].path != NULL && access(files[i].path, R_OK) != 0) {
+            fprintf(stderr, "lanesched: --%s %s: cannot read it: %s\n", files[i].flag,
+                    files[i].path, strerror(errno));
+            return -1;
+        }
+    }
+    if (fc->inbox_prefix != NULL && !main_subject_ok(fc->inbox_prefix)) {
         fprintf(stderr, "lanesched: --inbox-prefix must be a subject without wildcards, e.g. "
                         "_INBOX.lanesched\n");
         return -1;
@@ -496,12 +530,20 @@ static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc
     if (config_limits(v, &cfg->limits) != 0 || config_queue_age(v, cfg) != 0)
         return -1;
     cfg->allow_models = flag_value(v, "allow-models");
-    if (cfg->prefix[0] == '\0' || strpbrk(cfg->prefix, " *>") != NULL ||
-        strlen(cfg->prefix) > DAEMON_PREFIX_MAX) {
+    if (!main_list_ok("models", cfg->models, "every model") ||
+        !main_list_ok("allow-models", cfg->allow_models, "any model"))
+        return -1;
+    if (!main_subject_ok(cfg->prefix) || strlen(cfg->prefix) > DAEMON_PREFIX_MAX) {
         fprintf(stderr,
-                "lanesched: --prefix must be a non-empty subject without wildcards, at most %d "
-                "bytes\n",
+                "lanesched: --prefix must be a subject without wildcards, spaces or empty tokens "
+                "(e.g. lanes), at most %d bytes\n",
                 DAEMON_PREFIX_MAX);
+        return -1;
+    }
+    const char *listen = flag_value(v, "metrics-listen");
+    if (listen != NULL && listen[0] != '\0' && http_listen_check(listen) != HTTP_OK) {
+        fprintf(stderr, "lanesched: --metrics-listen %s: %s\n", listen,
+                http_status_str(HTTP_EADDR));
         return -1;
     }
     const char *bucket = flag_value(v, "lease-bucket");
@@ -620,9 +662,17 @@ static void *signal_thread(void *arg)
 {
     signal_ctx_t *sc = arg;
     int sig = 0;
-    sigwait(&sc->set, &sig);
-    if (atomic_load(&sc->released))
-        return NULL;
+    for (;;) {
+        sigwait(&sc->set, &sig);
+        if (atomic_load(&sc->released))
+            return NULL;
+        if (sig == SIGTERM || sig == SIGINT)
+            break;
+        log_write(LOG_INFO, "%s ignored: lanesched reloads nothing (SIGTERM stops it)",
+                  sig == SIGHUP    ? "SIGHUP"
+                  : sig == SIGUSR1 ? "SIGUSR1"
+                                   : "SIGUSR2"); /* inv. 6 */
+    }
     log_write(LOG_INFO, "%s: no more work is taken; flushing and closing",
               sig == SIGTERM ? "SIGTERM" : "SIGINT");
     front_unsubscribe(sc->f);
@@ -639,11 +689,14 @@ int main(int argc, char **argv)
     if (parse_flags(argc, argv, values) != 0 || config_build(values, &cfg, &fc) != 0)
         return 2;
 
-    /* Block the stop signals before any thread exists, so only the signal thread takes them. */
+    /* Block the signals before any thread exists, so only the signal thread takes them. */
     signal_ctx_t sc = {0};
     sigemptyset(&sc.set);
     sigaddset(&sc.set, SIGTERM);
     sigaddset(&sc.set, SIGINT);
+    sigaddset(&sc.set, SIGHUP);
+    sigaddset(&sc.set, SIGUSR1);
+    sigaddset(&sc.set, SIGUSR2);
     pthread_sigmask(SIG_BLOCK, &sc.set, NULL);
     signal(SIGPIPE, SIG_IGN);
 

@@ -19,7 +19,10 @@
 #   ctl_watch          lanesched-ctl watch prints submits, batches, acks and their replies as
 #                      JSON lines
 #   cli_errors         every binary's --version, and an unknown flag or command reported in one
-#                      wording before anything connects
+#                      wording before anything connects; daemon values checkable without the
+#                      store or the server (empty model lists, bad prefixes, a bad metrics
+#                      address, unreadable credential files) refused with exit 2 by flag, the
+#                      store never opened
 #   bad_urls           a server list nats.c would mishandle (htp://, 'not a url', ws://, a bad
 #                      port) stops lanesched at once with exit 2 and the reason, no try made
 #   connect_budget     --connect-wait-ms 1000 against a server that accepts and never answers
@@ -36,7 +39,9 @@
 #   small_server       a server whose max_payload leaves a batch no room beside a payload
 #                      (4 KiB) is refused at start with exit 1 and the server's figure; one of
 #                      16 KiB lowers --max-payload to 8,192 bytes, and an item of that payload
-#                      is delivered and acked (tokens in = tokens completed)
+#                      is delivered and acked (tokens in = tokens completed); there a metrics
+#                      text larger than the server carries is refused with why, and
+#                      lanesched-ctl metrics exits 1 saying so
 #   inbox_prefix       the daemon answers lanesched-ctl on the default inbox when its own
 #                      --inbox-prefix is _INBOX (nats.c's, every client's) and when it is private
 #                      (_INBOX.lanesched); a ctl sharing the private one gets no answer and the
@@ -45,6 +50,14 @@
 #                      fails for a stopped (SIGSTOP) or exited one while another instance still
 #                      answers $SRV.PING (the old lanesched-ctl ping check passed then), fails
 #                      while NATS is down
+#   http_hostile       the metrics endpoint answers a request with a body at once (405 for a
+#                      POST, 413 for a GET announcing one) instead of not at all; answers
+#                      /healthz while the daemon holds more than FD_SETSIZE (1,024) descriptors
+#                      (a segment file per model: 1,030 models); and answers another address
+#                      while one address holds 300 connections half-open (slowloris), writing
+#                      a handful of log lines, not one per connection
+#   signals            SIGHUP, SIGUSR1 and SIGUSR2 are logged as ignored and the daemon keeps
+#                      serving; SIGTERM then stops it with exit 0
 #
 # Needs nats-server, node (to read JSON) and, for metrics_promtool, curl and promtool
 # (scripts/install-deps.sh installs them). Everything started is stopped at exit; the work
@@ -54,7 +67,8 @@ set -euo pipefail
 CASE=${1:-}
 BIN=${2:-}
 CASES="lock start_before_nats redaction log_json metrics_promtool ctl_watch cli_errors bad_urls
-connect_budget reconnect log_injection model_flood small_server inbox_prefix healthcheck"
+connect_budget reconnect log_injection model_flood small_server inbox_prefix healthcheck
+http_hostile signals"
 if [ "$CASE" = list ]; then
     tr ' \n' '\n\n' <<<"$CASES"
     exit 0
@@ -123,6 +137,15 @@ daemon_start() { # NAME FLAGS...: stderr in $WORK/NAME.log, pid in DAEMON_PID
     PIDS+=($DAEMON_PID)
 }
 ready() { grep -q "lanesched: ready" "$WORK/$1.log"; }
+serve() { # NAME FLAGS...: a nats-server on a free port and lanesched NAME on it ($URL), ready
+    local name=$1 port
+    shift
+    port=$(free_port)
+    URL="nats://127.0.0.1:$port"
+    nats_start "$port"
+    daemon_start "$name" --server "$URL" "$@"
+    wait_for "ready" 20 ready "$name"
+}
 exited() { ! kill -0 "$1" 2>/dev/null; }
 json_lines() { # FILE: every line is one JSON object
     node -e '
@@ -288,12 +311,8 @@ case_metrics_promtool() {
 }
 
 case_ctl_watch() {
-    local port url
-    port=$(free_port)
-    url="nats://127.0.0.1:$port"
-    nats_start "$port"
-    daemon_start watch --server "$url" --store memory
-    wait_for "ready" 20 ready watch
+    serve watch --store memory
+    local url=$URL
     LANESCHED_SERVER=$url "$BIN/lanesched-ctl" watch >"$WORK/watch.jsonl" 2>"$WORK/ctl.log" &
     local w=$!
     PIDS+=($w)
@@ -339,7 +358,27 @@ case_cli_errors() {
     timeout 5 "$BIN/lanesched-bench" frobnicate 2>"$WORK/err.log" || true
     [ "$(cat "$WORK/err.log")" = "lanesched-bench: unknown command 'frobnicate' (see lanesched-bench --help)" ] ||
         fail "lanesched-bench: $(cat "$WORK/err.log")"
-    say "7 binaries: --version $version, one wording for unknown flags and commands"
+    # values the daemon can check before it opens the store or connects: exit 2 naming the flag
+    # (a server that refuses: a daemon that got further would say so instead)
+    local bad want
+    while IFS='|' read -r bad want; do
+        rc=0
+        eval "timeout 5 \"\$BIN/lanesched\" --server nats://127.0.0.1:1 --data-dir \"\$WORK/d\" $bad" \
+            2>"$WORK/err.log" || rc=$?
+        [ $rc = 2 ] || fail "lanesched $bad exited $rc, not 2: $(cat "$WORK/err.log")"
+        grep -qF -- "$want" "$WORK/err.log" || fail "lanesched $bad: $(cat "$WORK/err.log")"
+        [ ! -e "$WORK/d" ] || fail "lanesched $bad opened the store before refusing"
+    done <<'BAD'
+--models ""|--models names no model
+--allow-models ",,"|--allow-models names no model
+--prefix a..b|--prefix must be a subject
+--prefix .lanes|--prefix must be a subject
+--metrics-listen 9471|--metrics-listen 9471: not an ADDR:PORT
+--creds /nonexistent/x.creds|--creds /nonexistent/x.creds: cannot read it
+--tls-ca /nonexistent/ca.pem|--tls-ca /nonexistent/ca.pem: cannot read it
+BAD
+    say "7 binaries: --version $version, one wording for unknown flags and commands;" \
+        "7 bad daemon values refused before the store opens"
 }
 
 case_bad_urls() {
@@ -511,7 +550,107 @@ case_small_server() {
             console.log(c.items_completed === 1 && c.tokens_completed === c.tokens_received &&
                         c.publish_failures === 0 ? "ok" : JSON.stringify(c)); })')
     [ "$left" = ok ] || fail "the item was not delivered and acked whole: $left"
-    say "4 KiB server refused with exit 1; on 16 KiB an item of 8,192 payload bytes delivered"
+    # Two models' series make the metrics text larger than the server carries: lanesched-ctl
+    # says so and fails, instead of waiting for an answer the daemon could not publish.
+    "$BIN/lanesched-produce" --server "$URL" --model qwen --component x --tokens 10 --count 1 \
+        --request >>"$WORK/produce.out" 2>&1 || fail "produce (qwen) failed"
+    rc=0
+    "$BIN/lanesched-ctl" --server "$URL" metrics >"$WORK/metrics.out" 2>"$WORK/metrics.err" ||
+        rc=$?
+    [ $rc = 1 ] || fail "ctl metrics exited $rc with a text over the server's max_payload"
+    grep -q "the daemon sent no metrics: the text is [0-9]* bytes, over the 16384" \
+        "$WORK/metrics.err" || fail "ctl metrics did not say why: $(cat "$WORK/metrics.err")"
+    say "4 KiB server refused with exit 1; on 16 KiB an item of 8,192 payload bytes delivered," \
+        "and a metrics text over 16 KiB refused by name"
+}
+
+# http_probe PORT RAW: the status line of the answer to the raw request (empty: none).
+http_probe() {
+    python3 - "$1" "$2" <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+s.sendall(sys.argv[2].encode().decode("unicode_escape").encode("latin-1"))
+try:
+    print(s.recv(200).split(b"\r\n")[0].decode())
+except OSError:
+    print("")
+PY
+}
+
+case_http_hostile() {
+    local mport
+    mport=$(free_port)
+    ulimit -n 4096
+    serve http --data-dir "$WORK/data" --metrics-listen "127.0.0.1:$mport"
+    local url=$URL
+    local got
+    got=$(http_probe "$mport" 'POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello')
+    [ "$got" = "HTTP/1.1 405 Method Not Allowed" ] || fail "a POST with a body got '$got'"
+    got=$(http_probe "$mport" 'POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n')
+    [ "$got" = "HTTP/1.1 405 Method Not Allowed" ] || fail "a chunked POST got '$got'"
+    got=$(http_probe "$mport" 'GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc')
+    [ "$got" = "HTTP/1.1 413 Content Too Large" ] || fail "a GET with a body got '$got'"
+    got=$(http_probe "$mport" 'GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n')
+    [ "$got" = "HTTP/1.1 200 OK" ] || fail "a GET with an empty body got '$got'"
+
+    seq 1 1030 | xargs -P 4 -I{} "$BIN/lanesched-produce" --server "$url" --model "m{}" \
+        --component x --tokens 10 --count 1 --request >"$WORK/produce.out" 2>&1 ||
+        fail "produce to 1,030 models failed"
+    local fds
+    fds=$(ls "/proc/$DAEMON_PID/fd" | wc -l)
+    [ "$fds" -gt 1024 ] || fail "the daemon holds only $fds descriptors"
+    curl -sf "http://127.0.0.1:$mport/healthz" >/dev/null ||
+        fail "no /healthz while the daemon holds $fds descriptors"
+    curl -sf "http://127.0.0.1:$mport/metrics" >/dev/null || fail "no /metrics at $fds descriptors"
+
+    local before
+    before=$(grep -c "metrics HTTP server" "$WORK/http.log" || true)
+    python3 - "$mport" >"$WORK/slowloris.out" 2>&1 <<'PY' &
+import socket, sys, time
+held = []
+for _ in range(300):
+    try:
+        s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2)
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        held.append(s)
+    except OSError:
+        pass
+for _ in range(6):
+    for s in held:
+        try:
+            s.sendall(b"X-a: b\r\n")
+        except OSError:
+            pass
+    time.sleep(1)
+PY
+    local loris=$!
+    PIDS+=($loris)
+    sleep 2
+    curl -sf --interface 127.0.0.2 "http://127.0.0.1:$mport/healthz" >/dev/null ||
+        fail "no /healthz from another address while one holds 300 connections half-open"
+    wait "$loris" || true
+    local after
+    after=$(grep -c "metrics HTTP server" "$WORK/http.log" || true)
+    [ $((after - before)) -le 10 ] || fail "$((after - before)) log lines for 300 dropped connections"
+    say "405/413 at once, /healthz at $fds descriptors and beside a slowloris," \
+        "$((after - before)) log lines for it"
+}
+
+case_signals() {
+    serve sig --store memory
+    local url=$URL
+    local s
+    for s in HUP USR1 USR2; do
+        kill -"$s" "$DAEMON_PID"
+        wait_for "SIG$s logged" 5 grep -q "SIG$s ignored" "$WORK/sig.log"
+        kill -0 "$DAEMON_PID" 2>/dev/null || fail "SIG$s ended the daemon"
+    done
+    "$BIN/lanesched-ctl" --server "$url" stats >/dev/null || fail "no stats after the signals"
+    kill -TERM "$DAEMON_PID"
+    local rc=0
+    wait "$DAEMON_PID" || rc=$?
+    [ $rc = 0 ] || fail "SIGTERM after them: exit $rc"
+    say "HUP, USR1, USR2 ignored and logged; SIGTERM exits 0"
 }
 
 case_inbox_prefix() {

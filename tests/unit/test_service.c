@@ -357,9 +357,17 @@ static void test_models_past_the_bound_share_one_series(void **state)
         submit(f, model, 1, id, 0);
     }
     turn(f);
+    /* 256 models' series are more than a 1 MiB message carries: refused with why */
     assert_int_equal(daemon_post(f->d, EV_METRICS, NULL, "m.reply", NULL, 0), 0);
     turn(f);
     const char *t = last_on(f, "m.reply", NULL);
+    assert_int_equal(strncmp(t, CODEC_METRICS_REFUSED_PREFIX, strlen(CODEC_METRICS_REFUSED_PREFIX)),
+                     0);
+    assert_non_null(strstr(t, "over the 1048576 this NATS server carries"));
+    daemon_reply_max_set(f->d, 64u << 20); /* a server that carries it */
+    assert_int_equal(daemon_post(f->d, EV_METRICS, NULL, "m.reply", NULL, 0), 0);
+    turn(f);
+    t = last_on(f, "m.reply", NULL);
     assert_int_equal(sample(t, "lanesched_items_received_total{model=\"m0\"}"), 1);
     assert_int_equal(sample(t, "lanesched_items_received_total{model=\"m254\"}"), 1);
     assert_int_equal(sample(t, "lanesched_items_received_total{model=\"(other)\"}"), 45);

@@ -27,6 +27,7 @@
 #include "tools/ctl/ctl.h"
 
 #include "clients/c/tools/cli.h"
+#include "codec/codec.h"
 #include "common/usage.h"
 #include "common/version.h"
 
@@ -144,9 +145,14 @@ static int ctl_metrics(natsConnection *nc, const ctl_opts_t *o)
     char *text = ctl_request(nc, o, "metrics");
     if (text == NULL)
         return 1;
-    fputs(text, stdout);
+    size_t refused = strlen(CODEC_METRICS_REFUSED_PREFIX);
+    int ok = strncmp(text, CODEC_METRICS_REFUSED_PREFIX, refused) != 0;
+    if (ok)
+        fputs(text, stdout);
+    else
+        fprintf(stderr, "lanesched-ctl: the daemon sent no metrics: %s", text + refused);
     free(text);
-    return 0;
+    return ok ? 0 : 1;
 }
 
 /* Every $SRV.PING.lanesched answer within the timeout: "id version rtt" per line. */
