@@ -60,4 +60,18 @@ bad version "unknown trace version" "lanesched-bench-trace v3 models=1" "1000 0 
 bad magic "not a lanesched-bench trace" "t_ns model shape signature tokens" "1000 0 0 00000000000000a1 100"
 bad header "not key=value" "lanesched-bench-trace v1 models" "1000 0 0 00000000000000a1 100"
 bad long "line longer than" "$head1" "$(printf '1%.0s' $(seq 5000))"
+bad epoch "t_ns past 30 days" "$head1" "1733400000000000000 0 0 00000000000000a1 100"
+bad huge_tokens "tokens or prefix_tokens over 1,048,576" "$head2" "1000 0 0 00000000000000a1 1048577 0"
+bad huge_prefix "tokens or prefix_tokens over 1,048,576" "$head2" "1000 0 0 00000000000000a1 100 4294967295"
+# the checks count a model's shapes in the items, not in the header (here it says 2 of 5)
+printf '%s\n' "$head2" "1000 0 0 00000000000000a1 100 300" "2000 0 1 00000000000000b2 100 300" \
+    "3000 0 2 00000000000000c3 100 300" "4000 0 3 00000000000000d4 100 300" \
+    "5000 0 4 00000000000000e5 100 300" >"$DIR/crowded.trace"
+out=$("$BENCH" sim --trace-in "$DIR/crowded.trace" --claims 2>&1)
+if grep -q "5 shapes per model over 2 workers" <<<"$out"; then
+    echo "ok: crowded.trace: the shapes counted in the items"
+else
+    echo "FAIL: crowded.trace: the hit claim did not count the items' 5 shapes: $out"
+    fail=1
+fi
 exit $fail

@@ -382,8 +382,9 @@ int args_sim_parse(int argc, char **argv, int sweep, args_sim_t *a)
                     a->zipf_s >= 0 || a->burst_factor >= 0 || a->churn >= 0 || a->long_share >= 0 ||
                     a->prefix_max > 0;
     if (a->trace_in != NULL && (preset_set || seed_set || overrides)) {
-        fprintf(stderr, "lanesched-bench: --trace-in replays a trace as written; --preset, "
-                        "--seed and the workload overrides do not apply\n");
+        fprintf(stderr, "lanesched-bench: --trace-in replays a trace as written, its prefixes "
+                        "from its prefix_tokens column; --preset, --seed, --prefixes and the "
+                        "workload overrides do not apply\n");
         return -1;
     }
     return 0;

@@ -225,6 +225,29 @@ double report_best_bucket_gpu(const report_t *rep)
     return (double)(p->busy_ns < r->busy_ns ? p->busy_ns : r->busy_ns);
 }
 
+uint32_t report_shapes_per_model(const report_t *rep)
+{
+    uint32_t shapes = 0, most = 0;
+    for (size_t i = 0; i < rep->n_items; i++)
+        shapes = rep->items[i].shape + 1 > shapes ? rep->items[i].shape + 1 : shapes;
+    uint32_t *model = malloc((shapes ? shapes : 1) * sizeof(*model));
+    uint32_t per_model[WL_MODELS_MAX] = {0};
+    if (model == NULL)
+        return rep->wl->shapes_per_model;
+    for (uint32_t k = 0; k < shapes; k++)
+        model[k] = UINT32_MAX;
+    for (size_t i = 0; i < rep->n_items; i++) {
+        const wl_item_t *it = &rep->items[i];
+        if (model[it->shape] == UINT32_MAX && it->model < WL_MODELS_MAX) {
+            model[it->shape] = it->model;
+            if (++per_model[it->model] > most)
+                most = per_model[it->model];
+        }
+    }
+    free(model);
+    return most;
+}
+
 double report_gpu_floor(const report_t *rep)
 {
     uint32_t shapes = 0;
@@ -239,15 +262,18 @@ double report_gpu_floor(const report_t *rep)
         g->max_batch_tokens == 0)
         goto out;
     for (size_t i = 0; i < rep->n_items; i++) {
-        n[rep->items[i].shape]++;
-        padded[rep->items[i].shape] += packer_pad(rep->items[i].tokens);
-        if (rep->items[i].prefix_tokens > prefix[rep->items[i].shape])
-            prefix[rep->items[i].shape] = rep->items[i].prefix_tokens;
+        uint32_t k = rep->items[i].shape, p = rep->items[i].prefix_tokens;
+        /* the shape's smallest prefix: its first batch pays at least that, whichever of its
+         * items it holds */
+        if (n[k]++ == 0 || p < prefix[k])
+            prefix[k] = p;
+        padded[k] += packer_pad(rep->items[i].tokens);
     }
     for (uint32_t k = 0; k < shapes; k++) {
         uint64_t by_count = (n[k] + g->max_batch_size - 1) / g->max_batch_size;
         uint64_t by_tokens = (padded[k] + g->max_batch_tokens - 1) / g->max_batch_tokens;
-        /* every shape's prefix is computed at least once, by its first batch */
+        /* every shape's prefix is computed at least once, by its first batch: at least its
+         * smallest, where the trace gives a shape's items different prefixes */
         floor += (double)(padded[k] + prefix[k]) * g->ns_per_padded_token +
                  (double)(by_count > by_tokens ? by_count : by_tokens) * (double)g->batch_fixed_ns;
     }

@@ -145,7 +145,7 @@ double report_hit_bound(const report_t *rep, const sim_result_t *r)
  * affinity has misses to save (bursty, churn). */
 static int report_crowded(const report_t *rep)
 {
-    return rep->wl->shapes_per_model > rep->sim->workers_per_model * rep->sim->gpu.cache_shapes;
+    return report_shapes_per_model(rep) > rep->sim->workers_per_model * rep->sim->gpu.cache_shapes;
 }
 
 /* Where shapes outnumber the caches: lanes' hit rate against the better bucket scheme's. */
@@ -161,7 +161,7 @@ static void report_claim_hit_buckets(FILE *f, const report_t *rep, const sim_res
     fprintf(f,
             "  lanes shape hit rate %.2f%% >= %.2f%% + %.0f points (the better of pow2 and "
             "range64; %" PRIu32 " shapes per model over %" PRIu32 " workers x %" PRIu32 "%s)",
-            report_hit_pct(l), best, HIT_OVER_BUCKETS_PTS, rep->wl->shapes_per_model,
+            report_hit_pct(l), best, HIT_OVER_BUCKETS_PTS, report_shapes_per_model(rep),
             rep->sim->workers_per_model, rep->sim->gpu.cache_shapes,
             bound < want ? "; the cache bound with lanes' waits is lower: checked against it" : "");
     report_claim(f, rep, "hit-buckets", report_hit_pct(l) >= (bound < want ? bound : want), failed);
@@ -297,7 +297,7 @@ static void report_claims_seed(FILE *f, const report_t *rep, int *failed)
     /* Sticky draining reaches 99.9% only where a model's shapes fit a worker's cache
      * (docs/bench.md, "Shape hit rate and the cache"); churn brings in new shapes, each a cold
      * miss. */
-    uint32_t k = rep->wl->shapes_per_model, c = rep->sim->gpu.cache_shapes;
+    uint32_t k = report_shapes_per_model(rep), c = rep->sim->gpu.cache_shapes;
     if (rep->wl->churn > 0.0) {
         fprintf(f, "  lanes-seed shape hit rate %.3f%%: no claim (churn brings in new shapes)\n",
                 report_hit_pct(seed));

@@ -28,6 +28,9 @@ double report_reuse_ratio(const sim_result_t *r, uint64_t *out_reuses /* out */,
  * one shape, each padded only to the 8-token multiple and as full as the contract allows (the
  * fewest batches its item count and padded tokens need); 0 when it cannot be computed. */
 double report_gpu_floor(const report_t *rep);
+/* The most shapes one model has among the items (not the generator's number: a converted trace's
+ * header may not say, or say wrong). */
+uint32_t report_shapes_per_model(const report_t *rep);
 /* Whether any item of the trace carries a prefix; the GPU ns the prefix cache saved r (the
  * prefixes its hits skipped, at the workers' per-token cost). */
 int report_has_prefixes(const report_t *rep);

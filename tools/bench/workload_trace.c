@@ -15,8 +15,11 @@
  *   2. wl_trace_read accepts only what the generator could have made (workload.c invariant 2):
  *      nondecreasing times, tokens > 0, a nonzero signature, models within the header's count
  *      (or, without one, fewer than WL_MODELS_MAX), and one signature and model per shape
- *      index. Anything else is refused with the file's name, the line number and what is wrong,
- *      never read past: a replay of a converted public trace must not quietly drop items.
+ *      index, times within 30 days and token counts within a million. Anything else is refused
+ *      with the file's name, the line number and what is wrong, never read past: a replay of a
+ *      converted public trace must not quietly drop items.
+ *   3. The header's numbers are the generator's, kept as written (invariant 1); what the claims
+ *      read of the workload's shape they count in the items (report_shapes_per_model).
  *
  * Rejected alternatives:
  *   - A binary trace format: text is diffable and other tools can write it; the parse cost is
@@ -35,6 +38,15 @@
 #define WL_TRACE_MAGIC   "lanesched-bench-trace"
 #define WL_TRACE_VERSION 2
 #define WL_LINE_MAX      4096
+/* Times are nanoseconds from the trace's start, and the sim keeps a sample per simulated second:
+ * a time past 30 days is a converter's mistake (Unix epoch times kept: 1.7e18 ns), refused by
+ * line instead of simulated for hours. */
+#define WL_TRACE_T_MAX_NS (30ull * 86400ull * 1000000000ull)
+/* A prompt or prefix over a million tokens is no engine's: refused by line (the bucket
+ * schemes' packing walks the tokens' range). */
+#define WL_TRACE_TOKENS_MAX (1u << 20)
+/* A header's items= hint larger than this is not trusted to size the first allocation. */
+#define WL_TRACE_HINT_MAX (1u << 22)
 
 int wl_trace_write(const char *path, const wl_config_t *cfg, const wl_item_t *items, size_t n)
 {
@@ -249,14 +261,19 @@ int wl_trace_read(const char *path, wl_config_t *cfg, wl_item_t **out, size_t *o
             goto out;
         }
         /* invariant 2 */
-        const char *bad = it.t_ns < last_t ? "t_ns goes backwards"
-                          : c.models != 0 && it.model >= c.models
-                              ? "model beyond the header's models"
-                          : it.model >= WL_MODELS_MAX ? "model index too large"
-                          : it.shape >= n_shapes      ? "shape index too large"
-                          : it.tokens == 0            ? "tokens is 0"
-                          : it.signature == 0         ? "signature is 0"
-                                                      : NULL;
+        const char *bad =
+            it.t_ns < last_t ? "t_ns goes backwards"
+            : it.t_ns > WL_TRACE_T_MAX_NS
+                ? "t_ns past 30 days: times are nanoseconds from the trace's start (subtract the "
+                  "first time from Unix epoch times)"
+            : it.tokens > WL_TRACE_TOKENS_MAX || it.prefix_tokens > WL_TRACE_TOKENS_MAX
+                ? "tokens or prefix_tokens over 1,048,576"
+            : c.models != 0 && it.model >= c.models ? "model beyond the header's models"
+            : it.model >= WL_MODELS_MAX             ? "model index too large"
+            : it.shape >= n_shapes                  ? "shape index too large"
+            : it.tokens == 0                        ? "tokens is 0"
+            : it.signature == 0                     ? "signature is 0"
+                                                    : NULL;
         if (bad == NULL && shape_sig[it.shape] == 0) {
             shape_sig[it.shape] = it.signature;
             shape_model[it.shape] = it.model;
@@ -272,7 +289,7 @@ int wl_trace_read(const char *path, wl_config_t *cfg, wl_item_t **out, size_t *o
         if (it.model + 1 > models)
             models = it.model + 1;
         if (n == cap) {
-            cap = cap ? cap * 2 : (hinted ? hinted : 4096);
+            cap = cap ? cap * 2 : (hinted && hinted <= WL_TRACE_HINT_MAX ? hinted : 4096);
             wl_item_t *g = realloc(items, cap * sizeof(*g));
             if (g == NULL) {
                 wl_trace_err(err, err_len, path, lineno, "out of memory");
