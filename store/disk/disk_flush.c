@@ -302,6 +302,19 @@ static void disk_flush_reset(disk_t *d)
     d->arena_len = 0;
 }
 
+/* Journal files a flush before this one found unneeded are unlinked, after the directory sync
+ * that makes the segments' deletions durable (disk_journal.c invariant 4). */
+static store_status_t disk_flush_jnl_unlink(disk_t *d)
+{
+    if (d->cfg.durability == STORE_DURABLE_POWER && (d->dir_dirty || d->jnl_doomed)) {
+        store_status_t st = disk_fsync_dir(d, d->dir_dirty ? d->dir_dirty : 1);
+        if (st != STORE_OK)
+            return st;
+    }
+    d->dir_dirty = 0; /* the process level never syncs a directory (disk_seg.c's invariant 2) */
+    return disk_jnl_unlink_doomed(d);
+}
+
 store_status_t disk_flush(disk_t *d)
 {
     if (d->failed)
@@ -311,15 +324,16 @@ store_status_t disk_flush(disk_t *d)
     if (st != STORE_OK)
         return st;
     if (d->dirty == NULL && !d->meta_dirty && d->n_released == 0 && !d->rows_dirty &&
-        d->flush_queues == NULL)
-        return STORE_OK; /* invariant 3 */
-    int power = d->cfg.durability == STORE_DURABLE_POWER;
-    if (power && (d->dir_dirty || d->jnl_doomed)) {
-        if ((st = disk_fsync_dir(d, d->dir_dirty ? d->dir_dirty : 1)) != STORE_OK)
-            return st;
+        d->flush_queues == NULL) {
+        /* invariant 3; journal files found unneeded (at the open, or by the last flush) still
+         * go, one idle flush after the one that found them, so an idle daemon keeps none */
+        if (!d->jnl_doomed && !d->jnl_retire)
+            return STORE_OK;
+        if ((st = disk_flush_jnl_unlink(d)) == STORE_OK)
+            disk_jnl_retire(d);
+        return st;
     }
-    d->dir_dirty = 0; /* the process level never syncs a directory (disk_seg.c's invariant 2) */
-    if ((st = disk_jnl_unlink_doomed(d)) != STORE_OK) /* after that sync (its invariant 4) */
+    if ((st = disk_flush_jnl_unlink(d)) != STORE_OK)
         return st;
     if ((st = disk_flush_write(d)) != STORE_OK || (st = disk_watch_check(d)) != STORE_OK ||
         (st = disk_flush_index(d)) != STORE_OK)
