@@ -414,6 +414,11 @@ store_status_t disk_seg_pick(disk_t *d, uint32_t model_idx, uint64_t size, dseg_
 /* Dooms a sealed, fully tombstoned segment: out of its model's list and the segment map now;
  * its row is deleted and its file unlinked by the next flush, which then frees seg. */
 store_status_t disk_seg_delete(disk_t *d, dseg_t *seg);
+/* Every entry of seg completed, and everything appended to it flushed. */
+static inline int disk_seg_drained(const dseg_t *seg)
+{
+    return seg->deleted == seg->entries && seg->size == seg->readable;
+}
 /* Seals seg (a model's last, unsealed segment) and deletes it when nothing in it is live. */
 store_status_t disk_seg_seal(disk_t *d, dseg_t *seg);
 /* Invariant 8 of disk_seg.c, at the start of a flush at monotonic time now. */

@@ -83,8 +83,7 @@ store_status_t disk_append(store_t *store, store_queue_t *queue, const store_ite
     if ((st = disk_seg_reserve(d, seg, size)) != STORE_OK) {
         /* disk_seg.c invariant 7: a drained current segment holds its space until it rolls
          * over; sealed now, it is deleted at the next flush, and a later item fits. */
-        if (st == STORE_ENOSPC && !seg->sealed && seg->entries != 0 &&
-            seg->deleted == seg->entries && seg->size == seg->readable) {
+        if (st == STORE_ENOSPC && !seg->sealed && seg->entries != 0 && disk_seg_drained(seg)) {
             store_status_t del = disk_seg_seal(d, seg);
             if (del != STORE_OK)
                 return del;

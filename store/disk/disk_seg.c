@@ -478,8 +478,8 @@ store_status_t disk_seg_idle_seal(disk_t *d, uint64_t now)
         dseg_t *seg = m->n_segs ? m->segs[m->n_segs - 1] : NULL;
         if (seg == NULL || seg->sealed || seg->entries == 0)
             continue;
-        int drained = seg->deleted == seg->entries && seg->size == seg->readable;
-        if ((drained && now - seg->appended_ns >= idle_ns) || seg->jnl_min < pin_below) {
+        if ((disk_seg_drained(seg) && now - seg->appended_ns >= idle_ns) ||
+            seg->jnl_min < pin_below) {
             store_status_t st = disk_seg_seal(d, seg);
             if (st != STORE_OK)
                 return st;
@@ -493,7 +493,7 @@ store_status_t disk_seg_seal(disk_t *d, dseg_t *seg)
 {
     seg->sealed = 1;
     disk_seg_mark_dirty(d, seg);
-    if (seg->deleted == seg->entries && seg->size == seg->readable)
+    if (disk_seg_drained(seg))
         return disk_seg_delete(d, seg);
     return STORE_OK;
 }

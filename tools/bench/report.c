@@ -225,11 +225,18 @@ double report_best_bucket_gpu(const report_t *rep)
     return (double)(p->busy_ns < r->busy_ns ? p->busy_ns : r->busy_ns);
 }
 
-uint32_t report_shapes_per_model(const report_t *rep)
+/* The shape indices the items use: one past the largest. */
+static uint32_t report_shape_span(const report_t *rep)
 {
-    uint32_t shapes = 0, most = 0;
+    uint32_t shapes = 0;
     for (size_t i = 0; i < rep->n_items; i++)
         shapes = rep->items[i].shape + 1 > shapes ? rep->items[i].shape + 1 : shapes;
+    return shapes;
+}
+
+uint32_t report_shapes_per_model(const report_t *rep)
+{
+    uint32_t shapes = report_shape_span(rep), most = 0;
     uint32_t *model = malloc((shapes ? shapes : 1) * sizeof(*model));
     uint32_t per_model[WL_MODELS_MAX] = {0};
     if (model == NULL)
@@ -250,9 +257,7 @@ uint32_t report_shapes_per_model(const report_t *rep)
 
 double report_gpu_floor(const report_t *rep)
 {
-    uint32_t shapes = 0;
-    for (size_t i = 0; i < rep->n_items; i++)
-        shapes = rep->items[i].shape + 1 > shapes ? rep->items[i].shape + 1 : shapes;
+    uint32_t shapes = report_shape_span(rep);
     uint64_t *n = calloc(shapes ? shapes : 1, sizeof(*n)),
              *padded = calloc(shapes ? shapes : 1, sizeof(*padded)),
              *prefix = calloc(shapes ? shapes : 1, sizeof(*prefix));
