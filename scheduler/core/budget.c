@@ -33,11 +33,19 @@
  *      worker chooses its own shapes, another worker): what the workers of a model hold waiting
  *      for company cannot become due before the retry, and a batch only becomes full with
  *      arrivals, so a few arrivals more delay a full batch by their gaps, never past its due.
- *   8. A batch waits for company only while its shape's mean arrival gap is shorter than the
- *      time left until the batch is due: a shape seen once (a producer hashing whole prompts) or
- *      gone quiet gets no company by waiting, so its batch goes at once. Such a shape's items are
+ *   8. A batch waits for company only while its shape's expected gap, its mean arrival gap or,
+ *      when longer, its silence since its last arrival, is shorter than the time left until the
+ *      batch is due: a shape seen once (a producer hashing whole prompts) or gone quiet gets no
+ *      company by waiting, so its batch goes at once. Items arriving at one instant (a queue
+ *      filled at once, a trace's shared time stamp) are one arrival: their zero gaps say nothing
+ *      of when the next comes. Such a shape's items are
  *      also bounded by the configured age bound, not the due age: a batch that will not wait for
  *      company goes in the order of its age, as without a budget.
+ *   9. A batch waits for company at most until its oldest item's budget, less the time the
+ *      model's workers need for everything it queues (its queued items and tokens at the
+ *      worker's cost, over its workers): the queue behind a due batch is what it measures, not
+ *      only the share BUDGET_DUE_SHARE leaves it, so a queue that arrived at once is served from
+ *      the start instead of becoming due together.
  *
  * Rejected (each measured with `lanesched-bench sim|sweep --prefixes --slo-ms N`; docs/policy.md,
  * "The wait budget"): a due age from lateness alone with no cap (the p99 rose past the budget for
@@ -74,6 +82,11 @@
  * steady --models 1 --shapes 2 --workers 64 --load 70 --prefixes --slo-ms 5000`, its wall time;
  * docs/policy.md, "The wait budget"); a quarter of a batch moves no claim's figure. */
 #define BUDGET_RECHECK_SHARE 4u
+/* Invariant 9: the batches' size and charge follow their last this many commits: a queue's
+ * make-up changes within a few batches of each worker. 8, 32 and 128 measured (`sim --preset
+ * bursty|churn --prefixes --slo-ms 5000`, tests/bench/trace_budget.sh; docs/policy.md, "The
+ * wait budget"): 32 spent the least GPU time, and no tail moved past its budget. */
+#define BUDGET_BATCH_WEIGHT 32.0
 /* The lateness histogram's memory: a few bursts long, so one burst moves it and a quiet minute
  * forgets it. */
 #define BUDGET_TAU_NS 10e9
@@ -189,6 +202,44 @@ uint64_t budget_shape_bound(const struct sched *s, const sched_shape_t *shape)
     return s->starvation_ns; /* invariant 8: bounded as without a budget */
 }
 
+void budget_note_batch(sched_model_t *m, const sched_batch_t *b)
+{
+    if (m->slo_ns == 0 || b->n == 0 || b->real_tokens == 0)
+        return;
+    double items = (double)b->n,
+           charge = (double)(b->padded_tokens + b->prefix_charged) / (double)b->real_tokens;
+    if (m->batch_items == 0.0) {
+        m->batch_items = items;
+        m->batch_charge = charge;
+        return;
+    }
+    m->batch_items += (items - m->batch_items) / BUDGET_BATCH_WEIGHT;
+    m->batch_charge += (charge - m->batch_charge) / BUDGET_BATCH_WEIGHT;
+}
+
+/* Invariant 9: the latest time the batch b of a consumer costing `cost` may still wait for, so
+ * that the model's queue is served within its oldest item's budget (0: none left). */
+static uint64_t budget_queue_latest(const sched_model_t *m, const sched_batch_t *b,
+                                    const packer_contract_t *k, const packer_cost_t *cost)
+{
+    double budget = (double)UINT64_MAX;
+    for (size_t i = 0; i < b->n; i++) {
+        const store_view_t *v = &b->items_view[i];
+        uint64_t slo = v->max_wait_ms != 0 && (uint64_t)v->max_wait_ms * 1000000u < m->slo_ns
+                           ? (uint64_t)v->max_wait_ms * 1000000u
+                           : m->slo_ns;
+        double end = (double)v->arrival_ns + (double)slo;
+        budget = end < budget ? end : budget;
+    }
+    /* the batches as committed lately, else as few as the contract allows */
+    double per_batch = m->batch_items != 0.0 ? m->batch_items : (double)k->max_batch_size;
+    double charge = m->batch_charge != 0.0 ? m->batch_charge : 1.0;
+    double batches = ceil((double)m->queued_items / per_batch);
+    double work = (batches * cost->fixed_ns + (double)m->queued_tokens * charge * cost->token_ns) /
+                  (double)(m->n_workers != 0 ? m->n_workers : 1);
+    return budget > work ? (uint64_t)(budget - work) : 0;
+}
+
 /* When item v is due (invariant 2). */
 static uint64_t budget_item_due(const sched_model_t *m, const store_view_t *v)
 {
@@ -235,7 +286,7 @@ void budget_held_note(struct sched *s, const sched_consumer_t *c, sched_model_t 
 
 void budget_arrival_note(sched_shape_t *shape, uint64_t now)
 {
-    if (shape->last_arrival_ns != 0 && now >= shape->last_arrival_ns) {
+    if (shape->last_arrival_ns != 0 && now > shape->last_arrival_ns) {
         double gap = (double)(now - shape->last_arrival_ns);
         shape->gap_ns =
             shape->has_gap ? shape->gap_ns + (gap - shape->gap_ns) / BUDGET_GAP_WEIGHT : gap;
@@ -263,14 +314,24 @@ int budget_hold(struct sched *s, const sched_consumer_t *c, const sched_model_t 
         due = d < due ? d : due;
     }
     int miss = c->worker == NULL || !worker_is_warm(c->worker, shape);
-    /* invariant 8: company is expected before the batch is due, or it goes now */
-    if (now < due && (!shape->has_gap || (double)now + shape->gap_ns > (double)due))
+    packer_cost_t cost;
+    if (c->worker != NULL && worker_cost(c->worker, &cost)) {
+        uint64_t latest = budget_queue_latest(m, b, &c->contract, &cost);
+        due = latest < due ? latest : due;
+    }
+    /* invariant 8: company is expected before the batch is due, or it goes now; a shape silent
+     * for longer than its mean gap is expected no sooner than that silence again */
+    double silence = now > shape->last_arrival_ns ? (double)(now - shape->last_arrival_ns) : 0.0;
+    double gap = shape->gap_ns > silence ? shape->gap_ns : silence;
+    if (now < due && (!shape->has_gap || (double)now + gap > (double)due))
         due = now;
     if (now >= due) {
         if (miss) /* invariant 4: what was queued goes with it, while the shape is warm */
             shape->drain_ns = now;
         return 0;
     }
-    *out_until = due;
+    /* asked again when the silence would reach the time left, if nothing arrives before */
+    uint64_t quiet = shape->last_arrival_ns + (due - shape->last_arrival_ns) / 2 + 1;
+    *out_until = quiet > now && quiet < due ? quiet : due;
     return 1;
 }

@@ -134,13 +134,15 @@ int sched_check_op_lanes(const sched_t *s, const sched_shape_t *shape, const uin
 
 /* Workers and the counts kept about them: every warm count is the number of workers whose cache
  * holds the shape, a cache holds distinct shapes of its own model within its capacity, each
- * model's n_active is the number of its shapes holding queued items, and a model not in use has
- * no current shape (model.c invariant 3: its place may go to another name). */
+ * model's n_active is the number of its shapes holding queued items and its queued sums theirs,
+ * and a model not in use has no current shape (model.c invariant 3: its place may go to another
+ * name). */
 static int sched_check_workers(const sched_t *s)
 {
     for (size_t i = 0; i < s->n_models; i++) {
         const sched_model_t *m = s->models[i];
         size_t active = 0;
+        uint64_t items = 0, tokens = 0;
         for (size_t j = 0; j < m->n_shapes; j++) {
             const sched_shape_t *shape = m->shapes[j];
             INVARIANT_HOLDS(shape->index == j && shape->model_idx == i,
@@ -148,6 +150,8 @@ static int sched_check_workers(const sched_t *s)
                             (unsigned long long)shape->signature, m->name, j, shape->index,
                             shape->model_idx);
             active += lanes_queued_items(shape->lanes) != 0;
+            items += lanes_queued_items(shape->lanes);
+            tokens += lanes_queued_tokens(shape->lanes);
             uint32_t warm = 0;
             for (size_t w = 0; w < m->n_workers; w++)
                 warm += (uint32_t)worker_is_warm(m->workers[w], shape);
@@ -156,6 +160,10 @@ static int sched_check_workers(const sched_t *s)
         }
         INVARIANT_HOLDS(active == m->n_active, "model %s has %zu active shapes, counted %zu",
                         m->name, active, m->n_active);
+        INVARIANT_HOLDS(items == m->queued_items && tokens == m->queued_tokens,
+                        "model %s queues %llu items of %llu tokens, counted %llu of %llu", m->name,
+                        (unsigned long long)items, (unsigned long long)tokens,
+                        (unsigned long long)m->queued_items, (unsigned long long)m->queued_tokens);
         INVARIANT_HOLDS(model_in_use(m) || m->current == NULL,
                         "model %s holds neither shapes nor workers but a current shape", m->name);
         if (!heap_check(m))

@@ -330,6 +330,8 @@ sched_status_t sched_commit(sched_t *s, const sched_batch_t *batch)
         waits_note(&s->waits, wait);
         budget_note_commit(model, &b->items_view[i], wait);
     }
+    if (!b->dead_letter)
+        budget_note_batch(model, b);
     shapes_queued_note(s, shape, before, before_tokens);
     if (rec->worker != NULL) {
         worker_warm_touch(rec->worker, shape);

@@ -71,7 +71,8 @@ struct sched_model {
     sched_shape_t **shapes; /* unordered (a reclaimed shape's place takes the last one) */
     size_t n_shapes;
     size_t cap_shapes;
-    size_t n_active;               /* shapes holding queued items */
+    size_t n_active;                      /* shapes holding queued items */
+    uint64_t queued_items, queued_tokens; /* over its shapes (shapes_queued_note) */
     sched_shape_t *current;        /* the sticky shape; mirrors the store's current-shape field */
     struct sched_worker **workers; /* the model's workers, unordered */
     size_t n_workers, cap_workers;
@@ -90,6 +91,9 @@ struct sched_model {
     double late[BUDGET_LATE_BUCKETS + 1];
     uint64_t late_t_ns;
     uint64_t arrivals; /* items submitted and returned (budget.c invariant 7) */
+    /* budget.c invariant 9: its committed batches' items and charged tokens (padded, and the
+     * prefixes of misses) per real token, decayed; 0 before the first */
+    double batch_items, batch_charge;
     budget_memo_t held;
 };
 
@@ -292,6 +296,8 @@ void budget_model_init(struct sched *s, sched_model_t *m);
 void budget_free(struct sched *s);
 /* An item of model m committed after waiting wait_ns: how late it went past its due age. */
 void budget_note_commit(sched_model_t *m, const store_view_t *v, uint64_t wait_ns);
+/* budget.c invariant 9: a committed batch's size and what its tokens cost. */
+void budget_note_batch(sched_model_t *m, const sched_batch_t *b);
 /* Every tick: each budgeted model's due age from the lateness it measured (budget.c). */
 void budget_tick(struct sched *s, uint64_t now);
 /* The age past which an item of the model goes first: the due age under a budget, else the

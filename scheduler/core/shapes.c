@@ -10,7 +10,8 @@
  *      shape per prompt costs memory for the shapes in use, not for every shape ever seen.
  *   3. A lane's store queue is attached as the lane's user pointer when the lane opens and is
  *      released when the lane's id goes back to the free list.
- *   4. A model's n_active is the number of its shapes holding queued items, kept by
+ *   4. A model's n_active is the number of its shapes holding queued items, and its queued_items
+ *      and queued_tokens their sums over its shapes, kept by
  *      shapes_queued_note at every change of a shape's queued items.
  *   5. A shape's oldest_ns is a lower bound of its oldest queued item's arrival: when a dispatch
  *      takes that item the bound stays (every item left arrived later) and the shape is marked
@@ -131,6 +132,8 @@ void shapes_queued_note(struct sched *s, sched_shape_t *shape, uint64_t before,
     s->queued_items = s->queued_items - before + now;
     s->queued_tokens = s->queued_tokens - before_tokens + lanes_queued_tokens(shape->lanes);
     sched_model_t *m = s->models[shape->model_idx];
+    m->queued_items = m->queued_items - before + now;
+    m->queued_tokens = m->queued_tokens - before_tokens + lanes_queued_tokens(shape->lanes);
     if (before == 0 && now != 0)
         m->n_active++;
     else if (before != 0 && now == 0)

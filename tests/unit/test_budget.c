@@ -1,10 +1,10 @@
 /*
  * test_budget.c - the wait budget (budget.c): under sched_config_t.slo_ns a batch waits for
  * company until its first item is due (0.7 of the budget at first, an item's max_wait_ms scaling
- * it down), a full batch goes at once, a model without a budget keeps the hold's rules, the due
- * age shrinks when due items go late, a batch that misses the cache drains its shape, a held fill
- * is not redone before enough arrivals, and the prefix a batch pays is what the core's model of
- * the worker's cache says.
+ * it down) while company is expected, a full batch goes at once, a model without a budget keeps the
+ * hold's rules, the due age shrinks when due items go late, a batch that misses the cache drains
+ * its shape, a held fill is not redone before enough arrivals, and the prefix a batch pays is what
+ * the core's model of the worker's cache says.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -93,30 +93,58 @@ static size_t drain_one(fixture_t *f)
     return drain_as(f, "m", f->worker, NULL);
 }
 
-/* A few items wait for company until the first is due, 0.7 of the budget after it arrived;
- * sched_retry_ns says when, and then they go together. An item of a shape seen once waits for
- * nobody (budget.c invariant 8). */
+/* A few items wait for company until the first is due, 0.7 of the budget after it arrived, while
+ * their shape's arrivals keep coming; then they go together. An item of a shape seen once waits
+ * for nobody, and a shape gone quiet (silent for longer than the time left) stops waiting
+ * (budget.c invariant 8); sched_retry_ns says when the silence would reach the time left. */
 static void test_under_filled_batch_waits_until_due(void **state)
 {
     (void)state;
     fixture_t *f = fixture(5 * SEC, 1);
-    uint64_t first = f->now;
     submit(f, 500);
     assert_int_equal(drain_one(f), 1); /* a shape seen once expects no company */
-    f->now += 10 * MS;
-    first = f->now;
-    submit(f, 500); /* the shape's arrivals come 10 ms apart: company is expected */
+    f->now += 200 * MS;
+    uint64_t first = f->now, due = first + 3500 * MS;
+    submit(f, 500); /* the shape's arrivals come 200 ms apart: company is expected */
     assert_int_equal(drain_one(f), 0);
-    assert_int_equal(sched_retry_ns(f->sched), first + 3500 * MS);
-    f->now += 2 * SEC;
+    assert_int_equal(sched_retry_ns(f->sched), first + 1750 * MS + 1);
+    for (int i = 0; i < 16; i++) { /* every 200 ms, up to 3.2 s after the first */
+        f->now += 200 * MS;
+        submit(f, 500);
+        assert_int_equal(drain_one(f), 0);
+    }
+    f->now += 150 * MS; /* 150 ms of silence, 150 ms left: still waiting */
+    assert_int_equal(drain_one(f), 0);
+    f->now = due;
+    assert_int_equal(drain_one(f), 17);
+    assert_true(sched_counters(f->sched)->holds >= 17);
+
+    /* arrivals 200 ms apart, then none: it goes once the silence reaches the time left */
+    f->now += SEC;
+    first = f->now;
+    submit(f, 500);
+    f->now += 200 * MS;
     submit(f, 500);
     assert_int_equal(drain_one(f), 0);
-    assert_int_equal(sched_retry_ns(f->sched), first + 3500 * MS);
-    f->now = first + 3500 * MS - 1;
+    uint64_t quiet = f->now + (first + 3500 * MS - f->now) / 2 + 1;
+    assert_int_equal(sched_retry_ns(f->sched), quiet);
+    f->now = quiet - 1;
     assert_int_equal(drain_one(f), 0);
-    f->now = first + 3500 * MS;
+    f->now = quiet;
     assert_int_equal(drain_one(f), 2);
-    assert_true(sched_counters(f->sched)->holds >= 3);
+    fixture_free(f);
+}
+
+/* Items that arrive at one instant are one arrival: a queue filled at once expects no company and
+ * goes (budget.c invariant 8); before, their zero gaps held it until due. */
+static void test_items_arriving_at_once_expect_no_company(void **state)
+{
+    (void)state;
+    fixture_t *f = fixture(5 * SEC, 1);
+    for (int i = 0; i < 10; i++)
+        submit(f, 500);
+    assert_int_equal(drain_one(f), 10);
+    assert_int_equal(sched_counters(f->sched)->holds, 0);
     fixture_free(f);
 }
 
@@ -129,11 +157,17 @@ static void test_item_max_wait_caps_the_hold(void **state)
     uint64_t first = f->now;
     submit_to(f, "m", 1, 500, 0, 60000); /* over the budget: the model's */
     f->now += 100 * MS;
-    submit_to(f, "m", 1, 500, 0, 1000);
+    submit_to(f, "m", 1, 500, 0, 1000); /* due at first + 800 ms */
     assert_int_equal(drain_one(f), 0);
-    assert_int_equal(sched_retry_ns(f->sched), first + 100 * MS + 700 * MS);
+    for (int i = 0; i < 6; i++) { /* company every 100 ms keeps it waiting, up to 700 ms */
+        f->now += 100 * MS;
+        submit_to(f, "m", 1, 500, 0, 0);
+        assert_int_equal(drain_one(f), 0);
+    }
+    f->now = first + 750 * MS;
+    assert_int_equal(drain_one(f), 0);
     f->now = first + 800 * MS;
-    assert_int_equal(drain_one(f), 2);
+    assert_int_equal(drain_one(f), 8);
     fixture_free(f);
 }
 
@@ -161,18 +195,28 @@ static void test_budget_per_model(void **state)
     sched_worker_config_t wc = {5000, 10000, 1};
     assert_int_equal(sched_worker_create(f->sched, M(f->sched, "slow"), &wc, &w2), SCHED_OK);
     submit(f, 500);
+    uint64_t first = f->now;
     submit_to(f, "slow", 7, 500, 0, 0);
+    f->now += MS;
     submit_to(f, "slow", 7, 500, 0, 0); /* a second arrival: company is expected */
     assert_int_equal(drain_one(f), 1);
     assert_int_equal(drain_as(f, "slow", w2, NULL), 0);
-    assert_int_equal(sched_retry_ns(f->sched), f->now + 1400 * MS);
-    f->now += 1400 * MS;
+    assert_int_equal(sched_retry_ns(f->sched), f->now + (first + 1400 * MS - f->now) / 2 + 1);
+    f->now = first + 1400 * MS;
     assert_int_equal(drain_as(f, "slow", w2, NULL), 2);
     /* the budget can be changed (and taken away: 0) for a model that exists */
     assert_int_equal(sched_slo_set(f->sched, "slow", 0), SCHED_OK);
     submit_to(f, "slow", 7, 500, 0, 0);
     assert_int_equal(drain_as(f, "slow", w2, NULL), 1);
     fixture_free(f);
+}
+
+/* The due age of a held batch whose first item arrived at t and whose shape last arrived 1 ms
+ * before now: sched_retry_ns is when the silence would reach the time left, half way there. */
+static uint64_t due_of(const fixture_t *f, uint64_t t)
+{
+    uint64_t last = f->now - MS;
+    return last + 2 * (sched_retry_ns(f->sched) - 1 - last) - t;
 }
 
 /* When due items go late, the due age shrinks (down to half the budget), so the next item waits
@@ -188,10 +232,12 @@ static void test_due_age_shrinks_when_items_go_late(void **state)
     sched_tick(f->sched);
     f->now += MS; /* after the drain the miss began */
     uint64_t t = f->now;
-    for (int i = 0; i < 10; i++) /* ten at once: the shape's mean gap falls under 2 s */
+    for (int i = 0; i < 10; i++) { /* ten 1 ms apart: the shape's mean gap falls under 2 s */
         submit(f, 500);
+        f->now += MS;
+    }
     assert_int_equal(drain_one(f), 0);
-    uint64_t due = sched_retry_ns(f->sched) - t;
+    uint64_t due = due_of(f, t);
     assert_true(due < 3500 * MS);
     assert_true(due >= 2500 * MS);
     fixture_free(f);
@@ -203,10 +249,12 @@ static void test_due_age_shrinks_when_items_go_late(void **state)
     sched_tick(f->sched);
     f->now += MS;
     t = f->now;
-    for (int i = 0; i < 10; i++)
+    for (int i = 0; i < 10; i++) {
         submit(f, 500);
+        f->now += MS;
+    }
     assert_int_equal(drain_one(f), 0);
-    assert_int_equal(sched_retry_ns(f->sched) - t, 3500 * MS);
+    assert_int_equal(due_of(f, t), 3500 * MS);
     fixture_free(f);
 }
 
@@ -216,13 +264,17 @@ static void test_held_fill_waits_for_arrivals(void **state)
 {
     (void)state;
     fixture_t *f = fixture(5 * SEC, 1);
-    for (int i = 0; i < 31; i++)
+    for (int i = 0; i < 31; i++) {
         submit(f, 500);
+        f->now += 1000;
+    }
     assert_int_equal(drain_one(f), 0); /* 31 of 32: held */
     submit(f, 500);                    /* full now, but one arrival is not enough to look */
     assert_int_equal(drain_one(f), 0);
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < 7; i++) {
+        f->now += 1000;
         submit(f, 500);
+    }
     assert_int_equal(drain_one(f), 32); /* 8 arrivals: looked again, full */
     fixture_free(f);
 }
@@ -258,6 +310,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_under_filled_batch_waits_until_due),
+        cmocka_unit_test(test_items_arriving_at_once_expect_no_company),
         cmocka_unit_test(test_item_max_wait_caps_the_hold),
         cmocka_unit_test(test_full_batch_goes_at_once),
         cmocka_unit_test(test_budget_per_model),
