@@ -54,7 +54,8 @@
  * items fullest first (the tail of every preset went far past the budget); the plain age bound
  * for every shape (more GPU time on steady and at the article's scale); filling to the contract
  * at the whole fixed cost, or at a credit that rose with lateness (padding, and merges and
- * lateness feeding each other).
+ * lateness feeding each other); dropping the budget while due items go later than a whole budget
+ * (GPU time on bursty and sustained went over the tuned buckets').
  */
 #include "scheduler/core/sched_int.h"
 
