@@ -331,9 +331,10 @@ store_status_t store_commit(store_t *store, store_queue_t *queue, const store_re
 
 /*
  * Completes a pending item. *out_completed (may be NULL) is 1 when this call completed it and
- * 0 when it was already complete (completing twice is harmless and counted once). A ref that
- * was never committed, or was returned to the queue, gives STORE_ENOTPENDING. The disk store
- * writes the tombstone at the next store_flush (an item completed but not flushed is
+ * 0 when it was already complete (completing twice is harmless and counted once; the disk store
+ * knows the items of a deleted segment complete for its last DISK_DELETED_KEEP deletions). A
+ * ref that was never committed, or was returned to the queue, gives STORE_ENOTPENDING. The disk
+ * store writes the tombstone at the next store_flush (an item completed but not flushed is
  * delivered again after a crash).
  */
 store_status_t store_tombstone(store_t *store, store_ref_t ref, int *out_completed /* out */);

@@ -57,6 +57,7 @@ static void disk_close(store_t *store)
     map_fini(&d->queues);
     map_fini(&d->segments);
     map_fini(&d->deleted);
+    free(d->deleted_ids);
     map_fini(&d->pending);
     for (size_t i = 0; i < d->n_models; i++) {
         free(d->models[i].name);

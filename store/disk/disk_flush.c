@@ -384,6 +384,7 @@ store_status_t disk_flush(disk_t *d)
     d->meta_dirty = 0;
     d->unflushed_bytes = 0;
     disk_map_trim(d);
+    disk_seg_forget(d);
     if (st == STORE_OK)
         disk_jnl_retire(d);
     return st;

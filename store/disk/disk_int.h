@@ -69,6 +69,11 @@ typedef struct dqueue dqueue_t;
  * few hundred batches in flight; past it they go back to malloc (32 bytes each and a pointer in
  * the array: 320 KiB at most). */
 #define DISK_PEND_KEEP 8192u
+/* Segments deleted this run that disk_t.deleted remembers (disk_seg.c invariant 4): the last
+ * this many, so a model that drains every few seconds (the idle seal) costs no memory that
+ * grows with the run. A late completion of a deleted segment's ref only follows a settled one
+ * (the scheduler settles each position once); a thousand deletions back is well past any. */
+#define DISK_DELETED_KEEP 4096u
 
 typedef struct disk_io disk_io_t;
 typedef struct disk_io_op disk_io_op_t;
@@ -228,11 +233,13 @@ typedef struct {
     char *dir;               /* owned */
     int dir_fd;
     int seg_dir_fd;
-    index_t *index;   /* owned */
-    int failed;       /* sticky error state: nothing more is acknowledged */
-    map_t queues;     /* (signature, model_idx << 32 | lane) -> dqueue_t, borrowed from `all` */
-    map_t segments;   /* (id, 0) -> dseg_t, owned */
-    map_t deleted;    /* (id, 0) -> final size + 1, as a pointer: segments deleted this run */
+    index_t *index; /* owned */
+    int failed;     /* sticky error state: nothing more is acknowledged */
+    map_t queues;   /* (signature, model_idx << 32 | lane) -> dqueue_t, borrowed from `all` */
+    map_t segments; /* (id, 0) -> dseg_t, owned */
+    map_t deleted;  /* (id, 0) -> final size + 1, as a pointer: segments deleted this run */
+    uint64_t *deleted_ids; /* owned: deleted's ids, oldest first (disk_seg_forget) */
+    size_t n_deleted_ids, cap_deleted_ids;
     map_t pending;    /* (segment id, offset) -> dpend_t, owned (from pend_pool) */
     pool_t pend_pool; /* owned: freed dpend_t kept for the next commit (DISK_PEND_KEEP) */
     dqueue_t *all;    /* owned list of every queue */
@@ -419,6 +426,9 @@ static inline int disk_seg_drained(const dseg_t *seg)
 {
     return seg->deleted == seg->entries && seg->size == seg->readable;
 }
+/* Invariant 4 of disk_seg.c: forgets all but the last DISK_DELETED_KEEP deleted segments; after
+ * a flush's commit, when none of them is doomed any more. */
+void disk_seg_forget(disk_t *d);
 /* Seals seg (a model's last, unsealed segment) and deletes it when nothing in it is live. */
 store_status_t disk_seg_seal(disk_t *d, dseg_t *seg);
 /* Invariant 8 of disk_seg.c, at the start of a flush at monotonic time now. */

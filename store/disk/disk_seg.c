@@ -27,7 +27,8 @@
  *      recovery adopts, finds fully tombstoned and deletes.
  *   4. Segment ids are never reused (next_segment_id only grows and is in the index's meta
  *      row); a segment deleted this run is remembered with its final size (disk_t.deleted), so a
- *      late completion of one of its refs reads as completed. The last id is never drawn
+ *      late completion of one of its refs reads as completed: the last DISK_DELETED_KEEP of them,
+ *      each until at least the flush that unlinks it. The last id is never drawn
  *      (disk_seg_id_draw): its name is reserved and the counter past it would wrap.
  *   5. seg->size never passes seg->reserved while the file system supports fallocate: the room
  *      of every gathered append is reserved before the append says OK, so writing it at the
@@ -188,12 +189,33 @@ static void disk_seg_detach(disk_t *d, dseg_t *seg)
     }
 }
 
+void disk_seg_forget(disk_t *d)
+{
+    if (d->n_deleted_ids <= DISK_DELETED_KEEP)
+        return;
+    size_t drop = d->n_deleted_ids - DISK_DELETED_KEEP;
+    for (size_t i = 0; i < drop; i++)
+        map_del(&d->deleted, (map_key_t){d->deleted_ids[i], 0}, NULL);
+    memmove(d->deleted_ids, d->deleted_ids + drop, DISK_DELETED_KEEP * sizeof(*d->deleted_ids));
+    d->n_deleted_ids = DISK_DELETED_KEEP;
+}
+
 /* Invariant 3: the row and the file go at the next flush (disk_flush.c). */
 store_status_t disk_seg_delete(disk_t *d, dseg_t *seg)
 {
     map_del(&d->segments, (map_key_t){seg->id, 0}, NULL);
     /* Room was reserved when the segment was made (disk_seg_create, recovery's scan). */
     map_put(&d->deleted, (map_key_t){seg->id, 0}, (void *)(uintptr_t)(seg->size + 1));
+    if (d->n_deleted_ids == d->cap_deleted_ids) {
+        size_t cap = d->cap_deleted_ids ? 2 * d->cap_deleted_ids : 64;
+        uint64_t *ids = realloc(d->deleted_ids, cap * sizeof(*ids));
+        if (ids != NULL) { /* else remembered for the run, as before the bound */
+            d->deleted_ids = ids;
+            d->cap_deleted_ids = cap;
+        }
+    }
+    if (d->n_deleted_ids < d->cap_deleted_ids)
+        d->deleted_ids[d->n_deleted_ids++] = seg->id;
     disk_seg_detach(d, seg);
     seg->doomed = 1;
     disk_seg_mark_dirty(d, seg);

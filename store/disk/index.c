@@ -54,14 +54,22 @@ const char *index_lmdb_str(int rc)
 }
 
 /*
- * Reserves room in the data file up front: twice what it holds, at least INDEX_PREALLOC_BYTES.
- * LMDB grows its file a commit at a time; on a full disk that growth would fail a commit, and a
- * failed commit puts the store in its error state. With room reserved, a full disk is met where
- * it can be refused item by item (a segment append) while the index keeps committing into pages
- * it already has. Best effort: on a nearly full disk it reserves what it can.
+ * Reserves room in the data file up front: twice what its pages hold, at least
+ * INDEX_PREALLOC_BYTES. LMDB grows its file a commit at a time; on a full disk that growth would
+ * fail a commit, and a failed commit puts the store in its error state. With room reserved, a full
+ * disk is met where it can be refused item by item (a segment append) while the index keeps
+ * committing into pages it already has. The pages in use (LMDB's last page), not the file's
+ * size, are what it holds: the file's size includes the last open's reservation, and doubling
+ * that made every restart double the file up to the map size (1 GiB after eleven restarts of an
+ * empty store). Best effort: on a nearly full disk it reserves what it can.
  */
-static void index_preallocate(const char *path, uint64_t map_bytes)
+static void index_preallocate(MDB_env *env, const char *path, uint64_t map_bytes)
 {
+    MDB_envinfo info;
+    MDB_stat stat;
+    if (mdb_env_info(env, &info) != 0 || mdb_env_stat(env, &stat) != 0)
+        return;
+    uint64_t used = ((uint64_t)info.me_last_pgno + 1) * stat.ms_psize;
     char file[4200];
     snprintf(file, sizeof(file), "%s/data.mdb", path);
     int fd = open(file, O_RDWR | O_CLOEXEC);
@@ -70,7 +78,7 @@ static void index_preallocate(const char *path, uint64_t map_bytes)
         return;
     if (fstat(fd, &sb) == 0) {
         uint64_t have = (uint64_t)sb.st_size;
-        uint64_t want = have * 2 > INDEX_PREALLOC_BYTES ? have * 2 : INDEX_PREALLOC_BYTES;
+        uint64_t want = used * 2 > INDEX_PREALLOC_BYTES ? used * 2 : INDEX_PREALLOC_BYTES;
         if (want > map_bytes)
             want = map_bytes;
         while (want > have && posix_fallocate(fd, 0, (off_t)want) != 0)
@@ -97,7 +105,7 @@ index_status_t index_open(const char *path, uint64_t map_bytes, int nosync, inde
         goto out;
     if ((rc = mdb_env_open(ix->env, path, nosync ? MDB_NOSYNC : 0, 0644)) != 0)
         goto out;
-    index_preallocate(path, map_bytes);
+    index_preallocate(ix->env, path, map_bytes);
     if ((rc = mdb_txn_begin(ix->env, NULL, 0, &txn)) != 0 ||
         (rc = mdb_dbi_open(txn, "segments", MDB_CREATE, &ix->segments)) != 0 ||
         (rc = mdb_dbi_open(txn, "lanes", MDB_CREATE, &ix->lanes)) != 0 ||

@@ -1706,6 +1706,41 @@ static void test_an_idle_drained_current_segment_is_deleted(void **state)
     assert_int_equal(r->rep.journal_damaged_records + r->rep.journal_unmatched_records, 0);
 }
 
+/* A store remembers its last 4,096 deleted segments (disk_seg.c invariant 4), not every one of a
+ * run: a late completion of a ref in a recently deleted segment reads as completed, one from
+ * further back as never committed, and a model that drains and rolls over its segment again and
+ * again (here 4,200 times, one item a segment) holds no memory for each. */
+static void test_deleted_segments_are_remembered_to_a_bound(void **state)
+{
+    rig_t *r = rig_new(state, 1, STORE_DURABLE_PROCESS); /* one entry a segment */
+    store_ref_t first = {0, 0}, recent = {0, 0};
+    enum { ROUNDS = 4200 };
+    for (int i = 0; i < ROUNDS; i++) {
+        char id[16];
+        int len = snprintf(id, sizeof(id), "d%d", i);
+        store_item_t it = {.id = (const uint8_t *)id, .id_len = (size_t)len, .tokens = 1};
+        store_ref_t ref;
+        assert_int_equal(store_append(r->s, r->q[0], &it, &ref), STORE_OK);
+        assert_int_equal(store_flush(r->s), STORE_OK);
+        assert_int_equal(store_commit(r->s, r->q[0], &ref, 1), STORE_OK);
+        int done = -1;
+        assert_int_equal(store_tombstone(r->s, ref, &done), STORE_OK);
+        assert_int_equal(done, 1);
+        assert_int_equal(store_flush(r->s), STORE_OK);
+        if (i == 0)
+            first = ref;
+        if (i == ROUNDS - 100)
+            recent = ref;
+    }
+    int done = -1;
+    assert_int_equal(store_tombstone(r->s, recent, &done), STORE_OK);
+    assert_int_equal(done, 0);
+    done = -1;
+    assert_int_equal(store_tombstone(r->s, first, &done), STORE_ENOTPENDING);
+    assert_int_equal(done, -1);
+    assert_true(count_segment_files(r) <= 2);
+}
+
 /* A model appending slowly (one item waiting at a time, its segment far from the size cap)
  * while another fills journal files: the slow model's segment is sealed at each journal file
  * that fills while it holds records in an older one, so the journal stays a few files instead
@@ -2102,6 +2137,7 @@ int main(void)
         cmocka_unit_test_teardown(
             test_journal_records_of_deleted_segments_are_stale_and_files_retired, rig_teardown),
         cmocka_unit_test_teardown(test_an_idle_drained_current_segment_is_deleted, rig_teardown),
+        cmocka_unit_test_teardown(test_deleted_segments_are_remembered_to_a_bound, rig_teardown),
         cmocka_unit_test_teardown(
             test_a_slow_models_segment_holds_journal_files_only_while_its_items_wait, rig_teardown),
         cmocka_unit_test_teardown(test_settling_items_never_rewrites_a_segment_process_level,

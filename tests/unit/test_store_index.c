@@ -1042,6 +1042,26 @@ static void test_delivery_counts_survive_restarts(void **state)
     }
 }
 
+/* The index's data file keeps room reserved for commits (twice its pages in use, at least 1 MiB),
+ * and a restart does not grow it: it used to double at every open, to the map size. */
+static void test_restarts_do_not_grow_the_index_file(void **state)
+{
+    fx_t *f = fx_new(state);
+    fx_append(f, 0, 3);
+    assert_int_equal(store_flush(f->s), STORE_OK);
+    fx_close(f);
+    assert_int_equal(fx_open(f), STORE_OK);
+    char path[128];
+    snprintf(path, sizeof(path), "%s/index/data.mdb", f->dir);
+    long long first = file_size(path);
+    assert_true(first >= 1ll << 20);
+    for (int i = 0; i < 6; i++) {
+        fx_close(f);
+        assert_int_equal(fx_open(f), STORE_OK);
+    }
+    assert_int_equal(file_size(path), first);
+}
+
 static size_t count_in(fx_t *f, store_queue_t *q)
 {
     store_view_t v[256];
@@ -1136,6 +1156,7 @@ int main(void)
                                   fx_teardown),
         cmocka_unit_test_teardown(test_tombstone_into_deleted_segment_fails_the_flush, fx_teardown),
         cmocka_unit_test_teardown(test_delivery_counts_survive_restarts, fx_teardown),
+        cmocka_unit_test_teardown(test_restarts_do_not_grow_the_index_file, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
