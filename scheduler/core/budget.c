@@ -101,6 +101,9 @@ void budget_model_init(struct sched *s, sched_model_t *m)
     m->due_ns = (uint64_t)((double)m->slo_ns * BUDGET_DUE_SHARE);
     memset(m->late, 0, sizeof(m->late));
     m->late_t_ns = 0;
+    /* a place reused by another name (model.c invariant 3) keeps nothing of the last one's */
+    m->batch_items = m->batch_charge = 0.0;
+    memset(&m->held, 0, sizeof(m->held));
 }
 
 /* The due age of item v (invariant 2). */

@@ -219,6 +219,23 @@ static uint64_t due_of(const fixture_t *f, uint64_t t)
     return last + 2 * (sched_retry_ns(f->sched) - 1 - last) - t;
 }
 
+/* A budget changed for a model applies at its next fill: what its fills held under the old one
+ * is not remembered (the same reset gives a reused model place a clean slate, model.c
+ * invariant 3). */
+static void test_a_changed_budget_applies_at_the_next_fill(void **state)
+{
+    (void)state;
+    fixture_t *f = fixture(5 * SEC, 1);
+    submit(f, 500);
+    f->now += 10 * MS;
+    submit(f, 500); /* company expected: held, asked again 1.75 s on */
+    assert_int_equal(drain_one(f), 0);
+    f->now += 400 * MS; /* due under a 500 ms budget (at 350 ms) */
+    assert_int_equal(sched_slo_set(f->sched, "m", 500 * MS), SCHED_OK);
+    assert_int_equal(drain_one(f), 2);
+    fixture_free(f);
+}
+
 /* When due items go late, the due age shrinks (down to half the budget), so the next item waits
  * less for company; with nothing late it stays at 0.7 of the budget. */
 static void test_due_age_shrinks_when_items_go_late(void **state)
@@ -311,6 +328,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_under_filled_batch_waits_until_due),
         cmocka_unit_test(test_items_arriving_at_once_expect_no_company),
+        cmocka_unit_test(test_a_changed_budget_applies_at_the_next_fill),
         cmocka_unit_test(test_item_max_wait_caps_the_hold),
         cmocka_unit_test(test_full_batch_goes_at_once),
         cmocka_unit_test(test_budget_per_model),
