@@ -6,8 +6,11 @@
  *      shared across shapes: lanes, pressure and thresholds are local to one shape.
  *   2. A shape lives while anything points at it: it is reclaimed by the tick only once every
  *      lane of it has been released (so nothing of it is queued or in flight), no worker's
- *      cache holds it and it is not its model's current shape. So a producer that makes a new
- *      shape per prompt costs memory for the shapes in use, not for every shape ever seen.
+ *      cache holds it and it is not its model's current shape, unless the model has no
+ *      workers left (nothing then asks for the sticky shape, and the model's current shape is
+ *      cleared with it). So a producer that makes a new shape per prompt costs memory for the
+ *      shapes in use, not for every shape ever seen, and a model served and gone (every item
+ *      done, no worker, no reference) costs nothing: its place goes to the next name.
  *   3. A lane's store queue is attached as the lane's user pointer when the lane opens and is
  *      released when the lane's id goes back to the free list.
  *   4. A model's n_active is the number of its shapes holding queued items, and its queued_items
@@ -117,10 +120,14 @@ void shapes_tick(struct sched *s, uint64_t now_ns)
         for (size_t j = 0; j < m->n_shapes;) {
             sched_shape_t *shape = m->shapes[j];
             s->counters.lanes_quiesced += lanes_tick(shape->lanes, now_ns, rule);
-            if (lanes_in_use(shape->lanes) == 0 && shape->warm == 0 && shape != m->current)
+            if (lanes_in_use(shape->lanes) == 0 && shape->warm == 0 &&
+                (shape != m->current || m->n_workers == 0)) {
+                if (shape == m->current)
+                    m->current = NULL;
                 shapes_reclaim(s, m, shape); /* j now holds the model's last shape */
-            else
+            } else {
                 j++;
+            }
         }
     }
 }

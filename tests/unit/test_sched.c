@@ -1060,6 +1060,36 @@ static void test_models_are_interned_once_and_their_place_is_reused(void **state
     assert_true(sched_check(f->sched));
 }
 
+/* A model whose items were all served and that nothing references any more is freed by the
+ * tick, its last (current) shape with it, and its place goes to the next name: producers that
+ * make up model names leave nothing behind once their items are done (model.c invariant 3). */
+static void test_a_served_model_is_freed_once_idle(void **state)
+{
+    fixture_t *f = *state;
+    sched_model_t *x = NULL;
+    assert_int_equal(sched_model_open(f->sched, "x", &x), SCHED_OK);
+    submit(f, "x", 1, 10);
+    submit(f, "x", 2, 10);
+    sched_consumer_t c = consumer(f, "x", 8, 100000);
+    for (int i = 0; i < 2; i++) {
+        sched_batch_t b = take(f, &c);
+        assert_int_equal(sched_complete(f->sched, b.batch_id, NULL, 0, NULL), SCHED_OK);
+    }
+    sched_model_close(f->sched, x);
+    f->clock.now += 6 * SEC; /* past the lanes' idle time */
+    sched_tick(f->sched);
+    assert_false(sched_model_in_use(x));
+    assert_int_equal(sched_model_count(f->sched), 0);
+    sched_model_t *y = NULL;
+    assert_int_equal(sched_model_open(f->sched, "y", &y), SCHED_OK);
+    assert_ptr_equal(y, x); /* x's place */
+    submit(f, "y", 1, 10);  /* the place serves again */
+    sched_consumer_t cy = consumer(f, "y", 8, 100000);
+    assert_int_equal(take(f, &cy).n, 1);
+    sched_model_close(f->sched, y);
+    assert_true(sched_check(f->sched));
+}
+
 /* The batch's one record: its holder lists it, its deadline is kept, and it leaves the list
  * when its last position settles (or when its holder goes). */
 static void test_a_batch_record_carries_holder_and_deadline(void **state)
@@ -1157,6 +1187,7 @@ int main(void)
         cmocka_unit_test(test_batch_check_holds_the_contract),
         cmocka_unit_test_setup_teardown(test_a_large_batch_s_scratch_is_released_at_the_tick, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_a_served_model_is_freed_once_idle, setup, teardown),
         cmocka_unit_test_setup_teardown(test_models_are_interned_once_and_their_place_is_reused,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_batch_record_carries_holder_and_deadline, setup,
