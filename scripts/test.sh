@@ -10,5 +10,4 @@ cd "$ROOT"
 "$ROOT/scripts/install-deps.sh"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build -j"$(nproc)"
-# One test per core at a time: most integration tests wait on processes and sockets.
-ctest --test-dir build --output-on-failure -j"$(nproc)"
+ctest --test-dir build --output-on-failure
