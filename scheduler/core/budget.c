@@ -106,13 +106,20 @@ void budget_model_init(struct sched *s, sched_model_t *m)
     memset(&m->held, 0, sizeof(m->held));
 }
 
-/* The due age of item v (invariant 2). */
+/* Item v's own budget (invariant 2): its max_wait_ms when shorter than the model's budget. */
+static uint64_t budget_item_slo(const sched_model_t *m, const store_view_t *v)
+{
+    uint64_t own = (uint64_t)v->max_wait_ms * 1000000u;
+    return v->max_wait_ms != 0 && own < m->slo_ns ? own : m->slo_ns;
+}
+
+/* The due age of item v (invariant 2): the model's, scaled by the item's share of the budget. */
 static uint64_t budget_item_age(const sched_model_t *m, const store_view_t *v)
 {
-    uint64_t d = m->due_ns;
-    if (v->max_wait_ms != 0 && (uint64_t)v->max_wait_ms * 1000000u < m->slo_ns)
-        d = (uint64_t)((double)d * ((double)v->max_wait_ms * 1e6 / (double)m->slo_ns));
-    return d;
+    uint64_t slo = budget_item_slo(m, v);
+    if (slo == m->slo_ns)
+        return m->due_ns;
+    return (uint64_t)((double)m->due_ns * ((double)slo / (double)m->slo_ns));
 }
 
 void budget_note_commit(sched_model_t *m, const store_view_t *v, uint64_t wait_ns)
@@ -221,20 +228,12 @@ void budget_note_batch(sched_model_t *m, const sched_batch_t *b)
     m->batch_charge += (charge - m->batch_charge) / BUDGET_BATCH_WEIGHT;
 }
 
-/* Invariant 9: the latest time the batch b of a consumer costing `cost` may still wait for, so
- * that the model's queue is served within its oldest item's budget (0: none left). */
-static uint64_t budget_queue_latest(const sched_model_t *m, const sched_batch_t *b,
+/* Invariant 9: the latest time a batch whose earliest budget ends at `end` may still wait for,
+ * for a consumer costing `cost`, so that the model's queue is served by then (0: none left). */
+static uint64_t budget_queue_latest(const sched_model_t *m, uint64_t end,
                                     const packer_contract_t *k, const packer_cost_t *cost)
 {
-    double budget = (double)UINT64_MAX;
-    for (size_t i = 0; i < b->n; i++) {
-        const store_view_t *v = &b->items_view[i];
-        uint64_t slo = v->max_wait_ms != 0 && (uint64_t)v->max_wait_ms * 1000000u < m->slo_ns
-                           ? (uint64_t)v->max_wait_ms * 1000000u
-                           : m->slo_ns;
-        double end = (double)v->arrival_ns + (double)slo;
-        budget = end < budget ? end : budget;
-    }
+    double budget = (double)end;
     /* the batches as committed lately, else as few as the contract allows */
     double per_batch = m->batch_items != 0.0 ? m->batch_items : (double)k->max_batch_size;
     double charge = m->batch_charge != 0.0 ? m->batch_charge : 1.0;
@@ -310,17 +309,19 @@ int budget_hold(struct sched *s, const sched_consumer_t *c, const sched_model_t 
     const sched_batch_t *b = &s->filled;
     if (b->dead_letter || budget_full(b, &c->contract)) /* invariant 3 */
         return 0;
-    uint64_t due = UINT64_MAX;
+    uint64_t due = UINT64_MAX, end = UINT64_MAX; /* end: when the first item's budget ends */
     for (size_t i = 0; i < b->n; i++) {
-        uint64_t d = b->items_view[i].arrival_ns <= shape->drain_ns
-                         ? 0 /* invariant 4 */
-                         : budget_item_due(m, &b->items_view[i]);
+        const store_view_t *v = &b->items_view[i];
+        uint64_t d = v->arrival_ns <= shape->drain_ns ? 0 /* invariant 4 */
+                                                      : budget_item_due(m, v);
+        uint64_t e = v->arrival_ns + budget_item_slo(m, v);
         due = d < due ? d : due;
+        end = e < end ? e : end;
     }
     int miss = c->worker == NULL || !worker_is_warm(c->worker, shape);
     packer_cost_t cost;
     if (c->worker != NULL && worker_cost(c->worker, &cost)) {
-        uint64_t latest = budget_queue_latest(m, b, &c->contract, &cost);
+        uint64_t latest = budget_queue_latest(m, end, &c->contract, &cost);
         due = latest < due ? latest : due;
     }
     /* invariant 8: company is expected before the batch is due, or it goes now; a shape silent

@@ -72,7 +72,7 @@ typedef struct dqueue dqueue_t;
 /* Segments deleted this run that disk_t.deleted remembers (disk_seg.c invariant 4): the last
  * this many, so a model that drains every few seconds (the idle seal) costs no memory that
  * grows with the run. A late completion of a deleted segment's ref only follows a settled one
- * (the scheduler settles each position once); a thousand deletions back is well past any. */
+ * (the scheduler settles each position once), so no real caller reaches this far back. */
 #define DISK_DELETED_KEEP 4096u
 
 typedef struct disk_io disk_io_t;

@@ -58,10 +58,10 @@ const char *index_lmdb_str(int rc)
  * INDEX_PREALLOC_BYTES. LMDB grows its file a commit at a time; on a full disk that growth would
  * fail a commit, and a failed commit puts the store in its error state. With room reserved, a full
  * disk is met where it can be refused item by item (a segment append) while the index keeps
- * committing into pages it already has. The pages in use (LMDB's last page), not the file's
- * size, are what it holds: the file's size includes the last open's reservation, and doubling
- * that made every restart double the file up to the map size (1 GiB after eleven restarts of an
- * empty store). Best effort: on a nearly full disk it reserves what it can.
+ * committing into pages it already has. What it holds is the pages in use (LMDB's last page),
+ * not the file's size: that includes the last open's reservation, so doubling it would double
+ * the file at every open up to the map size. Best effort: on a nearly full disk it reserves
+ * what it can.
  */
 static void index_preallocate(MDB_env *env, const char *path, uint64_t map_bytes)
 {

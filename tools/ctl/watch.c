@@ -520,9 +520,8 @@ int ctl_watch(natsConnection *nc, const ctl_opts_t *o, const char *subject)
     while (rc == 0 && !watch_stop)
         nats_Sleep(100);
     /* Drained, not unsubscribed: a message the read loop took before the UNSUB is still handed
-     * to watch_on_msg (which frees it) before the subscription goes; with a plain unsubscribe
-     * nats.c 3.4 could leave such a message unfreed (LeakSanitizer saw one in ops_ctl_watch;
-     * nats.c issue #637, fixed in 3.6). */
+     * to watch_on_msg (which frees it) before the subscription goes; after a plain unsubscribe
+     * nats.c 3.4 can leave such a message unfreed (nats.c issue #637, fixed in 3.6). */
     for (int i = 0; i < 3; i++) {
         if (subs[i] != NULL && natsSubscription_DrainTimeout(subs[i], 1000) == NATS_OK)
             natsSubscription_WaitForDrainCompletion(subs[i], 2000);
