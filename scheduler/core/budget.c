@@ -11,8 +11,9 @@
  * company is awaited, at every load.
  *
  * Invariants:
- *   1. Without a budget nothing here runs: the hold and the age bound are hold.c's and
- *      sched_config_t's, exactly as before.
+ *   1. Without a budget nothing here runs but the shapes' arrival gaps and the test of invariant
+ *      8 on them (budget_company_before), which select.c's cold wait also asks: the hold and the
+ *      age bound are hold.c's and sched_config_t's.
  *   2. D never exceeds the budget, and an item with max_wait_ms waits for company at most its
  *      share of it (max_wait_ms x D / B): a budget caps the hold, never raises it.
  *   3. Never held: a dead letter, a batch full to the contract's items, or one that no further
@@ -202,7 +203,7 @@ int budget_company(const struct sched *s, const sched_shape_t *shape)
     const sched_model_t *m = s->models[shape->model_idx];
     if (m->slo_ns == 0 || s->policy != SCHED_POLICY_LANES)
         return 1;
-    return shape->has_gap && shape->gap_ns < (double)m->due_ns;
+    return shape->gaps.known && shape->gaps.mean_ns < (double)m->due_ns;
 }
 
 uint64_t budget_shape_bound(const struct sched *s, const sched_shape_t *shape)
@@ -287,15 +288,20 @@ void budget_held_note(struct sched *s, const sched_consumer_t *c, sched_model_t 
     h->worker = select_affine_mode(m, c->worker) ? c->worker : NULL;
 }
 
-void budget_arrival_note(sched_shape_t *shape, uint64_t now)
+static void budget_gaps_note(budget_gaps_t *g, uint64_t now)
 {
-    if (shape->last_arrival_ns != 0 && now > shape->last_arrival_ns) {
-        double gap = (double)(now - shape->last_arrival_ns);
-        shape->gap_ns =
-            shape->has_gap ? shape->gap_ns + (gap - shape->gap_ns) / BUDGET_GAP_WEIGHT : gap;
-        shape->has_gap = 1;
+    if (g->last_ns != 0 && now > g->last_ns) {
+        double gap = (double)(now - g->last_ns);
+        g->mean_ns = g->known ? g->mean_ns + (gap - g->mean_ns) / BUDGET_GAP_WEIGHT : gap;
+        g->known = 1;
     }
-    shape->last_arrival_ns = now != 0 ? now : 1;
+    g->last_ns = now != 0 ? now : 1;
+}
+
+void budget_arrival_note(sched_model_t *m, sched_shape_t *shape, uint64_t now)
+{
+    budget_gaps_note(&shape->gaps, now);
+    budget_gaps_note(&m->gaps, now);
 }
 
 int budget_full(const sched_batch_t *b, const packer_contract_t *k)
@@ -324,19 +330,26 @@ int budget_hold(struct sched *s, const sched_consumer_t *c, const sched_model_t 
         uint64_t latest = budget_queue_latest(m, end, &c->contract, &cost);
         due = latest < due ? latest : due;
     }
-    /* invariant 8: company is expected before the batch is due, or it goes now; a shape silent
-     * for longer than its mean gap is expected no sooner than that silence again */
-    double silence = now > shape->last_arrival_ns ? (double)(now - shape->last_arrival_ns) : 0.0;
-    double gap = shape->gap_ns > silence ? shape->gap_ns : silence;
-    if (now < due && (!shape->has_gap || (double)now + gap > (double)due))
-        due = now;
-    if (now >= due) {
+    uint64_t until = due;
+    if (!budget_company_before(&shape->gaps, now, due, &until)) { /* invariant 8 */
         if (miss) /* invariant 4: what was queued goes with it, while the shape is warm */
             shape->drain_ns = now;
         return 0;
     }
+    *out_until = until;
+    return 1;
+}
+
+int budget_company_before(const budget_gaps_t *g, uint64_t now, uint64_t end, uint64_t *out_ask)
+{
+    /* arrivals silent for longer than their mean gap are expected no sooner than that silence
+     * again */
+    double silence = now > g->last_ns ? (double)(now - g->last_ns) : 0.0;
+    double gap = g->mean_ns > silence ? g->mean_ns : silence;
+    if (now >= end || !g->known || (double)now + gap > (double)end)
+        return 0;
     /* asked again when the silence would reach the time left, if nothing arrives before */
-    uint64_t quiet = shape->last_arrival_ns + (due - shape->last_arrival_ns) / 2 + 1;
-    *out_until = quiet > now && quiet < due ? quiet : due;
+    uint64_t quiet = g->last_ns + (end - g->last_ns) / 2 + 1;
+    *out_ask = quiet > now && quiet < end ? quiet : end;
     return 1;
 }

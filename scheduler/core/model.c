@@ -95,6 +95,7 @@ sched_status_t model_intern(struct sched *s, const char *name, sched_model_t **o
         free(m->name);
         m->name = copy;
         m->current = NULL;
+        memset(&m->gaps, 0, sizeof(m->gaps));
         model_name_put(s, m);
         budget_model_init(s, m);
         *out = m;

@@ -226,7 +226,7 @@ sched_status_t sched_submit(sched_t *s, const sched_item_t *item, sched_placemen
     lanes_accept(shape->lanes, &choice, now);
     hold_arrival_note(item->model, item->tokens, now);
     item->model->arrivals++;
-    budget_arrival_note(shape, now);
+    budget_arrival_note(item->model, shape, now);
     if (before == 0) {
         shape->oldest_ns = now;
         shape->oldest_stale = 0;

@@ -27,6 +27,14 @@ void waits_note(waits_t *w, uint64_t wait_ns);
 enum { HEAP_TOKENS = 0, HEAP_COLD, HEAP_OLDEST, HEAP_COUNT };
 #define HEAP_ABSENT SIZE_MAX
 
+/* budget.c invariant 8: a shape's or a model's arrivals, the last one and the mean gap between
+ * them (decayed; unknown before a second one). */
+typedef struct {
+    uint64_t last_ns;
+    double mean_ns;
+    int known;
+} budget_gaps_t;
+
 typedef struct sched_shape {
     struct sched *sched;
     uint32_t model_idx;
@@ -40,12 +48,8 @@ typedef struct sched_shape {
      * a dispatch may have taken that item. */
     uint64_t oldest_ns;
     int oldest_stale;
-    uint64_t drain_ns; /* budget.c invariant 4: items arrived by then are due */
-    /* budget.c invariant 8: its last arrival and the mean gap between its arrivals (decayed;
-     * 0 before a second one) */
-    uint64_t last_arrival_ns;
-    double gap_ns;
-    int has_gap;
+    uint64_t drain_ns;  /* budget.c invariant 4: items arrived by then are due */
+    budget_gaps_t gaps; /* budget.c invariant 8 */
 } sched_shape_t;
 
 typedef struct {
@@ -72,6 +76,7 @@ struct sched_model {
     size_t n_shapes;
     size_t cap_shapes;
     size_t n_active;                      /* shapes holding queued items */
+    budget_gaps_t gaps;                   /* over all its shapes (select.c invariant 5 d) */
     uint64_t queued_items, queued_tokens; /* over its shapes (shapes_queued_note) */
     sched_shape_t *current;        /* the sticky shape; mirrors the store's current-shape field */
     struct sched_worker **workers; /* the model's workers, unordered */
@@ -309,8 +314,14 @@ uint64_t budget_shape_bound(const struct sched *s, const sched_shape_t *shape);
 /* Whether waiting may bring the shape company: always without a budget; under one, while its
  * mean arrival gap is shorter than the due age (budget.c invariant 8). */
 int budget_company(const struct sched *s, const sched_shape_t *shape);
-/* An item of the shape arrived at now (budget.c invariant 8). */
-void budget_arrival_note(sched_shape_t *shape, uint64_t now);
+/* budget.c invariant 8: whether the next arrival is expected before end (the mean gap, or the
+ * silence since the last arrival when longer, reaches no further than end); if so, *out_ask is
+ * when to ask again should nothing arrive: when the silence would reach the time left. Arrivals
+ * seen once expect none. */
+int budget_company_before(const budget_gaps_t *g, uint64_t now, uint64_t end,
+                          uint64_t *out_ask /* out */);
+/* An item of the shape of model m arrived at now (budget.c invariant 8). */
+void budget_arrival_note(sched_model_t *m, sched_shape_t *shape, uint64_t now);
 /* budget.c invariant 7: 1 when the consumer's fill would be held as the model's last one was
  * (s->held and s->retry_ns set); budget_held_note records a fill just made. */
 int budget_held_again(struct sched *s, const sched_consumer_t *c, const sched_model_t *m);

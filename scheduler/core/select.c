@@ -30,7 +30,12 @@
  *        d. a shape no worker has warm, then any shape, with the most tokens; but only if its
  *           queue fills a batch (the consumer's max_batch_tokens): a smaller cold queue waits
  *           for (b) while the worker's warm shapes may still get work (sched_retry_ns says
- *           when), since a miss spent on a few items is spent again when they are gone.
+ *           when), since a miss spent on a few items is spent again when they are gone. Without
+ *           a budget that is while the model's next arrival is expected before the cold bound
+ *           (budget.c invariant 8 on the model's arrivals): once they stop, waiting brings
+ *           neither warm work nor company, only the wait (a burst's last items, a queue drained
+ *           after its producers stopped). Under a budget, while the shape's own gap is shorter
+ *           than the due age (budget_company).
  *      So each shape stays in the caches of the workers that serve it, and the misses left are
  *      those K - workers x C forces within the cold bound, plus cold starts.
  *   6. Choosing costs O(log shapes) (heap.c) plus O(cache) for a worker's warm shapes, never a
@@ -149,6 +154,21 @@ static sched_shape_t *select_warm_most(const struct sched_worker *w)
     return best;
 }
 
+/* Invariant 5 (d): whether a cold shape's queue that fills no batch waits; if so s->retry_ns
+ * is at the latest when to ask again. */
+static int select_cold_company(struct sched *s, const sched_model_t *model, sched_shape_t *sh,
+                               uint64_t now)
+{
+    if (model->slo_ns != 0)
+        return budget_company(s, sh);
+    uint64_t ask = 0;
+    if (!budget_company_before(&model->gaps, now, sh->oldest_ns + SELECT_COLD_NS, &ask))
+        return 0;
+    if (s->retry_ns == 0 || ask < s->retry_ns)
+        s->retry_ns = ask;
+    return 1;
+}
+
 /* Invariant 5: the worker's own shapes. */
 static sched_status_t select_affine(struct sched *s, sched_model_t *model,
                                     const sched_consumer_t *c, sched_shape_t **out)
@@ -169,8 +189,8 @@ static sched_status_t select_affine(struct sched *s, sched_model_t *model,
             best = heap_top(model, HEAP_TOKENS);
         if (best != NULL && w->n_warm != 0 && bound != 0 &&
             lanes_queued_tokens(best->lanes) < c->contract.max_batch_tokens &&
-            budget_company(s, best))
-            return SCHED_EEMPTY; /* s->retry_ns: when (b) takes the oldest cold shape */
+            select_cold_company(s, model, best, now))
+            return SCHED_EEMPTY; /* s->retry_ns: when (b) or company may take it */
     }
     if (best == NULL)
         return SCHED_EEMPTY;

@@ -277,29 +277,52 @@ static void test_workers_keep_to_their_warm_shapes(void **state)
     fixture_free(f);
 }
 
-/* A worker whose warm shapes are dry does not miss on a cold queue smaller than a batch: it
- * waits (sched_retry_ns says until when) and takes it once its oldest item reaches the cold
- * bound. A queue that fills a batch is taken at once. */
+/* Shapes A, B, C of 100 tokens at one instant, then A alone every 100 ms until 500 ms later,
+ * taken at once by a worker that caches one shape (warm on A): the model's mean gap is 100 ms. At
+ * 501 ms A is dry and B and C are cold and smaller than a batch. */
+static void cold_setup(fixture_t *f, sched_consumer_t *c)
+{
+    submit(f, "m", 0xA, 100);
+    submit(f, "m", 0xB, 100);
+    submit(f, "m", 0xC, 100);
+    sched_batch_t b;
+    take(f, c, &b); /* warm on A (the tie goes to the shape seen first) */
+    assert_int_equal(b.signature, 0xA);
+    for (int k = 1; k <= 5; k++) {
+        f->now = SEC + (uint64_t)k * 100 * MS;
+        submit(f, "m", 0xA, 100);
+        take(f, c, &b);
+        assert_int_equal(b.signature, 0xA);
+    }
+    f->now = SEC + 501 * MS;
+}
+
+/* A worker whose warm shapes are dry does not miss on a cold queue smaller than a batch while
+ * the model's arrivals go on: it waits (sched_retry_ns says until when) and takes it when its
+ * oldest item reaches the cold bound, or within one mean gap of it, once the next arrival is
+ * expected past the bound. A queue that fills a batch is taken at once. */
 static void test_worker_waits_for_warm_work_before_a_small_cold_queue(void **state)
 {
     (void)state;
     fixture_t *f = fixture(SCHED_POLICY_LANES, 20 * MS);
     sched_worker_t *w = worker(f, "m", 1);
     sched_consumer_t c = {M(f->sched, "m"), {8, 16384, 0}, w};
-    submit(f, "m", 0xA, 100);
-    submit(f, "m", 0xB, 100);
-    submit(f, "m", 0xC, 100);
+    cold_setup(f, &c);
     sched_batch_t b;
-    take(f, &c, &b); /* warm on A (the tie goes to the shape seen first) */
-    assert_int_equal(b.signature, 0xA);
-    f->now += MS;
     assert_int_equal(sched_fill(f->sched, &c, &b), SCHED_EEMPTY); /* B and C: cold and small */
-    uint64_t retry = sched_retry_ns(f->sched);
-    assert_int_equal(retry, SEC + SEC + 1); /* the oldest cold item's arrival + the cold bound */
-    f->now = retry - 1;
-    assert_int_equal(sched_fill(f->sched, &c, &b), SCHED_EEMPTY);
-    f->now = retry;
-    take(f, &c, &b);
+    assert_true(sched_retry_ns(f->sched) <= SEC + SEC + 1);
+    for (int k = 6; k <= 9; k++) { /* A keeps coming, and the worker keeps to it */
+        f->now = SEC + (uint64_t)k * 100 * MS;
+        submit(f, "m", 0xA, 100);
+        take(f, &c, &b);
+        assert_int_equal(b.signature, 0xA);
+        f->now += MS;
+        if (k < 9) { /* the next arrival expected by the cold bound, 1 s after B's */
+            assert_int_equal(sched_fill(f->sched, &c, &b), SCHED_EEMPTY);
+            assert_true(sched_retry_ns(f->sched) <= SEC + SEC + 1);
+        }
+    }
+    take(f, &c, &b); /* at 901 ms the next arrival is expected at 1,001 ms, past the bound */
     assert_int_equal(b.signature, 0xB);
     fixture_free(f);
 
@@ -316,6 +339,29 @@ static void test_worker_waits_for_warm_work_before_a_small_cold_queue(void **sta
     f->now += MS;
     take(f, &c, &b);
     assert_int_equal(b.signature, 0xD);
+    assert_true(sched_check(f->sched));
+    fixture_free(f);
+}
+
+/* The same cold queue once the model's arrivals stop: waiting brings neither company nor warm
+ * work, so it goes when the silence reaches the time left to the cold bound, not at the bound.
+ * The worker is asked again then: halfway from the last arrival to the bound. */
+static void test_a_small_cold_queue_goes_once_the_model_is_quiet(void **state)
+{
+    (void)state;
+    fixture_t *f = fixture(SCHED_POLICY_LANES, 20 * MS);
+    sched_worker_t *w = worker(f, "m", 1);
+    sched_consumer_t c = {M(f->sched, "m"), {8, 16384, 0}, w};
+    cold_setup(f, &c);
+    sched_batch_t b;
+    assert_int_equal(sched_fill(f->sched, &c, &b), SCHED_EEMPTY);
+    uint64_t quiet = SEC + 500 * MS + (SEC - 500 * MS) / 2 + 1;
+    assert_int_equal(sched_retry_ns(f->sched), quiet);
+    f->now = quiet - 1; /* silence 250 ms: an arrival is still expected by the bound */
+    assert_int_equal(sched_fill(f->sched, &c, &b), SCHED_EEMPTY);
+    f->now = quiet;
+    take(f, &c, &b);
+    assert_int_equal(b.signature, 0xB);
     assert_true(sched_check(f->sched));
     fixture_free(f);
 }
@@ -498,6 +544,7 @@ int main(void)
         cmocka_unit_test(test_merged_batch_returns_to_its_own_lanes),
         cmocka_unit_test(test_workers_keep_to_their_warm_shapes),
         cmocka_unit_test(test_worker_waits_for_warm_work_before_a_small_cold_queue),
+        cmocka_unit_test(test_a_small_cold_queue_goes_once_the_model_is_quiet),
         cmocka_unit_test(test_wait_quantiles_are_read_within_an_eighth),
         cmocka_unit_test(test_lane_whose_items_queue_keeps_taking_items),
         cmocka_unit_test(test_property_random_streams_under_the_lanes_policy),
