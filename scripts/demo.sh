@@ -62,8 +62,9 @@ done
 # lanesched-bench's service model (5 ms + 10 us per padded token there, 2.5 times faster here).
 # Each lanesched-consume sleeps WORK_US_PER_BATCH per batch plus WORK_US_PER_TOKEN per padded
 # token, plus its model's prompt prefix (PREFIX_*) at the same rate when the batch's shape is not
-# among the last CACHE_SHAPES shapes it served, declares that cost and cache in Register, keeps one pull
-# ahead and acks without waiting, so the NATS round trips stay out of its batches' time. The
+# among the last CACHE_SHAPES shapes it served, declares that cost and cache in Register, and acks
+# without waiting, so the ack's round trip stays out of its batches' time; it keeps no pull ahead,
+# so each batch is packed when the worker is free, as the simulated workers' are. The
 # comparison replays the recorded items through lanesched-bench sim on workers of the same cost
 # and cache.
 WORK_US_PER_BATCH=2000
