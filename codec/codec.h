@@ -69,7 +69,7 @@
     X(CODEC_EZERO_BATCH_TOKENS, "zero_batch_tokens", "max_batch_tokens must be greater than zero") \
     X(CODEC_EMODEL_TOO_LONG, "model_too_long", "model is longer than 255 bytes")                   \
     X(CODEC_EBAD_MODEL_NAME, "bad_model_name",                                                     \
-      "model contains '*', '>', a space or control character, or an empty token")                  \
+      "model contains '*', '>', a space or control character, or an empty token, or is not UTF-8") \
     X(CODEC_ETOKENS_TOO_LARGE, "tokens_too_large", "tokens is above 4294967287")                   \
     X(CODEC_DUPLICATE, "duplicate", "an item with this id was accepted within the dedupe window")  \
     X(CODEC_ESTORE_FULL, "store_full", "the data directory is full: retry later")                  \
@@ -84,6 +84,7 @@
       "the message holds more items than the configured maximum: send fewer")                      \
     X(CODEC_EREPLY_TO_TOO_LONG, "reply_to_too_long",                                               \
       "reply_to is longer than the configured maximum")                                            \
+    X(CODEC_EBAD_REPLY_TO, "bad_reply_to", "reply_to holds a NUL byte or is not UTF-8")            \
     X(CODEC_ETOO_MANY_POSITIONS, "too_many_positions",                                             \
       "an ack or nak list is longer than the configured maximum")                                  \
     X(CODEC_ETOO_MANY_IDS, "too_many_ids",                                                         \
@@ -168,6 +169,9 @@ typedef struct {
     /* Decode output, ignored by encode: */
     codec_status_t status; /* this item's validation result */
     uint64_t shape;        /* resolved signature when status == CODEC_OK, else 0 */
+    /* Bytes of model and reply_to as sent (decode output; codec_item_check reads them): a field
+     * holding a NUL byte is longer than its string. 0 with a non-empty string: its strlen. */
+    size_t model_len, reply_to_len;
 } codec_work_item_t;
 
 /* Submit. */
@@ -203,6 +207,7 @@ typedef struct {
     uint32_t batch_fixed_us;
     uint32_t token_ns;
     uint32_t cache_shapes;
+    size_t model_len; /* bytes of model as sent (decode output), as codec_work_item_t's */
 } codec_register_t;
 
 /* Registered. */
@@ -298,9 +303,12 @@ typedef struct {
 /*
  * The model rule of subjects.md: 1..LIMITS_MODEL_MAX bytes (EBAD_MODEL when empty,
  * EMODEL_TOO_LONG when longer), one or more subject tokens joined by '.', none empty, and no
- * '*', '>', space or control character anywhere (EBAD_MODEL_NAME). model: borrowed.
+ * '*', '>', space or control character anywhere, valid UTF-8 (EBAD_MODEL_NAME). model:
+ * borrowed.
  */
 codec_status_t codec_model_check(const char *model);
+/* The same for a model of len bytes as sent, which may hold a NUL byte (EBAD_MODEL_NAME). */
+codec_status_t codec_model_check_len(const char *model, size_t len);
 
 /*
  * The rules of one submitted item, first failure wins, in this order: id empty (EBAD_ID); id
@@ -308,7 +316,8 @@ codec_status_t codec_model_check(const char *model);
  * limits->model (EBAD_MODEL); tokens 0 (EZERO_TOKENS); tokens over LIMITS_TOKENS_MAX
  * (ETOKENS_TOO_LARGE); payload over limits->max_payload (EPAYLOAD_TOO_LARGE); neither component
  * hashes nor signature (ENO_SHAPE); both given and codec_signature(hashes) != signature
- * (ESIGNATURE_MISMATCH); reply_to over limits->max_reply_to (EREPLY_TO_TOO_LONG). On CODEC_OK
+ * (ESIGNATURE_MISMATCH); reply_to over limits->max_reply_to (EREPLY_TO_TOO_LONG); reply_to
+ * holding a NUL byte or not UTF-8 (EBAD_REPLY_TO). Lengths as item->model_len says. On CODEC_OK
  * *out_shape is the item's shape: codec_signature(hashes) when hashes are given, else the
  * signature. item and limits (may be NULL) are borrowed.
  */

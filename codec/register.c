@@ -11,7 +11,7 @@
 static codec_status_t register_view(const ProtobufCMessage *msg, void *pub)
 {
     const Lanes__V1__Register *m = (const Lanes__V1__Register *)msg;
-    codec_register_t view = {
+    *(codec_register_t *)pub = (codec_register_t){
         .model = codec_str_view(m->model),
         .max_batch_size = m->max_batch_size,
         .max_batch_tokens = m->max_batch_tokens,
@@ -21,10 +21,30 @@ static codec_status_t register_view(const ProtobufCMessage *msg, void *pub)
         .token_ns = m->token_ns,
         .cache_shapes = m->cache_shapes,
     };
-    codec_status_t st = codec_register_check(&view);
-    if (st == CODEC_OK)
-        *(codec_register_t *)pub = view;
-    return st;
+    return CODEC_OK;
+}
+
+/* Bytes of the model field as sent (the last one wins, as protobuf-c's copy): protobuf-c's
+ * string stops at a NUL byte, which the model rule must see. Read after protobuf-c accepted the
+ * message, so every field is well formed. */
+static size_t register_model_len(const void *buf, size_t len)
+{
+    wire_t w = {buf, (const uint8_t *)buf + len}, f;
+    size_t model_len = 0;
+    while (w.p < w.end) {
+        uint32_t field;
+        unsigned type;
+        if (!wire_tag(&w, &field, &type))
+            break;
+        if (field == 1 && type == WIRE_BYTES) {
+            if (!wire_bytes(&w, &f))
+                break;
+            model_len = (size_t)(f.end - f.p);
+        } else if (!wire_skip(&w, type)) {
+            break;
+        }
+    }
+    return model_len;
 }
 
 codec_status_t codec_decode_register(const void *buf, size_t len, codec_register_t **out)
@@ -32,9 +52,16 @@ codec_status_t codec_decode_register(const void *buf, size_t len, codec_register
     void *pub = NULL;
     codec_status_t st = codec_pb_decode(&lanes__v1__register__descriptor, buf, len,
                                         sizeof(codec_register_t), register_view, &pub);
-    if (st == CODEC_OK)
-        *out = pub;
-    return st;
+    if (st != CODEC_OK)
+        return st;
+    codec_register_t *reg = pub;
+    reg->model_len = register_model_len(buf, len);
+    if ((st = codec_register_check(reg)) != CODEC_OK) {
+        codec_register_destroy(reg);
+        return st;
+    }
+    *out = reg;
+    return CODEC_OK;
 }
 
 void codec_register_destroy(codec_register_t *pub)

@@ -76,6 +76,7 @@ static int submit_item_read(wire_t w, submit_arena_t *a, codec_work_item_t *it)
             if (type != WIRE_BYTES || !wire_bytes(&w, &f))
                 return 0;
             *(field == 2 ? &it->model : &it->reply_to) = (const char *)submit_copy(a, f, 1);
+            *(field == 2 ? &it->model_len : &it->reply_to_len) = (size_t)(f.end - f.p);
             break;
         case 3: /* component_hashes: packed, or one per occurrence */
             if (type == WIRE_BYTES) {

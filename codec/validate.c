@@ -19,22 +19,35 @@
  */
 #include "codec/codec.h"
 
+#include "common/utf8.h"
+
 #include <string.h>
 
-codec_status_t codec_model_check(const char *model)
+/* The bytes of a decoded string field: as sent, or strlen where the caller built it. */
+static size_t validate_len(const char *s, size_t sent)
 {
-    if (model == NULL || model[0] == '\0')
+    return sent != 0 || s == NULL ? sent : strlen(s);
+}
+
+codec_status_t codec_model_check_len(const char *model, size_t len)
+{
+    if (model == NULL || len == 0)
         return CODEC_EBAD_MODEL;
-    size_t len = strnlen(model, LIMITS_MODEL_MAX + 1);
     if (len > LIMITS_MODEL_MAX)
         return CODEC_EMODEL_TOO_LONG;
-    for (size_t i = 0; i < len; i++) {
+    for (size_t i = 0; i < len; i++) { /* a NUL byte is a control character */
         unsigned char c = (unsigned char)model[i];
         int empty_token = c == '.' && (i == 0 || i + 1 == len || model[i + 1] == '.');
         if (c <= ' ' || c == 0x7f || c == '*' || c == '>' || empty_token)
             return CODEC_EBAD_MODEL_NAME;
     }
-    return CODEC_OK;
+    /* proto3 strings are UTF-8: a Batch naming the model must decode in every client */
+    return utf8_valid(model, len) ? CODEC_OK : CODEC_EBAD_MODEL_NAME;
+}
+
+codec_status_t codec_model_check(const char *model)
+{
+    return codec_model_check_len(model, model ? strnlen(model, LIMITS_MODEL_MAX + 1) : 0);
 }
 
 codec_status_t codec_item_check(const codec_work_item_t *it, const codec_limits_t *limits,
@@ -44,7 +57,7 @@ codec_status_t codec_item_check(const codec_work_item_t *it, const codec_limits_
         return CODEC_EBAD_ID;
     if (it->id.len > LIMITS_ID_MAX)
         return CODEC_EID_TOO_LONG;
-    codec_status_t st = codec_model_check(it->model);
+    codec_status_t st = codec_model_check_len(it->model, validate_len(it->model, it->model_len));
     if (st != CODEC_OK)
         return st;
     if (limits && limits->model && strcmp(it->model, limits->model) != 0)
@@ -62,16 +75,21 @@ codec_status_t codec_item_check(const codec_work_item_t *it, const codec_limits_
                          : codec_signature(it->component_hashes, it->n_component_hashes);
     if (it->n_component_hashes != 0 && it->has_signature && shape != it->signature)
         return CODEC_ESIGNATURE_MISMATCH;
-    if (limits && limits->max_reply_to && it->reply_to != NULL &&
-        strnlen(it->reply_to, limits->max_reply_to + 1) > limits->max_reply_to)
+    size_t reply_len = validate_len(it->reply_to, it->reply_to_len);
+    if (limits && limits->max_reply_to && reply_len > limits->max_reply_to)
         return CODEC_EREPLY_TO_TOO_LONG;
+    /* it comes back in the BatchItem: cut at a NUL it would name another subject, and a
+     * string that is not UTF-8 makes the whole Batch undecodable for proto3 clients */
+    if (reply_len != 0 &&
+        (memchr(it->reply_to, '\0', reply_len) != NULL || !utf8_valid(it->reply_to, reply_len)))
+        return CODEC_EBAD_REPLY_TO;
     *out_shape = shape;
     return CODEC_OK;
 }
 
 codec_status_t codec_register_check(const codec_register_t *reg)
 {
-    codec_status_t st = codec_model_check(reg->model);
+    codec_status_t st = codec_model_check_len(reg->model, validate_len(reg->model, reg->model_len));
     if (st != CODEC_OK)
         return st;
     if (reg->max_batch_size == 0)

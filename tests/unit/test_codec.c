@@ -521,28 +521,28 @@ static codec_status_t register_status(const codec_register_t *in)
 
 static void test_register_rejects_empty_model(void **state)
 {
-    const codec_register_t r = {"", 8, 4096, 0, "gpu-0", 0, 0, 0};
+    const codec_register_t r = {"", 8, 4096, 0, "gpu-0", 0, 0, 0, 0};
     (void)state;
     assert_int_equal(register_status(&r), CODEC_EBAD_MODEL);
 }
 
 static void test_register_rejects_zero_batch_size(void **state)
 {
-    const codec_register_t r = {"llama", 0, 4096, 0, "gpu-0", 0, 0, 0};
+    const codec_register_t r = {"llama", 0, 4096, 0, "gpu-0", 0, 0, 0, 0};
     (void)state;
     assert_int_equal(register_status(&r), CODEC_EZERO_BATCH_SIZE);
 }
 
 static void test_register_rejects_zero_batch_tokens(void **state)
 {
-    const codec_register_t r = {"llama", 8, 0, 0, "gpu-0", 0, 0, 0};
+    const codec_register_t r = {"llama", 8, 0, 0, "gpu-0", 0, 0, 0, 0};
     (void)state;
     assert_int_equal(register_status(&r), CODEC_EZERO_BATCH_TOKENS);
 }
 
 static void test_register_accepts_zero_max_input_as_unlimited(void **state)
 {
-    const codec_register_t r = {"llama", 8, 4096, 0, NULL, 0, 0, 0};
+    const codec_register_t r = {"llama", 8, 4096, 0, NULL, 0, 0, 0, 0};
     (void)state;
     assert_int_equal(register_status(&r), CODEC_OK);
 }
@@ -611,9 +611,9 @@ static void test_model_of_255_bytes_is_accepted_and_256_refused(void **state)
     it.model = model;
     const codec_limits_t any = {NULL, 0, 0};
     assert_int_equal(item_status(&it, &any), CODEC_EMODEL_TOO_LONG);
-    const codec_register_t r = {model, 8, 4096, 0, "gpu-0", 0, 0, 0};
+    const codec_register_t r = {model, 8, 4096, 0, "gpu-0", 0, 0, 0, 0};
     assert_int_equal(register_status(&r), CODEC_EMODEL_TOO_LONG);
-    const codec_register_t w = {"ab.*", 8, 4096, 0, "gpu-0", 0, 0, 0};
+    const codec_register_t w = {"ab.*", 8, 4096, 0, "gpu-0", 0, 0, 0, 0};
     assert_int_equal(register_status(&w), CODEC_EBAD_MODEL_NAME);
 }
 
@@ -743,7 +743,7 @@ static void test_roundtrip_submit_reply(void **state)
 
 static void test_roundtrip_register(void **state)
 {
-    const codec_register_t in = {"llama", 32, 8192, 2048, "gpu-7", 0, 0, 0};
+    const codec_register_t in = {"llama", 32, 8192, 2048, "gpu-7", 0, 0, 0, 0};
     codec_register_t *out = NULL;
     uint8_t *buf = NULL;
     size_t len = 0;
@@ -783,7 +783,7 @@ static void test_register_cost_and_cache_fields(void **state)
     assert_int_equal(out->token_ns, 0);
     assert_int_equal(out->cache_shapes, 0);
     codec_register_destroy(out);
-    const codec_register_t in = {"llama", 32, 8192, 2048, "gpu-7", 7000, 12000, 4};
+    const codec_register_t in = {"llama", 32, 8192, 2048, "gpu-7", 7000, 12000, 4, 0};
     uint8_t *buf = NULL;
     size_t len = 0;
     assert_int_equal(codec_encode_register(&in, &buf, &len), CODEC_OK);
@@ -1095,7 +1095,7 @@ static void test_submit_reply_wire_bytes(void **state)
 
 static void test_register_wire_bytes(void **state)
 {
-    const codec_register_t in = {"m", 1, 2, 3, "n", 0, 0, 0};
+    const codec_register_t in = {"m", 1, 2, 3, "n", 0, 0, 0, 0};
     static const uint8_t want[] = {0x0a, 0x01, 'm',  0x10, 0x01, 0x18,
                                    0x02, 0x20, 0x03, 0x2a, 0x01, 'n'};
     uint8_t *buf = NULL;

@@ -749,6 +749,77 @@ static void test_mutated_batches_are_refused_or_read_alike(void **state)
     assert_true(refused > 1000);
 }
 
+/* An item whose model or reply_to holds a NUL byte or bytes that are not UTF-8: protobuf-c
+ * reads such a string cut at the NUL and unchecked, so the codec judges the bytes as sent. The
+ * model is refused as bad_model_name (judged at its length as sent, so a long one is still
+ * model_too_long), reply_to as bad_reply_to; the other items of the Submit are unaffected. A
+ * Register's model is judged the same way. */
+static void put_string_item(msg_t *m, const char *id, const char *model, size_t model_len,
+                            const char *reply, size_t reply_len)
+{
+    msg_t it = {0};
+    put_bytes(&it, 1, id, strlen(id));
+    put_bytes(&it, 2, model, model_len);
+    put_fixed64(&it, 4, 0x1234);
+    put_tag(&it, 5, 0);
+    put_varint(&it, 5);
+    if (reply != NULL)
+        put_bytes(&it, 7, reply, reply_len);
+    put_item(m, &it);
+}
+
+static void test_strings_with_a_nul_or_not_utf8_are_refused_per_item(void **state)
+{
+    (void)state;
+    static char longm[300];
+    memset(longm, 'a', sizeof(longm));
+    longm[2] = '\0';
+    msg_t m = {0};
+    put_string_item(&m, "a", "m", 1, "res.1", 5);
+    put_string_item(&m, "b", "m\0x", 3, NULL, 0);
+    put_string_item(&m, "c", "m\xff", 2, NULL, 0);
+    put_string_item(&m, "d", "m", 1, "a\0b", 3);
+    put_string_item(&m, "e", "m", 1, "res.\xc3(", 6);
+    put_string_item(&m, "f", longm, sizeof(longm), NULL, 0);
+    put_string_item(&m, "g", "m\xc3\xa9", 3, "r\xc3\xa9s", 4); /* UTF-8 is fine */
+    static const codec_status_t want[] = {CODEC_OK,
+                                          CODEC_EBAD_MODEL_NAME,
+                                          CODEC_EBAD_MODEL_NAME,
+                                          CODEC_EBAD_REPLY_TO,
+                                          CODEC_EBAD_REPLY_TO,
+                                          CODEC_EMODEL_TOO_LONG,
+                                          CODEC_OK};
+    codec_submit_t *sub = NULL;
+    assert_int_equal(codec_decode_submit(m.b, m.n, NULL, &sub), CODEC_OK);
+    assert_int_equal(sub->n_items, sizeof(want) / sizeof(want[0]));
+    for (size_t i = 0; i < sub->n_items; i++) {
+        if (sub->items[i].status != want[i])
+            fail_msg("item %zu: %s, expected %s", i, codec_status_reason(sub->items[i].status),
+                     codec_status_reason(want[i]));
+    }
+    codec_submit_destroy(sub);
+
+    static const struct {
+        const char *model;
+        size_t len;
+        codec_status_t want;
+    } regs[] = {{"nul\0x", 5, CODEC_EBAD_MODEL_NAME},
+                {"m\xff", 2, CODEC_EBAD_MODEL_NAME},
+                {"m\xc3\xa9", 3, CODEC_OK}};
+    for (size_t k = 0; k < sizeof(regs) / sizeof(regs[0]); k++) {
+        msg_t r = {0};
+        put_bytes(&r, 1, regs[k].model, regs[k].len);
+        put_tag(&r, 2, 0);
+        put_varint(&r, 8);
+        put_tag(&r, 3, 0);
+        put_varint(&r, 4096);
+        codec_register_t *reg = NULL;
+        assert_int_equal(codec_decode_register(r.b, r.n, &reg), regs[k].want);
+        assert_true((reg != NULL) == (regs[k].want == CODEC_OK));
+        codec_register_destroy(reg);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -756,6 +827,7 @@ int main(void)
         cmocka_unit_test(test_each_protobuf_c_rule),
         cmocka_unit_test(test_mutated_submits_are_refused_or_read_alike),
         cmocka_unit_test(test_items_keep_their_own_hashes_and_statuses),
+        cmocka_unit_test(test_strings_with_a_nul_or_not_utf8_are_refused_per_item),
         cmocka_unit_test(test_submits_are_written_byte_for_byte_as_protobuf_c_packs_them),
         cmocka_unit_test(test_submit_replies_match_protobuf_c_both_ways),
         cmocka_unit_test(test_batches_are_written_byte_for_byte_as_protobuf_c_packs_them),

@@ -236,7 +236,7 @@ static codec_submit_reply_t *submit_reply(const fx_t *f, const char *reply)
 static void reg_full(fx_t *f, const char *model, uint32_t bs, uint32_t tokens, const char *name,
                      uint32_t fixed_us, uint32_t token_ns, uint32_t cache, char id[33])
 {
-    codec_register_t r = {model, bs, tokens, 0, name, fixed_us, token_ns, cache};
+    codec_register_t r = {model, bs, tokens, 0, name, fixed_us, token_ns, cache, 0};
     uint8_t *buf = NULL;
     size_t len = 0;
     assert_int_equal(codec_encode_register(&r, &buf, &len), CODEC_OK);

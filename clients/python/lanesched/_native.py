@@ -149,6 +149,8 @@ class WorkItem(Structure):
         ("max_wait_ms", c_uint32),
         ("status", c_int),
         ("shape", c_uint64),
+        ("model_len", c_size_t),
+        ("reply_to_len", c_size_t),
     ]
 
 
