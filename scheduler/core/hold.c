@@ -56,6 +56,12 @@ static double hold_decay_since(uint64_t then, uint64_t now, double tau)
     return now > then ? exp(-(double)(now - then) / tau) : 1.0;
 }
 
+void hold_model_init(sched_model_t *m)
+{
+    m->load_items = m->load_tokens = m->burst_items = m->peak_rate = 0.0;
+    m->load_t_ns = m->load_t0_ns = m->burst_t_ns = m->peak_t_ns = 0;
+}
+
 void hold_arrival_note(sched_model_t *m, uint32_t tokens, uint64_t now)
 {
     double d = hold_decay_since(m->load_t_ns, now, HOLD_TAU_NS);

@@ -10,7 +10,8 @@
  *      valid while the model is alive.
  *   3. An entry neither in use nor referenced is referenced by no shape key, worker or batch,
  *      so the next new name takes its place (and its index): registering and leaving under
- *      made-up names cannot grow the table.
+ *      made-up names cannot grow the table. The place keeps nothing of the last name's
+ *      measurements: its arrival gaps, its load and burst sums and its budget state start over.
  *   4. s->models[i]->index == i, and the shape key (signature, index) names one shape of one
  *      model.
  *
@@ -96,6 +97,7 @@ sched_status_t model_intern(struct sched *s, const char *name, sched_model_t **o
         m->name = copy;
         m->current = NULL;
         memset(&m->gaps, 0, sizeof(m->gaps));
+        hold_model_init(m);
         model_name_put(s, m);
         budget_model_init(s, m);
         *out = m;

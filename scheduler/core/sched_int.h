@@ -285,6 +285,8 @@ int worker_check(const struct sched_worker *w);
 /* hold.c */
 /* An item of `tokens` arrived for the model at `now`. */
 void hold_arrival_note(sched_model_t *m, uint32_t tokens, uint64_t now);
+/* A model place reused by another name (model.c invariant 3) starts with no arrivals. */
+void hold_model_init(sched_model_t *m);
 /* The model's offered load as a share of its workers' time, each item costed in a full batch of
  * its own length under contract k and cost (hold.c invariant 1). */
 double hold_load(const sched_model_t *m, const packer_contract_t *k, const packer_cost_t *cost,

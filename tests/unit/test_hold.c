@@ -210,6 +210,45 @@ static void test_a_burst_holds_longer_at_any_load(void **state)
     }
 }
 
+/* A model place reused by another name (model.c invariant 3) keeps nothing of the last
+ * model's arrivals: after a burst on "m", its worker gone and its lanes reclaimed, "n" takes the
+ * place and its first lone item goes at once, where "m"'s remembered peak would have held it
+ * twice the hold (hold.c invariant 4). */
+static void test_a_reused_model_place_has_no_burst_of_the_last(void **state)
+{
+    (void)state;
+    fixture_t *f = fixture(SCHED_POLICY_LANES, SCHED_HOLD_DEFAULT_NS, 0, 0);
+    for (int i = 0; i < 750; i++) {
+        f->now += 4 * MS;
+        submit(f, 500);
+    }
+    while (drain_one(f) != 0)
+        ;
+    f->now += 2 * SEC;
+    while (drain_one(f) != 0)
+        ;
+    sched_model_t *m = M(f->sched, "m");
+    sched_worker_destroy(f->sched, f->worker);
+    f->worker = NULL;
+    sched_model_close(f->sched, m);
+    f->now += 6 * SEC; /* past the lanes' idle time */
+    sched_tick(f->sched);
+    sched_model_t *n = M(f->sched, "n");
+    assert_ptr_equal(n, m); /* m's place */
+    sched_worker_t *w = NULL;
+    sched_worker_config_t wc = {5000, 10000, 1};
+    assert_int_equal(sched_worker_create(f->sched, n, &wc, &w), SCHED_OK);
+    sched_item_t it = {n, 1, 500, (const uint8_t *)"n0", 2, NULL, 0, 0, 0};
+    assert_int_equal(sched_submit(f->sched, &it, NULL), SCHED_OK);
+    sched_consumer_t c = {n, {32, 16384, 0}, w};
+    sched_batch_t b;
+    assert_int_equal(sched_fill(f->sched, &c, &b), SCHED_OK);
+    assert_int_equal(b.n, 1);
+    assert_int_equal(sched_commit(f->sched, &b), SCHED_OK);
+    assert_true(sched_check(f->sched));
+    fixture_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -218,6 +257,7 @@ int main(void)
         cmocka_unit_test(test_full_batches_and_hold_off_never_wait),
         cmocka_unit_test(test_hold_ramps_with_the_load),
         cmocka_unit_test(test_a_burst_holds_longer_at_any_load),
+        cmocka_unit_test(test_a_reused_model_place_has_no_burst_of_the_last),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
