@@ -74,4 +74,29 @@ else
     echo "FAIL: crowded.trace: the hit claim did not count the items' 5 shapes: $out"
     fail=1
 fi
+
+# A Mooncake-format request log through tools/bench/trace_from_mooncake.py (--lead 2, blocks of
+# 512): a shape is the first two block ids, its prefix the tokens they cover (one value per
+# shape, the prompt's length less one when shorter), tokens the rest; a request without blocks is
+# its own shape; arrivals sorted, times from the first, in ns; sim replays the result.
+CONV=$(dirname "$0")/../../tools/bench/trace_from_mooncake.py
+printf '%s\n' '{"timestamp": 1500, "input_length": 2000, "output_length": 9, "hash_ids": [1, 2, 3, 4]}' \
+    '{"timestamp": 1000, "input_length": 1500, "output_length": 9, "hash_ids": [1, 2, 5]}' \
+    '{"timestamp": 1000.5, "input_length": 700, "output_length": 9, "hash_ids": [7, 8]}' \
+    '{"timestamp": 2000, "input_length": 300, "output_length": 9, "hash_ids": [1]}' \
+    '{"timestamp": 2500, "input_length": 40, "output_length": 9, "hash_ids": []}' >"$DIR/mc.jsonl"
+if ! python3 "$CONV" "$DIR/mc.jsonl" "$DIR/mc.trace" --lead 2 >"$DIR/mc.out" 2>&1; then
+    echo "FAIL: trace_from_mooncake.py: $(cat "$DIR/mc.out")"
+    fail=1
+else
+    got=$(grep -v '^#' "$DIR/mc.trace" | tail -n +2 | awk '{print $1, $2, $3, $5, $6}' | tr '\n' ';')
+    want="0 0 0 476 1024;500000 0 1 1 699;500000000 0 0 976 1024;1000000000 0 2 1 299;1500000000 0 3 40 0;"
+    if [ "$got" != "$want" ]; then
+        echo "FAIL: trace_from_mooncake.py wrote \"$got\", want \"$want\""
+        fail=1
+    else
+        echo "ok: a Mooncake request log converts (shapes, prefixes, times)"
+    fi
+    ok "$DIR/mc.trace" "5 items"
+fi
 exit $fail
