@@ -7,10 +7,20 @@ Invariants:
   1. One engine request per batch and parameter set: items whose parameters agree (the usual
      case: one shape, one producer) go in one request, prompts in batch order; items with other
      parameters go in a request of their own, in the order they first appear.
-  2. An item is acked only after its result was published; an item the engine failed (HTTP
-     error, timeout, a reply without its choice) is nak'd, so lanesched delivers it again (and
-     dead-letters it after --max-deliveries). An item whose payload breaks the convention can
-     never succeed: its error is published and the item acked.
+  2. An item is acked only after its result was published. An item that can never succeed is
+     answered with its error and acked: a payload that breaks the convention, more tokens than
+     --max-input-tokens, or a prompt the engine refuses alone (HTTP 4xx but 429: a request of
+     several prompts that is refused is sent again one prompt at a time, so one bad prompt does
+     not fail the others). An item the engine failed otherwise (a reply without its choice, or
+     the engine still unreachable, timing out or answering 5xx/429 after --engine-retry seconds
+     of retries) is nak'd, so lanesched delivers it again (and dead-letters it after
+     --max-deliveries).
+  5. The engine's own outages cost no deliveries while they last less than --engine-retry: the
+     request is retried with backoff while the batch is kept in progress (3), instead of a nak
+     per attempt that would dead-letter the queue within a second of an engine restart.
+  6. A daemon that restarts (or NATS that drops) while a batch is worked does not stop the
+     worker: a settle that gets no answer is logged and the batch left to the daemon, which
+     delivers its items again (at least once); the consumer registers again by itself.
   3. While the engine works the batch is kept in progress: Ack.in_progress at the start and
      every third of ack_wait_ms (the C client's heartbeats name it too).
   4. The engine's text goes back unchanged; results are keyed by item id (a redelivered item is
@@ -143,6 +153,29 @@ class Engine:
         return out  # type: ignore[return-value]
 
 
+def engine_error_kind(err: BaseException) -> str:
+    """'refused' (the request's own fault: HTTP 4xx but 429), 'outage' (the engine's state:
+    unreachable, timed out, 5xx or 429: worth retrying), else 'failed' (a malformed reply)."""
+    if isinstance(err, urllib.error.HTTPError):
+        return "outage" if err.code >= 500 or err.code == 429 else "refused"
+    if isinstance(err, (urllib.error.URLError, OSError)):
+        return "outage"
+    return "failed"
+
+
+def engine_error_text(err: BaseException) -> str:
+    """The error with the engine's own explanation (its body, cut short) when it sent one."""
+    text = str(err)
+    if isinstance(err, urllib.error.HTTPError):
+        try:
+            body = err.read(300).decode("utf-8", "replace").strip()
+        except (OSError, ValueError):
+            body = ""
+        if body:
+            text += ": " + body
+    return text
+
+
 @dataclass
 class WorkerStats:
     batches: int = 0
@@ -152,19 +185,72 @@ class WorkerStats:
     nacked: int = 0
     bad_payloads: int = 0
     engine_failures: int = 0
+    engine_retries: int = 0
+    engine_refused: int = 0
     results_published: int = 0
+    settle_failures: int = 0
 
 
 class Worker:
     """The adapter's loop on one consumer: see the module's invariants."""
 
-    def __init__(self, client: Client, consumer: Consumer, engine: Engine, default_params: Optional[Dict[str, Any]] = None) -> None:
+    def __init__(self, client: Client, consumer: Consumer, engine: Engine, default_params: Optional[Dict[str, Any]] = None,
+                 max_input_tokens: int = 0, engine_retry: float = 60.0) -> None:
         self.client = client
         self.consumer = consumer
         self.engine = engine
         self.default_params = dict(default_params or {})
+        self.max_input_tokens = max_input_tokens
+        self.engine_retry = engine_retry
         self.stats = WorkerStats()
         self.stop = threading.Event()
+
+    def _complete(self, prompts: Sequence[str], params: Dict[str, Any]) -> List[Dict[str, Any]]:
+        """Invariant 5: the engine's choices, retrying its outages with backoff (0.25 s doubling
+        to 5 s) for up to engine_retry seconds; raises the last error."""
+        end = time.monotonic() + self.engine_retry
+        pause = 0.25
+        while True:
+            self.stats.requests += 1
+            try:
+                return self.engine.complete(prompts, params)
+            except (OSError, ValueError, urllib.error.URLError) as err:
+                self.stats.engine_failures += 1
+                if engine_error_kind(err) != "outage" or self.stop.is_set() or time.monotonic() + pause > end:
+                    raise
+                log.warning("engine unavailable (%s): retrying in %.2f s", engine_error_text(err), pause)
+                self.stats.engine_retries += 1
+                if self.stop.wait(pause):
+                    raise
+                pause = min(pause * 2, 5.0)
+
+    def _serve(self, batch: Batch, positions: List[int], prompts: List[str], params: Dict[str, Any],
+               ok: List[int], failed: List[int]) -> None:
+        """Invariant 2: one request, split one prompt at a time when the engine refuses it."""
+        try:
+            choices = self._complete(prompts, params)
+        except (OSError, ValueError, urllib.error.URLError) as err:
+            kind = engine_error_kind(err)
+            if kind == "refused" and len(prompts) > 1:
+                for pos, prompt in zip(positions, prompts):
+                    self._serve(batch, [pos], [prompt], params, ok, failed)
+                return
+            text = engine_error_text(err)
+            log.warning("engine request for batch %d (%d prompts) failed: %s", batch.batch_id, len(prompts), text)
+            if kind == "refused":  # this prompt alone: it can never succeed
+                self.stats.engine_refused += 1
+                self._publish(batch.items[positions[0]], {"error": f"engine_refused: {text}"})
+                ok.append(positions[0])
+            else:
+                failed.extend(positions)
+            return
+        for pos, ch in zip(positions, choices):
+            self._publish(batch.items[pos], {
+                "text": ch.get("text", ""),
+                "finish_reason": ch.get("finish_reason"),
+                "model": self.engine.model,
+            })
+            ok.append(pos)
 
     def _publish(self, item: BatchItem, result: Dict[str, Any]) -> None:
         if not item.reply_to:
@@ -192,6 +278,17 @@ class Worker:
             self.stats.bad_payloads += 1
             self._publish(batch.items[pos], {"error": f"bad_payload: {why}"})
             ok.append(pos)
+        if self.max_input_tokens:
+            for req in requests:
+                long = [i for i, pos in enumerate(req.positions) if batch.items[pos].tokens > self.max_input_tokens]
+                for i in reversed(long):
+                    pos = req.positions.pop(i)
+                    req.prompts.pop(i)
+                    self.stats.bad_payloads += 1
+                    self._publish(batch.items[pos], {"error": f"input_too_long: {batch.items[pos].tokens} tokens, "
+                                                              f"the engine takes {self.max_input_tokens}"})
+                    ok.append(pos)
+            requests = [r for r in requests if r.positions]
         if requests:
             try:
                 batch.in_progress()
@@ -202,25 +299,16 @@ class Worker:
             keeper.start()
             try:
                 for req in requests:
-                    self.stats.requests += 1
-                    try:
-                        choices = self.engine.complete(req.prompts, req.params)
-                    except (OSError, ValueError, urllib.error.URLError) as err:
-                        self.stats.engine_failures += 1
-                        log.warning("engine request for batch %d (%d prompts) failed: %s", batch.batch_id, len(req.prompts), err)
-                        failed.extend(req.positions)
-                        continue
-                    for pos, ch in zip(req.positions, choices):
-                        self._publish(batch.items[pos], {
-                            "text": ch.get("text", ""),
-                            "finish_reason": ch.get("finish_reason"),
-                            "model": self.engine.model,
-                        })
-                        ok.append(pos)
+                    self._serve(batch, req.positions, req.prompts, req.params, ok, failed)
             finally:
                 done.set()
                 keeper.join()
-        reply = batch.settle(ack=sorted(ok), nak=sorted(failed))
+        try:
+            reply = batch.settle(ack=sorted(ok), nak=sorted(failed))
+        except LanesError as err:  # invariant 6
+            self.stats.settle_failures += 1
+            log.warning("settling batch %d failed (%s): lanesched delivers its items again", batch.batch_id, err)
+            return
         if reply.code:
             log.warning("settling batch %d: %s", batch.batch_id, reply.error or reply.code)
         self.stats.acked += len(ok)
@@ -233,7 +321,12 @@ class Worker:
                 break
             if until_idle and time.monotonic() - last >= until_idle:
                 break
-            b = self.consumer.next(0.5)
+            try:
+                b = self.consumer.next(0.5)
+            except LanesError as err:  # invariant 6: the consumer registers again by itself
+                log.warning("waiting for a batch: %s", err)
+                self.stop.wait(0.5)
+                continue
             if b is None:
                 continue
             self.handle(b)
@@ -259,7 +352,10 @@ def _args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     p.add_argument("--engine-url", default=env("LANESCHED_ENGINE_URL", "http://127.0.0.1:8000"),
                    help="the engine's base URL (…/v1/completions is added) or its completions URL")
     p.add_argument("--engine-model", help="model name sent to the engine (default: --model)")
-    p.add_argument("--engine-timeout", type=float, default=300.0, help="seconds per engine request")
+    p.add_argument("--engine-timeout", type=float, default=300.0, help="seconds per engine request (default 300)")
+    p.add_argument("--engine-retry", type=float, default=60.0,
+                   help="seconds an unreachable, timing-out or 5xx/429 engine is retried before the batch's items are "
+                        "nak'd (default 60; the batch is kept in progress meanwhile)")
     p.add_argument("--api-key", default=env("LANESCHED_ENGINE_API_KEY"), help="Bearer token for the engine")
     p.add_argument("--max-batch-size", type=int, required=True, help="the engine's max_num_seqs")
     p.add_argument("--max-batch-tokens", type=int, required=True, help="the engine's max_num_batched_tokens")
@@ -291,7 +387,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"lanesched-worker: {err}", file=sys.stderr)
         return 2
     defaults = {} if a.max_tokens is None else {"max_tokens": a.max_tokens}
-    w = Worker(client, consumer, Engine(a.engine_url, a.engine_model or a.model, a.engine_timeout, a.api_key), defaults)
+    w = Worker(client, consumer, Engine(a.engine_url, a.engine_model or a.model, a.engine_timeout, a.api_key), defaults,
+               max_input_tokens=a.max_input_tokens, engine_retry=a.engine_retry)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: w.stop.set())
     log.info("registered %s for %s; engine %s", consumer.id, a.model, w.engine.url)

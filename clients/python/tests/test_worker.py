@@ -19,7 +19,8 @@ SHAPES = ["You are a helpful assistant.", "Answer in French."]
 
 class StandInEngine:
     """POST /v1/completions: one choice per prompt, text "<model>: <prompt> -> done"; records
-    (model, prompts, params) of every request; fail_next makes the next requests answer 500."""
+    (model, prompts, params) of every request; fail_next makes the next requests answer 500; a
+    request holding a prompt with "poison" in it is answered 400."""
 
     def __init__(self):
         self.requests = []
@@ -40,6 +41,9 @@ class StandInEngine:
                 if eng.fail_next > 0:
                     eng.fail_next -= 1
                     self.send_error(500, "engine overloaded")
+                    return
+                if any("poison" in p for p in body["prompt"]):
+                    self.send_error(400, "prompt rejected")
                     return
                 time.sleep(eng.delay)
                 choices = [{"index": i, "text": f"{body['model']}: {p} -> done", "finish_reason": "length"}
@@ -92,7 +96,8 @@ class WorkerEndToEnd(unittest.TestCase):
     def run_worker(self, **kw):
         consumer = self.client.consumer("llama-8b", max_batch_size=4, max_batch_tokens=4096, batch_fixed_us=20000,
                                         token_ns=50, cache_shapes=2, name="engine-0")
-        w = worker.Worker(self.client, consumer, worker.Engine(self.engine.url, "meta-llama/Llama-3.1-8B"), kw.get("defaults"))
+        w = worker.Worker(self.client, consumer, worker.Engine(self.engine.url, "meta-llama/Llama-3.1-8B"), kw.get("defaults"),
+                          max_input_tokens=kw.get("max_input", 0), engine_retry=kw.get("retry", 60.0))
         t = threading.Thread(target=w.run, kwargs={"until_idle": kw.get("idle", 3.0)})
         t.start()
         return w, t
@@ -120,19 +125,82 @@ class WorkerEndToEnd(unittest.TestCase):
         c = [x for x in self.env.stats()["consumers"] if x["name"] == "engine-0"][0]
         self.assertEqual((c["cost_fixed_us"], c["cost_token_ns"], c["cache_shapes"]), (20000, 50, 2))
 
-    def test_engine_failure_naks_then_redelivers(self):
+    def test_engine_outage_is_retried_in_progress(self):
+        # two 500s: retried with the batch kept in progress, no nak, no delivery spent
         self.submit(3, shape=lambda i: SHAPES[0])
-        self.engine.fail_next = 1
+        self.engine.fail_next = 2
         w, t = self.run_worker()
         got = self.collect(3)
         t.join()
         self.assertEqual(sorted(got), ["q0", "q1", "q2"])
-        self.assertEqual(w.stats.engine_failures, 1)
-        self.assertEqual(w.stats.nacked, 3)
-        self.assertEqual(w.stats.acked, 3)
+        self.assertEqual((w.stats.engine_failures, w.stats.engine_retries), (2, 2))
+        self.assertEqual((w.stats.acked, w.stats.nacked), (3, 0))
+        st = self.env.stats()["counters"]
+        self.assertEqual(st["items_returned"], 0)
+        self.assertEqual(st["tokens_received"], st["tokens_completed"])
+
+    def test_engine_outage_past_the_retry_naks_then_redelivers(self):
+        # --engine-retry 0.5 s: the second failure would retry past it, so the items are nak'd
+        self.submit(3, shape=lambda i: SHAPES[0])
+        self.engine.fail_next = 2
+        w, t = self.run_worker(retry=0.5)
+        got = self.collect(3)
+        t.join()
+        self.assertEqual(sorted(got), ["q0", "q1", "q2"])
+        self.assertEqual(w.stats.engine_failures, 2)
+        self.assertEqual((w.stats.nacked, w.stats.acked), (3, 3))
         st = self.env.stats()["counters"]
         self.assertEqual(st["items_returned"], 3)
         self.assertEqual(st["tokens_received"], st["tokens_completed"])
+
+    def test_a_prompt_the_engine_refuses_fails_alone(self):
+        # a 400 for the batch's request: sent again one prompt at a time; only the bad one fails,
+        # answered with the engine's reason and acked (it can never succeed)
+        self.submit(3, payload=lambda i: {"prompt": "poison" if i == 1 else f"question {i}"}, shape=lambda i: SHAPES[0])
+        w, t = self.run_worker()
+        got = self.collect(3)
+        t.join()
+        self.assertTrue(got["q1"]["error"].startswith("engine_refused:"), got["q1"])
+        self.assertIn("prompt rejected", got["q1"]["error"])
+        self.assertEqual(got["q0"]["text"], "meta-llama/Llama-3.1-8B: question 0 -> done")
+        self.assertEqual(got["q2"]["text"], "meta-llama/Llama-3.1-8B: question 2 -> done")
+        self.assertEqual((w.stats.acked, w.stats.nacked, w.stats.engine_refused), (3, 0, 1))
+        st = self.env.stats()["counters"]
+        self.assertEqual((st["items_returned"], st["tokens_received"]), (0, st["tokens_completed"]))
+
+    def test_items_over_max_input_tokens_are_answered_by_the_worker(self):
+        # tokens 20..27 against --max-input-tokens 24: the last three never reach the engine
+        self.submit(8, shape=lambda i: SHAPES[0])
+        w, t = self.run_worker(max_input=24)
+        got = self.collect(8)
+        t.join()
+        for i in range(8):
+            if 20 + i > 24:
+                self.assertTrue(got[f"q{i}"]["error"].startswith("input_too_long:"), got[f"q{i}"])
+            else:
+                self.assertIn("text", got[f"q{i}"])
+        self.assertEqual(sum(len(r["prompt"]) for r in self.engine.requests), 5)
+        self.assertEqual(w.stats.acked, 8)
+
+    def test_the_worker_survives_a_daemon_restart(self):
+        # the daemon stops while the engine works a batch: the settle finds no lanesched, the
+        # worker keeps running, registers again, and every item is answered after the restart
+        self.submit(4, shape=lambda i: SHAPES[0])
+        self.engine.delay = 1.0
+        w, t = self.run_worker(idle=8.0)
+        end = time.monotonic() + 10
+        while not self.engine.requests and time.monotonic() < end:
+            time.sleep(0.02)
+        self.assertTrue(self.engine.requests, "no engine request")
+        self.env.daemon_stop()
+        time.sleep(1.5)
+        self.engine.delay = 0.0
+        self.env.daemon_start()
+        got = self.collect(4, timeout=30)
+        w.stop.set()
+        t.join()
+        self.assertEqual(sorted(got), ["q0", "q1", "q2", "q3"])
+        self.assertTrue(t.is_alive() is False and w.stats.settle_failures >= 1, w.stats)
 
     def test_bad_payload_and_mixed_parameters(self):
         def payload(i):
