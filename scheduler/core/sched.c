@@ -600,6 +600,12 @@ uint64_t sched_retry_ns(const sched_t *s)
     return s->retry_ns;
 }
 
+void sched_queued(const sched_t *s, uint64_t *out_items, uint64_t *out_tokens)
+{
+    *out_items = s->queued_items;
+    *out_tokens = s->queued_tokens;
+}
+
 const lanes_t *sched_lanes_view(const sched_t *s, const sched_model_t *model, uint64_t signature)
 {
     if (model == NULL)

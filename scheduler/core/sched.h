@@ -348,6 +348,11 @@ void sched_tick(sched_t *sched);
  */
 uint64_t sched_retry_ns(const sched_t *sched);
 
+/* Items and tokens queued (dispatchable, not in flight) over every model: 0 and 0 when the
+ * scheduler holds nothing to dispatch, whether it was received or recovered. */
+void sched_queued(const sched_t *sched, uint64_t *out_items /* out */,
+                  uint64_t *out_tokens /* out */);
+
 /* How long committed items waited, arrival to commit: the q-quantile (0 <= q < 1; 1 = the
  * longest), to within 12.5% above the true value (waits.c); 0 before any commit. */
 uint64_t sched_wait_quantile_ns(const sched_t *sched, double q);

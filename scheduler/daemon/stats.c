@@ -92,9 +92,11 @@ static json_t *stats_counters(struct daemon *d)
             json_object_set_new(rejected, codec_status_reason((codec_status_t)i),
                                 stats_u64(dc->rejected[i]));
     }
+    uint64_t queued_items = 0, queued_tokens = 0;
+    sched_queued(d->sched, &queued_items, &queued_tokens);
     return json_pack(
         "{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,"
-        "s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+        "s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
         "items_received", stats_u64(k->items_received), "tokens_received",
         stats_u64(k->tokens_received), "items_routed", stats_u64(k->items_routed), "tokens_routed",
         stats_u64(k->tokens_routed), "items_completed", stats_u64(k->items_completed),
@@ -105,14 +107,15 @@ static json_t *stats_counters(struct daemon *d)
         "shape_switches", stats_u64(k->shape_switches), "starvation_preemptions",
         stats_u64(k->starvation_preemptions), "padded_tokens", stats_u64(k->padded_tokens),
         "real_tokens", stats_u64(k->real_tokens), "dead_lettered", stats_u64(dc->dead_lettered),
-        "expired", stats_u64(dc->expired), "pending_items",
-        stats_u64(store_pending_count(d->store)), "unknown_consumer",
-        stats_u64(dc->unknown_consumer), "unknown_batch", stats_u64(dc->unknown_batch),
-        "batches_expired_ack_deadline", stats_u64(dc->batches_expired_ack_deadline),
-        "consumers_declared_dead", stats_u64(dc->consumers_declared_dead), "publish_failures",
-        stats_u64(dc->publish_failures), "disconnects", stats_u64(dc->disconnects),
-        "dropped_messages", stats_u64(__atomic_load_n(&dc->dropped_messages, __ATOMIC_RELAXED)),
-        "uptime_ms", stats_u64((daemon_now(d) - d->started_ns) / 1000000));
+        "expired", stats_u64(dc->expired), "queued_items", stats_u64(queued_items), "queued_tokens",
+        stats_u64(queued_tokens), "pending_items", stats_u64(store_pending_count(d->store)),
+        "unknown_consumer", stats_u64(dc->unknown_consumer), "unknown_batch",
+        stats_u64(dc->unknown_batch), "batches_expired_ack_deadline",
+        stats_u64(dc->batches_expired_ack_deadline), "consumers_declared_dead",
+        stats_u64(dc->consumers_declared_dead), "publish_failures", stats_u64(dc->publish_failures),
+        "disconnects", stats_u64(dc->disconnects), "dropped_messages",
+        stats_u64(__atomic_load_n(&dc->dropped_messages, __ATOMIC_RELAXED)), "uptime_ms",
+        stats_u64((daemon_now(d) - d->started_ns) / 1000000));
 }
 
 /* The scheduling policy's figures, added to the counters: batches and merges, the GPU busy

@@ -6,8 +6,8 @@
  *                                  routed / completed and their difference, padding waste,
  *                                  shape switches, lanes opened and reused, GPU busy seconds
  *                                  and queue wait p50 / p99 as the daemon measured them
- *   lanesched-ctl wait-drained     waits until tokens completed == tokens received (bounded by
- *                                  --timeout-ms) and exits 0, else 1
+ *   lanesched-ctl wait-drained     waits until nothing is queued or in flight (bounded by
+ *                                  --timeout-ms) and exits 0, else 1 saying what is left
  *   lanesched-ctl metrics          the Prometheus text (<prefix>.metrics), as /metrics serves it
  *   lanesched-ctl ping             every instance that answers $SRV.PING.lanesched within
  *                                  --timeout-ms, one line each; exit 1 when none does (the
@@ -83,7 +83,12 @@ static void ctl_figures(const json_t *json)
     printf("tokens received         %.0f\n", rx);
     printf("tokens routed           %.0f (redeliveries count again)\n", rt);
     printf("tokens completed        %.0f\n", done);
-    printf("received - completed    %.0f\n", rx - done);
+    printf("received - completed    %.0f%s\n", rx - done,
+           done > rx ? " (items recovered from the store at start count as completed, not as "
+                       "received)"
+                     : "");
+    printf("queued / in flight      %.0f / %.0f items\n", ctl_counter(json, "queued_items"),
+           ctl_counter(json, "pending_items"));
     printf("padding waste           %.3f%% (padded %.0f, real %.0f)\n",
            padded > 0 ? 100.0 * (padded - real) / padded : 0.0, padded, real);
     printf("shape switches          %.0f\n", ctl_counter(json, "shape_switches"));
@@ -120,22 +125,40 @@ static int ctl_stats_cmd(natsConnection *nc, const ctl_opts_t *o, int figures)
     return rc;
 }
 
+/* Drained: nothing queued and nothing in flight, which also holds after a restart that
+ * recovered items (they count as completed, never as received); a daemon without the
+ * queued_items counter is drained when the tokens it received were all completed. */
+static int ctl_drained(const json_t *stats, char *why, size_t cap)
+{
+    double queued = ctl_counter(stats, "queued_items"),
+           inflight = ctl_counter(stats, "pending_items");
+    double rx = ctl_counter(stats, "tokens_received"),
+           done = ctl_counter(stats, "tokens_completed");
+    if (queued < 0)
+        snprintf(why, cap, "tokens received %.0f, completed %.0f", rx, done);
+    else
+        snprintf(why, cap, "%.0f items queued, %.0f in flight", queued, inflight);
+    return queued < 0 ? rx == done : queued == 0 && inflight == 0;
+}
+
 static int ctl_wait_drained(natsConnection *nc, const ctl_opts_t *o)
 {
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    char why[128] = "no stats answer";
     for (;;) {
         char *json = ctl_request(nc, o, "stats");
         json_t *stats = json != NULL ? ctl_parse(json) : NULL;
-        int drained = stats != NULL && ctl_counter(stats, "tokens_received") ==
-                                           ctl_counter(stats, "tokens_completed");
+        int drained = stats != NULL && ctl_drained(stats, why, sizeof(why));
         json_decref(stats);
         free(json);
         if (drained)
             return 0;
         clock_gettime(CLOCK_MONOTONIC, &t);
-        if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > o->timeout_ms)
+        if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > o->timeout_ms) {
+            fprintf(stderr, "lanesched-ctl: not drained after %ld ms: %s\n", o->timeout_ms, why);
             return 1;
+        }
         nats_Sleep(100);
     }
 }
@@ -214,7 +237,8 @@ static void usage(FILE *f)
           "Commands:\n"
           "  stats                   the lanes.stats JSON document\n"
           "  figures                 tokens received / routed / completed, waste, switches\n"
-          "  wait-drained            wait until tokens completed == received (exit 1 on timeout)\n"
+          "  wait-drained            wait until nothing is queued or in flight (exit 1 on\n"
+          "                          timeout, saying what is left)\n"
           "  metrics                 the Prometheus text, as --metrics-listen serves it\n"
           "  ping                    every instance answering $SRV.PING.lanesched (exit 1: none)\n"
           "  watch [SUBJECT]         every lanesched message as one JSON line (default\n"
