@@ -76,7 +76,7 @@ type ItemResult struct {
 type SubmitResult struct {
 	Results                       []ItemResult
 	Accepted, Duplicate, Rejected int
-	Attempts                      int
+	Attempts                      int // Submit messages sent (items cut to max_payload), not resends
 }
 
 // Submit submits items for model and returns once the daemon made the accepted ones durable.
