@@ -169,8 +169,8 @@ typedef struct {
     /* Decode output, ignored by encode: */
     codec_status_t status; /* this item's validation result */
     uint64_t shape;        /* resolved signature when status == CODEC_OK, else 0 */
-    /* Bytes of model and reply_to as sent (decode output; codec_item_check reads them): a field
-     * holding a NUL byte is longer than its string. 0 with a non-empty string: its strlen. */
+    /* Bytes of model and reply_to as sent (decode output; codec_item_check and the encoder read
+     * them): a field holding a NUL byte is longer than its string. 0: the string's strlen. */
     size_t model_len, reply_to_len;
 } codec_work_item_t;
 

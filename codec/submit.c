@@ -205,12 +205,19 @@ void codec_submit_destroy(codec_submit_t *pub)
     free(pub); /* the box starts with pub and holds everything in one allocation */
 }
 
+/* The bytes of a string field to write: as decoded (sent, which a NUL inside does not cut, so
+ * encode(decode(x)) gives the same item and the same verdict), else its strlen. */
+static size_t submit_str_len(const char *s, size_t sent)
+{
+    return sent != 0 ? sent : s != NULL ? strlen(s) : 0;
+}
+
 /* The encoded size of the fields of one WorkItem (wire.c invariant 3). */
 static size_t submit_item_size(const codec_work_item_t *it)
 {
     size_t n = 0, h = it->n_component_hashes * 8;
-    size_t model = it->model ? strlen(it->model) : 0,
-           reply = it->reply_to ? strlen(it->reply_to) : 0;
+    size_t model = submit_str_len(it->model, it->model_len),
+           reply = submit_str_len(it->reply_to, it->reply_to_len);
     n += it->id.len ? 1 + wire_varint_len(it->id.len) + it->id.len : 0;
     n += model ? 1 + wire_varint_len(model) + model : 0;
     n += h ? 1 + wire_varint_len(h) + h : 0;
@@ -228,8 +235,10 @@ static uint8_t *submit_item_put(uint8_t *p, const codec_work_item_t *it)
 {
     if (it->id.len)
         p = wire_put_bytes(p, 1, it->id.ptr, it->id.len);
-    if (it->model && it->model[0])
-        p = wire_put_bytes(p, 2, it->model, strlen(it->model));
+    size_t model = submit_str_len(it->model, it->model_len),
+           reply = submit_str_len(it->reply_to, it->reply_to_len);
+    if (model != 0)
+        p = wire_put_bytes(p, 2, it->model, model);
     if (it->n_component_hashes) { /* proto3 packs a repeated scalar */
         p = wire_put_varint(wire_put_tag(p, 3, WIRE_BYTES), it->n_component_hashes * 8);
         for (size_t k = 0; k < it->n_component_hashes; k++)
@@ -241,8 +250,8 @@ static uint8_t *submit_item_put(uint8_t *p, const codec_work_item_t *it)
         p = wire_put_varint(wire_put_tag(p, 5, WIRE_VARINT), it->tokens);
     if (it->payload.len)
         p = wire_put_bytes(p, 6, it->payload.ptr, it->payload.len);
-    if (it->reply_to && it->reply_to[0])
-        p = wire_put_bytes(p, 7, it->reply_to, strlen(it->reply_to));
+    if (reply != 0)
+        p = wire_put_bytes(p, 7, it->reply_to, reply);
     if (it->created_unix_ns)
         p = wire_put_varint(wire_put_tag(p, 8, WIRE_VARINT), it->created_unix_ns);
     if (it->prefix_tokens)

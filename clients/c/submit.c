@@ -53,8 +53,10 @@ lc_status_t lc_submit_encode(lc_client_t *client, const char *model, const codec
     uint64_t now = clock_wall_ns();
     for (size_t i = 0; i < n; i++) {
         copy[i] = items[i];
-        if (copy[i].model == NULL || copy[i].model[0] == '\0')
+        if (copy[i].model == NULL || copy[i].model[0] == '\0') {
             copy[i].model = model;
+            copy[i].model_len = 0; /* the subject's model, whole */
+        }
         if (copy[i].created_unix_ns == 0)
             copy[i].created_unix_ns = now;
     }

@@ -797,6 +797,16 @@ static void test_strings_with_a_nul_or_not_utf8_are_refused_per_item(void **stat
             fail_msg("item %zu: %s, expected %s", i, codec_status_reason(sub->items[i].status),
                      codec_status_reason(want[i]));
     }
+    /* encoded again, the strings keep their bytes past a NUL: the same verdicts come back */
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(codec_encode_submit(sub, &buf, &len), CODEC_OK);
+    codec_submit_t *back = NULL;
+    assert_int_equal(codec_decode_submit(buf, len, NULL, &back), CODEC_OK);
+    for (size_t i = 0; i < back->n_items; i++)
+        assert_int_equal(back->items[i].status, want[i]);
+    codec_submit_destroy(back);
+    free(buf);
     codec_submit_destroy(sub);
 
     static const struct {
