@@ -84,7 +84,6 @@
       "the message holds more items than the configured maximum: send fewer")                      \
     X(CODEC_EREPLY_TO_TOO_LONG, "reply_to_too_long",                                               \
       "reply_to is longer than the configured maximum")                                            \
-    X(CODEC_EBAD_REPLY_TO, "bad_reply_to", "reply_to holds a NUL byte or is not UTF-8")            \
     X(CODEC_ETOO_MANY_POSITIONS, "too_many_positions",                                             \
       "an ack or nak list is longer than the configured maximum")                                  \
     X(CODEC_ETOO_MANY_IDS, "too_many_ids",                                                         \
@@ -107,7 +106,8 @@
       "tokens is above every registered consumer's max_input_tokens: no worker can run it")        \
     X(CODEC_EREPLY_SUBJECT_REFUSED, "reply_subject_refused",                                       \
       "the reply subject is one lanesched never answers on: a '$' subject, or under its own "      \
-      "subject prefix or inbox")
+      "subject prefix or inbox")                                                                   \
+    X(CODEC_EBAD_REPLY_TO, "bad_reply_to", "reply_to holds a NUL byte or is not UTF-8")
 
 /* CODEC_STATUS_COUNT is the number of codec_status_t values; they are 0 .. COUNT - 1. */
 STATUS_ENUM(codec_status_t, CODEC_STATUS_MAP, CODEC_STATUS_COUNT);

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // Error is an error with a stable code word; compare Code, never the text.
@@ -72,6 +73,9 @@ func CheckModel(model string) error {
 		if c <= ' ' || c == 0x7f || c == '*' || c == '>' || emptyToken {
 			return &Error{Code: "bad_model_name", Text: fmt.Sprintf("model %q contains '*', '>', a space or control character, or an empty token", model)}
 		}
+	}
+	if !utf8.ValidString(model) {
+		return &Error{Code: "bad_model_name", Text: fmt.Sprintf("model %q is not UTF-8", model)}
 	}
 	return nil
 }

@@ -52,7 +52,8 @@ func TestCheckModel(t *testing.T) {
 	}
 	cases := map[string]string{"": "bad_model", "bad model": "bad_model_name", "a*": "bad_model_name",
 		"a.>": "bad_model_name", ".a": "bad_model_name", "a.": "bad_model_name", "a..b": "bad_model_name",
-		"a\tb": "bad_model_name", strings.Repeat("x", 256): "model_too_long", "a\x7f": "bad_model_name"}
+		"a\tb": "bad_model_name", strings.Repeat("x", 256): "model_too_long", "a\x7f": "bad_model_name",
+		"m\xff": "bad_model_name", "a\x00b": "bad_model_name"}
 	for m, word := range cases {
 		if err := CheckModel(m); !IsCode(err, word) {
 			t.Errorf("%q: %v, want %s", m, err, word)

@@ -19,9 +19,10 @@ export GOFLAGS=-mod=mod GOPROXY=off
 go mod edit -require=lanesched/clients/go@v0.0.0 -replace=lanesched/clients/go="$here"
 # what the client requires, direct and indirect, required here too (vendor/ must list them all)
 sed -n 's/^[[:space:]]*\(require[[:space:]]\{1,\}\)\{0,1\}\([a-z0-9.][^[:space:]]*\)[[:space:]]\{1,\}\(v[^[:space:]]*\).*/\2@\3/p' \
-    "$here/go.mod" | grep -v '^module@\|^go@' | while read -r req; do
+    "$here/go.mod" | while read -r req; do
     go mod edit -require="$req"
 done
+goversion=$(sed -n 's/^go[[:space:]]\{1,\}\([0-9.]*\).*/\1/p' "$here/go.mod")
 mkdir -p vendor/lanesched/clients
 for d in "$here"/vendor/*/; do
     cp -RP "$d" vendor/
@@ -30,7 +31,7 @@ rm -f vendor/lanesched/clients/go
 ln -s "$here" vendor/lanesched/clients/go
 {
     cat "$here/vendor/modules.txt"
-    printf '# lanesched/clients/go v0.0.0 => %s\n## explicit; go 1.19\nlanesched/clients/go\n' "$here"
+    printf '# lanesched/clients/go v0.0.0 => %s\n## explicit; go %s\nlanesched/clients/go\n' "$here" "$goversion"
     printf '# lanesched/clients/go => %s\n' "$here"
 } >vendor/modules.txt
 echo "vendor-into.sh: $1 builds against $here offline (go build ./...)"

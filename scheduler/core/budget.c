@@ -11,9 +11,9 @@
  * company is awaited, at every load.
  *
  * Invariants:
- *   1. Without a budget nothing here runs but the shapes' arrival gaps and the test of invariant
- *      8 on them (budget_company_before), which select.c's cold wait also asks: the hold and the
- *      age bound are hold.c's and sched_config_t's.
+ *   1. Without a budget nothing here runs but the arrival gaps of shapes and models and the test
+ *      of invariant 8 (budget_company_before), which select.c's cold wait asks of the model's:
+ *      the hold and the age bound are hold.c's and sched_config_t's.
  *   2. D never exceeds the budget, and an item with max_wait_ms waits for company at most its
  *      share of it (max_wait_ms x D / B): a budget caps the hold, never raises it.
  *   3. Never held: a dead letter, a batch full to the contract's items, or one that no further

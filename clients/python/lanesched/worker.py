@@ -9,22 +9,26 @@ Invariants:
      parameters go in a request of their own, in the order they first appear.
   2. An item is acked only after its result was published. An item that can never succeed is
      answered with its error and acked: a payload that breaks the convention, more tokens than
-     --max-input-tokens, or a prompt the engine refuses alone (HTTP 4xx but 429: a request of
-     several prompts that is refused is sent again one prompt at a time, so one bad prompt does
-     not fail the others). An item the engine failed otherwise (a reply without its choice, or
-     the engine still unreachable, timing out or answering 5xx/429 after --engine-retry seconds
-     of retries) is nak'd, so lanesched delivers it again (and dead-letters it after
-     --max-deliveries).
-  5. The engine's own outages cost no deliveries while they last less than --engine-retry: the
-     request is retried with backoff while the batch is kept in progress (3), instead of a nak
-     per attempt that would dead-letter the queue within a second of an engine restart.
-  6. A daemon that restarts (or NATS that drops) while a batch is worked does not stop the
-     worker: a settle that gets no answer is logged and the batch left to the daemon, which
-     delivers its items again (at least once); the consumer registers again by itself.
+     --max-input-tokens, or a prompt the engine refuses alone as a bad request (HTTP 400, 413,
+     422: a request of several prompts refused so is sent again one prompt at a time, so one bad
+     prompt does not fail the others). Any other failure (another 4xx: a wrong URL, key or model
+     name, which every item would meet; a reply without its choice; the engine still down when
+     the batch's --engine-retry seconds are up) naks the item, so lanesched delivers it again
+     and dead-letters it after --max-deliveries.
   3. While the engine works the batch is kept in progress: Ack.in_progress at the start and
      every third of ack_wait_ms (the C client's heartbeats name it too).
   4. The engine's text goes back unchanged; results are keyed by item id (a redelivered item is
      answered again: consumers of results keep the first per id).
+  5. The engine's own outages (unreachable, connection cut, time-out, 5xx, 429) cost no
+     deliveries while they last less than --engine-retry seconds from the batch's first request:
+     its requests are retried with backoff while the batch is kept in progress (3), instead of a
+     nak per attempt that would dead-letter the queue within a second of an engine restart.
+     Past that, what is left of the batch is nak'd without being sent.
+  6. A daemon that restarts, or NATS that drops, while a batch is worked does not stop the
+     worker: a settle that gets no answer is logged and the batch released (no longer named in
+     heartbeats), so the daemon delivers its items again (at least once); the consumer registers
+     again by itself. Other client errors (NATS given up for good, out of memory) end the worker,
+     for its supervisor to restart.
 
 Rejected: one request per item (the engine batches again what lanesched already packed, and
 loses the shape purity); chat completions (their list form is one conversation, not a batch of
@@ -35,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import http.client
 import json
 import logging
 import os
@@ -153,12 +158,21 @@ class Engine:
         return out  # type: ignore[return-value]
 
 
+# HTTP statuses that say the request itself is bad (invariant 2); the other 4xx (401, 403, 404,
+# 405, ...) are the worker's configuration, which every item would meet.
+REFUSED = (400, 413, 422)
+# What an engine request can raise: HTTP and socket errors, a cut or garbled reply.
+ENGINE_ERRORS = (OSError, ValueError, urllib.error.URLError, http.client.HTTPException)
+
+
 def engine_error_kind(err: BaseException) -> str:
-    """'refused' (the request's own fault: HTTP 4xx but 429), 'outage' (the engine's state:
-    unreachable, timed out, 5xx or 429: worth retrying), else 'failed' (a malformed reply)."""
+    """'refused' (the request's own fault: 400, 413, 422), 'outage' (the engine's state:
+    unreachable, cut off, timed out, 5xx or 429: worth retrying), else 'failed'."""
     if isinstance(err, urllib.error.HTTPError):
-        return "outage" if err.code >= 500 or err.code == 429 else "refused"
-    if isinstance(err, (urllib.error.URLError, OSError)):
+        if err.code in REFUSED:
+            return "refused"
+        return "outage" if err.code >= 500 or err.code == 429 else "failed"
+    if isinstance(err, (urllib.error.URLError, OSError, http.client.HTTPException)):
         return "outage"
     return "failed"
 
@@ -205,16 +219,15 @@ class Worker:
         self.stats = WorkerStats()
         self.stop = threading.Event()
 
-    def _complete(self, prompts: Sequence[str], params: Dict[str, Any]) -> List[Dict[str, Any]]:
+    def _complete(self, prompts: Sequence[str], params: Dict[str, Any], end: float) -> List[Dict[str, Any]]:
         """Invariant 5: the engine's choices, retrying its outages with backoff (0.25 s doubling
-        to 5 s) for up to engine_retry seconds; raises the last error."""
-        end = time.monotonic() + self.engine_retry
+        to 5 s) until the batch's deadline `end` (time.monotonic()); raises the last error."""
         pause = 0.25
         while True:
             self.stats.requests += 1
             try:
                 return self.engine.complete(prompts, params)
-            except (OSError, ValueError, urllib.error.URLError) as err:
+            except ENGINE_ERRORS as err:
                 self.stats.engine_failures += 1
                 if engine_error_kind(err) != "outage" or self.stop.is_set() or time.monotonic() + pause > end:
                     raise
@@ -225,15 +238,18 @@ class Worker:
                 pause = min(pause * 2, 5.0)
 
     def _serve(self, batch: Batch, positions: List[int], prompts: List[str], params: Dict[str, Any],
-               ok: List[int], failed: List[int]) -> None:
+               ok: List[int], failed: List[int], end: float) -> None:
         """Invariant 2: one request, split one prompt at a time when the engine refuses it."""
+        if time.monotonic() >= end or self.stop.is_set():  # invariant 5: the batch's time is up
+            failed.extend(positions)
+            return
         try:
-            choices = self._complete(prompts, params)
-        except (OSError, ValueError, urllib.error.URLError) as err:
+            choices = self._complete(prompts, params, end)
+        except ENGINE_ERRORS as err:
             kind = engine_error_kind(err)
             if kind == "refused" and len(prompts) > 1:
                 for pos, prompt in zip(positions, prompts):
-                    self._serve(batch, [pos], [prompt], params, ok, failed)
+                    self._serve(batch, [pos], [prompt], params, ok, failed, end)
                 return
             text = engine_error_text(err)
             log.warning("engine request for batch %d (%d prompts) failed: %s", batch.batch_id, len(prompts), text)
@@ -297,9 +313,10 @@ class Worker:
             done = threading.Event()
             keeper = threading.Thread(target=self._keep_alive, args=(batch, done), daemon=True)
             keeper.start()
+            end = time.monotonic() + self.engine_retry  # invariant 5: one deadline per batch
             try:
                 for req in requests:
-                    self._serve(batch, req.positions, req.prompts, req.params, ok, failed)
+                    self._serve(batch, req.positions, req.prompts, req.params, ok, failed, end)
             finally:
                 done.set()
                 keeper.join()
@@ -308,6 +325,7 @@ class Worker:
         except LanesError as err:  # invariant 6
             self.stats.settle_failures += 1
             log.warning("settling batch %d failed (%s): lanesched delivers its items again", batch.batch_id, err)
+            batch.release()
             return
         if reply.code:
             log.warning("settling batch %d: %s", batch.batch_id, reply.error or reply.code)
@@ -324,6 +342,8 @@ class Worker:
             try:
                 b = self.consumer.next(0.5)
             except LanesError as err:  # invariant 6: the consumer registers again by itself
+                if err.code not in ("timeout", "no_responders"):
+                    raise
                 log.warning("waiting for a batch: %s", err)
                 self.stop.wait(0.5)
                 continue

@@ -42,6 +42,9 @@ class StandInEngine:
                     eng.fail_next -= 1
                     self.send_error(500, "engine overloaded")
                     return
+                if body["model"] == "no-such-model":
+                    self.send_error(404, "model not found")
+                    return
                 if any("poison" in p for p in body["prompt"]):
                     self.send_error(400, "prompt rejected")
                     return
@@ -96,7 +99,7 @@ class WorkerEndToEnd(unittest.TestCase):
     def run_worker(self, **kw):
         consumer = self.client.consumer("llama-8b", max_batch_size=4, max_batch_tokens=4096, batch_fixed_us=20000,
                                         token_ns=50, cache_shapes=2, name="engine-0")
-        w = worker.Worker(self.client, consumer, worker.Engine(self.engine.url, "meta-llama/Llama-3.1-8B"), kw.get("defaults"),
+        w = worker.Worker(self.client, consumer, worker.Engine(self.engine.url, kw.get("engine_model", "meta-llama/Llama-3.1-8B")), kw.get("defaults"),
                           max_input_tokens=kw.get("max_input", 0), engine_retry=kw.get("retry", 60.0))
         t = threading.Thread(target=w.run, kwargs={"until_idle": kw.get("idle", 3.0)})
         t.start()
@@ -167,6 +170,16 @@ class WorkerEndToEnd(unittest.TestCase):
         self.assertEqual((w.stats.acked, w.stats.nacked, w.stats.engine_refused), (3, 0, 1))
         st = self.env.stats()["counters"]
         self.assertEqual((st["items_returned"], st["tokens_received"]), (0, st["tokens_completed"]))
+
+    def test_a_misconfigured_engine_naks_instead_of_answering(self):
+        # a 404 (a model name the engine does not serve) is the worker's configuration, not the
+        # items': nak'd for redelivery, nothing answered as if the items were bad
+        self.submit(3, shape=lambda i: SHAPES[0])
+        w, t = self.run_worker(engine_model="no-such-model", idle=1.0)
+        t.join()
+        self.assertEqual(self.collect(3, timeout=1), {})
+        self.assertEqual((w.stats.acked, w.stats.engine_refused), (0, 0))
+        self.assertGreaterEqual(w.stats.nacked, 3)
 
     def test_items_over_max_input_tokens_are_answered_by_the_worker(self):
         # tokens 20..27 against --max-input-tokens 24: the last three never reach the engine
