@@ -107,7 +107,7 @@ static json_t *stats_counters(struct daemon *d)
         "shape_switches", stats_u64(k->shape_switches), "starvation_preemptions",
         stats_u64(k->starvation_preemptions), "padded_tokens", stats_u64(k->padded_tokens),
         "real_tokens", stats_u64(k->real_tokens), "dead_lettered", stats_u64(dc->dead_lettered),
-        "expired", stats_u64(dc->expired), "queued_items", stats_u64(queued_items), "queued_tokens",
+        "expired", stats_u64(dc->expired), "items_queued", stats_u64(queued_items), "tokens_queued",
         stats_u64(queued_tokens), "pending_items", stats_u64(store_pending_count(d->store)),
         "unknown_consumer", stats_u64(dc->unknown_consumer), "unknown_batch",
         stats_u64(dc->unknown_batch), "batches_expired_ack_deadline",

@@ -87,7 +87,7 @@ static void ctl_figures(const json_t *json)
            done > rx ? " (items recovered from the store at start count as completed, not as "
                        "received)"
                      : "");
-    printf("queued / in flight      %.0f / %.0f items\n", ctl_counter(json, "queued_items"),
+    printf("queued / in flight      %.0f / %.0f items\n", ctl_counter(json, "items_queued"),
            ctl_counter(json, "pending_items"));
     printf("padding waste           %.3f%% (padded %.0f, real %.0f)\n",
            padded > 0 ? 100.0 * (padded - real) / padded : 0.0, padded, real);
@@ -127,10 +127,10 @@ static int ctl_stats_cmd(natsConnection *nc, const ctl_opts_t *o, int figures)
 
 /* Drained: nothing queued and nothing in flight, which also holds after a restart that
  * recovered items (they count as completed, never as received); a daemon without the
- * queued_items counter is drained when the tokens it received were all completed. */
+ * items_queued counter is drained when the tokens it received were all completed. */
 static int ctl_drained(const json_t *stats, char *why, size_t cap)
 {
-    double queued = ctl_counter(stats, "queued_items"),
+    double queued = ctl_counter(stats, "items_queued"),
            inflight = ctl_counter(stats, "pending_items");
     double rx = ctl_counter(stats, "tokens_received"),
            done = ctl_counter(stats, "tokens_completed");
