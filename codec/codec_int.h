@@ -31,6 +31,7 @@
 #include "lanes.pb-c.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* Unpacks buf (borrowed) into *msg, returned to the caller to free with codec_pb_free.
  * CODEC_EMALFORMED for bytes that are not the message, CODEC_ENOMEM when allocation failed. */
@@ -115,5 +116,12 @@ uint8_t *wire_put_varint(uint8_t *p, uint64_t v);
 uint8_t *wire_put_tag(uint8_t *p, uint32_t field, unsigned type);
 uint8_t *wire_put_fixed64(uint8_t *p, uint64_t v); /* the 8 bytes, no tag */
 uint8_t *wire_put_bytes(uint8_t *p, uint32_t field, const void *data, size_t len); /* tag too */
+
+/* The bytes of a decoded string field (codec_work_item_t.model_len and the like): as sent, which a
+ * NUL inside does not cut, or, where a caller built the struct and left the length 0, strlen. */
+static inline size_t codec_str_len(const char *s, size_t sent)
+{
+    return sent != 0 || s == NULL ? sent : strlen(s);
+}
 
 #endif

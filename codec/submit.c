@@ -205,19 +205,12 @@ void codec_submit_destroy(codec_submit_t *pub)
     free(pub); /* the box starts with pub and holds everything in one allocation */
 }
 
-/* The bytes of a string field to write: as decoded (sent, which a NUL inside does not cut, so
- * encode(decode(x)) gives the same item and the same verdict), else its strlen. */
-static size_t submit_str_len(const char *s, size_t sent)
-{
-    return sent != 0 ? sent : s != NULL ? strlen(s) : 0;
-}
-
 /* The encoded size of the fields of one WorkItem (wire.c invariant 3). */
 static size_t submit_item_size(const codec_work_item_t *it)
 {
     size_t n = 0, h = it->n_component_hashes * 8;
-    size_t model = submit_str_len(it->model, it->model_len),
-           reply = submit_str_len(it->reply_to, it->reply_to_len);
+    size_t model = codec_str_len(it->model, it->model_len),
+           reply = codec_str_len(it->reply_to, it->reply_to_len);
     n += it->id.len ? 1 + wire_varint_len(it->id.len) + it->id.len : 0;
     n += model ? 1 + wire_varint_len(model) + model : 0;
     n += h ? 1 + wire_varint_len(h) + h : 0;
@@ -235,8 +228,9 @@ static uint8_t *submit_item_put(uint8_t *p, const codec_work_item_t *it)
 {
     if (it->id.len)
         p = wire_put_bytes(p, 1, it->id.ptr, it->id.len);
-    size_t model = submit_str_len(it->model, it->model_len),
-           reply = submit_str_len(it->reply_to, it->reply_to_len);
+    /* at their length as sent: encode(decode(x)) keeps a NUL-bearing string and its verdict */
+    size_t model = codec_str_len(it->model, it->model_len),
+           reply = codec_str_len(it->reply_to, it->reply_to_len);
     if (model != 0)
         p = wire_put_bytes(p, 2, it->model, model);
     if (it->n_component_hashes) { /* proto3 packs a repeated scalar */

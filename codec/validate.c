@@ -17,17 +17,11 @@
  * daemon interns and stores; a name with '*' or '>' could never be published as a batch or
  * dead-letter subject, so it is refused before anything is stored.
  */
-#include "codec/codec.h"
+#include "codec/codec_int.h"
 
 #include "common/utf8.h"
 
 #include <string.h>
-
-/* The bytes of a decoded string field: as sent, or strlen where the caller built it. */
-static size_t validate_len(const char *s, size_t sent)
-{
-    return sent != 0 || s == NULL ? sent : strlen(s);
-}
 
 codec_status_t codec_model_check_len(const char *model, size_t len)
 {
@@ -57,7 +51,7 @@ codec_status_t codec_item_check(const codec_work_item_t *it, const codec_limits_
         return CODEC_EBAD_ID;
     if (it->id.len > LIMITS_ID_MAX)
         return CODEC_EID_TOO_LONG;
-    codec_status_t st = codec_model_check_len(it->model, validate_len(it->model, it->model_len));
+    codec_status_t st = codec_model_check_len(it->model, codec_str_len(it->model, it->model_len));
     if (st != CODEC_OK)
         return st;
     if (limits && limits->model && strcmp(it->model, limits->model) != 0)
@@ -75,7 +69,7 @@ codec_status_t codec_item_check(const codec_work_item_t *it, const codec_limits_
                          : codec_signature(it->component_hashes, it->n_component_hashes);
     if (it->n_component_hashes != 0 && it->has_signature && shape != it->signature)
         return CODEC_ESIGNATURE_MISMATCH;
-    size_t reply_len = validate_len(it->reply_to, it->reply_to_len);
+    size_t reply_len = codec_str_len(it->reply_to, it->reply_to_len);
     if (limits && limits->max_reply_to && reply_len > limits->max_reply_to)
         return CODEC_EREPLY_TO_TOO_LONG;
     /* it comes back in the BatchItem: cut at a NUL it would name another subject, and a
@@ -89,7 +83,8 @@ codec_status_t codec_item_check(const codec_work_item_t *it, const codec_limits_
 
 codec_status_t codec_register_check(const codec_register_t *reg)
 {
-    codec_status_t st = codec_model_check_len(reg->model, validate_len(reg->model, reg->model_len));
+    codec_status_t st =
+        codec_model_check_len(reg->model, codec_str_len(reg->model, reg->model_len));
     if (st != CODEC_OK)
         return st;
     if (reg->max_batch_size == 0)

@@ -277,11 +277,14 @@ static void test_workers_keep_to_their_warm_shapes(void **state)
     fixture_free(f);
 }
 
-/* Shapes A, B, C of 100 tokens at one instant, then A alone every 100 ms until 500 ms later,
- * taken at once by a worker that caches one shape (warm on A): the model's mean gap is 100 ms. At
- * 501 ms A is dry and B and C are cold and smaller than a batch. */
-static void cold_setup(fixture_t *f, sched_consumer_t *c)
+/* A fixture and its consumer *c, whose worker caches one shape: shapes A, B, C of 100 tokens at
+ * one instant, then A alone every 100 ms until 500 ms later, each taken at once (warm on A): the
+ * model's mean gap is 100 ms. At 501 ms A is dry and B and C are cold and smaller than a batch:
+ * the fill waits. */
+static fixture_t *cold_fixture(sched_consumer_t *c)
 {
+    fixture_t *f = fixture(SCHED_POLICY_LANES, 20 * MS);
+    *c = (sched_consumer_t){M(f->sched, "m"), {8, 16384, 0}, worker(f, "m", 1)};
     submit(f, "m", 0xA, 100);
     submit(f, "m", 0xB, 100);
     submit(f, "m", 0xC, 100);
@@ -295,6 +298,8 @@ static void cold_setup(fixture_t *f, sched_consumer_t *c)
         assert_int_equal(b.signature, 0xA);
     }
     f->now = SEC + 501 * MS;
+    assert_int_equal(sched_fill(f->sched, c, &b), SCHED_EEMPTY); /* B and C: cold and small */
+    return f;
 }
 
 /* A worker whose warm shapes are dry does not miss on a cold queue smaller than a batch while
@@ -304,12 +309,9 @@ static void cold_setup(fixture_t *f, sched_consumer_t *c)
 static void test_worker_waits_for_warm_work_before_a_small_cold_queue(void **state)
 {
     (void)state;
-    fixture_t *f = fixture(SCHED_POLICY_LANES, 20 * MS);
-    sched_worker_t *w = worker(f, "m", 1);
-    sched_consumer_t c = {M(f->sched, "m"), {8, 16384, 0}, w};
-    cold_setup(f, &c);
+    sched_consumer_t c;
+    fixture_t *f = cold_fixture(&c);
     sched_batch_t b;
-    assert_int_equal(sched_fill(f->sched, &c, &b), SCHED_EEMPTY); /* B and C: cold and small */
     assert_true(sched_retry_ns(f->sched) <= SEC + SEC + 1);
     for (int k = 6; k <= 9; k++) { /* A keeps coming, and the worker keeps to it */
         f->now = SEC + (uint64_t)k * 100 * MS;
@@ -328,8 +330,7 @@ static void test_worker_waits_for_warm_work_before_a_small_cold_queue(void **sta
 
     /* a cold queue that fills the budget goes at once */
     f = fixture(SCHED_POLICY_LANES, 20 * MS);
-    w = worker(f, "m", 1);
-    c.worker = w;
+    c.worker = worker(f, "m", 1);
     c.model = M(f->sched, "m");
     submit(f, "m", 0xA, 100);
     submit(f, "m", 0xB, 100);
@@ -349,12 +350,9 @@ static void test_worker_waits_for_warm_work_before_a_small_cold_queue(void **sta
 static void test_a_small_cold_queue_goes_once_the_model_is_quiet(void **state)
 {
     (void)state;
-    fixture_t *f = fixture(SCHED_POLICY_LANES, 20 * MS);
-    sched_worker_t *w = worker(f, "m", 1);
-    sched_consumer_t c = {M(f->sched, "m"), {8, 16384, 0}, w};
-    cold_setup(f, &c);
+    sched_consumer_t c;
+    fixture_t *f = cold_fixture(&c);
     sched_batch_t b;
-    assert_int_equal(sched_fill(f->sched, &c, &b), SCHED_EEMPTY);
     uint64_t quiet = SEC + 500 * MS + (SEC - 500 * MS) / 2 + 1;
     assert_int_equal(sched_retry_ns(f->sched), quiet);
     f->now = quiet - 1; /* silence 250 ms: an arrival is still expected by the bound */

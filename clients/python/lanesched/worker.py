@@ -105,15 +105,20 @@ def item_id_fields(item_id: bytes) -> Dict[str, str]:
         return {"id_base64": base64.b64encode(item_id).decode()}
 
 
-def batch_plan(batch: Batch, default_params: Dict[str, Any]) -> Tuple[List[Request], Dict[int, str]]:
-    """Invariant 1: the engine requests of a batch, and the positions whose payload is bad."""
+def batch_plan(batch: Batch, default_params: Dict[str, Any],
+               max_input_tokens: int = 0) -> Tuple[List[Request], Dict[int, str]]:
+    """Invariant 1: the engine requests of a batch, and the positions that can never succeed
+    (invariant 2) with the error each is answered with."""
     groups: Dict[str, Request] = {}
     bad: Dict[int, str] = {}
     for pos, item in enumerate(batch.items):
         try:
             prompt, params = payload_parse(item.payload)
         except PayloadError as err:
-            bad[pos] = str(err)
+            bad[pos] = f"bad_payload: {err}"
+            continue
+        if max_input_tokens and item.tokens > max_input_tokens:
+            bad[pos] = f"input_too_long: {item.tokens} tokens, the engine takes {max_input_tokens}"
             continue
         merged = {**default_params, **params}
         key = json.dumps(merged, sort_keys=True)
@@ -287,24 +292,13 @@ class Worker:
     def handle(self, batch: Batch) -> None:
         self.stats.batches += 1
         self.stats.items += len(batch)
-        requests, bad = batch_plan(batch, self.default_params)
+        requests, bad = batch_plan(batch, self.default_params, self.max_input_tokens)
         ok: List[int] = []
         failed: List[int] = []
-        for pos, why in bad.items():  # invariant 2: permanent, answered and acked
+        for pos, error in bad.items():  # invariant 2: permanent, answered and acked
             self.stats.bad_payloads += 1
-            self._publish(batch.items[pos], {"error": f"bad_payload: {why}"})
+            self._publish(batch.items[pos], {"error": error})
             ok.append(pos)
-        if self.max_input_tokens:
-            for req in requests:
-                long = [i for i, pos in enumerate(req.positions) if batch.items[pos].tokens > self.max_input_tokens]
-                for i in reversed(long):
-                    pos = req.positions.pop(i)
-                    req.prompts.pop(i)
-                    self.stats.bad_payloads += 1
-                    self._publish(batch.items[pos], {"error": f"input_too_long: {batch.items[pos].tokens} tokens, "
-                                                              f"the engine takes {self.max_input_tokens}"})
-                    ok.append(pos)
-            requests = [r for r in requests if r.positions]
         if requests:
             try:
                 batch.in_progress()
