@@ -17,6 +17,11 @@
  *      model lists, the metrics address): a typo costs no recovery and no connection.
  *   6. SIGHUP, SIGUSR1 and SIGUSR2 are taken by the same thread and logged as ignored: nothing
  *      is reloaded, and a log rotation's HUP must not end the process as their default would.
+ *   7. glibc's mmap threshold is fixed at MAIN_MMAP_THRESHOLD before anything is allocated. Its
+ *      default raises the threshold, and the heap top it keeps, to the largest block freed so
+ *      far (the dedupe window's tens of MB at a deep queue), and the heap then holds every
+ *      later large free; fixed, a large queue's array is a mapping of its own
+ *      (store/disk/disk_queue.c invariant 3) and the free top of the heap is given back.
  */
 #include "common/http/http.h"
 #include "scheduler/nats/front.h"
@@ -30,6 +35,9 @@
 #include <errno.h>
 #include <pthread.h>
 #include <getopt.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <nats/nats.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -683,8 +691,19 @@ static void *signal_thread(void *arg)
     return NULL;
 }
 
+/* Allocations from this size up are mappings (invariant 7): at or above the largest message
+ * and batch (1 MiB), so no per-message buffer becomes a mapping of its own. Fixing it also fixes
+ * the trim threshold at glibc's 128 KiB, so the heap's free top goes back to the system. 128 KiB
+ * and 1 MiB gave the same memory with `lanesched-bench throughput --durability process
+ * --no-jetstream --no-fabric --no-client-check --items 20000 --queue-probe 1000000`, and
+ * glibc's dynamic default more (docs/throughput.md, "Memory per queued item"). */
+#define MAIN_MMAP_THRESHOLD (1024 * 1024)
+
 int main(int argc, char **argv)
 {
+#ifdef __GLIBC__
+    mallopt(M_MMAP_THRESHOLD, MAIN_MMAP_THRESHOLD); /* invariant 7 */
+#endif
     const char *values[N_FLAGS];
     daemon_config_t cfg;
     front_config_t fc;

@@ -13,6 +13,9 @@
  *   3. The array's slack stays under a quarter of a record per item past its first size
  *      (growth by a quarter, not double): 24 + 6 = 30 bytes per queued item at worst. The first
  *      size is DISK_QUEUE_FIRST records: most lanes of a workload of many shapes hold a few.
+ *      It grows with realloc: an array past the daemon's fixed mmap threshold (main.c) is its
+ *      own mapping, which grows in place (mremap), leaves no hole behind and has its slack's
+ *      pages untouched, so not resident.
  *   4. A queue with unflushed records or a target not yet written is on disk_t.flush_queues,
  *      once, so a flush visits the queues it changed and never walks them all.
  *
@@ -112,15 +115,15 @@ store_status_t disk_queue_reserve(dqueue_t *q, size_t extra)
         cap = q->len + extra;
     if (cap > SIZE_MAX / sizeof(drec_t))
         cap = q->len + extra;
-    drec_t *recs = malloc(cap * sizeof(*recs));
+    if (q->head != 0) {
+        memmove(q->recs, q->recs + q->head, q->len * sizeof(*q->recs));
+        q->head = 0;
+    }
+    drec_t *recs = realloc(q->recs, cap * sizeof(*recs)); /* invariant 3: in place when mapped */
     if (recs == NULL)
         return STORE_ENOMEM;
-    if (q->len != 0)
-        memcpy(recs, q->recs + q->head, q->len * sizeof(*recs));
-    free(q->recs);
     q->recs = recs;
     q->cap = cap;
-    q->head = 0;
     return STORE_OK;
 }
 
