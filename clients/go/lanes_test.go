@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 const system = "You are a helpful assistant."
@@ -345,5 +347,62 @@ func TestLostPullNoResponders(t *testing.T) {
 	take(t, k, 2, 20*time.Second)
 	if k.Registrations() < 2 {
 		t.Errorf("registrations %d", k.Registrations())
+	}
+}
+
+// An item nak'd past --max-deliveries reaches DeadLetters once, decoded, with its reason; an
+// ordinary Batch is not taken for a dead letter.
+func TestDeadLetters(t *testing.T) {
+	e := startEnv(t, "--max-deliveries", "1")
+	c := e.client(Options{})
+	got := make(chan *DeadLetter, 4)
+	sub, err := c.DeadLetters("llama", func(d *DeadLetter, err error) {
+		if err != nil {
+			t.Errorf("dead letter: %v", err)
+			return
+		}
+		got <- d
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := c.Conn().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Submit(ctxT(t, 10*time.Second), "llama", items(1, "d")); err != nil {
+		t.Fatal(err)
+	}
+	k, err := c.Consumer(ctxT(t, 10*time.Second), ConsumerOptions{Model: "llama", MaxBatchSize: 8, MaxBatchTokens: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := take(t, k, 1, 10*time.Second)[0]
+	if r, err := b.Settle(ctxT(t, 10*time.Second), nil, []uint32{0}); err != nil || r.Returned != 1 {
+		t.Fatalf("nak: %+v %v", r, err)
+	}
+	select {
+	case d := <-got:
+		if d.Model != "llama" || d.Signature != ShapeSign(system) || string(d.Item.ID) != "d0" ||
+			string(d.Item.Payload) != "p0" || d.Item.Deliveries != 1 || CodeWord(d.Reason) != "delivery_limit" {
+			t.Errorf("dead letter %+v", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no dead letter")
+	}
+	var it, ok, two enc
+	it.bytes(1, []byte("x"))
+	ok.varint(1, 7)
+	ok.bytes(6, it.b)
+	two.b = append(append([]byte(nil), ok.b...), protowire.AppendTag(nil, 6, protowire.BytesType)...)
+	two.b = protowire.AppendBytes(two.b, it.b)
+	two.varint(7, batchError)
+	for _, m := range [][]byte{ok.b, two.b, {0xff}} {
+		if _, err := DecodeDeadLetter(m); !IsCode(err, "bad_reply") {
+			t.Errorf("%x decoded as a dead letter: %v", m, err)
+		}
+	}
+	if cn := e.counters(); cn["dead_lettered"] != float64(1) || cn["tokens_received"] != cn["tokens_completed"] {
+		t.Errorf("counters %v", cn)
 	}
 }
