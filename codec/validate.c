@@ -44,6 +44,21 @@ codec_status_t codec_model_check(const char *model)
     return codec_model_check_len(model, model ? strnlen(model, LIMITS_MODEL_MAX + 1) : 0);
 }
 
+/* reply_to comes back in the BatchItem and a worker publishes on it, through NATS clients that
+ * send a subject as it is: a space, tab, CR or LF would end the subject and start another
+ * protocol command on the worker's connection (a Register or Pull made for the producer), and
+ * a NUL would cut it to another subject. So no byte up to the space nor DEL; and UTF-8, or the
+ * whole Batch is undecodable for proto3 clients. */
+static int validate_reply_to_ok(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c <= ' ' || c == 0x7f)
+            return 0;
+    }
+    return utf8_valid(s, len);
+}
+
 codec_status_t codec_item_check(const codec_work_item_t *it, const codec_limits_t *limits,
                                 uint64_t *out_shape)
 {
@@ -72,10 +87,7 @@ codec_status_t codec_item_check(const codec_work_item_t *it, const codec_limits_
     size_t reply_len = codec_str_len(it->reply_to, it->reply_to_len);
     if (limits && limits->max_reply_to && reply_len > limits->max_reply_to)
         return CODEC_EREPLY_TO_TOO_LONG;
-    /* it comes back in the BatchItem: cut at a NUL it would name another subject, and a
-     * string that is not UTF-8 makes the whole Batch undecodable for proto3 clients */
-    if (reply_len != 0 &&
-        (memchr(it->reply_to, '\0', reply_len) != NULL || !utf8_valid(it->reply_to, reply_len)))
+    if (reply_len != 0 && !validate_reply_to_ok(it->reply_to, reply_len))
         return CODEC_EBAD_REPLY_TO;
     *out_shape = shape;
     return CODEC_OK;

@@ -474,7 +474,9 @@ void lc_inprogress_remove(lc_consumer_t *consumer, uint64_t batch_id);
  * (Python) use these. Every subject and data argument is borrowed for the call.
  */
 
-/* Publishes data (len bytes; NULL when 0) on subject, no reply subject. */
+/* Publishes data (len bytes; NULL when 0) on subject, no reply subject. LC_EINVAL, nothing
+ * sent, for a subject that is empty or holds a space or a control character (NATS would read
+ * the rest as protocol commands of this connection). */
 lc_status_t lc_msg_publish(lc_client_t *client, const char *subject, const void *data, size_t len);
 
 /* A request: waits up to timeout_ms (> 0) for one reply. *out_data (returned: lc_free; non-NULL

@@ -830,6 +830,36 @@ static void test_strings_with_a_nul_or_not_utf8_are_refused_per_item(void **stat
     }
 }
 
+/* A reply_to a worker would publish on with a space, tab, CR, LF or another control character
+ * is refused: NATS clients send the subject as it is, so "r 0\r\nPUB lanes.register ..." would
+ * make the worker's connection send the producer's commands. The rest of the byte range, and
+ * a subject with dots, '*', '>' or '-', stays the producer's. */
+static void test_reply_to_with_whitespace_or_a_control_byte_is_refused(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {"r 0\r\nPUB lanes.register _INBOX.x 2\r\nhi",
+                                      "res ult", "res\tult", "res\rult", "res\nult",
+                                      "res\x01", "res\x1f", "res\x7f", " res", "res "};
+    static const char *const good[] = {"results.a-b.c_d", "res.*.>", "https://x/y?z=1",
+                                       "r\xc3\xa9s"};
+    msg_t m = {0};
+    size_t nb = sizeof(bad) / sizeof(bad[0]), ng = sizeof(good) / sizeof(good[0]);
+    for (size_t i = 0; i < nb; i++)
+        put_string_item(&m, "b", "m", 1, bad[i], strlen(bad[i]));
+    for (size_t i = 0; i < ng; i++)
+        put_string_item(&m, "g", "m", 1, good[i], strlen(good[i]));
+    codec_submit_t *sub = NULL;
+    assert_int_equal(codec_decode_submit(m.b, m.n, NULL, &sub), CODEC_OK);
+    assert_int_equal(sub->n_items, nb + ng);
+    for (size_t i = 0; i < sub->n_items; i++) {
+        codec_status_t want = i < nb ? CODEC_EBAD_REPLY_TO : CODEC_OK;
+        if (sub->items[i].status != want)
+            fail_msg("item %zu: %s, expected %s", i, codec_status_reason(sub->items[i].status),
+                     codec_status_reason(want));
+    }
+    codec_submit_destroy(sub);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -838,6 +868,7 @@ int main(void)
         cmocka_unit_test(test_mutated_submits_are_refused_or_read_alike),
         cmocka_unit_test(test_items_keep_their_own_hashes_and_statuses),
         cmocka_unit_test(test_strings_with_a_nul_or_not_utf8_are_refused_per_item),
+        cmocka_unit_test(test_reply_to_with_whitespace_or_a_control_byte_is_refused),
         cmocka_unit_test(test_submits_are_written_byte_for_byte_as_protobuf_c_packs_them),
         cmocka_unit_test(test_submit_replies_match_protobuf_c_both_ways),
         cmocka_unit_test(test_batches_are_written_byte_for_byte_as_protobuf_c_packs_them),

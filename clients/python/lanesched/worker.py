@@ -207,6 +207,7 @@ class WorkerStats:
     engine_retries: int = 0
     engine_refused: int = 0
     results_published: int = 0
+    bad_reply_to: int = 0
     settle_failures: int = 0
 
 
@@ -277,7 +278,16 @@ class Worker:
         if not item.reply_to:
             return
         doc = {**item_id_fields(item.id), **result}
-        self.client.publish(item.reply_to, json.dumps(doc).encode())
+        try:
+            self.client.publish(item.reply_to, json.dumps(doc).encode())
+        except LanesError as err:
+            if err.code != "bad_argument":
+                raise
+            # a reply_to that is no NATS subject (stored before the daemon refused them): the
+            # result can go nowhere, and sending it would write the rest as protocol commands
+            self.stats.bad_reply_to += 1
+            log.warning("item %r: reply_to %r is not a subject: result not sent", item.id, item.reply_to)
+            return
         self.stats.results_published += 1
 
     def _keep_alive(self, batch: Batch, done: threading.Event) -> None:

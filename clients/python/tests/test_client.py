@@ -147,6 +147,21 @@ class Consuming(Base):
         results.close()
         client.close()
 
+    def test_reply_to_that_is_no_subject(self):
+        # a reply_to with a space, CR or LF would make a worker's connection send the rest as
+        # protocol commands: the daemon refuses the item, and the client publishes nothing there
+        bad = "results.x 0\r\n\r\nPUB lanes.register _INBOX.x 2\r\nhi"
+        r = self.client.submit("llama", [lanesched.Item(id="bad-reply", tokens=5, payload="q", reply_to=bad),
+                                         lanesched.Item(id="tab-reply", tokens=5, payload="q", reply_to="a\tb"),
+                                         lanesched.Item(id="fine-reply", tokens=5, payload="q", reply_to="results.x")])
+        self.assertEqual([(x.status, x.reason) for x in r], [("rejected", "bad_reply_to")] * 2 + [("accepted", "ok")])
+        for subject in (bad, "a b", ""):
+            with self.assertRaises(lanesched.LanesError) as cm:
+                self.client.publish(subject, b"x")
+            self.assertEqual(cm.exception.code, "bad_argument")
+        k = self.client.consumer("llama", max_batch_size=8, max_batch_tokens=4096)
+        self.assertEqual([it.id for b in self.take(k, 1) for it in b.items], [b"fine-reply"])
+
     def test_async_iterator(self):
         self.client.submit("llama", items(5))
         k = self.client.consumer("llama", max_batch_size=2, max_batch_tokens=4096)
