@@ -107,7 +107,8 @@
     X(CODEC_EREPLY_SUBJECT_REFUSED, "reply_subject_refused",                                       \
       "the reply subject is one lanesched never answers on: a '$' subject, or under its own "      \
       "subject prefix or inbox")                                                                   \
-    X(CODEC_EBAD_REPLY_TO, "bad_reply_to", "reply_to holds a space or a control character or is not UTF-8")
+    X(CODEC_EBAD_REPLY_TO, "bad_reply_to",                                                         \
+      "reply_to holds a space or a control character or is not UTF-8")
 
 /* CODEC_STATUS_COUNT is the number of codec_status_t values; they are 0 .. COUNT - 1. */
 STATUS_ENUM(codec_status_t, CODEC_STATUS_MAP, CODEC_STATUS_COUNT);

@@ -23,6 +23,7 @@
 #include "common/utf8.h"
 
 #include <pthread.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -209,4 +210,24 @@ void log_write(int level, const char *fmt, ...)
 void log_notice(const char *msg)
 {
     log_emit(LOG_INFO, msg, 1);
+}
+
+int log_budget_allow(log_budget_t *b, uint64_t now_ns, const char *what)
+{
+    uint64_t second = now_ns / 1000000000ull;
+    if (second != b->second) {
+        b->second = second;
+        b->lines = 0;
+    }
+    if (b->lines >= LOG_BUDGET_LINES) {
+        b->dropped++;
+        return 0;
+    }
+    b->lines++;
+    if (b->dropped != 0) {
+        log_write(LOG_WARN, "%" PRIu64 " lines (%s) left out of the log: over %u a second",
+                  b->dropped, what, LOG_BUDGET_LINES);
+        b->dropped = 0;
+    }
+    return 1;
 }

@@ -21,6 +21,7 @@
 #define LANESCHED_COMMON_LOG_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 enum { LOG_DEBUG = 0, LOG_INFO = 1, LOG_WARN = 2, LOG_ERROR = 3 };
 enum { LOG_FORMAT_TEXT = 0, LOG_FORMAT_JSON = 1 };
@@ -52,6 +53,21 @@ void log_write(int level, const char *fmt, ...) __attribute__((format(printf, 2,
 /* log_write whatever the level: for lines a supervisor waits for ("lanesched: ready"). In the
  * text format the message goes to stderr alone on its line, without time or level. */
 void log_notice(const char *msg);
+
+/*
+ * A budget for one kind of line that a client can cause at will (a consumer registered, left or
+ * declared dead): at most LOG_BUDGET_LINES a second are written; the rest are counted, and the
+ * next line allowed first says how many were left out. Zero-initialised before use; one thread.
+ */
+#define LOG_BUDGET_LINES 20u
+typedef struct {
+    uint64_t second;  /* the second (now_ns / 1e9) whose lines are counted */
+    uint32_t lines;   /* lines allowed in it */
+    uint64_t dropped; /* lines left out since the last one allowed */
+} log_budget_t;
+/* 1 when a line of this kind may be written at now_ns (monotonic); what names the kind in the
+ * line that reports the lines left out. */
+int log_budget_allow(log_budget_t *b, uint64_t now_ns, const char *what);
 
 /* The redaction of every line, exposed for tests: writes msg with its credentials replaced into
  * out (cap bytes, always NUL-terminated, cut when too long). */

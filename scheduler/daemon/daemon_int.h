@@ -30,6 +30,8 @@
 #include "scheduler/core/sched.h"
 #include "scheduler/daemon/consumers.h"
 #include "scheduler/daemon/daemon.h"
+
+#include "common/log.h"
 #include "scheduler/daemon/dedupe.h"
 #include "common/map.h"
 
@@ -304,6 +306,7 @@ struct daemon {
     consumers_t *consumers;
     dedupe_t dedupe;
     daemon_counters_t counters;
+    log_budget_t consumer_lines; /* registered, left, declared dead: a Register flood's lines */
     daemon_publish_fn publish;
     void *publish_ctx;
     evqueue_t events;

@@ -116,13 +116,15 @@ void requests_register(struct daemon *d, const ev_t *ev)
                 id,          subjects[0],         subjects[1],          subjects[2],
                 subjects[3], d->cfg.heartbeat_ms, d->cfg.dead_after_ms, d->cfg.ack_wait_ms,
                 "",          VERSION_PROTOCOL};
-            log_write(LOG_INFO,
-                      "consumer %s (%s) registered for model %s: batch %" PRIu32 " items, %" PRIu32
-                      " padded tokens, input %" PRIu32 "; cost %s; cache of %" PRIu32 " shapes",
-                      id, consumers_name(c), consumers_model(c), k.max_batch_size,
-                      k.max_batch_tokens, k.max_input_tokens,
-                      wc.batch_fixed_us || wc.token_ns ? "declared" : "estimated from its batches",
-                      wc.cache_shapes ? wc.cache_shapes : 1);
+            if (log_budget_allow(&d->consumer_lines, daemon_now(d), "consumers"))
+                log_write(
+                    LOG_INFO,
+                    "consumer %s (%s) registered for model %s: batch %" PRIu32 " items, %" PRIu32
+                    " padded tokens, input %" PRIu32 "; cost %s; cache of %" PRIu32 " shapes",
+                    id, consumers_name(c), consumers_model(c), k.max_batch_size, k.max_batch_tokens,
+                    k.max_input_tokens,
+                    wc.batch_fixed_us || wc.token_ns ? "declared" : "estimated from its batches",
+                    wc.cache_shapes ? wc.cache_shapes : 1);
         }
     }
     out.protocol_version = VERSION_PROTOCOL;
@@ -301,7 +303,8 @@ void requests_bye(struct daemon *d, const ev_t *ev, replies_t *deferred)
     if (c != NULL) {
         requests_consumer_end(d, c);
         consumers_kill(c);
-        log_write(LOG_INFO, "consumer %s (%s) left", consumers_id(c), consumers_name(c));
+        if (log_budget_allow(&d->consumer_lines, daemon_now(d), "consumers"))
+            log_write(LOG_INFO, "consumer %s (%s) left", consumers_id(c), consumers_name(c));
     }
     codec_ack_reply_t out = {
         .error = c != NULL ? ""

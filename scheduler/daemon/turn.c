@@ -40,8 +40,10 @@
 static void turn_consumer_dead(void *ctx, consumer_t *c, uint64_t silent_ns)
 {
     struct daemon *d = ctx;
-    log_write(LOG_WARN, "consumer %s (%s) silent for %" PRIu64 " ms: dead; %zu batches returned",
-              consumers_id(c), consumers_name(c), silent_ns / 1000000, consumers_inflight_count(c));
+    if (log_budget_allow(&d->consumer_lines, daemon_now(d), "consumers"))
+        log_write(
+            LOG_WARN, "consumer %s (%s) silent for %" PRIu64 " ms: dead; %zu batches returned",
+            consumers_id(c), consumers_name(c), silent_ns / 1000000, consumers_inflight_count(c));
     requests_consumer_end(d, c);
     d->counters.consumers_declared_dead++;
 }

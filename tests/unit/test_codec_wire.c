@@ -838,8 +838,15 @@ static void test_reply_to_with_whitespace_or_a_control_byte_is_refused(void **st
 {
     (void)state;
     static const char *const bad[] = {"r 0\r\nPUB lanes.register _INBOX.x 2\r\nhi",
-                                      "res ult", "res\tult", "res\rult", "res\nult",
-                                      "res\x01", "res\x1f", "res\x7f", " res", "res "};
+                                      "res ult",
+                                      "res\tult",
+                                      "res\rult",
+                                      "res\nult",
+                                      "res\x01",
+                                      "res\x1f",
+                                      "res\x7f",
+                                      " res",
+                                      "res "};
     static const char *const good[] = {"results.a-b.c_d", "res.*.>", "https://x/y?z=1",
                                        "r\xc3\xa9s"};
     msg_t m = {0};

@@ -87,6 +87,29 @@ static void test_the_sink_sees_redacted_lines_at_or_above_the_level(void **state
     log_level_set(LOG_INFO);
 }
 
+/* A budget writes LOG_BUDGET_LINES lines a second; the next second's first line allowed is
+ * preceded by one line counting those left out, and a quiet second starts afresh. */
+static void test_a_budget_bounds_lines_per_second_and_counts_the_rest(void **state)
+{
+    (void)state;
+    capture_t c = {0};
+    log_sink_set(capture, &c);
+    log_budget_t b = {0};
+    uint64_t t = 5000000000ull;
+    unsigned allowed = 0;
+    for (unsigned i = 0; i < LOG_BUDGET_LINES + 7; i++)
+        allowed += (unsigned)log_budget_allow(&b, t + i * 1000ull, "consumers");
+    assert_int_equal(allowed, LOG_BUDGET_LINES);
+    assert_int_equal(c.n, 0); /* the budget writes nothing of its own while it allows */
+    assert_true(log_budget_allow(&b, t + 1000000000ull, "consumers"));
+    assert_int_equal(c.n, 1);
+    assert_int_equal(c.level, LOG_WARN);
+    assert_non_null(strstr(c.line, "7 lines (consumers) left out"));
+    assert_true(log_budget_allow(&b, t + 3000000000ull, "consumers"));
+    assert_int_equal(c.n, 1); /* nothing was left out since */
+    log_sink_set(NULL, NULL);
+}
+
 /* Runs one log_write in `format` with stderr redirected to a file; returns the whole output. */
 static void stderr_text(int format, const char *msg, char *out, size_t cap)
 {
@@ -207,6 +230,7 @@ int main(void)
         cmocka_unit_test(test_registered_secrets_are_masked_anywhere),
         cmocka_unit_test(test_a_long_message_is_cut_not_overrun),
         cmocka_unit_test(test_the_sink_sees_redacted_lines_at_or_above_the_level),
+        cmocka_unit_test(test_a_budget_bounds_lines_per_second_and_counts_the_rest),
         cmocka_unit_test(test_json_lines_are_valid_whatever_the_message),
         cmocka_unit_test(test_text_lines_escape_every_control_byte),
         cmocka_unit_test(test_json_lines_escape_every_control),
