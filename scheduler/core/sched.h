@@ -334,6 +334,9 @@ int sched_batch_older(const sched_t *sched, uint64_t batch_id, uint64_t *out_id 
 int sched_worker_batch_expired(const sched_worker_t *worker, uint64_t now_ns,
                                uint64_t *out_id /* out */);
 uint64_t sched_worker_deadline_next(const sched_worker_t *worker, uint64_t bound);
+/* Moves every set deadline of the worker's batches by_ns later: time the caller did not see
+ * pass (its own loop stalled) counts against no one. */
+void sched_worker_deadlines_shift(sched_worker_t *worker, uint64_t by_ns);
 
 /* Maintenance tick (every LANES_TICK_NS): the policy's quiesce rule (lanes_quiesce_rule_t) on
  * every shape, idle shapes (no lane in use, in no worker's cache, not their model's current

@@ -266,6 +266,16 @@ uint64_t sched_worker_deadline_next(const sched_worker_t *w, uint64_t bound)
     return bound;
 }
 
+void sched_worker_deadlines_shift(sched_worker_t *w, uint64_t by_ns)
+{
+    for (sched_inflight_t *rec = w != NULL ? w->batches : NULL; rec != NULL;
+         rec = rec->worker_next) {
+        if (rec->deadline_ns != 0)
+            rec->deadline_ns =
+                rec->deadline_ns > UINT64_MAX - by_ns ? UINT64_MAX : rec->deadline_ns + by_ns;
+    }
+}
+
 int worker_check(const sched_worker_t *w)
 {
     uint32_t listed = 0;

@@ -14,7 +14,8 @@
  *   3. A dead consumer keeps its id for a while (its late acks are answered as stale), but
  *      holds no pulls, no in-flight batches and no worker in the scheduler.
  *   4. Liveness is decided here and nowhere else: every message refreshes it (consumers_touch),
- *      silence past dead_after kills (consumers_expire), a stalled owner restarts it.
+ *      silence past dead_after kills (consumers_expire), a stalled owner restarts it and moves
+ *      its batches' ack deadlines by the stall.
  *
  * Rejected: sequential consumer ids (guessable: any client could ack or steal another's
  * batches by counting), and one id for both naming and authority (a bearer token shown in
@@ -297,11 +298,13 @@ void consumers_expire(consumers_t *cs, uint64_t now_ns, uint64_t dead_after_ns,
     INVARIANT_CHECK(consumers_check(cs));
 }
 
-void consumers_stall_reset(consumers_t *cs, uint64_t now_ns)
+void consumers_stall_reset(consumers_t *cs, uint64_t now_ns, uint64_t stall_ns)
 {
     for (size_t i = 0; i < cs->n_all; i++) {
-        if (!cs->all[i]->dead)
+        if (!cs->all[i]->dead) {
             cs->all[i]->last_seen_ns = now_ns;
+            sched_worker_deadlines_shift(cs->all[i]->worker, stall_ns);
+        }
     }
 }
 

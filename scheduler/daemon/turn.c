@@ -74,12 +74,15 @@ static void turn_timers(struct daemon *d)
     uint64_t now = daemon_now(d);
     uint64_t dead_after = daemon_ms_ns(d->cfg.dead_after_ms);
     /* If this loop itself was stalled (the daemon stopped, swapped, starved of CPU) for half a
-     * dead-after period, heartbeats sent meanwhile may still sit in the NATS client's queues:
-     * liveness restarts now rather than declaring every consumer dead for the daemon's pause. */
+     * dead-after period, heartbeats and in-progress acks sent meanwhile may still sit in the NATS
+     * client's queues: liveness restarts now and ack deadlines move by the stall, rather than
+     * declaring consumers dead or taking their batches back for the daemon's own pause. */
     if (d->last_timers_ns != 0 && now - d->last_timers_ns > dead_after / 2) {
-        log_write(LOG_WARN, "the owner loop stalled for %" PRIu64 " ms: consumer liveness restarts",
+        log_write(LOG_WARN,
+                  "the owner loop stalled for %" PRIu64
+                  " ms: consumer liveness restarts, ack deadlines move as much",
                   (now - d->last_timers_ns) / 1000000);
-        consumers_stall_reset(d->consumers, now);
+        consumers_stall_reset(d->consumers, now, now - d->last_timers_ns);
     }
     d->last_timers_ns = now;
     models_serving_tick(d);

@@ -541,6 +541,39 @@ static void test_a_stalled_owner_restarts_liveness(void **state)
     json_decref(doc);
 }
 
+/* A stall of the owner moves the ack deadlines of live consumers' batches by the stall: the
+ * batch dispatched 1 s before a 20 s stall is still in flight after it (its deadline was 8 s
+ * after dispatch), and returns once 7 s of observed time more have passed without an ack. */
+static void test_a_stalled_owner_moves_ack_deadlines(void **state)
+{
+    fx_t *f = *state;
+    char a[33];
+    reg(f, "llama", 8, 4096, "a", a);
+    submit(f, "llama", 42, 100, "s", 0, 1, NULL);
+    pull(f, a, 1, 60000, "inbox");
+    turn(f);
+    codec_batch_t *b = batch_on(f, "inbox");
+    assert_int_equal(b->n_items, 1);
+    codec_batch_destroy(b);
+    advance_alive(f, a, 1000);
+    f->now += 20000 * MS;
+    assert_int_equal(daemon_post(f->d, EV_HEARTBEAT, a, NULL, NULL, 0), 0);
+    turn(f);
+    json_t *doc = stats(f);
+    assert_int_equal(counter(doc, "batches_expired_ack_deadline"), 0);
+    assert_int_equal(counter(doc, "consumers_declared_dead"), 0);
+    json_decref(doc);
+    advance_alive(f, a, 6500);
+    doc = stats(f);
+    assert_int_equal(counter(doc, "batches_expired_ack_deadline"), 0);
+    json_decref(doc);
+    advance_alive(f, a, 600);
+    doc = stats(f);
+    assert_int_equal(counter(doc, "batches_expired_ack_deadline"), 1);
+    assert_int_equal(counter(doc, "items_returned"), 1);
+    json_decref(doc);
+}
+
 static void test_the_ack_deadline_returns_a_batch_and_in_progress_extends_it(void **state)
 {
     fx_t *f = *state;
@@ -1126,6 +1159,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_silence_past_dead_after_returns_the_batch, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_stalled_owner_restarts_liveness, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_stalled_owner_moves_ack_deadlines, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_the_ack_deadline_returns_a_batch_and_in_progress_extends_it, setup, teardown),
         cmocka_unit_test_setup_teardown(
