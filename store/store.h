@@ -251,6 +251,10 @@ typedef struct {
     uint64_t journal_stale_records;
     uint64_t journal_unmatched_records;
     uint64_t journal_retired_files;
+    /* Tombstones an index row counted that the scan did not find: lost with journal records (its
+     * files deleted or cut under the store; those completed entries come back live and are
+     * delivered again, never lost) or with entries in damaged regions; warned per segment. */
+    uint64_t tombstones_missing;
 } store_recovery_t;
 
 /*

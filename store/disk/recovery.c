@@ -536,6 +536,7 @@ static void rec_report_add(store_recovery_t *to, const store_recovery_t *from)
     to->boundary_entries_kept += from->boundary_entries_kept;
     to->journal_records += from->journal_records;
     to->journal_unmatched_records += from->journal_unmatched_records;
+    to->tombstones_missing += from->tombstones_missing;
 }
 
 /* Invariant 6: the store's list of queues in the order one thread creates them (model by model,

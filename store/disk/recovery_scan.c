@@ -499,7 +499,16 @@ store_status_t rec_scan(disk_t *d, rec_lanes_t *lanes, rec_file_t *f, store_reco
     attached->flushed_tokens = attached->tokens;
     attached->deleted = tombs;
     rep->entries_tombstoned += tombs;
-    if (bounded && f->row->deleted != tombs) {
+    if (bounded && f->row->deleted > tombs) { /* the index saw tombstones the journal lost */
+        rep->deleted_count_repairs++;
+        rep->tombstones_missing += f->row->deleted - tombs;
+        disk_log(d, STORE_LOG_WARN,
+                 "segment %s: the index counts %" PRIu64
+                 " completed entries, the scan finds %" PRIu64 " tombstoned: up to %" PRIu64
+                 " completed items come back and are delivered "
+                 "again (tombstones lost with journal records, or with damaged entries)",
+                 name, f->row->deleted, tombs, f->row->deleted - tombs);
+    } else if (bounded && f->row->deleted != tombs) { /* a crash before the index commit */
         rep->deleted_count_repairs++;
         disk_log(d, STORE_LOG_INFO,
                  "segment %s: deleted count %" PRIu64 " repaired to %" PRIu64 " from tombstones",

@@ -662,13 +662,14 @@ typedef struct {
     uint32_t deliveries[N_ITEMS]; /* what a handed-out item's view says */
     store_recovery_t rep;         /* every counter but elapsed_ns and the journal's */
     /* What the journal's counters follow from (expect_journal, at the open): */
-    int listed[MAX_SEGS];   /* the segment's file is recovered (not quarantined) */
-    int removed[MAX_SEGS];  /* ... and deleted at the open: nothing live in it */
-    int repaired[MAX_SEGS]; /* its deleted count is repaired */
-    int found[N_ITEMS];     /* the item's entry verifies */
-    int jrec[MAX_JRECS];    /* JREC_* of each of f->jrecs */
-    int jnl_header_damaged; /* a journal file's header fails its checks (logged) */
-    uint64_t jrec_copies;   /* intact copies of records written into blank slots by a trial */
+    int listed[MAX_SEGS];       /* the segment's file is recovered (not quarantined) */
+    int removed[MAX_SEGS];      /* ... and deleted at the open: nothing live in it */
+    int repaired[MAX_SEGS];     /* its deleted count is repaired */
+    uint64_t missing[MAX_SEGS]; /* ... downwards: tombstones the index counted, not found */
+    int found[N_ITEMS];         /* the item's entry verifies */
+    int jrec[MAX_JRECS];        /* JREC_* of each of f->jrecs */
+    int jnl_header_damaged;     /* a journal file's header fails its checks (logged) */
+    uint64_t jrec_copies;       /* intact copies of records written into blank slots by a trial */
 } expect_t;
 
 /* What a state word means, as segment_int.h writes it down: 1 and the delivery count for LIVE
@@ -715,6 +716,7 @@ static const struct {
     {"journal_stale_records", offsetof(store_recovery_t, journal_stale_records)},
     {"journal_unmatched_records", offsetof(store_recovery_t, journal_unmatched_records)},
     {"journal_retired_files", offsetof(store_recovery_t, journal_retired_files)},
+    {"tombstones_missing", offsetof(store_recovery_t, tombstones_missing)},
 };
 
 static void assert_report(const store_recovery_t *got, const store_recovery_t *want)
@@ -771,6 +773,8 @@ static void expect_clean_journal(const fixture_t *f, const int *jrec, expect_t *
         }
         x->repaired[k] = tombs != tombs_index;
         x->rep.deleted_count_repairs += (uint64_t)x->repaired[k];
+        x->missing[k] = tombs_index > tombs ? tombs_index - tombs : 0;
+        x->rep.tombstones_missing += x->missing[k];
         x->rep.segments++;
         if (live == 0) {
             x->removed[k] = 1;
@@ -845,6 +849,8 @@ static void expect_segment(const fixture_t *f, size_t k, const int *fate, const 
         damaged[r] = x->jrec[r] != JREC_INTACT;
     /* Undo what expect_clean counted for this segment. */
     x->rep.deleted_count_repairs -= (uint64_t)x->repaired[k];
+    x->rep.tombstones_missing -= x->missing[k];
+    x->missing[k] = 0;
     if (x->removed[k]) {
         x->rep.segments++;
         x->rep.removed_segments--;
@@ -896,6 +902,10 @@ static void expect_segment(const fixture_t *f, size_t k, const int *fate, const 
         x->repaired[k] = 1;
         x->rep.deleted_count_repairs++;
     }
+    if (tombs_after < tombs_before) {
+        x->missing[k] = tombs_before - tombs_after;
+        x->rep.tombstones_missing += x->missing[k];
+    }
     if (live_after == 0) {
         /* Nothing live left: the segment is deleted at open. */
         x->removed[k] = 1;
@@ -909,6 +919,8 @@ static void expect_quarantine(const fixture_t *f, size_t k, expect_t *x)
 {
     const seginfo_t *sg = &f->segs[k];
     x->rep.deleted_count_repairs -= (uint64_t)x->repaired[k];
+    x->rep.tombstones_missing -= x->missing[k];
+    x->missing[k] = 0;
     if (x->removed[k])
         x->rep.removed_segments--;
     else
@@ -958,7 +970,7 @@ static void open_and_check(const fixture_t *f, const char *dir, const expect_t *
     int damaged = x->rep.corrupt_regions || x->rep.torn_tails || x->rep.quarantined_files ||
                   x->rep.damaged_state_words || x->rep.missing_files ||
                   x->rep.journal_damaged_records || x->rep.journal_unmatched_records ||
-                  x->jnl_header_damaged;
+                  x->rep.tombstones_missing || x->jnl_header_damaged;
     unsigned warned = log_count[STORE_LOG_WARN] - warn0 + log_count[STORE_LOG_ERROR] - err0;
     if (damaged && warned == 0)
         fail_msg("%s: damage found but nothing logged at warning or error level", trial);
@@ -1560,6 +1572,7 @@ static void journal_trial(const fixture_t *f, const char *dir, const int *jrec, 
     expect_t again = x;
     snprintf(trial + strlen(trial), sizeof(trial) - strlen(trial), ", second open");
     again.rep.deleted_count_repairs = 0;
+    again.rep.tombstones_missing = 0; /* the first open recorded the counts it found */
     for (size_t k = 0; k < f->n_segs; k++) {
         again.listed[k] = x.listed[k] && !x.removed[k];
         if (x.removed[k])

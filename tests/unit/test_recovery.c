@@ -763,6 +763,49 @@ static void test_commit_refused_for_memory_counts_no_delivery(void **state)
     assert_int_equal(r->rep.entries_live, 21);
 }
 
+/* Journal files deleted under a stopped store lose their tombstones and delivery counts: the
+ * completed items come back and are delivered again (never a loss), and recovery says so with
+ * a warning and tombstones_missing, where a crash before the index commit (the case below) is
+ * an ordinary repair. */
+static void test_lost_journal_tombstones_are_reported(void **state)
+{
+    rig_t *r = rig_new(state, 0, STORE_DURABLE_PROCESS);
+    for (int i = 0; i < 6; i++)
+        assert_true(rig_append(r, 0));
+    assert_true(rig_flush(r));
+    assert_true(rig_commit(r, 0, 3));
+    assert_true(rig_tombstone(r, 0));
+    assert_true(rig_tombstone(r, 2));
+    assert_true(rig_flush(r));
+    rig_crash(r);
+    char path[160];
+    snprintf(path, sizeof(path), "%s/journal", r->dir);
+    DIR *dir = opendir(path);
+    assert_non_null(dir);
+    size_t removed = 0;
+    for (struct dirent *de; (de = readdir(dir)) != NULL;) {
+        size_t len = strlen(de->d_name);
+        if (len > 4 && strcmp(de->d_name + len - 4, ".jnl") == 0) {
+            char file[448];
+            snprintf(file, sizeof(file), "%s/%s", path, de->d_name);
+            assert_int_equal(unlink(file), 0);
+            removed++;
+        }
+    }
+    closedir(dir);
+    assert_true(removed > 0);
+    for (int k = 0; k < 3; k++) /* what the lost journal held: back, never delivered */
+        r->items[k] = (litem_t){
+            .lane = r->items[k].lane, .tokens = r->items[k].tokens, .appended = 1, .acked = 1};
+    rig_reopen(r);
+    assert_int_equal(rig_count_back(r, 0, r->n), 6);
+    assert_int_equal(r->rep.tombstones_missing, 2);
+    assert_int_equal(r->rep.deleted_count_repairs, 1);
+    assert_true(rig_logged(r, STORE_LOG_WARN, "completed items come back", NULL));
+    rig_reopen(r); /* repaired and recorded: nothing missing the second time */
+    assert_int_equal(r->rep.tombstones_missing, 0);
+}
+
 static void test_crash_between_tombstone_and_deleted_count_keeps_item_completed(void **state)
 {
     rig_t *r = rig_new(state, 0, STORE_DURABLE_PROCESS);
@@ -2098,6 +2141,7 @@ int main(void)
         cmocka_unit_test_teardown(test_crash_between_commit_steps_requeues_committed_items,
                                   rig_teardown),
         cmocka_unit_test_teardown(test_commit_refused_for_memory_counts_no_delivery, rig_teardown),
+        cmocka_unit_test_teardown(test_lost_journal_tombstones_are_reported, rig_teardown),
         cmocka_unit_test_teardown(
             test_crash_between_tombstone_and_deleted_count_keeps_item_completed, rig_teardown),
         cmocka_unit_test_teardown(test_crash_during_rollover_header_write, rig_teardown),
