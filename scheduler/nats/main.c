@@ -22,6 +22,9 @@
  *      far (the dedupe window's tens of MB at a deep queue), and the heap then holds every
  *      later large free; fixed, a large queue's array is a mapping of its own
  *      (store/disk/disk_queue.c invariant 3) and the free top of the heap is given back.
+ *   8. A SIGBUS (a mapped segment or journal file cut short under the running daemon) writes
+ *      one line saying so before the process ends of it as before: the default action left no
+ *      line at all, and the next start's recovery report is where the damage is counted.
  */
 #include "common/http/http.h"
 #include "scheduler/nats/front.h"
@@ -691,6 +694,17 @@ static void *signal_thread(void *arg)
     return NULL;
 }
 
+static void main_on_sigbus(int sig)
+{
+    static const char msg[] =
+        "lanesched: SIGBUS: a mapped store file was cut short under the running daemon (a "
+        "segment or journal file truncated?); stopping; the next start recovers what is intact\n";
+    ssize_t n = write(2, msg, sizeof(msg) - 1); /* async-signal-safe; nothing else to do if not */
+    (void)n;
+    signal(sig, SIG_DFL); /* invariant 8: then end of it, as the default would have */
+    raise(sig);
+}
+
 /* Allocations from this size up are mappings (invariant 7): at or above the largest message
  * and batch (1 MiB), so no per-message buffer becomes a mapping of its own. Fixing it also fixes
  * the trim threshold at glibc's 128 KiB, so the heap's free top goes back to the system. 128 KiB
@@ -720,6 +734,7 @@ int main(int argc, char **argv)
     sigaddset(&sc.set, SIGUSR2);
     pthread_sigmask(SIG_BLOCK, &sc.set, NULL);
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGBUS, main_on_sigbus);
 
     if (cfg.leases) { /* a standby on the same volume waits for the directory */
         cfg.lock_wait = main_pause;

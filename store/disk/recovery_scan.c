@@ -384,12 +384,17 @@ store_status_t rec_scan(disk_t *d, rec_lanes_t *lanes, rec_file_t *f, store_reco
     uint8_t *map = MAP_FAILED;
     dseg_t *attached = f->seg;
     int fd = openat(d->seg_dir_fd, name, O_RDWR | O_CLOEXEC);
-    if (fd < 0)
+    if (fd < 0) {
+        disk_log(d, STORE_LOG_ERROR, "segment file %s/segments/%s: cannot open it for writing: %s",
+                 d->dir, name, strerror(errno));
         return STORE_EIO;
+    }
     uint64_t size = f->file_size;
     if (size > 0)
         map = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
     if (size > 0 && map == MAP_FAILED) {
+        disk_log(d, STORE_LOG_ERROR, "segment file %s/segments/%s: cannot map it: %s", d->dir, name,
+                 strerror(errno));
         st = STORE_EIO;
         goto out;
     }
