@@ -212,8 +212,23 @@ void log_notice(const char *msg)
     log_emit(LOG_INFO, msg, 1);
 }
 
-int log_budget_allow(log_budget_t *b, uint64_t now_ns, const char *what)
+static void log_budget_report(log_budget_t *b, const char *what)
 {
+    log_write(LOG_WARN, "%" PRIu64 " lines (%s) left out of the log: over %u a second", b->dropped,
+              what, LOG_BUDGET_LINES);
+    b->dropped = 0;
+}
+
+void log_budget_flush(log_budget_t *b, uint64_t now_ns, const char *what)
+{
+    if (b->dropped != 0 && now_ns / 1000000000ull != b->second)
+        log_budget_report(b, what);
+}
+
+int log_budget_allow(log_budget_t *b, int level, uint64_t now_ns, const char *what)
+{
+    if (level < __atomic_load_n(&log_level, __ATOMIC_RELAXED))
+        return 0;
     uint64_t second = now_ns / 1000000000ull;
     if (second != b->second) {
         b->second = second;
@@ -224,10 +239,7 @@ int log_budget_allow(log_budget_t *b, uint64_t now_ns, const char *what)
         return 0;
     }
     b->lines++;
-    if (b->dropped != 0) {
-        log_write(LOG_WARN, "%" PRIu64 " lines (%s) left out of the log: over %u a second",
-                  b->dropped, what, LOG_BUDGET_LINES);
-        b->dropped = 0;
-    }
+    if (b->dropped != 0)
+        log_budget_report(b, what);
     return 1;
 }

@@ -65,9 +65,12 @@ typedef struct {
     uint32_t lines;   /* lines allowed in it */
     uint64_t dropped; /* lines left out since the last one allowed */
 } log_budget_t;
-/* 1 when a line of this kind may be written at now_ns (monotonic); what names the kind in the
- * line that reports the lines left out. */
-int log_budget_allow(log_budget_t *b, uint64_t now_ns, const char *what);
+/* 1 when a line of this kind at `level` may be written at now_ns (monotonic); what names the kind
+ * in the line that reports the lines left out. A line the level drops uses no budget (0). */
+int log_budget_allow(log_budget_t *b, int level, uint64_t now_ns, const char *what);
+/* Writes the count of lines left out once their second is over, if no line allowed since did:
+ * for a timer, so a flood's last second is reported too. */
+void log_budget_flush(log_budget_t *b, uint64_t now_ns, const char *what);
 
 /* The redaction of every line, exposed for tests: writes msg with its credentials replaced into
  * out (cap bytes, always NUL-terminated, cut when too long). */

@@ -252,8 +252,10 @@ typedef struct {
     uint64_t journal_unmatched_records;
     uint64_t journal_retired_files;
     /* Tombstones an index row counted that the scan did not find: lost with journal records (its
-     * files deleted or cut under the store; those completed entries come back live and are
-     * delivered again, never lost) or with entries in damaged regions; warned per segment. */
+     * files deleted or cut under the store, or an OS crash at the process level, whose index is
+     * not synced, wrote the index before them; those completed entries come back live and are
+     * delivered again, never lost) or with entries in damaged regions (dropped): an upper bound
+     * of the completed items that come back; warned per segment. */
     uint64_t tombstones_missing;
 } store_recovery_t;
 

@@ -298,13 +298,19 @@ void consumers_expire(consumers_t *cs, uint64_t now_ns, uint64_t dead_after_ns,
     INVARIANT_CHECK(consumers_check(cs));
 }
 
-void consumers_stall_reset(consumers_t *cs, uint64_t now_ns, uint64_t stall_ns)
+void consumers_stall_reset(consumers_t *cs, uint64_t now_ns)
 {
     for (size_t i = 0; i < cs->n_all; i++) {
-        if (!cs->all[i]->dead) {
+        if (!cs->all[i]->dead)
             cs->all[i]->last_seen_ns = now_ns;
-            sched_worker_deadlines_shift(cs->all[i]->worker, stall_ns);
-        }
+    }
+}
+
+void consumers_deadlines_shift(consumers_t *cs, uint64_t by_ns)
+{
+    for (size_t i = 0; i < cs->n_all; i++) {
+        if (!cs->all[i]->dead)
+            sched_worker_deadlines_shift(cs->all[i]->worker, by_ns);
     }
 }
 

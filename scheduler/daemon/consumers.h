@@ -95,10 +95,11 @@ typedef struct {
 /* Runs every liveness and deadline rule at now_ns, in that order per consumer. */
 void consumers_expire(consumers_t *cs, uint64_t now_ns, uint64_t dead_after_ns,
                       const consumers_timers_t *timers);
-/* The loop itself was stalled for stall_ns: every live consumer's liveness restarts at now_ns
- * and the ack deadlines of its batches move stall_ns later (the heartbeats and acks that would
- * have kept them are still on their way). */
-void consumers_stall_reset(consumers_t *cs, uint64_t now_ns, uint64_t stall_ns);
+/* The loop itself was stalled: every live consumer's liveness restarts at now_ns. */
+void consumers_stall_reset(consumers_t *cs, uint64_t now_ns);
+/* The loop itself was stalled for by_ns: the ack deadlines of every live consumer's batches move
+ * by_ns later (the acks and heartbeats that would have kept them are still on their way). */
+void consumers_deadlines_shift(consumers_t *cs, uint64_t by_ns);
 /* The earliest moment any rule of consumers_expire fires, or `bound` if that is earlier. */
 uint64_t consumers_next_deadline(const consumers_t *cs, uint64_t dead_after_ns, uint64_t bound);
 /* Forgets consumers dead for longer than keep_ns (their ids then read as unknown, not stale). */

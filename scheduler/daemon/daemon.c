@@ -251,8 +251,8 @@ static store_status_t daemon_store_open(const daemon_config_t *cfg, store_t **ou
                   cfg->data_dir, rep.entries_live, rep.tokens_live, (double)rep.elapsed_ns / 1e9);
     if (st == STORE_OK && rep.tombstones_missing != 0)
         log_write(LOG_WARN,
-                  "store %s: %" PRIu64 " completed items came back: the journal lost their "
-                  "tombstones; they are delivered again",
+                  "store %s: up to %" PRIu64 " completed items came back (their tombstones lost: "
+                  "see the segment warnings above); they are delivered again",
                   cfg->data_dir, rep.tombstones_missing);
     return st;
 }

@@ -306,7 +306,8 @@ struct daemon {
     consumers_t *consumers;
     dedupe_t dedupe;
     daemon_counters_t counters;
-    log_budget_t consumer_lines; /* registered, left, declared dead: a Register flood's lines */
+    log_budget_t consumer_lines;  /* registered and left: a Register flood's lines */
+    log_budget_t consumer_deaths; /* declared dead: its own, so a flood hides no death */
     daemon_publish_fn publish;
     void *publish_ctx;
     evqueue_t events;

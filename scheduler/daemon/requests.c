@@ -116,7 +116,7 @@ void requests_register(struct daemon *d, const ev_t *ev)
                 id,          subjects[0],         subjects[1],          subjects[2],
                 subjects[3], d->cfg.heartbeat_ms, d->cfg.dead_after_ms, d->cfg.ack_wait_ms,
                 "",          VERSION_PROTOCOL};
-            if (log_budget_allow(&d->consumer_lines, daemon_now(d), "consumers"))
+            if (log_budget_allow(&d->consumer_lines, LOG_INFO, daemon_now(d), "consumers"))
                 log_write(
                     LOG_INFO,
                     "consumer %s (%s) registered for model %s: batch %" PRIu32 " items, %" PRIu32
@@ -303,7 +303,7 @@ void requests_bye(struct daemon *d, const ev_t *ev, replies_t *deferred)
     if (c != NULL) {
         requests_consumer_end(d, c);
         consumers_kill(c);
-        if (log_budget_allow(&d->consumer_lines, daemon_now(d), "consumers"))
+        if (log_budget_allow(&d->consumer_lines, LOG_INFO, daemon_now(d), "consumers"))
             log_write(LOG_INFO, "consumer %s (%s) left", consumers_id(c), consumers_name(c));
     }
     codec_ack_reply_t out = {

@@ -23,6 +23,12 @@
  *      start), so SIGTERM never waits behind a backlog.
  *   5. From taking its events to the end of the turn the owner is busy, and between events it
  *      answers the stats summaries asked for meanwhile (stats.c's invariant 5).
+ *   6. A stall of this loop (the daemon stopped, swapped, starved of CPU) is judged right after
+ *      the events are taken, before any is handled: acks and heartbeats sent during it may still
+ *      be on their way, so past TURN_STALL_MIN_NS and half the shorter of ack wait and dead-after
+ *      the ack deadlines of live consumers' batches move by the stall, and past half dead-after
+ *      their liveness restarts; an extension the burst then brings is counted from now, not
+ *      added to the stall.
  *
  * Rejected: a timer thread. Timers change scheduling state, and only the owner may.
  */
@@ -36,11 +42,33 @@
 #define DAEMON_DEAD_KEEP_PERIODS 10u
 /* The longest the owner sleeps without looking at its timers (the fill budget's order). */
 #define DAEMON_WAIT_MAX_NS 100000000ull
+/* The shortest gap between turns taken for a stall (invariant 6): four of the longest sleeps,
+ * so a short ack wait does not turn the loop's ordinary gaps into stalls. */
+#define TURN_STALL_MIN_NS (4 * DAEMON_WAIT_MAX_NS)
+
+/* Invariant 6. */
+static void turn_stall_check(struct daemon *d, uint64_t now)
+{
+    if (d->last_timers_ns == 0 || now <= d->last_timers_ns)
+        return;
+    uint64_t gap = now - d->last_timers_ns;
+    uint64_t dead_after = daemon_ms_ns(d->cfg.dead_after_ms);
+    uint64_t ack_wait = daemon_ms_ns(d->cfg.ack_wait_ms);
+    uint64_t bound = (ack_wait < dead_after ? ack_wait : dead_after) / 2;
+    if (gap <= bound || gap <= TURN_STALL_MIN_NS)
+        return;
+    int liveness = gap > dead_after / 2;
+    log_write(LOG_WARN, "the owner loop stalled for %" PRIu64 " ms: ack deadlines move as much%s",
+              gap / 1000000, liveness ? ", consumer liveness restarts" : "");
+    consumers_deadlines_shift(d->consumers, gap);
+    if (liveness)
+        consumers_stall_reset(d->consumers, now);
+}
 
 static void turn_consumer_dead(void *ctx, consumer_t *c, uint64_t silent_ns)
 {
     struct daemon *d = ctx;
-    if (log_budget_allow(&d->consumer_lines, daemon_now(d), "consumers"))
+    if (log_budget_allow(&d->consumer_deaths, LOG_WARN, daemon_now(d), "consumers dead"))
         log_write(
             LOG_WARN, "consumer %s (%s) silent for %" PRIu64 " ms: dead; %zu batches returned",
             consumers_id(c), consumers_name(c), silent_ns / 1000000, consumers_inflight_count(c));
@@ -73,17 +101,6 @@ static void turn_timers(struct daemon *d)
 {
     uint64_t now = daemon_now(d);
     uint64_t dead_after = daemon_ms_ns(d->cfg.dead_after_ms);
-    /* If this loop itself was stalled (the daemon stopped, swapped, starved of CPU) for half a
-     * dead-after period, heartbeats and in-progress acks sent meanwhile may still sit in the NATS
-     * client's queues: liveness restarts now and ack deadlines move by the stall, rather than
-     * declaring consumers dead or taking their batches back for the daemon's own pause. */
-    if (d->last_timers_ns != 0 && now - d->last_timers_ns > dead_after / 2) {
-        log_write(LOG_WARN,
-                  "the owner loop stalled for %" PRIu64
-                  " ms: consumer liveness restarts, ack deadlines move as much",
-                  (now - d->last_timers_ns) / 1000000);
-        consumers_stall_reset(d->consumers, now, now - d->last_timers_ns);
-    }
     d->last_timers_ns = now;
     models_serving_tick(d);
     if (now >= d->next_tick_ns) {
@@ -93,6 +110,8 @@ static void turn_timers(struct daemon *d)
         sched_tick(d->sched);
         d->next_tick_ns = now + LANES_TICK_NS;
         consumers_prune(d->consumers, now, DAEMON_DEAD_KEEP_PERIODS * dead_after);
+        log_budget_flush(&d->consumer_lines, now, "consumers");
+        log_budget_flush(&d->consumer_deaths, now, "consumers dead");
     }
     consumers_timers_t t = {turn_consumer_dead, turn_ack_expired, turn_pull_expired, d};
     consumers_expire(d->consumers, now, dead_after, &t);
@@ -177,7 +196,8 @@ daemon_status_t daemon_turn(daemon_t *d, uint64_t wait_ns, int *out_stopped)
     int stop = 0;
     size_t n = 0;
     ev_t *burst = evqueue_take(&d->events, wait, &n);
-    stats_waiting_begin(d); /* invariant 5 */
+    turn_stall_check(d, daemon_now(d)); /* invariant 6 */
+    stats_waiting_begin(d);             /* invariant 5 */
     uint64_t turn_start = daemon_now(d);
     d->turn_ns = turn_start;
     for (size_t i = 0; i < n && !stop; i++) {

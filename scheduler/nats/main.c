@@ -697,8 +697,9 @@ static void *signal_thread(void *arg)
 static void main_on_sigbus(int sig)
 {
     static const char msg[] =
-        "lanesched: SIGBUS: a mapped store file was cut short under the running daemon (a "
-        "segment or journal file truncated?); stopping; the next start recovers what is intact\n";
+        "lanesched: SIGBUS: a mapped file was cut short under the running daemon (a segment, "
+        "journal or index file truncated?) or could not be read; stopping; the next start "
+        "recovers what is intact\n";
     ssize_t n = write(2, msg, sizeof(msg) - 1); /* async-signal-safe; nothing else to do if not */
     (void)n;
     signal(sig, SIG_DFL); /* invariant 8: then end of it, as the default would have */

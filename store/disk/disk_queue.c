@@ -13,9 +13,9 @@
  *   3. The array's slack stays under a quarter of a record per item past its first size
  *      (growth by a quarter, not double): 24 + 6 = 30 bytes per queued item at worst. The first
  *      size is DISK_QUEUE_FIRST records: most lanes of a workload of many shapes hold a few.
- *      It grows with realloc: an array past the daemon's fixed mmap threshold (main.c) is its
- *      own mapping, which grows in place (mremap), leaves no hole behind and has its slack's
- *      pages untouched, so not resident.
+ *      It grows with realloc: an array past the daemon's fixed mmap threshold (main.c) is
+ *      usually its own mapping, which grows in place (mremap), leaves no hole behind and has its
+ *      slack's pages untouched, so not resident.
  *   4. A queue with unflushed records or a target not yet written is on disk_t.flush_queues,
  *      once, so a flush visits the queues it changed and never walks them all.
  *

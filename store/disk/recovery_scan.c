@@ -511,7 +511,8 @@ store_status_t rec_scan(disk_t *d, rec_lanes_t *lanes, rec_file_t *f, store_reco
                  "segment %s: the index counts %" PRIu64
                  " completed entries, the scan finds %" PRIu64 " tombstoned: up to %" PRIu64
                  " completed items come back and are delivered "
-                 "again (tombstones lost with journal records, or with damaged entries)",
+                 "again (tombstones lost with journal records, or with damaged entries; or an OS "
+                 "crash at the process level wrote the index before the journal)",
                  name, f->row->deleted, tombs, f->row->deleted - tombs);
     } else if (bounded && f->row->deleted != tombs) { /* a crash before the index commit */
         rep->deleted_count_repairs++;

@@ -339,6 +339,8 @@ static void check_store(run_t *r)
     REQUIRE(rep.missing_files == 0 && rep.missing_live_entries == 0,
             "%" PRIu64 " indexed segments without a file", rep.missing_files);
     REQUIRE(rep.index_rebuilt == 0, "the index was rebuilt");
+    REQUIRE(rep.tombstones_missing == 0, "%" PRIu64 " tombstones missing after a kill",
+            rep.tombstones_missing);
     REQUIRE(rep.quarantined_files <= 1, "%" PRIu64 " files quarantined", rep.quarantined_files);
     REQUIRE(store_pending_count(s) == 0, "pending items after open");
     REQUIRE(n_queues <= 2, "%zu lane queues", n_queues);

@@ -574,6 +574,39 @@ static void test_a_stalled_owner_moves_ack_deadlines(void **state)
     json_decref(doc);
 }
 
+/* An in-progress ack that waited out the stall in the queue extends its batch from the end of
+ * the stall, once: the stall is judged before the burst is handled, so the shift is not added
+ * on top of the extension. */
+static void test_an_extension_after_a_stall_counts_from_its_end(void **state)
+{
+    fx_t *f = *state;
+    char a[33];
+    reg(f, "llama", 8, 4096, "a", a);
+    submit(f, "llama", 42, 100, "x", 0, 1, NULL);
+    pull(f, a, 1, 60000, "inbox");
+    turn(f);
+    codec_batch_t *b = batch_on(f, "inbox");
+    uint64_t id = b->batch_id;
+    codec_batch_destroy(b);
+    advance_alive(f, a, 1000);
+    f->now += 20000 * MS;
+    codec_ack_t ip = {.batch_id = id, .in_progress = true};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(codec_encode_ack(&ip, &buf, &len), CODEC_OK);
+    assert_int_equal(daemon_post(f->d, EV_ACK, a, NULL, buf, len), 0);
+    free(buf);
+    turn(f); /* the deadline: 8 s from here */
+    advance_alive(f, a, 7900);
+    json_t *doc = stats(f);
+    assert_int_equal(counter(doc, "batches_expired_ack_deadline"), 0);
+    json_decref(doc);
+    advance_alive(f, a, 200);
+    doc = stats(f);
+    assert_int_equal(counter(doc, "batches_expired_ack_deadline"), 1);
+    json_decref(doc);
+}
+
 static void test_the_ack_deadline_returns_a_batch_and_in_progress_extends_it(void **state)
 {
     fx_t *f = *state;
@@ -1160,6 +1193,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_stalled_owner_restarts_liveness, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_stalled_owner_moves_ack_deadlines, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_an_extension_after_a_stall_counts_from_its_end, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(
             test_the_ack_deadline_returns_a_batch_and_in_progress_extends_it, setup, teardown),
         cmocka_unit_test_setup_teardown(

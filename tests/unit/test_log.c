@@ -98,15 +98,31 @@ static void test_a_budget_bounds_lines_per_second_and_counts_the_rest(void **sta
     uint64_t t = 5000000000ull;
     unsigned allowed = 0;
     for (unsigned i = 0; i < LOG_BUDGET_LINES + 7; i++)
-        allowed += (unsigned)log_budget_allow(&b, t + i * 1000ull, "consumers");
+        allowed += (unsigned)log_budget_allow(&b, LOG_INFO, t + i * 1000ull, "consumers");
     assert_int_equal(allowed, LOG_BUDGET_LINES);
     assert_int_equal(c.n, 0); /* the budget writes nothing of its own while it allows */
-    assert_true(log_budget_allow(&b, t + 1000000000ull, "consumers"));
+    assert_true(log_budget_allow(&b, LOG_INFO, t + 1000000000ull, "consumers"));
     assert_int_equal(c.n, 1);
     assert_int_equal(c.level, LOG_WARN);
     assert_non_null(strstr(c.line, "7 lines (consumers) left out"));
-    assert_true(log_budget_allow(&b, t + 3000000000ull, "consumers"));
+    assert_true(log_budget_allow(&b, LOG_INFO, t + 3000000000ull, "consumers"));
     assert_int_equal(c.n, 1); /* nothing was left out since */
+    /* a flood's last second is told by the timer's flush, once its second is over */
+    for (unsigned i = 0; i < LOG_BUDGET_LINES + 3; i++)
+        (void)log_budget_allow(&b, LOG_INFO, t + 5000000000ull + i, "consumers");
+    log_budget_flush(&b, t + 5000000100ull, "consumers");
+    assert_int_equal(c.n, 1); /* its second is not over */
+    log_budget_flush(&b, t + 6000000000ull, "consumers");
+    assert_int_equal(c.n, 2);
+    assert_non_null(strstr(c.line, "3 lines (consumers) left out"));
+    /* lines the level drops use no budget */
+    log_budget_t quiet = {0};
+    log_level_set(LOG_WARN);
+    for (unsigned i = 0; i < 2 * LOG_BUDGET_LINES; i++)
+        assert_false(log_budget_allow(&quiet, LOG_INFO, t, "consumers"));
+    assert_int_equal(quiet.dropped, 0);
+    assert_true(log_budget_allow(&quiet, LOG_WARN, t, "consumers"));
+    log_level_set(LOG_INFO);
     log_sink_set(NULL, NULL);
 }
 
