@@ -308,6 +308,11 @@ typedef struct {
  * borrowed.
  */
 codec_status_t codec_model_check(const char *model);
+/* 1 when none of the len bytes of s (borrowed) is one NATS ends a subject at or a control: a
+ * byte up to the space (NUL, tab, CR, LF included) or DEL. NATS clients send a subject as they
+ * are given it, so such a byte would cut it or start another protocol command. The model and
+ * reply_to rules and the C client's publish share it. */
+int codec_subject_bytes_ok(const char *s, size_t len);
 /* The same for a model of len bytes as sent, which may hold a NUL byte (EBAD_MODEL_NAME). */
 codec_status_t codec_model_check_len(const char *model, size_t len);
 

@@ -23,16 +23,28 @@
 
 #include <string.h>
 
+int codec_subject_bytes_ok(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c <= ' ' || c == 0x7f)
+            return 0;
+    }
+    return 1;
+}
+
 codec_status_t codec_model_check_len(const char *model, size_t len)
 {
     if (model == NULL || len == 0)
         return CODEC_EBAD_MODEL;
     if (len > LIMITS_MODEL_MAX)
         return CODEC_EMODEL_TOO_LONG;
-    for (size_t i = 0; i < len; i++) { /* a NUL byte is a control character */
-        unsigned char c = (unsigned char)model[i];
+    if (!codec_subject_bytes_ok(model, len))
+        return CODEC_EBAD_MODEL_NAME;
+    for (size_t i = 0; i < len; i++) {
+        char c = model[i];
         int empty_token = c == '.' && (i == 0 || i + 1 == len || model[i + 1] == '.');
-        if (c <= ' ' || c == 0x7f || c == '*' || c == '>' || empty_token)
+        if (c == '*' || c == '>' || empty_token)
             return CODEC_EBAD_MODEL_NAME;
     }
     /* proto3 strings are UTF-8: a Batch naming the model must decode in every client */
@@ -42,21 +54,6 @@ codec_status_t codec_model_check_len(const char *model, size_t len)
 codec_status_t codec_model_check(const char *model)
 {
     return codec_model_check_len(model, model ? strnlen(model, LIMITS_MODEL_MAX + 1) : 0);
-}
-
-/* reply_to comes back in the BatchItem and a worker publishes on it, through NATS clients that
- * send a subject as it is: a space, tab, CR or LF would end the subject and start another
- * protocol command on the worker's connection (a Register or Pull made for the producer), and
- * a NUL would cut it to another subject. So no byte up to the space nor DEL; and UTF-8, or the
- * whole Batch is undecodable for proto3 clients. */
-static int validate_reply_to_ok(const char *s, size_t len)
-{
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c <= ' ' || c == 0x7f)
-            return 0;
-    }
-    return utf8_valid(s, len);
 }
 
 codec_status_t codec_item_check(const codec_work_item_t *it, const codec_limits_t *limits,
@@ -87,7 +84,10 @@ codec_status_t codec_item_check(const codec_work_item_t *it, const codec_limits_
     size_t reply_len = codec_str_len(it->reply_to, it->reply_to_len);
     if (limits && limits->max_reply_to && reply_len > limits->max_reply_to)
         return CODEC_EREPLY_TO_TOO_LONG;
-    if (reply_len != 0 && !validate_reply_to_ok(it->reply_to, reply_len))
+    /* it comes back in the BatchItem and a worker publishes on it (a Register or Pull started
+     * on the worker's connection otherwise); not UTF-8, the Batch is undecodable for proto3 */
+    if (reply_len != 0 &&
+        (!codec_subject_bytes_ok(it->reply_to, reply_len) || !utf8_valid(it->reply_to, reply_len)))
         return CODEC_EBAD_REPLY_TO;
     *out_shape = shape;
     return CODEC_OK;

@@ -14,7 +14,8 @@
  *  2. A subscription keeps every message until read (no pending limit): a result is never
  *     dropped because its reader was slow.
  *  3. A subscription is destroyed in the order of lc_sub_destroy (nats.c issue #637).
- *  4. lc_msg_publish refuses a subject with a space or a control character (msg_subject_ok).
+ *  4. lc_msg_publish refuses a subject with a space or a control character
+ *     (codec_subject_bytes_ok).
  *
  * Rejected alternatives:
  *  - Handing natsMsg pointers to the caller: a binding would then need nats.c's API as well.
@@ -52,24 +53,13 @@ static bool lc_msg_copy(natsMsg *msg, char **out_subject, uint8_t **out_data, si
     return true;
 }
 
-/* 1 when NATS reads subject as one subject: nats.c sends it as it is, so a space, tab, CR or LF
- * would end it and start another protocol command on this connection (a worker publishing on
- * an item's reply_to would register or pull for whoever wrote it). */
-static int msg_subject_ok(const char *subject)
-{
-    if (subject[0] == '\0')
-        return 0;
-    for (const unsigned char *c = (const unsigned char *)subject; *c != '\0'; c++)
-        if (*c <= ' ' || *c == 0x7f)
-            return 0;
-    return 1;
-}
-
 lc_status_t lc_msg_publish(lc_client_t *client, const char *subject, const void *data, size_t len)
 {
     if (client == NULL || subject == NULL || (data == NULL && len > 0) || len > INT_MAX)
         return LC_EINVAL;
-    if (!msg_subject_ok(subject)) {
+    /* nats.c sends a subject as it is: a worker publishing on an item's reply_to would otherwise
+     * register or pull for whoever wrote it */
+    if (subject[0] == '\0' || !codec_subject_bytes_ok(subject, strlen(subject))) {
         lc_errf(client->err, "bad_subject: a subject is not empty and holds no space or control "
                              "character; not published");
         return LC_EINVAL;
