@@ -326,6 +326,41 @@ static json_int_t counter(json_t *doc, const char *key)
     return json_integer_value(v);
 }
 
+/* One counter of a stats document asked for now. */
+static json_int_t counter_now(fx_t *f, const char *key)
+{
+    json_t *doc = stats(f);
+    json_int_t v = counter(doc, key);
+    json_decref(doc);
+    return v;
+}
+
+/* One item of model llama (prefix names it) submitted and pulled on "inbox" by consumer id: the
+ * batch id it went out in. */
+static uint64_t dispatch_one(fx_t *f, const char *id, const char *prefix)
+{
+    submit(f, "llama", 42, 100, prefix, 0, 1, NULL);
+    pull(f, id, 1, 60000, "inbox");
+    turn(f);
+    codec_batch_t *b = batch_on(f, "inbox");
+    assert_int_equal(b->n_items, 1);
+    uint64_t batch_id = b->batch_id;
+    codec_batch_destroy(b);
+    return batch_id;
+}
+
+/* Posts Ack{batch_id, in_progress} from consumer id without a reply subject; the next turn
+ * handles it. */
+static void post_in_progress(fx_t *f, const char *id, uint64_t batch_id)
+{
+    codec_ack_t ip = {.batch_id = batch_id, .in_progress = true};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(codec_encode_ack(&ip, &buf, &len), CODEC_OK);
+    assert_int_equal(daemon_post(f->d, EV_ACK, id, NULL, buf, len), 0);
+    free(buf);
+}
+
 /* ---- submits -------------------------------------------------------------------------------- */
 
 static void test_submit_is_answered_after_the_flush_with_one_result_per_item(void **state)
@@ -549,29 +584,18 @@ static void test_a_stalled_owner_moves_ack_deadlines(void **state)
     fx_t *f = *state;
     char a[33];
     reg(f, "llama", 8, 4096, "a", a);
-    submit(f, "llama", 42, 100, "s", 0, 1, NULL);
-    pull(f, a, 1, 60000, "inbox");
-    turn(f);
-    codec_batch_t *b = batch_on(f, "inbox");
-    assert_int_equal(b->n_items, 1);
-    codec_batch_destroy(b);
+    (void)dispatch_one(f, a, "s");
     advance_alive(f, a, 1000);
     f->now += 20000 * MS;
     assert_int_equal(daemon_post(f->d, EV_HEARTBEAT, a, NULL, NULL, 0), 0);
     turn(f);
-    json_t *doc = stats(f);
-    assert_int_equal(counter(doc, "batches_expired_ack_deadline"), 0);
-    assert_int_equal(counter(doc, "consumers_declared_dead"), 0);
-    json_decref(doc);
+    assert_int_equal(counter_now(f, "batches_expired_ack_deadline"), 0);
+    assert_int_equal(counter_now(f, "consumers_declared_dead"), 0);
     advance_alive(f, a, 6500);
-    doc = stats(f);
-    assert_int_equal(counter(doc, "batches_expired_ack_deadline"), 0);
-    json_decref(doc);
+    assert_int_equal(counter_now(f, "batches_expired_ack_deadline"), 0);
     advance_alive(f, a, 600);
-    doc = stats(f);
-    assert_int_equal(counter(doc, "batches_expired_ack_deadline"), 1);
-    assert_int_equal(counter(doc, "items_returned"), 1);
-    json_decref(doc);
+    assert_int_equal(counter_now(f, "batches_expired_ack_deadline"), 1);
+    assert_int_equal(counter_now(f, "items_returned"), 1);
 }
 
 /* An in-progress ack that waited out the stall in the queue extends its batch from the end of
@@ -582,29 +606,15 @@ static void test_an_extension_after_a_stall_counts_from_its_end(void **state)
     fx_t *f = *state;
     char a[33];
     reg(f, "llama", 8, 4096, "a", a);
-    submit(f, "llama", 42, 100, "x", 0, 1, NULL);
-    pull(f, a, 1, 60000, "inbox");
-    turn(f);
-    codec_batch_t *b = batch_on(f, "inbox");
-    uint64_t id = b->batch_id;
-    codec_batch_destroy(b);
+    uint64_t id = dispatch_one(f, a, "x");
     advance_alive(f, a, 1000);
     f->now += 20000 * MS;
-    codec_ack_t ip = {.batch_id = id, .in_progress = true};
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    assert_int_equal(codec_encode_ack(&ip, &buf, &len), CODEC_OK);
-    assert_int_equal(daemon_post(f->d, EV_ACK, a, NULL, buf, len), 0);
-    free(buf);
+    post_in_progress(f, a, id);
     turn(f); /* the deadline: 8 s from here */
     advance_alive(f, a, 7900);
-    json_t *doc = stats(f);
-    assert_int_equal(counter(doc, "batches_expired_ack_deadline"), 0);
-    json_decref(doc);
+    assert_int_equal(counter_now(f, "batches_expired_ack_deadline"), 0);
     advance_alive(f, a, 200);
-    doc = stats(f);
-    assert_int_equal(counter(doc, "batches_expired_ack_deadline"), 1);
-    json_decref(doc);
+    assert_int_equal(counter_now(f, "batches_expired_ack_deadline"), 1);
 }
 
 static void test_the_ack_deadline_returns_a_batch_and_in_progress_extends_it(void **state)
@@ -612,19 +622,9 @@ static void test_the_ack_deadline_returns_a_batch_and_in_progress_extends_it(voi
     fx_t *f = *state;
     char a[33];
     reg(f, "llama", 8, 4096, "a", a);
-    submit(f, "llama", 42, 100, "e", 0, 1, NULL);
-    pull(f, a, 1, 60000, "inbox");
-    turn(f);
-    codec_batch_t *b = batch_on(f, "inbox");
-    uint64_t first = b->batch_id;
-    codec_batch_destroy(b);
+    uint64_t first = dispatch_one(f, a, "e");
     advance(f, 4000);
-    codec_ack_t ip = {.batch_id = first, .in_progress = true};
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    assert_int_equal(codec_encode_ack(&ip, &buf, &len), CODEC_OK);
-    assert_int_equal(daemon_post(f->d, EV_ACK, a, NULL, buf, len), 0);
-    free(buf);
+    post_in_progress(f, a, first);
     turn(f);
     advance_alive(f, a, 6000); /* 10 s after dispatch, 6 s after the extension: in flight */
     json_t *doc = stats(f);
@@ -636,7 +636,7 @@ static void test_the_ack_deadline_returns_a_batch_and_in_progress_extends_it(voi
     assert_int_equal(counter(doc, "batches_expired_ack_deadline"), 1);
     assert_int_equal(counter(doc, "items_returned"), 1);
     json_decref(doc);
-    b = batch_on(f, "inbox2");
+    codec_batch_t *b = batch_on(f, "inbox2");
     assert_int_equal(b->items[0].deliveries, 2);
     assert_true(b->batch_id > first);
     codec_batch_destroy(b);

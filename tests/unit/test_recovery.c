@@ -144,8 +144,9 @@ static int seg_exists(const rig_t *r, uint64_t segment_id)
     return path_exists(path);
 }
 
-/* Files in <dir>/<sub> whose name ends with `suffix` (or starts with it, if prefix). */
-static size_t count_entries(const rig_t *r, const char *sub, const char *fix, int prefix)
+/* Files in <dir>/<sub> whose name ends with `suffix` (or starts with it, if prefix); each is
+ * deleted as well when `remove`. */
+static size_t each_entry(const rig_t *r, const char *sub, const char *fix, int prefix, int remove)
 {
     char path[128];
     snprintf(path, sizeof(path), "%s/%s", r->dir, sub);
@@ -158,11 +159,18 @@ static size_t count_entries(const rig_t *r, const char *sub, const char *fix, in
         if (len < flen)
             continue;
         if (prefix ? strncmp(de->d_name, fix, flen) == 0
-                   : strcmp(de->d_name + len - flen, fix) == 0)
+                   : strcmp(de->d_name + len - flen, fix) == 0) {
+            assert_true(!remove || unlinkat(dirfd(dir), de->d_name, 0) == 0);
             n++;
+        }
     }
     closedir(dir);
     return n;
+}
+
+static size_t count_entries(const rig_t *r, const char *sub, const char *fix, int prefix)
+{
+    return each_entry(r, sub, fix, prefix, 0);
 }
 
 static size_t count_segment_files(const rig_t *r)
@@ -767,7 +775,9 @@ static void test_commit_refused_for_memory_counts_no_delivery(void **state)
  * completed items come back and are delivered again (never a loss), and recovery says so with
  * a warning and tombstones_missing, where a crash before the index commit (the case below) is
  * an ordinary repair. */
-static void test_lost_journal_tombstones_are_reported(void **state)
+/* Six items of lane 0 appended and flushed, the first three committed, items 0 and 2
+ * tombstoned (not yet flushed): where the two journal cases part. */
+static rig_t *rig_two_tombstoned(void **state)
 {
     rig_t *r = rig_new(state, 0, STORE_DURABLE_PROCESS);
     for (int i = 0; i < 6; i++)
@@ -776,24 +786,15 @@ static void test_lost_journal_tombstones_are_reported(void **state)
     assert_true(rig_commit(r, 0, 3));
     assert_true(rig_tombstone(r, 0));
     assert_true(rig_tombstone(r, 2));
+    return r;
+}
+
+static void test_lost_journal_tombstones_are_reported(void **state)
+{
+    rig_t *r = rig_two_tombstoned(state);
     assert_true(rig_flush(r));
     rig_crash(r);
-    char path[160];
-    snprintf(path, sizeof(path), "%s/journal", r->dir);
-    DIR *dir = opendir(path);
-    assert_non_null(dir);
-    size_t removed = 0;
-    for (struct dirent *de; (de = readdir(dir)) != NULL;) {
-        size_t len = strlen(de->d_name);
-        if (len > 4 && strcmp(de->d_name + len - 4, ".jnl") == 0) {
-            char file[448];
-            snprintf(file, sizeof(file), "%s/%s", path, de->d_name);
-            assert_int_equal(unlink(file), 0);
-            removed++;
-        }
-    }
-    closedir(dir);
-    assert_true(removed > 0);
+    assert_true(each_entry(r, "journal", ".jnl", 0, 1) > 0);
     for (int k = 0; k < 3; k++) /* what the lost journal held: back, never delivered */
         r->items[k] = (litem_t){
             .lane = r->items[k].lane, .tokens = r->items[k].tokens, .appended = 1, .acked = 1};
@@ -808,15 +809,9 @@ static void test_lost_journal_tombstones_are_reported(void **state)
 
 static void test_crash_between_tombstone_and_deleted_count_keeps_item_completed(void **state)
 {
-    rig_t *r = rig_new(state, 0, STORE_DURABLE_PROCESS);
-    for (int i = 0; i < 6; i++)
-        assert_true(rig_append(r, 0));
-    assert_true(rig_flush(r));
-    assert_true(rig_commit(r, 0, 3));
+    rig_t *r = rig_two_tombstoned(state);
     /* The flush appends the tombstones to the journal; the index transaction that would carry
      * the deleted count fails (a crash between the two). */
-    assert_true(rig_tombstone(r, 0));
-    assert_true(rig_tombstone(r, 2));
     store_fault_arm(STORE_FAULT_MDB_PUT, 1);
     assert_false(rig_flush(r));
     rig_crash(r);
