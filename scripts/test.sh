@@ -10,4 +10,5 @@ cd "$ROOT"
 "$ROOT/scripts/install-deps.sh"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build -j"$(nproc)"
-ctest --test-dir build --output-on-failure
+# Two at a time; the tests timed against the wall clock run alone (RUN_SERIAL, tests/CMakeLists.txt).
+ctest --test-dir build --output-on-failure -j2
