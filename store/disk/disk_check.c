@@ -14,7 +14,8 @@
  *   3. Queue records: each in a live segment of the queue's model, aligned, past the header,
  *      inside the written bytes; ascending (sequence, offset); the first len - n_unflushed end
  *      at or below their segment's readable boundary (what peek may hand out), the rest start
- *      at or past it and sit in a dirty segment.
+ *      at or past it and sit in a dirty segment. A readable front's arrival is the one its
+ *      entry holds.
  *   4. Pending map: every entry is keyed by its own (segment, offset), in a live segment of its
  *      queue's model, below its readable boundary, and not also queued; the queues'
  *      pending_items add up to its size.
@@ -31,10 +32,10 @@
  *      (if any) has a descriptor, its write position on a record boundary within the file; no
  *      record is staged between calls.
  *
- * Cost: rules 1-2 are O(1) and run after every operation on a queue or segment; rule 3 is
- * O(queue) and runs when the touched queue's length is a power of two (amortised O(1) over a
- * run of appends), after every return (which already moves O(queue) records) and at open;
- * rules 4-5 are O(store) and run at open and in tests.
+ * Cost: rules 1-2 and rule 3's front are O(1) and run after every operation on a queue or
+ * segment; the rest of rule 3 is O(queue) and runs when the touched queue's length is a power of
+ * two (amortised O(1) over a run of appends), after every return (which already moves O(queue)
+ * records) and at open; rules 4-5 are O(store) and run at open and in tests.
  *
  * Rejected: checking the whole store after every operation. The Debug test suite appends
  * hundreds of thousands of items; O(store) per append would make it quadratic.
@@ -43,7 +44,9 @@
 
 #include "common/invariant.h"
 
+#include <fcntl.h>
 #include <inttypes.h>
+#include <unistd.h>
 
 int disk_seg_check(const disk_t *d, const dseg_t *seg)
 {
@@ -87,6 +90,32 @@ int disk_queue_counts_check(const dqueue_t *q)
     return 1;
 }
 
+/* Rule 3: the readable front's arrival, against its entry (read through the segment's mapping,
+ * its descriptor, or a descriptor of the check's own). */
+static int disk_front_check(const disk_t *d, const dqueue_t *q)
+{
+    const drec_t *rec = &q->recs[q->head];
+    const dseg_t *seg = disk_rec_seg(d, rec);
+    uint8_t hdr[SEG_ENTRY_HEADER];
+    const uint8_t *e = NULL;
+    if (seg->map != NULL && rec->offset + sizeof(hdr) <= seg->map_len) {
+        e = seg->map + rec->offset;
+    } else {
+        char name[SEG_FILE_NAME_SIZE];
+        seg_file_name(seg->id, name);
+        int fd = seg->fd >= 0 ? seg->fd : openat(d->seg_dir_fd, name, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0 && pread(fd, hdr, sizeof(hdr), rec->offset) == (ssize_t)sizeof(hdr))
+            e = hdr;
+        if (fd >= 0 && fd != seg->fd)
+            close(fd);
+    }
+    INVARIANT_HOLDS(
+        e == NULL || seg_entry_arrival(e) == q->head_arrival_ns,
+        "queue %s/%" PRIx64 "/%" PRIu32 ": front's arrival %" PRIu64 ", its entry's %" PRIu64,
+        q->model, q->signature, q->lane, q->head_arrival_ns, e != NULL ? seg_entry_arrival(e) : 0);
+    return 1;
+}
+
 int disk_queue_check(const disk_t *d, const dqueue_t *q)
 {
     if (!disk_queue_counts_check(q))
@@ -127,7 +156,7 @@ int disk_queue_check(const disk_t *d, const dqueue_t *q)
                     "queue %s/%" PRIx64 "/%" PRIu32 ": queued_tokens %" PRIu64
                     ", records hold %" PRIu64,
                     q->model, q->signature, q->lane, q->base.queued_tokens, tokens);
-    return 1;
+    return readable == 0 || disk_front_check(d, q);
 }
 
 int disk_queue_touched_check(const disk_t *d, const dqueue_t *q)
@@ -137,6 +166,8 @@ int disk_queue_touched_check(const disk_t *d, const dqueue_t *q)
     INVARIANT_HOLDS(q->base.pending_items <= d->pending.len,
                     "queue %s/%" PRIx64 "/%" PRIu32 ": %" PRIu64 " pending, the map holds %zu",
                     q->model, q->signature, q->lane, q->base.pending_items, d->pending.len);
+    if (q->len > q->n_unflushed && !disk_front_check(d, q))
+        return 0;
     return (q->len & (q->len - 1)) != 0 || disk_queue_check(d, q);
 }
 

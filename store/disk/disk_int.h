@@ -148,14 +148,22 @@ struct dseg {
 };
 
 /*
- * A queued item: where its entry is and what the scheduler needs without reading it. 24 bytes;
- * the queue array grows by a quarter, so with its slack a queued item costs at most 30 bytes of
- * memory past the array's first size (exactly 24 right after recovery, which trims), and the
- * payload stays on disk. The item's id, payload, prefix_tokens and max_wait_ms are read from the
- * entry when peeked.
+ * A queued item: where its entry is and what the scheduler needs without reading it. 16 bytes;
+ * the queue array grows by a quarter, so with its slack a queued item costs at most 20 bytes of
+ * memory past the array's first size (exactly 16 right after recovery, which trims), and the
+ * payload stays on disk. The item's id, payload, arrival, prefix_tokens and max_wait_ms are read
+ * from the entry when peeked; the queue keeps its front's arrival (dqueue_t.head_arrival_ns),
+ * the only one asked for without a peek.
+ *
+ *   +--------+--------+--------+-----------------+
+ *   | offset | length | tokens | slot:24 | dlv:8 |
+ *   +--------+--------+--------+-----------------+  4 x u32
+ *
+ * Rejected: the arrival in every record (24 bytes: a third more memory per queued item, for a
+ * figure the scheduler reads at a lane's front only); the length read from the entry (the
+ * journal's records and the batched reads of unmapped segments need it before any read).
  */
 typedef struct {
-    uint64_t arrival_ns;
     uint32_t offset;
     uint32_t length;
     uint32_t tokens;
@@ -203,7 +211,9 @@ struct dqueue {
     int indexed;  /* the index holds its lane row (read at the open, or written by a flush) */
     drec_t *recs; /* owned: queued items, recs[head .. head+len), ascending (segment seq, offset) */
     size_t head, len, cap;
-    size_t n_unflushed;   /* the last n_unflushed of them are past the readable boundary */
+    size_t n_unflushed;            /* the last n_unflushed of them are past the readable boundary */
+    uint64_t head_arrival_ns;      /* the arrival of recs[head] (when len > 0) */
+    uint64_t unflushed_arrival_ns; /* ... of the first unflushed one (when n_unflushed > 0) */
     int on_flush;         /* on disk_t.flush_queues: unflushed records or a target to write */
     dqueue_t *flush_next; /* borrowed link of disk_t.flush_queues */
     dqueue_t *all_next, *all_prev; /* borrowed links of disk_t.all */
@@ -350,8 +360,11 @@ store_status_t disk_queue_get_idx(disk_t *d, uint32_t model_idx, uint64_t signat
 void disk_queue_mark_flush(disk_t *d, dqueue_t *q);
 /* Room for `extra` more records after the last. */
 store_status_t disk_queue_reserve(dqueue_t *q, size_t extra);
-/* Appends a copy of *rec and counts it as queued. */
-store_status_t disk_queue_push(dqueue_t *q, const drec_t *rec);
+/* Appends a copy of *rec, whose entry arrived at arrival_ns, and counts it as queued. */
+store_status_t disk_queue_push(dqueue_t *q, const drec_t *rec, uint64_t arrival_ns);
+/* The arrival of a readable record's entry, from its mapping or a read of its header (a failed
+ * read fails the store). */
+store_status_t disk_rec_arrival(disk_t *d, const drec_t *rec, uint64_t *out_ns /* out */);
 /* Index of the first queued record not before (seg, offset). */
 size_t disk_queue_lower_bound(const disk_t *d, const dqueue_t *q, const dseg_t *seg,
                               uint64_t offset);

@@ -24,6 +24,11 @@
  *   8. A peek hands out views into the segments' mappings (disk_map.c) where it can, and reads
  *      the rest into scratch with one pread per run of back-to-back entries: no system call
  *      per item either way.
+ *   9. A queue holding records knows its front's arrival (dqueue_t.head_arrival_ns), and with
+ *      unflushed records the first of those's: an append sets them, a commit reads the next
+ *      front's from its entry (before anything changes) or takes the unflushed one's, a return
+ *      to the front reads the returned entry's. One entry header per batch, not 8 bytes per
+ *      queued item (disk_int.h, drec_t).
  *
  * Rejected alternatives:
  *   - A pwrite per append: a system call per item, which is what limited both levels. The
@@ -112,10 +117,10 @@ store_status_t disk_append(store_t *store, store_queue_t *queue, const store_ite
             return st;
         seg_entry_encode(seg->id, item, q->signature, q->lane, buf);
     }
-    drec_t rec = {item->arrival_ns, (uint32_t)seg->size, (uint32_t)size, item->tokens,
-                  drec_slot_dlv(seg->slot, 0)};
-    disk_queue_push(q, &rec);
-    q->n_unflushed++;
+    drec_t rec = {(uint32_t)seg->size, (uint32_t)size, item->tokens, drec_slot_dlv(seg->slot, 0)};
+    disk_queue_push(q, &rec, item->arrival_ns);
+    if (q->n_unflushed++ == 0)
+        q->unflushed_arrival_ns = item->arrival_ns;
     disk_queue_mark_flush(d, q);
     seg->size += size;
     seg->entries++;
@@ -126,6 +131,27 @@ store_status_t disk_append(store_t *store, store_queue_t *queue, const store_ite
     INVARIANT_CHECK(disk_seg_check(d, seg) && disk_queue_touched_check(d, q));
     if (out_ref != NULL)
         *out_ref = (store_ref_t){seg->id, rec.offset};
+    return STORE_OK;
+}
+
+store_status_t disk_rec_arrival(disk_t *d, const drec_t *rec, uint64_t *out_ns)
+{
+    dseg_t *seg = disk_rec_seg(d, rec);
+    const uint8_t *e = disk_map_view(d, seg, rec->offset, SEG_ENTRY_HEADER);
+    uint8_t hdr[SEG_ENTRY_HEADER];
+    if (e == NULL) {
+        if (d->failed)
+            return STORE_EIO;
+        int fd;
+        store_status_t st = disk_fd_get(d, seg, &fd);
+        if (st != STORE_OK)
+            return st;
+        ssize_t r = pread(fd, hdr, sizeof(hdr), rec->offset);
+        if (r != (ssize_t)sizeof(hdr))
+            return disk_fail(d, "reading a segment", r < 0 ? errno : EIO);
+        e = hdr;
+    }
+    *out_ns = seg_entry_arrival(e);
     return STORE_OK;
 }
 
@@ -143,7 +169,7 @@ static store_view_t disk_view(const dseg_t *seg, const dqueue_t *q, const drec_t
         .tokens = rec->tokens,
         .deliveries = drec_deliveries(rec),
         .signature = q->signature,
-        .arrival_ns = rec->arrival_ns,
+        .arrival_ns = seg_entry_arrival(e),
         .prefix_tokens = seg_entry_prefix_tokens(e),
         .max_wait_ms = seg_entry_max_wait_ms(e),
     };
@@ -287,6 +313,11 @@ store_status_t disk_commit(store_t *store, store_queue_t *queue, const store_ref
         if ((copies[i] = pool_get(&d->pend_pool)) == NULL)
             goto out;
     }
+    /* Invariant 9: the next front's arrival, from its entry or, unflushed, from the queue. */
+    uint64_t next_arrival = q->unflushed_arrival_ns;
+    if (n < q->len - q->n_unflushed &&
+        (st = disk_rec_arrival(d, &q->recs[q->head + n], &next_arrival)) != STORE_OK)
+        goto out;
     /* Invariant 7: the counts are on disk before anything changes in memory. */
     if ((st = disk_commit_counts(d, q, n)) != STORE_OK)
         goto out;
@@ -300,6 +331,7 @@ store_status_t disk_commit(store_t *store, store_queue_t *queue, const store_ref
     }
     q->head += n;
     q->len -= n;
+    q->head_arrival_ns = next_arrival;
     if (q->len == 0)
         q->head = 0;
     /* Step 3: the pending map. */
@@ -433,6 +465,7 @@ store_status_t disk_return(store_t *store, const store_ref_t *refs, size_t n)
         if (disk_queue_reserve(p->q, n) != STORE_OK)
             return STORE_ENOMEM;
     }
+    store_status_t st = STORE_OK;
     for (size_t i = 0; i < n; i++) {
         dpend_t *p = NULL;
         map_del(&d->pending, disk_ref_key(refs[i].queue, refs[i].offset), (void **)&p);
@@ -443,6 +476,10 @@ store_status_t disk_return(store_t *store, const store_ref_t *refs, size_t n)
         else
             memmove(q->recs + q->head + pos + 1, q->recs + q->head + pos,
                     (q->len - pos) * sizeof(*q->recs));
+        /* Invariant 9: a new front's arrival from its entry. A failed read fails the store,
+         * which then serves nothing; the records still all go back. */
+        if (pos == 0 && st == STORE_OK)
+            st = disk_rec_arrival(d, &p->rec, &q->head_arrival_ns);
         q->recs[q->head + pos] = p->rec;
         q->len++;
         q->base.queued_items++;
@@ -452,7 +489,7 @@ store_status_t disk_return(store_t *store, const store_ref_t *refs, size_t n)
         /* Whole: a return is rare and already moves O(queue) records. */
         INVARIANT_CHECK(disk_queue_check(d, q));
     }
-    return STORE_OK;
+    return st;
 }
 
 store_status_t disk_queue_scan(store_t *store, store_queue_t *queue, store_scan_fn fn, void *ctx)
@@ -502,11 +539,8 @@ store_status_t disk_queue_scan(store_t *store, store_queue_t *queue, store_scan_
 void disk_queue_prefetch(const store_t *store, const store_queue_t *queue, unsigned level)
 {
     (void)store;
-    const dqueue_t *q = (const dqueue_t *)queue;
-    if (level == 0)
-        __builtin_prefetch(q);
-    else if (q->len != q->n_unflushed)
-        __builtin_prefetch(&q->recs[q->head]);
+    if (level == 0) /* level 1: nothing, the queue keeps its front's arrival */
+        __builtin_prefetch(queue);
 }
 
 int disk_queue_oldest(const store_t *store, const store_queue_t *queue, uint64_t *out)
@@ -515,6 +549,6 @@ int disk_queue_oldest(const store_t *store, const store_queue_t *queue, uint64_t
     const dqueue_t *q = (const dqueue_t *)queue;
     if (q->len == q->n_unflushed)
         return 0;
-    *out = q->recs[q->head].arrival_ns;
+    *out = q->head_arrival_ns;
     return 1;
 }

@@ -1,6 +1,6 @@
 /*
  * disk_queue.c - the disk backend's models and lane queues: the in-memory records of every
- * queued item (where its entry is, its tokens, arrival and deliveries), never the payload.
+ * queued item (where its entry is, its tokens and deliveries), never the payload.
  *
  * Owns the interned model names, every dqueue_t and its record array; the segments a model
  * lists are owned by disk_t.segments (disk_seg.c).
@@ -11,7 +11,7 @@
  *      place of one coming back).
  *   2. queued_items is the array's length and queued_tokens the sum of its records' tokens.
  *   3. The array's slack stays under a quarter of a record per item past its first size
- *      (growth by a quarter, not double): 24 + 6 = 30 bytes per queued item at worst. The first
+ *      (growth by a quarter, not double): 16 + 4 = 20 bytes per queued item at worst. The first
  *      size is DISK_QUEUE_FIRST records: most lanes of a workload of many shapes hold a few.
  *      It grows with realloc: an array past the daemon's fixed mmap threshold (main.c) is
  *      usually its own mapping, which grows in place (mremap), leaves no hole behind and has its
@@ -142,10 +142,12 @@ void disk_queue_trim(dqueue_t *q)
     }
 }
 
-store_status_t disk_queue_push(dqueue_t *q, const drec_t *rec)
+store_status_t disk_queue_push(dqueue_t *q, const drec_t *rec, uint64_t arrival_ns)
 {
     if (disk_queue_reserve(q, 1) != STORE_OK)
         return STORE_ENOMEM;
+    if (q->len == 0)
+        q->head_arrival_ns = arrival_ns;
     q->recs[q->head + q->len++] = *rec;
     q->base.queued_items++;
     q->base.queued_tokens += rec->tokens;

@@ -213,6 +213,8 @@ static store_status_t rec_resolve(disk_t *d, rec_lanes_t *l)
         if (l->n_items == REC_NOTED_MAX && (st = rec_queue_noted(l)) != STORE_OK)
             return st;
         rec_lane_t *lane = &l->lanes[idx[i]];
+        if (lane->n == 0 && lane->q->len == 0) /* its queue's front (disk_item.c invariant 9) */
+            lane->q->head_arrival_ns = l->pending[i].arrival_ns;
         if (lane->n++ == 0)
             l->touched[l->n_touched++] = idx[i];
         lane->tokens += l->pending[i].rec.tokens;
@@ -269,7 +271,7 @@ static store_status_t rec_take(disk_t *d, rec_lanes_t *l, dseg_t *seg, const cha
         return STORE_OK;
     }
     int deliveries = rank;
-    drec_t rec = {e->arrival_ns, (uint32_t)off, e->length, e->tokens,
+    drec_t rec = {(uint32_t)off, e->length, e->tokens,
                   drec_slot_dlv(seg->slot, (uint32_t)deliveries)};
     rep->entries_live++;
     rep->tokens_live += e->tokens;
@@ -283,15 +285,17 @@ static store_status_t rec_take(disk_t *d, rec_lanes_t *l, dseg_t *seg, const cha
         if (rec.tokens > lane->max_tokens)
             lane->max_tokens = rec.tokens;
         if (l->n_lanes <= REC_DIRECT_LANES)
-            return disk_queue_push(lane->q, &rec);
+            return disk_queue_push(lane->q, &rec, e->arrival_ns);
         /* The lane that made them many: noted, as every entry from here on. */
-        l->pending[l->n_pending++] = (rec_pending_t){e->signature, e->lane, seg->model_idx, rec};
+        l->pending[l->n_pending++] =
+            (rec_pending_t){e->signature, e->lane, seg->model_idx, rec, e->arrival_ns};
         return rec_resolve(d, l);
     }
     if (l->cap != 0)
         __builtin_prefetch(
             &l->slots[rec_lane_hash(seg->model_idx, e->signature, e->lane) & (l->cap - 1)]);
-    l->pending[l->n_pending++] = (rec_pending_t){e->signature, e->lane, seg->model_idx, rec};
+    l->pending[l->n_pending++] =
+        (rec_pending_t){e->signature, e->lane, seg->model_idx, rec, e->arrival_ns};
     return l->n_pending == REC_PENDING ? rec_resolve(d, l) : STORE_OK;
 }
 

@@ -91,6 +91,7 @@ typedef struct {
     uint32_t lane;
     uint32_t model_idx;
     drec_t rec;
+    uint64_t arrival_ns;
 } rec_pending_t;
 
 #define REC_PENDING 16u

@@ -125,6 +125,10 @@ static inline uint32_t seg_entry_id_len(const uint8_t *e)
 {
     return (uint32_t)e[8] | (uint32_t)e[9] << 8;
 }
+static inline uint64_t seg_entry_arrival(const uint8_t *e)
+{
+    return store_get64(e + 16);
+}
 static inline uint64_t seg_entry_signature(const uint8_t *e)
 {
     return store_get64(e + 24);

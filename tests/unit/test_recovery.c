@@ -972,7 +972,8 @@ static void test_crash_during_whole_file_deletion_directory_fsync(void **state)
 }
 
 /* Lanes and shapes are not files: 2 models x 8 shapes x 16 lanes take one segment file per
- * model, and each lane comes back whole and in order from the shared files. */
+ * model, and each lane comes back whole and in order from the shared files, its front's arrival
+ * known. */
 static void test_many_lanes_and_shapes_share_one_file_per_model(void **state)
 {
     rig_t *r = rig_new(state, 0, STORE_DURABLE_PROCESS);
@@ -1025,6 +1026,9 @@ static void test_many_lanes_and_shapes_share_one_file_per_model(void **state)
         size_t n = 0;
         assert_int_equal(store_peek(r->s, it, v, PER + 1, &n), STORE_OK);
         assert_int_equal(n, PER);
+        uint64_t oldest = UINT64_MAX;
+        assert_true(store_queue_oldest(r->s, it, &oldest));
+        assert_int_equal(oldest, v[0].arrival_ns);
         for (size_t k = 0; k < n; k++) {
             uint64_t tag = (((uint64_t)k * MODELS + m) * SHAPES + sh) * LANES + key.lane;
             assert_int_equal(v[k].arrival_ns, tag);

@@ -860,8 +860,8 @@ static void test_peek_tokens_agrees_with_peek(void **state)
 }
 
 /* store_queue_oldest is the front readable item's arrival: none before anything is readable, the
- * next one's after a commit, the returned one's after a return. The hints before it change
- * nothing (store_queue_prefetch, either level). */
+ * next one's after a commit (an unflushed one's once flushed), the returned one's after a return.
+ * The hints before it change nothing (store_queue_prefetch, either level). */
 static void test_queue_oldest_is_the_front(void **state)
 {
     (void)state;
@@ -886,6 +886,22 @@ static void test_queue_oldest_is_the_front(void **state)
     store_queue_prefetch(s, q, 1);
     assert_true(store_queue_oldest(s, q, &t));
     assert_int_equal(t, tag_arrival(0));
+    /* Every readable one taken: the front is an unflushed append until the flush. */
+    append_tagged(s, q, 3, 10);
+    append_tagged(s, q, 4, 10);
+    assert_int_equal(store_commit(s, q, r, 3), STORE_OK);
+    if (is_disk())
+        assert_false(store_queue_oldest(s, q, &t));
+    flush(s);
+    assert_true(store_queue_oldest(s, q, &t));
+    assert_int_equal(t, tag_arrival(3));
+    /* A return in front of it, and one behind the new front. */
+    assert_int_equal(store_return(s, &r[1], 1), STORE_OK);
+    assert_true(store_queue_oldest(s, q, &t));
+    assert_int_equal(t, tag_arrival(1));
+    assert_int_equal(store_return(s, &r[2], 1), STORE_OK);
+    assert_true(store_queue_oldest(s, q, &t));
+    assert_int_equal(t, tag_arrival(1));
     store_queue_prefetch(NULL, q, 0);
     store_queue_prefetch(s, NULL, 1);
     store_close(s);
