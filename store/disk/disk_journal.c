@@ -29,6 +29,12 @@
  *   6. A write that needs the pwrite buffer (no mapping now, or a new file that may get none)
  *      has it for every staged record before it stores any: refused for memory, it stores none,
  *      so a commit that returns ENOMEM counted no delivery (the store stays usable).
+ *   7. A disk with no room for a new journal file at all (every size down to DISK_JNL_MIN_BYTES
+ *      refused): the newest file, written by an earlier run, takes records again from the slot
+ *      after its last written one. Recovery reads every slot of every file and a record's rank,
+ *      not its place, decides (recovery_journal.c invariant 12), so a record in an older file
+ *      counts as it would in a new one. A store that filled its disk itself can then start
+ *      again on it and still settle what it holds; without room there either, the store fails.
  *
  * Rejected: a journal per model (a flush touching both models would sync two journals instead of
  * one; a model's long-waiting item holds the store's journal files either way, as it holds its
@@ -46,6 +52,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -156,9 +163,61 @@ static uint64_t disk_jnl_fit(uint64_t want)
     return JNL_HEADER + (want - JNL_HEADER) / JNL_RECORD * JNL_RECORD;
 }
 
+/* Invariant 7: the newest file as the current one again, at its first slot after the last
+ * written one; 0 (nothing changed) when it is gone, doomed, damaged or full. */
+static int disk_jnl_reuse(disk_t *d)
+{
+    djnl_t *j = d->n_jnls > 0 ? &d->jnls[d->n_jnls - 1] : NULL;
+    if (j == NULL || j->doomed || j->gone || d->jnl_live)
+        return 0;
+    char name[JNL_FILE_NAME_SIZE];
+    jnl_file_name(j->id, name);
+    int fd = openat(d->jnl_dir_fd, name, O_RDWR | O_CLOEXEC | O_NOATIME);
+    struct stat sb;
+    uint64_t size = 0;
+    if (fd >= 0 && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size >= JNL_HEADER + JNL_RECORD)
+        size = disk_jnl_fit((uint64_t)sb.st_size);
+    uint8_t *map = size > 0 ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : NULL;
+    if (map == MAP_FAILED)
+        map = NULL;
+    jnl_header_t h;
+    uint64_t pos = size;
+    if (map != NULL && jnl_header_decode(map, JNL_HEADER, &h) == STORE_OK &&
+        h.journal_id == j->id) {
+        while (pos > JNL_HEADER && jnl_record_blank(map + pos - JNL_RECORD))
+            pos -= JNL_RECORD;
+    }
+    if (map == NULL || pos + JNL_RECORD > size) {
+        if (map != NULL)
+            munmap(map, size);
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    if (j->fd >= 0)
+        close(j->fd);
+    j->fd = fd;
+    j->ino = (uint64_t)sb.st_ino;
+    d->jnl_live = 1;
+    d->jnl_size = size;
+    d->jnl_pos = pos;
+    d->jnl_seed = jnl_crc_seed(j->id);
+    d->jnl_map = map;
+    if (d->cfg.io == STORE_IO_PLAIN) { /* as a new file: records go by pwrite */
+        munmap(map, size);
+        d->jnl_map = NULL;
+    }
+    disk_log(d, STORE_LOG_WARN,
+             "no room on the disk for a new journal file: journal file %s takes records again "
+             "(%" PRIu64 " of its %" PRIu64 " slots free)",
+             name, (size - pos) / JNL_RECORD, (size - JNL_HEADER) / JNL_RECORD);
+    return 1;
+}
+
 /* Invariant 2: a new current file, allocated whole, its header written, mapped. A disk too full
  * for the configured size gets a file half as large, down to DISK_JNL_MIN_BYTES: a full disk
- * refuses appends (their room is reserved first), and the items it holds must still settle. */
+ * refuses appends (their room is reserved first), and the items it holds must still settle.
+ * With no room for the smallest either, the newest file is used again (invariant 7). */
 static store_status_t disk_jnl_create(disk_t *d)
 {
     if (d->jnl_live) /* disk_seg.c invariant 8 */
@@ -173,8 +232,12 @@ static store_status_t disk_jnl_create(disk_t *d)
     char name[JNL_FILE_NAME_SIZE];
     jnl_file_name(j.id, name);
     int fd = openat(d->jnl_dir_fd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOATIME, 0644);
-    if (fd < 0)
-        return disk_fail(d, "creating a journal file", errno);
+    if (fd < 0) {
+        int err = errno;
+        if ((err == ENOSPC || err == EDQUOT) && disk_jnl_reuse(d))
+            return STORE_OK;
+        return disk_fail(d, "creating a journal file", err);
+    }
     int err = 0;
     for (;;) {
         err = fallocate(fd, 0, 0, (off_t)size) == 0 ? 0 : errno;
@@ -204,6 +267,8 @@ static store_status_t disk_jnl_create(disk_t *d)
     if (err != 0) {
         close(fd);
         unlinkat(d->jnl_dir_fd, name, 0);
+        if ((err == ENOSPC || err == EDQUOT) && disk_jnl_reuse(d))
+            return STORE_OK;
         return disk_fail(d, "creating a journal file", err);
     }
     d->next_segment_id++;

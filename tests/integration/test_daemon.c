@@ -31,6 +31,8 @@
  *   enospc_self                the daemon fills a 6 MiB tmpfs itself before any consumer comes:
  *                              every accepted item is delivered and completed on the full disk,
  *                              and after the drain new items are accepted again
+ *   enospc_self_restart        the same, the daemon SIGKILLed and started again on the full disk
+ *                              twice: every accepted item delivered and completed once
  *   enospc                     data dir on a 4 MiB tmpfs filled up: store_full rejects, recovery
  *                              when space is freed, no accepted item lost (root only, else 77).
  */
@@ -264,6 +266,25 @@ static size_t drain(h_consumer_t *c, book_t *bk, uint32_t bs, uint32_t bt, uint3
         n += b->n_items;
         codec_batch_destroy(b);
     }
+}
+
+/* Pulls and acks one batch at a time until at least `want` items came. */
+static size_t drain_some(h_consumer_t *c, book_t *bk, uint32_t bs, uint32_t bt, size_t want)
+{
+    size_t n = 0;
+    while (n < want) {
+        h_pull(c, 1, 2000);
+        codec_batch_t *b = h_next_batch(c, 7000);
+        H_REQUIRE(b != NULL && b->status != CODEC_BATCH_EXPIRED,
+                  "drain: %zu of %zu items, then no batch", n, want);
+        check_batch(bk, b, bs, bt, 0);
+        h_ack_all_ok(c, b);
+        for (size_t i = 0; i < b->n_items; i++)
+            book_find(bk, &b->items[i].id)->acked++;
+        n += b->n_items;
+        codec_batch_destroy(b);
+    }
+    return n;
 }
 
 static void require_empty(const char *json, const char *when)
@@ -1478,6 +1499,8 @@ static int case_enospc_self(void)
     H_REQUIRE(h_daemon_running(), "the daemon stopped while its items were consumed");
     H_REQUIRE(got == accepted, "drained %zu items on the full disk, %zu were accepted", got,
               accepted);
+    /* Gone while the disk fills again (a consumer silent past --dead-after-ms would be). */
+    h_consumer_close(&c);
     /* Drained: the current segment rolls over at the next refusal and its file goes. */
     uint64_t deadline = h_now_ms() + 10000;
     size_t again = 0;
@@ -1491,6 +1514,7 @@ static int case_enospc_self(void)
             h_sleep_ms(200);
     }
     h_log("after the drain, %zu new items accepted before the disk was full again", again);
+    h_consumer_register(&c, nc, MODEL, 32, 65536, 0, "enospc-self-2");
     got = drain(&c, &bk, 32, 65536, 1500, 1, NULL);
     H_REQUIRE(got == again, "drained %zu of the %zu new items", got, again);
     for (size_t i = 0; i < next; i++) {
@@ -1499,6 +1523,61 @@ static int case_enospc_self(void)
                   r->accepted ? "accepted" : "refused", r->delivered);
     }
     h_consumer_close(&c);
+    book_free(&bk);
+    finish(nc);
+    return 0;
+}
+
+/* The daemon fills its data directory itself and is killed there, twice: each start on the
+ * full disk still delivers and completes every item the disk holds (the journal that records
+ * them finds room), and once the queue is drained new items are accepted again. */
+static int case_enospc_self_restart(void)
+{
+    char mnt[700];
+    if (!tmpfs_daemon_start("6m", mnt, sizeof(mnt)))
+        return SKIP_CODE;
+    natsConnection *nc = h_connect();
+    book_t bk;
+    book_one_lane(&bk, "esr", ES_N, 62, 1000);
+    size_t next = fill_until_full(nc, &bk, 0, 3);
+    size_t accepted = 0;
+    for (size_t i = 0; i < next; i++)
+        accepted += bk.recs[i].accepted;
+    H_REQUIRE(accepted > 100, "only %zu items fitted", accepted);
+    h_log("%zu items accepted until the disk was full; SIGKILL and restart", accepted);
+    h_daemon_kill();
+    h_daemon_restart();
+    h_consumer_t c;
+    h_consumer_register(&c, nc, MODEL, 32, 65536, 0, "enospc-restart");
+    /* Half of them, then another kill and start on the still full disk. */
+    size_t got = drain_some(&c, &bk, 32, 65536, accepted / 2);
+    H_REQUIRE(h_daemon_running(), "the daemon stopped at its first deliveries after a restart");
+    h_consumer_close(&c);
+    h_daemon_kill();
+    h_daemon_restart();
+    h_consumer_register(&c, nc, MODEL, 32, 65536, 0, "enospc-restart-2");
+    got += drain(&c, &bk, 32, 65536, 1500, 1, NULL);
+    H_REQUIRE(h_daemon_running(), "the daemon stopped at its first deliveries after a restart");
+    H_REQUIRE(got == accepted, "drained %zu items after the restarts, %zu were accepted", got,
+              accepted);
+    h_consumer_close(&c);
+    for (size_t i = 0; i < next; i++) {
+        rec_t *r = &bk.recs[i];
+        H_REQUIRE(r->delivered == (r->accepted ? 1u : 0u), "%s (%s) delivered %u times", r->id,
+                  r->accepted ? "accepted" : "refused", r->delivered);
+    }
+    uint64_t deadline = h_now_ms() + 10000;
+    size_t again = 0;
+    while (again == 0) {
+        H_REQUIRE(h_now_ms() < deadline, "still store_full 10 s after the queue was drained");
+        size_t from = next;
+        next = fill_until_full(nc, &bk, next, 1);
+        for (size_t i = from; i < next; i++)
+            again += bk.recs[i].accepted;
+        if (again == 0)
+            h_sleep_ms(200);
+    }
+    h_log("after the drain, %zu new items accepted before the disk was full again", again);
     book_free(&bk);
     finish(nc);
     return 0;
@@ -1514,6 +1593,7 @@ static const struct {
     {"round_trip", case_round_trip},
     {"two_consumers_same_shape", case_two_consumers_same_shape},
     {"consumer_sigkill", case_consumer_sigkill},
+    {"enospc_self_restart", case_enospc_self_restart},
     {"consumer_sigstop_stale_ack", case_consumer_sigstop_stale_ack},
     {"daemon_sigkill_restart", case_daemon_sigkill_restart},
     {"bad_input", case_bad_input},
