@@ -15,7 +15,10 @@
 //     registers again on unknown_consumer or no answer.
 //  4. unknown_consumer from a pull, an ack or that probe registers again once per generation,
 //     dropping the old generation's pulls, queued batches and in-progress set; registering again
-//     retries with backoff until it works or the consumer is closed.
+//     retries with backoff until it works or the consumer is closed. A generation that ends
+//     within reregisterCalm of its registration makes the next one wait first (200 ms, doubling
+//     to 5 s): a daemon that forgets every registration at once (a misconfiguration, a hostile
+//     responder) gets a registration every few seconds, not a loop of them.
 //  5. A heartbeat goes out every heartbeat_ms listing the in-progress set: every delivered batch
 //     not yet settled or released.
 //  6. The four subjects are the Registered reply's; nothing builds one from the consumer id.
@@ -82,6 +85,8 @@ type Consumer struct {
 	inProgress    map[uint64]*Batch
 	oldAck        map[uint64]string
 	reregistering bool
+	registeredAt  time.Time     // of the current generation
+	reregWait     time.Duration // before the next registration again (invariant 4)
 	probing       bool
 	paused        bool
 	closed        bool
@@ -200,11 +205,15 @@ func (k *Consumer) register(ctx context.Context) error {
 	k.gen++
 	k.info = r
 	k.registrations++
+	k.registeredAt = time.Now()
 	if r.ProtocolVersion > ProtocolVersion {
 		k.warn(&Error{Code: "protocol_version", Text: "the daemon speaks version " + strconv.Itoa(int(r.ProtocolVersion))})
 	}
 	return nil
 }
+
+// reregisterCalm: a generation that lived this long ends without delaying the next (invariant 4).
+const reregisterCalm = 10 * time.Second
 
 // reregister: invariant 4. Called with mu held.
 func (k *Consumer) reregister(gen uint64, why error) {
@@ -214,7 +223,22 @@ func (k *Consumer) reregister(gen uint64, why error) {
 	k.warn(why)
 	k.dropGeneration()
 	k.reregistering = true
+	calm := k.reregWait
+	if time.Since(k.registeredAt) >= reregisterCalm {
+		calm = 0
+	}
+	if k.reregWait = 2 * calm; k.reregWait < 200*time.Millisecond {
+		k.reregWait = 200 * time.Millisecond
+	} else if k.reregWait > 5*time.Second {
+		k.reregWait = 5 * time.Second
+	}
 	go func() {
+		if calm > 0 {
+			select {
+			case <-time.After(calm):
+			case <-k.done:
+			}
+		}
 		wait := 200 * time.Millisecond
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -404,5 +407,53 @@ func TestDeadLetters(t *testing.T) {
 	}
 	if cn := e.counters(); cn["dead_lettered"] != float64(1) || cn["tokens_received"] != cn["tokens_completed"] {
 		t.Errorf("counters %v", cn)
+	}
+}
+
+// A daemon that forgets every registration at once (here a fake on the daemon's subjects
+// answering each pull with unknown_consumer) gets registrations with backoff, not a loop of them.
+func TestForgetfulDaemonRegistersWithBackoff(t *testing.T) {
+	e := startEnv(t)
+	e.daemonStop(syscall.SIGTERM)
+	var registers atomic.Int64
+	reg, err := e.probe.Subscribe("lanes.register", func(m *nats.Msg) {
+		registers.Add(1)
+		var r enc
+		r.str(1, "fake"+strconv.FormatInt(registers.Load(), 10))
+		r.str(2, "fake.pull")
+		r.str(3, "fake.ack")
+		r.str(4, "fake.heartbeat")
+		r.str(5, "fake.bye")
+		r.varint(6, 1000)
+		r.varint(7, 10000)
+		r.varint(8, 30000)
+		r.varint(10, ProtocolVersion)
+		m.Respond(r.b)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Unsubscribe()
+	pull, err := e.probe.Subscribe("fake.pull", func(m *nats.Msg) {
+		var b enc
+		b.varint(7, batchError)
+		b.str(8, "unknown_consumer: register again to get a consumer id")
+		m.Respond(b.b)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pull.Unsubscribe()
+	c := e.client(Options{})
+	k, err := c.Consumer(ctxT(t, 10*time.Second), ConsumerOptions{Model: "llama", MaxBatchSize: 8,
+		MaxBatchTokens: 4096, OnWarning: func(error) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	k.Close(ctxT(t, 5*time.Second), false)
+	// Waits of 0, 0.2, 0.4, 0.8 and 1.6 s fit in 3 s: about 5 registrations.
+	if n := registers.Load(); n < 3 || n > 8 {
+		t.Errorf("%d registrations in 3 s against a daemon that forgets each at once", n)
 	}
 }

@@ -16,7 +16,10 @@
 //   4. unknown_consumer from a pull, an ack, or that probe registers again once per generation;
 //      the old generation's pulls, queued batches and in-progress set are dropped (the daemon
 //      returned those batches, or forgot them in a restart). Registering again retries with
-//      backoff until it succeeds or the consumer is closed.
+//      backoff until it succeeds or the consumer is closed. A generation that ends within
+//      REREGISTER_CALM_MS of its registration makes the next one wait first (200 ms, doubling to
+//      5 s): a daemon that forgets every registration at once (a misconfiguration, a hostile
+//      responder) gets a registration every few seconds, not a loop of them.
 //   5. A heartbeat goes out every heartbeat_ms (the daemon's, unless overridden) listing the
 //      in-progress set: every delivered batch not yet done (autoInProgress), so a batch being
 //      worked on keeps its ack deadline however long the work takes.
@@ -42,6 +45,9 @@ export const PROTOCOL_VERSION = 1;
 /** Earlier registrations whose ack subject is kept to return their late batches: a batch
  *  arrives at most one pull deadline after its registration was given up. */
 const OLD_GENERATIONS_KEPT = 4;
+
+/** A generation that lived this long ends without delaying the next (invariant 4). */
+const REREGISTER_CALM_MS = 10000;
 
 const DEFAULTS = Object.freeze({
     maxInputTokens: 0,
@@ -119,6 +125,8 @@ export class Consumer extends EventEmitter {
         this.inProgress = new Map(); // batchId -> Batch (this generation's)
         this.oldAckSubjects = new Map(); // generation -> ack subject, for returning stale batches
         this.reregistering = null;
+        this.registeredAt = 0; // of the current generation (Date.now())
+        this.reregWaitMs = 0; // before the next registration again (invariant 4)
         this.probing = false;
         this.pause = null;
         this.hbTimer = null;
@@ -176,6 +184,7 @@ export class Consumer extends EventEmitter {
         this.oldAckSubjects.delete(this.generation - OLD_GENERATIONS_KEPT);
         this.generation++;
         this.info = info;
+        this.registeredAt = Date.now();
         if (info.protocolVersion > PROTOCOL_VERSION) {
             this.warn(
                 new LanesError(
@@ -210,7 +219,10 @@ export class Consumer extends EventEmitter {
         if (gen !== this.generation || this.reregistering || this.state !== 'running') return;
         this.warn(why);
         this.generationDrop();
+        const calm = Date.now() - this.registeredAt >= REREGISTER_CALM_MS ? 0 : this.reregWaitMs;
+        this.reregWaitMs = Math.min(Math.max(2 * calm, 200), 5000);
         this.reregistering = (async () => {
+            if (calm > 0) await sleep(calm);
             let wait = 200;
             while (this.state === 'running') {
                 try {

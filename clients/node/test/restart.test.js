@@ -5,6 +5,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Env, sleep, until } from './harness.js';
 import { connect } from '../src/index.js';
+import { encode, BatchStatus } from '../src/codec.js';
 
 const FLAGS = ['--heartbeat-ms', '200', '--dead-after-ms', '1500', '--ack-wait-ms', '1000'];
 let env;
@@ -177,4 +178,46 @@ test('a pull that reaches no daemon gets the server status, which is a lost pull
     await untilWarned(() => registered.length >= 1, 20000, 'registering again', warnings);
     await stillWorks(c, 'no-responders');
     await c.close();
+});
+
+test('a daemon that forgets every registration at once gets registrations with backoff', async () => {
+    await env.daemonStop('SIGKILL');
+    // A fake on the daemon's subjects: every Register answered, every pull with unknown_consumer.
+    const nc = await env.connection();
+    let registers = 0;
+    const reg = nc.subscribe(`${env.prefix}.register`, {
+        callback: (err, m) => {
+            registers++;
+            m.respond(
+                encode('Registered', {
+                    consumer_id: `fake${registers}`,
+                    pull_subject: 'fake.pull',
+                    ack_subject: 'fake.ack',
+                    heartbeat_subject: 'fake.heartbeat',
+                    bye_subject: 'fake.bye',
+                    heartbeat_ms: 1000,
+                    dead_after_ms: 10000,
+                    ack_wait_ms: 30000,
+                }),
+            );
+        },
+    });
+    const pull = nc.subscribe('fake.pull', {
+        callback: (err, m) =>
+            m.respond(
+                encode('Batch', {
+                    status: BatchStatus.BATCH_STATUS_ERROR,
+                    error: 'unknown_consumer: register again to get a consumer id',
+                }),
+            ),
+    });
+    const c = await client.consumer({ model: 'forgetful', maxBatchSize: 4, maxBatchTokens: 64 });
+    c.on('warning', () => {});
+    await sleep(3000);
+    await c.close();
+    reg.unsubscribe();
+    pull.unsubscribe();
+    // Waits of 0, 0.2, 0.4, 0.8 and 1.6 s fit in 3 s: about 5 registrations.
+    assert.ok(registers >= 3 && registers <= 8, `${registers} registrations in 3 s`);
+    await env.daemonStart(FLAGS);
 });

@@ -11,7 +11,10 @@ Invariants:
   3. A pull that ends without any message (lost past its expiry) or with the server's
      no-responders status is a lost pull: the consumer asks whether the daemon still knows it
      (an Ack for batch 0: unknown_batch = known) and registers again on unknown_consumer or no
-     answer. unknown_consumer from a pull or an ack registers again at once. Registering again
+     answer. unknown_consumer from a pull or an ack registers again at once, unless the
+     registration it ends is younger than REREGISTER_CALM_S: then it waits first (0.2 s, doubling
+     to 5 s), so a daemon that forgets every registration at once (a misconfiguration, a hostile
+     responder) gets a registration every few seconds, not a loop of them. Registering again
      retries with backoff until it succeeds or the consumer is closed.
   4. Every delivered batch is named by the heartbeats (C client's in-progress set) until it is
      settled, released, or the daemon says it is no longer this consumer's.
@@ -51,6 +54,8 @@ SLICE_S = 0.25
 # After an ERROR batch other than unknown_consumer (too_many_pulls, publish_failed): a pause
 # before pulling again, so a refused pull does not turn into a busy loop.
 ERROR_PAUSE_S = 1.0
+# A registration that lived this long ends without delaying the next (invariant 3).
+REREGISTER_CALM_S = 10.0
 # The highest protocol version this package speaks (subjects.md, "Protocol version").
 PROTOCOL_VERSION = 1
 U32 = 0xFFFFFFFF
@@ -244,6 +249,9 @@ class Consumer:
         self._closed = False
         self._need_register = False
         self._lost_seen = 0
+        self._registered_at = time.monotonic()  # of the current registration
+        self._rereg_wait = 0.0  # before the next registration again (invariant 3)
+        self._rereg_at: Optional[float] = None  # ... and when it may go
         self.registrations = 0
         self.generation = 0
         self._h: Optional[ctypes.c_void_p] = None
@@ -269,6 +277,8 @@ class Consumer:
             wait = min(wait * 2, 2.0)
 
     def _registered(self) -> None:
+        self._registered_at = time.monotonic()
+        self._rereg_at = None
         self.registrations += 1
         self.generation += 1
         r = lib.lc_consumer_registered_get(self._h).contents
@@ -302,6 +312,16 @@ class Consumer:
     def _reregister(self, deadline: Optional[float]) -> bool:
         """Invariant 3: registers again, with backoff, until it works, the consumer is closed or
         the caller's deadline passes (then False: the next call goes on trying)."""
+        now = time.monotonic()
+        if self._rereg_at is None:
+            calm = self._rereg_wait if now - self._registered_at < REREGISTER_CALM_S else 0.0
+            self._rereg_wait = min(max(2 * calm, 0.2), 5.0)
+            self._rereg_at = now + calm
+        if now < self._rereg_at:
+            until = self._rereg_at if deadline is None else min(self._rereg_at, deadline)
+            time.sleep(max(0.0, until - now))
+            if time.monotonic() < self._rereg_at:
+                return False
         wait = 0.2
         while not self._closed:
             with self._locked():

@@ -251,5 +251,22 @@ class Restart(Base):
         self.assertEqual([x.reason for x in r], ["duplicate", "duplicate", "ok", "ok"])
 
 
+class Misconfigured(Base):
+    # Every registration forgotten at once: a worker that sends no heartbeats to a daemon whose
+    # --dead-after-ms is shorter than its pulls.
+    flags = ["--dead-after-ms", "100", "--heartbeat-ms", "50"]
+
+    def test_registrations_back_off(self):
+        k = self.client.consumer("llama", max_batch_size=8, max_batch_tokens=4096, heartbeat_ms=0,
+                                 pull_expires_ms=200, on_warning=lambda e: None)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 4:
+            k.next(0.25)
+        # Waits of 0, 0.2, 0.4, 0.8 and 1.6 s fit in 4 s beside the pulls: about 6 registrations.
+        self.assertGreaterEqual(k.registrations, 3)
+        self.assertLessEqual(k.registrations, 10)
+        k.close()
+
+
 if __name__ == "__main__":
     unittest.main()
