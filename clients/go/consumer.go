@@ -240,7 +240,7 @@ func (k *Consumer) reregister(gen uint64, why error) {
 			}
 		}
 		wait := 200 * time.Millisecond
-		for {
+		for !k.isClosed() {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			err := k.register(ctx)
 			cancel()

@@ -187,7 +187,13 @@ static int disk_jnl_reuse(disk_t *d)
         while (pos > JNL_HEADER && jnl_record_blank(map + pos - JNL_RECORD))
             pos -= JNL_RECORD;
     }
-    if (map == NULL || pos + JNL_RECORD > size) {
+    /* The free slots' space, as a new file's (invariant 2): a sparse or copied file refuses
+     * here, not at a record stored through the mapping. Without fallocate: records by pwrite,
+     * whose ENOSPC fails the store. */
+    int alloc = map != NULL && pos + JNL_RECORD <= size
+                    ? (fallocate(fd, 0, (off_t)pos, (off_t)(size - pos)) == 0 ? 0 : errno)
+                    : ENOSPC;
+    if (alloc != 0 && alloc != EOPNOTSUPP && alloc != ENOSYS) {
         if (map != NULL)
             munmap(map, size);
         if (fd >= 0)
@@ -203,7 +209,8 @@ static int disk_jnl_reuse(disk_t *d)
     d->jnl_pos = pos;
     d->jnl_seed = jnl_crc_seed(j->id);
     d->jnl_map = map;
-    if (d->cfg.io == STORE_IO_PLAIN) { /* as a new file: records go by pwrite */
+    d->jnl_dir_dirty++; /* power level: its name is synced again, as a new file's would be */
+    if (d->cfg.io == STORE_IO_PLAIN || alloc != 0) { /* as a new file: records go by pwrite */
         munmap(map, size);
         d->jnl_map = NULL;
     }

@@ -222,7 +222,7 @@ export class Consumer extends EventEmitter {
         const calm = Date.now() - this.registeredAt >= REREGISTER_CALM_MS ? 0 : this.reregWaitMs;
         this.reregWaitMs = Math.min(Math.max(2 * calm, 200), 5000);
         this.reregistering = (async () => {
-            if (calm > 0) await sleep(calm);
+            if (calm > 0) await new Promise((resolve) => setTimeout(resolve, calm).unref());
             let wait = 200;
             while (this.state === 'running') {
                 try {

@@ -211,13 +211,16 @@ test('a daemon that forgets every registration at once gets registrations with b
                 }),
             ),
     });
-    const c = await client.consumer({ model: 'forgetful', maxBatchSize: 4, maxBatchTokens: 64 });
-    c.on('warning', () => {});
-    await sleep(3000);
-    await c.close();
-    reg.unsubscribe();
-    pull.unsubscribe();
+    try {
+        const c = await client.consumer({ model: 'forgetful', maxBatchSize: 4, maxBatchTokens: 64 });
+        c.on('warning', () => {});
+        await sleep(3000);
+        await c.close();
+    } finally {
+        reg.unsubscribe();
+        pull.unsubscribe();
+        await env.daemonStart(FLAGS);
+    }
     // Waits of 0, 0.2, 0.4, 0.8 and 1.6 s fit in 3 s: about 5 registrations.
     assert.ok(registers >= 3 && registers <= 8, `${registers} registrations in 3 s`);
-    await env.daemonStart(FLAGS);
 });

@@ -319,8 +319,9 @@ class Consumer:
             self._rereg_at = now + calm
         if now < self._rereg_at:
             until = self._rereg_at if deadline is None else min(self._rereg_at, deadline)
-            time.sleep(max(0.0, until - now))
-            if time.monotonic() < self._rereg_at:
+            while not self._closed and time.monotonic() < until:
+                time.sleep(min(SLICE_S, max(0.0, until - time.monotonic())))
+            if self._closed or time.monotonic() < self._rereg_at:
                 return False
         wait = 0.2
         while not self._closed:
