@@ -606,6 +606,18 @@ void sched_queued(const sched_t *s, uint64_t *out_items, uint64_t *out_tokens)
     *out_tokens = s->queued_tokens;
 }
 
+void sched_inflight(const sched_t *s, uint64_t *out_items, uint64_t *out_tokens)
+{
+    *out_items = s->inflight_items;
+    *out_tokens = s->inflight_tokens;
+}
+
+void sched_restored(const sched_t *s, uint64_t *out_items, uint64_t *out_tokens)
+{
+    *out_items = s->items_restored;
+    *out_tokens = s->tokens_restored;
+}
+
 const lanes_t *sched_lanes_view(const sched_t *s, const sched_model_t *model, uint64_t signature)
 {
     if (model == NULL)

@@ -356,6 +356,15 @@ uint64_t sched_retry_ns(const sched_t *sched);
 void sched_queued(const sched_t *sched, uint64_t *out_items /* out */,
                   uint64_t *out_tokens /* out */);
 
+/* Items and tokens in flight (committed, not settled), and those the store held when the
+ * scheduler opened: restored + received = queued + in flight + completed, in items and tokens
+ * (check.c), so a process that recovered items can still balance what it took against what it
+ * completed. */
+void sched_inflight(const sched_t *sched, uint64_t *out_items /* out */,
+                    uint64_t *out_tokens /* out */);
+void sched_restored(const sched_t *sched, uint64_t *out_items /* out */,
+                    uint64_t *out_tokens /* out */);
+
 /* How long committed items waited, arrival to commit: the q-quantile (0 <= q < 1; 1 = the
  * longest), to within 12.5% above the true value (waits.c); 0 before any commit. */
 uint64_t sched_wait_quantile_ns(const sched_t *sched, double q);

@@ -92,9 +92,12 @@ static json_t *stats_counters(struct daemon *d)
             json_object_set_new(rejected, codec_status_reason((codec_status_t)i),
                                 stats_u64(dc->rejected[i]));
     }
-    uint64_t queued_items = 0, queued_tokens = 0;
+    uint64_t queued_items = 0, queued_tokens = 0, flying_items = 0, flying_tokens = 0;
+    uint64_t restored_items = 0, restored_tokens = 0;
     sched_queued(d->sched, &queued_items, &queued_tokens);
-    return json_pack(
+    sched_inflight(d->sched, &flying_items, &flying_tokens);
+    sched_restored(d->sched, &restored_items, &restored_tokens);
+    json_t *counters = json_pack(
         "{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,"
         "s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
         "items_received", stats_u64(k->items_received), "tokens_received",
@@ -116,6 +119,12 @@ static json_t *stats_counters(struct daemon *d)
         "disconnects", stats_u64(dc->disconnects), "dropped_messages",
         stats_u64(__atomic_load_n(&dc->dropped_messages, __ATOMIC_RELAXED)), "uptime_ms",
         stats_u64((daemon_now(d) - d->started_ns) / 1000000));
+    if (counters != NULL) { /* the balance across a restart (sched.h, sched_restored) */
+        json_object_set_new(counters, "items_restored", stats_u64(restored_items));
+        json_object_set_new(counters, "tokens_restored", stats_u64(restored_tokens));
+        json_object_set_new(counters, "tokens_in_flight", stats_u64(flying_tokens));
+    }
+    return counters;
 }
 
 /* The scheduling policy's figures, added to the counters: batches and merges, the GPU busy

@@ -294,6 +294,25 @@ static void require_empty(const char *json, const char *when)
               when, q, p, json);
 }
 
+/* The stats' balance (subjects.md, counters.tokens_restored): what the process restored and
+ * received is what it completed, holds queued and has in flight, in tokens and in items. */
+static void require_balanced(natsConnection *nc, const char *when)
+{
+    char *st = h_stats(nc);
+    int64_t in = h_counter(st, "tokens_restored") + h_counter(st, "tokens_received");
+    int64_t out = h_counter(st, "tokens_completed") + h_counter(st, "tokens_queued") +
+                  h_counter(st, "tokens_in_flight");
+    int64_t items_in = h_counter(st, "items_restored") + h_counter(st, "items_received");
+    int64_t items_out = h_counter(st, "items_completed") + h_counter(st, "items_queued") +
+                        h_counter(st, "pending_items");
+    H_REQUIRE(in == out && items_in == items_out,
+              "%s: tokens restored + received %" PRId64
+              " != completed + queued + in flight %" PRId64 "; items %" PRId64 " != %" PRId64,
+              when, in, out, items_in, items_out);
+    H_REQUIRE(h_counter(st, "tokens_restored") > 0, "%s: nothing restored", when);
+    free(st);
+}
+
 static void finish(natsConnection *nc)
 {
     h_disconnect(nc);
@@ -809,6 +828,7 @@ static int case_daemon_sigkill_restart(void)
           atomic_load(&prod.failed_attempts));
     H_REQUIRE(atomic_load(&prod.failed_attempts) > 0,
               "no submit went unanswered: the kill missed the load");
+    require_balanced(nc, "after the restart");
 
     /* The old consumer is gone with the old process. */
     h_pull(&c1, 1, 1000);
@@ -882,6 +902,10 @@ static int case_daemon_sigkill_restart(void)
               h_counter(st, "items_completed"), h_counter(st, "tokens_completed"), items_after,
               tokens_after);
     require_empty(st, "after the drain");
+    H_REQUIRE(h_counter(st, "tokens_restored") + h_counter(st, "tokens_received") == tokens_after,
+              "after the drain: restored %" PRId64 " + received %" PRId64
+              " tokens, the consumer acked %" PRId64,
+              h_counter(st, "tokens_restored"), h_counter(st, "tokens_received"), tokens_after);
     free(st);
     h_log("%zu items completed after the restart + %zu acked before = %d, each once", got,
           n_acked_before, DK_N);

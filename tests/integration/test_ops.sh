@@ -757,8 +757,9 @@ case_stop_without_server() {
 }
 
 # lanesched-ctl wait-drained after a restart that recovered items: the recovered items count as
-# completed but never as received, so the tokens alone would never balance again; the command
-# waits for nothing queued and nothing in flight, and says what is left when it gives up.
+# completed but never as received, so received and completed alone would never balance again;
+# the command waits for nothing queued and nothing in flight, and says what is left when it gives
+# up; figures balance the tokens with the restored ones, before and after they complete.
 case_drained_after_restart() {
     serve first --data-dir "$WORK/data"
     "$BIN/lanesched-produce" --server "$URL" --model m --component x --tokens 10 --count 20 \
@@ -772,6 +773,9 @@ case_drained_after_restart() {
     [ $rc = 1 ] || fail "wait-drained with 20 recovered items queued: exit $rc"
     grep -q "not drained after 300 ms: 20 items queued, 0 in flight" "$WORK/wait1.err" ||
         fail "wait-drained did not say what is left: $(cat "$WORK/wait1.err")"
+    "$BIN/lanesched-ctl" --server "$URL" figures >"$WORK/figures1.out"
+    grep -q "tokens balance          restored 200 + received 0 - completed 0 - queued 200 - in flight 0 = 0 " \
+        "$WORK/figures1.out" || fail "figures before the drain: $(grep balance "$WORK/figures1.out")"
     "$BIN/lanesched-consume" --server "$URL" --model m --max-batch-size 8 --max-batch-tokens 4096 \
         --until-idle-ms 500 >"$WORK/consume.out" 2>&1 || fail "consume: $(tail -1 "$WORK/consume.out")"
     "$BIN/lanesched-ctl" --server "$URL" --timeout-ms 5000 wait-drained 2>"$WORK/wait2.err" ||
@@ -779,8 +783,10 @@ case_drained_after_restart() {
     "$BIN/lanesched-ctl" --server "$URL" figures >"$WORK/figures.out"
     grep -q "queued / in flight      0 / 0 items" "$WORK/figures.out" ||
         fail "figures: $(cat "$WORK/figures.out")"
-    grep -q "received - completed    -200 (items recovered from the store" "$WORK/figures.out" ||
+    grep -q "received - completed    -200 (tokens restored from the store at start" "$WORK/figures.out" ||
         fail "figures do not explain the recovered items: $(grep received "$WORK/figures.out")"
+    grep -q "tokens balance          restored 200 + received 0 - completed 200 - queued 0 - in flight 0 = 0 " \
+        "$WORK/figures.out" || fail "figures after the drain: $(grep balance "$WORK/figures.out")"
     say "20 items recovered: wait-drained said what was left, then returned once they completed"
 }
 

@@ -3,7 +3,8 @@
  *
  *   lanesched-ctl stats            the lanes.stats JSON document, as the daemon sent it
  *   lanesched-ctl figures          the figures that matter, one per line: tokens received /
- *                                  routed / completed and their difference, padding waste,
+ *                                  routed / completed and their difference, their balance
+ *                                  with the restored, queued and in-flight ones, padding waste,
  *                                  shape switches, lanes opened and reused, GPU busy seconds
  *                                  and queue wait p50 / p99 as the daemon measured them
  *   lanesched-ctl wait-drained     waits until nothing is queued or in flight (bounded by
@@ -83,10 +84,15 @@ static void ctl_figures(const json_t *json)
     printf("tokens received         %.0f\n", rx);
     printf("tokens routed           %.0f (redeliveries count again)\n", rt);
     printf("tokens completed        %.0f\n", done);
+    double restored = ctl_counter(json, "tokens_restored");
+    double queued = ctl_counter(json, "tokens_queued"),
+           flying = ctl_counter(json, "tokens_in_flight");
     printf("received - completed    %.0f%s\n", rx - done,
-           done > rx ? " (items recovered from the store at start count as completed, not as "
-                       "received)"
-                     : "");
+           restored > 0 ? " (tokens restored from the store at start are completed, not received)"
+                        : "");
+    printf("tokens balance          restored %.0f + received %.0f - completed %.0f - queued %.0f - "
+           "in flight %.0f = %.0f (0: nothing lost or made up)\n",
+           restored, rx, done, queued, flying, restored + rx - done - queued - flying);
     printf("queued / in flight      %.0f / %.0f items\n", ctl_counter(json, "items_queued"),
            ctl_counter(json, "pending_items"));
     printf("padding waste           %.3f%% (padded %.0f, real %.0f)\n",
