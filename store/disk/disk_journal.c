@@ -29,12 +29,13 @@
  *   6. A write that needs the pwrite buffer (no mapping now, or a new file that may get none)
  *      has it for every staged record before it stores any: refused for memory, it stores none,
  *      so a commit that returns ENOMEM counted no delivery (the store stays usable).
- *   7. A disk with no room for a new journal file at all (every size down to DISK_JNL_MIN_BYTES
- *      refused): the newest file, written by an earlier run, takes records again from the slot
- *      after its last written one. Recovery reads every slot of every file and a record's rank,
- *      not its place, decides (recovery_journal.c invariant 12), so a record in an older file
- *      counts as it would in a new one. A store that filled its disk itself can then start
- *      again on it and still settle what it holds; without room there either, the store fails.
+ *   7. A start continues the newest file an earlier run left, from the slot after its last
+ *      written one, while it has free slots; a new file is created only when it is full, gone,
+ *      doomed or damaged. Recovery reads every slot of every file and a record's rank, not its
+ *      place, decides (recovery_journal.c invariant 12), so a record there counts as it would
+ *      in a new file. Starts cost no journal space of their own: a store that filled its disk
+ *      itself starts again on it, as often as it is restarted, and settles what it holds until
+ *      the records fill that file; then a new one needs room, or the store fails.
  *
  * Rejected: a journal per model (a flush touching both models would sync two journals instead of
  * one; a model's long-waiting item holds the store's journal files either way, as it holds its
@@ -165,7 +166,7 @@ static uint64_t disk_jnl_fit(uint64_t want)
 
 /* Invariant 7: the newest file as the current one again, at its first slot after the last
  * written one; 0 (nothing changed) when it is gone, doomed, damaged or full. */
-static int disk_jnl_reuse(disk_t *d)
+static int disk_jnl_continue(disk_t *d)
 {
     djnl_t *j = d->n_jnls > 0 ? &d->jnls[d->n_jnls - 1] : NULL;
     if (j == NULL || j->doomed || j->gone || d->jnl_live)
@@ -214,19 +215,21 @@ static int disk_jnl_reuse(disk_t *d)
         munmap(map, size);
         d->jnl_map = NULL;
     }
-    disk_log(d, STORE_LOG_WARN,
-             "no room on the disk for a new journal file: journal file %s takes records again "
-             "(%" PRIu64 " of its %" PRIu64 " slots free)",
-             name, (size - pos) / JNL_RECORD, (size - JNL_HEADER) / JNL_RECORD);
+    disk_log(d, STORE_LOG_INFO,
+             "journal file %s continued (%" PRIu64 " of its %" PRIu64 " slots free)", name,
+             (size - pos) / JNL_RECORD, (size - JNL_HEADER) / JNL_RECORD);
     return 1;
 }
 
 /* Invariant 2: a new current file, allocated whole, its header written, mapped. A disk too full
  * for the configured size gets a file half as large, down to DISK_JNL_MIN_BYTES: a full disk
  * refuses appends (their room is reserved first), and the items it holds must still settle.
- * With no room for the smallest either, the newest file is used again (invariant 7). */
+ * At a start, the newest file an earlier run left continues instead while it has room
+ * (invariant 7). */
 static store_status_t disk_jnl_create(disk_t *d)
 {
+    if (!d->jnl_live && disk_jnl_continue(d))
+        return STORE_OK;
     if (d->jnl_live) /* disk_seg.c invariant 8 */
         d->jnl_pin_below = d->jnls[d->n_jnls - 1].id;
     disk_jnl_seal(d);
@@ -239,12 +242,8 @@ static store_status_t disk_jnl_create(disk_t *d)
     char name[JNL_FILE_NAME_SIZE];
     jnl_file_name(j.id, name);
     int fd = openat(d->jnl_dir_fd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOATIME, 0644);
-    if (fd < 0) {
-        int err = errno;
-        if ((err == ENOSPC || err == EDQUOT) && disk_jnl_reuse(d))
-            return STORE_OK;
-        return disk_fail(d, "creating a journal file", err);
-    }
+    if (fd < 0)
+        return disk_fail(d, "creating a journal file", errno);
     int err = 0;
     for (;;) {
         err = fallocate(fd, 0, 0, (off_t)size) == 0 ? 0 : errno;
@@ -274,8 +273,6 @@ static store_status_t disk_jnl_create(disk_t *d)
     if (err != 0) {
         close(fd);
         unlinkat(d->jnl_dir_fd, name, 0);
-        if ((err == ENOSPC || err == EDQUOT) && disk_jnl_reuse(d))
-            return STORE_OK;
         return disk_fail(d, "creating a journal file", err);
     }
     d->next_segment_id++;

@@ -1887,6 +1887,38 @@ static void rig_unlink_journal_files(const rig_t *r)
     closedir(dir);
 }
 
+/* A start continues the newest journal file (disk_journal.c invariant 7): restarts that each
+ * count deliveries, at both levels and with plain I/O, add no file, and every count comes back
+ * (rig_reopen checks them); a file full of records is followed by a new one. */
+static void starts_continue_case(void **state, int plain, store_durability_t durability)
+{
+    rig_journal_bytes = 64 + 24 * 16; /* 16 records a file */
+    rig_t *r = plain ? rig_new_plain(state, 0, durability) : rig_new(state, 0, durability);
+    for (int i = 0; i < 8; i++)
+        assert_true(rig_append(r, 0));
+    assert_true(rig_flush(r));
+    for (int k = 0; k < 5; k++) {
+        assert_true(rig_commit(r, 0, 2)); /* two records, then a crash */
+        rig_reopen(r);
+        assert_int_equal(count_journal_files(r), 1);
+        assert_int_equal(rig_count_back(r, 0, r->n), 8);
+    }
+    assert_true(rig_commit(r, 0, 8)); /* 18 records in all: the second file */
+    rig_reopen(r);
+    assert_int_equal(count_journal_files(r), 2);
+    assert_int_equal(rig_count_back(r, 0, r->n), 8);
+}
+
+static void test_starts_continue_the_journal_file(void **state)
+{
+    starts_continue_case(state, 0, STORE_DURABLE_PROCESS);
+}
+
+static void test_starts_continue_the_journal_file_power_plain(void **state)
+{
+    starts_continue_case(state, 1, STORE_DURABLE_POWER);
+}
+
 /* A journal file deleted under the running store fails the next flush that writes to it: its
  * records would go to a file no restart reads. */
 static void test_journal_file_deleted_while_running_fails_the_next_flush(void **state)
@@ -2187,6 +2219,8 @@ int main(void)
                                   rig_teardown),
         cmocka_unit_test_teardown(test_settling_items_never_rewrites_a_segment_power_level,
                                   rig_teardown),
+        cmocka_unit_test_teardown(test_starts_continue_the_journal_file, rig_teardown),
+        cmocka_unit_test_teardown(test_starts_continue_the_journal_file_power_plain, rig_teardown),
         cmocka_unit_test_teardown(test_journal_file_deleted_while_running_fails_the_next_flush,
                                   rig_teardown),
         cmocka_unit_test_teardown(test_recovery_threads_agree_with_one, rig_teardown),
