@@ -134,21 +134,30 @@ store_status_t disk_append(store_t *store, store_queue_t *queue, const store_ite
     return STORE_OK;
 }
 
+/* The first len bytes of rec's entry into buf, with a system call: where a segment has no
+ * mapping. */
+static store_status_t disk_rec_pread(disk_t *d, const drec_t *rec, uint8_t *buf, size_t len)
+{
+    int fd;
+    store_status_t st = disk_fd_get(d, disk_rec_seg(d, rec), &fd);
+    if (st != STORE_OK)
+        return st;
+    ssize_t r = pread(fd, buf, len, rec->offset);
+    if (r != (ssize_t)len)
+        return disk_fail(d, "reading a segment", r < 0 ? errno : EIO);
+    return STORE_OK;
+}
+
 store_status_t disk_rec_arrival(disk_t *d, const drec_t *rec, uint64_t *out_ns)
 {
-    dseg_t *seg = disk_rec_seg(d, rec);
-    const uint8_t *e = disk_map_view(d, seg, rec->offset, SEG_ENTRY_HEADER);
+    const uint8_t *e = disk_map_view(d, disk_rec_seg(d, rec), rec->offset, SEG_ENTRY_HEADER);
     uint8_t hdr[SEG_ENTRY_HEADER];
     if (e == NULL) {
         if (d->failed)
             return STORE_EIO;
-        int fd;
-        store_status_t st = disk_fd_get(d, seg, &fd);
+        store_status_t st = disk_rec_pread(d, rec, hdr, sizeof(hdr));
         if (st != STORE_OK)
             return st;
-        ssize_t r = pread(fd, hdr, sizeof(hdr), rec->offset);
-        if (r != (ssize_t)sizeof(hdr))
-            return disk_fail(d, "reading a segment", r < 0 ? errno : EIO);
         e = hdr;
     }
     *out_ns = seg_entry_arrival(e);
@@ -518,12 +527,9 @@ store_status_t disk_queue_scan(store_t *store, store_queue_t *queue, store_scan_
         }
         const uint8_t *e = ahead[i % DISK_PEEK_AHEAD];
         if (e == NULL) {
-            int fd;
-            store_status_t st = disk_fd_get(d, seg, &fd);
+            store_status_t st = disk_rec_pread(d, rec, hdr, want);
             if (st != STORE_OK)
                 return st;
-            if (pread(fd, hdr, want, rec->offset) != (ssize_t)want)
-                return disk_fail(d, "reading a segment", errno ? errno : EIO);
             e = hdr;
         }
         store_view_t v = disk_view(seg, q, rec, e);

@@ -1342,6 +1342,25 @@ static bool tmpfs_daemon_start(const char *size, char *mnt, size_t cap)
     return true;
 }
 
+/* How many of records [from, to) were answered ACCEPTED. */
+static size_t book_accepted(const book_t *bk, size_t from, size_t to)
+{
+    size_t n = 0;
+    for (size_t i = from; i < to; i++)
+        n += bk->recs[i].accepted;
+    return n;
+}
+
+/* Of the first n records, each accepted one was delivered exactly once, no refused one ever. */
+static void require_delivered_once(const book_t *bk, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const rec_t *r = &bk->recs[i];
+        H_REQUIRE(r->delivered == (r->accepted ? 1u : 0u), "%s (%s) delivered %u times", r->id,
+                  r->accepted ? "accepted" : "refused", r->delivered);
+    }
+}
+
 /* n records of one shape (k) and one length: one lane, one segment being appended to. */
 static void book_one_lane(book_t *bk, const char *prefix, size_t n, unsigned k,
                           uint32_t payload_len)
@@ -1449,9 +1468,7 @@ static int case_enospc(void)
     }
     book_submit(nc, &bk, next, 20, NULL);
     next += 20;
-    size_t accepted = 0;
-    for (size_t i = 0; i < next; i++)
-        accepted += bk.recs[i].accepted;
+    size_t accepted = book_accepted(&bk, 0, next);
     h_log("submits accepted again after freeing space; %zu items accepted in all", accepted);
 
     /* Nothing accepted is lost, also across a restart; nothing refused was stored. */
@@ -1460,11 +1477,7 @@ static int case_enospc(void)
     h_consumer_t c;
     h_consumer_register(&c, nc, MODEL, 32, 65536, 0, "enospc");
     size_t got = drain(&c, &bk, 32, 65536, 1500, 0, NULL);
-    for (size_t i = 0; i < next; i++) {
-        rec_t *r = &bk.recs[i];
-        H_REQUIRE(r->delivered == (r->accepted ? 1u : 0u), "%s (%s) delivered %u times", r->id,
-                  r->accepted ? "accepted" : "refused", r->delivered);
-    }
+    require_delivered_once(&bk, next);
     H_REQUIRE(got == accepted, "drained %zu items, %zu were accepted", got, accepted);
     h_consumer_close(&c);
     book_free(&bk);
@@ -1498,6 +1511,26 @@ static size_t fill_until_full(natsConnection *nc, book_t *bk, size_t from, size_
     return next;
 }
 
+/* After a drain: submits from `next` until the disk takes items again and is full again (the
+ * drained segment's file goes at a refusal); returns the next record, *out_again the new items
+ * accepted. Fails after 10 s of store_full. */
+static size_t refill_after_drain(natsConnection *nc, book_t *bk, size_t next, size_t *out_again)
+{
+    uint64_t deadline = h_now_ms() + 10000;
+    size_t again = 0;
+    while (again == 0) {
+        H_REQUIRE(h_now_ms() < deadline, "still store_full 10 s after the queue was drained");
+        size_t from = next;
+        next = fill_until_full(nc, bk, next, 1);
+        again = book_accepted(bk, from, next);
+        if (again == 0)
+            h_sleep_ms(200);
+    }
+    h_log("after the drain, %zu new items accepted before the disk was full again", again);
+    *out_again = again;
+    return next;
+}
+
 /* The daemon fills its data directory itself, before any consumer came: every item it took is
  * still delivered and completed on the full disk (the journal that records deliveries and
  * tombstones fits in the room appends leave), the daemon keeps running, and once the queue is
@@ -1512,9 +1545,7 @@ static int case_enospc_self(void)
     book_t bk;
     book_one_lane(&bk, "es", ES_N, 61, 1000);
     size_t next = fill_until_full(nc, &bk, 0, 3);
-    size_t accepted = 0;
-    for (size_t i = 0; i < next; i++)
-        accepted += bk.recs[i].accepted;
+    size_t accepted = book_accepted(&bk, 0, next);
     H_REQUIRE(accepted > 100, "only %zu items fitted", accepted);
     h_log("%zu items accepted until the disk was full", accepted);
     h_consumer_t c;
@@ -1526,26 +1557,12 @@ static int case_enospc_self(void)
     /* Gone while the disk fills again (a consumer silent past --dead-after-ms would be). */
     h_consumer_close(&c);
     /* Drained: the current segment rolls over at the next refusal and its file goes. */
-    uint64_t deadline = h_now_ms() + 10000;
     size_t again = 0;
-    while (again == 0) {
-        H_REQUIRE(h_now_ms() < deadline, "still store_full 10 s after the queue was drained");
-        size_t from = next;
-        next = fill_until_full(nc, &bk, next, 1);
-        for (size_t i = from; i < next; i++)
-            again += bk.recs[i].accepted;
-        if (again == 0)
-            h_sleep_ms(200);
-    }
-    h_log("after the drain, %zu new items accepted before the disk was full again", again);
+    next = refill_after_drain(nc, &bk, next, &again);
     h_consumer_register(&c, nc, MODEL, 32, 65536, 0, "enospc-self-2");
     got = drain(&c, &bk, 32, 65536, 1500, 1, NULL);
     H_REQUIRE(got == again, "drained %zu of the %zu new items", got, again);
-    for (size_t i = 0; i < next; i++) {
-        rec_t *r = &bk.recs[i];
-        H_REQUIRE(r->delivered == (r->accepted ? 1u : 0u), "%s (%s) delivered %u times", r->id,
-                  r->accepted ? "accepted" : "refused", r->delivered);
-    }
+    require_delivered_once(&bk, next);
     h_consumer_close(&c);
     book_free(&bk);
     finish(nc);
@@ -1564,9 +1581,7 @@ static int case_enospc_self_restart(void)
     book_t bk;
     book_one_lane(&bk, "esr", ES_N, 62, 1000);
     size_t next = fill_until_full(nc, &bk, 0, 3);
-    size_t accepted = 0;
-    for (size_t i = 0; i < next; i++)
-        accepted += bk.recs[i].accepted;
+    size_t accepted = book_accepted(&bk, 0, next);
     H_REQUIRE(accepted > 100, "only %zu items fitted", accepted);
     h_log("%zu items accepted until the disk was full; SIGKILL and restart", accepted);
     h_daemon_kill();
@@ -1585,23 +1600,9 @@ static int case_enospc_self_restart(void)
     H_REQUIRE(got == accepted, "drained %zu items after the restarts, %zu were accepted", got,
               accepted);
     h_consumer_close(&c);
-    for (size_t i = 0; i < next; i++) {
-        rec_t *r = &bk.recs[i];
-        H_REQUIRE(r->delivered == (r->accepted ? 1u : 0u), "%s (%s) delivered %u times", r->id,
-                  r->accepted ? "accepted" : "refused", r->delivered);
-    }
-    uint64_t deadline = h_now_ms() + 10000;
+    require_delivered_once(&bk, next);
     size_t again = 0;
-    while (again == 0) {
-        H_REQUIRE(h_now_ms() < deadline, "still store_full 10 s after the queue was drained");
-        size_t from = next;
-        next = fill_until_full(nc, &bk, next, 1);
-        for (size_t i = from; i < next; i++)
-            again += bk.recs[i].accepted;
-        if (again == 0)
-            h_sleep_ms(200);
-    }
-    h_log("after the drain, %zu new items accepted before the disk was full again", again);
+    refill_after_drain(nc, &bk, next, &again);
     book_free(&bk);
     finish(nc);
     return 0;
