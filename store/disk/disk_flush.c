@@ -39,6 +39,10 @@
  *   6. A segment file is written only by appends: nothing of a segment is rewritten, so at the
  *      power level a flush writes back the log's new tail and the journal's, never a page of
  *      the log per settled item.
+ *   7. The arena a turn's appends are gathered in outlives the turn: one past DISK_ARENA_KEEP
+ *      goes once no flush, idle ones included, used more than a quarter of it for
+ *      DISK_ARENA_IDLE_NS, so a daemon under load does not fault it in again and one that went
+ *      idle holds it for a second or two.
  *
  * Rejected: syncing each segment as it is written (appends between two flushes share one sync
  * per touched segment: group commit); writing each append as it is made (a system call per
@@ -60,11 +64,6 @@
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
-
-/* An arena grown past this is given back after a flush whose turn used a quarter of it or less:
- * while turns stay large it is kept, since growing it again from nothing copied it once per
- * doubling at every turn; once the load falls it goes. */
-#define DISK_ARENA_KEEP (4u << 20)
 
 static store_status_t disk_ops_reserve(disk_t *d, size_t n)
 {
@@ -291,15 +290,23 @@ static void disk_flush_unreserve(dseg_t *seg)
     seg->reserved = seg->size;
 }
 
-static void disk_flush_reset(disk_t *d)
+/* Invariant 7: the turn's arena after a flush at `now`. */
+static void disk_flush_arena(disk_t *d, uint64_t now)
 {
-    d->n_writes = 0;
-    if (d->arena_cap > DISK_ARENA_KEEP && d->arena_len <= d->arena_cap / 4) {
+    if (d->arena_cap <= DISK_ARENA_KEEP || d->arena_len > d->arena_cap / 4)
+        d->arena_busy_ns = now;
+    else if (now - d->arena_busy_ns >= DISK_ARENA_IDLE_NS) {
         free(d->arena);
         d->arena = NULL;
         d->arena_cap = 0;
     }
     d->arena_len = 0;
+}
+
+static void disk_flush_reset(disk_t *d, uint64_t now)
+{
+    d->n_writes = 0;
+    disk_flush_arena(d, now);
 }
 
 /* Journal files a flush before this one found unneeded are unlinked, after the directory sync
@@ -326,7 +333,9 @@ store_status_t disk_flush(disk_t *d)
     if (d->dirty == NULL && !d->meta_dirty && d->n_released == 0 && !d->rows_dirty &&
         d->flush_queues == NULL) {
         /* invariant 3; journal files found unneeded (at the open, or by the last flush) still
-         * go, one idle flush after the one that found them, so an idle daemon keeps none */
+         * go, one idle flush after the one that found them, so an idle daemon keeps none; and
+         * so does a large arena the load left */
+        disk_flush_arena(d, now);
         if (!d->jnl_doomed && !d->jnl_retire)
             return STORE_OK;
         if ((st = disk_flush_jnl_unlink(d)) == STORE_OK)
@@ -364,7 +373,7 @@ store_status_t disk_flush(disk_t *d)
         INVARIANT_CHECK(disk_seg_check(d, seg));
     }
     d->dirty = NULL;
-    disk_flush_reset(d);
+    disk_flush_reset(d, now);
     for (dqueue_t *q = d->flush_queues, *next; q != NULL; q = next) {
         next = q->flush_next;
         q->n_unflushed = 0;
@@ -407,5 +416,5 @@ void disk_flush_discard(disk_t *d)
             disk_seg_free(d, seg);
     }
     d->dirty = NULL;
-    disk_flush_reset(d);
+    disk_flush_reset(d, clock_mono_ns());
 }

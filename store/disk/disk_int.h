@@ -74,6 +74,17 @@ typedef struct dqueue dqueue_t;
  * grows with the run. A late completion of a deleted segment's ref only follows a settled one
  * (the scheduler settles each position once), so no real caller reaches this far back. */
 #define DISK_DELETED_KEEP 4096u
+/* An arena grown past this is given back once no flush used more than a quarter of it for
+ * DISK_ARENA_IDLE_NS: while turns stay large it is kept, since growing it again from nothing
+ * copies it once per doubling and faults every page in again; once the load falls it goes. */
+#define DISK_ARENA_KEEP (4u << 20)
+/* Under a saturating load small turns come between large ones (a turn that drained the event
+ * queue leaves the next a few Submits): given back after one small turn, an 8-16 MiB arena was
+ * freed and faulted in again six times in one run, a third of the daemon's page faults
+ * (docs/throughput.md, "Page faults per item"). A second spans many large turns at any load
+ * that grows the arena past DISK_ARENA_KEEP; an idle daemon's flushes (every timer turn) give
+ * it back a second after the load stopped. */
+#define DISK_ARENA_IDLE_NS 1000000000ull
 
 typedef struct disk_io disk_io_t;
 typedef struct disk_io_op disk_io_op_t;
@@ -274,7 +285,8 @@ typedef struct {
     disk_io_t *io;            /* owned */
     uint8_t *arena;           /* owned: the bytes of the turn's appended entries */
     size_t arena_len, arena_cap;
-    dwrite_t *writes; /* owned: the turn's gathered writes */
+    uint64_t arena_busy_ns; /* the last flush that used more than a quarter of the arena */
+    dwrite_t *writes;       /* owned: the turn's gathered writes */
     size_t n_writes, cap_writes;
     disk_io_op_t *ops; /* owned: a flush's syncs */
     size_t cap_ops;
