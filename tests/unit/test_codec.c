@@ -1024,6 +1024,33 @@ static void test_unpacked_hashes_are_accepted(void **state)
     codec_submit_destroy(s);
 }
 
+/* subjects.md, "Wire schema": every repeated scalar may come packed, unpacked or mixed. */
+static void test_unpacked_ack_positions_and_heartbeat_ids_are_accepted(void **state)
+{
+    /* Ack: batch 7; ack 1 unpacked, 2 and 3 packed, 4 unpacked; nak 5 unpacked, 6 packed. */
+    static const uint8_t ack_wire[] = {0x08, 0x07, 0x18, 0x01, 0x1a, 0x02, 0x02, 0x03,
+                                       0x18, 0x04, 0x20, 0x05, 0x22, 0x01, 0x06};
+    /* Heartbeat: 9 unpacked, 10 and 11 packed, 12 unpacked. */
+    static const uint8_t hb_wire[] = {0x08, 0x09, 0x0a, 0x02, 0x0a, 0x0b, 0x08, 0x0c};
+    codec_ack_t *ack = NULL;
+    codec_heartbeat_t *hb = NULL;
+    (void)state;
+    assert_int_equal(codec_decode_ack(ack_wire, sizeof ack_wire, &ack), CODEC_OK);
+    assert_int_equal(ack->batch_id, 7);
+    assert_int_equal(ack->n_ack, 4);
+    for (uint32_t i = 0; i < 4; i++)
+        assert_int_equal(ack->ack[i], i + 1);
+    assert_int_equal(ack->n_nak, 2);
+    assert_int_equal(ack->nak[0], 5);
+    assert_int_equal(ack->nak[1], 6);
+    codec_ack_destroy(ack);
+    assert_int_equal(codec_decode_heartbeat(hb_wire, sizeof hb_wire, &hb), CODEC_OK);
+    assert_int_equal(hb->n_in_progress, 4);
+    for (uint64_t i = 0; i < 4; i++)
+        assert_int_equal(hb->in_progress[i], 9 + i);
+    codec_heartbeat_destroy(hb);
+}
+
 static void test_submit_wire_bytes(void **state)
 {
     const uint64_t h = 0x0102030405060708ULL;
@@ -1287,6 +1314,7 @@ int main(void)
         cmocka_unit_test(test_empty_messages_encode_to_zero_bytes),
         cmocka_unit_test(test_field_numbers_are_the_contract),
         cmocka_unit_test(test_unpacked_hashes_are_accepted),
+        cmocka_unit_test(test_unpacked_ack_positions_and_heartbeat_ids_are_accepted),
         cmocka_unit_test(test_submit_wire_bytes),
         cmocka_unit_test(test_batch_wire_bytes),
         cmocka_unit_test(test_submit_reply_wire_bytes),
