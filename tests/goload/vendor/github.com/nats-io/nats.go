@@ -1,0 +1,1 @@
+/usr/share/gocode/src/github.com/nats-io/nats.go
