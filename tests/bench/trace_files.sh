@@ -99,4 +99,44 @@ else
     fi
     ok "$DIR/mc.trace" "5 items"
 fi
+
+# Public request logs in CSV through tools/bench/trace_from_csv.py: Azure's layout (7-digit
+# fractions of a second, one model) and BurstGPT's (seconds, a model per Model value, failed
+# requests without tokens left out); a prompt over --max-tokens is cut to it; one shape per
+# model, no prefix; arrivals sorted, times from the first, in ns; sim replays both.
+CSVCONV=$(dirname "$0")/../../tools/bench/trace_from_csv.py
+printf '%s\n' TIMESTAMP,ContextTokens,GeneratedTokens '2023-11-16 18:15:46.6805900,4808,10' \
+    '2023-11-16 18:15:45.1000000,110,27' '2023-11-16 18:15:47,40000,1' >"$DIR/az.csv"
+printf '%s\n' 'Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type' \
+    '5,ChatGPT,472,18,490,Conversation log' '45,ChatGPT,1087,0,1087,Conversation log' \
+    '12.5,GPT-4,300,12,312,API log' '20,GPT-4,0,0,0,API log' >"$DIR/bg.csv"
+for f in az bg; do
+    if ! python3 "$CSVCONV" "$DIR/$f.csv" "$DIR/$f.trace" --max-tokens 8192 >"$DIR/$f.out" 2>&1; then
+        echo "FAIL: trace_from_csv.py $f.csv: $(cat "$DIR/$f.out")"
+        fail=1
+    fi
+done
+got=$(grep -v '^#' "$DIR/az.trace" | tail -n +2 | awk '{print $1, $2, $3, $5, $6}' | tr '\n' ';')
+want="0 0 0 110 0;1580590000 0 0 4808 0;1900000000 0 0 8192 0;"
+got2=$(grep -v '^#' "$DIR/bg.trace" | tail -n +2 | awk '{print $1, $2, $3, $5, $6}' | tr '\n' ';')
+want2="0 0 0 472 0;7500000000 1 1 300 0;40000000000 0 0 1087 0;"
+if [ "$got" != "$want" ] || [ "$got2" != "$want2" ]; then
+    echo "FAIL: trace_from_csv.py wrote \"$got\" and \"$got2\", want \"$want\" and \"$want2\""
+    fail=1
+elif ! grep -q "1 requests without tokens left out" "$DIR/bg.out" || ! grep -q "1 cut" "$DIR/az.out"; then
+    echo "FAIL: trace_from_csv.py did not count what it left out or cut: $(cat "$DIR"/*.out)"
+    fail=1
+else
+    echo "ok: Azure and BurstGPT request logs convert (models, times, cuts)"
+fi
+ok "$DIR/az.trace" "3 items"
+ok "$DIR/bg.trace" "2 models x 1 shapes"
+printf '%s\n' 'when,what' '1,2' >"$DIR/other.csv"
+if python3 "$CSVCONV" "$DIR/other.csv" "$DIR/other.trace" >"$DIR/other.out" 2>&1 ||
+    ! grep -q "not a known request log" "$DIR/other.out"; then
+    echo "FAIL: trace_from_csv.py took an unknown layout: $(cat "$DIR/other.out")"
+    fail=1
+else
+    echo "ok: an unknown CSV layout is refused, naming its header"
+fi
 exit $fail

@@ -26,17 +26,10 @@ workers (2, 5 ms + 10 us per padded token, 32 items / 16,384 tokens per batch), 
 costed in a full batch of its own length and its prefix once per batch of it: a floor.
 """
 import argparse
-import hashlib
 import json
 import sys
 
-BATCH_NS, TOKEN_NS, BATCH_ITEMS, BATCH_TOKENS, WORKERS = 5_000_000, 10_000, 32, 16384, 2
-
-
-def signature(key):
-    """A nonzero 64-bit signature of the shape's block ids (stable across runs)."""
-    h = hashlib.blake2b(repr(key).encode(), digest_size=8).digest()
-    return int.from_bytes(h, "little") or 1
+from trace_v2 import offered, signature, write
 
 
 def convert(lines, lead, block, time_scale):
@@ -65,20 +58,8 @@ def convert(lines, lead, block, time_scale):
             shapes[key] = (len(shapes), signature(key))
         idx, sig = shapes[key]
         t_ns = int(round((t_ms - t0) * time_scale * 1e6))
-        items.append((t_ns, idx, sig, length - prefix, prefix))
+        items.append((t_ns, 0, idx, sig, length - prefix, prefix))
     return items, shapes
-
-
-def offered(items):
-    """The workers' share the items ask for (a floor: full batches, one prefix per batch)."""
-    if len(items) < 2:
-        return 0.0
-    work = 0.0
-    for _, _, _, tokens, prefix in items:
-        per = max(1, min(BATCH_ITEMS, BATCH_TOKENS // tokens)) if tokens <= BATCH_TOKENS else 1
-        work += TOKEN_NS * tokens + (BATCH_NS + TOKEN_NS * prefix) / per
-    span = max(1, items[-1][0] - items[0][0])
-    return work / (span * WORKERS)
 
 
 def main():
@@ -95,15 +76,9 @@ def main():
         items, shapes = convert(f, a.lead, a.block, a.time_scale)
     if not items:
         raise SystemExit("%s: no requests" % a.input)
-    dur = max(items[-1][0], 1) / 1e9
-    with open(a.output, "w") as f:
-        f.write("lanesched-bench-trace v2 preset=mooncake seed=0 models=1 shapes_per_model=%d "
-                "duration_s=%.3f rate=%.3f items=%d\n" % (len(shapes), dur, len(items) / dur,
-                                                          len(items)))
-        f.write("# t_ns model shape signature tokens prefix_tokens (from %s, --lead %d "
-                "--block %d --time-scale %g)\n" % (a.input, a.lead, a.block, a.time_scale))
-        for t_ns, idx, sig, tokens, prefix in items:
-            f.write("%d 0 %d %016x %d %d\n" % (t_ns, idx, sig, tokens, prefix))
+    dur = write(a.output, items, "mooncake", 1, len(shapes),
+                "from %s, --lead %d --block %d --time-scale %g"
+                % (a.input, a.lead, a.block, a.time_scale))
     print("%s: %d items, %d shapes, %.1f s, offered load %.0f%% of 2 workers (a floor)"
           % (a.output, len(items), len(shapes), dur, 100 * offered(items)))
 
