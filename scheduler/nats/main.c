@@ -107,8 +107,8 @@ static const flag_t flags[] = {
      "batch and its lane first (0 = off; default 20 under --policy lanes, 0 under lanes-seed)"},
     {"hold-ms", "MS", NULL,
      "the hold of --policy lanes: while a model's offered load is high, an under-filled batch "
-     "waits for company until its oldest item waited this long, twice as long in the minute "
-     "after a burst (0 = off; default 350)"},
+     "waits for company until its oldest item waited this long, twice as long for about "
+     "60 s x ln P after a burst of P times the workers' time (0 = off; default 350)"},
     {"slo-ms", "MS|MODEL=MS[,...]", NULL,
      "the wait budget: the p99 queue wait accepted, for every model (MS) and per model "
      "(MODEL=MS), e.g. 5000,chat=1000. Under it --policy lanes waits for company only as long as "

@@ -124,6 +124,7 @@ func runJS() {
 		time.Sleep(2 * time.Millisecond)
 	}
 	el := time.Since(t0)
+	wg.Wait() // the consumers' last Fetch returned: delivered is theirs no more
 	var lost, dups int
 	for i := range delivered {
 		if delivered[i] == 0 {
@@ -136,14 +137,13 @@ func runJS() {
 		*label, N, *window, *nConsumers, *fetch, el.Seconds(), float64(N)/el.Seconds(), tPub.Seconds(), tRecv.Seconds(), left, stuck)
 	fmt.Printf("  verify: pub_errors=%d received=%d redelivered=%d never_delivered=%d delivered_more_than_once=%d foreign=%d fetch_errors=%d ack_errors=%d\n",
 		pubErrs.Load(), received.Load(), redeliv.Load(), lost, dups, foreign.Load(), fetchErrs.Load(), ackErrs.Load())
-	wg.Wait()
 	for _, nc := range conns {
 		nc.Close()
 	}
 	pnc.Close()
 	ajs.DeleteStream(stream)
 	anc.Close()
-	if stuck || lost > 0 || dups > 0 {
+	if stuck || lost > 0 || dups > 0 || left != 0 || pubErrs.Load() > 0 || ackErrs.Load() > 0 {
 		os.Exit(3)
 	}
 }

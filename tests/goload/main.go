@@ -4,8 +4,9 @@
 // with a window of pending acks, pull consumers with Fetch, an Ack per message), on the same
 // items: 2 models, Zipf shapes, tokens log-uniform 50-2,000, 512-byte payloads, 64-item Submits.
 //
-// It exits 3 when an item was not accepted, never delivered, delivered twice, or the run did
-// not finish in -timeout; 1 when it could not set up. run.sh runs both systems on a fresh
+// It exits 3 when an item was not accepted, never delivered, delivered twice (counted through a
+// quiet second after the last ack), left in the daemon or the stream, or when a publish or ack
+// failed or the run did not finish in -timeout; 1 when it could not set up. run.sh runs both systems on a fresh
 // nats-server and daemon (CTest go_load_client; docs/throughput.md, "The independent clients").
 package main
 
@@ -49,6 +50,12 @@ var (
 
 func main() {
 	flag.Parse()
+	// Every phase (submits and their retries, registrations, publishes) ends within -timeout,
+	// or the run fails as not finished; the drain's own wait below reports which items stayed.
+	time.AfterFunc(*timeout+30*time.Second, func() {
+		fmt.Fprintf(os.Stderr, "goload: the run did not end within -timeout %v\n", *timeout)
+		os.Exit(3)
+	})
 	switch *mode {
 	case "ls":
 		runLS()
@@ -335,6 +342,9 @@ func runLS() {
 		stuck = true
 	}
 	el := time.Since(t0)
+	// A quiet second with the consumers still pulling: a copy of an item delivered late (a
+	// second stored copy, a redelivery) is counted before the check.
+	time.Sleep(time.Second)
 	done.Store(true)
 
 	// verification
@@ -353,7 +363,7 @@ func runLS() {
 	for _, c := range cons {
 		c.bye()
 	}
-	statsJSON := fetchStats(pnc)
+	statsJSON, left := fetchStats(pnc)
 	rate := float64(N) / el.Seconds()
 	fmt.Printf("RESULT system=lanesched %s n=%d shapes=%d consumers=%d window=%d per=%d elapsed=%.3fs items_per_s=%.0f submit_phase=%.3fs stuck=%v\n",
 		*label, N, *nShapes, *nConsumers, *window, *perSubmit, el.Seconds(), rate, tSubmit.Seconds(), stuck)
@@ -373,20 +383,35 @@ func runLS() {
 	fmt.Printf("  daemon stats: %s\n", statsJSON)
 	pnc.Close()
 	cwg.Wait()
-	if stuck || lost > 0 || dups > 0 || notAcc > 0 {
+	if left != 0 {
+		fmt.Printf("  the daemon still holds %d items (items_queued + pending_items, or no stats)\n", left)
+	}
+	if stuck || lost > 0 || dups > 0 || notAcc > 0 || left != 0 {
 		os.Exit(3)
 	}
 }
 
-func fetchStats(nc *nats.Conn) string {
+// fetchStats: the daemon's counters as one line, and the items it still holds (queued or in
+// flight; -1 when the stats could not be read).
+func fetchStats(nc *nats.Conn) (string, int64) {
 	m, err := nc.Request(*prefix+".stats", nil, 5*time.Second)
 	if err != nil {
-		return "stats error: " + err.Error()
+		return "stats error: " + err.Error(), -1
 	}
 	var doc struct {
 		Counters map[string]any `json:"counters"`
 	}
-	json.Unmarshal(m.Data, &doc)
+	if err := json.Unmarshal(m.Data, &doc); err != nil {
+		return "stats error: " + err.Error(), -1
+	}
+	var left int64
+	for _, k := range []string{"items_queued", "pending_items"} {
+		v, ok := doc.Counters[k].(float64)
+		if !ok {
+			return "stats error: no counters." + k, -1
+		}
+		left += int64(v)
+	}
 	keys := []string{"items_received", "items_routed", "items_completed", "items_returned", "duplicates", "rejected",
 		"batches", "merged_batches", "fills_held", "shape_switches", "starvation_preemptions", "padded_tokens", "real_tokens",
 		"wait_p50_ns", "wait_p99_ns", "wait_max_ns", "publish_failures", "dropped_messages", "unknown_batch", "unknown_consumer",
@@ -398,7 +423,7 @@ func fetchStats(nc *nats.Conn) string {
 			parts = append(parts, k+"="+string(b))
 		}
 	}
-	return strings.Join(parts, " ")
+	return strings.Join(parts, " "), left
 }
 
 type pullState struct {

@@ -12,7 +12,8 @@ a log holds (lengths, no prompt content):
                  its system prompt would have a few per model, each a lane family of its own)
   prefix_tokens  0 (unknown)
   tokens         the prompt's tokens (ContextTokens, Request tokens), capped at --max-tokens;
-                 requests with none (failed ones in BurstGPT) are left out and counted
+                 requests with no prompt tokens are left out and counted (a request that failed
+                 after its prompt was read still asked for its prefill, and is kept)
 
 Usage: trace_from_csv.py IN.csv OUT.trace [--time-scale F] [--max-tokens N] [--limit N]
   --time-scale F  multiply the arrival times by F (> 1 spreads them: a lower load on the sim's
@@ -34,7 +35,10 @@ from trace_v2 import offered, signature, write
 
 def azure_ns(s):
     """Nanoseconds of an Azure TIMESTAMP ("YYYY-MM-DD HH:MM:SS[.fffffff]"), exactly."""
-    head, _, frac = s.strip().partition(".")
+    s = s.strip()
+    if s.endswith("Z"):  # UTC said outright
+        s = s[:-1]
+    head, _, frac = s.partition(".")
     whole = datetime.datetime.strptime(head, "%Y-%m-%d %H:%M:%S")
     whole = whole.replace(tzinfo=datetime.timezone.utc)
     if frac and not frac.isdigit():
@@ -75,12 +79,12 @@ def convert(rows, time_scale, max_tokens, limit):
     mi = header.index(model_col) if model_col else None
     reqs, empty = [], 0
     for n, row in enumerate(rows, 2):
-        if not row:
+        if not any(c.strip() for c in row):
             continue
         try:
             t, tokens = t_parse(row[ti]), int(float(row[ki]))
             model = row[mi].strip() if mi is not None else "model"
-        except (ValueError, IndexError, decimal.InvalidOperation) as e:
+        except (ValueError, IndexError, OverflowError, decimal.InvalidOperation) as e:
             raise SystemExit("line %d: not a %s request (%s): %s" % (n, name, e, ",".join(row)[:80]))
         if tokens <= 0:
             empty += 1
@@ -112,7 +116,7 @@ def main():
     a = ap.parse_args()
     if a.time_scale <= 0 or a.max_tokens < 1 or a.limit < 0:
         ap.error("--time-scale must be positive, --max-tokens at least 1, --limit at least 0")
-    with open(a.input, newline="") as f:
+    with open(a.input, newline="", encoding="utf-8-sig") as f:
         name, items, models, empty, cut = convert(csv.reader(f), a.time_scale, a.max_tokens,
                                                   a.limit)
     if not items:

@@ -33,7 +33,8 @@ from trace_v2 import offered, signature, write
 
 
 def convert(lines, lead, block, time_scale):
-    """Items (t_ns, shape index, signature, tokens, prefix) in arrival order, and the shapes."""
+    """Items (t_ns, model 0, shape index, signature, tokens, prefix) in arrival order, and the
+    shapes."""
     rows = []
     for n, line in enumerate(lines, 1):
         line = line.strip()
