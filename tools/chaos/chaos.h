@@ -120,6 +120,7 @@ typedef struct {
     volatile pid_t nats_pid, daemon_pid;
     char nats_log[600], daemon_log[600], data_dir[600];
     uint64_t daemon_restarts, nats_restart_count, stops_done;
+    uint64_t daemon_self_exits; /* ended with an exit status the campaign did not ask for */
     double restart_ms_max, restart_ms_sum; /* kill to ready */
 } chaos_procs_t;
 
@@ -130,6 +131,9 @@ void chaos_procs_nats_kill(chaos_procs_t *p);
 void chaos_procs_daemon_stop_for(chaos_procs_t *p, uint32_t ms);
 /* SIGTERM and wait (at most 30 s); the daemon's exit code, or -1. */
 int chaos_procs_daemon_term(chaos_procs_t *p);
+/* procs.c invariant 3: a daemon that ended by itself. 0 when it runs (or was started again after
+ * an exit status), -1 when it died of a signal the campaign did not send or does not start. */
+int chaos_procs_daemon_check(chaos_procs_t *p, const chaos_opts_t *o);
 void chaos_procs_cleanup(chaos_procs_t *p);
 
 /* ---- damage (damage.c) ------------------------------------------------------------------------
@@ -156,6 +160,7 @@ typedef struct chaos {
     chaos_history_t hist;
     atomic_bool producing; /* producers start new batches while set */
     atomic_bool running;   /* consumers run while set */
+    atomic_bool given_up;  /* the campaign failed: producers stop retrying at once */
     atomic_uint_fast64_t submits, submit_timeouts, acks, ack_timeouts, registers, naks, drops,
         crashes, batches;
     pthread_t *threads;

@@ -5,7 +5,8 @@
  * faults come one after another, each after a random stretch of load, in an order shuffled by
  * --seed: --kills daemon SIGKILL + restart cycles (every --damage-every-th one damages the data
  * directory before the restart), --nats-restarts nats-server SIGKILL + restart cycles, --stops
- * daemon SIGSTOP ... SIGCONT. Then production stops, the queue drains and the history is
+ * daemon SIGSTOP ... SIGCONT. A daemon that exits by itself meanwhile is started again and
+ * counted (procs.c invariant 3). Then production stops, the queue drains and the history is
  * checked (history.c). Exit status: 0 when nothing acknowledged was lost (never delivered, and
  * not in the store either when the drain ran out of time), nothing unexpected or corrupt was
  * delivered; 1 otherwise; 2 for a usage or setup error.
@@ -363,7 +364,8 @@ static int chaos_run(chaos_t *c)
     for (uint32_t i = 0; i < n_events && !chaos_interrupted && !failed; i++) {
         uint32_t span = o->load_max_ms - o->load_min_ms + 1;
         chaos_sleep_ms(o->load_min_ms + rng_splitmix64(&rnd) % span);
-        failed = chaos_fault(c, plan[i], &rnd, &kills_done, &damage) != 0;
+        failed = chaos_procs_daemon_check(&c->procs, o) != 0 ||
+                 chaos_fault(c, plan[i], &rnd, &kills_done, &damage) != 0;
         if (o->verbose || (i + 1) % 50 == 0 || i + 1 == n_events) {
             chaos_verdict_t v;
             chaos_history_verdict(&c->hist, &v);
@@ -378,6 +380,7 @@ static int chaos_run(chaos_t *c)
         }
     }
     free(plan);
+    atomic_store(&c->given_up, failed != 0);
     atomic_store(&c->producing, false);
     for (size_t i = first_producer; i < c->n_threads; i++)
         pthread_join(c->threads[i], NULL);
@@ -385,6 +388,8 @@ static int chaos_run(chaos_t *c)
             (double)(chaos_now_ms() - t_start) / 1000.0);
     int drained = 0;
     for (uint64_t t0 = chaos_now_ms(); !failed && chaos_now_ms() - t0 < o->drain_s * 1000ull;) {
+        if ((failed = chaos_procs_daemon_check(&c->procs, o) != 0))
+            break;
         if (chaos_history_all_delivered(&c->hist) && chaos_daemon_held(c->procs.url) == 0) {
             drained = 1;
             break;
@@ -407,14 +412,16 @@ static int chaos_run(chaos_t *c)
     if (v.lost != 0)
         chaos_history_lost_write(&c->hist, lost_path);
     printf("lanesched-chaos: %u kills (%" PRIu64 " restarts, mean %.0f ms, max %.0f ms to ready), "
+           "%" PRIu64 " exits by itself (started again), "
            "%" PRIu64 " nats-server restarts, %" PRIu64 " stops; damage: %" PRIu64
            " tails, %" PRIu64 " index deletes, %" PRIu64 " index empties, %" PRIu64
            " stale indexes, %" PRIu64 " bit flips\n",
            kills_done, c->procs.daemon_restarts,
            c->procs.daemon_restarts ? c->procs.restart_ms_sum / (double)c->procs.daemon_restarts
                                     : 0.0,
-           c->procs.restart_ms_max, c->procs.nats_restart_count, c->procs.stops_done, damage.tails,
-           damage.index_deletes, damage.index_empties, damage.index_stales, damage.flips);
+           c->procs.restart_ms_max, c->procs.daemon_self_exits, c->procs.nats_restart_count,
+           c->procs.stops_done, damage.tails, damage.index_deletes, damage.index_empties,
+           damage.index_stales, damage.flips);
     printf("lanesched-chaos: items sent %" PRIu64 ", acknowledged %" PRIu64 ", refused %" PRIu64
            "; deliveries %" PRIu64 "; consumers: %" PRIu64 " batches, %" PRIu64 " naks, %" PRIu64
            " drops, %" PRIu64 " crashes, %" PRIu64 " registrations; submits %" PRIu64 " (%" PRIu64

@@ -8,6 +8,10 @@
  *      signal is tied to the forking thread), and reaped by this file.
  *   2. A restarted daemon counts as up only once it logged "lanesched: ready" after the restart,
  *      so the time to recover is measured from the kill to that line.
+ *   3. A daemon that ends by itself is noticed before every fault and throughout the drain. An
+ *      exit status (a store that failed, on a full disk say, stops the daemon by design) is
+ *      reported, counted and the daemon started again, as a supervisor would; a death by a
+ *      signal the campaign did not send is a crash, and the campaign fails.
  */
 #include "tools/chaos/chaos.h"
 
@@ -142,6 +146,23 @@ int chaos_procs_daemon_term(chaos_procs_t *p)
     }
     p->daemon_pid = 0;
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+int chaos_procs_daemon_check(chaos_procs_t *p, const chaos_opts_t *o)
+{
+    int status = 0;
+    if (p->daemon_pid <= 0 || !spawn_exited(&p->daemon_pid, &status))
+        return 0;
+    if (!WIFEXITED(status)) {
+        fprintf(stderr, "chaos: lanesched died by itself (signal %d); see %s\n",
+                WIFSIGNALED(status) ? WTERMSIG(status) : -1, p->daemon_log);
+        return -1;
+    }
+    p->daemon_self_exits++;
+    fprintf(stderr,
+            "chaos: lanesched exited by itself with status %d (see %s); starting it again\n",
+            WEXITSTATUS(status), p->daemon_log);
+    return chaos_procs_daemon_start(p, o);
 }
 
 void chaos_procs_cleanup(chaos_procs_t *p)

@@ -11,7 +11,8 @@
  *      too_many_models) are retried too; any other refusal is a permanent answer to an item the
  *      campaign made valid, so it is counted as refused and reported.
  *   3. Once production stops, a batch still unacknowledged is retried for at most
- *      CHAOS_GIVEUP_MS more; what is left then stays "sent" (neither lost nor acknowledged).
+ *      CHAOS_GIVEUP_MS more (not at all once the campaign has failed); what is left then stays
+ *      "sent" (neither lost nor acknowledged).
  */
 #include "tools/chaos/chaos.h"
 
@@ -127,7 +128,8 @@ void *chaos_producer_main(void *arg)
             if (!atomic_load(&c->producing)) {
                 if (stopped_at == 0)
                     stopped_at = chaos_now_ms();
-                if (chaos_now_ms() - stopped_at > CHAOS_GIVEUP_MS) /* invariant 3 */
+                if (chaos_now_ms() - stopped_at > CHAOS_GIVEUP_MS || /* invariant 3 */
+                    atomic_load(&c->given_up))
                     break;
             }
             chaos_sleep_ms(50 + rng_splitmix64(&rnd) % 150);
