@@ -1,9 +1,9 @@
 #!/bin/sh
 # chaos_self_exit.sh CHAOS LANESCHED: lanesched-chaos with a daemon that stops by itself once
-# (a wrapper runs the real daemon for 3 s, ends it with SIGTERM and exits 1, as a daemon whose
-# store failed does): the campaign notices the exit, starts the daemon again, reports it and
-# passes with nothing lost; the same wrapper killing its daemon with SIGSEGV instead fails the
-# campaign as a crash.
+# (a wrapper runs the real daemon for 2 s once it is ready, ends it with SIGTERM and exits 1, as
+# a daemon whose store failed does): the campaign notices the exit, starts the daemon again,
+# reports it and passes with nothing lost; the same wrapper killing its daemon and dying of
+# SIGSEGV instead fails the campaign as a crash.
 set -eu
 chaos=$1
 real=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
@@ -17,12 +17,14 @@ fail() {
 for how in exit crash; do
     cat >"$work/lanesched-$how" <<WRAP
 #!/bin/sh
-# The first start only: serve 3 s, then end as the case says.
+# The first start only: serve 2 s after ready (stderr is the runner's log file), then end as the
+# case says.
 if [ ! -e "$work/started-$how" ]; then
     touch "$work/started-$how"
     "$real" "\$@" &
     pid=\$!
-    sleep 3
+    for _ in \$(seq 300); do grep -q "lanesched: ready" /proc/\$\$/fd/2 && break; sleep 0.1; done
+    sleep 2
     if [ $how = exit ]; then kill -TERM \$pid; wait \$pid; exit 1; fi
     kill -KILL \$pid; wait \$pid
     kill -SEGV \$\$
