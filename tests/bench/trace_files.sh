@@ -75,6 +75,10 @@ else
     fail=1
 fi
 
+# items_of FILE: a converted trace's items as "t_ns model shape tokens prefix;" (signature left
+# out), the header and comment lines skipped.
+items_of() { grep -v '^#' "$1" | tail -n +2 | awk '{print $1, $2, $3, $5, $6}' | tr '\n' ';'; }
+
 # A Mooncake-format request log through tools/bench/trace_from_mooncake.py (--lead 2, blocks of
 # 512): a shape is the first two block ids, its prefix the tokens they cover (one value per
 # shape, the prompt's length less one when shorter), tokens the rest; a request without blocks is
@@ -89,7 +93,7 @@ if ! python3 "$CONV" "$DIR/mc.jsonl" "$DIR/mc.trace" --lead 2 >"$DIR/mc.out" 2>&
     echo "FAIL: trace_from_mooncake.py: $(cat "$DIR/mc.out")"
     fail=1
 else
-    got=$(grep -v '^#' "$DIR/mc.trace" | tail -n +2 | awk '{print $1, $2, $3, $5, $6}' | tr '\n' ';')
+    got=$(items_of "$DIR/mc.trace")
     want="0 0 0 476 1024;500000 0 1 1 699;500000000 0 0 976 1024;1000000000 0 2 1 299;1500000000 0 3 40 0;"
     if [ "$got" != "$want" ]; then
         echo "FAIL: trace_from_mooncake.py wrote \"$got\", want \"$want\""
@@ -116,9 +120,9 @@ for f in az bg; do
         fail=1
     fi
 done
-got=$(grep -v '^#' "$DIR/az.trace" | tail -n +2 | awk '{print $1, $2, $3, $5, $6}' | tr '\n' ';')
+got=$(items_of "$DIR/az.trace")
 want="0 0 0 110 0;1580590000 0 0 4808 0;1900000000 0 0 8192 0;"
-got2=$(grep -v '^#' "$DIR/bg.trace" | tail -n +2 | awk '{print $1, $2, $3, $5, $6}' | tr '\n' ';')
+got2=$(items_of "$DIR/bg.trace")
 want2="0 0 0 472 0;7500000000 1 1 300 0;40000000000 0 0 1087 0;"
 if [ "$got" != "$want" ] || [ "$got2" != "$want2" ]; then
     echo "FAIL: trace_from_csv.py wrote \"$got\" and \"$got2\", want \"$want\" and \"$want2\""

@@ -4,6 +4,7 @@ package main
 
 import (
 	"errors"
+	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -310,11 +311,8 @@ func decodeAckReply(b []byte) (ackReply, error) {
 	return r, err
 }
 
+// codeWord: the reason code word that opens an error text ("unknown_consumer: ...").
 func codeWord(s string) string {
-	for i := 0; i < len(s); i++ {
-		if s[i] == ':' {
-			return s[:i]
-		}
-	}
-	return s
+	w, _, _ := strings.Cut(s, ":")
+	return w
 }
