@@ -9,8 +9,9 @@
  *      then the journal files doomed by an earlier flush are unlinked (disk_journal.c's
  *      invariant 4);
  *   2. every segment that took appends (one per model): one pwritev of its appended entries;
- *      the turn's tombstones, of every segment, appended to the state journal as records
- *      (disk_journal.c: through its mapping, no system call); at the power level then, in waves
+ *      the turn's tombstones, of every segment, and the records of a segment restated
+ *      (disk_restate.c), appended to the state journal as records (disk_journal.c: through its
+ *      mapping, no system call); at the power level then, in waves
  *      of at most half the descriptor cache, the fdatasync of every segment of the wave, all in
  *      flight at once (disk_io.c), the journal's with the last wave, or one syncfs;
  *   3. the check that no segment or journal file written to was deleted or replaced meanwhile
@@ -233,6 +234,7 @@ static store_status_t disk_flush_write(disk_t *d)
             n = 0;
         }
     }
+    disk_restate_step(d);
     if ((st = disk_jnl_write(d, "writing a tombstone")) != STORE_OK)
         return st;
     if (!power)

@@ -9,6 +9,8 @@
  *   recovery.c     rebuilds the state at open from the index and the segment files
  *   -------------- the layer below, declared here ------------------------------------------
  *   disk_flush.c   the readable boundary: writes the turn's gathered writes, syncs, moves it
+ *   disk_restate.c the journal kept bounded while items wait: a waiting segment's states
+ *                  written again into the current journal file, so older files can go
  *   disk_journal.c the state journal: delivery counts and tombstones appended as records, its
  *                  files created, synced and deleted once no live segment needs them
  *   disk_seg.c     one segment file of a model's log: create, reserve space, pick for an
@@ -85,6 +87,15 @@ typedef struct dqueue dqueue_t;
  * that grows the arena past DISK_ARENA_KEEP; an idle daemon's flushes (every timer turn) give
  * it back a second after the load stopped. */
 #define DISK_ARENA_IDLE_NS 1000000000ull
+/* Restating (disk_restate.c) starts only once at least this many journal files older than the
+ * current one are kept: below it the journal is a few tens of MiB (8 MiB files) whatever waits,
+ * not worth walking a waiting segment's entries on the owner thread. A bound, not a tuned value. */
+#define DISK_RESTATE_FILES 4u
+/* ... and only when the older files hold at least this many times the records restating writes
+ * (one per entry of the segments holding them): the journal then writes at most a quarter more
+ * records than the items' own, and keeps at most about this many times 24 bytes per entry of
+ * the segments that hold waiting items, however long they wait. */
+#define DISK_RESTATE_GAIN 4u
 
 typedef struct disk_io disk_io_t;
 typedef struct disk_io_op disk_io_op_t;
@@ -154,6 +165,8 @@ struct dseg {
     int needs_sync;     /* entries written since the last fdatasync */
     int dirty;          /* on the dirty list: index row (and maybe sync) due at the next flush */
     int map_failed;     /* mmap refused it once: system calls from then on */
+    int restate_failed; /* a restatement found it inconsistent: never tried again (disk_restate.c)
+                         */
     dseg_t *dirty_next; /* borrowed link of disk_t.dirty */
     dseg_t *lru_prev, *lru_next; /* borrowed links of the open-fd list, most recent first */
 };
@@ -320,6 +333,10 @@ typedef struct {
                               * this id are sealed at the next flush (disk_seg_idle_seal); 0 none */
     uint64_t idle_next_ns;   /* monotonic: the next look for idle drained current segments */
     int jnl_doomed;          /* some journal is doomed: unlinked at the next flush */
+    int jnl_rotated;         /* a journal file filled since the last flush looked: restating
+                              * may be due (disk_restate.c) */
+    uint64_t restate_below;  /* restating the sealed segments with records in journal files below
+                              * this id, one a flush; 0 none */
     pthread_mutex_t *log_mu; /* borrowed: held around each log line while recovery's scans run
                               * on several threads (recovery.c); NULL otherwise */
 } disk_t;
@@ -380,6 +397,11 @@ store_status_t disk_rec_arrival(disk_t *d, const drec_t *rec, uint64_t *out_ns /
 /* Index of the first queued record not before (seg, offset). */
 size_t disk_queue_lower_bound(const disk_t *d, const dqueue_t *q, const dseg_t *seg,
                               uint64_t offset);
+/* The queued record of the entry at (seg, offset), e read from it (its lane is the entry's own),
+ * or NULL when its lane does not hold it: every live entry is queued or pending, so an entry
+ * neither queued nor pending was completed. A view into the queue, valid until it changes. */
+const drec_t *disk_queue_find(const disk_t *d, const dseg_t *seg, uint64_t offset,
+                              const seg_entry_t *e);
 /* Frees the array's slack (after recovery, which knows the final sizes). */
 void disk_queue_trim(dqueue_t *q);
 /* Frees q and its array. */
@@ -438,6 +460,12 @@ store_status_t disk_seg_gather_entry(disk_t *d, dseg_t *seg, uint32_t len,
 store_status_t disk_seg_gather_tomb(disk_t *d, dseg_t *seg, uint64_t off, uint32_t len);
 /* Is a tombstone for the entry at `off` among seg's gathered writes? */
 int disk_seg_gathered_tomb(const disk_t *d, const dseg_t *seg, uint64_t off);
+/* Reads and checks the readable entry at `off` of seg: 1 and *out when it is one whose CRC
+ * verifies, else 0 (out untouched; a failed read is a 0 too). Through the mapping, or two preads
+ * into disk_t.scratch without one. */
+int disk_seg_entry_read(disk_t *d, dseg_t *seg, uint64_t off, seg_entry_t *out /* out */);
+/* Room for `need` bytes in disk_t.scratch (peek reads, appends encoded for the system calls). */
+store_status_t disk_scratch_reserve(disk_t *d, size_t need);
 /* The index row of seg at its readable boundary. */
 index_segment_row_t disk_seg_row(const disk_t *d, const dseg_t *seg);
 /* The segment of the model's log the next entry of `size` bytes goes to, rolling over at the
@@ -475,6 +503,14 @@ void disk_flush_discard(disk_t *d);
 /* Writes iov[0 .. n) back to back from off, finishing short writes and retrying EINTR; 0 or an
  * errno (ENOSPC for a write of nothing). iov is borrowed and advanced past what was written. */
 int disk_pwritev_all(int fd, struct iovec *iov, int n, uint64_t off);
+
+/* ---- disk_restate.c: the journal bounded while items wait ----------------------------------- */
+
+/* At a flush, before its journal write: decides whether restating is due (after a journal file
+ * filled) and restates at most one segment, staging its records (disk_jnl_write writes them).
+ * Never fails: a segment it cannot restate is logged and left as it is, and one refused memory
+ * is tried again at the next flush. */
+void disk_restate_step(disk_t *d);
 
 /* ---- disk_journal.c: the state journal ------------------------------------------------------ */
 

@@ -55,21 +55,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static store_status_t disk_scratch_reserve(disk_t *d, size_t need)
-{
-    if (need <= d->scratch_cap)
-        return STORE_OK;
-    size_t cap = d->scratch_cap ? d->scratch_cap : 4096;
-    while (cap < need)
-        cap *= 2;
-    uint8_t *p = realloc(d->scratch, cap);
-    if (p == NULL)
-        return STORE_ENOMEM;
-    d->scratch = p;
-    d->scratch_cap = cap;
-    return STORE_OK;
-}
-
 store_status_t disk_append(store_t *store, store_queue_t *queue, const store_item_t *item,
                            store_ref_t *out_ref)
 {
@@ -365,39 +350,13 @@ out:
  * and a lane is released only once empty. */
 static int disk_entry_completed(disk_t *d, dseg_t *seg, uint64_t offset)
 {
-    int fd;
     if (offset < seg->header_len || offset % SEG_ALIGN != 0 ||
         offset + SEG_ENTRY_HEADER > seg->readable)
         return 0;
     if (disk_seg_gathered_tomb(d, seg, offset))
         return 1;
     seg_entry_t e;
-    const uint8_t *view = disk_map_view(d, seg, offset, SEG_ENTRY_HEADER);
-    if (view != NULL) {
-        uint32_t length = seg_entry_length(view);
-        if (length < SEG_ENTRY_HEADER || offset + length > seg->readable ||
-            (view = disk_map_view(d, seg, offset, length)) == NULL ||
-            !seg_entry_check(seg_crc_seed(seg->id), view, length, &e))
-            return 0;
-    } else {
-        uint8_t hdr[SEG_ENTRY_HEADER];
-        if (disk_fd_get(d, seg, &fd) != STORE_OK ||
-            pread(fd, hdr, sizeof(hdr), (off_t)offset) != (ssize_t)sizeof(hdr))
-            return 0;
-        uint32_t length = seg_entry_length(hdr);
-        if (length < SEG_ENTRY_HEADER || offset + length > seg->readable ||
-            disk_scratch_reserve(d, length) != STORE_OK ||
-            pread(fd, d->scratch, length, (off_t)offset) != (ssize_t)length ||
-            !seg_entry_check(seg_crc_seed(seg->id), d->scratch, length, &e))
-            return 0;
-    }
-    dqueue_t *q =
-        map_get(&d->queues, (map_key_t){e.signature, (uint64_t)seg->model_idx << 32 | e.lane});
-    if (q == NULL)
-        return 1;
-    size_t pos = disk_queue_lower_bound(d, q, seg, offset);
-    return pos == q->len || disk_rec_seg(d, &q->recs[q->head + pos]) != seg ||
-           q->recs[q->head + pos].offset != offset;
+    return disk_seg_entry_read(d, seg, offset, &e) && disk_queue_find(d, seg, offset, &e) == NULL;
 }
 
 void disk_prefetch(const store_t *store, store_ref_t ref, unsigned level)

@@ -230,8 +230,10 @@ static store_status_t disk_jnl_create(disk_t *d)
 {
     if (!d->jnl_live && disk_jnl_continue(d))
         return STORE_OK;
-    if (d->jnl_live) /* disk_seg.c invariant 8 */
+    if (d->jnl_live) { /* disk_seg.c invariant 8; disk_restate.c invariant 4 */
         d->jnl_pin_below = d->jnls[d->n_jnls - 1].id;
+        d->jnl_rotated = 1;
+    }
     disk_jnl_seal(d);
     uint64_t size =
         disk_jnl_fit(d->cfg.journal_max_bytes ? d->cfg.journal_max_bytes : DISK_JNL_DEFAULT_BYTES);

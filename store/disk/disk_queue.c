@@ -183,6 +183,18 @@ size_t disk_queue_lower_bound(const disk_t *d, const dqueue_t *q, const dseg_t *
     return lo;
 }
 
+const drec_t *disk_queue_find(const disk_t *d, const dseg_t *seg, uint64_t offset,
+                              const seg_entry_t *e)
+{
+    const dqueue_t *q =
+        map_get(&d->queues, (map_key_t){e->signature, (uint64_t)seg->model_idx << 32 | e->lane});
+    if (q == NULL)
+        return NULL;
+    size_t pos = disk_queue_lower_bound(d, q, seg, offset);
+    const drec_t *r = pos < q->len ? &q->recs[q->head + pos] : NULL;
+    return r != NULL && disk_rec_seg(d, r) == seg && r->offset == offset ? r : NULL;
+}
+
 void disk_queue_free(dqueue_t *q)
 {
     free(q->recs);

@@ -381,6 +381,48 @@ int disk_seg_gathered_tomb(const disk_t *d, const dseg_t *seg, uint64_t off)
     return 0;
 }
 
+store_status_t disk_scratch_reserve(disk_t *d, size_t need)
+{
+    if (need <= d->scratch_cap)
+        return STORE_OK;
+    size_t cap = d->scratch_cap ? d->scratch_cap : 4096;
+    while (cap < need)
+        cap *= 2;
+    uint8_t *p = realloc(d->scratch, cap);
+    if (p == NULL)
+        return STORE_ENOMEM;
+    d->scratch = p;
+    d->scratch_cap = cap;
+    return STORE_OK;
+}
+
+int disk_seg_entry_read(disk_t *d, dseg_t *seg, uint64_t off, seg_entry_t *out)
+{
+    if (off < seg->header_len || off % SEG_ALIGN != 0 || off + SEG_ENTRY_HEADER > seg->readable)
+        return 0;
+    uint32_t length;
+    const uint8_t *view = disk_map_view(d, seg, off, SEG_ENTRY_HEADER);
+    if (view != NULL) {
+        length = seg_entry_length(view);
+        if (length < SEG_ENTRY_HEADER || off + length > seg->readable ||
+            (view = disk_map_view(d, seg, off, length)) == NULL)
+            return 0;
+    } else {
+        uint8_t hdr[SEG_ENTRY_HEADER];
+        int fd;
+        if (disk_fd_get(d, seg, &fd) != STORE_OK ||
+            pread(fd, hdr, sizeof(hdr), (off_t)off) != (ssize_t)sizeof(hdr))
+            return 0;
+        length = seg_entry_length(hdr);
+        if (length < SEG_ENTRY_HEADER || off + length > seg->readable ||
+            disk_scratch_reserve(d, length) != STORE_OK ||
+            pread(fd, d->scratch, length, (off_t)off) != (ssize_t)length)
+            return 0;
+        view = d->scratch;
+    }
+    return seg_entry_check(seg_crc_seed(seg->id), view, length, out);
+}
+
 store_status_t disk_seg_id_draw(disk_t *d, uint64_t *out_id)
 {
     if (d->next_segment_id == UINT64_MAX)

@@ -1187,14 +1187,15 @@ static void sweep_after_recovery(rig_t *r)
  * fresh store, until the scenario runs to its end without reaching the armed operation. Every
  * run is reopened (faults disarmed) and checked. Returns how many runs had the fault fire.
  */
-static size_t fault_sweep(void **state, store_fault_op_t op, store_durability_t durability)
+static size_t fault_sweep_of(void **state, store_fault_op_t op, store_durability_t durability,
+                             int (*scenario)(rig_t *r))
 {
     size_t fired_runs = 0;
     for (unsigned long k = 1;; k++) {
         rig_t *r = rig_new(state, SMALL_SEGMENT, durability);
         unsigned long before = store_fault_fired(op);
         store_fault_arm(op, k);
-        int completed = sweep_scenario(r);
+        int completed = scenario(r);
         int fired = store_fault_fired(op) != before;
         store_fault_disarm_all();
         if (!fired) {
@@ -1226,6 +1227,11 @@ static size_t fault_sweep(void **state, store_fault_op_t op, store_durability_t 
         print_message("fault kind %d, %s: the fault fired in %zu runs\n", (int)op,
                       durability == STORE_DURABLE_POWER ? "power" : "process", fired_runs);
     return fired_runs;
+}
+
+static size_t fault_sweep(void **state, store_fault_op_t op, store_durability_t durability)
+{
+    return fault_sweep_of(state, op, durability, sweep_scenario);
 }
 
 static void test_fault_sweep_write(void **state)
@@ -1816,6 +1822,136 @@ static void test_a_slow_models_segment_holds_journal_files_only_while_its_items_
     assert_int_equal(r->rep.journal_damaged_records + r->rep.journal_unmatched_records, 0);
 }
 
+/*
+ * A sealed segment that waits (lane 0's first: one item pending, one returned, the rest
+ * completed) while another model settles item after item. Without restating, the segment would
+ * pin every journal file written since its first record: one more per four rounds here, 15 by
+ * the end. Restated into the current file (disk_restate.c), it needs none of the older ones.
+ * Returns 0 at the first failure (the fault sweep's scenario); the most journal files seen after
+ * a round into *out_most.
+ */
+enum { RESTATE_ROUNDS = 60 };
+static int restate_scenario_rounds(rig_t *r, int rounds, size_t *out_most);
+static int restate_scenario_run(rig_t *r, int rounds, size_t *out_most)
+{
+    size_t first = 0;
+    while (first == 0 || r->items[r->n - 1].ref.queue == r->items[0].ref.queue) {
+        if (!rig_append(r, 0))
+            return 0;
+        first = r->n;
+    }
+    first = r->n - 1; /* the last one started the second segment: the first is sealed */
+    if (!rig_flush(r) || !rig_commit(r, 0, first))
+        return 0;
+    for (size_t i = 2; i < first; i++) {
+        if (!rig_tombstone(r, i))
+            return 0;
+    }
+    return rig_return(r, 1) && rig_flush(r) && restate_scenario_rounds(r, rounds, out_most);
+}
+
+/* Rounds of the other model: 4 items appended, delivered and completed each. */
+static int restate_scenario_rounds(rig_t *r, int rounds, size_t *out_most)
+{
+    size_t most = 0;
+    for (int round = 0; round < rounds; round++) {
+        size_t busy = r->n;
+        for (int i = 0; i < 4; i++) {
+            if (!rig_append(r, 2))
+                return 0;
+        }
+        if (!rig_flush(r) || !rig_commit(r, 2, 0))
+            return 0;
+        for (size_t t = busy; t < r->n; t++) {
+            if (!rig_tombstone(r, t))
+                return 0;
+        }
+        if (!rig_flush(r))
+            return 0;
+        size_t files = count_journal_files(r);
+        most = files > most ? files : most;
+    }
+    if (out_most != NULL)
+        *out_most = most;
+    return 1;
+}
+
+static int restate_scenario(rig_t *r)
+{
+    return restate_scenario_run(r, 20, NULL) &&
+           rig_logged(r, STORE_LOG_INFO, "journal records restated", NULL);
+}
+
+static void test_a_waiting_segment_keeps_the_journal_bounded(void **state)
+{
+    rig_journal_bytes = 64 + 24 * 32; /* 32 records a file */
+    rig_t *r = rig_new(state, SMALL_SEGMENT, STORE_DURABLE_PROCESS);
+    size_t most = 0;
+    assert_true(restate_scenario_run(r, RESTATE_ROUNDS, &most));
+    /* DISK_RESTATE_FILES older files, the current one, one doomed and not yet unlinked. */
+    if (most > 4 + 2)
+        fail_msg("the journal grew to %zu files while one segment waited", most);
+    assert_true(rig_logged(r, STORE_LOG_INFO, "journal records restated", NULL));
+    uint64_t seg = r->items[0].ref.queue;
+    assert_true(seg_exists(r, seg));
+    /* A restart finds every state: items 0 (pending) and 1 (returned) back with one delivery
+     * each, the completed ones of their segment not back (rig_reopen checks every item). */
+    rig_reopen(r);
+    assert_int_equal(r->rep.journal_damaged_records + r->rep.journal_unmatched_records, 0);
+    assert_true(r->rep.journal_files <= 4 + 2);
+    assert_int_equal(r->items[0].deliveries, 1);
+    assert_int_equal(r->items[1].deliveries, 1);
+    /* Both settled: the segment goes, and with it what the journal kept for it. */
+    assert_true(rig_commit(r, 0, 2));
+    assert_true(rig_tombstone(r, 0));
+    assert_true(rig_tombstone(r, 1));
+    assert_true(rig_flush(r));
+    assert_false(seg_exists(r, seg));
+    assert_true(rig_append(r, 2));
+    assert_true(rig_flush(r));
+    assert_true(rig_flush(r));
+    assert_true(count_journal_files(r) <= 2);
+    rig_reopen(r);
+    assert_int_equal(r->rep.journal_damaged_records + r->rep.journal_unmatched_records, 0);
+}
+
+/* A waiting segment with an entry that no longer verifies is not restated (disk_restate.c
+ * invariant 3): it says so, keeps its records where they are, and the journal grows as it did
+ * before restating existed; nothing completed comes back and nothing waiting is lost. */
+static void test_a_waiting_segment_that_does_not_verify_keeps_its_records(void **state)
+{
+    rig_journal_bytes = 64 + 24 * 32;
+    rig_t *r = rig_new(state, SMALL_SEGMENT, STORE_DURABLE_PROCESS);
+    assert_true(restate_scenario_run(r, 1, NULL));
+    char path[128];
+    seg_path(r, r->items[3].ref.queue, path, sizeof(path));
+    scribble(path, (off_t)r->items[3].ref.offset + 60, 4); /* a completed entry's id */
+    size_t most = 0;
+    assert_true(restate_scenario_rounds(r, RESTATE_ROUNDS, &most));
+    assert_true(rig_logged(r, STORE_LOG_WARN, "were not restated", "does not verify", NULL));
+    assert_false(rig_logged(r, STORE_LOG_INFO, "journal records restated", NULL));
+    assert_true(most > 4 + 2);
+    rig_reopen(r);
+    assert_int_equal(r->rep.corrupt_regions, 1);
+    assert_int_equal(r->items[0].deliveries, 1);
+    assert_int_equal(r->items[1].deliveries, 1);
+}
+
+/* The restatement's records and the files it frees, failing each write and each sync in turn. */
+static void test_fault_sweep_restate_write(void **state)
+{
+    rig_journal_bytes = 64 + 24 * 32;
+    assert_true(fault_sweep_of(state, STORE_FAULT_WRITE, STORE_DURABLE_PROCESS, restate_scenario) >=
+                200);
+}
+
+static void test_fault_sweep_restate_fsync_power(void **state)
+{
+    rig_journal_bytes = 64 + 24 * 32;
+    assert_true(fault_sweep_of(state, STORE_FAULT_FSYNC, STORE_DURABLE_POWER, restate_scenario) >=
+                20);
+}
+
 /* Reads a whole file into a fresh buffer (freed by the caller). */
 static uint8_t *slurp(const char *path, size_t *out_len)
 {
@@ -2215,6 +2351,11 @@ int main(void)
         cmocka_unit_test_teardown(test_deleted_segments_are_remembered_to_a_bound, rig_teardown),
         cmocka_unit_test_teardown(
             test_a_slow_models_segment_holds_journal_files_only_while_its_items_wait, rig_teardown),
+        cmocka_unit_test_teardown(test_a_waiting_segment_keeps_the_journal_bounded, rig_teardown),
+        cmocka_unit_test_teardown(test_a_waiting_segment_that_does_not_verify_keeps_its_records,
+                                  rig_teardown),
+        cmocka_unit_test_teardown(test_fault_sweep_restate_write, rig_teardown),
+        cmocka_unit_test_teardown(test_fault_sweep_restate_fsync_power, rig_teardown),
         cmocka_unit_test_teardown(test_settling_items_never_rewrites_a_segment_process_level,
                                   rig_teardown),
         cmocka_unit_test_teardown(test_settling_items_never_rewrites_a_segment_power_level,

@@ -15,46 +15,14 @@ case "${1:-}" in
 "") ;;
 *) echo "usage: $0 [--bin DIR]" >&2; exit 2 ;;
 esac
-command -v nats-server >/dev/null || { echo "kill_recovery: nats-server not on PATH" >&2; exit 2; }
-
-W=$(mktemp -d /tmp/lanesched-kill-recovery.XXXXXX)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do
-        kill -9 "$p" 2>/dev/null || true
-        wait "$p" 2>/dev/null || true
-    done
-    rm -rf "$W"
-}
-trap cleanup EXIT
-
-listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-# A port below the kernel's ephemeral range, as tests/integration/test_ops.sh picks them: one an
-# outgoing connection holds is not listening, so the probe cannot see it.
-lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
-[ "$lo" -gt 11000 ] 2>/dev/null || lo=32768
-port=
-for _ in $(seq 100); do
-    p=$((10000 + RANDOM % (lo - 10000)))
-    listening "$p" || { port=$p; break; }
-done
-[ -n "$port" ] || { echo "kill_recovery: no free port" >&2; exit 1; }
-nats-server -a 127.0.0.1 -p "$port" >"$W/nats.log" 2>&1 &
-pids+=($!)
-url="nats://127.0.0.1:$port"
-for _ in $(seq 100); do listening "$port" && break; sleep 0.05; done
-listening "$port" || { echo "kill_recovery: nats-server did not listen on $port" >&2; cat "$W/nats.log" >&2; exit 1; }
-
-wait_ready() { # $1 log
-    for _ in $(seq 3000); do grep -q "lanesched: ready" "$1" && return 0; sleep 0.01; done
-    echo "kill_recovery: the daemon did not get ready (log $1)" >&2
-    cat "$1" >&2
-    return 1
-}
+NAME=kill_recovery
+# shellcheck source=tools/bench/local_nats.sh
+. "$(dirname "${BASH_SOURCE[0]}")/local_nats.sh"
+local_nats_begin lanesched-kill-recovery
 
 "$BIN/lanesched" --server "$url" --data-dir "$W/data" >"$W/first.log" 2>&1 &
 daemon=$!
-pids+=($daemon)
+pids+=("$daemon")
 wait_ready "$W/first.log"
 
 producers=()
@@ -79,7 +47,7 @@ for i in 1 2 3; do
     t0=$(date +%s%N)
     "$BIN/lanesched" --server "$url" --data-dir "$W/data" >"$W/restart$i.log" 2>&1 &
     daemon=$!
-    pids+=($daemon)
+    pids+=("$daemon")
     wait_ready "$W/restart$i.log"
     t1=$(date +%s%N)
     line=$(grep -o "[0-9]* items ([0-9]* tokens) recovered in [0-9.]* s" "$W/restart$i.log")
