@@ -96,6 +96,12 @@ typedef struct dqueue dqueue_t;
  * records than the items' own, and keeps at most about this many times 24 bytes per entry of
  * the segments that hold waiting items, however long they wait. */
 #define DISK_RESTATE_GAIN 4u
+/* Segments whose records are all in the last this many files before the current one are not
+ * restated: a model's backlog under a load its workers are behind on fills those, and its
+ * segments drain within a few files anyway, so restating them would walk 64 MiB for a file or
+ * two (tools/bench/journal_bound.sh: the busy model's segments were restated along with the
+ * waiting one without it). Less than DISK_RESTATE_FILES, so restating always frees a file. */
+#define DISK_RESTATE_RECENT 2u
 
 typedef struct disk_io disk_io_t;
 typedef struct disk_io_op disk_io_op_t;

@@ -26,9 +26,10 @@
  *      deleted count. One that fails keeps its records where they are and is not tried again:
  *      the journal stays larger, nothing is lost.
  *   4. Restating starts after a journal file filled, when at least DISK_RESTATE_FILES older
- *      files are kept and they hold DISK_RESTATE_GAIN times the records it would write, and
- *      runs one segment a flush (a segment's entries bound a turn's stall) until no sealed
- *      segment has records below the file that was current when it started. A segment is
+ *      files are kept and those it would free hold DISK_RESTATE_GAIN times the records it would
+ *      write. It restates the sealed segments with records in a file older than the last
+ *      DISK_RESTATE_RECENT before the current one, one a flush (a segment's entries bound a
+ *      turn's stall), until none is left. A segment is
  *      restated when its records fit in the current file's free slots (or could never fit one
  *      file): restating never makes the store create a journal file it would not have.
  *
@@ -47,24 +48,29 @@
 
 #include <inttypes.h>
 
-/* Invariant 4: the older files against the records restating their segments would write. */
-static int disk_restate_due(const disk_t *d)
+/* Invariant 4: the id below which segments are to be restated, or 0 when restating is not
+ * due: the older files against the records restating their segments would write. */
+static uint64_t disk_restate_due(const disk_t *d)
 {
-    if (!d->jnl_live)
+    if (!d->jnl_live || d->n_jnls < 1 + DISK_RESTATE_FILES)
         return 0;
-    uint64_t cur = d->jnls[d->n_jnls - 1].id, older = 0, entries = 0;
-    for (size_t i = 0; i + 1 < d->n_jnls; i++)
+    uint64_t below = d->jnls[d->n_jnls - 1 - DISK_RESTATE_RECENT].id, older = 0, freed = 0;
+    uint64_t entries = 0;
+    for (size_t i = 0; i + 1 < d->n_jnls; i++) {
         older += !d->jnls[i].doomed;
+        freed += !d->jnls[i].doomed && d->jnls[i].id < below;
+    }
     for (size_t m = 0; m < d->n_models; m++) {
         for (size_t i = 0; i < d->models[m].n_segs; i++) {
             const dseg_t *seg = d->models[m].segs[i];
-            if (seg->jnl_min < cur && !seg->restate_failed)
+            if (seg->jnl_min < below && !seg->restate_failed)
                 entries += seg->entries;
         }
     }
     uint64_t slots = (d->jnl_size - JNL_HEADER) / JNL_RECORD;
-    return older >= DISK_RESTATE_FILES && entries > 0 &&
-           older * slots >= (uint64_t)DISK_RESTATE_GAIN * entries;
+    int due = older >= DISK_RESTATE_FILES && entries > 0 &&
+              freed * slots >= (uint64_t)DISK_RESTATE_GAIN * entries;
+    return due ? below : 0;
 }
 
 /* The next sealed segment with records below restate_below, or NULL when none is left. */
@@ -140,8 +146,8 @@ void disk_restate_step(disk_t *d)
 {
     if (d->jnl_rotated) {
         d->jnl_rotated = 0;
-        if (d->restate_below == 0 && disk_restate_due(d))
-            d->restate_below = d->jnls[d->n_jnls - 1].id;
+        if (d->restate_below == 0)
+            d->restate_below = disk_restate_due(d);
     }
     if (d->restate_below == 0 || !d->jnl_live)
         return;
