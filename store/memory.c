@@ -367,6 +367,12 @@ static uint64_t mem_pending_count(const store_t *store)
     return ((const mem_store_t *)store)->pending.len;
 }
 
+static void mem_usage_get(const store_t *store, store_usage_t *out)
+{
+    (void)store;
+    *out = (store_usage_t){0};
+}
+
 static store_status_t mem_current_shape_set(store_t *store, const char *model, uint64_t signature)
 {
     mem_store_t *ms = mem_of(store);
@@ -503,6 +509,7 @@ static const struct store_ops mem_ops = {
     .tombstone = mem_tombstone,
     .ret = mem_return,
     .pending_count = mem_pending_count,
+    .usage_get = mem_usage_get,
     .current_shape_set = mem_current_shape_set,
     .current_shape_get = mem_current_shape_get,
     .epoch_next = mem_epoch_next,

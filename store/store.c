@@ -111,6 +111,11 @@ uint64_t store_pending_count(const store_t *store)
     return store->ops->pending_count(store);
 }
 
+void store_usage_get(const store_t *store, store_usage_t *out)
+{
+    store->ops->usage_get(store, out);
+}
+
 store_status_t store_current_shape_set(store_t *store, const char *model, uint64_t signature)
 {
     if (store == NULL || model == NULL || model[0] == '\0')

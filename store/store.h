@@ -396,6 +396,18 @@ void store_queue_count(const store_queue_t *queue, uint64_t *out_items, uint64_t
 /* Number of pending items across the store. */
 uint64_t store_pending_count(const store_t *store);
 
+/* What a store keeps on disk (all 0 for the memory store). */
+typedef struct {
+    uint64_t segment_files;    /* live segment files */
+    uint64_t segment_bytes;    /* bytes written to them, headers included */
+    uint64_t journal_files;    /* state journal files kept */
+    uint64_t journal_bytes;    /* their sizes (each is allocated whole when created) */
+    uint64_t journal_restated; /* segments whose journal records were restated since the open */
+} store_usage_t;
+
+/* Fills *out: O(live segments + journal files). */
+void store_usage_get(const store_t *store, store_usage_t *out /* out */);
+
 /*
  * The per-model "current shape" field of the storage tier, shared by every consumer of the
  * model. Get succeeds with *out_has = 0 when the model never had one.

@@ -43,6 +43,7 @@ struct store_ops {
     void (*prefetch)(const store_t *store, store_ref_t ref, unsigned level); /* NULL: no hint */
     store_status_t (*ret)(store_t *store, const store_ref_t *refs, size_t n);
     uint64_t (*pending_count)(const store_t *store);
+    void (*usage_get)(const store_t *store, store_usage_t *out);
     store_status_t (*current_shape_set)(store_t *store, const char *model, uint64_t signature);
     store_status_t (*current_shape_get)(store_t *store, const char *model, int *out_has,
                                         uint64_t *out_signature);

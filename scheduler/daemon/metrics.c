@@ -567,6 +567,29 @@ static void metrics_write_daemon(metrics_buf_t *b, struct daemon *d)
     metrics_family(b, "lanesched_store_flush_duration_seconds", "histogram",
                    "The store flush of each turn (the group commit).");
     metrics_hist_write(b, "lanesched_store_flush_duration_seconds", "", &d->metrics->flush);
+    store_usage_t u;
+    store_usage_get(d->store, &u);
+    static const struct {
+        const char *name, *type, *help;
+        size_t off;
+    } usage[] = {
+        {"lanesched_store_segment_files", "gauge", "Live segment files of the disk store.",
+         offsetof(store_usage_t, segment_files)},
+        {"lanesched_store_segment_bytes", "gauge", "Bytes written to the live segment files.",
+         offsetof(store_usage_t, segment_bytes)},
+        {"lanesched_store_journal_files", "gauge", "State journal files the disk store keeps.",
+         offsetof(store_usage_t, journal_files)},
+        {"lanesched_store_journal_bytes", "gauge", "Bytes of the state journal files kept.",
+         offsetof(store_usage_t, journal_bytes)},
+        {"lanesched_store_journal_restated_total", "counter",
+         "Segments whose journal records were restated so older journal files could go.",
+         offsetof(store_usage_t, journal_restated)},
+    };
+    for (size_t i = 0; i < METRICS_LEN(usage); i++) {
+        metrics_family(b, usage[i].name, usage[i].type, usage[i].help);
+        metrics_printf(b, "%s %" PRIu64 "\n", usage[i].name,
+                       *(const uint64_t *)((const char *)&u + usage[i].off));
+    }
 }
 
 char *metrics_text(struct daemon *d, size_t *out_len)

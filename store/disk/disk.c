@@ -121,6 +121,20 @@ static uint64_t disk_pending_count(const store_t *store)
     return ((const disk_t *)store)->pending.len;
 }
 
+static void disk_usage_get(const store_t *store, store_usage_t *out)
+{
+    const disk_t *d = (const disk_t *)store;
+    store_usage_t u = {.journal_files = d->n_jnls, .journal_restated = d->restated};
+    for (size_t m = 0; m < d->n_models; m++) {
+        u.segment_files += d->models[m].n_segs;
+        for (size_t i = 0; i < d->models[m].n_segs; i++)
+            u.segment_bytes += d->models[m].segs[i]->size;
+    }
+    for (size_t i = 0; i < d->n_jnls; i++)
+        u.journal_bytes += d->jnls[i].bytes;
+    *out = u;
+}
+
 static store_status_t disk_store_flush(store_t *store)
 {
     return disk_flush(disk_of(store));
@@ -213,6 +227,7 @@ static const struct store_ops disk_ops = {
     .prefetch = disk_prefetch,
     .ret = disk_return,
     .pending_count = disk_pending_count,
+    .usage_get = disk_usage_get,
     .current_shape_set = disk_current_shape_set,
     .current_shape_get = disk_current_shape_get,
     .epoch_next = disk_epoch_next,

@@ -133,6 +133,7 @@ typedef struct {
     int written;    /* records stored since the last flush's check (disk_watch.c) */
     int gone;       /* its name was deleted or replaced under the store */
     int doomed;     /* no live segment needs its records: unlinked at the next flush */
+    uint64_t bytes; /* its size (store_usage_get) */
 } djnl_t;
 
 #define DISK_WRITE_NONE UINT32_MAX
@@ -343,6 +344,7 @@ typedef struct {
                               * may be due (disk_restate.c) */
     uint64_t restate_below;  /* restating the sealed segments with records in journal files below
                               * this id, one a flush; 0 none */
+    uint64_t restated;       /* segments restated since the open (store_usage_get) */
     pthread_mutex_t *log_mu; /* borrowed: held around each log line while recovery's scans run
                               * on several threads (recovery.c); NULL otherwise */
 } disk_t;

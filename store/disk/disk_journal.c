@@ -98,6 +98,11 @@ static store_status_t disk_jnl_push(disk_t *d, const djnl_t *j)
 store_status_t disk_jnl_adopt(disk_t *d, uint64_t id)
 {
     djnl_t j = {.id = id, .fd = -1};
+    char name[JNL_FILE_NAME_SIZE];
+    struct stat sb;
+    jnl_file_name(id, name);
+    if (fstatat(d->jnl_dir_fd, name, &sb, 0) == 0)
+        j.bytes = (uint64_t)sb.st_size;
     return disk_jnl_push(d, &j);
 }
 
@@ -205,6 +210,7 @@ static int disk_jnl_continue(disk_t *d)
         close(j->fd);
     j->fd = fd;
     j->ino = (uint64_t)sb.st_ino;
+    j->bytes = (uint64_t)sb.st_size;
     d->jnl_live = 1;
     d->jnl_size = size;
     d->jnl_pos = pos;
@@ -269,6 +275,7 @@ static store_status_t disk_jnl_create(disk_t *d)
     if (err == 0) {
         j.ino = (uint64_t)sb.st_ino;
         j.fd = fd;
+        j.bytes = size;
         if (disk_jnl_push(d, &j) != STORE_OK)
             err = ENOMEM;
     }

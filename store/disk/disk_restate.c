@@ -135,6 +135,7 @@ static void disk_restate_seg(disk_t *d, dseg_t *seg)
     }
     seg->jnl_min = UINT64_MAX; /* invariant 2: the write sets the file the records land in */
     d->jnl_retire = 1;
+    d->restated++;
     disk_log(d, STORE_LOG_INFO,
              "segment %s: %zu journal records restated in %.1f ms (%" PRIu64 " of its %" PRIu64
              " entries wait), so older journal files can go",

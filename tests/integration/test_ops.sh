@@ -286,13 +286,16 @@ case_metrics_promtool() {
     # age, the NATS connection, the process
     for want in 'lanesched_submit_to_ack_seconds_count{model="llama"} 300' \
         'lanesched_nats_connected 1' 'lanesched_nats_reconnects_total 0' \
+        'lanesched_store_journal_restated_total 0' \
         'lanesched_oldest_queued_age_seconds{model="llama"} 0.000000'; do
         grep -qxF "$want" "$WORK/scrape.txt" || fail "the scrape lacks: $want"
     done
     for series in 'lanesched_gpu_busy_seconds_total{model="llama"}' \
         'lanesched_service_seconds_count{model="llama"}' \
         'lanesched_oldest_queued_age_seconds{model="qwen-\"7b\""}' process_cpu_seconds_total \
-        process_resident_memory_bytes process_open_fds process_start_time_seconds; do
+        process_resident_memory_bytes process_open_fds process_start_time_seconds \
+        lanesched_store_segment_files lanesched_store_segment_bytes lanesched_store_journal_files \
+        lanesched_store_journal_bytes; do
         S="$series" awk '$1 == ENVIRON["S"] && $2 + 0 > 0 { f = 1 } END { exit !f }' \
             "$WORK/scrape.txt" || fail "$series is not above 0"
     done

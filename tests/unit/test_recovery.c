@@ -1892,6 +1892,14 @@ static void test_a_waiting_segment_keeps_the_journal_bounded(void **state)
     if (most > 4 + 2)
         fail_msg("the journal grew to %zu files while one segment waited", most);
     assert_true(rig_logged(r, STORE_LOG_INFO, "journal records restated", NULL));
+    /* What store_usage_get says is what the directory holds. */
+    store_usage_t u;
+    store_usage_get(r->s, &u);
+    assert_true(u.journal_restated >= 1);
+    assert_int_equal(u.journal_files, count_journal_files(r));
+    assert_int_equal(u.journal_bytes, u.journal_files * rig_journal_bytes);
+    assert_int_equal(u.segment_files, count_segment_files(r));
+    assert_true(u.segment_bytes > 0 && u.segment_bytes <= u.segment_files * SMALL_SEGMENT);
     uint64_t seg = r->items[0].ref.queue;
     assert_true(seg_exists(r, seg));
     /* A restart finds every state: items 0 (pending) and 1 (returned) back with one delivery
@@ -1899,6 +1907,10 @@ static void test_a_waiting_segment_keeps_the_journal_bounded(void **state)
     rig_reopen(r);
     assert_int_equal(r->rep.journal_damaged_records + r->rep.journal_unmatched_records, 0);
     assert_true(r->rep.journal_files <= 4 + 2);
+    store_usage_get(r->s, &u); /* the files found at the open, sized by the open */
+    assert_int_equal(u.journal_files, count_journal_files(r));
+    assert_int_equal(u.journal_bytes, u.journal_files * rig_journal_bytes);
+    assert_int_equal(u.journal_restated, 0);
     assert_int_equal(r->items[0].deliveries, 1);
     assert_int_equal(r->items[1].deliveries, 1);
     /* Both settled: the segment goes, and with it what the journal kept for it. */
