@@ -234,12 +234,14 @@ static store_status_t disk_flush_write(disk_t *d)
             n = 0;
         }
     }
-    disk_restate_step(d);
-    if ((st = disk_jnl_write(d, "writing a tombstone")) != STORE_OK)
-        return st;
-    if (!power)
-        return disk_jnl_synced(d);
-    return disk_flush_sync(d, d->wave, n, 1);
+    disk_restate_begin(d);
+    if ((st = disk_jnl_write(d, "writing a tombstone")) == STORE_OK)
+        st = power ? disk_flush_sync(d, d->wave, n, 1) : disk_jnl_synced(d);
+    if (st == STORE_OK)
+        disk_restate_commit(d);
+    else
+        disk_restate_abort(d);
+    return st;
 }
 
 /* Step 3. */

@@ -345,6 +345,10 @@ typedef struct {
     uint64_t restate_below;  /* restating the sealed segments with records in journal files below
                               * this id, one a flush; 0 none */
     uint64_t restated;       /* segments restated since the open (store_usage_get) */
+    dseg_t *restating;       /* borrowed: the segment whose records this flush staged, or NULL */
+    uint64_t restate_from;   /* ... the current journal file when they were staged */
+    size_t restate_records;  /* ... how many */
+    uint64_t restate_ns;     /* ... how long staging them took */
     pthread_mutex_t *log_mu; /* borrowed: held around each log line while recovery's scans run
                               * on several threads (recovery.c); NULL otherwise */
 } disk_t;
@@ -469,8 +473,9 @@ store_status_t disk_seg_gather_tomb(disk_t *d, dseg_t *seg, uint64_t off, uint32
 /* Is a tombstone for the entry at `off` among seg's gathered writes? */
 int disk_seg_gathered_tomb(const disk_t *d, const dseg_t *seg, uint64_t off);
 /* Reads and checks the readable entry at `off` of seg: 1 and *out when it is one whose CRC
- * verifies, else 0 (out untouched; a failed read is a 0 too). Through the mapping, or two preads
- * into disk_t.scratch without one. */
+ * verifies, 0 when it is not one (a length out of bounds, a CRC that fails), -1 when it could not
+ * be read (a descriptor, a pread, memory for scratch); out untouched but at 1. Through the
+ * mapping, or two preads into disk_t.scratch without one. */
 int disk_seg_entry_read(disk_t *d, dseg_t *seg, uint64_t off, seg_entry_t *out /* out */);
 /* Room for `need` bytes in disk_t.scratch (peek reads, appends encoded for the system calls). */
 store_status_t disk_scratch_reserve(disk_t *d, size_t need);
@@ -515,10 +520,15 @@ int disk_pwritev_all(int fd, struct iovec *iov, int n, uint64_t off);
 /* ---- disk_restate.c: the journal bounded while items wait ----------------------------------- */
 
 /* At a flush, before its journal write: decides whether restating is due (after a journal file
- * filled) and restates at most one segment, staging its records (disk_jnl_write writes them).
- * Never fails: a segment it cannot restate is logged and left as it is, and one refused memory
- * is tried again at the next flush. */
-void disk_restate_step(disk_t *d);
+ * filled) and stages the records of at most one segment (disk_jnl_write writes them). Never
+ * fails: a segment it cannot restate is logged and left as it is, one refused memory is tried
+ * again at the next flush. */
+void disk_restate_begin(disk_t *d);
+/* After that write (and at the power level its sync) succeeded: the segment needs only the files
+ * from the one its records went to (disk_restate.c invariant 2). */
+void disk_restate_commit(disk_t *d);
+/* After it failed: the records were dropped, nothing changes. */
+void disk_restate_abort(disk_t *d);
 
 /* ---- disk_journal.c: the state journal ------------------------------------------------------ */
 

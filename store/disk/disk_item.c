@@ -356,7 +356,8 @@ static int disk_entry_completed(disk_t *d, dseg_t *seg, uint64_t offset)
     if (disk_seg_gathered_tomb(d, seg, offset))
         return 1;
     seg_entry_t e;
-    return disk_seg_entry_read(d, seg, offset, &e) && disk_queue_find(d, seg, offset, &e) == NULL;
+    return disk_seg_entry_read(d, seg, offset, &e) == 1 &&
+           disk_queue_find(d, seg, offset, &e) == NULL;
 }
 
 void disk_prefetch(const store_t *store, store_ref_t ref, unsigned level)

@@ -404,20 +404,22 @@ int disk_seg_entry_read(disk_t *d, dseg_t *seg, uint64_t off, seg_entry_t *out)
     const uint8_t *view = disk_map_view(d, seg, off, SEG_ENTRY_HEADER);
     if (view != NULL) {
         length = seg_entry_length(view);
-        if (length < SEG_ENTRY_HEADER || off + length > seg->readable ||
-            (view = disk_map_view(d, seg, off, length)) == NULL)
+        if (length < SEG_ENTRY_HEADER || off + length > seg->readable)
             return 0;
+        if ((view = disk_map_view(d, seg, off, length)) == NULL)
+            return -1;
     } else {
         uint8_t hdr[SEG_ENTRY_HEADER];
         int fd;
         if (disk_fd_get(d, seg, &fd) != STORE_OK ||
             pread(fd, hdr, sizeof(hdr), (off_t)off) != (ssize_t)sizeof(hdr))
-            return 0;
+            return -1;
         length = seg_entry_length(hdr);
-        if (length < SEG_ENTRY_HEADER || off + length > seg->readable ||
-            disk_scratch_reserve(d, length) != STORE_OK ||
-            pread(fd, d->scratch, length, (off_t)off) != (ssize_t)length)
+        if (length < SEG_ENTRY_HEADER || off + length > seg->readable)
             return 0;
+        if (disk_scratch_reserve(d, length) != STORE_OK ||
+            pread(fd, d->scratch, length, (off_t)off) != (ssize_t)length)
+            return -1;
         view = d->scratch;
     }
     return seg_entry_check(seg_crc_seed(seg->id), view, length, out);

@@ -1949,6 +1949,81 @@ static void test_a_waiting_segment_that_does_not_verify_keeps_its_records(void *
     assert_int_equal(r->items[1].deliveries, 1);
 }
 
+/* A flush whose journal write is refused memory (plain I/O: the pwrite buffer) leaves the store
+ * usable; when it carried a restatement, the segment still needs its older files (disk_restate.c
+ * invariant 2): a later flush may not delete them. Every flush here is tried first with the
+ * buffer's allocation failing, then again. */
+static void test_a_restatement_refused_memory_changes_nothing(void **state)
+{
+    rig_journal_bytes = 64 + 24 * 32;
+    rig_t *r = rig_new_plain(state, SMALL_SEGMENT, STORE_DURABLE_PROCESS);
+    assert_true(restate_scenario_run(r, 0, NULL));
+    int refused = 0;
+    for (int round = 0; round < RESTATE_ROUNDS; round++) {
+        size_t busy = r->n;
+        for (int i = 0; i < 4; i++)
+            assert_true(rig_append(r, 2));
+        for (int step = 0; step < 2; step++) {
+            if (step == 1) {
+                assert_true(rig_commit(r, 2, 0));
+                for (size_t t = busy; t < r->n; t++)
+                    assert_true(rig_tombstone(r, t));
+            }
+            store_fault_arm(STORE_FAULT_ALLOC, 1);
+            store_status_t st = store_flush(r->s);
+            store_fault_disarm_all();
+            assert_true(st == STORE_OK || st == STORE_ENOMEM);
+            refused += st == STORE_ENOMEM;
+            assert_true(rig_flush(r));
+        }
+    }
+    store_usage_t u;
+    store_usage_get(r->s, &u);
+    assert_true(refused > 0);
+    assert_true(u.journal_restated >= 1);
+    assert_true(count_journal_files(r) <= 4 + 2);
+    rig_crash(r);
+    rig_reopen(r); /* every state: none of the waiting segment's completed items back */
+    assert_int_equal(r->items[0].deliveries, 1);
+    assert_int_equal(r->items[1].deliveries, 1);
+}
+
+/* A segment sealed in the turn of the flush that would restate it (two journal files filled
+ * between two flushes, so the slow model's current segment is sealed with an append not yet
+ * written) is restated once that append is readable, not given up as damaged. */
+static void test_a_segment_sealed_with_unflushed_appends_is_restated_later(void **state)
+{
+    rig_journal_bytes = 64 + 24 * 8; /* 8 records a file */
+    rig_t *r = rig_new(state, SMALL_SEGMENT, STORE_DURABLE_PROCESS);
+    assert_true(rig_append(r, 0));
+    assert_true(rig_append(r, 0));
+    size_t other = r->n;
+    for (int i = 0; i < 9 + 14; i++)
+        assert_true(rig_append(r, 2));
+    assert_true(rig_flush(r));
+    assert_true(rig_commit(r, 0, 1)); /* the slow model's first count, in the first file */
+    assert_true(rig_commit(r, 2, 9));
+    for (size_t t = other; t < other + 9; t++)
+        assert_true(rig_tombstone(r, t));
+    assert_true(rig_flush(r));
+    assert_true(rig_commit(r, 2, 14)); /* two more files fill between two flushes */
+    assert_true(rig_append(r, 0));     /* the slow segment takes an append in the same turn */
+    assert_true(rig_flush(r));
+    size_t most = 0;
+    assert_true(restate_scenario_rounds(r, RESTATE_ROUNDS, &most));
+    assert_false(rig_logged(r, STORE_LOG_WARN, "were not restated", NULL));
+    store_usage_t u;
+    store_usage_get(r->s, &u);
+    assert_true(u.journal_restated >= 1);
+    /* Three segments wait here (the 14 items committed and never completed hold two of the
+     * other model's): 21 entries, so restating waits until the older files hold 4 x 21 records,
+     * 11 files of 8. Never restated, the journal gains a file a round (60 here). */
+    if (most > 20)
+        fail_msg("the journal grew to %zu files while three segments waited", most);
+    rig_reopen(r);
+    assert_int_equal(r->items[0].deliveries, 1);
+}
+
 /* The restatement's records and the files it frees, failing each write and each sync in turn. */
 static void test_fault_sweep_restate_write(void **state)
 {
@@ -2365,6 +2440,9 @@ int main(void)
             test_a_slow_models_segment_holds_journal_files_only_while_its_items_wait, rig_teardown),
         cmocka_unit_test_teardown(test_a_waiting_segment_keeps_the_journal_bounded, rig_teardown),
         cmocka_unit_test_teardown(test_a_waiting_segment_that_does_not_verify_keeps_its_records,
+                                  rig_teardown),
+        cmocka_unit_test_teardown(test_a_restatement_refused_memory_changes_nothing, rig_teardown),
+        cmocka_unit_test_teardown(test_a_segment_sealed_with_unflushed_appends_is_restated_later,
                                   rig_teardown),
         cmocka_unit_test_teardown(test_fault_sweep_restate_write, rig_teardown),
         cmocka_unit_test_teardown(test_fault_sweep_restate_fsync_power, rig_teardown),
