@@ -22,6 +22,9 @@ const system = "You are a helpful assistant."
 // subjects.md, "Shape signatures and test vectors"
 func TestShapeVectors(t *testing.T) {
 	three := []string{system, "Answer in French.", "Tools: search, calculator."}
+	// 109 bytes: XXH64's path for inputs of 32 bytes and more, as the five components' 40 bytes
+	long := "Context: the user is a customer of an online bookshop and asks about orders, " +
+		"deliveries, returns and refunds."
 	cases := []struct {
 		got, want uint64
 	}{
@@ -32,6 +35,8 @@ func TestShapeVectors(t *testing.T) {
 		{ShapeHash(three[2]), 0x425afd5d136c7e5e},
 		{ShapeSign(three...), 0xa340b41b91cca53d},
 		{ShapeSign(three[2], three[1], three[0]), 0xaf6225c57a35ec89},
+		{ShapeHash(long), 0x5e1f688af88d97ab},
+		{ShapeSign(append(three, long, "Be brief.")...), 0x6a17c9adc0a244e4},
 	}
 	for i, c := range cases {
 		if c.got != c.want {

@@ -11,6 +11,9 @@ func TestVectors(t *testing.T) {
 		{[]string{"You are a helpful assistant."}, 0x91f47f2f45b64efd},
 		{[]string{"You are a helpful assistant.", "Answer in French.", "Tools: search, calculator."}, 0xa340b41b91cca53d},
 		{[]string{"Tools: search, calculator.", "Answer in French.", "You are a helpful assistant."}, 0xaf6225c57a35ec89},
+		{[]string{"You are a helpful assistant.", "Answer in French.", "Tools: search, calculator.",
+			"Context: the user is a customer of an online bookshop and asks about orders, deliveries, returns and refunds.",
+			"Be brief."}, 0x6a17c9adc0a244e4},
 	}
 	for _, c := range cases {
 		s, hs := shapeSignature(c.comps)

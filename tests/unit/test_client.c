@@ -20,6 +20,12 @@ static const char *const THREE[] = {"You are a helpful assistant.", "Answer in F
                                     "Tools: search, calculator."};
 static const char *const REVERSED[] = {"Tools: search, calculator.", "Answer in French.",
                                        "You are a helpful assistant."};
+/* 109 bytes: XXH64's path for inputs of 32 bytes and more, as the five components' 40 bytes */
+static const char *const FIVE[] = {
+    "You are a helpful assistant.", "Answer in French.", "Tools: search, calculator.",
+    "Context: the user is a customer of an online bookshop and asks about orders, deliveries, "
+    "returns and refunds.",
+    "Be brief."};
 
 static void test_shape_vectors(void **state)
 {
@@ -43,6 +49,13 @@ static void test_shape_vectors(void **state)
 
     assert_int_equal(lc_shape_sign(REVERSED, 3, &sig), LC_OK);
     assert_true(sig == 0xaf6225c57a35ec89ull);
+
+    uint64_t h5[5] = {0};
+    lc_shape_hash(FIVE, 5, h5);
+    assert_true(h5[3] == 0x5e1f688af88d97abull);
+    assert_true(h5[4] == 0x52a4b236d9228cc6ull);
+    assert_int_equal(lc_shape_sign(FIVE, 5, &sig), LC_OK);
+    assert_true(sig == 0x6a17c9adc0a244e4ull);
 }
 
 /* Above 16 components lc_shape_sign hashes into a heap copy; the result must not change. */

@@ -25,6 +25,14 @@
 #define SIG_THREE    0xa340b41b91cca53dULL /* [assistant, french, tools] */
 #define SIG_REVERSED 0xaf6225c57a35ec89ULL /* [tools, french, assistant] */
 #define SIG_1_TO_5   0xbc50ebd6bc8fa148ULL /* hashes 1, 2, 3, 4, 5: 40 bytes, past one stripe */
+/* subjects.md's "five" vector: a component and a signature input of 32 bytes and more, XXH64's
+ * other path (libxxhash and the Node client's BigInt XXH64 agree on them) */
+#define LONG_COMPONENT                                                                          \
+    "Context: the user is a customer of an online bookshop and asks about orders, deliveries, " \
+    "returns and refunds."
+#define H_LONG   0x5e1f688af88d97abULL
+#define H_BRIEF  0x52a4b236d9228cc6ULL /* "Be brief." */
+#define SIG_FIVE 0x6a17c9adc0a244e4ULL /* [assistant, french, tools, long, brief] */
 
 static const char *const COMPONENTS[3] = {"You are a helpful assistant.", "Answer in French.",
                                           "Tools: search, calculator."};
@@ -70,6 +78,15 @@ static void test_signature_of_three_components(void **state)
 {
     (void)state;
     assert_int_equal(codec_signature(THREE, 3), SIG_THREE);
+}
+
+static void test_signature_of_five_components_with_a_long_one(void **state)
+{
+    (void)state;
+    assert_int_equal(codec_hash_component(LONG_COMPONENT, strlen(LONG_COMPONENT)), H_LONG);
+    assert_int_equal(codec_hash_component("Be brief.", 9), H_BRIEF);
+    const uint64_t five[5] = {H_ASSISTANT, H_FRENCH, H_TOOLS, H_LONG, H_BRIEF};
+    assert_int_equal(codec_signature(five, 5), SIG_FIVE);
 }
 
 static void test_signature_depends_on_order(void **state)
@@ -1260,6 +1277,7 @@ int main(void)
         cmocka_unit_test(test_signature_of_empty_vector),
         cmocka_unit_test(test_component_hashes_match_vectors),
         cmocka_unit_test(test_signature_of_one_component),
+        cmocka_unit_test(test_signature_of_five_components_with_a_long_one),
         cmocka_unit_test(test_signature_of_three_components),
         cmocka_unit_test(test_signature_depends_on_order),
         cmocka_unit_test(test_signature_hashes_little_endian_bytes),

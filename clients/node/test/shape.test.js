@@ -22,6 +22,10 @@ import {
 const SYS = 'You are a helpful assistant.';
 const FR = 'Answer in French.';
 const TOOLS = 'Tools: search, calculator.';
+// 109 bytes: XXH64's path for inputs of 32 bytes and more, as the five components' 40 bytes
+const LONG =
+    'Context: the user is a customer of an online bookshop and asks about orders, deliveries, ' +
+    'returns and refunds.';
 
 // subjects.md, "Shape signatures and test vectors", copied by hand.
 const VECTORS = [
@@ -38,6 +42,18 @@ const VECTORS = [
         components: [TOOLS, FR, SYS],
         hashes: [0x425afd5d136c7e5en, 0x6fd2a283f58d194en, 0xe4a58ad40a48973bn],
         signature: 0xaf6225c57a35ec89n,
+    },
+    {
+        name: 'five',
+        components: [SYS, FR, TOOLS, LONG, 'Be brief.'],
+        hashes: [
+            0xe4a58ad40a48973bn,
+            0x6fd2a283f58d194en,
+            0x425afd5d136c7e5en,
+            0x5e1f688af88d97abn,
+            0x52a4b236d9228cc6n,
+        ],
+        signature: 0x6a17c9adc0a244e4n,
     },
 ];
 
