@@ -238,6 +238,7 @@ static store_status_t daemon_store_open(const daemon_config_t *cfg, store_t **ou
     store_disk_config_t dc = {
         .dir = cfg->data_dir,
         .segment_max_bytes = cfg->segment_max_bytes,
+        .journal_max_bytes = cfg->journal_file_bytes,
         .durability = cfg->durability_power ? STORE_DURABLE_POWER : STORE_DURABLE_PROCESS,
         .log = daemon_store_log,
         .sync = cfg->power_syncfs ? STORE_SYNC_FS : STORE_SYNC_FILES,

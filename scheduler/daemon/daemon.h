@@ -151,8 +151,9 @@ typedef struct {
     uint32_t max_payload;
     uint32_t dedupe_window_ms;
     uint64_t segment_max_bytes;
-    uint32_t store_resident_mb; /* the disk store's mapped bytes kept resident; 0 = its default */
-    uint32_t recovery_threads;  /* the disk store's recovery threads; 0 = its default */
+    uint64_t journal_file_bytes; /* the disk store's journal file size; 0 = its default */
+    uint32_t store_resident_mb;  /* the disk store's mapped bytes kept resident; 0 = its default */
+    uint32_t recovery_threads;   /* the disk store's recovery threads; 0 = its default */
     uint32_t starvation_ms; /* the age bound; 0 = off, DAEMON_STARVATION_DEFAULT = the policy's */
     uint32_t hold_ms;       /* the hold; 0 = off, DAEMON_HOLD_DEFAULT = the policy's */
     /* The scheduling policy: "lanes" (NULL: the default) or "lanes-seed" (the article's). */

@@ -96,6 +96,9 @@ static const flag_t flags[] = {
      "largest item payload accepted (0: what the server carries beside a batch)"},
     {"dedupe-window-ms", "MS", "120000", "a resubmitted item id within this window is a duplicate"},
     {"segment-max-bytes", "BYTES", "67108864", "a segment rolls over at this size"},
+    {"journal-file-bytes", "BYTES", "8388608",
+     "each state journal file's size (4096 to 2147483648): smaller files are given back sooner "
+     "after the items holding them settle, larger ones are created less often"},
     {"store-resident-mb", "MB", "1024",
      "the disk store's segment pages kept mapped in the process (the page cache holds them "
      "either way); below the stretch of log a drain reads, pages are mapped again per item"},
@@ -510,7 +513,7 @@ static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc
         return -1;
     }
     log_level_set(lv);
-    uint32_t seg_max = 0;
+    uint32_t seg_max = 0, jnl_bytes = 0;
     if (parse_u32("heartbeat-ms", flag_value(v, "heartbeat-ms"), &cfg->heartbeat_ms) ||
         parse_u32("dead-after-ms", flag_value(v, "dead-after-ms"), &cfg->dead_after_ms) ||
         parse_u32("ack-wait-ms", flag_value(v, "ack-wait-ms"), &cfg->ack_wait_ms) ||
@@ -518,6 +521,7 @@ static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc
         parse_u32("max-payload", flag_value(v, "max-payload"), &cfg->max_payload) ||
         parse_u32("dedupe-window-ms", flag_value(v, "dedupe-window-ms"), &cfg->dedupe_window_ms) ||
         parse_u32("segment-max-bytes", flag_value(v, "segment-max-bytes"), &seg_max) ||
+        parse_u32("journal-file-bytes", flag_value(v, "journal-file-bytes"), &jnl_bytes) ||
         parse_u32("store-resident-mb", flag_value(v, "store-resident-mb"),
                   &cfg->store_resident_mb) ||
         parse_u32("recovery-threads", flag_value(v, "recovery-threads"), &cfg->recovery_threads) ||
@@ -540,6 +544,13 @@ static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc
         parse_slo(flag_value(v, "slo-ms"), cfg))
         return -1;
     cfg->segment_max_bytes = seg_max;
+    if (jnl_bytes < 4096u || jnl_bytes > (1u << 31)) {
+        fprintf(stderr,
+                "lanesched: --journal-file-bytes must be 4096 to 2147483648, not %" PRIu32 "\n",
+                jnl_bytes);
+        return -1;
+    }
+    cfg->journal_file_bytes = jnl_bytes;
     if (config_limits(v, &cfg->limits) != 0 || config_queue_age(v, cfg) != 0)
         return -1;
     cfg->allow_models = flag_value(v, "allow-models");

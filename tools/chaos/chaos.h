@@ -46,6 +46,8 @@ typedef struct {
     uint32_t stop_min_ms, stop_max_ms; /* how long a SIGSTOP lasts */
     uint32_t drain_s;                  /* how long the final drain may take */
     uint32_t segment_max;              /* --segment-max-bytes of the daemon */
+    uint32_t journal_bytes;            /* --journal-file-bytes of the daemon (0: its default) */
+    uint32_t min_restated;             /* --min-restatements: fewer fails the campaign */
     uint32_t dead_after_ms;            /* --dead-after-ms of the daemon (0: CHAOS_DEAD_AFTER_MS) */
     uint32_t chaos_pct;                /* % of batches a consumer naks, drops or crashes on */
     uint64_t seed;
@@ -127,6 +129,9 @@ typedef struct {
 int chaos_procs_nats_start(chaos_procs_t *p, const chaos_opts_t *o);
 int chaos_procs_daemon_start(chaos_procs_t *p, const chaos_opts_t *o);
 void chaos_procs_daemon_kill(chaos_procs_t *p);
+/* Lines of the daemon's log (every run of the campaign) holding needle (borrowed); -1 without
+ * a log. */
+long chaos_procs_log_count(const chaos_procs_t *p, const char *needle);
 void chaos_procs_nats_kill(chaos_procs_t *p);
 void chaos_procs_daemon_stop_for(chaos_procs_t *p, uint32_t ms);
 /* SIGTERM and wait (at most 30 s); the daemon's exit code, or -1. */

@@ -96,6 +96,10 @@ static void chaos_usage(FILE *f)
             "  --chaos-pct P         %% of batches a consumer naks, drops or crashes on (def. 10)\n"
             "  --durability process|power (default process)\n"
             "  --segment-max-bytes N (default 65536)\n"
+            "  --journal-file-bytes N  the daemon's journal files (default its own, 8 MiB;\n"
+            "                        small ones make the store restate waiting segments)\n"
+            "  --min-restatements N  FAIL unless the daemon restated at least N segments (a\n"
+            "                        campaign meant to crash restating proves it ran; default 0)\n"
             "  --drain-s S           how long the final drain may take (default 180); what is\n"
             "                        left is looked for in the store (--require-drain: FAIL)\n"
             "  --seed N              (default 1)   --verbose\n"
@@ -151,6 +155,8 @@ static int chaos_flags(int argc, char **argv, chaos_opts_t *o)
                                              {"chaos-pct", required_argument, NULL, 'C'},
                                              {"durability", required_argument, NULL, 'D'},
                                              {"segment-max-bytes", required_argument, NULL, 'M'},
+                                             {"journal-file-bytes", required_argument, NULL, 'J'},
+                                             {"min-restatements", required_argument, NULL, 'm'},
                                              {"drain-s", required_argument, NULL, 'T'},
                                              {"seed", required_argument, NULL, 'x'},
                                              {"verbose", no_argument, NULL, 'v'},
@@ -214,6 +220,12 @@ static int chaos_flags(int argc, char **argv, chaos_opts_t *o)
             break;
         case 'M':
             o->segment_max = u;
+            break;
+        case 'J':
+            o->journal_bytes = u;
+            break;
+        case 'm':
+            o->min_restated = u;
             break;
         case 'T':
             o->drain_s = u;
@@ -400,6 +412,7 @@ static int chaos_run(chaos_t *c)
     for (size_t i = 0; i < first_producer; i++)
         pthread_join(c->threads[i], NULL);
     int term = failed ? -1 : chaos_procs_daemon_term(&c->procs);
+    long restated = chaos_procs_log_count(&c->procs, "journal records restated");
     chaos_procs_cleanup(&c->procs);
     long stored = 0;
     if (!drained) /* what did not drain may still be queued: look in the store itself */
@@ -430,6 +443,7 @@ static int chaos_run(chaos_t *c)
            (uint64_t)atomic_load(&c->naks), (uint64_t)atomic_load(&c->drops),
            (uint64_t)atomic_load(&c->crashes), (uint64_t)atomic_load(&c->registers),
            (uint64_t)atomic_load(&c->submits), (uint64_t)atomic_load(&c->submit_timeouts));
+    printf("lanesched-chaos: journal restatements %ld (the daemon's log, every run)\n", restated);
     printf("lanesched-chaos: lost %" PRIu64 ", duplicated %" PRIu64 ", unexpected %" PRIu64
            ", corrupt %" PRIu64 ", recovered %" PRIu64 "; drained %s; daemon exit %d%s\n",
            v.lost, v.duplicated, v.unexpected, v.corrupt, v.recovered, drained ? "yes" : "NO", term,
@@ -438,8 +452,11 @@ static int chaos_run(chaos_t *c)
         printf("lanesched-chaos: not drained in %u s: %" PRIu64
                " acknowledged items never delivered are still in the store (not lost)%s\n",
                o->drain_s, v.undrained, stored < 0 ? "; the store did not open" : "");
+    if (restated < (long)o->min_restated)
+        printf("lanesched-chaos: %ld journal restatements, --min-restatements asked for %u\n",
+               restated, o->min_restated);
     int ok = !failed && v.lost == 0 && v.unexpected == 0 && v.corrupt == 0 && v.refused == 0 &&
-             (drained || (stored >= 0 && !o->require_drain));
+             (drained || (stored >= 0 && !o->require_drain)) && restated >= (long)o->min_restated;
     printf("lanesched-chaos: %s\n", ok ? "PASS" : "FAIL");
     return ok ? 0 : 1;
 }

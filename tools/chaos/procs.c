@@ -74,8 +74,9 @@ int chaos_procs_daemon_start(chaos_procs_t *p, const chaos_opts_t *o)
 {
     snprintf(p->daemon_log, sizeof(p->daemon_log), "%s/lanesched.log", o->work);
     snprintf(p->data_dir, sizeof(p->data_dir), "%s/data", o->work);
-    char seg[32], dead[32];
+    char seg[32], dead[32], jnl[32];
     snprintf(seg, sizeof(seg), "%u", o->segment_max);
+    snprintf(jnl, sizeof(jnl), "%u", o->journal_bytes ? o->journal_bytes : 8388608u);
     snprintf(dead, sizeof(dead), "%u", o->dead_after_ms ? o->dead_after_ms : CHAOS_DEAD_AFTER_MS);
     char *argv[] = {(char *)o->lanesched,
                     "--server",
@@ -86,6 +87,8 @@ int chaos_procs_daemon_start(chaos_procs_t *p, const chaos_opts_t *o)
                     (char *)o->durability,
                     "--segment-max-bytes",
                     seg,
+                    "--journal-file-bytes",
+                    jnl,
                     "--max-deliveries",
                     "0",
                     "--heartbeat-ms",
@@ -95,7 +98,7 @@ int chaos_procs_daemon_start(chaos_procs_t *p, const chaos_opts_t *o)
                     "--ack-wait-ms",
                     "4000",
                     "--log-level",
-                    "warn",
+                    "info", /* restatements are counted from their lines */
                     NULL};
     spawn_opts_t opts;
     spawn_opts_init(&opts);
@@ -112,6 +115,19 @@ int chaos_procs_daemon_start(chaos_procs_t *p, const chaos_opts_t *o)
         return -1;
     }
     return 0;
+}
+
+long chaos_procs_log_count(const chaos_procs_t *p, const char *needle)
+{
+    FILE *f = fopen(p->daemon_log, "r");
+    if (f == NULL)
+        return -1;
+    char line[4096];
+    long n = 0;
+    while (fgets(line, sizeof(line), f) != NULL)
+        n += strstr(line, needle) != NULL;
+    fclose(f);
+    return n;
 }
 
 void chaos_procs_daemon_kill(chaos_procs_t *p)
