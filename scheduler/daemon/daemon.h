@@ -234,6 +234,7 @@ typedef struct {
     int connected;       /* 1 while connected */
     uint64_t reconnects; /* since the start */
     uint64_t outage_ns;  /* time disconnected since the start, the current outage included */
+    uint64_t errors;     /* asynchronous errors NATS reported (a publish refused, ...) */
 } daemon_nats_state_t;
 /* Reads the connection's state; called on the owner thread, must not block. */
 typedef void (*daemon_nats_state_fn)(void *ctx, daemon_nats_state_t *out /* out */);

@@ -516,6 +516,11 @@ static void metrics_write_nats(metrics_buf_t *b, struct daemon *d)
                    "included.");
     metrics_printf(b, "lanesched_nats_disconnected_seconds_total %.3f\n",
                    (double)ns.outage_ns / 1e9);
+    metrics_family(
+        b, "lanesched_nats_errors_total", "counter",
+        "Asynchronous errors NATS reported: a publish the server's permissions refused "
+        "(a reply subject a client named), a slow consumer (logged at most 20 a second).");
+    metrics_printf(b, "lanesched_nats_errors_total %" PRIu64 "\n", ns.errors);
 }
 
 static void metrics_write_daemon(metrics_buf_t *b, struct daemon *d)

@@ -132,7 +132,9 @@ struct front {
     /* invariant 10 */
     atomic_int connected;
     atomic_uint_fast64_t reconnects;
-    atomic_uint_fast64_t outage_ns;     /* time disconnected, summed over the reconnects */
+    atomic_uint_fast64_t errors;    /* asynchronous errors reported (front_on_error) */
+    log_budget_t error_lines;       /* their log lines: nats.c's one error callback thread only */
+    atomic_uint_fast64_t outage_ns; /* time disconnected, summed over the reconnects */
     atomic_uint_fast64_t down_since_ns; /* when the current outage began, 0 while connected */
 };
 
@@ -208,6 +210,7 @@ void front_nats_state(front_t *f, front_nats_state_t *out)
     *out = (front_nats_state_t){
         .connected = atomic_load(&f->connected),
         .reconnects = atomic_load(&f->reconnects),
+        .errors = atomic_load(&f->errors),
         .outage_ns = atomic_load(&f->outage_ns) + (since != 0 ? front_now_ns() - since : 0),
     };
 }
@@ -219,8 +222,12 @@ static void front_on_error(natsConnection *nc, natsSubscription *sub, natsStatus
     int64_t dropped = 0;
     if (sub != NULL)
         natsSubscription_GetDropped(sub, &dropped);
-    log_write(LOG_ERROR, "NATS error: %s (%lld messages dropped on this subscription so far)",
-              natsStatus_GetText(err), (long long)dropped);
+    atomic_fetch_add(&f->errors, 1);
+    /* A client causes these at will (a reply subject the server refuses the daemon, for one):
+     * counted always, logged within a budget. */
+    if (log_budget_allow(&f->error_lines, LOG_ERROR, front_now_ns(), "NATS errors"))
+        log_write(LOG_ERROR, "NATS error: %s (%lld messages dropped on this subscription so far)",
+                  natsStatus_GetText(err), (long long)dropped);
     if (err == NATS_SLOW_CONSUMER) /* one message dropped per slow-consumer report */
         daemon_dropped_note(f->d);
 }

@@ -57,6 +57,7 @@ typedef struct {
     int connected;       /* 1 while connected */
     uint64_t reconnects; /* reconnects since the start */
     uint64_t outage_ns;  /* time spent disconnected since the start, the current outage too */
+    uint64_t errors;     /* asynchronous errors NATS reported since the start */
 } front_nats_state_t;
 
 /* Any thread, any time between front_create and front_destroy. */

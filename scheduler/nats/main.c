@@ -631,7 +631,7 @@ static void main_nats_state(void *ctx, daemon_nats_state_t *out)
 {
     front_nats_state_t ns;
     front_nats_state(ctx, &ns);
-    *out = (daemon_nats_state_t){ns.connected, ns.reconnects, ns.outage_ns};
+    *out = (daemon_nats_state_t){ns.connected, ns.reconnects, ns.outage_ns, ns.errors};
 }
 
 /* daemon_metrics_sink_fn: the owner's snapshot to the HTTP server. */
