@@ -98,9 +98,8 @@ const char *daemon_status_str(daemon_status_t status);
  * reason "expired". A day keeps work that waits for its GPUs through a night, and bounds how
  * long a client's items can hold a model's or a shape's slot when no consumer ever comes. */
 #define DAEMON_LIMIT_QUEUE_AGE_MS 86400000u
-/* A Pull's expires_ms (the longest wait for work): the NATS permission the daemon answers
- * with (allow_responses, docs/security.md) expires after 6 minutes, and a consumer that waits
- * longer than a few minutes cannot tell a lost daemon from an idle one. */
+/* A Pull's expires_ms (the longest wait for work): a consumer that waits longer than a few
+ * minutes cannot tell a lost daemon from an idle one. */
 #define DAEMON_LIMIT_PULL_EXPIRES_MS 300000u
 
 /* The limits in force; 0 in a field = its DAEMON_LIMIT_ default. */

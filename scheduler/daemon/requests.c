@@ -37,9 +37,8 @@
 #include <string.h>
 
 #define REQUESTS_PULL_EXPIRES_DEFAULT_MS 30000u
-/* Batches one pull may ask for (invariant 8): below the 100,000 answers the daemon's NATS
- * permission allows per request (allow_responses, docs/security.md), and far above what a
- * consumer holds at once (--limit-inflight). */
+/* Batches one pull may ask for (invariant 8): far above what a consumer holds at once
+ * (--limit-inflight), and a bound on the answers one request gets. */
 #define REQUESTS_PULL_CREDITS_MAX 65536u
 
 /* With --models, another instance may own this consumer id: a pull, ack or bye of an id never
