@@ -26,6 +26,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,20 +197,31 @@ int spawn_run_quiet(char *const argv[])
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-/* Whether a line of path after byte `from` contains needle. */
-static bool spawn_log_has(const char *path, long from, const char *needle)
+/* Lines of path after byte `from` that contain needle, counted up to `stop`; -1 when path cannot
+ * be opened. */
+static long spawn_log_scan(const char *path, long from, const char *needle, long stop)
 {
     FILE *f = fopen(path, "r");
     if (f == NULL)
-        return false;
-    bool found = false;
+        return -1;
+    long n = 0;
     if (fseek(f, from, SEEK_SET) == 0) {
         char line[4096];
-        while (!found && fgets(line, sizeof(line), f) != NULL)
-            found = strstr(line, needle) != NULL;
+        while (n < stop && fgets(line, sizeof(line), f) != NULL)
+            n += strstr(line, needle) != NULL;
     }
     fclose(f);
-    return found;
+    return n;
+}
+
+static bool spawn_log_has(const char *path, long from, const char *needle)
+{
+    return spawn_log_scan(path, from, needle, 1) > 0;
+}
+
+long spawn_log_count(const char *path, const char *needle)
+{
+    return spawn_log_scan(path, 0, needle, LONG_MAX);
 }
 
 spawn_status_t spawn_ready_wait(volatile pid_t *pid, const char *log_path, long from,

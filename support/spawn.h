@@ -87,6 +87,10 @@ spawn_status_t spawn_ready_wait(volatile pid_t *pid, const char *log_path, long 
                                 const char *needle, uint64_t timeout_ms, spawn_cancel_fn cancelled,
                                 int *status /* out */);
 
+/* How many lines of the log at path (borrowed) contain needle (borrowed); -1 when it cannot be
+ * opened. */
+long spawn_log_count(const char *path, const char *needle);
+
 /* How long one nats-server gets to accept connections, and how many ports are tried. */
 #define SPAWN_NATS_START_MS 10000u
 #define SPAWN_NATS_ATTEMPTS 4

@@ -1953,6 +1953,18 @@ static void test_a_waiting_segment_that_does_not_verify_keeps_its_records(void *
  * usable; when it carried a restatement, the segment still needs its older files (disk_restate.c
  * invariant 2): a later flush may not delete them. Every flush here is tried first with the
  * buffer's allocation failing, then again. */
+/* A flush tried first with the pwrite buffer's allocation failing, then again; 1 when the first
+ * try was refused memory. */
+static int rig_flush_refused_first(rig_t *r)
+{
+    store_fault_arm(STORE_FAULT_ALLOC, 1);
+    store_status_t st = store_flush(r->s);
+    store_fault_disarm_all();
+    assert_true(st == STORE_OK || st == STORE_ENOMEM);
+    assert_true(rig_flush(r));
+    return st == STORE_ENOMEM;
+}
+
 static void test_a_restatement_refused_memory_changes_nothing(void **state)
 {
     rig_journal_bytes = 64 + 24 * 32;
@@ -1963,19 +1975,11 @@ static void test_a_restatement_refused_memory_changes_nothing(void **state)
         size_t busy = r->n;
         for (int i = 0; i < 4; i++)
             assert_true(rig_append(r, 2));
-        for (int step = 0; step < 2; step++) {
-            if (step == 1) {
-                assert_true(rig_commit(r, 2, 0));
-                for (size_t t = busy; t < r->n; t++)
-                    assert_true(rig_tombstone(r, t));
-            }
-            store_fault_arm(STORE_FAULT_ALLOC, 1);
-            store_status_t st = store_flush(r->s);
-            store_fault_disarm_all();
-            assert_true(st == STORE_OK || st == STORE_ENOMEM);
-            refused += st == STORE_ENOMEM;
-            assert_true(rig_flush(r));
-        }
+        refused += rig_flush_refused_first(r);
+        assert_true(rig_commit(r, 2, 0));
+        for (size_t t = busy; t < r->n; t++)
+            assert_true(rig_tombstone(r, t));
+        refused += rig_flush_refused_first(r);
     }
     store_usage_t u;
     store_usage_get(r->s, &u);

@@ -129,9 +129,6 @@ typedef struct {
 int chaos_procs_nats_start(chaos_procs_t *p, const chaos_opts_t *o);
 int chaos_procs_daemon_start(chaos_procs_t *p, const chaos_opts_t *o);
 void chaos_procs_daemon_kill(chaos_procs_t *p);
-/* Lines of the daemon's log (every run of the campaign) holding needle (borrowed); -1 without
- * a log. */
-long chaos_procs_log_count(const chaos_procs_t *p, const char *needle);
 void chaos_procs_nats_kill(chaos_procs_t *p);
 void chaos_procs_daemon_stop_for(chaos_procs_t *p, uint32_t ms);
 /* SIGTERM and wait (at most 30 s); the daemon's exit code, or -1. */

@@ -21,6 +21,7 @@
 #include "common/clock.h"
 #include "common/rng.h"
 #include "support/fs.h"
+#include "support/spawn.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -412,7 +413,7 @@ static int chaos_run(chaos_t *c)
     for (size_t i = 0; i < first_producer; i++)
         pthread_join(c->threads[i], NULL);
     int term = failed ? -1 : chaos_procs_daemon_term(&c->procs);
-    long restated = chaos_procs_log_count(&c->procs, "journal records restated");
+    long restated = spawn_log_count(c->procs.daemon_log, "journal records restated");
     chaos_procs_cleanup(&c->procs);
     long stored = 0;
     if (!drained) /* what did not drain may still be queued: look in the store itself */

@@ -76,30 +76,15 @@ int chaos_procs_daemon_start(chaos_procs_t *p, const chaos_opts_t *o)
     snprintf(p->data_dir, sizeof(p->data_dir), "%s/data", o->work);
     char seg[32], dead[32], jnl[32];
     snprintf(seg, sizeof(seg), "%u", o->segment_max);
-    snprintf(jnl, sizeof(jnl), "%u", o->journal_bytes ? o->journal_bytes : 8388608u);
+    snprintf(jnl, sizeof(jnl), "%u", o->journal_bytes);
     snprintf(dead, sizeof(dead), "%u", o->dead_after_ms ? o->dead_after_ms : CHAOS_DEAD_AFTER_MS);
-    char *argv[] = {(char *)o->lanesched,
-                    "--server",
-                    p->url,
-                    "--data-dir",
-                    p->data_dir,
-                    "--durability",
-                    (char *)o->durability,
-                    "--segment-max-bytes",
-                    seg,
-                    "--journal-file-bytes",
-                    jnl,
-                    "--max-deliveries",
-                    "0",
-                    "--heartbeat-ms",
-                    "500",
-                    "--dead-after-ms",
-                    dead,
-                    "--ack-wait-ms",
-                    "4000",
-                    "--log-level",
+    char *argv[] = {(char *)o->lanesched, "--server", p->url, "--data-dir", p->data_dir,
+                    "--durability", (char *)o->durability, "--segment-max-bytes", seg,
+                    "--max-deliveries", "0", "--heartbeat-ms", "500", "--dead-after-ms", dead,
+                    "--ack-wait-ms", "4000", "--log-level",
                     "info", /* restatements are counted from their lines */
-                    NULL};
+                    /* the daemon's own journal file size unless one is asked for */
+                    o->journal_bytes ? "--journal-file-bytes" : NULL, jnl, NULL};
     spawn_opts_t opts;
     spawn_opts_init(&opts);
     opts.log_path = p->daemon_log;
@@ -115,19 +100,6 @@ int chaos_procs_daemon_start(chaos_procs_t *p, const chaos_opts_t *o)
         return -1;
     }
     return 0;
-}
-
-long chaos_procs_log_count(const chaos_procs_t *p, const char *needle)
-{
-    FILE *f = fopen(p->daemon_log, "r");
-    if (f == NULL)
-        return -1;
-    char line[4096];
-    long n = 0;
-    while (fgets(line, sizeof(line), f) != NULL)
-        n += strstr(line, needle) != NULL;
-    fclose(f);
-    return n;
 }
 
 void chaos_procs_daemon_kill(chaos_procs_t *p)
