@@ -24,6 +24,11 @@
  *      workers' whole time. The hold is then hold_burst x the hold whatever the load now: the
  *      queue a burst builds sets the tail, and the quiet between bursts is where batches are
  *      smallest. A burst of peak load P keeps the regime about HOLD_PEAK_TAU_NS x ln P.
+ *   5. An arrival counts in the load with at most the tokens a worker of its model declared it
+ *      runs: the longer of max_input_tokens (0: unlimited) and max_batch_tokens, the most over
+ *      the contracts that filled for the model (tokens_cap; no cap before the first). A
+ *      producer's `tokens` is a claim: uncapped, one item claiming 2^32 tokens made a shared
+ *      model look overloaded for minutes, and every other producer's batches were held.
  *
  * Rejected (each measured with `lanesched-bench sim|sweep`; docs/policy.md, "What GPU time
  * costs"): an ungated hold (at low load its wait is the whole tail); gates on the workers' busy
@@ -60,10 +65,22 @@ void hold_model_init(sched_model_t *m)
 {
     m->load_items = m->load_tokens = m->burst_items = m->peak_rate = 0.0;
     m->load_t_ns = m->load_t0_ns = m->burst_t_ns = m->peak_t_ns = 0;
+    m->tokens_cap = 0;
+}
+
+void hold_contract_note(sched_model_t *m, const packer_contract_t *k)
+{
+    uint32_t runs = k->max_input_tokens != 0 && k->max_input_tokens > k->max_batch_tokens
+                        ? k->max_input_tokens
+                        : k->max_batch_tokens;
+    if (runs > m->tokens_cap)
+        m->tokens_cap = runs;
 }
 
 void hold_arrival_note(sched_model_t *m, uint32_t tokens, uint64_t now)
 {
+    if (m->tokens_cap != 0 && tokens > m->tokens_cap) /* invariant 5 */
+        tokens = m->tokens_cap;
     double d = hold_decay_since(m->load_t_ns, now, HOLD_TAU_NS);
     m->load_items = m->load_items * d + 1.0;
     m->load_tokens = m->load_tokens * d + (double)tokens;

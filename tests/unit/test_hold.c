@@ -135,6 +135,31 @@ static void test_under_filled_batch_waits_at_high_load(void **state)
     fixture_free(f);
 }
 
+/* One item claiming 4,294,967,287 tokens on a model at half a percent of its worker's time: it
+ * counts as the longest input the worker declared (16,384 tokens, max_input_tokens 0), so the
+ * next item goes at once instead of waiting the hold (hold.c invariant 5). */
+static void test_a_huge_token_claim_does_not_hold_the_model(void **state)
+{
+    (void)state;
+    fixture_t *f = fixture(SCHED_POLICY_LANES, SCHED_HOLD_DEFAULT_NS, 0, 0);
+    for (int i = 0; i < 10; i++) {
+        f->now += SEC;
+        submit(f, 500);
+        assert_int_equal(drain_one(f), 1);
+    }
+    f->now += SEC;
+    submit(f, UINT32_MAX - 8);
+    assert_int_equal(drain_one(f), 1); /* alone, over the contract's tokens */
+    for (int i = 0; i < 5; i++) {
+        f->now += 100 * MS;
+        submit(f, 500);
+        assert_int_equal(drain_one(f), 1);
+    }
+    assert_int_equal(sched_counters(f->sched)->holds, 0);
+    assert_true(sched_check(f->sched));
+    fixture_free(f);
+}
+
 /* One item a second is half a percent of the worker's time: nothing is ever held. */
 static void test_low_load_never_holds(void **state)
 {
@@ -253,6 +278,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_under_filled_batch_waits_at_high_load),
         cmocka_unit_test(test_low_load_never_holds),
+        cmocka_unit_test(test_a_huge_token_claim_does_not_hold_the_model),
         cmocka_unit_test(test_full_batches_and_hold_off_never_wait),
         cmocka_unit_test(test_hold_ramps_with_the_load),
         cmocka_unit_test(test_a_burst_holds_longer_at_any_load),
