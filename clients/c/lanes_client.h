@@ -98,7 +98,7 @@ typedef struct {
     int64_t connect_timeout_ms; /* 0 = nats.c's default (2 s) */
     const char *inbox_prefix;   /* replies and batches arrive on "<inbox_prefix>.<unique>"; NULL =
                                    nats.c's "_INBOX" (an operator may give each user a private
-                                   one, e.g. "_INBOX_alice", allowed by the server's permissions) */
+                                   one, e.g. "_INBOX.alice", allowed by the server's permissions) */
 } lc_client_config_t;
 
 typedef struct lc_client lc_client_t;

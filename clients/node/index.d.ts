@@ -10,7 +10,7 @@ export interface ConnectOptions {
     servers?: string | string[];
     /** Subject prefix; default env LANESCHED_PREFIX or "lanes". */
     prefix?: string;
-    /** Replies and batches arrive under it (e.g. "_INBOX_alice"); default nats.js's "_INBOX". */
+    /** Replies and batches arrive under it (e.g. "_INBOX.alice"); default nats.js's "_INBOX". */
     inboxPrefix?: string;
     name?: string;
     /** More options for the nats package's connect: user, pass, token, authenticator, tls, ... */

@@ -23,7 +23,7 @@ export const CONNECT_OPTIONS = Object.freeze(['servers', 'prefix', 'inboxPrefix'
 /**
  * Opens a client. opts: { servers (string or array; default env LANESCHED_SERVER or
  * nats://127.0.0.1:4222), prefix (default env LANESCHED_PREFIX or "lanes"), inboxPrefix (replies
- * and batches arrive under it, e.g. "_INBOX_alice"; default nats.js's "_INBOX"), name, nats (more
+ * and batches arrive under it, e.g. "_INBOX.alice"; default nats.js's "_INBOX"), name, nats (more
  * options for the nats package's connect: user, pass, token, authenticator, tls, ...), nc (an
  * open connection to use instead, borrowed) }. An unknown option is a TypeError.
  */
