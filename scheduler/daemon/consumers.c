@@ -266,6 +266,25 @@ size_t consumers_pull_count(const consumer_t *c)
     return c->n_pulls;
 }
 
+uint32_t consumers_inbox_tag(const char *reply)
+{
+    return (uint32_t)XXH64(reply, strlen(reply), 0);
+}
+
+size_t consumers_pull_drop_inbox(consumer_t *c, uint32_t tag)
+{
+    size_t dropped = 0;
+    for (size_t i = 0; i < c->n_pulls;) {
+        if (consumers_inbox_tag(c->pulls[i].reply) == tag) {
+            consumers_pull_del(c, i);
+            dropped++;
+        } else {
+            i++;
+        }
+    }
+    return dropped;
+}
+
 /* ---- liveness and deadlines --------------------------------------------------------------- */
 
 void consumers_expire(consumers_t *cs, uint64_t now_ns, uint64_t dead_after_ns,

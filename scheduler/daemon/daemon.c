@@ -52,9 +52,21 @@ void daemon_publish(struct daemon *d, const char *subject, uint8_t *buf, size_t 
 {
     if (buf == NULL)
         return;
-    if (d->publish == NULL || d->publish(d->publish_ctx, subject, buf, len) != 0)
+    if (d->publish == NULL || d->publish(d->publish_ctx, subject, NULL, buf, len) != 0)
         d->counters.publish_failures++;
     free(buf);
+}
+
+daemon_status_t daemon_undelivered_set(daemon_t *d, const char *base)
+{
+    char *copy = NULL;
+    if (base != NULL && strlen(base) > DAEMON_UNDELIVERED_BASE_MAX)
+        return DAEMON_EINVAL;
+    if (base != NULL && (copy = strdup(base)) == NULL)
+        return DAEMON_ENOMEM;
+    free(d->undelivered_base);
+    d->undelivered_base = copy;
+    return DAEMON_OK;
 }
 
 void daemon_publish_set(daemon_t *d, daemon_publish_fn publish, void *ctx)
@@ -342,6 +354,7 @@ void daemon_destroy(daemon_t *d)
         return;
     evqueue_fini(&d->events);
     free(d->orphans);
+    free(d->undelivered_base);
     free(d->frame_scratch);
     dispatch_scratch_fini(&d->enc);
     if (d->sched != NULL)

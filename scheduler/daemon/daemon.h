@@ -194,6 +194,8 @@ typedef enum {
     EV_SERVICE,      /* token: the $SRV subject after "$SRV." (PING, INFO.lanesched, ...) */
     EV_METRICS,      /* no token; reply NULL: a snapshot for the metrics sink */
     EV_LEASE,        /* token: a model; data: a daemon_lease_note_t */
+    EV_UNDELIVERED,  /* token: what follows "<base>." in a Batch's reply subject (undelivered.c):
+                        the server found no subscriber for the Batch (NATS's no-responders) */
 } ev_kind_t;
 
 /* EV_LEASE's data: the lease keeper's word on one model. */
@@ -202,9 +204,10 @@ typedef struct {
     uint64_t elsewhere; /* 1: the bucket refused this instance: another instance holds it */
 } daemon_lease_note_t;
 
-/* Publishes data on subject; returns 0 once the connection took it. All borrowed. Called on the
- * owner thread only. */
-typedef int (*daemon_publish_fn)(void *ctx, const char *subject, const void *data, size_t len);
+/* Publishes data on subject with the reply subject reply (NULL: none); returns 0 once the
+ * connection took it. All borrowed. Called on the owner thread only. */
+typedef int (*daemon_publish_fn)(void *ctx, const char *subject, const char *reply,
+                                 const void *data, size_t len);
 
 typedef struct daemon daemon_t;
 
@@ -217,6 +220,14 @@ void daemon_destroy(daemon_t *d);
 
 /* Sets the publish function before daemon_run (ctx borrowed). Without one, nothing goes out. */
 void daemon_publish_set(daemon_t *d, daemon_publish_fn publish, void *ctx);
+/* The longest base daemon_undelivered_set takes. */
+#define DAEMON_UNDELIVERED_BASE_MAX 160u
+/* Sets, before daemon_run, the subject under which Batches ask for NATS's no-responders status:
+ * each Batch goes out with the reply subject "<base>.<consumer secret>.<batch id>.<inbox tag>",
+ * and the transport posts EV_UNDELIVERED with the part after "<base>." when the server says no
+ * one subscribes to the Batch's subject (undelivered.c). base is copied; without it (or NULL)
+ * Batches carry no reply subject. DAEMON_EINVAL past 160 bytes, DAEMON_ENOMEM, or DAEMON_OK. */
+daemon_status_t daemon_undelivered_set(daemon_t *d, const char *base);
 /* Lowers the largest payload accepted (the front learns the server's max_payload). */
 void daemon_max_payload_set(daemon_t *d, uint32_t bytes);
 /* The largest message the server carries (its max_payload): no reply is built larger (a submit

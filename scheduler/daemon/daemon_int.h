@@ -262,6 +262,9 @@ typedef struct {
     uint64_t dropped_messages; /* written by transport threads: atomic access only */
     uint64_t batches_expired_ack_deadline, consumers_declared_dead;
     uint64_t expired; /* items dead-lettered past their model's age limit */
+    /* undelivered.c: batches returned at once because no one subscribed to their pull's inbox,
+     * and no-responders statuses that named no batch in flight of the named consumer */
+    uint64_t batches_undelivered, undelivered_unmatched;
 } daemon_counters_t;
 
 /* ---- service discovery (service.c) ---------------------------------------------------------- */
@@ -310,6 +313,7 @@ struct daemon {
     log_budget_t consumer_deaths; /* declared dead: its own, so a flood hides no death */
     daemon_publish_fn publish;
     void *publish_ctx;
+    char *undelivered_base; /* daemon_undelivered_set (owned); NULL: Batches carry no reply */
     evqueue_t events;
     uint64_t next_tick_ns;
     uint64_t last_timers_ns; /* when the timers last ran: a stalled loop is detected */
@@ -335,6 +339,9 @@ struct daemon {
 
 /* The largest reply built until the front says what the server carries: NATS's default. */
 #define DAEMON_REPLY_MAX_DEFAULT (1ull << 20)
+/* The reply subject a Batch carries, at most: the base, a consumer secret, a batch id and an
+ * inbox tag, dot-separated. */
+#define DAEMON_UNDELIVERED_REPLY_MAX (DAEMON_UNDELIVERED_BASE_MAX + 72u)
 
 uint64_t daemon_now(const struct daemon *d);
 uint64_t daemon_ms_ns(uint32_t ms);
@@ -358,6 +365,14 @@ void requests_disconnected(struct daemon *d);
 /* A consumer leaves (bye, or silent too long): its batches return, its pulls are told EXPIRED,
  * its worker and its place in its model's count go. The caller marks it dead. */
 void requests_consumer_end(struct daemon *d, consumer_t *c);
+
+/* undelivered.c: a Batch no one received (NATS's no-responders status for its reply subject). */
+/* Writes the reply subject a Batch of c goes out with, for batch_id on c's oldest pull, into
+ * out (cap bytes); 0 and nothing written when Batches carry none or it does not fit. */
+int undelivered_reply(const struct daemon *d, const consumer_t *c, uint64_t batch_id, char *out,
+                      size_t cap);
+/* EV_UNDELIVERED: returns the batch at once and drops the pulls of its inbox. */
+void undelivered_batch(struct daemon *d, const ev_t *ev);
 
 /* dispatch.c */
 /* Fills outstanding pulls round-robin for at most DAEMON_FILL_BUDGET_NS. */

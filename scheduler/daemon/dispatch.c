@@ -20,6 +20,8 @@
  *      with the error "expired: ..." and counted (counters.expired, the model's series), by the
  *      instance serving the model, at most DISPATCH_EXPIRE_BUDGET per tick: a model's slot and
  *      its shapes' slots come back once its items are gone (models.c invariant 5).
+ *   9. A Batch goes out with a reply subject of the daemon's (undelivered_reply), so that NATS
+ *      says at once when no one subscribes to the pull's inbox (undelivered.c).
  *
  * Rejected: publishing a batch after committing it. A failed publish would strand the items as
  * pending for a consumer that never saw them, until its ack deadline.
@@ -148,7 +150,7 @@ static int dispatch_dead_letter(struct daemon *d, model_t *m, const sched_batch_
     const uint8_t *buf = NULL;
     size_t len = 0;
     int rc = dispatch_encode(d, b, CODEC_BATCH_ERROR, error, 0, &buf, &len) != 0 ||
-             d->publish == NULL || d->publish(d->publish_ctx, subject, buf, len) != 0;
+             d->publish == NULL || d->publish(d->publish_ctx, subject, NULL, buf, len) != 0;
     dispatch_scratch_trim(&d->enc);
     if (rc) {
         d->counters.publish_failures++;
@@ -220,7 +222,10 @@ again:;
         log_write(LOG_ERROR, "encoding a batch failed: out of memory");
         return 0;
     }
-    int rc = d->publish != NULL ? d->publish(d->publish_ctx, reply, buf, len) : -1;
+    char nr[DAEMON_UNDELIVERED_REPLY_MAX];
+    int asks = undelivered_reply(d, c, b.batch_id, nr, sizeof(nr)); /* invariant 9 */
+    int rc =
+        d->publish != NULL ? d->publish(d->publish_ctx, reply, asks ? nr : NULL, buf, len) : -1;
     dispatch_scratch_trim(&d->enc);
     if (rc != 0) {
         /* invariant 1: not committed, the items stay queued */

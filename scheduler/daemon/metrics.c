@@ -556,6 +556,12 @@ static void metrics_write_daemon(metrics_buf_t *b, struct daemon *d)
         {"lanesched_unknown_consumer_total",
          "Consumer messages naming no live consumer (an unknown or dead secret, a public id).",
          offsetof(daemon_counters_t, unknown_consumer)},
+        {"lanesched_batches_undelivered_total",
+         "Batches returned at once: NATS found no subscriber for their pull's inbox.",
+         offsetof(daemon_counters_t, batches_undelivered)},
+        {"lanesched_undelivered_unmatched_total",
+         "No-responders statuses naming no batch in flight of the named consumer.",
+         offsetof(daemon_counters_t, undelivered_unmatched)},
     };
     for (size_t i = 0; i < METRICS_LEN(totals); i++) {
         metrics_family(b, totals[i].name, "counter", totals[i].help);

@@ -22,6 +22,9 @@
  *      register, consumers registered, open pulls per consumer, positions per ack, ids per
  *      heartbeat; past a cap the message changes nothing and gets the cap's own word. (A pull's
  *      credits are a counter: batches in flight per consumer are what dispatch bounds.)
+ *   9. Every refused Register counts under its word in counters.rejected, and a Pull, Ack or
+ *      Heartbeat of a live consumer that does not decode under `malformed`, as a refused Submit
+ *      does (intake.c invariant 4).
  *
  * Rejected: answering unknown ids with --models set. Every instance would then answer every
  * other instance's consumers with "unknown_consumer" and they would re-register in a loop.
@@ -81,17 +84,16 @@ void requests_register(struct daemon *d, const ev_t *ev)
         codec_register_destroy(reg); /* invariant 4: the instance that owns the model answers */
         return;
     }
-    if (cst == CODEC_OK) { /* invariant 5; the decoder's own refusals are not counted */
+    if (cst == CODEC_OK) { /* invariant 5 */
         cst = codec_register_caps_check(reg, &d->caps);
         if (cst == CODEC_OK && consumers_count(d->consumers) >= d->cfg.limits.consumers &&
             !consumers_forget_dead(d->consumers))
             cst = CODEC_ETOO_MANY_CONSUMERS; /* every one of them alive */
         if (cst == CODEC_OK && !models_allowed(d, reg->model))
             cst = CODEC_EMODEL_NOT_ALLOWED; /* never too_many_models: models.c invariant 5 */
-        if (cst != CODEC_OK)
-            d->counters.rejected[cst]++;
     }
-    if (cst != CODEC_OK) {
+    if (cst != CODEC_OK) { /* invariant 9 */
+        d->counters.rejected[cst]++;
         snprintf(err, sizeof(err), "%s: %s", codec_status_reason(cst), codec_status_str(cst));
         out.error = err;
     } else {
@@ -158,6 +160,7 @@ void requests_pull(struct daemon *d, const ev_t *ev)
     }
     codec_pull_t *p = NULL;
     if (codec_decode_pull(ev->data, ev->len, &p) != CODEC_OK) {
+        d->counters.rejected[CODEC_EMALFORMED]++; /* invariant 9 */
         requests_pull_error(d, ev, "malformed: Pull did not decode");
         return;
     }
@@ -214,6 +217,7 @@ void requests_ack(struct daemon *d, const ev_t *ev, replies_t *deferred)
         goto reply;
     }
     if (codec_decode_ack(ev->data, ev->len, &ack) != CODEC_OK) {
+        d->counters.rejected[CODEC_EMALFORMED]++; /* invariant 9 */
         out.unknown = 1;
         out.error = "malformed: Ack did not decode";
         goto reply;
@@ -277,8 +281,12 @@ void requests_heartbeat(struct daemon *d, const ev_t *ev)
     d->counters.heartbeats++;
     consumer_t *c = requests_consumer(d, ev->token);
     codec_heartbeat_t *hb = NULL;
-    if (c == NULL || codec_decode_heartbeat(ev->data, ev->len, &hb) != CODEC_OK)
+    if (c == NULL)
         return;
+    if (codec_decode_heartbeat(ev->data, ev->len, &hb) != CODEC_OK) {
+        d->counters.rejected[CODEC_EMALFORMED]++; /* invariant 9 */
+        return;
+    }
     if (codec_heartbeat_caps_check(hb, &d->caps) != CODEC_OK) { /* invariant 5: liveness only */
         d->counters.rejected[CODEC_ETOO_MANY_IDS]++;
         codec_heartbeat_destroy(hb);

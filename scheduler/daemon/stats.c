@@ -123,6 +123,9 @@ static json_t *stats_counters(struct daemon *d)
         json_object_set_new(counters, "items_restored", stats_u64(restored_items));
         json_object_set_new(counters, "tokens_restored", stats_u64(restored_tokens));
         json_object_set_new(counters, "tokens_in_flight", stats_u64(flying_tokens));
+        json_object_set_new(counters, "batches_undelivered", stats_u64(dc->batches_undelivered));
+        json_object_set_new(counters, "undelivered_unmatched",
+                            stats_u64(dc->undelivered_unmatched));
     }
     return counters;
 }
@@ -595,7 +598,7 @@ void stats_waiting_answer(struct daemon *d, int end_of_turn)
     uint64_t t0 = daemon_now(d);
     char *text = stats_json(d, NULL, 0, &len);
     for (size_t i = 0; text != NULL && i < n; i++) {
-        if (d->publish == NULL || d->publish(d->publish_ctx, replies[i], text, len) != 0)
+        if (d->publish == NULL || d->publish(d->publish_ctx, replies[i], NULL, text, len) != 0)
             d->counters.publish_failures++;
     }
     d->counters.stats_requests += n;

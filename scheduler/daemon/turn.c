@@ -123,7 +123,7 @@ static void turn_timers(struct daemon *d)
 static int turn_reply_refused(struct daemon *d, const ev_t *ev)
 {
     if (ev->kind == EV_DISCONNECTED || ev->kind == EV_STOP || ev->kind == EV_LEASE ||
-        daemon_reply_allowed(d, ev->reply))
+        ev->kind == EV_UNDELIVERED || daemon_reply_allowed(d, ev->reply))
         return 0;
     uint64_t n = ++d->counters.rejected[CODEC_EREPLY_SUBJECT_REFUSED];
     if ((n & (n - 1)) == 0)
@@ -175,6 +175,9 @@ static void turn_handle(struct daemon *d, const ev_t *ev, replies_t *deferred, i
         break;
     case EV_LEASE:
         models_lease_note(d, ev);
+        break;
+    case EV_UNDELIVERED:
+        undelivered_batch(d, ev);
         break;
     }
     service_note(d, ev, daemon_now(d) - t0);

@@ -43,6 +43,10 @@
  *      flag set by the connect and the reconnected callback, cleared by the disconnected one,
  *      with the reconnects and the time spent disconnected; each reconnect logs "NATS
  *      reconnected after N ms" (the outage as the daemon saw it).
+ *  11. "<inbox prefix>.<instance id>.>" is subscribed for the no-responders statuses of Batches
+ *      (undelivered.c): the server sends one to the publisher's own subscription when a Batch
+ *      reached no subscriber, and only those reach the owner; any other message there (a
+ *      client publishing on it) is destroyed unread.
  *
  * Rejected: nats.c's micro-service module (not in nats.c 3.4), and queue-group subscriptions
  * (one daemon instance owns each model's scheduling state; several instances split models
@@ -102,6 +106,7 @@ typedef struct {
     front_t *front;
     ev_kind_t kind;
     size_t token_at; /* the subject's token starts here ("lanes.ack." is 10) */
+    int status_only; /* only NATS's no-responders statuses reach the owner (invariant 11) */
 } front_sub_t;
 
 /* With leases, the submit subject of each model of --models, subscribed while its lease is held. */
@@ -157,6 +162,11 @@ static void front_on_msg(natsConnection *nc, natsSubscription *sub, natsMsg *msg
     } else {
         const char *subject = natsMsg_GetSubject(msg);
         const char *token = strlen(subject) > s->token_at ? subject + s->token_at : "";
+        if (s->status_only && !natsMsg_IsNoResponders(msg)) { /* invariant 11 */
+            natsMsg_Destroy(msg);
+            atomic_fetch_sub(&f->in_callbacks, 1);
+            return;
+        }
         /* invariant 6: the owner reads the message where nats.c put it and releases it */
         if (daemon_post_msg(f->d, s->kind, token, natsMsg_GetReply(msg), natsMsg_GetData(msg),
                             (size_t)natsMsg_GetDataLength(msg), msg) != 0)
@@ -243,22 +253,24 @@ front_t *front_create(daemon_t *d)
     return f;
 }
 
-int front_publish(void *ctx, const char *subject, const void *data, size_t len)
+int front_publish(void *ctx, const char *subject, const char *reply, const void *data, size_t len)
 {
     front_t *f = ctx;
-    natsStatus s = natsConnection_Publish(f->nc, subject, data, (int)len);
+    natsStatus s = reply != NULL
+                       ? natsConnection_PublishRequest(f->nc, subject, reply, data, (int)len)
+                       : natsConnection_Publish(f->nc, subject, data, (int)len);
     if (s != NATS_OK)
         log_write(LOG_WARN, "publish to %s failed: %s", subject, natsStatus_GetText(s));
     return s == NATS_OK ? 0 : -1;
 }
 
-static daemon_status_t front_subscribe(front_t *f, const char *subject, ev_kind_t kind,
-                                       size_t token_at)
+static daemon_status_t front_subscribe_as(front_t *f, const char *subject, ev_kind_t kind,
+                                          size_t token_at, int status_only)
 {
     if (f->n_subs == FRONT_MAX_SUBS)
         return DAEMON_EINVAL;
     front_sub_t *ctx = &f->sub_ctx[f->n_subs];
-    *ctx = (front_sub_t){f, kind, token_at};
+    *ctx = (front_sub_t){f, kind, token_at, status_only};
     natsSubscription *sub = NULL;
     natsStatus s = natsConnection_Subscribe(&sub, f->nc, subject, front_on_msg, ctx);
     if (s == NATS_OK)
@@ -274,6 +286,29 @@ static daemon_status_t front_subscribe(front_t *f, const char *subject, ev_kind_
     atomic_fetch_add(&f->subscribed, 1);
     log_write(LOG_DEBUG, "subscribed to %s", subject);
     return DAEMON_OK;
+}
+
+static daemon_status_t front_subscribe(front_t *f, const char *subject, ev_kind_t kind,
+                                       size_t token_at)
+{
+    return front_subscribe_as(f, subject, kind, token_at, 0);
+}
+
+/* The subject Batches ask NATS's no-responders status on (invariant 11): under the daemon's own
+ * inbox prefix, one per instance. */
+static daemon_status_t front_subscribe_undelivered(front_t *f, const char *inbox_prefix)
+{
+    char base[DAEMON_UNDELIVERED_BASE_MAX + 1], subject[DAEMON_UNDELIVERED_BASE_MAX + 8];
+    int n = snprintf(base, sizeof(base), "%s.%s", inbox_prefix != NULL ? inbox_prefix : "_INBOX",
+                     daemon_instance_id(f->d));
+    if (n <= 0 || (size_t)n >= sizeof(base)) {
+        log_write(LOG_WARN, "--inbox-prefix too long for the batches' no-responders subject: a "
+                            "worker's closed inbox is found by --dead-after-ms only");
+        return DAEMON_OK;
+    }
+    snprintf(subject, sizeof(subject), "%s.>", base);
+    daemon_status_t st = front_subscribe_as(f, subject, EV_UNDELIVERED, (size_t)n + 1, 1);
+    return st == DAEMON_OK ? daemon_undelivered_set(f->d, base) : st;
 }
 
 /* Connects, waiting for a server that does not answer yet (invariant 4). */
@@ -437,6 +472,8 @@ daemon_status_t front_connect(front_t *f, const front_config_t *cfg)
     }
     if ((st = front_subscribe_service(f)) != DAEMON_OK)
         goto out;
+    if ((st = front_subscribe_undelivered(f, cfg->inbox_prefix)) != DAEMON_OK)
+        goto out;
     s = natsConnection_Flush(f->nc);
     st = s == NATS_OK ? DAEMON_OK : DAEMON_ENATS;
 out:
@@ -531,7 +568,7 @@ daemon_status_t front_submit_serve(front_t *f, const char *model, int on)
     }
     char subject[512];
     snprintf(subject, sizeof(subject), "%s.submit.%s", f->prefix, model);
-    s->ctx = (front_sub_t){f, EV_SUBMIT, strlen(f->prefix) + 8};
+    s->ctx = (front_sub_t){f, EV_SUBMIT, strlen(f->prefix) + 8, 0};
     natsStatus ns = natsConnection_Subscribe(&s->sub, f->nc, subject, front_on_msg, &s->ctx);
     if (ns == NATS_OK)
         ns = natsSubscription_SetPendingLimits(s->sub, -1, -1); /* invariant 1 */

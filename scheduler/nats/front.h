@@ -63,6 +63,6 @@ typedef struct {
 /* Any thread, any time between front_create and front_destroy. */
 void front_nats_state(front_t *f, front_nats_state_t *out /* out */);
 /* A daemon_publish_fn: ctx is the front. */
-int front_publish(void *ctx, const char *subject, const void *data, size_t len);
+int front_publish(void *ctx, const char *subject, const char *reply, const void *data, size_t len);
 
 #endif

@@ -294,6 +294,28 @@ static void require_empty(const char *json, const char *when)
               when, q, p, json);
 }
 
+static void require_delivered_once(const book_t *bk, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const rec_t *r = &bk->recs[i];
+        H_REQUIRE(r->delivered == (r->accepted ? 1u : 0u), "%s (%s) delivered %u times", r->id,
+                  r->accepted ? "accepted" : "refused", r->delivered);
+    }
+}
+
+/* n records of one shape (k) and one length: one lane, one segment being appended to. */
+static void book_one_lane(book_t *bk, const char *prefix, size_t n, unsigned k,
+                          uint32_t payload_len)
+{
+    book_init(bk, prefix, n);
+    for (size_t i = 0; i < n; i++) {
+        bk->recs[i].shape_k = k;
+        bk->recs[i].shape = h_shape(k);
+        bk->recs[i].tokens = 32;
+        bk->recs[i].payload_len = payload_len;
+    }
+}
+
 /* The stats' balance (subjects.md, counters.tokens_restored): what the process restored and
  * received is what it completed, holds queued and has in flight, in tokens and in items. */
 static void require_balanced(natsConnection *nc, const char *when)
@@ -642,6 +664,81 @@ static int case_consumer_sigkill(void)
     h_log("consumer process SIGKILLed while holding the batch");
     other_consumer_gets_them(nc, &bk, t_kill, bid);
     check_cp_counters(nc, &bk);
+    h_child_finish(&ch);
+    book_free(&bk);
+    finish(nc);
+    return 0;
+}
+
+/* A worker process with four pulls open is SIGKILLed before any item exists: the server drops
+ * its inbox, and each Batch sent there gets NATS's no-responders status. The items reach the
+ * surviving worker within seconds, although the dead one is declared dead only after 30 s (the
+ * dead one's pulls were dropped at the first status: undelivered.c). */
+#define DI_N 48
+static int case_dead_inbox(void)
+{
+    static const char *const flags[] = {"--heartbeat-ms", "1000", "--dead-after-ms", "30000", NULL};
+    h_nats_start(false);
+    h_daemon_start(flags);
+    natsConnection *nc = h_connect();
+    book_t bk;
+    book_one_lane(&bk, "di", DI_N, 1, 64);
+    h_child_t ch;
+    char line[4096];
+    h_child_start(&ch, MODEL, 16, 8192);
+    H_REQUIRE(h_child_line(&ch, 10000, line, sizeof(line)),
+              "the consumer process did not register");
+    h_child_send(&ch, "pull 4 60000");
+    uint64_t t0 = h_now_ms();
+    for (;;) { /* its pull is open in the daemon */
+        char *st = h_stats(nc);
+        int64_t pulls = h_json_sum(st, "pulls");
+        free(st);
+        if (pulls == 1)
+            break;
+        H_REQUIRE(h_now_ms() - t0 < 5000, "the consumer process's pull never showed in the stats");
+        h_sleep_ms(20);
+    }
+    h_child_signal(&ch, SIGKILL);
+    h_log("consumer process SIGKILLed with 4 batches asked for");
+    uint64_t since = h_now_ms();
+    for (size_t i = 0; i < DI_N; i += 8) /* its pulls are the only ones open */
+        book_submit(nc, &bk, i, 8, NULL);
+    h_sleep_ms(200);
+    h_consumer_t c;
+    h_consumer_register(&c, nc, MODEL, 16, 8192, 0, "survivor");
+    h_hb_start(&c, c.heartbeat_ms / 2);
+    h_pull(&c, 16, 20000);
+    size_t got = 0;
+    while (got < DI_N) {
+        codec_batch_t *b = h_next_batch(&c, 5000);
+        H_REQUIRE(b != NULL, "%zu of %d items reached the survivor after %" PRIu64 " ms", got, DI_N,
+                  h_now_ms() - since);
+        check_batch(&bk, b, 16, 8192, 0);
+        got += b->n_items;
+        h_ack_all_ok(&c, b);
+        codec_batch_destroy(b);
+    }
+    uint64_t elapsed = h_now_ms() - since;
+    h_log("all %d items acked by the survivor %" PRIu64 " ms after the first submit", DI_N,
+          elapsed);
+    H_REQUIRE(elapsed < 5000, "the items took %" PRIu64 " ms (the dead worker: 30 s)", elapsed);
+    require_delivered_once(&bk, DI_N);
+    char *st = h_stats(nc);
+    int64_t undelivered = h_counter(st, "batches_undelivered");
+    H_REQUIRE(undelivered >= 1 && undelivered <= 4, "batches_undelivered %" PRId64, undelivered);
+    H_REQUIRE(h_counter(st, "undelivered_unmatched") == 0, "undelivered_unmatched %" PRId64,
+              h_counter(st, "undelivered_unmatched"));
+    H_REQUIRE(h_counter(st, "items_completed") == DI_N &&
+                  h_counter(st, "consumers_declared_dead") == 0,
+              "completed %" PRId64 ", declared dead %" PRId64, h_counter(st, "items_completed"),
+              h_counter(st, "consumers_declared_dead"));
+    H_REQUIRE(h_json_sum(st, "pulls") == 1, "the dead inbox's pulls are still open: %s", st);
+    require_empty(st, "at the end");
+    h_log("%" PRId64 " batches came back at once", undelivered);
+    free(st);
+    h_hb_stop(&c);
+    h_consumer_close(&c);
     h_child_finish(&ch);
     book_free(&bk);
     finish(nc);
@@ -1352,28 +1449,6 @@ static size_t book_accepted(const book_t *bk, size_t from, size_t to)
 }
 
 /* Of the first n records, each accepted one was delivered exactly once, no refused one ever. */
-static void require_delivered_once(const book_t *bk, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        const rec_t *r = &bk->recs[i];
-        H_REQUIRE(r->delivered == (r->accepted ? 1u : 0u), "%s (%s) delivered %u times", r->id,
-                  r->accepted ? "accepted" : "refused", r->delivered);
-    }
-}
-
-/* n records of one shape (k) and one length: one lane, one segment being appended to. */
-static void book_one_lane(book_t *bk, const char *prefix, size_t n, unsigned k,
-                          uint32_t payload_len)
-{
-    book_init(bk, prefix, n);
-    for (size_t i = 0; i < n; i++) {
-        bk->recs[i].shape_k = k;
-        bk->recs[i].shape = h_shape(k);
-        bk->recs[i].tokens = 32;
-        bk->recs[i].payload_len = payload_len;
-    }
-}
-
 #define EN_N 600
 
 static int case_enospc(void)
@@ -1618,6 +1693,7 @@ static const struct {
     {"round_trip", case_round_trip},
     {"two_consumers_same_shape", case_two_consumers_same_shape},
     {"consumer_sigkill", case_consumer_sigkill},
+    {"dead_inbox", case_dead_inbox},
     {"enospc_self_restart", case_enospc_self_restart},
     {"consumer_sigstop_stale_ack", case_consumer_sigstop_stale_ack},
     {"daemon_sigkill_restart", case_daemon_sigkill_restart},

@@ -21,8 +21,10 @@ static uint64_t fx_clock(void *ctx)
     return ((fx_t *)ctx)->now;
 }
 
-static int fx_publish(void *ctx, const char *subject, const void *data, size_t len)
+static int fx_publish(void *ctx, const char *subject, const char *reply, const void *data,
+                      size_t len)
 {
+    (void)reply;
     fx_t *f = ctx;
     if (f->n_sent == f->cap_sent) {
         f->cap_sent = f->cap_sent ? f->cap_sent * 2 : 256;

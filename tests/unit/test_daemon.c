@@ -15,6 +15,7 @@
 #include "codec/codec.h"
 #include "scheduler/daemon/daemon.h"
 
+#include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,7 @@
 
 typedef struct {
     char subject[400];
+    char reply[400]; /* "" for none */
     uint8_t *data;
     size_t len;
 } sent_t;
@@ -67,7 +69,8 @@ static uint64_t fx_clock(void *ctx)
     return f->now;
 }
 
-static int fx_publish(void *ctx, const char *subject, const void *data, size_t len)
+static int fx_publish(void *ctx, const char *subject, const char *reply, const void *data,
+                      size_t len)
 {
     fx_t *f = ctx;
     if (f->refuse)
@@ -75,6 +78,7 @@ static int fx_publish(void *ctx, const char *subject, const void *data, size_t l
     assert_true(f->n_sent < sizeof(f->sent) / sizeof(f->sent[0]));
     sent_t *s = &f->sent[f->n_sent++];
     snprintf(s->subject, sizeof(s->subject), "%s", subject);
+    snprintf(s->reply, sizeof(s->reply), "%s", reply != NULL ? reply : "");
     s->data = malloc(len ? len : 1);
     assert_non_null(s->data);
     memcpy(s->data, data, len);
@@ -458,6 +462,38 @@ static void test_rejections_carry_their_reason_and_are_counted_by_it(void **stat
     json_decref(doc);
 }
 
+/* A refused Register counts under its word, and a Pull, Ack or Heartbeat that does not decode
+ * under `malformed` (requests.c invariant 9): every word a client can be refused with is a
+ * counter that moves. */
+static void test_every_refused_register_and_undecodable_message_is_counted(void **state)
+{
+    fx_t *f = *state;
+    char id[33];
+    reg(f, "llama", 8, 4096, "a", id);
+    const codec_register_t bad[] = {{"llama", 0, 4096, 0, "z", 0, 0, 0, 0},
+                                    {"", 8, 4096, 0, "m", 0, 0, 0, 0}};
+    for (size_t i = 0; i < 2; i++) {
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        assert_int_equal(codec_encode_register(&bad[i], &buf, &len), CODEC_OK);
+        assert_int_equal(daemon_post(f->d, EV_REGISTER, NULL, "reg.reply", buf, len), 0);
+        free(buf);
+    }
+    static const uint8_t junk[] = {0xff, 0xff, 0xff};
+    assert_int_equal(daemon_post(f->d, EV_REGISTER, NULL, "reg.reply", junk, sizeof(junk)), 0);
+    assert_int_equal(daemon_post(f->d, EV_PULL, id, "inbox.a", junk, sizeof(junk)), 0);
+    assert_int_equal(daemon_post(f->d, EV_ACK, id, "ack.reply", junk, sizeof(junk)), 0);
+    assert_int_equal(daemon_post(f->d, EV_HEARTBEAT, id, NULL, junk, sizeof(junk)), 0);
+    turn(f);
+    json_t *doc = stats(f);
+    json_t *rej = json_object_get(json_object_get(doc, "counters"), "rejected");
+    assert_int_equal(json_integer_value(json_object_get(rej, "zero_batch_size")), 1);
+    assert_int_equal(json_integer_value(json_object_get(rej, "bad_model")), 1);
+    assert_int_equal(json_integer_value(json_object_get(rej, "malformed")), 4);
+    assert_int_equal(json_object_size(rej), 3);
+    json_decref(doc);
+}
+
 /* ---- dispatch ------------------------------------------------------------------------------- */
 
 static void test_a_batch_is_committed_only_after_its_publish_succeeds(void **state)
@@ -554,6 +590,74 @@ static void test_silence_past_dead_after_returns_the_batch(void **state)
     codec_batch_destroy(x);
     codec_ack_reply_t *r = ack(f, a, 1, NULL, 0, true);
     assert_true(strncmp(r->error, "unknown_consumer", 16) == 0);
+    codec_ack_reply_destroy(r);
+}
+
+/* A Batch asks NATS's no-responders status on "<base>.<secret>.<batch id>.<tag>"; a status for it
+ * returns the batch at once and drops the consumer's pulls on that inbox, not its others; one
+ * that names another consumer's secret, an unknown batch or nothing parseable changes nothing
+ * and is counted (undelivered.c invariants 1-3). */
+static void test_a_batch_no_one_received_comes_back_at_once(void **state)
+{
+    fx_t *f = *state;
+    assert_int_equal(daemon_undelivered_set(f->d, "_INBOX.d1"), DAEMON_OK);
+    char a[33], b[33];
+    reg(f, "llama", 8, 4096, "a", a);
+    reg(f, "llama", 8, 4096, "b", b);
+    submit(f, "llama", 42, 100, "u", 0, 1, NULL);
+    pull(f, a, 3, 60000, "inbox.a");
+    pull(f, a, 1, 60000, "inbox.a2");
+    turn(f);
+    const sent_t *s = last_on(f, "inbox.a");
+    assert_non_null(s);
+    codec_batch_t *x = batch_on(f, "inbox.a");
+    uint64_t id = x->batch_id;
+    codec_batch_destroy(x);
+    char want[200];
+    snprintf(want, sizeof(want), "_INBOX.d1.%s.%" PRIu64 ".", a, id);
+    assert_int_equal(strncmp(s->reply, want, strlen(want)), 0);
+    const char *tag = s->reply + strlen(want);
+    assert_int_equal(strlen(tag), 8);
+    char token[200];
+    const char *forged[] = {"", "x", "x.1.00000000", NULL, NULL};
+    snprintf(token, sizeof(token), "%s.%" PRIu64 ".%s", b, id, tag); /* b does not hold it */
+    forged[3] = strdup(token);
+    snprintf(token, sizeof(token), "%s.%" PRIu64 ".%s", a, id + 1000, tag); /* no such batch */
+    forged[4] = strdup(token);
+    for (size_t i = 0; i < 5; i++) {
+        assert_int_equal(daemon_post(f->d, EV_UNDELIVERED, forged[i], NULL, NULL, 0), 0);
+        turn(f);
+    }
+    free((void *)forged[3]);
+    free((void *)forged[4]);
+    assert_int_equal(counter_now(f, "undelivered_unmatched"), 5);
+    assert_int_equal(counter_now(f, "items_returned"), 0);
+    assert_int_equal(count_on(f, "inbox.a2"), 0);
+    assert_int_equal(
+        daemon_post(f->d, EV_UNDELIVERED, s->reply + strlen("_INBOX.d1."), NULL, NULL, 0), 0);
+    turn(f);
+    json_t *doc = stats(f);
+    assert_int_equal(counter(doc, "batches_undelivered"), 1);
+    assert_int_equal(counter(doc, "items_returned"), 1);
+    assert_int_equal(counter(doc, "consumers_declared_dead"), 0);
+    json_decref(doc);
+    /* the item went out again on a's other inbox; "inbox.a" and its two credits left are gone */
+    assert_int_equal(count_on(f, "inbox.a"), 1);
+    x = batch_on(f, "inbox.a2");
+    assert_int_equal(x->n_items, 1);
+    assert_int_equal(x->items[0].deliveries, 2);
+    uint64_t again = x->batch_id;
+    codec_batch_destroy(x);
+    submit(f, "llama", 42, 100, "u", 1, 1, NULL);
+    turn(f);
+    assert_int_equal(count_on(f, "inbox.a"), 1);
+    /* the same status again names a batch no longer in flight */
+    snprintf(token, sizeof(token), "%s.%" PRIu64 ".%s", a, id, tag);
+    assert_int_equal(daemon_post(f->d, EV_UNDELIVERED, token, NULL, NULL, 0), 0);
+    turn(f);
+    assert_int_equal(counter_now(f, "undelivered_unmatched"), 6);
+    codec_ack_reply_t *r = ack(f, a, again, NULL, 0, true);
+    assert_string_equal(r->error, "");
     codec_ack_reply_destroy(r);
 }
 
@@ -1189,6 +1293,10 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_an_ack_naming_a_missing_position_changes_nothing,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_every_refused_register_and_undecodable_message_is_counted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_batch_no_one_received_comes_back_at_once, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_silence_past_dead_after_returns_the_batch, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_stalled_owner_restarts_liveness, setup, teardown),

@@ -44,8 +44,10 @@ static uint64_t fx_clock(void *ctx)
     return f->now;
 }
 
-static int fx_publish(void *ctx, const char *subject, const void *data, size_t len)
+static int fx_publish(void *ctx, const char *subject, const char *reply, const void *data,
+                      size_t len)
 {
+    (void)reply;
     fx_t *f = ctx;
     size_t i = f->n_sent++ % 64;
     free(f->data[i]);
