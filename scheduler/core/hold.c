@@ -26,7 +26,8 @@
  *      smallest. A burst of peak load P keeps the regime about HOLD_PEAK_TAU_NS x ln P.
  *   5. An arrival counts in the load with at most the tokens a worker of its model declared it
  *      runs: the longer of max_input_tokens (0: unlimited) and max_batch_tokens, the most over
- *      the contracts that filled for the model (tokens_cap; no cap before the first). A
+ *      the contracts that filled for the model (tokens_cap). Arrivals before the first such
+ *      contract are capped when it comes: their token sum at most their count times the cap. A
  *      producer's `tokens` is a claim: uncapped, one item claiming 2^32 tokens made a shared
  *      model look overloaded for minutes, and every other producer's batches were held.
  *
@@ -73,8 +74,11 @@ void hold_contract_note(sched_model_t *m, const packer_contract_t *k)
     uint32_t runs = k->max_input_tokens != 0 && k->max_input_tokens > k->max_batch_tokens
                         ? k->max_input_tokens
                         : k->max_batch_tokens;
-    if (runs > m->tokens_cap)
-        m->tokens_cap = runs;
+    if (runs <= m->tokens_cap)
+        return;
+    if (m->tokens_cap == 0 && m->load_tokens > m->load_items * (double)runs)
+        m->load_tokens = m->load_items * (double)runs; /* invariant 5: the arrivals before it */
+    m->tokens_cap = runs;
 }
 
 void hold_arrival_note(sched_model_t *m, uint32_t tokens, uint64_t now)

@@ -5,7 +5,8 @@
  * Invariants (consumers_check runs them in debug builds):
  *   1. A consumer has two values of 128 random bits each (getrandom): its public id, which
  *      stats, metrics and log lines show, and its secret, the token of its pull, ack, hb and
- *      bye subjects, which only its Registered reply carries. Messages are found by the
+ *      bye subjects, which only its Registered reply and the reply subjects of the Batches sent
+ *      to its own inbox carry (undelivered.c). Messages are found by the
  *      secret alone, so what any other account can read (the public id, a batch id) gives no
  *      authority over the consumer, and one that registers again is a new consumer.
  *   2. The batches a consumer holds are its worker's in the core (the batch's one record names
@@ -15,7 +16,8 @@
  *      holds no pulls, no in-flight batches and no worker in the scheduler.
  *   4. Liveness is decided here and nowhere else: every message refreshes it (consumers_touch),
  *      silence past dead_after kills (consumers_expire), a stalled owner restarts it and moves
- *      its batches' ack deadlines by the stall.
+ *      its batches' ack deadlines by the stall. A consumer whose inbox the server found without
+ *      a subscriber is served nothing until its next message (consumers_inbox_silent).
  *
  * Rejected: sequential consumer ids (guessable: any client could ack or steal another's
  * batches by counting), and one id for both naming and authority (a bearer token shown in
@@ -130,6 +132,7 @@ consumer_t *consumers_touch(consumers_t *cs, const char *secret, uint64_t now_ns
     if (c == NULL || c->dead)
         return NULL;
     c->last_seen_ns = now_ns;
+    c->silent_inbox = 0;
     return c;
 }
 
@@ -266,23 +269,14 @@ size_t consumers_pull_count(const consumer_t *c)
     return c->n_pulls;
 }
 
-uint32_t consumers_inbox_tag(const char *reply)
+void consumers_inbox_silent(consumer_t *c)
 {
-    return (uint32_t)XXH64(reply, strlen(reply), 0);
+    c->silent_inbox = 1;
 }
 
-size_t consumers_pull_drop_inbox(consumer_t *c, uint32_t tag)
+int consumers_inbox_is_silent(const consumer_t *c)
 {
-    size_t dropped = 0;
-    for (size_t i = 0; i < c->n_pulls;) {
-        if (consumers_inbox_tag(c->pulls[i].reply) == tag) {
-            consumers_pull_del(c, i);
-            dropped++;
-        } else {
-            i++;
-        }
-    }
-    return dropped;
+    return c->silent_inbox;
 }
 
 /* ---- liveness and deadlines --------------------------------------------------------------- */

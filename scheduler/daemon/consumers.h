@@ -77,11 +77,10 @@ void consumers_pull_pop(consumer_t *c);
 /* Drops the pull at index (none if past the end); the others keep their order. */
 void consumers_pull_del(consumer_t *c, size_t index);
 size_t consumers_pull_count(const consumer_t *c);
-/* A 32-bit tag of a pull's reply subject (borrowed): what a Batch's reply subject names its
- * inbox by (undelivered.c). */
-uint32_t consumers_inbox_tag(const char *reply);
-/* Drops every pull whose reply subject has this tag, unanswered; returns how many. */
-size_t consumers_pull_drop_inbox(consumer_t *c, uint32_t tag);
+/* The server found no subscriber for a Batch sent to c (undelivered.c): c is served nothing until
+ * its next message (consumers_touch clears it). */
+void consumers_inbox_silent(consumer_t *c);
+int consumers_inbox_is_silent(const consumer_t *c);
 
 /* ---- liveness and deadlines ----------------------------------------------------------------- */
 

@@ -21,7 +21,8 @@ struct consumer {
     packer_contract_t contract;
     uint64_t last_seen_ns;
     int dead;
-    pull_t *pulls; /* FIFO, owned */
+    int silent_inbox; /* a Batch reached no subscriber since its last message (undelivered.c) */
+    pull_t *pulls;    /* FIFO, owned */
     size_t n_pulls, cap_pulls;
     uint64_t batches, items;
     uint64_t last_signature; /* of the last batch dispatched; valid when batches != 0 */

@@ -223,7 +223,7 @@ void daemon_publish_set(daemon_t *d, daemon_publish_fn publish, void *ctx);
 /* The longest base daemon_undelivered_set takes. */
 #define DAEMON_UNDELIVERED_BASE_MAX 160u
 /* Sets, before daemon_run, the subject under which Batches ask for NATS's no-responders status:
- * each Batch goes out with the reply subject "<base>.<consumer secret>.<batch id>.<inbox tag>",
+ * each Batch goes out with the reply subject "<base>.<consumer secret>.<batch id>",
  * and the transport posts EV_UNDELIVERED with the part after "<base>." when the server says no
  * one subscribes to the Batch's subject (undelivered.c). base is copied; without it (or NULL)
  * Batches carry no reply subject. DAEMON_EINVAL past 160 bytes, DAEMON_ENOMEM, or DAEMON_OK. */

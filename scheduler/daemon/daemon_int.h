@@ -339,9 +339,9 @@ struct daemon {
 
 /* The largest reply built until the front says what the server carries: NATS's default. */
 #define DAEMON_REPLY_MAX_DEFAULT (1ull << 20)
-/* The reply subject a Batch carries, at most: the base, a consumer secret, a batch id and an
- * inbox tag, dot-separated. */
-#define DAEMON_UNDELIVERED_REPLY_MAX (DAEMON_UNDELIVERED_BASE_MAX + 72u)
+/* The reply subject a Batch carries, at most: the base, a consumer secret and a batch id,
+ * dot-separated. */
+#define DAEMON_UNDELIVERED_REPLY_MAX (DAEMON_UNDELIVERED_BASE_MAX + 64u)
 
 uint64_t daemon_now(const struct daemon *d);
 uint64_t daemon_ms_ns(uint32_t ms);
@@ -368,10 +368,11 @@ void requests_consumer_end(struct daemon *d, consumer_t *c);
 
 /* undelivered.c: a Batch no one received (NATS's no-responders status for its reply subject). */
 /* Writes the reply subject a Batch of c goes out with, for batch_id on c's oldest pull, into
- * out (cap bytes); 0 and nothing written when Batches carry none or it does not fit. */
+ * out (cap bytes); 0 when Batches carry none, the pull's reply subject is too long for one, or
+ * it does not fit. */
 int undelivered_reply(const struct daemon *d, const consumer_t *c, uint64_t batch_id, char *out,
                       size_t cap);
-/* EV_UNDELIVERED: returns the batch at once and drops the pulls of its inbox. */
+/* EV_UNDELIVERED: returns the batch at once; its consumer is served nothing until it speaks. */
 void undelivered_batch(struct daemon *d, const ev_t *ev);
 
 /* dispatch.c */

@@ -21,7 +21,8 @@
  *      instance serving the model, at most DISPATCH_EXPIRE_BUDGET per tick: a model's slot and
  *      its shapes' slots come back once its items are gone (models.c invariant 5).
  *   9. A Batch goes out with a reply subject of the daemon's (undelivered_reply), so that NATS
- *      says at once when no one subscribes to the pull's inbox (undelivered.c).
+ *      says at once when no one subscribes to the pull's inbox (undelivered.c); a consumer told
+ *      so is served nothing until its next message.
  *
  * Rejected: publishing a batch after committing it. A failed publish would strand the items as
  * pending for a consumer that never saw them, until its ack deadline.
@@ -268,6 +269,7 @@ void dispatch_fill(struct daemon *d)
         for (size_t k = 0; k < n; k++) {
             consumer_t *c = consumers_at(d->consumers, (d->serve_cursor + k) % n);
             if (consumers_dead(c) || consumers_pull_reply(c) == NULL ||
+                consumers_inbox_is_silent(c) || /* invariant 9 */
                 !models_serving(d, consumers_model_rec(c)) ||
                 consumers_inflight_count(c) >= d->cfg.limits.inflight) /* invariant 6 */
                 continue;

@@ -1,29 +1,37 @@
 /*
  * undelivered.c - a Batch that no one received: its pull's inbox had no subscriber when it was
- * published (a worker that crashed, or closed its inbox, with pulls still open). NATS drops such
- * a message silently, so the batch stayed in flight until its holder was declared dead
- * (--dead-after-ms) and every later batch went the same way, one per open credit. Each Batch
- * therefore goes out with a reply subject of the daemon's, and the server answers a publish that
- * reached no subscriber with a no-responders status on it (the transport posts EV_UNDELIVERED):
- * the batch comes back at once and the pulls of that inbox are dropped.
+ * published (a worker that crashed, or lost its connection, with pulls still open). NATS drops
+ * such a message silently, so the batch stayed in flight until its holder was declared dead
+ * (--dead-after-ms) or its ack deadline passed, and every later batch for the holder's open pulls
+ * went the same way. Each Batch therefore goes out with a reply subject of the daemon's, and the
+ * server answers a publish that reached no subscriber with a no-responders status on it (the
+ * transport posts EV_UNDELIVERED): the batch comes back at once.
  *
- * The reply subject: "<base>.<consumer secret>.<batch id>.<inbox tag>" (base: a subject of this
- * daemon instance's, daemon_undelivered_set; the tag: consumers_inbox_tag of the pull's reply).
+ * The reply subject: "<base>.<consumer secret>.<batch id>" (base: a subject of this daemon
+ * instance's, daemon_undelivered_set).
  *
  * Invariants:
  *   1. Only the consumer that holds the batch, named by its secret, is affected: the secret is
- *      in no subject another account receives (consumers.c invariant 1), so a status that does
+ *      carried only to the consumer's own inbox (consumers.c invariant 1), so a status that does
  *      not name the holder's secret and one of its batches in flight changes nothing and is
  *      counted (undelivered_unmatched). The holder itself can only give back what it could nak.
- *   2. The batch is returned whole, as a nak of every item would (its delivery stays counted:
- *      it was committed), through the one settle path (inflight.c).
- *   3. Every open pull of the consumer on the same inbox is dropped unanswered: each would take
- *      one more batch and one more delivery for nothing. Its other pulls stay. The consumer
- *      stays registered: its heartbeats, not its inbox, say whether it lives.
+ *   2. The batch is returned whole, as a nak of every item would be, through the one settle path
+ *      (inflight.c); its delivery stays counted (the store's counts only rise).
+ *   3. The consumer is then served nothing until its next message (consumers_inbox_silent): a
+ *      worker gone for good gets one such batch, not one per open credit, so a returned item
+ *      cannot run up its delivery count on the open pulls of one dead worker; one whose
+ *      connection only blipped heartbeats within --heartbeat-ms and is served again, its pulls
+ *      still open. It stays registered: its messages, not its inbox, say whether it lives.
+ *   4. A Batch carries the reply subject only while the pull's reply subject is at most
+ *      UNDELIVERED_PULL_REPLY_MAX bytes: the server closes a connection whose protocol line is
+ *      longer than its max_control_line (4 KiB by default), and a worker's own Pull line, which
+ *      the server accepted, is shorter than the Batch's line by the reply subject added.
  *
- * Rejected: declaring the consumer dead at the first status (a worker may pull on several
- * inboxes, and one it closed says nothing of the others); a request with a timeout per Batch
- * (a timer and a reply subscription per batch, where the server's status is free).
+ * Rejected: dropping the consumer's pulls on the inbox that had no subscriber (a worker giving
+ * each pull its own subject, as subjects.md allows, kept getting batches on the next one, and a
+ * returned item went round its open pulls until --max-deliveries dead-lettered it); declaring the
+ * consumer dead at the first status (a connection that blipped would lose its registration); a
+ * request with a timeout per Batch (a timer per batch, where the server's status is free).
  */
 #include "scheduler/daemon/daemon_int.h"
 
@@ -34,37 +42,37 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Invariant 4: the longest pull reply subject a Batch adds its own reply subject to. A reply
+ * subject of a NATS client is an inbox of a few dozen bytes; 1 KiB (--limit-reply-to-bytes'
+ * default) leaves the Batch's line, with the reply subject of DAEMON_UNDELIVERED_REPLY_MAX bytes,
+ * far under the server's 4 KiB. */
+#define UNDELIVERED_PULL_REPLY_MAX 1024u
+
 int undelivered_reply(const struct daemon *d, const consumer_t *c, uint64_t batch_id, char *out,
                       size_t cap)
 {
     const char *pull = consumers_pull_reply(c);
-    if (d->undelivered_base == NULL || pull == NULL)
+    if (d->undelivered_base == NULL || pull == NULL ||
+        strlen(pull) > UNDELIVERED_PULL_REPLY_MAX) /* invariant 4 */
         return 0;
-    int n = snprintf(out, cap, "%s.%s.%" PRIu64 ".%08" PRIx32, d->undelivered_base,
-                     consumers_secret(c), batch_id, consumers_inbox_tag(pull));
+    int n =
+        snprintf(out, cap, "%s.%s.%" PRIu64, d->undelivered_base, consumers_secret(c), batch_id);
     return n > 0 && (size_t)n < cap;
 }
 
-/* Splits "<secret>.<batch id>.<tag>" (token borrowed) into its three parts; 0 when it is not
- * that. */
-static int undelivered_parse(const char *token, char *secret, size_t cap, uint64_t *batch_id,
-                             uint32_t *tag)
+/* Splits "<secret>.<batch id>" (token borrowed); 0 when it is not that. */
+static int undelivered_parse(const char *token, char *secret, size_t cap, uint64_t *batch_id)
 {
     const char *dot = strchr(token, '.');
-    if (dot == NULL || (size_t)(dot - token) >= cap || dot == token)
+    if (dot == NULL || dot == token || (size_t)(dot - token) >= cap)
         return 0;
     memcpy(secret, token, (size_t)(dot - token));
     secret[dot - token] = '\0';
     char *end = NULL;
     unsigned long long id = strtoull(dot + 1, &end, 10);
-    if (end == dot + 1 || *end != '.')
-        return 0;
-    const char *t = end + 1;
-    unsigned long tg = strtoul(t, &end, 16);
-    if (end == t || *end != '\0' || end - t != 8)
+    if (end == dot + 1 || *end != '\0')
         return 0;
     *batch_id = (uint64_t)id;
-    *tag = (uint32_t)tg;
     return 1;
 }
 
@@ -72,24 +80,22 @@ void undelivered_batch(struct daemon *d, const ev_t *ev)
 {
     char secret[CONSUMERS_ID_LEN + 1];
     uint64_t batch_id = 0;
-    uint32_t tag = 0;
     consumer_t *c = NULL;
     sched_batch_info_t in;
-    if (ev->token == NULL ||
-        !undelivered_parse(ev->token, secret, sizeof(secret), &batch_id, &tag) ||
+    if (ev->token == NULL || !undelivered_parse(ev->token, secret, sizeof(secret), &batch_id) ||
         (c = consumers_find(d->consumers, secret)) == NULL || consumers_dead(c) ||
         !sched_batch_info(d->sched, batch_id, &in) || in.worker != consumers_worker(c)) {
         d->counters.undelivered_unmatched++; /* invariant 1 */
         return;
     }
+    consumers_inbox_silent(c); /* invariant 3 */
     if (inflight_settle(d, consumers_model_rec(c), batch_id, INFLIGHT_RETURN, NULL, 0, NULL) !=
         SCHED_OK)
         return; /* an orphan, retried every tick (inflight.c invariant 2) */
     d->counters.batches_undelivered++;
-    size_t dropped = consumers_pull_drop_inbox(c, tag); /* invariant 3 */
     if (log_budget_allow(&d->consumer_lines, LOG_INFO, daemon_now(d), "consumers"))
         log_write(LOG_INFO,
                   "consumer %s (%s): no one subscribes to its pull inbox: batch %" PRIu64
-                  " (%" PRIu32 " items) returned at once, %zu pulls on that inbox dropped",
-                  consumers_id(c), consumers_name(c), batch_id, in.positions, dropped);
+                  " (%" PRIu32 " items) returned at once; nothing more for it until it speaks",
+                  consumers_id(c), consumers_name(c), batch_id, in.positions);
 }

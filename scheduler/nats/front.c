@@ -46,7 +46,8 @@
  *  11. "<inbox prefix>.<instance id>.>" is subscribed for the no-responders statuses of Batches
  *      (undelivered.c): the server sends one to the publisher's own subscription when a Batch
  *      reached no subscriber, and only those reach the owner; any other message there (a
- *      client publishing on it) is destroyed unread.
+ *      client publishing on it) is destroyed unread. A server that refuses the subscription is
+ *      said so in the log at the start, and Batches then ask for no status.
  *
  * Rejected: nats.c's micro-service module (not in nats.c 3.4), and queue-group subscriptions
  * (one daemon instance owns each model's scheduling state; several instances split models
@@ -78,7 +79,10 @@
 #include <string.h>
 #include <time.h>
 
-#define FRONT_MAX_SUBS 64
+/* The subscriptions of one front: a submit subject per model of --models without leases (the
+ * default --limit-models is 1,024), the consumer and stats subjects, $SRV's and the Batches'
+ * no-responders subject. */
+#define FRONT_MAX_SUBS 1100
 /* First pause between connection tries at start, and its cap: a server starting beside us is
  * caught within a fraction of a second, and a long outage costs one log line per 5 s. */
 #define FRONT_RETRY_FIRST_MS 250u
@@ -141,6 +145,7 @@ struct front {
     log_budget_t error_lines;       /* their log lines: nats.c's one error callback thread only */
     atomic_uint_fast64_t outage_ns; /* time disconnected, summed over the reconnects */
     atomic_uint_fast64_t down_since_ns; /* when the current outage began, 0 while connected */
+    char undelivered[DAEMON_UNDELIVERED_BASE_MAX + 8]; /* its subscription's subject (inv. 11) */
 };
 
 static uint64_t front_now_ns(void)
@@ -267,8 +272,13 @@ int front_publish(void *ctx, const char *subject, const char *reply, const void 
 static daemon_status_t front_subscribe_as(front_t *f, const char *subject, ev_kind_t kind,
                                           size_t token_at, int status_only)
 {
-    if (f->n_subs == FRONT_MAX_SUBS)
+    if (f->n_subs == FRONT_MAX_SUBS) {
+        log_write(LOG_ERROR,
+                  "cannot subscribe to %s: more than %d subscriptions (--models lists "
+                  "too many models; split them between instances)",
+                  subject, FRONT_MAX_SUBS);
         return DAEMON_EINVAL;
+    }
     front_sub_t *ctx = &f->sub_ctx[f->n_subs];
     *ctx = (front_sub_t){f, kind, token_at, status_only};
     natsSubscription *sub = NULL;
@@ -308,7 +318,26 @@ static daemon_status_t front_subscribe_undelivered(front_t *f, const char *inbox
     }
     snprintf(subject, sizeof(subject), "%s.>", base);
     daemon_status_t st = front_subscribe_as(f, subject, EV_UNDELIVERED, (size_t)n + 1, 1);
+    if (st == DAEMON_OK)
+        snprintf(f->undelivered, sizeof(f->undelivered), "%s", subject);
     return st == DAEMON_OK ? daemon_undelivered_set(f->d, base) : st;
+}
+
+/* After the subscriptions' flush: a server that refused the daemon the no-responders subject
+ * (its permissions) would never send a status there, so Batches stop asking for one. */
+static void front_undelivered_check(front_t *f)
+{
+    const char *text = NULL;
+    if (f->undelivered[0] == '\0' ||
+        natsConnection_GetLastError(f->nc, &text) != NATS_NOT_PERMITTED || text == NULL ||
+        strstr(text, f->undelivered) == NULL)
+        return;
+    log_write(LOG_WARN,
+              "the server refuses the daemon a subscription to %s (%s): a batch sent to a worker "
+              "gone with pulls open waits for --dead-after-ms; allow the daemon's user to "
+              "subscribe under its --inbox-prefix (docs/security.md)",
+              f->undelivered, text);
+    (void)daemon_undelivered_set(f->d, NULL);
 }
 
 /* Connects, waiting for a server that does not answer yet (invariant 4). */
@@ -476,6 +505,8 @@ daemon_status_t front_connect(front_t *f, const front_config_t *cfg)
         goto out;
     s = natsConnection_Flush(f->nc);
     st = s == NATS_OK ? DAEMON_OK : DAEMON_ENATS;
+    if (st == DAEMON_OK)
+        front_undelivered_check(f);
 out:
     natsOptions_Destroy(opts);
     free(servers);

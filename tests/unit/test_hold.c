@@ -160,6 +160,25 @@ static void test_a_huge_token_claim_does_not_hold_the_model(void **state)
     fixture_free(f);
 }
 
+/* The same claim before the model's first fill (a new model, a daemon just started): capped when
+ * the first contract comes, so the items after it go at once too. */
+static void test_a_huge_token_claim_before_the_first_fill_is_capped_then(void **state)
+{
+    (void)state;
+    fixture_t *f = fixture(SCHED_POLICY_LANES, SCHED_HOLD_DEFAULT_NS, 0, 0);
+    f->now += SEC;
+    submit(f, UINT32_MAX - 8);
+    for (int i = 0; i < 10; i++) {
+        f->now += 100 * MS;
+        submit(f, 500);
+        while (drain_one(f) != 0)
+            ;
+    }
+    assert_int_equal(sched_counters(f->sched)->holds, 0);
+    assert_true(sched_check(f->sched));
+    fixture_free(f);
+}
+
 /* One item a second is half a percent of the worker's time: nothing is ever held. */
 static void test_low_load_never_holds(void **state)
 {
@@ -279,6 +298,7 @@ int main(void)
         cmocka_unit_test(test_under_filled_batch_waits_at_high_load),
         cmocka_unit_test(test_low_load_never_holds),
         cmocka_unit_test(test_a_huge_token_claim_does_not_hold_the_model),
+        cmocka_unit_test(test_a_huge_token_claim_before_the_first_fill_is_capped_then),
         cmocka_unit_test(test_full_batches_and_hold_off_never_wait),
         cmocka_unit_test(test_hold_ramps_with_the_load),
         cmocka_unit_test(test_a_burst_holds_longer_at_any_load),
