@@ -319,7 +319,7 @@ static store_status_t mem_tombstone(store_t *store, store_ref_t ref, int *out_co
     return STORE_OK;
 }
 
-static store_status_t mem_return(store_t *store, const store_ref_t *refs, size_t n)
+static store_status_t mem_return(store_t *store, const store_ref_t *refs, size_t n, int unseen)
 {
     mem_store_t *ms = mem_of(store);
     /* Verify and reserve first (invariant 4). */
@@ -351,6 +351,8 @@ static store_status_t mem_return(store_t *store, const store_ref_t *refs, size_t
             memmove(q->items + q->head + pos + 1, q->items + q->head + pos,
                     (q->len - pos) * sizeof(*q->items));
         }
+        if (unseen && it->deliveries > 0)
+            it->deliveries--;
         q->items[q->head + pos] = it;
         q->len++;
         q->base.queued_items++;

@@ -89,13 +89,23 @@ store_status_t store_tombstone(store_t *store, store_ref_t ref, int *out_complet
     return store->ops->tombstone(store, ref, out_completed);
 }
 
-store_status_t store_return(store_t *store, const store_ref_t *refs, size_t n)
+static store_status_t store_return_as(store_t *store, const store_ref_t *refs, size_t n, int unseen)
 {
     if (store == NULL || (refs == NULL && n != 0))
         return STORE_EINVAL;
     if (n == 0)
         return STORE_OK;
-    return store->ops->ret(store, refs, n);
+    return store->ops->ret(store, refs, n, unseen);
+}
+
+store_status_t store_return(store_t *store, const store_ref_t *refs, size_t n)
+{
+    return store_return_as(store, refs, n, 0);
+}
+
+store_status_t store_return_unseen(store_t *store, const store_ref_t *refs, size_t n)
+{
+    return store_return_as(store, refs, n, 1);
 }
 
 void store_queue_count(const store_queue_t *queue, uint64_t *out_items, uint64_t *out_tokens)

@@ -358,6 +358,13 @@ void store_prefetch(const store_t *store, store_ref_t ref, unsigned level);
  * changes and STORE_ENOTPENDING is returned.
  */
 store_status_t store_return(store_t *store, const store_ref_t *refs, size_t n);
+/*
+ * store_return for items whose batch no one received (the transport said it reached no
+ * subscriber): each item's delivery count goes back down by one (not below 0, not from the
+ * saturated 255). In memory only: the disk store's journal keeps the count its commit wrote, so
+ * after a restart such an item may count that delivery (one more, never fewer).
+ */
+store_status_t store_return_unseen(store_t *store, const store_ref_t *refs, size_t n);
 
 /* Records a lane's target length with its queue (the disk store keeps it in the index, so the
  * lane comes back with the same target after a restart). Written at the next flush. */

@@ -41,7 +41,8 @@ struct store_ops {
                              size_t n);
     store_status_t (*tombstone)(store_t *store, store_ref_t ref, int *out_completed);
     void (*prefetch)(const store_t *store, store_ref_t ref, unsigned level); /* NULL: no hint */
-    store_status_t (*ret)(store_t *store, const store_ref_t *refs, size_t n);
+    /* unseen: store_return_unseen (each delivery count back down by one) */
+    store_status_t (*ret)(store_t *store, const store_ref_t *refs, size_t n, int unseen);
     uint64_t (*pending_count)(const store_t *store);
     void (*usage_get)(const store_t *store, store_usage_t *out);
     store_status_t (*current_shape_set)(store_t *store, const char *model, uint64_t signature);

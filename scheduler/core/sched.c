@@ -479,8 +479,8 @@ sched_status_t sched_complete(sched_t *s, uint64_t batch_id, const uint32_t *pos
     return st;
 }
 
-sched_status_t sched_return(sched_t *s, uint64_t batch_id, const uint32_t *positions, size_t n,
-                            sched_settled_t *out)
+static sched_status_t sched_return_as(sched_t *s, uint64_t batch_id, const uint32_t *positions,
+                                      size_t n, int unseen, sched_settled_t *out)
 {
     if (s == NULL)
         return SCHED_EINVAL;
@@ -509,7 +509,8 @@ sched_status_t sched_return(sched_t *s, uint64_t batch_id, const uint32_t *posit
         tokens += rec->items[p].tokens;
         bytes += rec->items[p].bytes;
     }
-    if ((s->store_status = store_return(s->store, refs, k)) != STORE_OK) {
+    if ((s->store_status = unseen ? store_return_unseen(s->store, refs, k)
+                                  : store_return(s->store, refs, k)) != STORE_OK) {
         for (uint32_t i = 0; i < k; i++)
             rec->items[idx[i]].settled = 0;
         st = SCHED_ESTORE;
@@ -542,6 +543,17 @@ out:
     free(idx);
     INVARIANT_CHECK(sched_check_op(s, shape, lane));
     return st;
+}
+
+sched_status_t sched_return(sched_t *s, uint64_t batch_id, const uint32_t *positions, size_t n,
+                            sched_settled_t *out)
+{
+    return sched_return_as(s, batch_id, positions, n, 0, out);
+}
+
+sched_status_t sched_return_unseen(sched_t *s, uint64_t batch_id, sched_settled_t *out)
+{
+    return sched_return_as(s, batch_id, NULL, 0, 1, out);
 }
 
 int sched_batch_pending(const sched_t *s, uint64_t batch_id)

@@ -307,6 +307,10 @@ sched_status_t sched_complete(sched_t *sched, uint64_t batch_id, const uint32_t 
 /* Returns positions (all when NULL) of an in-flight batch to the front of their lane. */
 sched_status_t sched_return(sched_t *sched, uint64_t batch_id, const uint32_t *positions, size_t n,
                             sched_settled_t *out /* out */);
+/* Returns every position of a batch no one received (the transport found no subscriber): as
+ * sched_return, with each item's delivery count back down by one (store_return_unseen). */
+sched_status_t sched_return_unseen(sched_t *sched, uint64_t batch_id,
+                                   sched_settled_t *out /* out */);
 
 /* 1 while the batch has positions neither completed nor returned. */
 int sched_batch_pending(const sched_t *sched, uint64_t batch_id);

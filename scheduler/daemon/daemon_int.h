@@ -389,7 +389,8 @@ void dispatch_status(struct daemon *d, const char *subject, codec_batch_status_t
 
 /* inflight.c: the one path every batch in flight leaves by (ack, nak, deadline, death, bye,
  * disconnect, dead letter). */
-typedef enum { INFLIGHT_COMPLETE, INFLIGHT_RETURN } inflight_how_t;
+/* INFLIGHT_UNSEEN: a return of a whole batch no one received (sched_return_unseen). */
+typedef enum { INFLIGHT_COMPLETE, INFLIGHT_RETURN, INFLIGHT_UNSEEN } inflight_how_t;
 /* Completes or returns positions (all when pos is NULL) of an in-flight batch of model m (NULL
  * only for a return), and keeps the books: m's stored totals and completed figures. *out (may
  * be NULL) as sched_complete's. A return that fails is retried every tick. */

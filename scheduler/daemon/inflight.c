@@ -47,7 +47,8 @@ sched_status_t inflight_settle(struct daemon *d, model_t *m, uint64_t batch_id, 
             metrics_completed(d, m, &done);
         }
     } else {
-        st = sched_return(d->sched, batch_id, pos, n, &done);
+        st = how == INFLIGHT_UNSEEN ? sched_return_unseen(d->sched, batch_id, &done)
+                                    : sched_return(d->sched, batch_id, pos, n, &done);
         if (st != SCHED_OK && st != SCHED_EUNKNOWN) {
             log_write(LOG_ERROR, "returning batch %" PRIu64 " failed: %s; retried every second",
                       batch_id, sched_status_str(st));

@@ -15,13 +15,14 @@
  *      carried only to the consumer's own inbox (consumers.c invariant 1), so a status that does
  *      not name the holder's secret and one of its batches in flight changes nothing and is
  *      counted (undelivered_unmatched). The holder itself can only give back what it could nak.
- *   2. The batch is returned whole, as a nak of every item would be, through the one settle path
- *      (inflight.c); its delivery stays counted (the store's counts only rise).
+ *   2. The batch is returned whole through the one settle path (inflight.c), each item's delivery
+ *      count back down by one (store_return_unseen): no worker saw it, so it is no delivery, and
+ *      a returned item cannot reach --max-deliveries by going round dead workers' open pulls.
  *   3. The consumer is then served nothing until its next message (consumers_inbox_silent): a
- *      worker gone for good gets one such batch, not one per open credit, so a returned item
- *      cannot run up its delivery count on the open pulls of one dead worker; one whose
- *      connection only blipped heartbeats within --heartbeat-ms and is served again, its pulls
- *      still open. It stays registered: its messages, not its inbox, say whether it lives.
+ *      worker gone for good gets one such batch, not one per open credit, so the items do not go
+ *      round its open pulls; one whose connection only blipped heartbeats within --heartbeat-ms
+ *      and is served again, its pulls still open. It stays registered: its messages, not its
+ *      inbox, say whether it lives.
  *   4. A Batch carries the reply subject only while the pull's reply subject is at most
  *      UNDELIVERED_PULL_REPLY_MAX bytes: the server closes a connection whose protocol line is
  *      longer than its max_control_line (4 KiB by default), and a worker's own Pull line, which
@@ -29,7 +30,8 @@
  *
  * Rejected: dropping the consumer's pulls on the inbox that had no subscriber (a worker giving
  * each pull its own subject, as subjects.md allows, kept getting batches on the next one, and a
- * returned item went round its open pulls until --max-deliveries dead-lettered it); declaring the
+ * returned item went round its open pulls, a delivery counted each time, until --max-deliveries
+ * dead-lettered it); declaring the
  * consumer dead at the first status (a connection that blipped would lose its registration); a
  * request with a timeout per Batch (a timer per batch, where the server's status is free).
  */
@@ -89,7 +91,7 @@ void undelivered_batch(struct daemon *d, const ev_t *ev)
         return;
     }
     consumers_inbox_silent(c); /* invariant 3 */
-    if (inflight_settle(d, consumers_model_rec(c), batch_id, INFLIGHT_RETURN, NULL, 0, NULL) !=
+    if (inflight_settle(d, consumers_model_rec(c), batch_id, INFLIGHT_UNSEEN, NULL, 0, NULL) !=
         SCHED_OK)
         return; /* an orphan, retried every tick (inflight.c invariant 2) */
     d->counters.batches_undelivered++;

@@ -416,7 +416,7 @@ store_status_t disk_tombstone(store_t *store, store_ref_t ref, int *out_complete
     return STORE_OK;
 }
 
-store_status_t disk_return(store_t *store, const store_ref_t *refs, size_t n)
+store_status_t disk_return(store_t *store, const store_ref_t *refs, size_t n, int unseen)
 {
     disk_t *d = disk_of(store);
     if (d->failed)
@@ -449,6 +449,9 @@ store_status_t disk_return(store_t *store, const store_ref_t *refs, size_t n)
          * which then serves nothing; the records still all go back. */
         if (pos == 0 && st == STORE_OK)
             st = disk_rec_arrival(d, &p->rec, &q->head_arrival_ns);
+        uint32_t dlv = drec_deliveries(&p->rec);
+        if (unseen && dlv > 0 && dlv < SEG_DELIVERIES_MAX) /* store_return_unseen: memory only */
+            p->rec.slot_dlv = drec_slot_dlv(drec_slot(&p->rec), dlv - 1);
         q->recs[q->head + pos] = p->rec;
         q->len++;
         q->base.queued_items++;

@@ -20,7 +20,7 @@ store_status_t disk_commit(store_t *store, store_queue_t *queue, const store_ref
 store_status_t disk_tombstone(store_t *store, store_ref_t ref, int *out_completed /* out */);
 /* store_prefetch: level 0 the pending map's slot of ref, level 1 the pending record in it. */
 void disk_prefetch(const store_t *store, store_ref_t ref, unsigned level);
-store_status_t disk_return(store_t *store, const store_ref_t *refs, size_t n);
+store_status_t disk_return(store_t *store, const store_ref_t *refs, size_t n, int unseen);
 /* fn gets views valid for the call only. */
 store_status_t disk_queue_scan(store_t *store, store_queue_t *queue, store_scan_fn fn, void *ctx);
 int disk_queue_oldest(const store_t *store, const store_queue_t *queue, uint64_t *out /* out */);

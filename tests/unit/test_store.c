@@ -684,6 +684,38 @@ static void test_return_puts_items_back_in_original_order(void **state)
     store_close(s);
 }
 
+/* store_return_unseen: the items go back as with store_return, each delivery count one lower
+ * (a batch no one received is no delivery), never below 0; store_return keeps the count. */
+static void test_return_unseen_takes_back_the_delivery(void **state)
+{
+    (void)state;
+    store_t *s = open_store();
+    store_queue_t *q = open_queue(s, "m", 1, 0);
+    store_ref_t r[2];
+    for (size_t i = 0; i < 2; i++)
+        r[i] = append_tagged(s, q, i, 1);
+    flush(s);
+    uint32_t tokens[2], dlv[2];
+    size_t n = 0;
+    assert_int_equal(store_commit(s, q, r, 2), STORE_OK);
+    assert_int_equal(store_return(s, r, 2), STORE_OK);
+    assert_int_equal(store_commit(s, q, r, 2), STORE_OK);
+    assert_int_equal(store_return_unseen(s, r, 2), STORE_OK);
+    assert_int_equal(store_peek_tokens(s, q, tokens, dlv, 2, &n), STORE_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(dlv[0], 1);
+    assert_int_equal(dlv[1], 1);
+    assert_queue_holds(s, q, r, 2);
+    assert_int_equal(store_return_unseen(s, r, 1), STORE_ENOTPENDING); /* queued, not pending */
+    assert_int_equal(store_commit(s, q, r, 1), STORE_OK);
+    assert_int_equal(store_return(s, r, 1), STORE_OK);
+    assert_int_equal(store_peek_tokens(s, q, tokens, dlv, 2, &n), STORE_OK);
+    assert_int_equal(dlv[0], 2);
+    assert_int_equal(dlv[1], 1);
+    assert_int_equal(store_pending_count(s), 0);
+    store_close(s);
+}
+
 static void test_return_partial_positions_keep_arrival_order(void **state)
 {
     (void)state;
@@ -1990,6 +2022,7 @@ static void test_randomized_against_reference_model(void **state)
     X(test_tombstone_of_returned_item_is_not_pending)                         \
     X(test_tombstone_of_unknown_ref_is_not_pending)                           \
     X(test_return_puts_items_back_in_original_order)                          \
+    X(test_return_unseen_takes_back_the_delivery)                             \
     X(test_return_partial_positions_keep_arrival_order)                       \
     X(test_return_is_all_or_nothing)                                          \
     X(test_return_with_duplicate_ref_changes_nothing)                         \
