@@ -19,9 +19,12 @@
  *      count back down by one (store_return_unseen): no worker saw it, so it is no delivery, and
  *      a returned item cannot reach --max-deliveries by going round dead workers' open pulls.
  *   3. The consumer is then served nothing until its next message (consumers_inbox_silent): a
- *      worker gone for good gets one such batch, not one per open credit, so the items do not go
- *      round its open pulls; one whose connection only blipped heartbeats within --heartbeat-ms
- *      and is served again, its pulls still open. It stays registered: its messages, not its
+ *      worker gone for good gets the batches of one fill at most (the status is handled in a
+ *      later turn), not one per open credit for ever, so the items do not go round its open
+ *      pulls; one whose connection only blipped heartbeats within --heartbeat-ms and is served
+ *      again on the pulls it still has open (a credit spent on the unseen batch stays spent). A
+ *      return that fails becomes an orphan retried as a plain return (inflight.c): its count
+ *      then stays one higher, never lower. It stays registered: its messages, not its
  *      inbox, say whether it lives.
  *   4. A Batch carries the reply subject only while the pull's reply subject is at most
  *      UNDELIVERED_PULL_REPLY_MAX bytes: the server closes a connection whose protocol line is

@@ -13,9 +13,11 @@
  *      queued nor pending (every live entry is one or the other), "DLV" + n for a pending or
  *      returned entry delivered n times, none for one never delivered. Memory is never below a
  *      record already written (a commit writes its count before it returns, a tombstone is
- *      written at the flush after it is gathered), and recovery gives an entry the highest of
- *      its records, so the new records make the segment's older ones redundant, in any order and
- *      whatever part of either survives a crash.
+ *      written at the flush after it is gathered), except by one for an entry returned unseen
+ *      (store_return_unseen: its last commit reached no worker), and recovery gives an entry the
+ *      highest of its records, so the new records make the segment's older ones redundant, in
+ *      any order and whatever part of either survives a crash: a count comes back at its true
+ *      value or one above, never below.
  *   2. The segment's jnl_min moves (to the file that was current when its records were staged,
  *      at or below every file they land in) only once the flush's journal write and, at the
  *      power level, its sync succeeded (disk_restate_commit); a write refused memory, which
