@@ -26,10 +26,10 @@
  *      return that fails becomes an orphan retried as a plain return (inflight.c): its count
  *      then stays one higher, never lower. It stays registered: its messages, not its
  *      inbox, say whether it lives.
- *   4. A Batch carries the reply subject only while the pull's reply subject is at most
- *      UNDELIVERED_PULL_REPLY_MAX bytes: the server closes a connection whose protocol line is
- *      longer than its max_control_line (4 KiB by default), and a worker's own Pull line, which
- *      the server accepted, is shorter than the Batch's line by the reply subject added.
+ *   4. A Batch carries the reply subject only while it and the pull's reply subject together
+ *      are at most UNDELIVERED_LINE_MAX bytes: the server closes a connection whose protocol
+ *      line is longer than its max_control_line (4 KiB by default), and the worker's own Pull
+ *      line, which the server accepted, says nothing of a Batch's line with a reply added.
  *
  * Rejected: dropping the consumer's pulls on the inbox that had no subscriber (a worker giving
  * each pull its own subject, as subjects.md allows, kept getting batches on the next one, and a
@@ -47,22 +47,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Invariant 4: the longest pull reply subject a Batch adds its own reply subject to. A reply
- * subject of a NATS client is an inbox of a few dozen bytes; 1 KiB (--limit-reply-to-bytes'
- * default) leaves the Batch's line, with the reply subject of DAEMON_UNDELIVERED_REPLY_MAX bytes,
- * far under the server's 4 KiB. */
-#define UNDELIVERED_PULL_REPLY_MAX 1024u
+/* Invariant 4: the pull's reply subject and the Batch's own, at most, together. A NATS client's
+ * inbox is a few dozen bytes; 1 KiB keeps the Batch's line a quarter of the server's default
+ * max_control_line (a server configured below about 1.1 KiB can still refuse it: the daemon then
+ * stops, front.c invariant 12). */
+#define UNDELIVERED_LINE_MAX 1024u
 
 int undelivered_reply(const struct daemon *d, const consumer_t *c, uint64_t batch_id, char *out,
                       size_t cap)
 {
     const char *pull = consumers_pull_reply(c);
-    if (d->undelivered_base == NULL || pull == NULL ||
-        strlen(pull) > UNDELIVERED_PULL_REPLY_MAX) /* invariant 4 */
+    if (d->undelivered_base == NULL || pull == NULL)
         return 0;
     int n =
         snprintf(out, cap, "%s.%s.%" PRIu64, d->undelivered_base, consumers_secret(c), batch_id);
-    return n > 0 && (size_t)n < cap;
+    return n > 0 && (size_t)n < cap &&
+           strlen(pull) + (size_t)n <= UNDELIVERED_LINE_MAX; /* invariant 4 */
 }
 
 /* Splits "<secret>.<batch id>" (token borrowed); 0 when it is not that. */

@@ -48,6 +48,9 @@
  *      reached no subscriber, and only those reach the owner; any other message there (a
  *      client publishing on it) is destroyed unread. A server that refuses the subscription is
  *      said so in the log at the start, and Batches then ask for no status.
+ *  12. A connection nats.c closes for good while the daemon serves (not by front_destroy) stops
+ *      the daemon with exit status 1 (front_lost): a process that stayed up deaf would hold its
+ *      models, its lock and its leases while serving no one.
  *
  * Rejected: nats.c's micro-service module (not in nats.c 3.4), and queue-group subscriptions
  * (one daemon instance owns each model's scheduling state; several instances split models
@@ -146,6 +149,7 @@ struct front {
     atomic_uint_fast64_t outage_ns; /* time disconnected, summed over the reconnects */
     atomic_uint_fast64_t down_since_ns; /* when the current outage began, 0 while connected */
     char undelivered[DAEMON_UNDELIVERED_BASE_MAX + 8]; /* its subscription's subject (inv. 11) */
+    atomic_int lost; /* the connection closed for good while serving (invariant 12) */
 };
 
 static uint64_t front_now_ns(void)
@@ -203,6 +207,31 @@ static void front_on_disconnected(natsConnection *nc, void *closure)
     atomic_compare_exchange_strong(&f->down_since_ns, &zero, front_now_ns());
     if (daemon_post(f->d, EV_DISCONNECTED, NULL, NULL, NULL, 0) != 0)
         log_write(LOG_ERROR, "out of memory: the disconnect could not reach the owner");
+}
+
+/* Invariant 12: nats.c closes a connection for good after an error it does not retry (the
+ * server's -ERR for a protocol line over its max_control_line, for one); a close the front did
+ * not ask for stops the daemon, which then exits 1. */
+static void front_on_closed(natsConnection *nc, void *closure)
+{
+    front_t *f = closure;
+    if (atomic_load(&f->closing))
+        return; /* front_destroy's own close */
+    atomic_store(&f->lost, 1);
+    atomic_store(&f->connected, 0);
+    const char *text = NULL;
+    natsConnection_GetLastError(nc, &text);
+    log_write(LOG_ERROR,
+              "the NATS connection was closed for good (%s): stopping, exit status 1, for a "
+              "supervisor to start lanesched again",
+              text != NULL && text[0] != '\0' ? text : "no error given");
+    if (daemon_post(f->d, EV_STOP, NULL, NULL, NULL, 0) != 0)
+        log_write(LOG_ERROR, "out of memory: cannot stop; kill the process");
+}
+
+int front_lost(front_t *f)
+{
+    return atomic_load(&f->lost);
 }
 
 static void front_on_reconnected(natsConnection *nc, void *closure)
@@ -448,6 +477,8 @@ daemon_status_t front_connect(front_t *f, const front_config_t *cfg)
         s = natsOptions_SetDisconnectedCB(opts, front_on_disconnected, f);
     if (s == NATS_OK)
         s = natsOptions_SetReconnectedCB(opts, front_on_reconnected, f);
+    if (s == NATS_OK)
+        s = natsOptions_SetClosedCB(opts, front_on_closed, f);
     if (s == NATS_OK)
         s = natsOptions_SetErrorHandler(opts, front_on_error, f);
     if (s == NATS_OK) /* invariant 5 */

@@ -62,6 +62,9 @@ typedef struct {
 
 /* Any thread, any time between front_create and front_destroy. */
 void front_nats_state(front_t *f, front_nats_state_t *out /* out */);
+/* 1 when nats.c closed the connection for good while the daemon served (the daemon was told to
+ * stop): the process exits 1. Any thread. */
+int front_lost(front_t *f);
 /* A daemon_publish_fn: ctx is the front. */
 int front_publish(void *ctx, const char *subject, const char *reply, const void *data, size_t len);
 

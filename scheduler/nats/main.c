@@ -827,6 +827,7 @@ int main(int argc, char **argv)
               daemon_instance_id(d));
     log_notice("lanesched: ready");
     st = daemon_run(d);
+    int lost = front_lost(f); /* front.c invariant 12 */
     /* The signal thread uses f and d: when the owner stopped on its own (a store failure), wake
      * it and wait, so a late SIGTERM cannot reach a destroyed front. */
     atomic_store(&sc.released, 1);
@@ -837,5 +838,5 @@ int main(int argc, char **argv)
     front_destroy(f);         /* closes the NATS library and waits for its threads */
     daemon_destroy(d);
     log_write(LOG_INFO, "stopped");
-    return st == DAEMON_OK ? 0 : 1;
+    return st == DAEMON_OK && !lost ? 0 : 1;
 }

@@ -310,14 +310,17 @@ void h_spawn(volatile pid_t *pid, char *const argv[], const char *log, int in_fd
 
 /* ---- nats-server ----------------------------------------------------------------------------- */
 
-void h_nats_start(bool jetstream)
+static void nats_start(bool jetstream, const char *config)
 {
     H_REQUIRE(g_nats_pid == 0, "nats-server already running");
     char bin[1024], store[800];
     H_REQUIRE(spawn_program_find(g_nats_bin, bin, sizeof(bin)) == SPAWN_OK,
               "nats-server (%s): not found or not executable", g_nats_bin);
     snprintf(store, sizeof(store), "%s/jetstream", g_tmp);
-    spawn_nats_t nats = {.bin = bin, .log_path = g_nats_log, .store_dir = jetstream ? store : NULL};
+    spawn_nats_t nats = {.bin = bin,
+                         .log_path = g_nats_log,
+                         .store_dir = jetstream ? store : NULL,
+                         .config = config};
     spawn_status_t st = spawn_nats_start(&nats, &g_nats_pid, &g_port);
     if (st != SPAWN_OK) {
         h_file_tail_print("nats-server log", g_nats_log, 50);
@@ -326,6 +329,16 @@ void h_nats_start(bool jetstream)
     }
     snprintf(g_url, sizeof(g_url), "nats://127.0.0.1:%d", g_port);
     h_log("nats-server pid %d on %s%s", (int)g_nats_pid, g_url, jetstream ? " (JetStream)" : "");
+}
+
+void h_nats_start(bool jetstream)
+{
+    nats_start(jetstream, NULL);
+}
+
+void h_nats_start_config(const char *config)
+{
+    nats_start(false, config);
 }
 
 const char *h_url(void)
@@ -425,6 +438,22 @@ static void dump_stacks(pid_t pid)
         return;
     if (!spawn_wait(g, 20000, NULL))
         spawn_kill(&g);
+}
+
+int h_daemon_wait_exit(unsigned ms)
+{
+    pid_t pid = g_daemon_pid;
+    H_REQUIRE(pid > 0, "the daemon is not running");
+    int status = 0;
+    if (!spawn_wait(pid, ms, &status))
+        return -2;
+    g_daemon_pid = 0;
+    if (WIFEXITED(status)) {
+        h_log("lanesched exited by itself, exit code %d", WEXITSTATUS(status));
+        return WEXITSTATUS(status);
+    }
+    h_log("lanesched died of signal %d", WTERMSIG(status));
+    return -1;
 }
 
 int h_daemon_stop(void)

@@ -75,6 +75,8 @@ bool h_mount_tmpfs(const char *dir, const char *size);
 /* ---- nats-server ------------------------------------------------------------------------- */
 
 void h_nats_start(bool jetstream);
+/* The same with nats-server -c config (its host and port overridden), JetStream off. */
+void h_nats_start_config(const char *config);
 const char *h_url(void); /* nats://127.0.0.1:PORT */
 
 /* ---- the daemon -------------------------------------------------------------------------- */
@@ -87,6 +89,9 @@ void h_daemon_restart(void);
 /* SIGTERM, waits at most 15 s, then SIGKILL. Returns the exit code (0..255), or -1 when it had to
  * be killed or died of a signal. */
 int h_daemon_stop(void);
+/* Waits at most ms for the daemon to exit by itself: its exit code (0..255), -1 when it died of a
+ * signal, -2 when it still runs. */
+int h_daemon_wait_exit(unsigned ms);
 /* SIGTERM and requires a clean exit (code 0). */
 void h_daemon_stop_clean(void);
 void h_daemon_kill(void);   /* SIGKILL, reaped */

@@ -46,6 +46,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "support/spawn.h"
 #include "tests/integration/harness.h"
 
 #define MODEL     "m"
@@ -743,6 +744,53 @@ static int case_dead_inbox(void)
     h_child_finish(&ch);
     book_free(&bk);
     finish(nc);
+    return 0;
+}
+
+/* A connection nats.c closes for good stops the daemon with exit status 1 instead of leaving it
+ * up and deaf (front.c invariant 12). This server carries protocol lines of at most 256 bytes:
+ * a worker's Pull with a 180-byte reply subject fits, the Batch the daemon publishes on it, with
+ * its no-responders reply subject (about 80 bytes more), does not, and the server closes the
+ * daemon's connection ("maximum control line exceeded"), which nats.c does not reopen. */
+static int case_nats_closed(void)
+{
+    char conf[700];
+    snprintf(conf, sizeof(conf), "%s/small-lines.conf", h_tmp());
+    FILE *fp = fopen(conf, "w");
+    H_REQUIRE(fp != NULL, "cannot write %s", conf);
+    fputs("max_control_line: 256\n", fp);
+    fclose(fp);
+    h_nats_start_config(conf);
+    h_daemon_start(NULL);
+    natsConnection *nc = h_connect();
+    h_consumer_t c;
+    h_consumer_register(&c, nc, MODEL, 16, 8192, 0, "long-inbox");
+    char inbox[181];
+    memset(inbox, 'x', sizeof(inbox) - 1);
+    memcpy(inbox, "_INBOX.long.", 12);
+    inbox[sizeof(inbox) - 1] = '\0';
+    natsSubscription *sub = NULL;
+    H_REQUIRE(natsConnection_SubscribeSync(&sub, nc, inbox) == NATS_OK, "subscribe %s", inbox);
+    codec_pull_t p = {1, 60000};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    H_REQUIRE(codec_encode_pull(&p, &buf, &len) == CODEC_OK, "encode a Pull");
+    H_REQUIRE(natsConnection_PublishRequest(nc, c.pull_subject, inbox, buf, (int)len) == NATS_OK &&
+                  natsConnection_Flush(nc) == NATS_OK,
+              "the Pull with a %zu-byte reply subject was refused", strlen(inbox));
+    free(buf);
+    codec_work_item_t item = h_item("closed-0", MODEL, h_shape(1), 32, (const uint8_t *)"p", 1);
+    h_submit_accepted(nc, MODEL, &item, 1);
+    int rc = h_daemon_wait_exit(10000);
+    H_REQUIRE(rc == 1, "the daemon's connection was closed: exit status %d (-2: still running)",
+              rc);
+    char log[700];
+    snprintf(log, sizeof(log), "%s/lanesched.log", h_tmp());
+    H_REQUIRE(spawn_log_count(log, "closed for good") == 1,
+              "the daemon's log does not say its connection was closed for good");
+    h_sub_destroy(nc, sub);
+    h_consumer_close(&c);
+    h_disconnect(nc);
     return 0;
 }
 
@@ -1695,6 +1743,7 @@ static const struct {
     {"two_consumers_same_shape", case_two_consumers_same_shape},
     {"consumer_sigkill", case_consumer_sigkill},
     {"dead_inbox", case_dead_inbox},
+    {"nats_closed", case_nats_closed},
     {"enospc_self_restart", case_enospc_self_restart},
     {"consumer_sigstop_stale_ack", case_consumer_sigstop_stale_ack},
     {"daemon_sigkill_restart", case_daemon_sigkill_restart},
