@@ -52,9 +52,17 @@ void daemon_publish(struct daemon *d, const char *subject, uint8_t *buf, size_t 
 {
     if (buf == NULL)
         return;
-    if (d->publish == NULL || d->publish(d->publish_ctx, subject, NULL, buf, len) != 0)
+    if (daemon_send(d, subject, NULL, buf, len) != 0)
         d->counters.publish_failures++;
     free(buf);
+}
+
+int daemon_send(struct daemon *d, const char *subject, const char *reply, const void *data,
+                size_t len)
+{
+    if (d->publish == NULL)
+        return -1;
+    return d->publish(d->publish_ctx, subject, reply, data, len) == 0 ? 0 : -1;
 }
 
 daemon_status_t daemon_undelivered_set(daemon_t *d, const char *base)

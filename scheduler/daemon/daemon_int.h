@@ -348,6 +348,10 @@ uint64_t daemon_ms_ns(uint32_t ms);
 /* 1 when the daemon may publish an answer on reply (borrowed; NULL: none asked), under the
  * client rule codec_reply_subject_check applied to this daemon's prefix and own inbox. */
 int daemon_reply_allowed(const struct daemon *d, const char *reply);
+/* Hands data (borrowed) to the publish function, with reply (NULL: none): 0 once the connection
+ * took it, -1 when it did not or there is no publish function. Counts nothing. */
+int daemon_send(struct daemon *d, const char *subject, const char *reply, const void *data,
+                size_t len);
 /* Publishes buf (taken) on subject now; a failure is counted. buf NULL: nothing sent. */
 void daemon_publish(struct daemon *d, const char *subject, uint8_t *buf, size_t len);
 

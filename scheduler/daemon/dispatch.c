@@ -151,7 +151,7 @@ static int dispatch_dead_letter(struct daemon *d, model_t *m, const sched_batch_
     const uint8_t *buf = NULL;
     size_t len = 0;
     int rc = dispatch_encode(d, b, CODEC_BATCH_ERROR, error, 0, &buf, &len) != 0 ||
-             d->publish == NULL || d->publish(d->publish_ctx, subject, NULL, buf, len) != 0;
+             daemon_send(d, subject, NULL, buf, len) != 0;
     dispatch_scratch_trim(&d->enc);
     if (rc) {
         d->counters.publish_failures++;
@@ -225,8 +225,7 @@ again:;
     }
     char nr[DAEMON_UNDELIVERED_REPLY_MAX];
     int asks = undelivered_reply(d, c, b.batch_id, nr, sizeof(nr)); /* invariant 9 */
-    int rc =
-        d->publish != NULL ? d->publish(d->publish_ctx, reply, asks ? nr : NULL, buf, len) : -1;
+    int rc = daemon_send(d, reply, asks ? nr : NULL, buf, len);
     dispatch_scratch_trim(&d->enc);
     if (rc != 0) {
         /* invariant 1: not committed, the items stay queued */

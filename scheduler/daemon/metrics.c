@@ -17,9 +17,9 @@
  *   4. Histogram buckets are cumulative and the +Inf bucket equals _count.
  *   5. Queue wait is observed once per item, at its first dispatch (deliveries 0): a redelivery
  *      is not a new wait. An item whose batch reached no worker (undelivered.c: its count taken
- *      back to 0) is observed again at its next dispatch, its wait having run on. Items recovered
- * at start are observed from the daemon's start, for the queue wait and the submit-to-ack time
- * alike.
+ *      back to 0) is observed again at its next dispatch, its wait having run on. Items
+ *      recovered at start are observed from the daemon's start, for the queue wait and the
+ *      submit-to-ack time alike.
  *   6. A batch's GPU busy time and service time are counted once, at its first completion (the
  *      core's one sample of it: the time from its commit, or from its worker's previous
  *      completion when that is later, to the ack); submit-to-ack once per item acked.

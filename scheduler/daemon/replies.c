@@ -56,7 +56,7 @@ void replies_free(replies_t *r)
 void replies_send(struct daemon *d, replies_t *r)
 {
     for (const reply_t *x = r->head; x != NULL; x = x->next) {
-        if (d->publish == NULL || d->publish(d->publish_ctx, x->subject, NULL, x->buf, x->len) != 0)
+        if (daemon_send(d, x->subject, NULL, x->buf, x->len) != 0)
             d->counters.publish_failures++;
     }
     replies_free(r);

@@ -598,7 +598,7 @@ void stats_waiting_answer(struct daemon *d, int end_of_turn)
     uint64_t t0 = daemon_now(d);
     char *text = stats_json(d, NULL, 0, &len);
     for (size_t i = 0; text != NULL && i < n; i++) {
-        if (d->publish == NULL || d->publish(d->publish_ctx, replies[i], NULL, text, len) != 0)
+        if (daemon_send(d, replies[i], NULL, text, len) != 0)
             d->counters.publish_failures++;
     }
     d->counters.stats_requests += n;

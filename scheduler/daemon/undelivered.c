@@ -24,8 +24,8 @@
  *      pulls; one whose connection only blipped heartbeats within --heartbeat-ms and is served
  *      again on the pulls it still has open (a credit spent on the unseen batch stays spent). A
  *      return that fails becomes an orphan retried as a plain return (inflight.c): its count
- *      then stays one higher, never lower. It stays registered: its messages, not its
- *      inbox, say whether it lives.
+ *      then stays one higher, never lower. It stays registered: its messages, not its inbox,
+ *      say whether it lives.
  *   4. A Batch carries the reply subject only while it and the pull's reply subject together
  *      are at most UNDELIVERED_LINE_MAX bytes: the server closes a connection whose protocol
  *      line is longer than its max_control_line (4 KiB by default), and the worker's own Pull
@@ -34,9 +34,9 @@
  * Rejected: dropping the consumer's pulls on the inbox that had no subscriber (a worker giving
  * each pull its own subject, as subjects.md allows, kept getting batches on the next one, and a
  * returned item went round its open pulls, a delivery counted each time, until --max-deliveries
- * dead-lettered it); declaring the
- * consumer dead at the first status (a connection that blipped would lose its registration); a
- * request with a timeout per Batch (a timer per batch, where the server's status is free).
+ * dead-lettered it); declaring the consumer dead at the first status (a connection that blipped
+ * would lose its registration); a request with a timeout per Batch (a timer per batch, where the
+ * server's status is free).
  */
 #include "scheduler/daemon/daemon_int.h"
 

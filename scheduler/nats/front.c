@@ -166,16 +166,12 @@ static void front_on_msg(natsConnection *nc, natsSubscription *sub, natsMsg *msg
     front_sub_t *s = closure;
     front_t *f = s->front;
     atomic_fetch_add(&f->in_callbacks, 1);
-    if (atomic_load(&f->closing)) {
-        natsMsg_Destroy(msg); /* invariant 8 */
+    if (atomic_load(&f->closing) ||                         /* invariant 8 */
+        (s->status_only && !natsMsg_IsNoResponders(msg))) { /* invariant 11 */
+        natsMsg_Destroy(msg);
     } else {
         const char *subject = natsMsg_GetSubject(msg);
         const char *token = strlen(subject) > s->token_at ? subject + s->token_at : "";
-        if (s->status_only && !natsMsg_IsNoResponders(msg)) { /* invariant 11 */
-            natsMsg_Destroy(msg);
-            atomic_fetch_sub(&f->in_callbacks, 1);
-            return;
-        }
         /* invariant 6: the owner reads the message where nats.c put it and releases it */
         if (daemon_post_msg(f->d, s->kind, token, natsMsg_GetReply(msg), natsMsg_GetData(msg),
                             (size_t)natsMsg_GetDataLength(msg), msg) != 0)

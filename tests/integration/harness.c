@@ -440,6 +440,19 @@ static void dump_stacks(pid_t pid)
         spawn_kill(&g);
 }
 
+/* The daemon was reaped with status (how: what ended it, for the log line): its exit code, or -1
+ * when a signal killed it. */
+static int daemon_reaped(int status, const char *how)
+{
+    g_daemon_pid = 0;
+    if (WIFEXITED(status)) {
+        h_log("lanesched %s, exit code %d", how, WEXITSTATUS(status));
+        return WEXITSTATUS(status);
+    }
+    h_log("lanesched died of signal %d (%s)", WTERMSIG(status), how);
+    return -1;
+}
+
 int h_daemon_wait_exit(unsigned ms)
 {
     pid_t pid = g_daemon_pid;
@@ -447,13 +460,7 @@ int h_daemon_wait_exit(unsigned ms)
     int status = 0;
     if (!spawn_wait(pid, ms, &status))
         return -2;
-    g_daemon_pid = 0;
-    if (WIFEXITED(status)) {
-        h_log("lanesched exited by itself, exit code %d", WEXITSTATUS(status));
-        return WEXITSTATUS(status);
-    }
-    h_log("lanesched died of signal %d", WTERMSIG(status));
-    return -1;
+    return daemon_reaped(status, "exited by itself");
 }
 
 int h_daemon_stop(void)
@@ -471,13 +478,7 @@ int h_daemon_stop(void)
         g_daemon_pid = 0;
         return -1;
     }
-    g_daemon_pid = 0;
-    if (WIFEXITED(status)) {
-        h_log("lanesched stopped by SIGTERM, exit code %d", WEXITSTATUS(status));
-        return WEXITSTATUS(status);
-    }
-    h_log("lanesched died of signal %d after SIGTERM", WTERMSIG(status));
-    return -1;
+    return daemon_reaped(status, "stopped by SIGTERM");
 }
 
 void h_daemon_stop_clean(void)
