@@ -32,6 +32,10 @@
  *   6. A neighbouring lane is judged from its tokens and delivery counts (store_peek_tokens,
  *      which the disk store answers from memory); its entries are read only once it is taken.
  *      Most lanes looked at are not taken, and reading an entry is a cache miss or more.
+ *   7. Without a budget the credit is merge_credit, and merge_credit_loaded while the model's
+ *      offered load (hold.c invariant 1, measured from arrivals) is where the hold is whole:
+ *      the queue sets the wait then, and a batch saved is worker time every queued item gets
+ *      back.
  *
  * The scan is bounded: below the batch a lane is looked at only while one item of it would pad
  * by less than the fixed cost (farther lanes are shorter still); above, the side closes at the
@@ -45,8 +49,9 @@
  *     few neighbours.
  *   - Crediting a lane by its chance of seeing no arrival soon (an EWMA of its arrival gaps):
  *     steady lands on the same waste/GPU front as the plain credit. A credit rising with the
- *     model's offered load: less capacity at the SLO (`lanesched-bench sweep --preset steady`;
- *     docs/policy.md, "Choosing the constants").
+ *     load towards the whole fixed cost, or a higher credit at every load: padding spends what
+ *     the batches saved, less capacity at the SLO, more waste at moderate load
+ *     (`lanesched-bench sweep --preset steady`; docs/policy.md, "Choosing the constants").
  */
 #include "scheduler/core/sched_int.h"
 
@@ -140,13 +145,18 @@ static int extend_next(const lanes_t *lanes, int64_t *idx, int dir, lanes_lane_t
 sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const packer_cost_t *worker,
                            sched_shape_t *shape, uint64_t cap, int full)
 {
-    /* The fixed cost a merge is credited with (sched_config_t.merge_credit); under a wait
-     * budget, per lane (invariant 4). */
+    /* The fixed cost a merge is credited with (sched_config_t.merge_credit, invariant 7); under
+     * a wait budget, per lane (invariant 4). */
     packer_cost_t credited = *worker;
     const sched_model_t *model = s->models[shape->model_idx];
     int budget = model->slo_ns != 0 && !full;
-    uint64_t now = budget ? s->clock(s->clock_ctx) : 0; /* for how long a lane's front waited */
-    credited.fixed_ns *= full ? EXTEND_FULL_CREDIT : budget ? 1.0 : s->merge_credit;
+    uint64_t now = full ? 0 : s->clock(s->clock_ctx); /* how long a lane's front waited; load */
+    credited.fixed_ns *=
+        full     ? EXTEND_FULL_CREDIT
+        : budget ? 1.0
+        : hold_load(model, &c->contract, worker, now) >= s->hold_load + s->hold_ramp
+            ? s->merge_credit_loaded
+            : s->merge_credit;
     /* under a budget a batch that misses the cache also saves its prefix for every lane it takes
      * along: left out, they would make another worker (or this one, later) pay it again */
     if ((budget || full) && (c->worker == NULL || !worker_is_warm(c->worker, shape)))

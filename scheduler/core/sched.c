@@ -45,6 +45,7 @@
 
 #include "common/invariant.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -122,11 +123,19 @@ double sched_hold_burst_resolve(double configured)
     return configured < 0.0 ? 0.0 : configured > 0.0 ? configured : SCHED_HOLD_BURST_DEFAULT;
 }
 
+void sched_merge_credit_resolve(double credit, double loaded, double *out_credit,
+                                double *out_loaded)
+{
+    *out_credit = credit > 0.0 ? credit : SCHED_MERGE_CREDIT_DEFAULT;
+    *out_loaded = loaded > 0.0 ? loaded : fmin(1.0, SCHED_MERGE_CREDIT_LOADED * *out_credit);
+}
+
 sched_status_t sched_create(const sched_config_t *config, store_t *store, sched_t **out)
 {
     if (config == NULL || config->clock == NULL || store == NULL || out == NULL ||
         config->max_lanes > LANES_MAX || (unsigned)config->policy >= SCHED_POLICY_COUNT ||
-        !(config->merge_credit >= 0.0 && config->merge_credit <= 1.0))
+        !(config->merge_credit >= 0.0 && config->merge_credit <= 1.0) ||
+        !(config->merge_credit_loaded >= 0.0 && config->merge_credit_loaded <= 1.0))
         return SCHED_EINVAL;
     sched_t *s = calloc(1, sizeof(*s));
     if (s == NULL)
@@ -138,8 +147,8 @@ sched_status_t sched_create(const sched_config_t *config, store_t *store, sched_
     s->max_deliveries = config->max_deliveries;
     s->starvation_ns = config->starvation_ns;
     s->policy = config->policy;
-    s->merge_credit =
-        config->merge_credit > 0.0 ? config->merge_credit : SCHED_MERGE_CREDIT_DEFAULT;
+    sched_merge_credit_resolve(config->merge_credit, config->merge_credit_loaded, &s->merge_credit,
+                               &s->merge_credit_loaded);
     s->hold_ns = config->policy == SCHED_POLICY_LANES ? config->hold_ns : 0;
     s->hold_load = config->hold_load > 0.0 ? config->hold_load : SCHED_HOLD_LOAD_DEFAULT;
     s->hold_share = config->hold_share > 0.0 ? config->hold_share : SCHED_HOLD_SHARE_DEFAULT;

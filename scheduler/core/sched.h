@@ -62,6 +62,9 @@ typedef struct {
      * less than this share of the fixed cost of the separate batch it saves (extend.c). 0 =
      * SCHED_MERGE_CREDIT_DEFAULT; at most 1 (the whole fixed cost). */
     double merge_credit;
+    /* The credit while the model's offered load is at least hold_load + hold_ramp (where the
+     * hold is whole): 0 = SCHED_MERGE_CREDIT_LOADED x merge_credit (at most 1); at most 1. */
+    double merge_credit_loaded;
     /* The `lanes` policy's hold (hold.c; 0 = off): while a model's offered load is at least
      * hold_load (0 = SCHED_HOLD_LOAD_DEFAULT) of its workers' time, a batch whose fixed cost is
      * at least hold_share (0 = SCHED_HOLD_SHARE_DEFAULT) of its GPU time waits for company
@@ -230,6 +233,13 @@ void sched_destroy(sched_t *sched);
  * every load of the steady sweep: `lanesched-bench sweep --preset steady --merge-credit X`
  * (docs/policy.md, "Choosing the constants"). */
 #define SCHED_MERGE_CREDIT_DEFAULT 0.07
+/* Once a model's offered load is where the hold is whole, the credit is this many times
+ * merge_credit. The queue then sets the wait, a lane left out waits behind it in any case, and
+ * a batch saved is worker time every queued item gets back; more spends it on padding again. The
+ * factor with the most capacity at the 5 s SLO over seven seeds (every one gains), steady's
+ * waste at 71% unchanged: `lanesched-bench sweep --preset steady [--prefixes] --seed N
+ * --merge-credit-loaded X` (docs/policy.md, "Choosing the constants"). */
+#define SCHED_MERGE_CREDIT_LOADED 2.0
 /* The hold (hold.c). Below the gate the buckets' p99 is too short to spend any of it, so the
  * hold starts at SCHED_HOLD_LOAD_DEFAULT of the workers' time and reaches its whole length
  * SCHED_HOLD_RAMP_DEFAULT later; the length is the longest that keeps the p99 under the buckets'
@@ -250,6 +260,10 @@ void sched_destroy(sched_t *sched);
 /* The factor a config's hold_burst stands for: 0 (no burst regime) when negative, the default
  * when 0. */
 double sched_hold_burst_resolve(double configured);
+/* The credits a config's merge_credit and merge_credit_loaded stand for (0: the defaults),
+ * into *out_credit and *out_loaded. */
+void sched_merge_credit_resolve(double credit, double loaded, double *out_credit /* out */,
+                                double *out_loaded /* out */);
 
 /* One model's wait budget (0: none), over sched_config_t.slo_ns; kept for a model not seen yet.
  * SCHED_ENOMEM, or SCHED_EINVAL for an empty name. */

@@ -178,10 +178,11 @@ struct sched {
     uint64_t starvation_ns;
     sched_policy_t policy;
     double merge_credit;
-    uint64_t hold_ns;  /* 0: no hold (hold.c) */
-    double hold_load;  /* the gate: offered load at least this */
-    double hold_ramp;  /* ... and the whole hold from hold_load + hold_ramp */
-    double hold_share; /* held while the fixed cost is at least this share of the batch */
+    double merge_credit_loaded; /* ... while the offered load is where the hold is whole */
+    uint64_t hold_ns;           /* 0: no hold (hold.c) */
+    double hold_load;           /* the gate: offered load at least this */
+    double hold_ramp;           /* ... and the whole hold from hold_load + hold_ramp */
+    double hold_share;          /* held while the fixed cost is at least this share of the batch */
     double hold_burst; /* the hold's length in a burst regime, in hold_ns; 0: no burst regime */
     uint64_t slo_ns;   /* every model's wait budget (budget.c); 0: none */
     sched_slo_t *slos; /* per-model budgets, n_slos of them */

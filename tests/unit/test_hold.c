@@ -1,7 +1,8 @@
 /*
  * test_hold.c - the `lanes` policy's load-gated hold (hold.c): an under-filled batch waits for
  * company only while its model's offered load is high or after a burst, never past the hold,
- * and never when it is full, when the hold is off, or under the article's policy.
+ * and never when it is full, when the hold is off, or under the article's policy. The same load
+ * doubles the merge credit where the hold is whole (extend.c invariant 7).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -292,6 +293,54 @@ static void test_a_reused_model_place_has_no_burst_of_the_last(void **state)
     fixture_free(f);
 }
 
+/* Two lanes whose merge pads by 48 tokens (480 us at 10 us a token): more than the merge
+ * credit (7% of 5 ms, 350 us), less than the loaded credit (700 us). Merged only while the
+ * model's offered load is where the hold is whole (extend.c invariant 7): after ten seconds at
+ * 1.29 of the worker's time, not at rest, and not when the loaded credit is set to the plain
+ * one. The hold is off, so only the credit differs. */
+static void test_a_loaded_model_merges_a_farther_lane(void **state)
+{
+    (void)state;
+    for (int variant = 0; variant < 3; variant++) {
+        fixture_t *f = calloc(1, sizeof(*f));
+        assert_non_null(f);
+        f->now = SEC;
+        assert_int_equal(store_open_memory(&f->store), STORE_OK);
+        sched_config_t cfg = {.clock = sched_test_now,
+                              .clock_ctx = &f->now,
+                              .policy = SCHED_POLICY_LANES,
+                              .merge_credit_loaded = variant == 2 ? SCHED_MERGE_CREDIT_DEFAULT : 0};
+        assert_int_equal(sched_create(&cfg, f->store, &f->sched), SCHED_OK);
+        sched_worker_config_t wc = {5000, 10000, 1};
+        assert_int_equal(sched_worker_create(f->sched, M(f->sched, "m"), &wc, &f->worker),
+                         SCHED_OK);
+        if (variant != 1) { /* loaded: 250 items of 500 tokens a second, drained */
+            for (int i = 0; i < HEAVY_ITEMS; i++) {
+                f->now += 4 * MS;
+                submit(f, 500);
+            }
+            size_t got, total = 0;
+            while ((got = drain_one(f)) != 0)
+                total += got;
+            assert_int_equal(total, HEAVY_ITEMS);
+        }
+        const lanes_t *l = sched_lanes_view(f->sched, M(f->sched, "m"), 1);
+        uint32_t before = l != NULL ? lanes_in_use(l) : 0;
+        submit(f, 1000);
+        submit(f, 952);
+        l = sched_lanes_view(f->sched, M(f->sched, "m"), 1);
+        assert_int_equal(lanes_in_use(l), before + 2);
+        sched_consumer_t c = {M(f->sched, "m"), {32, 16384, 0}, f->worker};
+        sched_batch_t b;
+        assert_int_equal(sched_fill(f->sched, &c, &b), SCHED_OK);
+        assert_int_equal(b.n, variant == 0 ? 2 : 1);
+        assert_int_equal(b.lanes, variant == 0 ? 2 : 1);
+        assert_int_equal(sched_commit(f->sched, &b), SCHED_OK);
+        assert_true(sched_check(f->sched));
+        fixture_free(f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -303,6 +352,7 @@ int main(void)
         cmocka_unit_test(test_hold_ramps_with_the_load),
         cmocka_unit_test(test_a_burst_holds_longer_at_any_load),
         cmocka_unit_test(test_a_reused_model_place_has_no_burst_of_the_last),
+        cmocka_unit_test(test_a_loaded_model_merges_a_farther_lane),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

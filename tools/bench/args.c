@@ -72,6 +72,8 @@ void args_usage(FILE *f)
         "off)\n"
         "  --merge-credit X    lanes: share of a batch's fixed cost a merge is credited with "
         "(default %g)\n"
+        "  --merge-credit-loaded X  the same while a model's offered load is where the hold\n"
+        "                      is whole (--hold-load + --hold-ramp; default %g x --merge-credit)\n"
         "  --hold-ms X         lanes: while a model's offered load is at least --hold-load\n"
         "                      (default %g) of its workers' time, rising to the whole hold\n"
         "                      over --hold-ramp more (default %g), a batch whose fixed cost is\n"
@@ -118,8 +120,9 @@ void args_usage(FILE *f)
         d.workers_per_model, d.gpu.cache_shapes, d.gpu.max_batch_size, d.gpu.max_batch_tokens,
         d.gpu.max_input_tokens, d.gpu.batch_fixed_ns / 1000, d.gpu.ns_per_padded_token,
         d.starvation_ns / 1000000, (double)d.age_bound_ns / 1e6, SCHED_MERGE_CREDIT_DEFAULT,
-        SCHED_HOLD_LOAD_DEFAULT, SCHED_HOLD_RAMP_DEFAULT, SCHED_HOLD_SHARE_DEFAULT,
-        (double)d.hold_ns / 1e6, SCHED_HOLD_BURST_DEFAULT, ARGS_SWEEP_SLO_MS);
+        SCHED_MERGE_CREDIT_LOADED, SCHED_HOLD_LOAD_DEFAULT, SCHED_HOLD_RAMP_DEFAULT,
+        SCHED_HOLD_SHARE_DEFAULT, (double)d.hold_ns / 1e6, SCHED_HOLD_BURST_DEFAULT,
+        ARGS_SWEEP_SLO_MS);
 }
 
 static int args_u64(const char *flag, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -312,6 +315,8 @@ int args_sim_parse(int argc, char **argv, int sweep, args_sim_t *a)
             a->sim.starvation_ns = u * 1000000;
         } else if (strcmp(f, "--merge-credit") == 0) {
             rc = args_double(f, v, 0.000001, 1.0, &a->sim.merge_credit);
+        } else if (strcmp(f, "--merge-credit-loaded") == 0) {
+            rc = args_double(f, v, 0.000001, 1.0, &a->sim.merge_credit_loaded);
         } else if (strcmp(f, "--cost") == 0) {
             if (strcmp(v, "declared") == 0 || strcmp(v, "estimate") == 0) {
                 a->sim.declare_cost = strcmp(v, "declared") == 0;

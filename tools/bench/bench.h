@@ -173,8 +173,9 @@ typedef struct {
     /* SIM_LANES's workers: 1 = they declare their cost in Register (gpu's figures), 0 = they do
      * not and the scheduler estimates it from their batches' times. */
     int declare_cost;
-    double merge_credit; /* SIM_LANES's sched_config_t.merge_credit (0 = the default) */
-    uint64_t hold_ns;    /* SIM_LANES's hold (0 = off) */
+    double merge_credit;        /* SIM_LANES's sched_config_t.merge_credit (0 = the default) */
+    double merge_credit_loaded; /* ... and merge_credit_loaded (0 = the default) */
+    uint64_t hold_ns;           /* SIM_LANES's hold (0 = off) */
     double hold_load, hold_share, hold_ramp; /* its gate, share and ramp (0 = the defaults) */
     double hold_burst;  /* its length in a burst regime, x hold_ns (0 = default, < 0 = none) */
     uint64_t sample_ns; /* sampling period; also the scheduler's maintenance tick */

@@ -382,11 +382,14 @@ static void report_notes_print(FILE *f, const report_t *rep)
             fprintf(f, ", starvation preemptions %" PRIu64 " (bound %.0f ms)", r->preemptions,
                     (double)rep->sim->starvation_ns / 1e6);
         if (r->policy == SIM_LANES) {
+            double credit, loaded;
+            sched_merge_credit_resolve(rep->sim->merge_credit, rep->sim->merge_credit_loaded,
+                                       &credit, &loaded);
             fprintf(f,
                     ", age-bound preemptions %" PRIu64 " (bound %.0f ms), merged batches %" PRIu64
-                    " (%.1f%%, %" PRIu64 " lanes added)",
+                    " (%.1f%%, %" PRIu64 " lanes added, credit %.3g, %.3g loaded)",
                     r->preemptions, (double)rep->sim->age_bound_ns / 1e6, r->merged_batches,
-                    report_pct(r->merged_batches, r->batches), r->merged_lanes);
+                    report_pct(r->merged_batches, r->batches), r->merged_lanes, credit, loaded);
             double burst = sched_hold_burst_resolve(rep->sim->hold_burst);
             fprintf(f, ", held fills %" PRIu64 " (hold %.0f ms", r->holds,
                     (double)rep->sim->hold_ns / 1e6);

@@ -175,15 +175,17 @@ int report_json_write(const char *path, const report_t *rep)
             sc->workers_per_model, sc->gpu.max_batch_size, sc->gpu.max_batch_tokens,
             sc->gpu.max_input_tokens, sc->gpu.batch_fixed_ns, sc->gpu.ns_per_padded_token,
             sc->gpu.cache_shapes);
-    fprintf(f,
-            "  \"starvation_ns\": %" PRIu64 ",\n  \"age_bound_ns\": %" PRIu64
-            ",\n  \"merge_credit\": %.6g,\n  \"hold_ns\": %" PRIu64 ",\n  \"hold_burst\": %.6g"
-            ",\n  \"cost_declared\": %s,\n  \"sample_ns\": %" PRIu64 ",\n  \"slo_ns\": %" PRIu64
-            ",\n  \"policies\": [\n",
-            sc->starvation_ns, sc->age_bound_ns,
-            sc->merge_credit > 0 ? sc->merge_credit : SCHED_MERGE_CREDIT_DEFAULT, sc->hold_ns,
-            sched_hold_burst_resolve(sc->hold_burst), sc->declare_cost ? "true" : "false",
-            sc->sample_ns, sc->slo_ns);
+    double credit, loaded;
+    sched_merge_credit_resolve(sc->merge_credit, sc->merge_credit_loaded, &credit, &loaded);
+    fprintf(
+        f,
+        "  \"starvation_ns\": %" PRIu64 ",\n  \"age_bound_ns\": %" PRIu64
+        ",\n  \"merge_credit\": %.6g,\n  \"merge_credit_loaded\": %.6g,\n  \"hold_ns\": %" PRIu64
+        ",\n  \"hold_burst\": %.6g,\n  \"cost_declared\": %s,\n  \"sample_ns\": %" PRIu64
+        ",\n  \"slo_ns\": %" PRIu64 ",\n  \"policies\": [\n",
+        sc->starvation_ns, sc->age_bound_ns, credit, loaded, sc->hold_ns,
+        sched_hold_burst_resolve(sc->hold_burst), sc->declare_cost ? "true" : "false",
+        sc->sample_ns, sc->slo_ns);
     for (size_t i = 0; i < rep->n_results; i++) {
         report_json_result(f, rep, &rep->results[i]);
         fprintf(f, "%s\n", i + 1 < rep->n_results ? "," : "");

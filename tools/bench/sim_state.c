@@ -137,6 +137,7 @@ int sim_setup(sim_t *s)
                                                            : 0,
             .policy = s->policy == SIM_LANES ? SCHED_POLICY_LANES : SCHED_POLICY_SEED,
             .merge_credit = cfg->merge_credit,
+            .merge_credit_loaded = cfg->merge_credit_loaded,
             .hold_ns = s->policy == SIM_LANES ? cfg->hold_ns : 0,
             .hold_load = cfg->hold_load,
             .hold_share = cfg->hold_share,
