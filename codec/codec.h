@@ -108,7 +108,9 @@
       "the reply subject is one lanesched never answers on: a '$' subject, or under its own "      \
       "subject prefix or inbox")                                                                   \
     X(CODEC_EBAD_REPLY_TO, "bad_reply_to",                                                         \
-      "reply_to holds a space or a control character or is not UTF-8")
+      "reply_to holds a space or a control character or is not UTF-8")                             \
+    X(CODEC_EPULL_SUBJECT_TOO_LONG, "pull_subject_too_long",                                       \
+      "the pull's reply subject is longer than the configured maximum of a reply_to")
 
 /* CODEC_STATUS_COUNT is the number of codec_status_t values; they are 0 .. COUNT - 1. */
 STATUS_ENUM(codec_status_t, CODEC_STATUS_MAP, CODEC_STATUS_COUNT);

@@ -6,12 +6,18 @@
  *   2. No tombstones: deletion shifts the following run back, so lookups never scan dead slots
  *      and a map that churns (the pending map: insert on commit, delete on ack) never degrades.
  *   3. Every key appears at most once.
+ *   4. A key's home slot depends on the process's secret seed (hashseed.h): keys come from
+ *      clients (a shape's signature), and an unseeded, invertible hash let one compute thousands
+ *      of signatures with one home slot, every lookup then a scan. The seed goes in before a
+ *      multiply of the two halves folded to 64 bits: without it a client cannot aim a key. A
+ *      map takes the seed with its first slots, so a zeroed map_t is seeded too.
  *
  * Rejected: chaining (one allocation per entry on the commit path); tombstone deletion (the
  * pending map deletes as often as it inserts, so tombstones would pile up until a rehash).
  */
 #include "common/map.h"
 
+#include "common/hashseed.h"
 #include "common/mem.h"
 
 #include <stdlib.h>
@@ -19,13 +25,20 @@
 
 STATUS_STR(map_status_str, map_status_t, MAP_STATUS_MAP, "unknown map status")
 
-static uint64_t map_hash(map_key_t key)
+uint64_t map_hash_seeded(map_key_t key, uint64_t seed_a, uint64_t seed_b)
 {
-    uint64_t h = key.a * 0x9E3779B97F4A7C15ULL ^ (key.b + 0x632BE59BD9B4E019ULL);
+    unsigned __int128 m = (unsigned __int128)(key.a ^ seed_a ^ 0x9E3779B97F4A7C15ULL) *
+                          (key.b ^ seed_b ^ 0x632BE59BD9B4E019ULL); /* invariant 4 */
+    uint64_t h = (uint64_t)m ^ (uint64_t)(m >> 64);
     h ^= h >> 31;
     h *= 0xBF58476D1CE4E5B9ULL;
     h ^= h >> 29;
     return h;
+}
+
+static uint64_t map_hash(const map_t *map, map_key_t key)
+{
+    return map_hash_seeded(key, map->seed_a, map->seed_b);
 }
 
 static int map_key_eq(map_key_t x, map_key_t y)
@@ -47,7 +60,7 @@ void map_fini(map_t *map)
 static size_t map_find(const map_t *map, map_key_t key)
 {
     size_t mask = map->cap - 1;
-    size_t i = (size_t)map_hash(key) & mask;
+    size_t i = (size_t)map_hash(map, key) & mask;
     while (map->slots[i].value != NULL && !map_key_eq(map->slots[i].key, key))
         i = (i + 1) & mask;
     return i;
@@ -63,7 +76,7 @@ void *map_get(const map_t *map, map_key_t key)
 void map_prefetch(const map_t *map, map_key_t key)
 {
     if (map->cap != 0)
-        __builtin_prefetch(&map->slots[(size_t)map_hash(key) & (map->cap - 1)]);
+        __builtin_prefetch(&map->slots[(size_t)map_hash(map, key) & (map->cap - 1)]);
 }
 
 static map_status_t map_resize(map_t *map, size_t cap)
@@ -75,6 +88,11 @@ static map_status_t map_resize(map_t *map, size_t cap)
         return MAP_ENOMEM;
     map->slots = slots;
     map->cap = cap;
+    if (old_cap == 0) { /* invariant 4: no key was placed yet */
+        hashseed_t s = hashseed_get();
+        map->seed_a = s.a;
+        map->seed_b = s.b;
+    }
     for (size_t i = 0; i < old_cap; i++) {
         if (old[i].value != NULL)
             map->slots[map_find(map, old[i].key)] = old[i];
@@ -123,7 +141,7 @@ map_status_t map_del(map_t *map, map_key_t key, void **out_value)
     /* Backward shift: move each later entry of the run into the hole if its home allows. */
     size_t hole = i;
     for (size_t j = (i + 1) & mask; map->slots[j].value != NULL; j = (j + 1) & mask) {
-        size_t home = (size_t)map_hash(map->slots[j].key) & mask;
+        size_t home = (size_t)map_hash(map, map->slots[j].key) & mask;
         if (((j - home) & mask) >= ((j - hole) & mask)) {
             map->slots[hole] = map->slots[j];
             hole = j;

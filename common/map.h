@@ -39,9 +39,13 @@ typedef struct {
     map_slot_t *slots;
     size_t cap; /* a power of two, or 0 before the first insert */
     size_t len;
+    uint64_t seed_a, seed_b; /* the process's hash seed (hashseed.h), taken with the first slots */
 } map_t;
 
 void map_init(map_t *map);
+
+/* The hash whose low bits are a key's home slot, under a map's seed (seed_a, seed_b). */
+uint64_t map_hash_seeded(map_key_t key, uint64_t seed_a, uint64_t seed_b);
 void map_fini(map_t *map);
 
 /* Returns the value stored under key, or NULL. */

@@ -9,7 +9,7 @@
  * Submit: 20.3 bytes per id at a full ring of 2^20 with 64-item runs.
  *
  *   record  +--------+--------+--------+
- *           |  w[0]  |  w[1]  |  w[2]  |   w[0..1] = low 64 bits of XXH3_128bits(id),
+ *           |  w[0]  |  w[1]  |  w[2]  |   w[0..1] = low 64 bits of XXH3_128bits(id, seed),
  *           +--------+--------+--------+   w[2] = low 32 bits of its high 64
  *   run     | expires_ns (u64) | n (u64) |  n records from the oldest on leave at expires_ns
  *
@@ -29,6 +29,9 @@
  *   7. The rings give memory back after a peak (a quarter used), never below their minimum nor,
  *      while a reservation lasts (dedupe_reserve, until dedupe_reserve_end or the next run to
  *      expire), below the room it made.
+ *   8. The hash is seeded with the process's secret (common/hashseed.h): ids are the client's,
+ *      and unseeded ones can be searched offline for a shared home slot in a few million hashes.
+ *      The keys are never stored (invariant 5 rebuilds them), so a new seed per process is free.
  *
  * Rejected: keeping the ids themselves (up to 64 bytes each); a Bloom filter (false positives
  * would drop items); an expiry in every record (24-byte records, 32 bytes per id); one expiry
@@ -38,6 +41,7 @@
  */
 #include "scheduler/daemon/dedupe.h"
 
+#include "common/hashseed.h"
 #include "common/invariant.h"
 #include "common/mem.h"
 
@@ -54,8 +58,8 @@
 
 dedupe_key_t dedupe_key(const uint8_t *id, size_t len)
 {
-    XXH128_hash_t h = XXH3_128bits(id, len);
-    return (dedupe_key_t){h.low64, (uint32_t)h.high64}; /* invariant 2 */
+    XXH128_hash_t h = XXH3_128bits_withSeed(id, len, hashseed_get().a); /* invariant 8 */
+    return (dedupe_key_t){h.low64, (uint32_t)h.high64};                 /* invariant 2 */
 }
 
 static dedupe_key_t dedupe_rec_key(const dedupe_rec_t *r)

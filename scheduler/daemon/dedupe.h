@@ -56,7 +56,7 @@ void dedupe_init(dedupe_t *d, uint64_t window_ns);
 void dedupe_fini(dedupe_t *d);
 /* Bounds the ids held (0 = no bound, the default): past it, adding forgets the oldest. */
 void dedupe_limit_set(dedupe_t *d, size_t max_ids);
-/* The key of an id (borrowed for the call). */
+/* The key of an id (borrowed for the call), under the process's hash seed (common/hashseed.h). */
 dedupe_key_t dedupe_key(const uint8_t *id, size_t len);
 /* 1 if the id of key k was accepted within the window. */
 int dedupe_contains(dedupe_t *d, dedupe_key_t k, uint64_t now_ns);

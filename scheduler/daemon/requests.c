@@ -19,8 +19,9 @@
  *      REQUESTS_PULL_CREDITS_MAX batches: longer or larger ones are cut to those, not refused
  *      (the consumer pulls again, as after any expiry).
  *   5. Every count a consumer controls is capped (limits.c): its name and contract at
- *      register, consumers registered, open pulls per consumer, positions per ack, ids per
- *      heartbeat; past a cap the message changes nothing and gets the cap's own word. (A pull's
+ *      register, consumers registered, open pulls per consumer and each one's subject (kept
+ *      while the pull is open: a reply_to's cap), positions per ack, ids per heartbeat; past a
+ *      cap the message changes nothing and gets the cap's own word. (A pull's
  *      credits are a counter: batches in flight per consumer are what dispatch bounds.)
  *   9. Every refused Register counts under its word in counters.rejected, and a Pull, Ack or
  *      Heartbeat of a live consumer that does not decode under `malformed`, as a refused Submit
@@ -165,7 +166,9 @@ void requests_pull(struct daemon *d, const ev_t *ev)
         return;
     }
     codec_status_t cst = CODEC_OK;
-    if (consumers_pull_count(c) >= d->cfg.limits.pulls)
+    if (strlen(ev->reply) > d->cfg.limits.reply_to_bytes)
+        cst = CODEC_EPULL_SUBJECT_TOO_LONG; /* every open pull keeps its subject */
+    else if (consumers_pull_count(c) >= d->cfg.limits.pulls)
         cst = CODEC_ETOO_MANY_PULLS;
     if (cst != CODEC_OK) { /* invariant 5 */
         char err[160];

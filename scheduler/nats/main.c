@@ -121,7 +121,9 @@ static const flag_t flags[] = {
      "lanes-seed: the article's policy (one lane per batch, every worker on one shape)"},
     {"limit-name-bytes", "BYTES", "256", "longest Register.name accepted (name_too_long)"},
     {"limit-items", "N", "10000", "most items in one Submit (too_many_items)"},
-    {"limit-reply-to-bytes", "BYTES", "1024", "longest WorkItem.reply_to (reply_to_too_long)"},
+    {"limit-reply-to-bytes", "BYTES", "1024",
+     "longest WorkItem.reply_to (reply_to_too_long) and Pull reply subject "
+     "(pull_subject_too_long)"},
     {"limit-consumers", "N", "1024", "consumers registered at once (too_many_consumers)"},
     {"limit-pulls", "N", "64", "open pulls per consumer (too_many_pulls)"},
     {"limit-inflight", "N", "1024",

@@ -483,12 +483,12 @@ static void test_contracts_past_the_caps_are_refused(void **state)
     fx_destroy(f);
 }
 
-/* Open pulls, ack lists and heartbeat lists are capped; a consumer holding --limit-inflight
- * batches gets no more until it settles one. */
+/* Open pulls, their subjects, ack lists and heartbeat lists are capped; a consumer holding
+ * --limit-inflight batches gets no more until it settles one. */
 static void test_pulls_lists_and_batches_in_flight_are_bounded(void **state)
 {
     (void)state;
-    daemon_limits_t lim = {.pulls = 2, .inflight = 2};
+    daemon_limits_t lim = {.pulls = 2, .inflight = 2, .reply_to_bytes = 64};
     fx_t *f = fx_create(&lim, 0);
     char id[33];
     assert_string_equal(fx_register(f, "llama", 1, 4096, "gpu", id), "");
@@ -501,6 +501,15 @@ static void test_pulls_lists_and_batches_in_flight_are_bounded(void **state)
     codec_batch_t *b = fx_batch_on(f, "inbox.3");
     assert_int_equal(b->status, CODEC_BATCH_ERROR);
     assert_true(strncmp(b->error, "too_many_pulls:", 15) == 0);
+    codec_batch_destroy(b);
+    /* a subject longer than a reply_to may be is refused too: each open pull keeps its own */
+    char long_inbox[64 + 2] = {0};
+    memset(long_inbox, 'x', sizeof(long_inbox) - 1);
+    fx_pull(f, id, 1, 60000, long_inbox);
+    fx_turn(f);
+    b = fx_batch_on(f, long_inbox);
+    assert_int_equal(b->status, CODEC_BATCH_ERROR);
+    assert_true(strncmp(b->error, "pull_subject_too_long:", 22) == 0);
     codec_batch_destroy(b);
     assert_int_equal(fx_count_on(f, "inbox.1"), 2); /* two in flight, then it waits */
     fx_turn(f);
@@ -533,6 +542,7 @@ static void test_pulls_lists_and_batches_in_flight_are_bounded(void **state)
     assert_int_equal(fx_count_on(f, "inbox.1"), 3);
     json_t *doc = fx_stats(f, NULL, NULL);
     assert_int_equal(fx_rejected(doc, "too_many_pulls"), 1);
+    assert_int_equal(fx_rejected(doc, "pull_subject_too_long"), 1);
     assert_int_equal(fx_rejected(doc, "too_many_positions"), 1);
     assert_int_equal(fx_rejected(doc, "too_many_ids"), 1);
     json_decref(doc);

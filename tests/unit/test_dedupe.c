@@ -14,7 +14,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/hashseed.h"
 #include "scheduler/daemon/dedupe.h"
+
+#include <xxhash.h>
 
 static int has(dedupe_t *d, const char *id, uint64_t now_ns)
 {
@@ -450,6 +453,21 @@ static void test_bytes_per_id(void **state)
     dedupe_fini(&d);
 }
 
+/* An id's key is its hash under the process's secret seed (dedupe.c invariant 8), not the
+ * unseeded hash a client could search offline for ids that share a home slot. */
+static void test_the_key_is_seeded(void **state)
+{
+    (void)state;
+    static const char id[] = "order-42";
+    dedupe_key_t k = dedupe_key((const uint8_t *)id, sizeof(id) - 1);
+    XXH128_hash_t seeded = XXH3_128bits_withSeed(id, sizeof(id) - 1, hashseed_get().a);
+    XXH128_hash_t plain = XXH3_128bits(id, sizeof(id) - 1);
+    assert_true(k.a == seeded.low64 && k.b == (uint32_t)seeded.high64);
+    assert_true(k.a != plain.low64);
+    dedupe_key_t again = dedupe_key((const uint8_t *)id, sizeof(id) - 1);
+    assert_true(again.a == k.a && again.b == k.b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -469,6 +487,7 @@ int main(void)
         cmocka_unit_test(test_a_submits_ids_share_a_run_and_expire_exactly),
         cmocka_unit_test(test_bytes_per_id),
         cmocka_unit_test(test_reserve_sizes_once_and_keeps_what_is_held),
+        cmocka_unit_test(test_the_key_is_seeded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

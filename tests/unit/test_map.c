@@ -12,8 +12,9 @@
 
 #include <cmocka.h>
 
-#include "common/rng.h"
+#include "common/hashseed.h"
 #include "common/map.h"
+#include "common/rng.h"
 
 /* Distinct non-NULL values without allocating: addresses inside one static array. */
 static char g_values[4096];
@@ -460,6 +461,41 @@ static void test_status_str_covers_every_status(void **state)
     assert_string_equal(map_status_str((map_status_t)1000), "unknown map status");
 }
 
+/* Keys a client chose to share one home slot under an unseeded hash (found by trying
+ * signatures, as anyone can offline) do not share one in a map: it takes the process's secret
+ * seed with its first slots (map.c invariant 4), so no lookup scans their run. */
+static void test_keys_aimed_at_one_slot_spread_under_the_seed(void **state)
+{
+    (void)state;
+    enum { AIMED = 1500, SLOT_BITS = 12 };
+    static map_key_t keys[AIMED];
+    size_t n = 0;
+    for (uint64_t a = 1; n < AIMED; a++) {
+        map_key_t k = key(a, 7);
+        if ((map_hash_seeded(k, 0, 0) & ((1u << SLOT_BITS) - 1)) == 0)
+            keys[n++] = k;
+    }
+    map_t m;
+    map_init(&m);
+    for (size_t i = 0; i < AIMED; i++)
+        assert_int_equal(map_put(&m, keys[i], val(i)), MAP_OK);
+    hashseed_t s = hashseed_get();
+    assert_true(s.a != 0 || s.b != 0);
+    assert_true(m.seed_a == s.a && m.seed_b == s.b);
+    size_t longest = 0;
+    for (size_t i = 0; i < m.cap; i++) {
+        if (m.slots[i].value == NULL)
+            continue;
+        size_t home = (size_t)map_hash_seeded(m.slots[i].key, m.seed_a, m.seed_b) & (m.cap - 1);
+        size_t dist = (i - home) & (m.cap - 1);
+        longest = dist > longest ? dist : longest;
+    }
+    assert_true(longest < 64); /* unseeded: the 1,500 keys in one run */
+    for (size_t i = 0; i < AIMED; i++)
+        assert_ptr_equal(map_get(&m, keys[i]), val(i));
+    map_fini(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -478,6 +514,7 @@ int main(void)
         cmocka_unit_test(test_delete_does_not_move_entry_before_its_home),
         cmocka_unit_test(test_randomized_against_reference_with_many_deletes),
         cmocka_unit_test(test_status_str_covers_every_status),
+        cmocka_unit_test(test_keys_aimed_at_one_slot_spread_under_the_seed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
