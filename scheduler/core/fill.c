@@ -299,7 +299,7 @@ sched_status_t sched_fill(sched_t *s, const sched_consumer_t *consumer, sched_ba
     sched_model_t *model = consumer->model;
     s->retry_ns = 0;
     s->held = 0;
-    hold_contract_note(model, &consumer->contract);
+    hold_contract_note(model, &consumer->contract, s->clock(s->clock_ctx));
     if (budget_held_again(s, consumer, model)) { /* budget.c invariant 7 */
         s->counters.holds++;
         return SCHED_EEMPTY;

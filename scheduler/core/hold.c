@@ -26,10 +26,13 @@
  *      smallest. A burst of peak load P keeps the regime about HOLD_PEAK_TAU_NS x ln P.
  *   5. An arrival counts in the load with at most the tokens a worker of its model declared it
  *      runs: the longer of max_input_tokens (0: unlimited) and max_batch_tokens, the most over
- *      the contracts that filled for the model (tokens_cap). Arrivals before the first such
- *      contract are capped when it comes: their token sum at most their count times the cap. A
- *      producer's `tokens` is a claim: uncapped, one item claiming 2^32 tokens made a shared
- *      model look overloaded for minutes, and every other producer's batches were held.
+ *      the contracts that filled for the model within the last one or two HOLD_CAP_WINDOW_NS
+ *      (tokens_cap: a contract raises it at once; at the end of a window it falls to the most
+ *      of that window's contracts). Arrivals before the first such contract are capped when it
+ *      comes: their token sum at most their count times the cap. A producer's `tokens` is a
+ *      claim: uncapped, one item claiming 2^32 tokens made a shared model look overloaded for
+ *      minutes, and every other producer's batches were held. A contract is a claim too: a
+ *      worker gone no longer lifts the cap a window after its last fill.
  *
  * Rejected (each measured with `lanesched-bench sim|sweep`; docs/policy.md, "What GPU time
  * costs"): an ungated hold (at low load its wait is the whole tail); gates on the workers' busy
@@ -53,6 +56,11 @@
 /* At least the workers' whole time: an arrival rate a queue can only absorb by growing. */
 #define HOLD_BURST_LOAD 1.0
 
+/* How long a contract's declared input keeps the cap up after the last fill it asked for
+ * (invariant 5): a worker pulls within seconds while it lives, and a minute is the regime's
+ * memory (HOLD_PEAK_TAU_NS) too. */
+#define HOLD_CAP_WINDOW_NS 60000000000ull
+
 /* The load estimate's memory: long enough that a burst of a second does not open the gate,
  * short enough to follow a change of traffic within a few seconds. */
 #define HOLD_TAU_NS 5e9
@@ -66,14 +74,22 @@ void hold_model_init(sched_model_t *m)
 {
     m->load_items = m->load_tokens = m->burst_items = m->peak_rate = 0.0;
     m->load_t_ns = m->load_t0_ns = m->burst_t_ns = m->peak_t_ns = 0;
-    m->tokens_cap = 0;
+    m->tokens_cap = m->tokens_cap_next = 0;
+    m->cap_t_ns = 0;
 }
 
-void hold_contract_note(sched_model_t *m, const packer_contract_t *k)
+void hold_contract_note(sched_model_t *m, const packer_contract_t *k, uint64_t now)
 {
     uint32_t runs = k->max_input_tokens != 0 && k->max_input_tokens > k->max_batch_tokens
                         ? k->max_input_tokens
                         : k->max_batch_tokens;
+    if (now >= m->cap_t_ns + HOLD_CAP_WINDOW_NS) { /* invariant 5: the last window's contracts */
+        m->tokens_cap = m->tokens_cap_next;        /* 0 after a window without fills: capped anew */
+        m->tokens_cap_next = 0;
+        m->cap_t_ns = now;
+    }
+    if (runs > m->tokens_cap_next)
+        m->tokens_cap_next = runs;
     if (runs <= m->tokens_cap)
         return;
     if (m->tokens_cap == 0 && m->load_tokens > m->load_items * (double)runs)

@@ -90,6 +90,8 @@ struct sched_model {
     double burst_items, peak_rate;
     uint64_t burst_t_ns, peak_t_ns;
     uint32_t tokens_cap; /* the most tokens an arrival counts with (hold.c invariant 5); 0: none */
+    uint32_t tokens_cap_next; /* the most a contract declared since cap_t_ns */
+    uint64_t cap_t_ns;        /* when the contracts' window began (HOLD_CAP_WINDOW_NS) */
     /* budget.c: the model's wait budget (0: none), the age at which its items are due, and how
      * late its due items went (decayed counts per 1/BUDGET_LATE_BUCKETS of the budget, the last
      * one beyond it) as of late_t_ns */
@@ -288,7 +290,7 @@ int worker_check(const struct sched_worker *w);
 /* An item of `tokens` arrived for the model at `now`. */
 void hold_arrival_note(sched_model_t *m, uint32_t tokens, uint64_t now);
 /* A contract filled for the model: the longest input its workers run (hold.c invariant 5). */
-void hold_contract_note(sched_model_t *m, const packer_contract_t *k);
+void hold_contract_note(sched_model_t *m, const packer_contract_t *k, uint64_t now);
 /* A model place reused by another name (model.c invariant 3) starts with no arrivals. */
 void hold_model_init(sched_model_t *m);
 /* The model's offered load as a share of its workers' time, each item costed in a full batch of

@@ -40,8 +40,9 @@
  *      reservation step and segment creation, and per item where fallocate is missing): a disk
  *      the store filled itself still has room for a journal file that records the deliveries
  *      and tombstones of the items it holds. A current segment whose every entry was completed
- *      is rolled over when an append of its model finds no room (disk_item.c), so draining the
- *      model's queue gives the space back.
+ *      is rolled over when an append of its model finds no room (disk_item.c), or no room for
+ *      the segment after it at the size cap (disk_seg_pick), so draining the model's queue
+ *      gives the space back at once.
  *   8. A model's current segment is sealed at a flush when every entry in it is completed and no
  *      flush wrote to it for idle_seal_ms (deleted with it: a model that stopped appending holds
  *      no file, descriptor or journal), and when a journal file filled while it held records in
@@ -524,6 +525,13 @@ store_status_t disk_seg_pick(disk_t *d, uint32_t model_idx, uint64_t size, dseg_
         return STORE_OK;
     }
     store_status_t st = disk_seg_create(d, model_idx, out);
+    if (st == STORE_ENOSPC && last != NULL && !last->sealed && last->entries != 0 &&
+        disk_seg_drained(last)) {
+        /* invariant 7: a drained segment at the size cap holds its space until the next one
+         * exists; sealed now, its file goes at the next flush and a later item fits */
+        store_status_t del = disk_seg_seal(d, last);
+        return del != STORE_OK ? del : st;
+    }
     if (st != STORE_OK)
         return st;
     return last != NULL && !last->sealed ? disk_seg_seal(d, last) : STORE_OK;

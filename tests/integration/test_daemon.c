@@ -35,6 +35,9 @@
  *                              twice: every accepted item delivered and completed once
  *   enospc                     data dir on a 4 MiB tmpfs filled up: store_full rejects, recovery
  *                              when space is freed, no accepted item lost (root only, else 77).
+ *   enospc_rollover            another file fills the disk while the current segment has room
+ *                              reserved: items fill it to the size cap, and once drained, new
+ *                              items are accepted again within 3 s (not after the idle seal)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -1473,7 +1476,8 @@ static int case_ack_deadline_and_dead_letter(void)
 
 /* A nats-server and a daemon whose data directory is on a fresh tmpfs of `size` mounted at
  * mnt (under the test's temp dir); false (the case is skipped) without root or tmpfs. */
-static bool tmpfs_daemon_start(const char *size, char *mnt, size_t cap)
+static bool tmpfs_daemon_start_args(const char *size, char *mnt, size_t cap,
+                                    const char *const *extra)
 {
     char data[800];
     snprintf(mnt, cap, "%s/tmpfs", h_tmp());
@@ -1484,8 +1488,33 @@ static bool tmpfs_daemon_start(const char *size, char *mnt, size_t cap)
     snprintf(data, sizeof(data), "%s/data", mnt);
     h_set_data_dir(data);
     h_nats_start(false);
-    h_daemon_start(NULL);
+    h_daemon_start(extra);
     return true;
+}
+
+static bool tmpfs_daemon_start(const char *size, char *mnt, size_t cap)
+{
+    return tmpfs_daemon_start_args(size, mnt, cap, NULL);
+}
+
+/* Fills the file system of path with the file path: writes until it is refused. */
+static void fill_fs(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    H_REQUIRE(fd >= 0, "open %s: %s", path, strerror(errno));
+    static char chunk[65536];
+    memset(chunk, 'f', sizeof(chunk));
+    size_t filled = 0;
+    for (size_t sz = sizeof(chunk); sz >= 512; sz /= 2) {
+        for (;;) {
+            ssize_t w = write(fd, chunk, sz);
+            if (w <= 0)
+                break;
+            filled += (size_t)w;
+        }
+    }
+    close(fd);
+    h_log("tmpfs filled with %zu bytes", filled);
 }
 
 /* How many of records [from, to) were answered ACCEPTED. */
@@ -1513,22 +1542,7 @@ static int case_enospc(void)
     book_submit(nc, &bk, next, 20, NULL);
     next += 20;
 
-    /* Fill the file system. */
-    int fd = open(filler, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    H_REQUIRE(fd >= 0, "open %s: %s", filler, strerror(errno));
-    static char chunk[65536];
-    memset(chunk, 'f', sizeof(chunk));
-    size_t filled = 0;
-    for (size_t sz = sizeof(chunk); sz >= 512; sz /= 2) {
-        for (;;) {
-            ssize_t w = write(fd, chunk, sz);
-            if (w <= 0)
-                break;
-            filled += (size_t)w;
-        }
-    }
-    close(fd);
-    h_log("tmpfs filled with %zu bytes", filled);
+    fill_fs(filler);
 
     /* Submits are refused with store_full. A little room may remain in the last page of an open
      * segment, so a few may still be accepted (they must then survive like any other). */
@@ -1638,12 +1652,14 @@ static size_t fill_until_full(natsConnection *nc, book_t *bk, size_t from, size_
 /* After a drain: submits from `next` until the disk takes items again and is full again (the
  * drained segment's file goes at a refusal); returns the next record, *out_again the new items
  * accepted. Fails after 10 s of store_full. */
-static size_t refill_after_drain(natsConnection *nc, book_t *bk, size_t next, size_t *out_again)
+static size_t refill_after_drain(natsConnection *nc, book_t *bk, size_t next, size_t *out_again,
+                                 uint64_t within_ms)
 {
-    uint64_t deadline = h_now_ms() + 10000;
+    uint64_t deadline = h_now_ms() + within_ms;
     size_t again = 0;
     while (again == 0) {
-        H_REQUIRE(h_now_ms() < deadline, "still store_full 10 s after the queue was drained");
+        H_REQUIRE(h_now_ms() < deadline,
+                  "still store_full %" PRIu64 " ms after the queue was drained", within_ms);
         size_t from = next;
         next = fill_until_full(nc, bk, next, 1);
         again = book_accepted(bk, from, next);
@@ -1682,8 +1698,54 @@ static int case_enospc_self(void)
     h_consumer_close(&c);
     /* Drained: the current segment rolls over at the next refusal and its file goes. */
     size_t again = 0;
-    next = refill_after_drain(nc, &bk, next, &again);
+    next = refill_after_drain(nc, &bk, next, &again, 10000);
     h_consumer_register(&c, nc, MODEL, 32, 65536, 0, "enospc-self-2");
+    got = drain(&c, &bk, 32, 65536, 1500, 1, NULL);
+    H_REQUIRE(got == again, "drained %zu of the %zu new items", got, again);
+    require_delivered_once(&bk, next);
+    h_consumer_close(&c);
+    book_free(&bk);
+    finish(nc);
+    return 0;
+}
+
+/* Another file fills the disk while the model's current segment still has reserved room (the
+ * disk store reserves ahead of its appends): items fill that room up to the size cap, where the
+ * next segment finds no space. Once they are drained, the segment at the cap is sealed at the
+ * next refusal and its file goes at the flush (disk_seg.c invariant 7): items are accepted again
+ * within 3 s, where they waited for the 10 s idle seal before. */
+#define ER_N 8000
+static int case_enospc_rollover(void)
+{
+    char mnt[700], filler[800];
+    static const char *const args[] = {"--segment-max-bytes", "4194304", NULL};
+    if (!tmpfs_daemon_start_args("16m", mnt, sizeof(mnt), args))
+        return SKIP_CODE;
+    snprintf(filler, sizeof(filler), "%s/filler", mnt);
+    natsConnection *nc = h_connect();
+    book_t bk;
+    book_one_lane(&bk, "eo", ER_N, 63, 1000);
+    h_consumer_t c;
+    /* A first item delivered and acked: the journal file exists before the disk is full. */
+    book_submit(nc, &bk, 0, 1, NULL);
+    h_consumer_register(&c, nc, MODEL, 32, 65536, 0, "enospc-rollover");
+    H_REQUIRE(drain(&c, &bk, 32, 65536, 1500, 1, NULL) == 1, "the first item");
+    h_consumer_close(&c);
+    size_t next = 1;
+    for (; next < 2601; next += 50) /* past half the cap: the segment is reserved to the cap */
+        book_submit(nc, &bk, next, 50, NULL);
+    fill_fs(filler);
+    next = fill_until_full(nc, &bk, next, 3);
+    size_t accepted = book_accepted(&bk, 0, next);
+    h_log("%zu items accepted in all when the disk refused", accepted);
+    h_consumer_register(&c, nc, MODEL, 32, 65536, 0, "enospc-rollover-1");
+    size_t got = drain(&c, &bk, 32, 65536, 1500, 1, NULL);
+    H_REQUIRE(got + 1 == accepted, "drained %zu items on the full disk, %zu were accepted", got,
+              accepted - 1);
+    h_consumer_close(&c);
+    size_t again = 0;
+    next = refill_after_drain(nc, &bk, next, &again, 3000);
+    h_consumer_register(&c, nc, MODEL, 32, 65536, 0, "enospc-rollover-2");
     got = drain(&c, &bk, 32, 65536, 1500, 1, NULL);
     H_REQUIRE(got == again, "drained %zu of the %zu new items", got, again);
     require_delivered_once(&bk, next);
@@ -1726,7 +1788,7 @@ static int case_enospc_self_restart(void)
     h_consumer_close(&c);
     require_delivered_once(&bk, next);
     size_t again = 0;
-    refill_after_drain(nc, &bk, next, &again);
+    refill_after_drain(nc, &bk, next, &again, 10000);
     book_free(&bk);
     finish(nc);
     return 0;
@@ -1752,6 +1814,7 @@ static const struct {
     {"ack_deadline_and_dead_letter", case_ack_deadline_and_dead_letter},
     {"enospc", case_enospc},
     {"enospc_self", case_enospc_self},
+    {"enospc_rollover", case_enospc_rollover},
 };
 
 int main(int argc, char **argv)

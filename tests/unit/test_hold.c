@@ -341,6 +341,47 @@ static void test_a_loaded_model_merges_a_farther_lane(void **state)
     }
 }
 
+/* A contract is a claim too (hold.c invariant 5): a consumer that declared max_input_tokens
+ * 2^32 - 1 lifts the cap while it fills, so the huge claim holds the model's next items; a
+ * window after its last fill only the other worker's contract counts, and they go at once. */
+static void test_a_gone_workers_contract_stops_lifting_the_cap(void **state)
+{
+    (void)state;
+    for (int variant = 0; variant < 2; variant++) {
+        fixture_t *f = fixture(SCHED_POLICY_LANES, SCHED_HOLD_DEFAULT_NS, 0, 0);
+        sched_consumer_t liar = {M(f->sched, "m"), {32, 16384, UINT32_MAX}, f->worker};
+        sched_batch_t b;
+        if (variant == 0) /* at the start, then gone */
+            assert_int_equal(sched_fill(f->sched, &liar, &b), SCHED_EEMPTY);
+        for (int i = 0; i < 130; i++) { /* two windows of an honest worker's fills */
+            f->now += SEC;
+            submit(f, 500);
+            assert_int_equal(drain_one(f), 1);
+        }
+        if (variant == 1) /* still there */
+            assert_int_equal(sched_fill(f->sched, &liar, &b), SCHED_EEMPTY);
+        f->now += SEC;
+        submit(f, UINT32_MAX - 8);
+        assert_int_equal(drain_one(f), 1);
+        uint64_t held = 0;
+        for (int i = 0; i < 5; i++) {
+            f->now += 100 * MS;
+            submit(f, 500);
+            if (drain_one(f) == 0)
+                held++;
+            f->now += SEC; /* past any hold */
+            while (drain_one(f) != 0)
+                ;
+        }
+        if (variant == 0)
+            assert_int_equal(held, 0);
+        else
+            assert_int_equal(held, 5);
+        assert_true(sched_check(f->sched));
+        fixture_free(f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -353,6 +394,7 @@ int main(void)
         cmocka_unit_test(test_a_burst_holds_longer_at_any_load),
         cmocka_unit_test(test_a_reused_model_place_has_no_burst_of_the_last),
         cmocka_unit_test(test_a_loaded_model_merges_a_farther_lane),
+        cmocka_unit_test(test_a_gone_workers_contract_stops_lifting_the_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
