@@ -309,7 +309,9 @@ struct daemon {
     consumers_t *consumers;
     dedupe_t dedupe;
     daemon_counters_t counters;
-    log_budget_t consumer_lines;  /* registered and left: a Register flood's lines */
+    uint64_t full_refused;       /* items refused with store_full since the store last took one; the
+                                  * refusals began with a log line (intake.c invariant 8) */
+    log_budget_t consumer_lines; /* registered and left: a Register flood's lines */
     log_budget_t consumer_deaths; /* declared dead: its own, so a flood hides no death */
     daemon_publish_fn publish;
     void *publish_ctx;

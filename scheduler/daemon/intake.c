@@ -16,6 +16,9 @@
  *   3. The SubmitReply is deferred to the turn's flush (replies.c): ACCEPTED is never said of
  *      an item the store has not made durable.
  *   4. Every rejection is counted under its reason (daemon_counters_t.rejected).
+ *   8. A full disk is said in the log once when it starts refusing items (store_full) and once
+ *      when it takes one again, with how many it refused: the counter alone left an operator
+ *      without a line to find when it began.
  *   5. The reply fits what the server carries: ACCEPTED and DUPLICATE results carry their word
  *      and no text; a message whose reply could be larger even so (every id at its length,
  *      every result at the longest word) is refused whole as reply_too_large before anything
@@ -31,6 +34,7 @@
 
 #include "common/log.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,7 +135,18 @@ static void intake_item(struct daemon *d, const ev_t *ev, model_t **m, const cod
         r->reason = codec_status_reason(why);
         r->error = codec_status_str(why);
         d->counters.rejected[why]++;
+        if (why == CODEC_ESTORE_FULL && d->full_refused++ == 0) /* invariant 8 */
+            log_write(LOG_WARN,
+                      "the data directory is full: items are refused with store_full until "
+                      "completed items free space or an operator does (counted in "
+                      "rejected.store_full)");
         return;
+    }
+    if (d->full_refused != 0) {
+        log_write(LOG_INFO,
+                  "the data directory takes items again, after %" PRIu64 " refused with store_full",
+                  d->full_refused);
+        d->full_refused = 0;
     }
     r->status = CODEC_ITEM_ACCEPTED;
     metrics_received(d->metrics, *m, 1, it->tokens);

@@ -37,7 +37,8 @@
  *                              when space is freed, no accepted item lost (root only, else 77).
  *   enospc_rollover            another file fills the disk while the current segment has room
  *                              reserved: items fill it to the size cap, and once drained, new
- *                              items are accepted again within 3 s (not after the idle seal)
+ *                              items are accepted again within 3 s (not after the idle seal);
+ *                              the log says when the refusals began and ended
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -1709,6 +1710,21 @@ static int case_enospc_self(void)
     return 0;
 }
 
+/* 1 when the daemon's log holds needle. */
+static bool daemon_log_has(const char *needle)
+{
+    char path[800];
+    snprintf(path, sizeof(path), "%s/lanesched.log", h_tmp());
+    FILE *f = fopen(path, "r");
+    H_REQUIRE(f != NULL, "open %s: %s", path, strerror(errno));
+    char line[1024];
+    bool found = false;
+    while (!found && fgets(line, sizeof(line), f) != NULL)
+        found = strstr(line, needle) != NULL;
+    fclose(f);
+    return found;
+}
+
 /* Another file fills the disk while the model's current segment still has reserved room (the
  * disk store reserves ahead of its appends): items fill that room up to the size cap, where the
  * next segment finds no space. Once they are drained, the segment at the cap is sealed at the
@@ -1745,6 +1761,9 @@ static int case_enospc_rollover(void)
     h_consumer_close(&c);
     size_t again = 0;
     next = refill_after_drain(nc, &bk, next, &again, 3000);
+    H_REQUIRE(daemon_log_has("the data directory is full: items are refused with store_full") &&
+                  daemon_log_has("the data directory takes items again, after"),
+              "no log line when the disk began or stopped refusing items");
     h_consumer_register(&c, nc, MODEL, 32, 65536, 0, "enospc-rollover-2");
     got = drain(&c, &bk, 32, 65536, 1500, 1, NULL);
     H_REQUIRE(got == again, "drained %zu of the %zu new items", got, again);
