@@ -15,6 +15,9 @@
  *      the header) every entry whose CRC verifies is kept: such entries may never have been
  *      acknowledged (a redelivery at worst), but a row that cannot be checked must not make
  *      recovery drop what may have been.
+ *  10. A usable row that counts more entries than the scan read is said in items, not only in
+ *      bytes: the entries the damage or the cut took, the most items that can be lost with them
+ *      (the journal cannot tell which of them were completed once their entries are gone).
  *
  * Rejected: trusting the row's counts over the scan (a damaged count would drop or invent
  * items); cutting at the row's boundary whatever its checksum (what dropped nine accepted items
@@ -494,6 +497,13 @@ store_status_t rec_scan(disk_t *d, rec_lanes_t *lanes, rec_file_t *f, store_reco
             goto out;
         }
     }
+    if (bounded && f->row->entries > attached->entries) /* invariant 10 */
+        disk_log(d, STORE_LOG_ERROR,
+                 "segment %s: %" PRIu64 " of the %" PRIu64 " entries the index counts in it "
+                 "could not be read (damaged or cut): those of them still queued are lost, up "
+                 "to %" PRIu64 " items (completed ones are not)",
+                 name, f->row->entries - attached->entries, f->row->entries,
+                 f->row->entries - attached->entries);
     if (jcur < f->n_jrecs)
         rep->journal_unmatched_records += f->n_jrecs - jcur;
     if (rep->journal_unmatched_records != unmatched)

@@ -267,11 +267,19 @@ static char trial_dir[512];
 /* Store log lines: silent unless LANES_TEST_VERBOSE is set; counted by level. */
 static unsigned log_count[3];
 
+/* The count of the last "could not be read" line (recovery_scan.c invariant 10), or 0. */
+static unsigned long long log_unread;
+
 static void test_log(void *ctx, int level, const char *msg)
 {
     (void)ctx;
     if (level >= 0 && level < 3)
         log_count[level]++;
+    const char *colon = strstr(msg, ": ");
+    unsigned long long n = 0, of = 0;
+    if (strstr(msg, "could not be read (damaged or cut)") != NULL && colon != NULL &&
+        sscanf(colon + 2, "%llu of the %llu", &n, &of) == 2)
+        log_unread = n;
     if (getenv("LANES_TEST_VERBOSE") != NULL)
         fprintf(stderr, "  [store %d] %s\n", level, msg);
 }
@@ -1107,7 +1115,14 @@ static void cut_trial(const fixture_t *f, size_t k, uint64_t cut, int boundary)
              sg->size, cut, boundary ? " (entry boundary)" : "");
     expect_t x;
     expect_cut(f, k, cut, &x);
+    log_unread = 0;
     open_and_check(f, dir, &x);
+    /* The entries the cut took are said as items where the file is kept. */
+    unsigned long long dropped = 0;
+    for (size_t j = 0; j < sg->n_items; j++)
+        dropped += f->items[sg->items[j]].ref.offset + f->items[sg->items[j]].size > cut;
+    if (cut >= sg->header_len && !x.rep.removed_segments)
+        assert_int_equal(log_unread, dropped);
     /* What became of the file. */
     if (cut < sg->header_len) {
         assert_int_equal(file_size(path), -1);
