@@ -283,6 +283,9 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
         n += got;
         pad = pad_m;
         real += add_real;
+        uint32_t runs = packer_contract_runs(k); /* a claim (fill.c) */
+        if (add_prefix > runs)
+            add_prefix = runs;
         if (add_prefix > b->prefix_tokens)
             b->prefix_tokens = add_prefix;
         b->lanes++;

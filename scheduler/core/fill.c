@@ -6,7 +6,10 @@
  *
  * Invariants: sched.c's 2, 5 and 7 (fill only peeks at the items; every batch passes the guard
  * and is within the contract). The one write a fill makes is the store's next epoch, once per
- * 2^32 batch ids (sched.c invariant 4), which touches no item.
+ * 2^32 batch ids (sched.c invariant 4), which touches no item. A batch's prefix (the longest
+ * prefix_tokens of its items) is priced at most at what its contract says the worker runs
+ * (packer_contract_runs): it is the producer's claim, and it sizes what a miss costs, the
+ * credit of merges under a budget and the sample the worker's cost estimate learns from.
  *
  * Rejected: peeking a lane's whole queue. The packer chooses from tokens and delivery counts
  * alone (store_peek_tokens, no entry read), in a window that grows (below); only the items it
@@ -113,12 +116,14 @@ static sched_status_t fill_lane_pack(sched_t *s, const sched_consumer_t *consume
         s->store_status = STORE_ESTALE;
         return SCHED_ESTORE;
     }
-    uint32_t prefix = 0;
+    uint32_t prefix = 0, runs = packer_contract_runs(&consumer->contract);
     for (size_t i = 0; i < pr.count; i++) {
         s->scratch.lane_of[i] = lane_id;
         if (s->scratch.views[i].prefix_tokens > prefix)
             prefix = s->scratch.views[i].prefix_tokens;
     }
+    if (prefix > runs) /* a claim: priced at what the worker runs at most (above) */
+        prefix = runs;
     s->filled = (sched_batch_t){
         .batch_id = 0, /* given when the batch is final (sched_fill) */
         .model_view = model->name,

@@ -80,9 +80,7 @@ void hold_model_init(sched_model_t *m)
 
 void hold_contract_note(sched_model_t *m, const packer_contract_t *k, uint64_t now)
 {
-    uint32_t runs = k->max_input_tokens != 0 && k->max_input_tokens > k->max_batch_tokens
-                        ? k->max_input_tokens
-                        : k->max_batch_tokens;
+    uint32_t runs = packer_contract_runs(k);
     if (now >= m->cap_t_ns + HOLD_CAP_WINDOW_NS) { /* invariant 5: the last window's contracts */
         m->tokens_cap = m->tokens_cap_next;        /* 0 after a window without fills: capped anew */
         m->tokens_cap_next = 0;

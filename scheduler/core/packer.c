@@ -59,6 +59,12 @@ sched_status_t packer_fill(const packer_contract_t *contract, const uint32_t *to
     return SCHED_OK;
 }
 
+uint32_t packer_contract_runs(const packer_contract_t *contract)
+{
+    return contract->max_input_tokens > contract->max_batch_tokens ? contract->max_input_tokens
+                                                                   : contract->max_batch_tokens;
+}
+
 double packer_merge_saving(const packer_cost_t *cost, uint64_t n, uint32_t pad, uint64_t n_add,
                            uint32_t pad_add)
 {

@@ -44,6 +44,11 @@ typedef struct {
 double packer_merge_saving(const packer_cost_t *cost, uint64_t n, uint32_t pad, uint64_t n_add,
                            uint32_t pad_add);
 
+/* The longest input a contract says its worker runs: the longer of max_input_tokens (0: none
+ * declared) and max_batch_tokens. What a client claims past it (an item's tokens, its prefix)
+ * is work no worker of that contract does, and is priced at this at most. */
+uint32_t packer_contract_runs(const packer_contract_t *contract);
+
 /* Round `tokens` up to PACKER_PAD_MULTIPLE. */
 uint64_t packer_pad(uint64_t tokens);
 

@@ -532,12 +532,47 @@ static void test_property_random_streams_under_the_lanes_policy(void **state)
         run_property(seed, 2000);
 }
 
+/* An item's prefix_tokens is its producer's claim: a batch prices its prefix at most at the
+ * longest input its contract says the worker runs (16,384 here), in one lane and merged with
+ * another, while each item still carries its claim as submitted (fill.c). */
+static void test_a_prefix_claim_is_priced_at_what_the_worker_runs(void **state)
+{
+    (void)state;
+    uint32_t gap = credit_tokens() / 2 > 16 ? credit_tokens() / 2 : 17; /* a lane of its own */
+    for (int variant = 0; variant < 2; variant++) {
+        fixture_t *f = fixture(SCHED_POLICY_LANES, 0);
+        sched_worker_t *w = worker(f, "m", 1);
+        sched_item_t it = {M(f->sched, "m"), 1, 1000, (const uint8_t *)"claim", 5, NULL, 0,
+                           UINT32_MAX,       0};
+        assert_int_equal(sched_submit(f->sched, &it, NULL), SCHED_OK);
+        if (variant == 1) { /* an honest lane first, the claim merged into it */
+            sched_item_t honest = {
+                M(f->sched, "m"), 1, 1000 - gap, (const uint8_t *)"honest", 6, NULL, 0, 300, 0};
+            assert_int_equal(sched_submit(f->sched, &honest, NULL), SCHED_OK);
+        }
+        sched_consumer_t c = {M(f->sched, "m"), {32, 16384, 0}, w};
+        sched_batch_t b;
+        assert_int_equal(sched_fill(f->sched, &c, &b), SCHED_OK); /* views valid until commit */
+        assert_int_equal(b.lanes, variant == 1 ? 2 : 1);
+        assert_int_equal(b.prefix_tokens, 16384);
+        assert_int_equal(b.prefix_charged, 16384); /* a cold worker pays it */
+        int carried = 0;
+        for (size_t i = 0; i < b.n; i++)
+            carried += b.items_view[i].prefix_tokens == UINT32_MAX;
+        assert_int_equal(carried, 1);
+        assert_int_equal(sched_commit(f->sched, &b), SCHED_OK);
+        assert_true(sched_check(f->sched));
+        fixture_free(f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_neighbouring_lane_merges_when_it_pays),
         cmocka_unit_test(test_merged_batch_keeps_every_payload),
         cmocka_unit_test(test_lane_too_far_away_is_not_merged),
+        cmocka_unit_test(test_a_prefix_claim_is_priced_at_what_the_worker_runs),
         cmocka_unit_test(test_merge_respects_the_contract),
         cmocka_unit_test(test_merged_batch_returns_to_its_own_lanes),
         cmocka_unit_test(test_workers_keep_to_their_warm_shapes),
