@@ -27,6 +27,8 @@
  *                                  checksum, that their number is unknown): nothing can bring
  *                                  them back.
  *   unreadable segment header      the file is moved to quarantine/ and reported; never deleted.
+ *                                  Every later start says how many files quarantine/ still holds
+ *                                  (a warning), so the loss is not said once and then forgotten.
  *   bytes past the durable boundary  cut (a torn tail): they were never acknowledged. Only a
  *                                  checked row's boundary is used, and not where the row's own
  *                                  entry count says valid entries past it are durable.
@@ -286,6 +288,30 @@ static const index_segment_row_t *rec_row_usable(disk_t *d, const index_segment_
                  "whose CRC verifies is kept, none is cut at the boundary the row claims)",
                  name, why);
     return NULL;
+}
+
+/* The files quarantine/ holds that this start did not put there: a warning at every start
+ * until an operator has looked at them and removed them. */
+static void rec_quarantine_note(disk_t *d, const store_recovery_t *rep)
+{
+    int qfd = openat(d->dir_fd, "quarantine", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *dir = qfd >= 0 ? fdopendir(qfd) : NULL;
+    if (dir == NULL) {
+        if (qfd >= 0)
+            close(qfd);
+        return;
+    }
+    uint64_t n = 0;
+    const struct dirent *e;
+    while ((e = readdir(dir)) != NULL)
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    closedir(dir);
+    if (n > rep->quarantined_files)
+        disk_log(d, STORE_LOG_WARN,
+                 "%s/quarantine holds %" PRIu64 " file%s an earlier start set aside (segments "
+                 "with an unreadable header: their items are not served); look at them, then "
+                 "remove them",
+                 d->dir, n - rep->quarantined_files, n - rep->quarantined_files == 1 ? "" : "s");
 }
 
 static store_status_t rec_quarantine(disk_t *d, const char *name, store_recovery_t *rep)
@@ -683,6 +709,7 @@ store_status_t disk_recover(disk_t *d, store_recovery_t *rep)
         st = rec_quarantine(d, l.bad[i], rep);
     if (st != STORE_OK)
         goto out;
+    rec_quarantine_note(d, rep);
     if (l.n > 1)
         qsort(l.files, l.n, sizeof(*l.files), rec_file_cmp);
     if ((st = rec_journal_load(d, &jnl, l.files, l.n, rep)) != STORE_OK)

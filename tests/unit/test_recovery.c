@@ -1430,6 +1430,8 @@ static void test_segment_with_garbage_header_is_quarantined(void **state)
     assert_true(rig_logged(r, STORE_LOG_ERROR, "quarantine", NULL));
     rig_reopen(r);
     assert_int_equal(r->rep.quarantined_files, 0);
+    /* ... and every later start says the file is still set aside */
+    assert_true(rig_logged(r, STORE_LOG_WARN, "quarantine holds 1 file an earlier start", NULL));
 }
 
 /* ---- what the index keeps ------------------------------------------------------------------ */
