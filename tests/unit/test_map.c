@@ -477,6 +477,10 @@ static void test_keys_aimed_at_one_slot_spread_under_the_seed(void **state)
     }
     map_t m;
     map_init(&m);
+    /* a table at a fifth of its room: seeded, the runs are a few slots long whatever the seed;
+     * at three quarters (as full as the map gets) the longest of 1,500 random keys' runs can
+     * pass 64 */
+    assert_int_equal(map_reserve(&m, 4 * AIMED), MAP_OK);
     for (size_t i = 0; i < AIMED; i++)
         assert_int_equal(map_put(&m, keys[i], val(i)), MAP_OK);
     hashseed_t s = hashseed_get();
@@ -490,7 +494,7 @@ static void test_keys_aimed_at_one_slot_spread_under_the_seed(void **state)
         size_t dist = (i - home) & (m.cap - 1);
         longest = dist > longest ? dist : longest;
     }
-    assert_true(longest < 64); /* unseeded: the 1,500 keys in one run */
+    assert_true(longest < 256); /* unseeded: two runs of about 750 */
     for (size_t i = 0; i < AIMED; i++)
         assert_ptr_equal(map_get(&m, keys[i]), val(i));
     map_fini(&m);
