@@ -267,8 +267,7 @@ int budget_held_again(struct sched *s, const sched_consumer_t *c, const sched_mo
     const budget_memo_t *h = &m->held;
     if (!h->valid || !budget_on(s, c, m) || (h->worker != NULL && h->worker != c->worker) ||
         memcmp(&h->contract, &c->contract, sizeof(h->contract)) != 0 ||
-        m->arrivals - h->arrivals >= budget_recheck(&c->contract) ||
-        s->clock(s->clock_ctx) >= h->until_ns)
+        m->arrivals - h->arrivals >= budget_recheck(&c->contract) || s->fill_now_ns >= h->until_ns)
         return 0;
     s->held = 1;
     s->retry_ns = h->until_ns;

@@ -150,7 +150,7 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
     packer_cost_t credited = *worker;
     const sched_model_t *model = s->models[shape->model_idx];
     int budget = model->slo_ns != 0 && !full;
-    uint64_t now = full ? 0 : s->clock(s->clock_ctx); /* how long a lane's front waited; load */
+    uint64_t now = full ? 0 : s->fill_now_ns; /* how long a lane's front waited; load */
     credited.fixed_ns *=
         full     ? EXTEND_FULL_CREDIT
         : budget ? 1.0
@@ -167,6 +167,7 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
     if (b->dead_letter || !lanes_sorted_pos(shape->lanes, b->lane, &pos))
         return SCHED_OK;
     const packer_contract_t *k = &c->contract;
+    uint32_t runs = packer_contract_runs(k); /* a prefix is a claim (fill.c) */
     size_t n = b->n, used = 0;
     uint32_t pad = b->pad_to;
     uint64_t real = b->real_tokens;
@@ -283,7 +284,6 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
         n += got;
         pad = pad_m;
         real += add_real;
-        uint32_t runs = packer_contract_runs(k); /* a claim (fill.c) */
         if (add_prefix > runs)
             add_prefix = runs;
         if (add_prefix > b->prefix_tokens)

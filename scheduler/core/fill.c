@@ -184,7 +184,7 @@ static sched_status_t fill_lane(sched_t *s, const sched_consumer_t *consumer, sc
     s->filled.prefix_charged = consumer->worker != NULL && worker_is_warm(consumer->worker, shape)
                                    ? 0
                                    : s->filled.prefix_tokens;
-    uint64_t until, now = s->clock(s->clock_ctx);
+    uint64_t until, now = s->fill_now_ns;
     if (budgeted ? budget_hold(s, consumer, model, shape, now, &until)
                  : costed && hold_batch(s, consumer, model, &cost, now, &until)) {
         s->held = 1;
@@ -238,7 +238,7 @@ static sched_status_t fill_shape(sched_t *s, const sched_consumer_t *consumer, s
         if (budget && s->held) {
             /* the lane of the shape's oldest item is due first, maybe before the fullest */
             uint64_t aged = shapes_oldest_exact(s, model, shape) + budget_age_bound(s, model) + 1;
-            if (aged < s->retry_ns && aged > s->clock(s->clock_ctx))
+            if (aged < s->retry_ns && aged > s->fill_now_ns)
                 s->retry_ns = aged;
         }
         if (st != SCHED_EEMPTY || s->held)
@@ -304,7 +304,8 @@ sched_status_t sched_fill(sched_t *s, const sched_consumer_t *consumer, sched_ba
     sched_model_t *model = consumer->model;
     s->retry_ns = 0;
     s->held = 0;
-    hold_contract_note(model, &consumer->contract, s->clock(s->clock_ctx));
+    s->fill_now_ns = s->clock(s->clock_ctx);
+    hold_contract_note(model, &consumer->contract, s->fill_now_ns);
     if (budget_held_again(s, consumer, model)) { /* budget.c invariant 7 */
         s->counters.holds++;
         return SCHED_EEMPTY;

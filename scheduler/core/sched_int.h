@@ -203,6 +203,7 @@ struct sched {
     int filled_valid;
     int filled_extendable;   /* the lane fill took its whole lane, with room left */
     int held;                /* the last fill's batch waits (hold.c) */
+    uint64_t fill_now_ns;    /* the clock, read once per sched_fill: its decisions share one now */
     fill_scratch_t scratch;  /* fill.c */
     uint64_t *done_arrivals; /* sched_complete's arrivals of the items it first completed */
     size_t done_cap;

@@ -1672,6 +1672,17 @@ static size_t refill_after_drain(natsConnection *nc, book_t *bk, size_t next, si
     return next;
 }
 
+/* A consumer named `name` (batches of 32 items, 65,536 tokens) registers, takes batches until
+ * none comes for 1.5 s, and goes: the items it took. */
+static size_t drain_once(natsConnection *nc, book_t *bk, const char *name)
+{
+    h_consumer_t c;
+    h_consumer_register(&c, nc, MODEL, 32, 65536, 0, name);
+    size_t got = drain(&c, bk, 32, 65536, 1500, 1, NULL);
+    h_consumer_close(&c);
+    return got;
+}
+
 /* The daemon fills its data directory itself, before any consumer came: every item it took is
  * still delivered and completed on the full disk (the journal that records deliveries and
  * tombstones fits in the room appends leave), the daemon keeps running, and once the queue is
@@ -1689,22 +1700,17 @@ static int case_enospc_self(void)
     size_t accepted = book_accepted(&bk, 0, next);
     H_REQUIRE(accepted > 100, "only %zu items fitted", accepted);
     h_log("%zu items accepted until the disk was full", accepted);
-    h_consumer_t c;
-    h_consumer_register(&c, nc, MODEL, 32, 65536, 0, "enospc-self");
-    size_t got = drain(&c, &bk, 32, 65536, 1500, 1, NULL);
+    /* Gone while the disk fills again (a consumer silent past --dead-after-ms would be). */
+    size_t got = drain_once(nc, &bk, "enospc-self");
     H_REQUIRE(h_daemon_running(), "the daemon stopped while its items were consumed");
     H_REQUIRE(got == accepted, "drained %zu items on the full disk, %zu were accepted", got,
               accepted);
-    /* Gone while the disk fills again (a consumer silent past --dead-after-ms would be). */
-    h_consumer_close(&c);
     /* Drained: the current segment rolls over at the next refusal and its file goes. */
     size_t again = 0;
     next = refill_after_drain(nc, &bk, next, &again, 10000);
-    h_consumer_register(&c, nc, MODEL, 32, 65536, 0, "enospc-self-2");
-    got = drain(&c, &bk, 32, 65536, 1500, 1, NULL);
+    got = drain_once(nc, &bk, "enospc-self-2");
     H_REQUIRE(got == again, "drained %zu of the %zu new items", got, again);
     require_delivered_once(&bk, next);
-    h_consumer_close(&c);
     book_free(&bk);
     finish(nc);
     return 0;
@@ -1741,12 +1747,9 @@ static int case_enospc_rollover(void)
     natsConnection *nc = h_connect();
     book_t bk;
     book_one_lane(&bk, "eo", ER_N, 63, 1000);
-    h_consumer_t c;
     /* A first item delivered and acked: the journal file exists before the disk is full. */
     book_submit(nc, &bk, 0, 1, NULL);
-    h_consumer_register(&c, nc, MODEL, 32, 65536, 0, "enospc-rollover");
-    H_REQUIRE(drain(&c, &bk, 32, 65536, 1500, 1, NULL) == 1, "the first item");
-    h_consumer_close(&c);
+    H_REQUIRE(drain_once(nc, &bk, "enospc-rollover") == 1, "the first item");
     size_t next = 1;
     for (; next < 2601; next += 50) /* past half the cap: the segment is reserved to the cap */
         book_submit(nc, &bk, next, 50, NULL);
@@ -1754,21 +1757,17 @@ static int case_enospc_rollover(void)
     next = fill_until_full(nc, &bk, next, 3);
     size_t accepted = book_accepted(&bk, 0, next);
     h_log("%zu items accepted in all when the disk refused", accepted);
-    h_consumer_register(&c, nc, MODEL, 32, 65536, 0, "enospc-rollover-1");
-    size_t got = drain(&c, &bk, 32, 65536, 1500, 1, NULL);
+    size_t got = drain_once(nc, &bk, "enospc-rollover-1");
     H_REQUIRE(got + 1 == accepted, "drained %zu items on the full disk, %zu were accepted", got,
               accepted - 1);
-    h_consumer_close(&c);
     size_t again = 0;
     next = refill_after_drain(nc, &bk, next, &again, 3000);
     H_REQUIRE(daemon_log_has("the data directory is full: items are refused with store_full") &&
                   daemon_log_has("the data directory takes items again, after"),
               "no log line when the disk began or stopped refusing items");
-    h_consumer_register(&c, nc, MODEL, 32, 65536, 0, "enospc-rollover-2");
-    got = drain(&c, &bk, 32, 65536, 1500, 1, NULL);
+    got = drain_once(nc, &bk, "enospc-rollover-2");
     H_REQUIRE(got == again, "drained %zu of the %zu new items", got, again);
     require_delivered_once(&bk, next);
-    h_consumer_close(&c);
     book_free(&bk);
     finish(nc);
     return 0;
@@ -1799,12 +1798,10 @@ static int case_enospc_self_restart(void)
     h_consumer_close(&c);
     h_daemon_kill();
     h_daemon_restart();
-    h_consumer_register(&c, nc, MODEL, 32, 65536, 0, "enospc-restart-2");
-    got += drain(&c, &bk, 32, 65536, 1500, 1, NULL);
+    got += drain_once(nc, &bk, "enospc-restart-2");
     H_REQUIRE(h_daemon_running(), "the daemon stopped at its first deliveries after a restart");
     H_REQUIRE(got == accepted, "drained %zu items after the restarts, %zu were accepted", got,
               accepted);
-    h_consumer_close(&c);
     require_delivered_once(&bk, next);
     size_t again = 0;
     refill_after_drain(nc, &bk, next, &again, 10000);

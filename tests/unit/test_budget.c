@@ -19,38 +19,20 @@
 #include "scheduler/core/sched.h"
 #include "tests/unit/sched_test_int.h"
 
-typedef struct {
-    uint64_t now;
-    store_t *store;
-    sched_t *sched;
-    sched_worker_t *worker;
-    uint32_t next_id;
-} fixture_t;
+typedef sched_fx_t fixture_t;
 
 /* One worker of model "m" (5 ms per batch, 10 us per padded token, a cache of `cache` shapes);
  * every model's budget slo_ns, no hold of the load-gated kind (hold_ns 0). */
 static fixture_t *fixture(uint64_t slo_ns, uint32_t cache)
 {
-    fixture_t *f = calloc(1, sizeof(*f));
-    assert_non_null(f);
-    f->now = SEC;
-    assert_int_equal(store_open_memory(&f->store), STORE_OK);
-    sched_config_t cfg = {.clock = sched_test_now,
-                          .clock_ctx = &f->now,
-                          .policy = SCHED_POLICY_LANES,
-                          .starvation_ns = 20 * MS,
-                          .slo_ns = slo_ns};
-    assert_int_equal(sched_create(&cfg, f->store, &f->sched), SCHED_OK);
+    sched_config_t cfg = {.policy = SCHED_POLICY_LANES, .starvation_ns = 20 * MS, .slo_ns = slo_ns};
     sched_worker_config_t wc = {5000, 10000, cache};
-    assert_int_equal(sched_worker_create(f->sched, M(f->sched, "m"), &wc, &f->worker), SCHED_OK);
-    return f;
+    return sched_fx_create(cfg, &wc);
 }
 
 static void fixture_free(fixture_t *f)
 {
-    sched_destroy(f->sched);
-    store_close(f->store);
-    free(f);
+    sched_fx_free(f);
 }
 
 static void submit_to(fixture_t *f, const char *model, uint64_t sig, uint32_t tokens,

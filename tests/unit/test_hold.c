@@ -17,40 +17,25 @@
 #include "scheduler/core/sched.h"
 #include "tests/unit/sched_test_int.h"
 
-typedef struct {
-    uint64_t now;
-    store_t *store;
-    sched_t *sched;
-    sched_worker_t *worker;
-    uint32_t next_id;
-} fixture_t;
+typedef sched_fx_t fixture_t;
 
-/* One worker of model "m" declaring 5 ms per batch and 10 us per padded token. burst: the
- * config's hold_burst (0 = the default, < 0 = no burst regime). */
+/* Each test's one worker of model "m": 5 ms per batch, 10 us per padded token, a cache of 1. */
+static const sched_worker_config_t WORKER = {5000, 10000, 1};
+
+/* burst: the config's hold_burst (0 = the default, < 0 = no burst regime). */
 static fixture_t *fixture(sched_policy_t policy, uint64_t hold_ns, double gate, double burst)
 {
-    fixture_t *f = calloc(1, sizeof(*f));
-    assert_non_null(f);
-    f->now = SEC;
-    assert_int_equal(store_open_memory(&f->store), STORE_OK);
-    sched_config_t cfg = {.clock = sched_test_now,
-                          .clock_ctx = &f->now,
-                          .policy = policy,
+    sched_config_t cfg = {.policy = policy,
                           .hold_ns = hold_ns,
                           .hold_load = gate,
                           .hold_ramp = gate,
                           .hold_burst = burst};
-    assert_int_equal(sched_create(&cfg, f->store, &f->sched), SCHED_OK);
-    sched_worker_config_t wc = {5000, 10000, 1};
-    assert_int_equal(sched_worker_create(f->sched, M(f->sched, "m"), &wc, &f->worker), SCHED_OK);
-    return f;
+    return sched_fx_create(cfg, &WORKER);
 }
 
 static void fixture_free(fixture_t *f)
 {
-    sched_destroy(f->sched);
-    store_close(f->store);
-    free(f);
+    sched_fx_free(f);
 }
 
 static void submit(fixture_t *f, uint32_t tokens)
@@ -80,19 +65,31 @@ static size_t drain_one(fixture_t *f)
 }
 
 /* 250 items of 500 tokens a second for 10 s, no batch taken: 1.29 times the worker's time,
- * each item costed in a full batch (5 ms of tokens + 5 ms / 32 of the batch). Then drained:
- * full batches go at once, the last two items (fixed cost a third of their batch) wait. */
+ * each item costed in a full batch (5 ms of tokens + 5 ms / 32 of the batch). */
 #define HEAVY_ITEMS 2498
-static void load_heavy(fixture_t *f)
+static void offer_heavy(fixture_t *f)
 {
     for (int i = 0; i < HEAVY_ITEMS; i++) {
         f->now += 4 * MS;
         submit(f, 500);
     }
+}
+
+/* The batches drain_one takes, their items in all, until it takes none. */
+static size_t drain_all(fixture_t *f)
+{
     size_t got, total = 0;
     while ((got = drain_one(f)) != 0)
         total += got;
-    assert_int_equal(total, HEAVY_ITEMS - HEAVY_ITEMS % 32);
+    return total;
+}
+
+/* offer_heavy, then drained: full batches go at once, the last two items (fixed cost a third
+ * of their batch) wait. */
+static void load_heavy(fixture_t *f)
+{
+    offer_heavy(f);
+    assert_int_equal(drain_all(f), HEAVY_ITEMS - HEAVY_ITEMS % 32);
     assert_int_equal(sched_counters(f->sched)->holds, 1);
     f->now += SEC; /* past any hold */
     assert_int_equal(drain_one(f), HEAVY_ITEMS % 32);
@@ -280,8 +277,7 @@ static void test_a_reused_model_place_has_no_burst_of_the_last(void **state)
     sched_model_t *n = M(f->sched, "n");
     assert_ptr_equal(n, m); /* m's place */
     sched_worker_t *w = NULL;
-    sched_worker_config_t wc = {5000, 10000, 1};
-    assert_int_equal(sched_worker_create(f->sched, n, &wc, &w), SCHED_OK);
+    assert_int_equal(sched_worker_create(f->sched, n, &WORKER, &w), SCHED_OK);
     sched_item_t it = {n, 1, 500, (const uint8_t *)"n0", 2, NULL, 0, 0, 0};
     assert_int_equal(sched_submit(f->sched, &it, NULL), SCHED_OK);
     sched_consumer_t c = {n, {32, 16384, 0}, w};
@@ -302,27 +298,12 @@ static void test_a_loaded_model_merges_a_farther_lane(void **state)
 {
     (void)state;
     for (int variant = 0; variant < 3; variant++) {
-        fixture_t *f = calloc(1, sizeof(*f));
-        assert_non_null(f);
-        f->now = SEC;
-        assert_int_equal(store_open_memory(&f->store), STORE_OK);
-        sched_config_t cfg = {.clock = sched_test_now,
-                              .clock_ctx = &f->now,
-                              .policy = SCHED_POLICY_LANES,
+        sched_config_t cfg = {.policy = SCHED_POLICY_LANES,
                               .merge_credit_loaded = variant == 2 ? SCHED_MERGE_CREDIT_DEFAULT : 0};
-        assert_int_equal(sched_create(&cfg, f->store, &f->sched), SCHED_OK);
-        sched_worker_config_t wc = {5000, 10000, 1};
-        assert_int_equal(sched_worker_create(f->sched, M(f->sched, "m"), &wc, &f->worker),
-                         SCHED_OK);
-        if (variant != 1) { /* loaded: 250 items of 500 tokens a second, drained */
-            for (int i = 0; i < HEAVY_ITEMS; i++) {
-                f->now += 4 * MS;
-                submit(f, 500);
-            }
-            size_t got, total = 0;
-            while ((got = drain_one(f)) != 0)
-                total += got;
-            assert_int_equal(total, HEAVY_ITEMS);
+        fixture_t *f = sched_fx_create(cfg, &WORKER);
+        if (variant != 1) { /* loaded, and drained: the hold is off, nothing waits */
+            offer_heavy(f);
+            assert_int_equal(drain_all(f), HEAVY_ITEMS);
         }
         const lanes_t *l = sched_lanes_view(f->sched, M(f->sched, "m"), 1);
         uint32_t before = l != NULL ? lanes_in_use(l) : 0;

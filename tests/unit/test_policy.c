@@ -20,30 +20,17 @@
 #include "support/fs.h"
 #include "tests/unit/sched_test_int.h"
 
-typedef struct {
-    uint64_t now;
-    store_t *store;
-    sched_t *sched;
-    uint32_t next_id;
-} fixture_t;
+typedef sched_fx_t fixture_t;
 
 static fixture_t *fixture(sched_policy_t policy, uint64_t bound_ns)
 {
-    fixture_t *f = calloc(1, sizeof(*f));
-    assert_non_null(f);
-    f->now = SEC;
-    assert_int_equal(store_open_memory(&f->store), STORE_OK);
-    sched_config_t cfg = {
-        .clock = sched_test_now, .clock_ctx = &f->now, .policy = policy, .starvation_ns = bound_ns};
-    assert_int_equal(sched_create(&cfg, f->store, &f->sched), SCHED_OK);
-    return f;
+    sched_config_t cfg = {.policy = policy, .starvation_ns = bound_ns};
+    return sched_fx_create(cfg, NULL);
 }
 
 static void fixture_free(fixture_t *f)
 {
-    sched_destroy(f->sched);
-    store_close(f->store);
-    free(f);
+    sched_fx_free(f);
 }
 
 static void submit(fixture_t *f, const char *model, uint64_t sig, uint32_t tokens)
