@@ -75,6 +75,15 @@ static const char *tp_role_name(tp_role_t r)
     return (unsigned)r < 4 ? names[r] : "?";
 }
 
+/* The daemon's own figures count only from a phase in which its process was seen working: a
+ * phase that carried items while the watched process spent no CPU time watched something else
+ * (a --lanesched wrapper that forks the daemon instead of exec'ing it), and a 0 would pass the
+ * targets. */
+static bool tp_daemon_seen(const tp_phase_result_t *ph)
+{
+    return ph->ran && ph->daemon_cpu_s > 0;
+}
+
 static void tp_phase_print(const char *name, const tp_result_t *r, const tp_phase_result_t *p,
                            bool latency)
 {
@@ -189,7 +198,11 @@ void tp_result_print(const tp_result_t *r, const tp_opts_t *o)
     tp_phase_print("end to end", r, &r->phase[TP_E2E], true);
     const tp_phase_result_t *e = &r->phase[TP_E2E];
     if (e->ran) {
-        if (lanes)
+        if (lanes && !tp_daemon_seen(e))
+            printf("  CPU s per M items (end to end): lanesched n/a (its process spent no CPU "
+                   "time: --lanesched forked it?), nats-server %.2f, bench clients %.2f\n",
+                   tp_per_m(e->server_cpu_s, r->items), tp_per_m(e->client_cpu_s, r->items));
+        else if (lanes)
             printf("  CPU s per M items (end to end): lanesched %.2f, nats-server %.2f, bench "
                    "clients %.2f\n",
                    tp_per_m(e->daemon_cpu_s, r->items), tp_per_m(e->server_cpu_s, r->items),
@@ -259,7 +272,8 @@ static double tp_m_rate(const tp_result_t *r, int phase)
 
 static double tp_m_daemon_sys(const tp_result_t *r, int phase)
 {
-    return r->phase[phase].ran ? tp_per_item(r->phase[phase].daemon_syscalls, r->items) : -1.0;
+    return tp_daemon_seen(&r->phase[phase]) ? tp_per_item(r->phase[phase].daemon_syscalls, r->items)
+                                            : -1.0;
 }
 
 static double tp_m_server_sys(const tp_result_t *r, int phase)
@@ -269,7 +283,8 @@ static double tp_m_server_sys(const tp_result_t *r, int phase)
 
 static double tp_m_daemon_cpu(const tp_result_t *r, int phase)
 {
-    return r->phase[phase].ran ? tp_per_m(r->phase[phase].daemon_cpu_s, r->items) : -1.0;
+    return tp_daemon_seen(&r->phase[phase]) ? tp_per_m(r->phase[phase].daemon_cpu_s, r->items)
+                                            : -1.0;
 }
 
 static double tp_m_server_cpu(const tp_result_t *r, int phase)
