@@ -25,7 +25,9 @@
  *      at each switch, so each worker keeps to the shapes it has warm, in this order:
  *        a. its warm shape whose oldest item waited longest past the bound;
  *        b. unless a shape it does not have warm waited past SELECT_COLD_NS (and, if (a) found
- *           one, SELECT_STEAL_FACTOR times as long): that one, a miss the bound forces;
+ *           one, SELECT_STEAL_FACTOR times as long): that one, a miss the bound forces; under a
+ *           wait budget the cold bound is the due age where that is longer, and never more than
+ *           SELECT_COLD_BUDGET_SHARE of the budget;
  *        c. its own last shape while it has work; then its warm shape with the most tokens;
  *        d. a shape no worker has warm, then any shape, with the most tokens; but only if its
  *           queue fills a batch (the consumer's max_batch_tokens): a smaller cold queue waits
@@ -64,6 +66,14 @@
 /* ... and before the worker's own aged shape once it waited this many times as long, so under
  * overload no shape falls further behind the others than that. */
 #define SELECT_STEAL_FACTOR 2u
+/* ... and, under a wait budget B, past this share of B at the latest: the cold shape's items then
+ * still find a worker within the budget (one finishing its batch, the queue behind it). The
+ * largest share tried (0.95, 0.9, 0.8, 0.7) with lanes' p99 within a 1 s budget wherever a tuned
+ * bucket scheme's is, at 20-50% load on bursty and churn, without costing the hit-rate claim on
+ * churn (`lanesched-bench sweep --preset bursty|churn [--prefixes] --slo-ms 1000 --loads
+ * 20,30,40,50 --seed S` and `sim --preset churn --prefixes --slo-ms 1000 --claims`, seven seeds;
+ * docs/policy.md, "The wait budget"). A budget above SELECT_COLD_NS / share changes nothing. */
+#define SELECT_COLD_BUDGET_SHARE 0.9
 
 static uint64_t select_now(const struct sched *s)
 {
@@ -127,11 +137,15 @@ static sched_shape_t *select_affine_aged(struct sched *s, sched_model_t *model,
         }
     }
     sched_shape_t *cold = shapes_oldest_except(s, model, w->warm, w->n_warm);
-    /* under a budget a cold shape waits as long as a warm one may: until it is due */
+    /* under a budget a cold shape waits as long as a warm one may: until it is due, and never
+     * for most of the budget */
     uint64_t cold_ns =
         model->slo_ns != 0 && bound > SELECT_COLD_NS && cold != NULL && budget_company(s, cold)
             ? bound
             : SELECT_COLD_NS;
+    uint64_t cold_cap = (uint64_t)(SELECT_COLD_BUDGET_SHARE * (double)model->slo_ns);
+    if (model->slo_ns != 0 && cold_cap < cold_ns)
+        cold_ns = cold_cap;
     if (cold != NULL && now > cold->oldest_ns && now - cold->oldest_ns > cold_ns &&
         (warm == NULL || now - cold->oldest_ns > SELECT_STEAL_FACTOR * (now - warm_t)))
         return cold;

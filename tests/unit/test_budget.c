@@ -305,6 +305,33 @@ static void test_prefix_charged_on_a_miss_and_the_shape_drains(void **state)
     fixture_free(f);
 }
 
+/* A shape the worker does not cache, under a 1 s budget, while its warm shape keeps filling
+ * batches: the cold one preempts once its item waited 0.9 of the budget (select.c invariant 5b),
+ * not at the cold bound of 1 s, which is the whole budget. Fills every 50 ms: taken at 950 ms. */
+static void test_a_cold_shape_goes_within_the_budget(void **state)
+{
+    (void)state;
+    fixture_t *f = fixture(SEC, 1);
+    sched_batch_t b;
+    for (int i = 0; i < 32; i++) /* a full batch: warm on shape 1 */
+        submit_to(f, "m", 1, 500, 0, 0);
+    assert_int_equal(drain_as(f, "m", f->worker, &b), 32);
+    uint64_t t0 = f->now;
+    submit_to(f, "m", 2, 500, 0, 0);
+    uint64_t taken = 0;
+    for (int k = 1; k <= 30 && taken == 0; k++) {
+        f->now = t0 + (uint64_t)k * 50 * MS;
+        for (int i = 0; i < 32; i++)
+            submit_to(f, "m", 1, 500, 0, 0);
+        assert_true(drain_as(f, "m", f->worker, &b) > 0);
+        if (b.signature == 2)
+            taken = f->now - t0;
+    }
+    assert_int_equal(taken, 950 * MS);
+    assert_true(sched_check(f->sched));
+    fixture_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -317,6 +344,7 @@ int main(void)
         cmocka_unit_test(test_due_age_shrinks_when_items_go_late),
         cmocka_unit_test(test_held_fill_waits_for_arrivals),
         cmocka_unit_test(test_prefix_charged_on_a_miss_and_the_shape_drains),
+        cmocka_unit_test(test_a_cold_shape_goes_within_the_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
