@@ -26,7 +26,7 @@ clients/c/tools       nats   clients/c/tools clients/c codec common
 support               -      support common
 tools/chaos           nats   tools/chaos codec store common support
 tools                 nats   tools clients/c/tools clients/c scheduler/core codec store common support
-tests                 nats   tests support clients/c scheduler codec store store/disk common tools
+tests                 nats   tests support clients/c scheduler codec store store/disk common/http common tools
 TABLE
 )
 

@@ -4,9 +4,10 @@
  * thread answers, GET /healthz whether it answers and the health callback agrees (the NATS
  * connection); nothing else of the daemon is reachable from it.
  *
- * The server never reads scheduling state. For each scrape it asks for a fresh snapshot through
- * the refresh callback (main.c posts an event to the owner), waits a bounded time for the owner
- * to offer one (http_server_offer), and serves the newest it has.
+ * The server never reads scheduling state. For a scrape it asks for a fresh snapshot through
+ * the refresh callback (main.c posts an event to the owner), unless the newest is a fraction of a
+ * second old or one was asked for already, waits a bounded time for the owner to offer one
+ * (http_server_offer), and serves the newest it has.
  *
  * Ownership: http_server_start's *out is returned to the caller, released with
  * http_server_stop; ctx is borrowed and must outlive the server. Texts are copied.
@@ -48,6 +49,8 @@ http_status_t http_listen_check(const char *listen);
 /* Listens on listen ("127.0.0.1:9471", "[::1]:9471", ":9471" for every address); borrowed. */
 http_status_t http_server_start(const char *listen, http_refresh_fn refresh, void *ctx,
                                 http_server_t **out /* out */);
+/* The port it listens on (the one the system chose for port 0). */
+int http_server_port(const http_server_t *s);
 /* Hands over the text to serve from now on (copied). Any thread. */
 void http_server_offer(http_server_t *s, const char *text, size_t len);
 /* Sets /healthz's callback (NULL: the owner's answer alone); ctx borrowed until the stop. */

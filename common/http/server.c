@@ -6,17 +6,24 @@
  * Invariants:
  *   1. The server thread touches only this file's state (the snapshot under `lock`): scheduling
  *      state is the owner's, and reaches here only as a copied text (http_server_offer).
- *   2. A scrape is answered within HTTP_FRESH_WAIT_MS: with the snapshot the owner produced for
- *      it, or, when the owner is busy or not running yet, with the newest older one (503 until
- *      the first exists).
+ *   2. A scrape is answered within HTTP_FRESH_WAIT_MS: with a snapshot the owner produced at
+ *      most HTTP_REUSE_MS before it or for it, or, when the owner is busy or not running yet,
+ *      with the newest older one (503 until the first exists). At most one request for a
+ *      snapshot is in flight, and none while the newest is younger than HTTP_REUSE_MS: however
+ *      many clients scrape, the owner builds at most one text per HTTP_REUSE_MS for them (each
+ *      scrape asking for its own slowed the daemon's NATS service 26-fold under 16 scrapers).
  *   3. Only GET and HEAD of /metrics, /livez, /healthz (and / pointing at them) are served;
  *      every other path is 404, every other method 405, a request announcing a body 413, and
  *      a request body is never read: the refusal goes out when the headers are in.
  *   4. /livez and /healthz answer for this process only: /livez is 200 when the owner produced
- *      a snapshot for this very request (its loop turns), /healthz when it did and the health
+ *      a snapshot for this request or HTTP_REUSE_MS before it (its loop turns), /healthz when
+ *      it did and the health
  *      callback (the NATS connection) says yes; otherwise 503 with the reason. A container's
  *      healthcheck thus fails when its own daemon is stopped, stuck or cut off, whatever other
  *      instances answer on NATS.
+ *   5. HTTP_CONNECTIONS_LOCAL of the connections are kept for 127.0.0.1 and ::1: clients from
+ *      other addresses holding connections open (slowloris from many addresses) cannot refuse
+ *      the local health check.
  *
  * Rejected: a hand-written HTTP server (request parsing is where bugs live), serving a
  * snapshot refreshed on a timer (a scrape would read figures up to one period old, and an idle
@@ -53,6 +60,12 @@ STATUS_STR(http_status_str, http_status_t, HTTP_STATUS_MAP, "unknown http status
  * comes from inside the container). The total bounds the descriptors the server takes. */
 #define HTTP_CONNECTIONS_MAX    256u
 #define HTTP_CONNECTIONS_PER_IP 32u
+/* ... of which these only for 127.0.0.1 and ::1 (invariant 5): a container's health check. */
+#define HTTP_CONNECTIONS_LOCAL 16u
+/* A snapshot this young answers a scrape without asking the owner again (invariant 2): a
+ * scrape reads figures at most this old, and the owner builds at most five texts a second for
+ * every scraper together. */
+#define HTTP_REUSE_MS 200u
 
 struct http_server {
     struct MHD_Daemon *mhd;
@@ -63,10 +76,20 @@ struct http_server {
     pthread_cond_t cond;
     char *text; /* under lock: the newest snapshot, NULL before the first */
     size_t len;
-    uint64_t generation; /* under lock: snapshots offered so far */
+    uint64_t generation;   /* under lock: snapshots offered so far */
+    uint64_t offered_ms;   /* under lock: when the newest was offered (monotonic) */
+    uint64_t asked_ms;     /* under lock: when a snapshot was last asked for; 0: none in flight */
+    _Atomic unsigned open; /* connections open (invariant 5) */
     http_health_fn health;
     void *health_ctx;
 };
+
+static uint64_t http_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
 
 void http_server_offer(http_server_t *s, const char *text, size_t len)
 {
@@ -80,18 +103,43 @@ void http_server_offer(http_server_t *s, const char *text, size_t len)
     s->text = copy;
     s->len = len;
     s->generation++;
+    s->offered_ms = http_now_ms();
+    s->asked_ms = 0;
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
+}
+
+/* A copy of the newest snapshot (s->lock held), *len its length; NULL when there is none. */
+static char *http_copy_locked(const http_server_t *s, size_t *len)
+{
+    char *copy = s->text != NULL ? malloc(s->len + 1) : NULL;
+    if (copy != NULL) {
+        memcpy(copy, s->text, s->len + 1);
+        *len = s->len;
+    }
+    return copy;
 }
 
 /* A copy of the snapshot after asking for a fresh one (invariant 2); NULL when there is none.
  * *fresh: 1 when the owner offered one after the request. */
 static char *http_snapshot(http_server_t *s, size_t *len, int *fresh)
 {
+    uint64_t now = http_now_ms();
     pthread_mutex_lock(&s->lock);
     uint64_t before = s->generation;
+    int young = s->text != NULL && now - s->offered_ms < HTTP_REUSE_MS;
+    int ask = !young && (s->asked_ms == 0 || now - s->asked_ms >= HTTP_FRESH_WAIT_MS);
+    if (ask)
+        s->asked_ms = now != 0 ? now : 1;
+    if (young) { /* invariant 2 */
+        char *copy = http_copy_locked(s, len);
+        pthread_mutex_unlock(&s->lock);
+        *fresh = 1;
+        return copy;
+    }
     pthread_mutex_unlock(&s->lock);
-    s->refresh(s->ctx);
+    if (ask)
+        s->refresh(s->ctx);
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += HTTP_FRESH_WAIT_MS / 1000;
@@ -106,11 +154,7 @@ static char *http_snapshot(http_server_t *s, size_t *len, int *fresh)
             break;
     }
     *fresh = s->generation != before;
-    char *copy = s->text != NULL ? malloc(s->len + 1) : NULL;
-    if (copy != NULL) {
-        memcpy(copy, s->text, s->len + 1);
-        *len = s->len;
-    }
+    char *copy = http_copy_locked(s, len);
     pthread_mutex_unlock(&s->lock);
     return copy;
 }
@@ -193,6 +237,32 @@ static enum MHD_Result http_handle(void *cls, struct MHD_Connection *conn, const
     return http_send(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", text, len);
 }
 
+/* Invariant 5: a connection from elsewhere than 127.0.0.1 or ::1 is refused while only the
+ * local reserve is left. */
+static enum MHD_Result http_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+    http_server_t *s = cls;
+    static const uint8_t v6_loopback[16] = {[15] = 1};
+    int local = (addr->sa_family == AF_INET && addrlen >= sizeof(struct sockaddr_in) &&
+                 ((const struct sockaddr_in *)addr)->sin_addr.s_addr == htonl(INADDR_LOOPBACK)) ||
+                (addr->sa_family == AF_INET6 && addrlen >= sizeof(struct sockaddr_in6) &&
+                 memcmp(&((const struct sockaddr_in6 *)addr)->sin6_addr, v6_loopback, 16) == 0);
+    return local || atomic_load(&s->open) < HTTP_CONNECTIONS_MAX - HTTP_CONNECTIONS_LOCAL ? MHD_YES
+                                                                                          : MHD_NO;
+}
+
+static void http_notify(void *cls, struct MHD_Connection *conn, void **socket_ctx,
+                        enum MHD_ConnectionNotificationCode code)
+{
+    (void)conn;
+    (void)socket_ctx;
+    http_server_t *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED)
+        atomic_fetch_add(&s->open, 1);
+    else if (code == MHD_CONNECTION_NOTIFY_CLOSED)
+        atomic_fetch_sub(&s->open, 1);
+}
+
 /* libmicrohttpd's own messages go through the process's logger (redaction, JSON lines), the
  * 1st, 2nd, 4th, 8th ... of them: each names one client's connection, so a client opening
  * and dropping connections could otherwise write the log as fast as it connects. */
@@ -267,9 +337,10 @@ http_status_t http_server_start(const char *listen, http_refresh_fn refresh, voi
         flags |= MHD_USE_IPv6;
     /* the logger first: libmicrohttpd warns about every option that comes before it */
     s->mhd = MHD_start_daemon(
-        flags, (uint16_t)port, NULL, NULL, http_handle, s, MHD_OPTION_EXTERNAL_LOGGER, http_log,
-        NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_TIMEOUT,
-        HTTP_IDLE_S, MHD_OPTION_THREAD_POOL_SIZE, HTTP_THREADS, MHD_OPTION_CONNECTION_LIMIT,
+        flags, (uint16_t)port, http_accept, s, http_handle, s, MHD_OPTION_EXTERNAL_LOGGER, http_log,
+        NULL, MHD_OPTION_NOTIFY_CONNECTION, http_notify, s, MHD_OPTION_SOCK_ADDR,
+        (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_TIMEOUT, HTTP_IDLE_S,
+        MHD_OPTION_THREAD_POOL_SIZE, HTTP_THREADS, MHD_OPTION_CONNECTION_LIMIT,
         HTTP_CONNECTIONS_MAX, MHD_OPTION_PER_IP_CONNECTION_LIMIT, HTTP_CONNECTIONS_PER_IP,
         MHD_OPTION_END);
     if (s->mhd == NULL) {
@@ -280,6 +351,11 @@ http_status_t http_server_start(const char *listen, http_refresh_fn refresh, voi
     s->port = info != NULL && info->port != 0 ? info->port : port;
     *out = s;
     return HTTP_OK;
+}
+
+int http_server_port(const http_server_t *s)
+{
+    return s->port;
 }
 
 void http_server_health_set(http_server_t *s, http_health_fn health, void *ctx)

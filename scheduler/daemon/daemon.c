@@ -83,6 +83,12 @@ void daemon_publish_set(daemon_t *d, daemon_publish_fn publish, void *ctx)
     d->publish_ctx = ctx;
 }
 
+const char *daemon_model_name_fault(const char *name)
+{
+    codec_status_t st = codec_model_check(name);
+    return st == CODEC_OK ? NULL : codec_status_str(st);
+}
+
 const char *daemon_instance_id(const daemon_t *d)
 {
     return d->instance_id;

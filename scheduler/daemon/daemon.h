@@ -235,6 +235,11 @@ void daemon_max_payload_set(daemon_t *d, uint32_t bytes);
  * Until set: 1 MiB, NATS's default. */
 void daemon_reply_max_set(daemon_t *d, uint64_t bytes);
 
+/* The code word of the model rule (subjects.md) that `name` (borrowed) breaks, or NULL when it
+ * is a model name; a static string. What an owned-model list is checked against before
+ * anything opens. */
+const char *daemon_model_name_fault(const char *name);
+
 /* The instance id (22 characters of [0-9A-Za-z], random at create) that $SRV replies carry and
  * $SRV.<verb>.lanesched.<id> addresses. Constant for the daemon's life: safe from any thread. */
 const char *daemon_instance_id(const daemon_t *d);

@@ -75,9 +75,18 @@ daemon_status_t dirlock_acquire_wait(const char *dir, int (*wait)(void *ctx, uin
         log_write(LOG_ERROR, "cannot create the data directory %s: %s", dir, strerror(errno));
         return DAEMON_ESTORE;
     }
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        log_write(LOG_ERROR, "cannot open the data directory lock %s: %s", path, strerror(errno));
+    /* The lock file is written (its holder line): never through a link someone left there, and
+     * never anything but a regular file. */
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        int err = fd < 0 ? errno : EINVAL;
+        log_write(LOG_ERROR, "cannot open the data directory lock %s: %s", path,
+                  err == ELOOP    ? "it is a symbolic link (remove it)"
+                  : err == EINVAL ? "it is not a regular file (remove it)"
+                                  : strerror(err));
+        if (fd >= 0)
+            close(fd);
         return DAEMON_ESTORE;
     }
     for (unsigned tries = 0; wait != NULL && flock(fd, LOCK_EX | LOCK_NB) != 0; tries++) {

@@ -30,6 +30,7 @@
 #include "scheduler/nats/front.h"
 #include "scheduler/nats/lease_kv.h"
 
+#include "common/keyfile.h"
 #include "common/log.h"
 #include "common/url.h"
 #include "common/usage.h"
@@ -184,7 +185,8 @@ static int parse_u32(const char *name, const char *v, uint32_t *out)
     char *end;
     errno = 0;
     unsigned long long x = strtoull(v, &end, 10);
-    if (errno != 0 || *end != '\0' || end == v || x > UINT32_MAX) {
+    /* strtoull takes "-1" as 2^64 - 1 and "-18446744073709551615" as 1: no sign is a number here */
+    if (errno != 0 || *end != '\0' || end == v || x > UINT32_MAX || strchr(v, '-') != NULL) {
         fprintf(stderr, "lanesched: --%s: '%s' is not a number up to %u\n", name, v, UINT32_MAX);
         return -1;
     }
@@ -222,7 +224,7 @@ static int parse_slo(const char *v, daemon_config_t *cfg)
         errno = 0;
         unsigned long long ms = strtoull(num, &end, 10);
         if ((eq != NULL && w[0] == '\0') || errno != 0 || end == num || *end != '\0' ||
-            num[0] == '-' || ms == 0 || ms > UINT32_MAX) {
+            strchr(num, '-') != NULL || ms == 0 || ms > UINT32_MAX) {
             fprintf(stderr,
                     "lanesched: --slo-ms: want MS or MODEL=MS (MS > 0), comma separated; "
                     "got '%s'\n",
@@ -260,7 +262,7 @@ static int parse_u64(const char *name, const char *v, uint64_t *out)
     char *end;
     errno = 0;
     unsigned long long x = strtoull(v, &end, 10);
-    if (errno != 0 || *end != '\0' || end == v || v[0] == '-') {
+    if (errno != 0 || *end != '\0' || end == v || strchr(v, '-') != NULL) {
         fprintf(stderr, "lanesched: --%s: '%s' is not a number\n", name, v);
         return -1;
     }
@@ -338,8 +340,9 @@ static int config_queue_age(const char **v, daemon_config_t *cfg)
     const char *comma = strchr(text, ',');
     size_t n = comma != NULL ? (size_t)(comma - text) : strlen(text);
     uint32_t ms = 0;
-    snprintf(first, sizeof(first), "%.*s", (int)(n < sizeof(first) - 1 ? n : sizeof(first) - 1),
-             text);
+    if (n >= sizeof(first)) /* longer than any number up to 2^32: never cut to one */
+        goto bad;
+    snprintf(first, sizeof(first), "%.*s", (int)n, text);
     if (parse_u32("queue-max-age-ms", first, &ms) != 0 || ms == 0)
         goto bad;
     cfg->limits.queue_age_ms = ms;
@@ -349,7 +352,8 @@ static int config_queue_age(const char **v, daemon_config_t *cfg)
         end = end != NULL ? end : p + strlen(p);
         char *stop = NULL;
         errno = 0;
-        unsigned long long x = eq != NULL && eq < end && eq > p ? strtoull(eq + 1, &stop, 10) : 0;
+        unsigned long long x =
+            eq != NULL && eq < end && eq > p && eq[1] != '-' ? strtoull(eq + 1, &stop, 10) : 0;
         if (x == 0 || x > UINT32_MAX || errno != 0 || stop != end)
             goto bad;
         p = *end == ',' ? end + 1 : end;
@@ -430,6 +434,32 @@ static int main_list_ok(const char *flag, const char *list, const char *unset_me
     return 0;
 }
 
+/* Every model --models names follows the model rule (subjects.md; codec_model_check): each
+ * becomes a subscription subject, and a wildcard there ('>') would claim other instances' models
+ * while a space or an empty token failed only once the store was open and NATS connected. */
+static int main_models_ok(const char *list)
+{
+    char *copy = list != NULL ? strdup(list) : NULL;
+    if (list != NULL && copy == NULL)
+        return 0;
+    int ok = 1;
+    char *save = NULL;
+    for (char *m = copy != NULL ? strtok_r(copy, ",", &save) : NULL; m != NULL && ok;
+         m = strtok_r(NULL, ",", &save)) {
+        const char *fault = daemon_model_name_fault(m);
+        if (fault != NULL) {
+            fprintf(stderr,
+                    "lanesched: --models: '%s' is not a model name (%s: one or more subject "
+                    "tokens joined by '.', none empty, no '*', '>', space or control "
+                    "character)\n",
+                    m, fault);
+            ok = 0;
+        }
+    }
+    free(copy);
+    return ok;
+}
+
 /* The daemon's inbox prefix when it is its own: nats.c's "_INBOX" is every default client's,
  * so answers under it are never refused as the daemon's (codec_reply_subject_check). */
 static const char *main_own_inbox(const char *prefix)
@@ -469,18 +499,17 @@ static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc
         return -1;
     }
     fc->tls_url = (url_flags & URL_TLS) != 0;
-    const struct {
-        const char *flag, *path;
-    } files[] = {{"creds", fc->creds_file},
-                 {"tls-ca", fc->tls_ca},
-                 {"tls-cert", fc->tls_cert},
-                 {"tls-key", fc->tls_key}};
-    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) { /* invariant 5 */
-        if (files[i].path != NULL && access(files[i].path, R_OK) != 0) {
-            fprintf(stderr, "lanesched: --%s %s: cannot read it: %s\n", files[i].flag,
-                    files[i].path, strerror(errno));
-            return -1;
-        }
+    static const char *const labels[] = {"--creds", "--tls-ca", "--tls-cert", "--tls-key"};
+    const char *const paths[] = {fc->creds_file, fc->tls_ca, fc->tls_cert, fc->tls_key};
+    char bad[320];
+    if (keyfile_check_list(labels, paths, 4, bad, sizeof(bad)) != 0) { /* invariant 5 */
+        fprintf(stderr, "lanesched: %s\n", bad);
+        return -1;
+    }
+    if ((fc->tls_cert == NULL) != (fc->tls_key == NULL)) {
+        fprintf(stderr, "lanesched: --tls-cert and --tls-key go together (a client certificate "
+                        "and its key)\n");
+        return -1;
     }
     if (fc->inbox_prefix != NULL && !main_subject_ok(fc->inbox_prefix)) {
         fprintf(stderr, "lanesched: --inbox-prefix must be a subject without wildcards, e.g. "
@@ -503,6 +532,11 @@ static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc
         return -1;
     }
     cfg->durability_power = strcmp(dur, "power") == 0;
+    if (cfg->store_memory && cfg->durability_power) {
+        fprintf(stderr, "lanesched: --durability power needs the disk store: --store memory "
+                        "keeps nothing across a crash\n");
+        return -1;
+    }
     const char *psync = flag_value(v, "power-sync");
     if (strcmp(psync, "files") != 0 && strcmp(psync, "fs") != 0) {
         fprintf(stderr, "lanesched: --power-sync must be files or fs, not '%s'\n", psync);
@@ -556,7 +590,7 @@ static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc
     if (config_limits(v, &cfg->limits) != 0 || config_queue_age(v, cfg) != 0)
         return -1;
     cfg->allow_models = flag_value(v, "allow-models");
-    if (!main_list_ok("models", cfg->models, "every model") ||
+    if (!main_list_ok("models", cfg->models, "every model") || !main_models_ok(cfg->models) ||
         !main_list_ok("allow-models", cfg->allow_models, "any model"))
         return -1;
     if (!main_subject_ok(cfg->prefix) || strlen(cfg->prefix) > DAEMON_PREFIX_MAX) {
@@ -584,6 +618,13 @@ static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc
     if (cfg->dead_after_ms == 0 || cfg->ack_wait_ms == 0 || cfg->heartbeat_ms == 0) {
         fprintf(stderr, "lanesched: --heartbeat-ms, --dead-after-ms and --ack-wait-ms must be "
                         "greater than 0\n");
+        return -1;
+    }
+    if (cfg->dead_after_ms <= cfg->heartbeat_ms) {
+        fprintf(stderr,
+                "lanesched: --dead-after-ms (%u) must be longer than --heartbeat-ms (%u): a "
+                "consumer heartbeating on time would be declared dead between two heartbeats\n",
+                cfg->dead_after_ms, cfg->heartbeat_ms);
         return -1;
     }
     return 0;
@@ -774,7 +815,9 @@ int main(int argc, char **argv)
         }
         daemon_metrics_sink_set(d, main_metrics_offer, http);
         http_server_health_set(http, main_health, &health_front);
-        log_write(LOG_INFO, "Prometheus metrics on http://%s/metrics", listen);
+        log_write(LOG_INFO, "Prometheus metrics on port %d (--metrics-listen %s)%s",
+                  http_server_port(http), listen,
+                  listen[0] == ':' ? ": every address of this host" : "");
     }
     if (nats_Open(-1) != NATS_OK) {
         log_write(LOG_ERROR, "cannot initialise the NATS library");

@@ -377,8 +377,19 @@ static store_status_t rec_list_files(disk_t *d, rec_listing_t *l)
                      de->d_name);
             continue;
         }
-        int sfd = openat(d->seg_dir_fd, de->d_name, O_RDONLY | O_CLOEXEC);
+        /* Only a regular file is opened: a FIFO's open blocks until a writer comes (a start that
+         * hung, deaf to SIGTERM), and a link could make another file a segment. Anything else
+         * with a segment's name is set aside as a damaged one is. */
         struct stat sb;
+        int regular = fstatat(d->seg_dir_fd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+                      S_ISREG(sb.st_mode);
+        if (!regular)
+            disk_log(d, STORE_LOG_WARN,
+                     "%s/segments/%s is not a regular file (a link, FIFO, socket, device or "
+                     "directory)",
+                     d->dir, de->d_name);
+        int sfd =
+            regular ? openat(d->seg_dir_fd, de->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
         uint8_t hdr[SEG_HEADER_FIXED + SEG_MODEL_MAX + SEG_ALIGN];
         ssize_t r = -1;
         if (sfd >= 0 && fstat(sfd, &sb) == 0)

@@ -176,6 +176,17 @@ case_lock() {
     daemon_start third --server "nats://127.0.0.1:$port" --data-dir "$WORK/data"
     wait_for "a daemon after the holder was killed" 20 ready third
     say "after SIGKILL of the holder the directory is taken again"
+    # a lock file that is a link: refused, and what it points to is not written
+    mkdir -p "$WORK/linked"
+    echo keep >"$WORK/victim"
+    ln -s "$WORK/victim" "$WORK/linked/lanesched.lock"
+    rc=0
+    timeout 10 "$BIN/lanesched" --server "nats://127.0.0.1:$port" --data-dir "$WORK/linked" \
+        2>"$WORK/linked.log" || rc=$?
+    [ $rc = 1 ] || fail "a linked lock file: exit $rc, not 1"
+    [ "$(cat "$WORK/victim")" = keep ] || fail "the lock file's link target was written"
+    grep -q "it is a symbolic link" "$WORK/linked.log" || fail "linked lock: $(cat "$WORK/linked.log")"
+    say "a lock file that is a symbolic link: refused, its target untouched"
 }
 
 case_start_before_nats() {
@@ -363,8 +374,11 @@ case_cli_errors() {
         fail "lanesched-bench: $(cat "$WORK/err.log")"
     # values the daemon can check before it opens the store or connects: exit 2 naming the flag
     # (a server that refuses: a daemon that got further would say so instead)
-    local bad want
+    local bad want n=0
+    mkfifo "$WORK/fifo"
+    : >"$WORK/empty"
     while IFS='|' read -r bad want; do
+        n=$((n + 1))
         rc=0
         eval "timeout 5 \"\$BIN/lanesched\" --server nats://127.0.0.1:1 --data-dir \"\$WORK/d\" $bad" \
             2>"$WORK/err.log" || rc=$?
@@ -379,9 +393,19 @@ case_cli_errors() {
 --metrics-listen 9471|--metrics-listen 9471: not an ADDR:PORT
 --creds /nonexistent/x.creds|--creds /nonexistent/x.creds: cannot read it
 --tls-ca /nonexistent/ca.pem|--tls-ca /nonexistent/ca.pem: cannot read it
+--creds $WORK/fifo|not a regular file (a FIFO)
+--creds /dev/zero|not a regular file (a device)
+--tls-key $WORK/empty|--tls-cert and --tls-key go together
+--models 'a,>'|--models: '>' is not a model name
+--models 'a b'|--models: 'a b' is not a model name
+--hold-ms -18446744073709551615|--hold-ms: '-18446744073709551615' is not a number
+--queue-max-age-ms 0000000000000000000000000000001garbage|--queue-max-age-ms takes MS
+--queue-max-age-ms 1000,m=-5|--queue-max-age-ms takes MS
+--heartbeat-ms 60000 --dead-after-ms 2000|--dead-after-ms (2000) must be longer than --heartbeat-ms (60000)
+--store memory --durability power|--durability power needs the disk store
 BAD
     say "7 binaries: --version $version, one wording for unknown flags and commands;" \
-        "7 bad daemon values refused before the store opens"
+        "$n bad daemon values refused before the store opens"
 }
 
 case_bad_urls() {

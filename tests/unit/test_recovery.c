@@ -1434,6 +1434,33 @@ static void test_segment_with_garbage_header_is_quarantined(void **state)
     assert_true(rig_logged(r, STORE_LOG_WARN, "quarantine holds 1 file an earlier start", NULL));
 }
 
+/* A FIFO, or a link, named as a segment or a journal file is never opened: a FIFO's open blocks
+ * until a writer comes, and a start hung there, deaf to SIGTERM. The segment-named one is set
+ * aside as a damaged segment is, the journal-named one is left and said; every item is back. */
+static void test_files_that_are_not_regular_are_never_opened(void **state)
+{
+    rig_t *r = rig_new(state, SMALL_SEGMENT, STORE_DURABLE_PROCESS);
+    rig_populate(r);
+    rig_crash(r);
+    char fifo[160], link[160], jfifo[160], moved[200];
+    snprintf(fifo, sizeof(fifo), "%s/segments/%016x.seg", r->dir, 0x7ffff0u);
+    snprintf(link, sizeof(link), "%s/segments/%016x.seg", r->dir, 0x7ffff1u);
+    snprintf(jfifo, sizeof(jfifo), "%s/journal/%016x.jnl", r->dir, 0x7ffff2u);
+    assert_int_equal(mkfifo(fifo, 0644), 0);
+    assert_int_equal(symlink("/etc/hostname", link), 0);
+    assert_int_equal(mkfifo(jfifo, 0644), 0);
+    alarm(20); /* a blocking open fails the test instead of hanging it */
+    rig_reopen(r);
+    alarm(0);
+    assert_int_equal(r->rep.quarantined_files, 2);
+    snprintf(moved, sizeof(moved), "%s/quarantine/%016x.seg", r->dir, 0x7ffff0u);
+    assert_true(path_exists(moved));
+    assert_false(path_exists(fifo));
+    assert_true(path_exists(jfifo));
+    assert_true(rig_logged(r, STORE_LOG_WARN, "segments/", "not a regular file", NULL));
+    assert_true(rig_logged(r, STORE_LOG_WARN, "journal/", "not a regular file", NULL));
+}
+
 /* ---- what the index keeps ------------------------------------------------------------------ */
 
 static uint32_t target_of(store_t *s, int lane, int *found)
@@ -2427,6 +2454,7 @@ int main(void)
         cmocka_unit_test_teardown(test_rename_fault_setting_damaged_index_aside_fails_open_cleanly,
                                   rig_teardown),
         cmocka_unit_test_teardown(test_missing_segment_file_is_reported_exactly, rig_teardown),
+        cmocka_unit_test_teardown(test_files_that_are_not_regular_are_never_opened, rig_teardown),
         cmocka_unit_test_teardown(test_segment_with_garbage_header_is_quarantined, rig_teardown),
         cmocka_unit_test_teardown(test_lane_targets_survive_reopen, rig_teardown),
         cmocka_unit_test_teardown(test_lane_target_of_empty_lane_survives_reopen, rig_teardown),
