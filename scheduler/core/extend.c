@@ -28,7 +28,9 @@
  *      the last lane may be taken in part: its front, as many items as the contract still fits.
  *      The batch then goes full, which the budget would otherwise wait for; the rest of the lane
  *      keeps its order, and the rejection of parts below is about saving a batch, which a full
- *      one does not need.
+ *      one does not need. Each lane is credited as in 4 (its items' share of a full batch, or
+ *      its due credit), times EXTEND_FULL_CREDIT: a lane of one young item left out waits for
+ *      company of its own, so merging it saves a share of a batch, not a batch.
  *   6. A neighbouring lane is judged from its tokens and delivery counts (store_peek_tokens,
  *      which the disk store answers from memory); its entries are read only once it is taken.
  *      Most lanes looked at are not taken, and reading an entry is a cache miss or more.
@@ -107,7 +109,10 @@ static sched_status_t extend_copy(struct sched *s, size_t *used, size_t from, si
  * with this share of the fixed cost: less leaves a long queue behind due batches at high load,
  * more spends GPU time on padding at every budget (`lanesched-bench sweep --preset steady
  * --prefixes --slo-ms 5000`, `sim --preset P --prefixes --slo-ms 1000|5000`; docs/policy.md,
- * "The wait budget"). */
+ * "The wait budget"). It scales each lane's own credit (invariant 5), not the whole fixed cost:
+ * where a token is cheap against the fixed cost, a whole fixed cost per lane padded batches to
+ * full with lanes of one or two young items, for more GPU time than the tuned buckets (`sim
+ * --preset steady --slo-ms 5000 --ns-per-token 1000 --seed 42|1|7`; docs/policy.md). */
 #define EXTEND_FULL_CREDIT 0.45
 
 /* The cost a merge of n_add items padded to pad_add is judged at (into *out, returned): the
@@ -150,7 +155,8 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
     packer_cost_t credited = *worker;
     const sched_model_t *model = s->models[shape->model_idx];
     int budget = model->slo_ns != 0 && !full;
-    uint64_t now = full ? 0 : s->fill_now_ns; /* how long a lane's front waited; load */
+    int priced = model->slo_ns != 0; /* each lane credited by its share (invariants 4, 5) */
+    uint64_t now = s->fill_now_ns;   /* how long a lane's front waited; load */
     credited.fixed_ns *=
         full     ? EXTEND_FULL_CREDIT
         : budget ? 1.0
@@ -192,7 +198,7 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
                 continue;
             }
             est[d] = packer_merge_saving(
-                extend_credit(cost, k, budget, cand[d].queued_items, pad_c, 0.0, &lane_cost[d]), n,
+                extend_credit(cost, k, priced, cand[d].queued_items, pad_c, 0.0, &lane_cost[d]), n,
                 pad, cand[d].queued_items, pad_c);
         }
         int d = !open[0] ? 1 : !open[1] ? 0 : est[1] > est[0];
@@ -243,7 +249,7 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
         /* a lane whose oldest item is due goes now in any case: its own batch would be as
          * small as it is (invariant 4) */
         double waited = 0.0; /* read by the budget's credit alone */
-        if (budget) {
+        if (priced) {
             uint64_t due_ns = model->due_ns, first = 0;
             int any = got != 0 && store_queue_oldest(s->store, cand[d].user, &first);
             waited = !any || first <= shape->drain_ns || first + due_ns <= now ? 1.0
@@ -251,7 +257,7 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
                                    : 0.0;
         }
         if (!fits ||
-            packer_merge_saving(extend_credit(cost, k, budget, got, pad_c, waited, &lane_cost[d]),
+            packer_merge_saving(extend_credit(cost, k, priced, got, pad_c, waited, &lane_cost[d]),
                                 n, pad, got, pad_c) <= 0.0) {
             if (d == 1)
                 open[1] = 0; /* longer lanes only cost more */

@@ -332,6 +332,30 @@ static void test_a_cold_shape_goes_within_the_budget(void **state)
     fixture_free(f);
 }
 
+/* Filling a batch to the contract under a budget credits each lane taken along with its own
+ * share of a full batch (extend.c invariant 5), not a share of the whole fixed cost: where a token
+ * is cheap (0.5 us against 5 ms a batch), a lane of one young item is left to wait for company
+ * of its own instead of padding 31 items by 104 tokens each to make the batch full. */
+static void test_a_young_lane_does_not_pad_a_batch_to_full(void **state)
+{
+    (void)state;
+    sched_config_t cfg = {
+        .policy = SCHED_POLICY_LANES, .starvation_ns = 20 * MS, .slo_ns = 5 * SEC};
+    sched_worker_config_t wc = {5000, 500, 1};
+    fixture_t *f = sched_fx_create(cfg, &wc);
+    for (int i = 0; i < 31; i++) { /* one lane, arriving 10 ms apart: company is expected */
+        f->now += 10 * MS;
+        submit_to(f, "m", 1, 400, 0, 0);
+    }
+    f->now += 10 * MS;
+    submit_to(f, "m", 1, 500, 0, 0); /* a lane of its own, young */
+    sched_batch_t b;
+    assert_int_equal(drain_as(f, "m", f->worker, &b), 0); /* waits for company */
+    f->now += 3500 * MS; /* the first item is due: it goes, with what fits */
+    assert_true(drain_as(f, "m", f->worker, &b) >= 31);
+    fixture_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -345,6 +369,7 @@ int main(void)
         cmocka_unit_test(test_held_fill_waits_for_arrivals),
         cmocka_unit_test(test_prefix_charged_on_a_miss_and_the_shape_drains),
         cmocka_unit_test(test_a_cold_shape_goes_within_the_budget),
+        cmocka_unit_test(test_a_young_lane_does_not_pad_a_batch_to_full),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
