@@ -299,7 +299,7 @@ func TestSubmitRetriesSameIDs(t *testing.T) {
 }
 
 func TestDeclaredDeadRegistersAgain(t *testing.T) {
-	e := startEnv(t, "--dead-after-ms", "1500")
+	e := startEnv(t, "--dead-after-ms", "1500", "--heartbeat-ms", "300")
 	c := e.client(Options{})
 	k, err := c.Consumer(ctxT(t, 10*time.Second), ConsumerOptions{Model: "llama", MaxBatchSize: 8, MaxBatchTokens: 4096,
 		Heartbeat: -1, PullExpires: 3 * time.Second})

@@ -364,6 +364,20 @@ case_cli_errors() {
         [ "$(cat "$WORK/err.log")" = "$b: unknown flag '--no-such-flag' (see $b --help)" ] ||
             fail "$b: $(cat "$WORK/err.log")"
     done
+    # the tools' values that overflowed a period, a sleep or this process's memory
+    local tool want
+    while IFS='|' read -r tool want; do
+        rc=0
+        eval "LANESCHED_SERVER=nats://127.0.0.1:1 timeout 5 \"\$BIN/\"$tool" 2>"$WORK/err.log" || rc=$?
+        [ $rc != 0 ] && [ $rc != 124 ] || fail "$tool exited $rc"
+        grep -qF -- "$want" "$WORK/err.log" || fail "$tool: $(cat "$WORK/err.log")"
+    done <<'TOOLS'
+lanesched-produce --model m --rate 1e-300|--rate: "1e-300" is not 0 or a number from
+lanesched-consume --model m --work-us-per-token 1e300|--work-us-per-token: "1e300" is not 0 or a number
+lanesched-produce --model m --payload-bytes 2147483647|--payload-bytes
+lanesched-ctl --creds /dev/zero stats|--creds /dev/zero: not a regular file (a device)
+lanesched-bench sweep --loads ,|--loads names no load
+TOOLS
     local rc=0
     timeout 5 "$BIN/lanesched-ctl" --server nats://127.0.0.1:1 frobnicate 2>"$WORK/err.log" || rc=$?
     [ $rc = 2 ] || fail "lanesched-ctl frobnicate exited $rc"

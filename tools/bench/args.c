@@ -221,6 +221,8 @@ static int args_loads(const char *list, double *loads, size_t *n)
         }
         loads[(*n)++] = v;
     }
+    if (*n == 0)
+        fprintf(stderr, "lanesched-bench: --loads names no load (e.g. --loads 40,60,80)\n");
     return *n > 0 ? 0 : -1;
 }
 

@@ -212,8 +212,10 @@ bool cli_double_parse(const char *flag, const char *text, double *out)
     char *end = NULL;
     errno = 0;
     double v = strtod(text, &end);
-    if (errno != 0 || end == text || *end != '\0' || !isfinite(v) || v < 0) {
-        fprintf(stderr, "%s: \"%s\" is not a number >= 0\n", flag, text);
+    if (errno != 0 || end == text || *end != '\0' || !isfinite(v) ||
+        (v != 0 && (v < CLI_DOUBLE_MIN || v > CLI_DOUBLE_MAX))) {
+        fprintf(stderr, "%s: \"%s\" is not 0 or a number from %g to %g\n", flag, text,
+                CLI_DOUBLE_MIN, CLI_DOUBLE_MAX);
         return false;
     }
     *out = v;

@@ -53,7 +53,11 @@ void cli_unknown(const char *arg);
 bool cli_u64_parse(const char *flag, const char *text, uint64_t min, uint64_t max,
                    uint64_t *out /* out */);
 
-/* Parses a finite number >= 0; false (after a message naming flag) otherwise. */
+/* Parses 0 or a number from CLI_DOUBLE_MIN to CLI_DOUBLE_MAX (a rate, a time per token: beyond
+ * them a period or a sleep overflows its nanoseconds); false (after a message naming flag)
+ * otherwise. */
+#define CLI_DOUBLE_MIN 1e-6
+#define CLI_DOUBLE_MAX 1e9
 bool cli_double_parse(const char *flag, const char *text, double *out /* out */);
 
 /* Sleeps ns nanoseconds (resuming after signals unless cli_stop is set). */

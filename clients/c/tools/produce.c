@@ -51,6 +51,9 @@
 #define DEFAULT_WINDOW     16u
 #define MAX_BATCH          100000u
 #define MAX_REASONS        32
+/* --payload-bytes at most: the largest max_payload a NATS server takes (64 MiB); a larger payload
+ * could only be refused, after this process built it. */
+#define PRODUCE_PAYLOAD_MAX (64u << 20)
 
 typedef struct {
     lc_client_config_t conn;
@@ -220,7 +223,8 @@ static int produce_args_parse(int argc, char **argv, produce_opts_t *o)
             if (rc < 0 || !cli_u64_parse("--seed", v, 0, UINT64_MAX, &o->seed))
                 return -1;
         } else if ((rc = cli_flag_value(argc, argv, &i, "--payload-bytes", &v)) != 0) {
-            if (rc < 0 || !cli_u64_parse("--payload-bytes", v, 0, INT32_MAX, &o->payload_bytes))
+            if (rc < 0 ||
+                !cli_u64_parse("--payload-bytes", v, 0, PRODUCE_PAYLOAD_MAX, &o->payload_bytes))
                 return -1;
             o->has_payload_bytes = true;
         } else if ((rc = cli_flag_value(argc, argv, &i, "--payload", &v)) != 0) {
