@@ -1,8 +1,8 @@
 /*
  * keyfile.h - the check of a credentials, certificate or key file a flag names, before nats.c
  * reads it: nats.c 3.4 reads such a file whole with no bound and no timeout, so a FIFO named
- * there blocked a start forever (deaf to SIGTERM, past --connect-wait-ms) and /dev/zero grew the
- * process to gigabytes before failing.
+ * there would block a start forever (deaf to SIGTERM, past --connect-wait-ms) and a device such
+ * as /dev/zero grow the process without bound.
  *
  * Ownership: every pointer is borrowed for the call.
  */

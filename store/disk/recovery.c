@@ -377,9 +377,9 @@ static store_status_t rec_list_files(disk_t *d, rec_listing_t *l)
                      de->d_name);
             continue;
         }
-        /* Only a regular file is opened: a FIFO's open blocks until a writer comes (a start that
-         * hung, deaf to SIGTERM), and a link could make another file a segment. Anything else
-         * with a segment's name is set aside as a damaged one is. */
+        /* Only a regular file is opened: a FIFO's open blocks until a writer comes (the start
+         * would hang, deaf to SIGTERM), and a link could make another file a segment. Anything
+         * else with a segment's name is set aside as a damaged one is. */
         struct stat sb;
         int regular = fstatat(d->seg_dir_fd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
                       S_ISREG(sb.st_mode);
