@@ -5,8 +5,9 @@
  *   1. Nothing is opened: a FIFO's open would block until a writer came, which is the fault
  *      guarded against; stat() and access() decide.
  *
- * Rejected: reading the file here and handing nats.c the bytes (natsOptions_SetUserCredentials-
- * Callbacks): one more code path per file kind, for what a size and type check already bounds.
+ * Rejected: reading the file here and handing nats.c the bytes
+ * (natsOptions_SetUserCredentialsCallbacks): one more code path per file kind, for what a size
+ * and type check already bounds.
  */
 #include "common/keyfile.h"
 
