@@ -10,8 +10,8 @@
  *      most HTTP_REUSE_MS before it or for it, or, when the owner is busy or not running yet,
  *      with the newest older one (503 until the first exists). At most one request for a
  *      snapshot is in flight, and none while the newest is younger than HTTP_REUSE_MS: however
- *      many clients scrape, the owner builds at most one text per HTTP_REUSE_MS for them, and
- *      its NATS service does not slow with their number (docs/operations.md).
+ *      many clients scrape, the owner builds at most one text per HTTP_REUSE_MS for them: its
+ *      time for NATS does not shrink with their number (docs/operations.md).
  *   3. Only GET and HEAD of /metrics, /livez, /healthz (and / pointing at them) are served;
  *      every other path is 404, every other method 405, a request announcing a body 413, and
  *      a request body is never read: the refusal goes out when the headers are in.
