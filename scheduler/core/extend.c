@@ -173,7 +173,6 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
     if (b->dead_letter || !lanes_sorted_pos(shape->lanes, b->lane, &pos))
         return SCHED_OK;
     const packer_contract_t *k = &c->contract;
-    uint32_t runs = packer_contract_runs(k); /* a prefix is a claim (fill.c) */
     size_t n = b->n, used = 0;
     uint32_t pad = b->pad_to;
     uint64_t real = b->real_tokens;
@@ -290,8 +289,7 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
         n += got;
         pad = pad_m;
         real += add_real;
-        if (add_prefix > runs)
-            add_prefix = runs;
+        add_prefix = packer_prefix_priced(k, add_prefix); /* a claim (fill.c) */
         if (add_prefix > b->prefix_tokens)
             b->prefix_tokens = add_prefix;
         b->lanes++;

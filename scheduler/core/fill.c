@@ -116,14 +116,13 @@ static sched_status_t fill_lane_pack(sched_t *s, const sched_consumer_t *consume
         s->store_status = STORE_ESTALE;
         return SCHED_ESTORE;
     }
-    uint32_t prefix = 0, runs = packer_contract_runs(&consumer->contract);
+    uint32_t prefix = 0;
     for (size_t i = 0; i < pr.count; i++) {
         s->scratch.lane_of[i] = lane_id;
         if (s->scratch.views[i].prefix_tokens > prefix)
             prefix = s->scratch.views[i].prefix_tokens;
     }
-    if (prefix > runs) /* a claim: priced at what the worker runs at most (above) */
-        prefix = runs;
+    prefix = packer_prefix_priced(&consumer->contract, prefix); /* a claim (above) */
     s->filled = (sched_batch_t){
         .batch_id = 0, /* given when the batch is final (sched_fill) */
         .model_view = model->name,

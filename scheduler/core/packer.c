@@ -65,6 +65,12 @@ uint32_t packer_contract_runs(const packer_contract_t *contract)
                                                                    : contract->max_batch_tokens;
 }
 
+uint32_t packer_prefix_priced(const packer_contract_t *contract, uint32_t prefix)
+{
+    uint32_t runs = packer_contract_runs(contract);
+    return prefix < runs ? prefix : runs;
+}
+
 double packer_merge_saving(const packer_cost_t *cost, uint64_t n, uint32_t pad, uint64_t n_add,
                            uint32_t pad_add)
 {

@@ -357,6 +357,28 @@ static void rec_listing_free(rec_listing_t *l)
 }
 
 /* Lists the segment files and reads their headers; changes nothing. */
+/* Only a regular file is opened: a FIFO's blocking open waits for a writer (the start would
+ * hang, deaf to SIGTERM), and a link could make another file a segment. The fstatat keeps
+ * devices and sockets from being opened at all; O_NONBLOCK and the fstat of the descriptor
+ * cover a FIFO or link swapped in after it. */
+int rec_open_regular(int dirfd, const char *name, int *regular, struct stat *sb)
+{
+    *regular = 0;
+    if (fstatat(dirfd, name, sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb->st_mode))
+        return -1;
+    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) {
+        *regular = errno != ELOOP;
+        return -1;
+    }
+    if (fstat(fd, sb) != 0 || !S_ISREG(sb->st_mode)) {
+        close(fd);
+        return -1;
+    }
+    *regular = 1;
+    return fd;
+}
+
 static store_status_t rec_list_files(disk_t *d, rec_listing_t *l)
 {
     int fd = dup(d->seg_dir_fd);
@@ -377,23 +399,16 @@ static store_status_t rec_list_files(disk_t *d, rec_listing_t *l)
                      de->d_name);
             continue;
         }
-        /* Only a regular file is opened: a FIFO's open blocks until a writer comes (the start
-         * would hang, deaf to SIGTERM), and a link could make another file a segment. Anything
-         * else with a segment's name is set aside as a damaged one is. */
+        int regular;
         struct stat sb;
-        int regular = fstatat(d->seg_dir_fd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
-                      S_ISREG(sb.st_mode);
-        if (!regular)
+        int sfd = rec_open_regular(d->seg_dir_fd, de->d_name, &regular, &sb);
+        if (!regular) /* set aside as a damaged segment is: it has a segment's name */
             disk_log(d, STORE_LOG_WARN,
                      "%s/segments/%s is not a regular file (a link, FIFO, socket, device or "
                      "directory)",
                      d->dir, de->d_name);
-        int sfd =
-            regular ? openat(d->seg_dir_fd, de->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
         uint8_t hdr[SEG_HEADER_FIXED + SEG_MODEL_MAX + SEG_ALIGN];
-        ssize_t r = -1;
-        if (sfd >= 0 && fstat(sfd, &sb) == 0)
-            r = pread(sfd, hdr, sizeof(hdr), 0);
+        ssize_t r = sfd >= 0 ? pread(sfd, hdr, sizeof(hdr), 0) : -1;
         if (sfd >= 0)
             close(sfd);
         seg_header_t h;

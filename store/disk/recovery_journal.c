@@ -74,9 +74,10 @@ store_status_t rec_journal_list(disk_t *d, rec_journal_t *j)
         }
         if (id >= d->next_segment_id) /* ids are drawn from the segments' counter */
             d->next_segment_id = id + 1;
-        struct stat sb; /* only a regular file is opened (recovery.c, rec_list_files) */
-        if (fstatat(dirfd(dir), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
-            !S_ISREG(sb.st_mode)) {
+        int regular;
+        struct stat sb;
+        int jfd = rec_open_regular(dirfd(dir), de->d_name, &regular, &sb);
+        if (!regular) {
             disk_log(d, STORE_LOG_WARN,
                      "ignoring %s/journal/%s: not a regular file (a link, FIFO, socket, device "
                      "or directory)",
@@ -84,7 +85,6 @@ store_status_t rec_journal_list(disk_t *d, rec_journal_t *j)
             continue;
         }
         uint8_t hdr[JNL_HEADER];
-        int jfd = openat(dirfd(dir), de->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         ssize_t r = jfd >= 0 ? pread(jfd, hdr, sizeof(hdr), 0) : -1;
         if (jfd >= 0)
             close(jfd);

@@ -1,12 +1,14 @@
 /*
  * recovery_scan_int.h - private to store/disk/recovery*.c: one segment file as recovery found it,
- * the state journal's records sorted per segment file (recovery_journal.c), and the scan that
- * queues its entries (recovery_scan.c), for recovery.c.
+ * the state journal's records sorted per segment file (recovery_journal.c), the scan that
+ * queues its entries (recovery_scan.c), for recovery.c, and how recovery opens a file it found.
  */
 #ifndef LANESCHED_RECOVERY_SCAN_INT_H
 #define LANESCHED_RECOVERY_SCAN_INT_H
 
 #include "store/disk/disk_int.h"
+
+#include <sys/stat.h>
 
 /* A journal record of a segment file, as the scan applies it: the rank of the state it names
  * (seg_state_rank) for the entry at offset of that length. */
@@ -45,6 +47,12 @@ typedef struct {
     uint64_t foreign_id;
     rec_jrec_t *recs; /* owned: every file's records, back to back */
 } rec_journal_t;
+
+/* Opens name in dirfd read-only if it is a regular file and returns the descriptor (returned to
+ * the caller to close), *sb (out) its fstat. -1 with *regular (out) 0: a link, FIFO, socket,
+ * device or directory, never left open; -1 with *regular 1: a regular file that could not be
+ * opened (errno). */
+int rec_open_regular(int dirfd, const char *name, int *regular, struct stat *sb);
 
 /* Lists the journal files and checks their headers' format; changes nothing. */
 store_status_t rec_journal_list(disk_t *d, rec_journal_t *j);

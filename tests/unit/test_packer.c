@@ -142,10 +142,23 @@ static void test_merge_saving_prices_the_padding_against_the_fixed_cost(void **s
     assert_true(packer_merge_saving(&free_batches, 1, 1000, 1, 992) < 0.0);
 }
 
+/* A prefix is the producer's claim: priced at what the contract's worker runs at most. */
+static void test_a_prefix_is_priced_at_what_the_worker_runs(void **state)
+{
+    (void)state;
+    packer_contract_t batch_only = {8, 4096, 0}, long_inputs = {8, 4096, 16384};
+    assert_int_equal(packer_prefix_priced(&batch_only, 1000), 1000);
+    assert_int_equal(packer_prefix_priced(&batch_only, 4096), 4096);
+    assert_int_equal(packer_prefix_priced(&batch_only, 100000), 4096);
+    assert_int_equal(packer_prefix_priced(&long_inputs, 100000), 16384);
+    assert_int_equal(packer_prefix_priced(&long_inputs, 0), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_merge_saving_prices_the_padding_against_the_fixed_cost),
+        cmocka_unit_test(test_a_prefix_is_priced_at_what_the_worker_runs),
         cmocka_unit_test(test_pad_multiple_is_8),
         cmocka_unit_test(test_pad_to_is_longest_in_batch_rounded_up_to_8),
         cmocka_unit_test(test_pad_to_ignores_longer_items_left_in_queue),

@@ -84,6 +84,15 @@ static bool tp_daemon_seen(const tp_phase_result_t *ph)
     return ph->ran && ph->daemon_cpu_s > 0;
 }
 
+/* The daemon's figure of a phase, or n/a where its process was not seen (tp_daemon_seen). */
+static void tp_daemon_print(const tp_phase_result_t *ph, const char *fmt, double figure)
+{
+    if (tp_daemon_seen(ph))
+        printf(fmt, figure);
+    else
+        printf("n/a");
+}
+
 static void tp_phase_print(const char *name, const tp_result_t *r, const tp_phase_result_t *p,
                            bool latency)
 {
@@ -101,8 +110,11 @@ static void tp_phase_print(const char *name, const tp_result_t *r, const tp_phas
         printf("  submit->ack p50 %.2f ms  p99 %.2f ms  max %.2f ms", p->lat_p50_ms, p->lat_p99_ms,
                p->lat_max_ms);
     printf("\n  %-12s read+write syscalls per item:", "");
-    if (lanes)
-        printf(" lanesched %.3f,", tp_per_item(p->daemon_syscalls, items));
+    if (lanes) {
+        printf(" lanesched ");
+        tp_daemon_print(p, "%.3f", tp_per_item(p->daemon_syscalls, items));
+        printf(",");
+    }
     printf(" nats-server %.3f; files created in the %s: ", tp_per_item(p->server_syscalls, items),
            lanes ? "data directory" : "JetStream store");
     double f = tp_files_rate(p);
@@ -211,23 +223,30 @@ void tp_result_print(const tp_result_t *r, const tp_opts_t *o)
             printf("  CPU s per M items (end to end): nats-server %.2f, bench clients %.2f\n",
                    tp_per_m(e->server_cpu_s, r->items), tp_per_m(e->client_cpu_s, r->items));
         double n = (double)r->items;
-        if (lanes)
-            printf("  context switches per item (end to end): lanesched %.3f (%.3f voluntary), "
-                   "nats-server %.3f (%.3f)\n",
-                   (double)e->daemon_ctxsw / n, (double)e->daemon_ctxsw_vol / n,
-                   (double)e->server_ctxsw / n, (double)e->server_ctxsw_vol / n);
-        else
+        if (lanes) {
+            printf("  context switches per item (end to end): lanesched ");
+            tp_daemon_print(e, "%.3f", (double)e->daemon_ctxsw / n);
+            printf(" (");
+            tp_daemon_print(e, "%.3f", (double)e->daemon_ctxsw_vol / n);
+            printf(" voluntary), nats-server %.3f (%.3f)\n", (double)e->server_ctxsw / n,
+                   (double)e->server_ctxsw_vol / n);
+        } else
             printf("  context switches per item (end to end): nats-server %.3f (%.3f voluntary)\n",
                    (double)e->server_ctxsw / n, (double)e->server_ctxsw_vol / n);
     }
     const tp_phase_result_t *s = &r->phase[TP_SUBMIT];
-    if (s->ran)
-        printf("  submit only: CPU s per M items %s %.2f%s%.2f, switches per item %.3f\n",
-               lanes ? "lanesched" : "nats-server",
-               tp_per_m(lanes ? s->daemon_cpu_s : s->server_cpu_s, r->items),
-               lanes ? ", nats-server " : ", bench clients ",
-               tp_per_m(lanes ? s->server_cpu_s : s->client_cpu_s, r->items),
-               (double)(lanes ? s->daemon_ctxsw : s->server_ctxsw) / (double)r->items);
+    if (s->ran && lanes) {
+        printf("  submit only: CPU s per M items lanesched ");
+        tp_daemon_print(s, "%.2f", tp_per_m(s->daemon_cpu_s, r->items));
+        printf(", nats-server %.2f, switches per item ", tp_per_m(s->server_cpu_s, r->items));
+        tp_daemon_print(s, "%.3f", (double)s->daemon_ctxsw / (double)r->items);
+        printf("\n");
+    } else if (s->ran) {
+        printf("  submit only: CPU s per M items nats-server %.2f, bench clients %.2f, switches "
+               "per item %.3f\n",
+               tp_per_m(s->server_cpu_s, r->items), tp_per_m(s->client_cpu_s, r->items),
+               (double)s->server_ctxsw / (double)r->items);
+    }
     tp_memory_print(r, lanes);
     printf("  items: %" PRIu64 " sent, lost %" PRIu64 ", duplicated %" PRIu64 ", failed %" PRIu64
            ", foreign %" PRIu64,
