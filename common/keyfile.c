@@ -1,5 +1,6 @@
 /*
- * keyfile.c - a credentials, certificate or key file checked before nats.c reads it (keyfile.h).
+ * keyfile.c - the credentials, certificate and key files checked before nats.c reads them, and
+ * the certificate and key paired (keyfile.h).
  *
  * Invariants:
  *   1. Nothing is opened: a FIFO's open would block until a writer came, which is the fault
@@ -17,39 +18,59 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int keyfile_check(const char *path, char *err, size_t cap)
+STATUS_STR(keyfile_status_str, keyfile_status_t, KEYFILE_STATUS_MAP, "unknown keyfile status")
+
+/* keyfile.h: set is not NULL and not empty. */
+static int keyfile_set(const char *path)
+{
+    return path != NULL && path[0] != '\0';
+}
+
+keyfile_status_t keyfile_check(const char *path, char *err, size_t cap)
 {
     struct stat sb;
     if (stat(path, &sb) != 0 || access(path, R_OK) != 0) {
-        snprintf(err, cap, "cannot read it: %s", strerror(errno));
-        return -1;
+        snprintf(err, cap, "%s: %s", keyfile_status_str(KEYFILE_EUNREADABLE), strerror(errno));
+        return KEYFILE_EUNREADABLE;
     }
     if (!S_ISREG(sb.st_mode)) {
-        snprintf(err, cap, "not a regular file (%s)",
+        snprintf(err, cap, "%s (%s)", keyfile_status_str(KEYFILE_ENOTREGULAR),
                  S_ISDIR(sb.st_mode)    ? "a directory"
                  : S_ISFIFO(sb.st_mode) ? "a FIFO"
                  : S_ISSOCK(sb.st_mode) ? "a socket"
                                         : "a device");
-        return -1;
+        return KEYFILE_ENOTREGULAR;
     }
     if ((unsigned long long)sb.st_size > KEYFILE_MAX_BYTES) {
-        snprintf(err, cap, "%lld bytes, more than a credentials or key file holds (at most %u)",
-                 (long long)sb.st_size, KEYFILE_MAX_BYTES);
-        return -1;
+        snprintf(err, cap, "%lld bytes, %s (at most %u)", (long long)sb.st_size,
+                 keyfile_status_str(KEYFILE_ETOOBIG), KEYFILE_MAX_BYTES);
+        return KEYFILE_ETOOBIG;
     }
-    return 0;
+    return KEYFILE_OK;
 }
 
-int keyfile_check_list(const char *const labels[], const char *const paths[], size_t n, char *err,
-                       size_t cap)
+keyfile_status_t keyfile_check_list(const char *const labels[], const char *const paths[], size_t n,
+                                    char *err, size_t cap)
 {
     for (size_t i = 0; i < n; i++) {
         char why[160];
-        if (paths[i] != NULL && paths[i][0] != '\0' &&
-            keyfile_check(paths[i], why, sizeof(why)) != 0) {
+        keyfile_status_t st =
+            keyfile_set(paths[i]) ? keyfile_check(paths[i], why, sizeof(why)) : KEYFILE_OK;
+        if (st != KEYFILE_OK) {
             snprintf(err, cap, "%s %s: %s", labels[i], paths[i], why);
-            return -1;
+            return st;
         }
     }
-    return 0;
+    return KEYFILE_OK;
+}
+
+keyfile_status_t keyfile_check_pair(const char *cert_label, const char *cert, const char *key_label,
+                                    const char *key, char *err, size_t cap)
+{
+    if (keyfile_set(cert) == keyfile_set(key))
+        return KEYFILE_OK;
+    keyfile_status_t st = keyfile_set(cert) ? KEYFILE_ECERT_ALONE : KEYFILE_EKEY_ALONE;
+    snprintf(err, cap, "%s without %s: %s", st == KEYFILE_ECERT_ALONE ? cert_label : key_label,
+             st == KEYFILE_ECERT_ALONE ? key_label : cert_label, keyfile_status_str(st));
+    return st;
 }

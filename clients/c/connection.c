@@ -252,17 +252,14 @@ lc_status_t lc_client_open(const lc_client_config_t *config, char *errbuf, size_
         status = LC_EINVAL;
         goto out;
     }
-    if (lc_set(config->tls_cert_file) != lc_set(config->tls_key_file)) {
-        lc_errf(err, "a TLS client certificate needs its key and the other way round");
-        status = LC_EINVAL;
-        goto out;
-    }
     static const char *const labels[] = {"credentials file", "TLS CA file", "TLS certificate",
                                          "TLS key"};
     const char *const paths[] = {config->creds_file, config->tls_ca_file, config->tls_cert_file,
                                  config->tls_key_file};
     char bad[320];
-    if (keyfile_check_list(labels, paths, 4, bad, sizeof(bad)) != 0) { /* before nats.c reads */
+    if (keyfile_check_pair(labels[2], paths[2], labels[3], paths[3], bad, sizeof(bad)) !=
+            KEYFILE_OK ||
+        keyfile_check_list(labels, paths, 4, bad, sizeof(bad)) != KEYFILE_OK) { /* before nats.c */
         lc_errf(err, "%s", bad);
         status = LC_EINVAL;
         goto out;

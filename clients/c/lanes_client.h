@@ -93,7 +93,7 @@ typedef struct {
     const char *creds_file;     /* NATS .creds file (user JWT + NKey seed) */
     const char *tls_ca_file;    /* PEM CA bundle to verify the server; implies TLS */
     const char *tls_cert_file;  /* PEM client certificate chain; needs tls_key_file; implies TLS */
-    const char *tls_key_file;   /* PEM client private key */
+    const char *tls_key_file;   /* PEM client private key; needs tls_cert_file */
     bool tls;                   /* require TLS even with nats:// URLs and no files */
     int64_t connect_timeout_ms; /* 0 = nats.c's default (2 s) */
     const char *inbox_prefix;   /* replies and batches arrive on "<inbox_prefix>.<unique>"; NULL =

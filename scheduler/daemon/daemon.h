@@ -47,6 +47,22 @@ const char *daemon_status_str(daemon_status_t status);
 /* The most recovery threads the disk store takes (its STORE_RECOVERY_THREADS_MAX, checked where
  * both are seen: daemon.c). */
 #define DAEMON_RECOVERY_THREADS_MAX 64u
+/* The smallest segment size cap taken (daemon_config_t.segment_max_bytes). Each segment is a file
+ * of its own: created with a header, listed in the index, held open and mapped while it has
+ * items, and at the power level synced with its directory. Below 64 KiB, the least the disk
+ * store grows a segment by (disk_seg.c), every few items make a file (one per item at 1); at
+ * 64 KiB segments still roll over often, which the fault campaign relies on (tools/chaos runs
+ * the daemon at exactly this). An item larger than the cap still has a home: a segment of its
+ * own (disk_seg.c invariant 1). */
+#define DAEMON_SEGMENT_MIN_BYTES (64u << 10)
+/* The largest: the disk store refuses more (store_open_disk). */
+#define DAEMON_SEGMENT_MAX_BYTES (1u << 31)
+/* The longest data directory path (bytes). The directory's lock and the store's index are opened
+ * by their full path under it, <dir>/index/data.mdb the longest (15 bytes more), through
+ * 4096-byte buffers and the kernel's PATH_MAX of 4096 with its NUL: a longer path fails there,
+ * after the lock is taken or halfway through the store's open, with no flag named. 64 bytes are
+ * kept for those names. */
+#define DAEMON_DATA_DIR_MAX (4096 - 64)
 
 /*
  * The defaults of the limits on what one client controls (daemon_limits_t; a field left 0 takes

@@ -20,9 +20,6 @@
 /* A failed call is retried this many times per renew period, so a holder that lost its
  * connection for a moment renews well before its margin runs out. */
 #define LEASE_RETRIES_PER_PERIOD 4u
-/* The shortest TTL accepted: the margin and the renew period must both stay above the time a
- * bucket write takes on a loaded cluster (tens of ms). */
-#define LEASE_TTL_MIN_MS 300u
 
 int lease_timing_init(lease_timing_t *t, uint32_t ttl_ms)
 {

@@ -43,9 +43,13 @@ typedef struct {
     uint64_t gained, lost;   /* transitions, for stats */
 } lease_t;
 
+/* The shortest TTL accepted: the margin and the renew period must both stay above the time a
+ * bucket write takes on a loaded cluster (tens of ms). */
+#define LEASE_TTL_MIN_MS 300u
+
 /* 0 and the defaults filled in for a TTL (renew a third of it, margin a fifth, at least 100 ms
  * and less than the renew period, standby tries every tenth, at least 100 ms); -1 when ttl_ms
- * is too short to be safe (< 300 ms). */
+ * is too short to be safe (< LEASE_TTL_MIN_MS). */
 int lease_timing_init(lease_timing_t *t /* out */, uint32_t ttl_ms);
 
 /* A lease not held, due for its first try at now_ns. */

@@ -224,9 +224,9 @@ static natsStatus lease_kv_bind(lease_kv_t *kv, const lease_kv_config_t *cfg)
     kv->ttl_ms = ttl_ns > 0 ? (uint64_t)ttl_ns / 1000000 : 0;
     if (kv->ttl_ms > UINT32_MAX || lease_timing_init(&kv->timing, (uint32_t)kv->ttl_ms) != 0) {
         log_write(LOG_ERROR,
-                  "the lease bucket %s has a TTL of %llu ms: leases need a TTL of at least 300 ms "
+                  "the lease bucket %s has a TTL of %llu ms: leases need a TTL of at least %u ms "
                   "(an existing bucket keeps its TTL; delete it to change it)",
-                  cfg->bucket, (unsigned long long)kv->ttl_ms);
+                  cfg->bucket, (unsigned long long)kv->ttl_ms, LEASE_TTL_MIN_MS);
         return NATS_INVALID_ARG;
     }
     if (kv->ttl_ms != cfg->ttl_ms)

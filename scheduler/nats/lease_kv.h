@@ -13,9 +13,13 @@
 #include <nats/nats.h>
 #include <stddef.h>
 
+/* The most replicas a bucket may be created with: JetStream keeps a stream on at most 5 servers
+ * and refuses a larger replica count. */
+#define LEASE_KV_REPLICAS_MAX 5
+
 typedef struct {
     const char *bucket;   /* the KV bucket, created when missing */
-    int replicas;         /* when creating it: 3 on a cluster of 3 */
+    int replicas;         /* when creating it (1 to LEASE_KV_REPLICAS_MAX): 3 on a cluster of 3 */
     uint32_t ttl_ms;      /* when creating it; an existing bucket's own TTL is used */
     const char *models;   /* comma-separated: the models this instance may serve */
     const char *instance; /* this instance's id, the value of every key it holds */

@@ -3,7 +3,9 @@
  *
  * Invariants:
  *   1. Every flag has an environment variable LANESCHED_<FLAG> (upper case, '-' as '_'); a flag
- *      on the command line wins over the environment, which wins over the default.
+ *      on the command line wins over the environment, which wins over the default. A message
+ *      about a value names where it came from: the variable when the environment gave it, else
+ *      the flag, so the operator is pointed at the place to fix.
  *   2. SIGTERM and SIGINT stop taking work (unsubscribe), let the owner finish its turn and
  *      flush, then close the store: pending items come back on the next start.
  *   3. Signals are taken by one thread with sigwait, never by a handler, so stopping uses the
@@ -14,7 +16,8 @@
  *   5. The server list is checked (common/url.h) before anything waits or connects: a URL
  *      nats.c would take and then mishandle stops the start with exit status 2. So is every
  *      other value that can be checked without the store or the server (the prefixes, the
- *      model lists, the metrics address): a typo costs no recovery and no connection.
+ *      model lists, the metrics address, the data directory, the segment size, the lease
+ *      flags): a typo costs no recovery and no connection.
  *   6. SIGHUP, SIGUSR1 and SIGUSR2 are taken by the same thread and logged as ignored: nothing
  *      is reloaded, and a log rotation's HUP must not end the process as their default would.
  *   7. glibc's mmap threshold is fixed at MAIN_MMAP_THRESHOLD before anything is allocated. Its
@@ -85,9 +88,10 @@ static const flag_t flags[] = {
      "exclusive ownership (off by default): serve each model of --models only while holding its "
      "lease in this JetStream key-value bucket; standbys take over when a lease lapses"},
     {"lease-ttl-ms", "MS", "10000",
-     "when the bucket is created: a lease not renewed for this long lapses (an existing bucket "
-     "keeps its own)"},
-    {"lease-replicas", "N", "3", "when the bucket is created: its replicas (1 on a single server)"},
+     "when the bucket is created: a lease not renewed for this long lapses, at least 300 (an "
+     "existing bucket keeps its own)"},
+    {"lease-replicas", "N", "3",
+     "when the bucket is created: its replicas, 1 to 5 (1 on a single server)"},
     {"heartbeat-ms", "MS", "2000", "how often consumers are told to heartbeat"},
     {"dead-after-ms", "MS", "10000", "a consumer silent this long is dead; its batches return"},
     {"ack-wait-ms", "MS", "30000", "a batch not acked this long returns to the queue"},
@@ -96,7 +100,8 @@ static const flag_t flags[] = {
     {"max-payload", "BYTES", "1048576",
      "largest item payload accepted (0: what the server carries beside a batch)"},
     {"dedupe-window-ms", "MS", "120000", "a resubmitted item id within this window is a duplicate"},
-    {"segment-max-bytes", "BYTES", "67108864", "a segment rolls over at this size"},
+    {"segment-max-bytes", "BYTES", "67108864",
+     "a segment rolls over at this size (65536 to 2147483648)"},
     {"journal-file-bytes", "BYTES", "8388608",
      "each state journal file's size (4096 to 2147483648): smaller files are given back sooner "
      "after the items holding them settle, larger ones are created less often"},
@@ -165,6 +170,15 @@ static const flag_t flags[] = {
 };
 #define N_FLAGS (sizeof(flags) / sizeof(flags[0]))
 
+/* "LANESCHED_" and the longest flag name, with room. */
+#define MAIN_LABEL_MAX 64
+
+/* The flags' values and where each came from (invariant 1). */
+typedef struct {
+    const char *value[N_FLAGS];
+    char label[N_FLAGS][MAIN_LABEL_MAX]; /* "--hold-ms", or "LANESCHED_HOLD_MS" from the env */
+} main_flags_t;
+
 static void usage(FILE *out)
 {
     fprintf(out, "usage: lanesched [flags]\n\nEvery flag can also be set with the environment "
@@ -180,14 +194,15 @@ static void usage(FILE *out)
     }
 }
 
-static int parse_u32(const char *name, const char *v, uint32_t *out)
+/* label: the flag or variable the value came from (invariant 1), as every parse_* takes it. */
+static int parse_u32(const char *label, const char *v, uint32_t *out)
 {
     char *end;
     errno = 0;
     unsigned long long x = strtoull(v, &end, 10);
     /* strtoull takes "-1" as 2^64 - 1 and "-18446744073709551615" as 1: no sign is a number here */
     if (errno != 0 || *end != '\0' || end == v || x > UINT32_MAX || strchr(v, '-') != NULL) {
-        fprintf(stderr, "lanesched: --%s: '%s' is not a number up to %u\n", name, v, UINT32_MAX);
+        fprintf(stderr, "lanesched: %s: '%s' is not a number up to %u\n", label, v, UINT32_MAX);
         return -1;
     }
     *out = (uint32_t)x;
@@ -197,7 +212,7 @@ static int parse_u32(const char *name, const char *v, uint32_t *out)
 /* --slo-ms: "MS" for every model and "MODEL=MS" per model, comma separated (a model named twice:
  * the last). The entries' names point into a copy of v; the copy and the array are the
  * process's, so both outlive the daemon. */
-static int parse_slo(const char *v, daemon_config_t *cfg)
+static int parse_slo(const char *label, const char *v, daemon_config_t *cfg)
 {
     if (v == NULL || v[0] == '\0')
         return 0;
@@ -226,9 +241,8 @@ static int parse_slo(const char *v, daemon_config_t *cfg)
         if ((eq != NULL && w[0] == '\0') || errno != 0 || end == num || *end != '\0' ||
             strchr(num, '-') != NULL || ms == 0 || ms > UINT32_MAX) {
             fprintf(stderr,
-                    "lanesched: --slo-ms: want MS or MODEL=MS (MS > 0), comma separated; "
-                    "got '%s'\n",
-                    v);
+                    "lanesched: %s: want MS or MODEL=MS (MS > 0), comma separated; got '%s'\n",
+                    label, v);
             return -1;
         }
         if (eq == NULL)
@@ -243,44 +257,70 @@ static int parse_slo(const char *v, daemon_config_t *cfg)
 
 /* A millisecond flag whose absence means "the policy's own": *out is unset (the sentinel) when
  * the flag is absent, and the sentinel itself is refused as a value. */
-static int parse_ms_or_policy(const char *name, const char *v, uint32_t unset, uint32_t *out)
+static int parse_ms_or_policy(const char *label, const char *v, uint32_t unset, uint32_t *out)
 {
     *out = unset;
     if (v == NULL)
         return 0;
-    if (parse_u32(name, v, out))
+    if (parse_u32(label, v, out))
         return -1;
     if (*out == unset) {
-        fprintf(stderr, "lanesched: --%s %s is out of range\n", name, v);
+        fprintf(stderr, "lanesched: %s %s is out of range\n", label, v);
         return -1;
     }
     return 0;
 }
 
-static int parse_u64(const char *name, const char *v, uint64_t *out)
+static int parse_u64(const char *label, const char *v, uint64_t *out)
 {
     char *end;
     errno = 0;
     unsigned long long x = strtoull(v, &end, 10);
     if (errno != 0 || *end != '\0' || end == v || strchr(v, '-') != NULL) {
-        fprintf(stderr, "lanesched: --%s: '%s' is not a number\n", name, v);
+        fprintf(stderr, "lanesched: %s: '%s' is not a number\n", label, v);
         return -1;
     }
     *out = (uint64_t)x;
     return 0;
 }
 
-static const char *flag_value(const char **values, const char *name)
+/* The flag's index in flags[], N_FLAGS for a name that is none. */
+static size_t flag_index(const char *name)
 {
-    for (size_t i = 0; i < N_FLAGS; i++) {
-        if (strcmp(flags[i].name, name) == 0)
-            return values[i];
-    }
-    return NULL;
+    size_t i = 0;
+    while (i < N_FLAGS && strcmp(flags[i].name, name) != 0)
+        i++;
+    return i;
+}
+
+static const char *flag_value(const main_flags_t *f, const char *name)
+{
+    size_t i = flag_index(name);
+    return i < N_FLAGS ? f->value[i] : NULL;
+}
+
+/* What a message about the flag's value calls it (invariant 1). */
+static const char *flag_label(const main_flags_t *f, const char *name)
+{
+    size_t i = flag_index(name);
+    return i < N_FLAGS ? f->label[i] : name;
+}
+
+static int flag_u32(const main_flags_t *f, const char *name, uint32_t *out)
+{
+    return parse_u32(flag_label(f, name), flag_value(f, name), out);
+}
+
+/* A file path flag: NULL when unset or empty, as keyfile.h reads a path, so nats.c is never
+ * handed an empty one. */
+static const char *flag_path(const main_flags_t *f, const char *name)
+{
+    const char *p = flag_value(f, name);
+    return p != NULL && p[0] != '\0' ? p : NULL;
 }
 
 /* The limits (daemon_limits_t): each a count of at least 1. */
-static int config_limits(const char **v, daemon_limits_t *l)
+static int config_limits(const main_flags_t *v, daemon_limits_t *l)
 {
     static const struct {
         const char *flag;
@@ -306,34 +346,40 @@ static int config_limits(const char **v, daemon_limits_t *l)
           {"queue-max-bytes", offsetof(daemon_limits_t, queue_bytes)},
           {"dedupe-max-ids", offsetof(daemon_limits_t, dedupe_ids)},
       };
-    for (size_t i = 0; i < sizeof(u32) / sizeof(u32[0]); i++) {
+    const char *bad = NULL;
+    for (size_t i = 0; i < sizeof(u32) / sizeof(u32[0]) && bad == NULL; i++) {
         uint32_t x;
-        if (parse_u32(u32[i].flag, flag_value(v, u32[i].flag), &x) != 0 || x == 0)
-            goto bad;
+        if (flag_u32(v, u32[i].flag, &x) != 0)
+            return -1;
+        bad = x == 0 ? u32[i].flag : NULL;
         memcpy((char *)l + u32[i].offset, &x, sizeof(x));
     }
-    for (size_t i = 0; i < sizeof(u64) / sizeof(u64[0]); i++) {
+    for (size_t i = 0; i < sizeof(u64) / sizeof(u64[0]) && bad == NULL; i++) {
         uint64_t x;
-        if (parse_u64(u64[i].flag, flag_value(v, u64[i].flag), &x) != 0 || x == 0)
-            goto bad;
+        if (parse_u64(flag_label(v, u64[i].flag), flag_value(v, u64[i].flag), &x) != 0)
+            return -1;
+        bad = x == 0 ? u64[i].flag : NULL;
         memcpy((char *)l + u64[i].offset, &x, sizeof(x));
+    }
+    if (bad != NULL) {
+        fprintf(stderr,
+                "lanesched: %s must be at least 1 (every --limit-*, --queue-max-* and "
+                "--dedupe-max-ids value is a bound on a count)\n",
+                flag_label(v, bad));
+        return -1;
     }
     if (l->reply_to_bytes > DAEMON_BATCH_OVERHEAD / 2) {
         fprintf(stderr,
-                "lanesched: --limit-reply-to-bytes is at most %d: an item's id and "
-                "reply subject must fit the room a batch keeps for them\n",
-                DAEMON_BATCH_OVERHEAD / 2);
+                "lanesched: %s is at most %d: an item's id and reply subject must fit the room "
+                "a batch keeps for them\n",
+                flag_label(v, "limit-reply-to-bytes"), DAEMON_BATCH_OVERHEAD / 2);
         return -1;
     }
     return 0;
-bad:
-    fprintf(stderr, "lanesched: every --limit-*, --queue-max-* and --dedupe-max-ids value must "
-                    "be at least 1\n");
-    return -1;
 }
 
 /* --queue-max-age-ms MS[,MODEL=MS...]: every model's limit, then per-model ones (models.c). */
-static int config_queue_age(const char **v, daemon_config_t *cfg)
+static int config_queue_age(const main_flags_t *v, daemon_config_t *cfg)
 {
     const char *text = flag_value(v, "queue-max-age-ms");
     char first[32];
@@ -343,7 +389,7 @@ static int config_queue_age(const char **v, daemon_config_t *cfg)
     if (n >= sizeof(first)) /* longer than any number up to 2^32: never cut to one */
         goto bad;
     snprintf(first, sizeof(first), "%.*s", (int)n, text);
-    if (parse_u32("queue-max-age-ms", first, &ms) != 0 || ms == 0)
+    if (parse_u32(flag_label(v, "queue-max-age-ms"), first, &ms) != 0 || ms == 0)
         goto bad;
     cfg->limits.queue_age_ms = ms;
     cfg->queue_age_models = comma != NULL ? comma + 1 : NULL;
@@ -360,27 +406,28 @@ static int config_queue_age(const char **v, daemon_config_t *cfg)
     }
     return 0;
 bad:
-    fprintf(stderr,
-            "lanesched: --queue-max-age-ms takes MS[,MODEL=MS...], each MS from 1 to %u, "
-            "not '%s'\n",
-            UINT32_MAX, text);
+    fprintf(stderr, "lanesched: %s takes MS[,MODEL=MS...], each MS from 1 to %u, not '%s'\n",
+            flag_label(v, "queue-max-age-ms"), UINT32_MAX, text);
     return -1;
 }
 
-/* Fills values[] from defaults, then the environment, then argv. */
-static int parse_flags(int argc, char **argv, const char **values)
+/* Fills f from defaults, then the environment, then argv (invariant 1). */
+static int parse_flags(int argc, char **argv, main_flags_t *f)
 {
-    static char env_names[N_FLAGS][64];
     for (size_t i = 0; i < N_FLAGS; i++) {
-        values[i] = flags[i].def;
-        snprintf(env_names[i], sizeof(env_names[i]), "LANESCHED_");
-        size_t k = strlen(env_names[i]);
-        for (const char *c = flags[i].name; *c && k < sizeof(env_names[i]) - 1; c++)
-            env_names[i][k++] = *c == '-' ? '_' : (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
-        env_names[i][k] = '\0';
-        const char *e = getenv(env_names[i]);
-        if (e != NULL && flags[i].arg != NULL)
-            values[i] = e;
+        char env[MAIN_LABEL_MAX];
+        f->value[i] = flags[i].def;
+        snprintf(env, sizeof(env), "LANESCHED_");
+        size_t k = strlen(env);
+        for (const char *c = flags[i].name; *c && k < sizeof(env) - 1; c++)
+            env[k++] = *c == '-' ? '_' : (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
+        env[k] = '\0';
+        const char *e = getenv(env);
+        int from_env = e != NULL && flags[i].arg != NULL;
+        if (from_env)
+            f->value[i] = e;
+        snprintf(f->label[i], sizeof(f->label[i]), from_env ? "%s" : "--%s",
+                 from_env ? env : flags[i].name);
     }
     struct option longopts[N_FLAGS + 1];
     for (size_t i = 0; i < N_FLAGS; i++)
@@ -406,7 +453,8 @@ static int parse_flags(int argc, char **argv, const char **values)
             usage_unknown_flag("lanesched", argv[optind - 1]);
             return -1;
         }
-        values[c - 256] = optarg;
+        f->value[c - 256] = optarg;
+        snprintf(f->label[c - 256], sizeof(f->label[c - 256]), "--%s", flags[c - 256].name);
     }
     if (optind < argc) {
         usage_unexpected("lanesched", argv[optind]);
@@ -426,18 +474,18 @@ static int main_subject_ok(const char *s)
 
 /* A model list flag that is set names at least one model (an empty one would mean nothing is
  * served, or nothing allowed, without a word at start). */
-static int main_list_ok(const char *flag, const char *list, const char *unset_means)
+static int main_list_ok(const char *label, const char *list, const char *unset_means)
 {
     if (list == NULL || strspn(list, ", \t") != strlen(list))
         return 1;
-    fprintf(stderr, "lanesched: --%s names no model; leave it out for %s\n", flag, unset_means);
+    fprintf(stderr, "lanesched: %s names no model; leave it out for %s\n", label, unset_means);
     return 0;
 }
 
 /* Every model --models names follows the model rule (subjects.md; codec_model_check): each
  * becomes a subscription subject, and a wildcard there ('>') would claim other instances' models
  * while a space or an empty token failed only once the store was open and NATS connected. */
-static int main_models_ok(const char *list)
+static int main_models_ok(const char *label, const char *list)
 {
     char *copy = list != NULL ? strdup(list) : NULL;
     if (list != NULL && copy == NULL)
@@ -449,10 +497,9 @@ static int main_models_ok(const char *list)
         const char *fault = daemon_model_name_fault(m);
         if (fault != NULL) {
             fprintf(stderr,
-                    "lanesched: --models: '%s' is not a model name (%s: one or more subject "
-                    "tokens joined by '.', none empty, no '*', '>', space or control "
-                    "character)\n",
-                    m, fault);
+                    "lanesched: %s: '%s' is not a model name (%s: one or more subject tokens "
+                    "joined by '.', none empty, no '*', '>', space or control character)\n",
+                    label, m, fault);
             ok = 0;
         }
     }
@@ -467,7 +514,60 @@ static const char *main_own_inbox(const char *prefix)
     return prefix != NULL && strcmp(prefix, "_INBOX") != 0 ? prefix : NULL;
 }
 
-static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc)
+/* The disk store's directory: named, and short enough for the paths built under it. */
+static int config_data_dir(const main_flags_t *v, const char *dir)
+{
+    const char *label = flag_label(v, "data-dir");
+    if (dir[0] == '\0') {
+        fprintf(stderr,
+                "lanesched: %s is empty: it names the disk store's directory (leave it out for "
+                "%s)\n",
+                label, flags[flag_index("data-dir")].def);
+        return -1;
+    }
+    if (strlen(dir) > DAEMON_DATA_DIR_MAX) {
+        fprintf(stderr,
+                "lanesched: %s is %zu bytes long, more than %d: the lock and the store's files "
+                "are opened by their full path under it, within the system's limit of 4096 bytes "
+                "(PATH_MAX)\n",
+                label, strlen(dir), DAEMON_DATA_DIR_MAX);
+        return -1;
+    }
+    return 0;
+}
+
+/* The lease flags (read only when --lease-bucket is set, checked whether or not it is): the
+ * TTL lease.c can keep safe and the replicas JetStream can keep. */
+static int config_leases(const main_flags_t *v, lease_kv_config_t *lc)
+{
+    uint32_t ttl = 0, replicas = 0;
+    if (flag_u32(v, "lease-ttl-ms", &ttl) || flag_u32(v, "lease-replicas", &replicas))
+        return -1;
+    if (ttl < LEASE_TTL_MIN_MS) {
+        fprintf(stderr,
+                "lanesched: %s must be at least %u ms, not %" PRIu32 ": a holder renews every "
+                "third of it and stops serving a fifth (at least 100 ms) before the lease can "
+                "lapse, both longer than a bucket write takes\n",
+                flag_label(v, "lease-ttl-ms"), LEASE_TTL_MIN_MS, ttl);
+        return -1;
+    }
+    if (replicas < 1 || replicas > LEASE_KV_REPLICAS_MAX) {
+        fprintf(stderr,
+                "lanesched: %s must be 1 to %d, not %" PRIu32 ": JetStream keeps a bucket on at "
+                "most %d servers (1 on a single server)\n",
+                flag_label(v, "lease-replicas"), LEASE_KV_REPLICAS_MAX, replicas,
+                LEASE_KV_REPLICAS_MAX);
+        return -1;
+    }
+    *lc = (lease_kv_config_t){.bucket = flag_value(v, "lease-bucket"),
+                              .replicas = (int)replicas,
+                              .ttl_ms = ttl,
+                              .models = flag_value(v, "models")};
+    return 0;
+}
+
+static int config_build(const main_flags_t *v, daemon_config_t *cfg, front_config_t *fc,
+                        lease_kv_config_t *lc)
 {
     *fc = (front_config_t){
         .servers = flag_value(v, "server"),
@@ -475,10 +575,10 @@ static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc
         .user = flag_value(v, "user"),
         .password = flag_value(v, "password"),
         .token = flag_value(v, "token"),
-        .creds_file = flag_value(v, "creds"),
-        .tls_ca = flag_value(v, "tls-ca"),
-        .tls_cert = flag_value(v, "tls-cert"),
-        .tls_key = flag_value(v, "tls-key"),
+        .creds_file = flag_path(v, "creds"),
+        .tls_ca = flag_path(v, "tls-ca"),
+        .tls_cert = flag_path(v, "tls-cert"),
+        .tls_key = flag_path(v, "tls-key"),
         .prefix = flag_value(v, "prefix"),
         .models = flag_value(v, "models"),
     };
@@ -495,136 +595,159 @@ static int config_build(const char **v, daemon_config_t *cfg, front_config_t *fc
     char url_err[512];
     int url_flags = 0;
     if (url_list_check(fc->servers, url_err, sizeof(url_err), &url_flags) != 0) { /* invariant 5 */
-        fprintf(stderr, "lanesched: --server: %s\n", url_err);
+        fprintf(stderr, "lanesched: %s: %s\n", flag_label(v, "server"), url_err);
         return -1;
     }
     fc->tls_url = (url_flags & URL_TLS) != 0;
-    static const char *const labels[] = {"--creds", "--tls-ca", "--tls-cert", "--tls-key"};
+    const char *const labels[] = {flag_label(v, "creds"), flag_label(v, "tls-ca"),
+                                  flag_label(v, "tls-cert"), flag_label(v, "tls-key")};
     const char *const paths[] = {fc->creds_file, fc->tls_ca, fc->tls_cert, fc->tls_key};
     char bad[320];
-    if (keyfile_check_list(labels, paths, 4, bad, sizeof(bad)) != 0) { /* invariant 5 */
+    if (keyfile_check_pair(labels[2], paths[2], labels[3], paths[3], bad, sizeof(bad)) !=
+            KEYFILE_OK ||
+        keyfile_check_list(labels, paths, 4, bad, sizeof(bad)) != KEYFILE_OK) { /* invariant 5 */
         fprintf(stderr, "lanesched: %s\n", bad);
         return -1;
     }
-    if ((fc->tls_cert == NULL) != (fc->tls_key == NULL)) {
-        fprintf(stderr, "lanesched: --tls-cert and --tls-key go together (a client certificate "
-                        "and its key)\n");
-        return -1;
-    }
     if (fc->inbox_prefix != NULL && !main_subject_ok(fc->inbox_prefix)) {
-        fprintf(stderr, "lanesched: --inbox-prefix must be a subject without wildcards, e.g. "
-                        "_INBOX.lanesched\n");
+        fprintf(stderr,
+                "lanesched: %s must be a subject without wildcards, e.g. _INBOX.lanesched\n",
+                flag_label(v, "inbox-prefix"));
         return -1;
     }
     int lf;
     if (log_format_parse(format, &lf) != 0) {
-        fprintf(stderr, "lanesched: --log-format must be text or json, not '%s'\n", format);
+        fprintf(stderr, "lanesched: %s must be text or json, not '%s'\n",
+                flag_label(v, "log-format"), format);
         return -1;
     }
     log_format_set(lf);
     if (strcmp(store, "disk") != 0 && strcmp(store, "memory") != 0) {
-        fprintf(stderr, "lanesched: --store must be disk or memory, not '%s'\n", store);
+        fprintf(stderr, "lanesched: %s must be disk or memory, not '%s'\n", flag_label(v, "store"),
+                store);
         return -1;
     }
     cfg->store_memory = strcmp(store, "memory") == 0;
+    if (config_data_dir(v, cfg->data_dir) != 0)
+        return -1;
     if (strcmp(dur, "process") != 0 && strcmp(dur, "power") != 0) {
-        fprintf(stderr, "lanesched: --durability must be process or power, not '%s'\n", dur);
+        fprintf(stderr, "lanesched: %s must be process or power, not '%s'\n",
+                flag_label(v, "durability"), dur);
         return -1;
     }
     cfg->durability_power = strcmp(dur, "power") == 0;
     if (cfg->store_memory && cfg->durability_power) {
-        fprintf(stderr, "lanesched: --durability power needs the disk store: --store memory "
-                        "keeps nothing across a crash\n");
+        fprintf(stderr,
+                "lanesched: %s power needs the disk store: %s memory keeps nothing across a "
+                "crash\n",
+                flag_label(v, "durability"), flag_label(v, "store"));
         return -1;
     }
     const char *psync = flag_value(v, "power-sync");
     if (strcmp(psync, "files") != 0 && strcmp(psync, "fs") != 0) {
-        fprintf(stderr, "lanesched: --power-sync must be files or fs, not '%s'\n", psync);
+        fprintf(stderr, "lanesched: %s must be files or fs, not '%s'\n",
+                flag_label(v, "power-sync"), psync);
         return -1;
     }
     cfg->power_syncfs = strcmp(psync, "fs") == 0;
     int lv;
     if (log_level_parse(level, &lv) != 0) {
-        fprintf(stderr, "lanesched: --log-level must be debug, info, warn or error\n");
+        fprintf(stderr, "lanesched: %s must be debug, info, warn or error\n",
+                flag_label(v, "log-level"));
         return -1;
     }
     log_level_set(lv);
     uint32_t seg_max = 0, jnl_bytes = 0;
-    if (parse_u32("heartbeat-ms", flag_value(v, "heartbeat-ms"), &cfg->heartbeat_ms) ||
-        parse_u32("dead-after-ms", flag_value(v, "dead-after-ms"), &cfg->dead_after_ms) ||
-        parse_u32("ack-wait-ms", flag_value(v, "ack-wait-ms"), &cfg->ack_wait_ms) ||
-        parse_u32("max-deliveries", flag_value(v, "max-deliveries"), &cfg->max_deliveries) ||
-        parse_u32("max-payload", flag_value(v, "max-payload"), &cfg->max_payload) ||
-        parse_u32("dedupe-window-ms", flag_value(v, "dedupe-window-ms"), &cfg->dedupe_window_ms) ||
-        parse_u32("segment-max-bytes", flag_value(v, "segment-max-bytes"), &seg_max) ||
-        parse_u32("journal-file-bytes", flag_value(v, "journal-file-bytes"), &jnl_bytes) ||
-        parse_u32("store-resident-mb", flag_value(v, "store-resident-mb"),
-                  &cfg->store_resident_mb) ||
-        parse_u32("recovery-threads", flag_value(v, "recovery-threads"), &cfg->recovery_threads) ||
-        parse_u32("connect-wait-ms", flag_value(v, "connect-wait-ms"), &fc->connect_wait_ms))
+    if (flag_u32(v, "heartbeat-ms", &cfg->heartbeat_ms) ||
+        flag_u32(v, "dead-after-ms", &cfg->dead_after_ms) ||
+        flag_u32(v, "ack-wait-ms", &cfg->ack_wait_ms) ||
+        flag_u32(v, "max-deliveries", &cfg->max_deliveries) ||
+        flag_u32(v, "max-payload", &cfg->max_payload) ||
+        flag_u32(v, "dedupe-window-ms", &cfg->dedupe_window_ms) ||
+        flag_u32(v, "segment-max-bytes", &seg_max) ||
+        flag_u32(v, "journal-file-bytes", &jnl_bytes) ||
+        flag_u32(v, "store-resident-mb", &cfg->store_resident_mb) ||
+        flag_u32(v, "recovery-threads", &cfg->recovery_threads) ||
+        flag_u32(v, "connect-wait-ms", &fc->connect_wait_ms))
         return -1;
     if (cfg->recovery_threads == 0 || cfg->recovery_threads > DAEMON_RECOVERY_THREADS_MAX) {
-        fprintf(stderr, "lanesched: --recovery-threads must be 1 to %u, not %" PRIu32 "\n",
-                DAEMON_RECOVERY_THREADS_MAX, cfg->recovery_threads);
+        fprintf(stderr, "lanesched: %s must be 1 to %u, not %" PRIu32 "\n",
+                flag_label(v, "recovery-threads"), DAEMON_RECOVERY_THREADS_MAX,
+                cfg->recovery_threads);
         return -1;
     }
     cfg->policy = flag_value(v, "policy");
     if (strcmp(cfg->policy, "lanes") != 0 && strcmp(cfg->policy, "lanes-seed") != 0) {
-        fprintf(stderr, "lanesched: --policy must be lanes or lanes-seed, not '%s'\n", cfg->policy);
+        fprintf(stderr, "lanesched: %s must be lanes or lanes-seed, not '%s'\n",
+                flag_label(v, "policy"), cfg->policy);
         return -1;
     }
-    if (parse_ms_or_policy("starvation-ms", flag_value(v, "starvation-ms"),
+    if (parse_ms_or_policy(flag_label(v, "starvation-ms"), flag_value(v, "starvation-ms"),
                            DAEMON_STARVATION_DEFAULT, &cfg->starvation_ms) ||
-        parse_ms_or_policy("hold-ms", flag_value(v, "hold-ms"), DAEMON_HOLD_DEFAULT,
+        parse_ms_or_policy(flag_label(v, "hold-ms"), flag_value(v, "hold-ms"), DAEMON_HOLD_DEFAULT,
                            &cfg->hold_ms) ||
-        parse_slo(flag_value(v, "slo-ms"), cfg))
+        parse_slo(flag_label(v, "slo-ms"), flag_value(v, "slo-ms"), cfg))
         return -1;
+    if (seg_max < DAEMON_SEGMENT_MIN_BYTES || seg_max > DAEMON_SEGMENT_MAX_BYTES) {
+        fprintf(stderr,
+                "lanesched: %s must be %u to %u, not %" PRIu32 ": each segment is a file of its "
+                "own, and below 64 KiB every few items would make one\n",
+                flag_label(v, "segment-max-bytes"), DAEMON_SEGMENT_MIN_BYTES,
+                DAEMON_SEGMENT_MAX_BYTES, seg_max);
+        return -1;
+    }
     cfg->segment_max_bytes = seg_max;
     if (jnl_bytes < 4096u || jnl_bytes > (1u << 31)) {
-        fprintf(stderr,
-                "lanesched: --journal-file-bytes must be 4096 to 2147483648, not %" PRIu32 "\n",
-                jnl_bytes);
+        fprintf(stderr, "lanesched: %s must be 4096 to 2147483648, not %" PRIu32 "\n",
+                flag_label(v, "journal-file-bytes"), jnl_bytes);
         return -1;
     }
     cfg->journal_file_bytes = jnl_bytes;
     if (config_limits(v, &cfg->limits) != 0 || config_queue_age(v, cfg) != 0)
         return -1;
     cfg->allow_models = flag_value(v, "allow-models");
-    if (!main_list_ok("models", cfg->models, "every model") || !main_models_ok(cfg->models) ||
-        !main_list_ok("allow-models", cfg->allow_models, "any model"))
+    if (!main_list_ok(flag_label(v, "models"), cfg->models, "every model") ||
+        !main_models_ok(flag_label(v, "models"), cfg->models) ||
+        !main_list_ok(flag_label(v, "allow-models"), cfg->allow_models, "any model"))
         return -1;
     if (!main_subject_ok(cfg->prefix) || strlen(cfg->prefix) > DAEMON_PREFIX_MAX) {
         fprintf(stderr,
-                "lanesched: --prefix must be a subject without wildcards, spaces or empty tokens "
+                "lanesched: %s must be a subject without wildcards, spaces or empty tokens "
                 "(e.g. lanes), at most %d bytes\n",
-                DAEMON_PREFIX_MAX);
+                flag_label(v, "prefix"), DAEMON_PREFIX_MAX);
         return -1;
     }
     const char *listen = flag_value(v, "metrics-listen");
     if (listen != NULL && listen[0] != '\0' && http_listen_check(listen) != HTTP_OK) {
-        fprintf(stderr, "lanesched: --metrics-listen %s: %s\n", listen,
+        fprintf(stderr, "lanesched: %s %s: %s\n", flag_label(v, "metrics-listen"), listen,
                 http_status_str(HTTP_EADDR));
         return -1;
     }
+    if (config_leases(v, lc) != 0)
+        return -1;
     const char *bucket = flag_value(v, "lease-bucket");
     if (bucket != NULL && bucket[0] != '\0') {
         if (cfg->models == NULL || cfg->store_memory) {
-            fprintf(stderr, "lanesched: --lease-bucket needs --models (the models this instance "
-                            "may serve) and the disk store\n");
+            fprintf(stderr,
+                    "lanesched: %s needs --models (the models this instance may serve) and the "
+                    "disk store\n",
+                    flag_label(v, "lease-bucket"));
             return -1;
         }
         cfg->leases = fc->leases = 1;
     }
     if (cfg->dead_after_ms == 0 || cfg->ack_wait_ms == 0 || cfg->heartbeat_ms == 0) {
-        fprintf(stderr, "lanesched: --heartbeat-ms, --dead-after-ms and --ack-wait-ms must be "
-                        "greater than 0\n");
+        fprintf(stderr, "lanesched: %s, %s and %s must be greater than 0\n",
+                flag_label(v, "heartbeat-ms"), flag_label(v, "dead-after-ms"),
+                flag_label(v, "ack-wait-ms"));
         return -1;
     }
     if (cfg->dead_after_ms <= cfg->heartbeat_ms) {
         fprintf(stderr,
-                "lanesched: --dead-after-ms (%u) must be longer than --heartbeat-ms (%u): a "
-                "consumer heartbeating on time would be declared dead between two heartbeats\n",
-                cfg->dead_after_ms, cfg->heartbeat_ms);
+                "lanesched: %s (%u) must be longer than %s (%u): a consumer heartbeating on time "
+                "would be declared dead between two heartbeats\n",
+                flag_label(v, "dead-after-ms"), cfg->dead_after_ms, flag_label(v, "heartbeat-ms"),
+                cfg->heartbeat_ms);
         return -1;
     }
     return 0;
@@ -703,25 +826,19 @@ static void main_lease_notify(void *ctx, const char *model, uint64_t valid_until
         front_submit_serve(g->f, model, 1);
 }
 
-/* Starts the lease keeper when --lease-bucket is set; 0, or -1 (logged). */
-static int main_leases_start(const char **values, const daemon_config_t *cfg, lease_glue_t *g,
-                             signal_ctx_t *sc, lease_kv_t **out)
+/* Starts the lease keeper when --lease-bucket is set (lc: the flags' part, config_leases);
+ * 0, or -1 (logged). */
+static int main_leases_start(const lease_kv_config_t *lc, const daemon_config_t *cfg,
+                             lease_glue_t *g, signal_ctx_t *sc, lease_kv_t **out)
 {
     *out = NULL;
     if (!cfg->leases)
         return 0;
-    uint32_t ttl = 0, replicas = 0;
-    if (parse_u32("lease-ttl-ms", flag_value(values, "lease-ttl-ms"), &ttl) ||
-        parse_u32("lease-replicas", flag_value(values, "lease-replicas"), &replicas))
-        return -1;
-    lease_kv_config_t lc = {.bucket = flag_value(values, "lease-bucket"),
-                            .replicas = (int)replicas,
-                            .ttl_ms = ttl,
-                            .models = cfg->models,
-                            .instance = daemon_instance_id(g->d),
-                            .pause = main_pause,
-                            .pause_ctx = sc};
-    natsStatus s = lease_kv_create(front_connection(g->f), &lc, main_lease_notify, g, out);
+    lease_kv_config_t run = *lc;
+    run.instance = daemon_instance_id(g->d);
+    run.pause = main_pause;
+    run.pause_ctx = sc;
+    natsStatus s = lease_kv_create(front_connection(g->f), &run, main_lease_notify, g, out);
     return s == NATS_OK ? 0 : -1;
 }
 
@@ -773,10 +890,11 @@ int main(int argc, char **argv)
 #ifdef __GLIBC__
     mallopt(M_MMAP_THRESHOLD, MAIN_MMAP_THRESHOLD); /* invariant 7 */
 #endif
-    const char *values[N_FLAGS];
+    static main_flags_t values; /* static: the labels are the process's, as the values are */
     daemon_config_t cfg;
     front_config_t fc;
-    if (parse_flags(argc, argv, values) != 0 || config_build(values, &cfg, &fc) != 0)
+    lease_kv_config_t lc;
+    if (parse_flags(argc, argv, &values) != 0 || config_build(&values, &cfg, &fc, &lc) != 0)
         return 2;
 
     /* Block the signals before any thread exists, so only the signal thread takes them. */
@@ -805,11 +923,12 @@ int main(int argc, char **argv)
     }
     http_server_t *http = NULL;
     static front_t *health_front; /* main_health's view of the front, set once it exists */
-    const char *listen = flag_value(values, "metrics-listen");
+    const char *listen = flag_value(&values, "metrics-listen");
     if (listen != NULL && listen[0] != '\0') {
         http_status_t hst = http_server_start(listen, main_metrics_refresh, d, &http);
         if (hst != HTTP_OK) {
-            log_write(LOG_ERROR, "--metrics-listen %s: %s", listen, http_status_str(hst));
+            log_write(LOG_ERROR, "%s %s: %s", flag_label(&values, "metrics-listen"), listen,
+                      http_status_str(hst));
             daemon_destroy(d);
             return 1;
         }
@@ -848,7 +967,7 @@ int main(int argc, char **argv)
     daemon_reply_max_set(d, front_server_max_payload(f));
     lease_glue_t glue = {d, f};
     lease_kv_t *leases = NULL;
-    if (main_leases_start(values, &cfg, &glue, &sc, &leases) != 0) {
+    if (main_leases_start(&lc, &cfg, &glue, &sc, &leases) != 0) {
         http_server_stop(http); /* it reads f */
         front_destroy(f);
         daemon_destroy(d);

@@ -21,8 +21,11 @@
 #   cli_errors         every binary's --version, and an unknown flag or command reported in one
 #                      wording before anything connects; daemon values checkable without the
 #                      store or the server (empty model lists, bad prefixes, a bad metrics
-#                      address, unreadable credential files) refused with exit 2 by flag, the
-#                      store never opened
+#                      address, unreadable credential files, a key without its certificate, the
+#                      lease flags, a segment size below 64 KiB, an empty or over-long data
+#                      directory) refused with exit 2 by flag, or by LANESCHED_<FLAG> when the
+#                      environment gave the value, the store never opened; lanesched-ctl refuses
+#                      an empty --server and a key without its certificate with exit 2
 #   bad_urls           a server list nats.c would mishandle (htp://, 'not a url', ws://, a bad
 #                      port) stops lanesched at once with exit 2 and the reason, no try made
 #   connect_budget     --connect-wait-ms 1000 against a server that accepts and never answers
@@ -386,11 +389,26 @@ TOOLS
     timeout 5 "$BIN/lanesched-bench" frobnicate 2>"$WORK/err.log" || true
     [ "$(cat "$WORK/err.log")" = "lanesched-bench: unknown command 'frobnicate' (see lanesched-bench --help)" ] ||
         fail "lanesched-bench: $(cat "$WORK/err.log")"
+    # lanesched-ctl's connection flags, checked before it connects: exit 2 and the reason
+    : >"$WORK/empty"
+    local args
+    while IFS='|' read -r args want; do
+        rc=0
+        eval "timeout 5 \"\$BIN/lanesched-ctl\" --server nats://127.0.0.1:1 $args stats" \
+            2>"$WORK/err.log" || rc=$?
+        [ $rc = 2 ] || fail "lanesched-ctl $args exited $rc, not 2: $(cat "$WORK/err.log")"
+        [ "$(cat "$WORK/err.log")" = "lanesched-ctl: $want" ] ||
+            fail "lanesched-ctl $args: $(cat "$WORK/err.log")"
+    done <<'CTL'
+--server ''|--server is empty: give NATS URLs, or leave the flag out for LANESCHED_SERVER or nats://127.0.0.1:4222
+--tls-key $WORK/empty|--tls-key without --tls-cert: a client key is used only with its certificate chain; give both or neither
+--tls-cert $WORK/empty|--tls-cert without --tls-key: a client certificate is used only with its private key; give both or neither
+CTL
     # values the daemon can check before it opens the store or connects: exit 2 naming the flag
     # (a server that refuses: a daemon that got further would say so instead)
-    local bad want n=0
+    local bad n=0 long
+    long=$WORK/d/$(printf 'x%.0s' $(seq 4100)) # past what the store's paths can hold
     mkfifo "$WORK/fifo"
-    : >"$WORK/empty"
     while IFS='|' read -r bad want; do
         n=$((n + 1))
         rc=0
@@ -409,7 +427,8 @@ TOOLS
 --tls-ca /nonexistent/ca.pem|--tls-ca /nonexistent/ca.pem: cannot read it
 --creds $WORK/fifo|not a regular file (a FIFO)
 --creds /dev/zero|not a regular file (a device)
---tls-key $WORK/empty|--tls-cert and --tls-key go together
+--tls-key $WORK/empty|--tls-key without --tls-cert: a client key is used only with its certificate chain
+--tls-cert $WORK/empty --tls-key ''|--tls-cert without --tls-key: a client certificate is used only with
 --models 'a,>'|--models: '>' is not a model name
 --models 'a b'|--models: 'a b' is not a model name
 --hold-ms -18446744073709551615|--hold-ms: '-18446744073709551615' is not a number
@@ -417,9 +436,43 @@ TOOLS
 --queue-max-age-ms 1000,m=-5|--queue-max-age-ms takes MS
 --heartbeat-ms 60000 --dead-after-ms 2000|--dead-after-ms (2000) must be longer than --heartbeat-ms (60000)
 --store memory --durability power|--durability power needs the disk store
+--lease-bucket b --models m --lease-ttl-ms abc|lanesched: --lease-ttl-ms: 'abc' is not a number
+--lease-ttl-ms 299|lanesched: --lease-ttl-ms must be at least 300 ms, not 299
+--lease-bucket b --models m --lease-replicas 0|lanesched: --lease-replicas must be 1 to 5, not 0
+--lease-replicas 6|lanesched: --lease-replicas must be 1 to 5, not 6
+--segment-max-bytes 1|lanesched: --segment-max-bytes must be 65536 to 2147483648, not 1
+--segment-max-bytes 65535|lanesched: --segment-max-bytes must be 65536 to 2147483648, not 65535
+--segment-max-bytes 2147483649|--segment-max-bytes must be 65536 to 2147483648
+--data-dir ''|lanesched: --data-dir is empty: it names the disk store's directory
+--data-dir $long|bytes long, more than 4032: the lock and the store's files are opened by their full path
 BAD
+    # the same from the environment: the message names the variable that gave the value, and
+    # the flag when the command line overrode it (run in an empty directory, the default
+    # --data-dir's parent, which must stay empty)
+    local assign
+    mkdir "$WORK/cwd"
+    while IFS='|' read -r assign args want; do
+        n=$((n + 1))
+        rc=0
+        (cd "$WORK/cwd" && eval "env \"$assign\" timeout 5 \"\$BIN/lanesched\" --server nats://127.0.0.1:1 $args") \
+            2>"$WORK/err.log" || rc=$?
+        [ $rc = 2 ] || fail "$assign lanesched $args exited $rc, not 2: $(cat "$WORK/err.log")"
+        grep -qF -- "$want" "$WORK/err.log" || fail "$assign lanesched $args: $(cat "$WORK/err.log")"
+        [ -z "$(ls -A "$WORK/cwd")" ] || fail "$assign lanesched $args opened the store before refusing"
+    done <<'ENV'
+LANESCHED_HOLD_MS=abc||lanesched: LANESCHED_HOLD_MS: 'abc' is not a number
+LANESCHED_HOLD_MS=5|--hold-ms abc|lanesched: --hold-ms: 'abc' is not a number
+LANESCHED_LEASE_TTL_MS=abc||lanesched: LANESCHED_LEASE_TTL_MS: 'abc' is not a number
+LANESCHED_LEASE_REPLICAS=0||lanesched: LANESCHED_LEASE_REPLICAS must be 1 to 5, not 0
+LANESCHED_SEGMENT_MAX_BYTES=1||lanesched: LANESCHED_SEGMENT_MAX_BYTES must be 65536 to 2147483648, not 1
+LANESCHED_DATA_DIR=||lanesched: LANESCHED_DATA_DIR is empty
+LANESCHED_TLS_KEY=/dev/null||lanesched: LANESCHED_TLS_KEY without --tls-cert
+LANESCHED_MODELS=a,>||lanesched: LANESCHED_MODELS: '>' is not a model name
+LANESCHED_HEARTBEAT_MS=60000|--dead-after-ms 2000|lanesched: --dead-after-ms (2000) must be longer than LANESCHED_HEARTBEAT_MS (60000)
+LANESCHED_QUEUE_MAX_AGE_MS=0||lanesched: LANESCHED_QUEUE_MAX_AGE_MS takes MS
+ENV
     say "7 binaries: --version $version, one wording for unknown flags and commands;" \
-        "$n bad daemon values refused before the store opens"
+        "$n bad daemon values refused before the store opens; 3 bad lanesched-ctl connection flags"
 }
 
 case_bad_urls() {

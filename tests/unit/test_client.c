@@ -158,8 +158,11 @@ static void test_client_open_refuses_bad_config(void **state)
     expect_open_refused(&cc, "bad inbox prefix");
     cc.inbox_prefix = NULL;
     cc.tls_cert_file = "cert.pem";
-    expect_open_refused(&cc, "needs its key");
+    expect_open_refused(&cc, "TLS certificate without TLS key");
     cc.tls_cert_file = NULL;
+    cc.tls_key_file = "key.pem"; /* the pairing (common/keyfile.h) before the file itself */
+    expect_open_refused(&cc, "TLS key without TLS certificate");
+    cc.tls_key_file = NULL;
     cc.servers = " , ";
     expect_open_refused(&cc, "no server URL");
     expect_open_refused(NULL, "NULL argument");

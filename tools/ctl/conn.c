@@ -21,6 +21,21 @@ static bool ctl_set(const char *s)
     return s != NULL && s[0] != '\0';
 }
 
+int ctl_conn_check(const ctl_opts_t *o)
+{
+    const lc_client_config_t *c = &o->conn;
+    static const char *const labels[] = {"--creds", "--tls-ca", "--tls-cert", "--tls-key"};
+    const char *const paths[] = {c->creds_file, c->tls_ca_file, c->tls_cert_file, c->tls_key_file};
+    char bad[320];
+    if (keyfile_check_pair(labels[2], paths[2], labels[3], paths[3], bad, sizeof(bad)) !=
+            KEYFILE_OK ||
+        keyfile_check_list(labels, paths, 4, bad, sizeof(bad)) != KEYFILE_OK) {
+        fprintf(stderr, "lanesched-ctl: %s\n", bad);
+        return -1;
+    }
+    return 0;
+}
+
 int ctl_connect(const ctl_opts_t *o, bool one_thread, natsConnection **out)
 {
     const lc_client_config_t *c = &o->conn;
@@ -29,14 +44,6 @@ int ctl_connect(const ctl_opts_t *o, bool one_thread, natsConnection **out)
     const char *list[32];
     int n = 0, rc = 1;
     const char *what = "options";
-    static const char *const labels[] = {"--creds", "--tls-ca", "--tls-cert", "--tls-key"};
-    const char *const paths[] = {c->creds_file, c->tls_ca_file, c->tls_cert_file, c->tls_key_file};
-    char bad[320];
-    if (keyfile_check_list(labels, paths, 4, bad, sizeof(bad)) != 0) { /* before nats.c reads */
-        fprintf(stderr, "lanesched-ctl: %s\n", bad);
-        free(urls);
-        return 1;
-    }
     natsStatus s = urls != NULL ? natsOptions_Create(&opts) : NATS_NO_MEMORY;
     for (char *save = NULL, *u = urls != NULL ? strtok_r(urls, ", \t", &save) : NULL;
          u != NULL && n < 32; u = strtok_r(NULL, ", \t", &save))

@@ -18,7 +18,8 @@
  * Flags and environment: the connection flags of every tool (clients/c/tools/cli.h: --server,
  * --prefix, --user, --password, --token, --creds, --tls*, LANESCHED_SERVER, LANESCHED_PREFIX,
  * ...), then --timeout-ms, --no-replies, --version, --help. Every command line is checked before
- * connecting; a mistake is reported in common/usage.h's words, with exit status 2.
+ * connecting, the files the flags name and --tls-cert paired with --tls-key too (conn.c); a
+ * mistake is reported in common/usage.h's words or naming its flag, with exit status 2.
  *
  * Invariant: reads only; it never changes the daemon's state. The figures are read from the
  * document's "counters" object, parsed with jansson; a counter that is absent reads as -1.
@@ -311,6 +312,8 @@ int main(int argc, char **argv)
         usage_unknown_command(CTL_PROGRAM, cmd);
         return USAGE_EXIT;
     }
+    if (ctl_conn_check(&o) != 0) /* before connecting */
+        return USAGE_EXIT;
     if (o.timeout_ms < 0)
         o.timeout_ms = strcmp(cmd, "ping") == 0 ? 1000 : 30000;
     natsConnection *nc = NULL;

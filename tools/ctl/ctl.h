@@ -20,9 +20,16 @@ typedef struct {
 } ctl_opts_t;
 
 /*
- * Connects with the connection flags (servers, auth, TLS, timeout). one_thread: every
- * subscription's messages are delivered by one library thread, in the order the server sent
- * them (watch needs a request before its reply). *out is returned to the caller
+ * The connection flags' files checked before nats.c reads them, and --tls-cert and --tls-key
+ * paired (common/keyfile.h): 0, or -1 with the reason on stderr (a command-line mistake: the
+ * caller exits with USAGE_EXIT before connecting).
+ */
+int ctl_conn_check(const ctl_opts_t *o);
+
+/*
+ * Connects with the connection flags (servers, auth, TLS, timeout), once ctl_conn_check passed.
+ * one_thread: every subscription's messages are delivered by one library thread, in the order
+ * the server sent them (watch needs a request before its reply). *out is returned to the caller
  * (natsConnection_Destroy); on failure the reason is on stderr.
  */
 int ctl_connect(const ctl_opts_t *o, bool one_thread, natsConnection **out /* out */);

@@ -126,6 +126,13 @@ int cli_conn_flag(int argc, char **argv, int *i, lc_client_config_t *config)
         }
         switch (k) {
         case 0:
+            if (value[0] == '\0') { /* the library would take it as unset: the default server */
+                fprintf(stderr,
+                        "%s: --server is empty: give NATS URLs, or leave the flag out for "
+                        "LANESCHED_SERVER or " LC_DEFAULT_SERVER "\n",
+                        cli_program);
+                return -1;
+            }
             config->servers = value;
             break;
         case 1:

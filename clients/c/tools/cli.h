@@ -33,7 +33,9 @@ int cli_flag_value(int argc, char **argv, int *i, const char *name, const char *
 /*
  * The connection flags shared by both tools: --server, --prefix, --user, --password, --token,
  * --creds, --tls, --tls-ca, --tls-cert, --tls-key, --connect-timeout-ms. Same return convention
- * as cli_flag_value. Strings stored in *config are borrowed from argv.
+ * as cli_flag_value. Strings stored in *config are borrowed from argv. An empty --server is
+ * refused (-1): the library reads an empty server list as unset and would connect to the default
+ * server without a word.
  */
 int cli_conn_flag(int argc, char **argv, int *i, lc_client_config_t *config /* out */);
 
