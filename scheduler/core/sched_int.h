@@ -337,7 +337,7 @@ int budget_held_again(struct sched *s, const sched_consumer_t *c, const sched_mo
 void budget_held_note(struct sched *s, const sched_consumer_t *c, sched_model_t *m);
 /* Whether a batch is full to the contract: its items, or no further item of its pad fits. */
 int budget_full(const sched_batch_t *b, const packer_contract_t *k);
-/* Under a budget: whether s->filled waits for company (budget.c invariants 2, 3): 1 and
+/* Under a budget: whether s->filled waits for company (budget.c invariants 2, 3, 10): 1 and
  * *out_until, when its first item is due. */
 int budget_hold(struct sched *s, const sched_consumer_t *c, const sched_model_t *m,
                 sched_shape_t *shape, uint64_t now, uint64_t *out_until /* out */);

@@ -3,8 +3,9 @@
  * company until its first item is due (0.7 of the budget at first, an item's max_wait_ms scaling
  * it down) while company is expected, a full batch goes at once, a model without a budget keeps the
  * hold's rules, the due age shrinks when due items go late, a batch that misses the cache drains
- * its shape, a held fill is not redone before enough arrivals, and the prefix a batch pays is what
- * the core's model of the worker's cache says.
+ * its shape, a held fill is not redone before enough arrivals, the prefix a batch pays is what
+ * the core's model of the worker's cache says, and a batch waits only while company saves more
+ * than it may pad.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -356,6 +357,44 @@ static void test_a_young_lane_does_not_pad_a_batch_to_full(void **state)
     fixture_free(f);
 }
 
+/* A batch waits for company only while company saves more than it may pad (budget.c invariant
+ * 10): with no fixed cost, or 100 us (10 tokens' worth at 10 us), a warm batch goes at once,
+ * though company is expected; at 500 us it waits. With no fixed cost a batch that misses the
+ * worker's cache waits, for the prefix the items that join it would pay again. */
+static void test_a_batch_waits_only_for_what_company_saves(void **state)
+{
+    (void)state;
+    static const struct {
+        uint32_t fixed_us;
+        size_t first_fill; /* items out at the second arrival: 0 = held */
+    } cases[] = {{0, 1}, {100, 1}, {500, 0}};
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        sched_config_t cfg = {
+            .policy = SCHED_POLICY_LANES, .starvation_ns = 20 * MS, .slo_ns = 5 * SEC};
+        sched_worker_config_t wc = {cases[k].fixed_us, 10000, 1};
+        fixture_t *f = sched_fx_create(cfg, &wc);
+        submit(f, 500);
+        assert_int_equal(drain_one(f), 1); /* a shape seen once: goes, and is warm */
+        f->now += 200 * MS;
+        submit(f, 500); /* arrivals 200 ms apart: company is expected */
+        assert_int_equal(drain_one(f), cases[k].first_fill);
+        fixture_free(f);
+    }
+    sched_config_t cfg = {
+        .policy = SCHED_POLICY_LANES, .starvation_ns = 20 * MS, .slo_ns = 5 * SEC};
+    sched_worker_config_t wc = {0, 10000, 1};
+    fixture_t *f = sched_fx_create(cfg, &wc);
+    submit(f, 500);
+    assert_int_equal(drain_one(f), 1); /* warm on shape 1 */
+    submit_to(f, "m", 2, 500, 700, 0);
+    f->now += 200 * MS;
+    submit_to(f, "m", 2, 500, 700, 0);
+    assert_int_equal(drain_one(f), 0); /* a miss: 700 prefix tokens saved per batch */
+    f->now += 3500 * MS;
+    assert_int_equal(drain_one(f), 2);
+    fixture_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -370,6 +409,7 @@ int main(void)
         cmocka_unit_test(test_prefix_charged_on_a_miss_and_the_shape_drains),
         cmocka_unit_test(test_a_cold_shape_goes_within_the_budget),
         cmocka_unit_test(test_a_young_lane_does_not_pad_a_batch_to_full),
+        cmocka_unit_test(test_a_batch_waits_only_for_what_company_saves),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
