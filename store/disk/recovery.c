@@ -356,29 +356,32 @@ static void rec_listing_free(rec_listing_t *l)
     free(l->bad);
 }
 
-/* Lists the segment files and reads their headers; changes nothing. */
 /* Only a regular file is opened: a FIFO's blocking open waits for a writer (the start would
  * hang, deaf to SIGTERM), and a link could make another file a segment. The fstatat keeps
- * devices and sockets from being opened at all; O_NONBLOCK and the fstat of the descriptor
- * cover a FIFO or link swapped in after it. */
-int rec_open_regular(int dirfd, const char *name, int *regular, struct stat *sb)
+ * devices and sockets from being opened at all; for one swapped in after it, O_NOFOLLOW refuses
+ * a link, O_NONBLOCK keeps a FIFO's open from waiting, O_NOCTTY a terminal from becoming the
+ * process's, and the descriptor's own fstat says what was opened. */
+int rec_regular_open(int dirfd, const char *name, int flags, int *regular, struct stat *sb)
 {
+    struct stat st;
     *regular = 0;
-    if (fstatat(dirfd, name, sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb->st_mode))
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
         return -1;
-    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    int fd = openat(dirfd, name, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
-        *regular = errno != ELOOP;
+        *regular = errno != ELOOP && errno != ENXIO; /* ENXIO: a socket, or a FIFO to write */
         return -1;
     }
-    if (fstat(fd, sb) != 0 || !S_ISREG(sb->st_mode)) {
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
         return -1;
     }
     *regular = 1;
+    *sb = st;
     return fd;
 }
 
+/* Lists the segment files and reads their headers; changes nothing. */
 static store_status_t rec_list_files(disk_t *d, rec_listing_t *l)
 {
     int fd = dup(d->seg_dir_fd);
@@ -401,7 +404,13 @@ static store_status_t rec_list_files(disk_t *d, rec_listing_t *l)
         }
         int regular;
         struct stat sb;
-        int sfd = rec_open_regular(d->seg_dir_fd, de->d_name, &regular, &sb);
+        int sfd = rec_regular_open(d->seg_dir_fd, de->d_name, O_RDONLY, &regular, &sb);
+        if (regular && sfd < 0) { /* a segment it cannot read (EACCES, EMFILE): not damage */
+            disk_log(d, STORE_LOG_ERROR, "segment file %s/segments/%s: cannot open it: %s", d->dir,
+                     de->d_name, strerror(errno));
+            st = STORE_EIO;
+            break;
+        }
         if (!regular) /* set aside as a damaged segment is: it has a segment's name */
             disk_log(d, STORE_LOG_WARN,
                      "%s/segments/%s is not a regular file (a link, FIFO, socket, device or "

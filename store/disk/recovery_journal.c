@@ -76,7 +76,7 @@ store_status_t rec_journal_list(disk_t *d, rec_journal_t *j)
             d->next_segment_id = id + 1;
         int regular;
         struct stat sb;
-        int jfd = rec_open_regular(dirfd(dir), de->d_name, &regular, &sb);
+        int jfd = rec_regular_open(dirfd(dir), de->d_name, O_RDONLY, &regular, &sb);
         if (!regular) {
             disk_log(d, STORE_LOG_WARN,
                      "ignoring %s/journal/%s: not a regular file (a link, FIFO, socket, device "
@@ -179,10 +179,12 @@ static store_status_t rec_journal_file(rec_jread_t *rd, uint64_t id)
     store_recovery_t *rep = &rd->rep;
     char name[JNL_FILE_NAME_SIZE];
     jnl_file_name(id, name);
-    int fd = openat(d->jnl_dir_fd, name, O_RDONLY | O_CLOEXEC);
+    int regular;
+    struct stat sb;
+    int fd = rec_regular_open(d->jnl_dir_fd, name, O_RDONLY, &regular, &sb);
     if (fd < 0) {
         disk_log(d, STORE_LOG_ERROR, "journal file %s/journal/%s: cannot open it: %s", d->dir, name,
-                 strerror(errno));
+                 regular ? strerror(errno) : "no longer a regular file");
         return STORE_EIO;
     }
     off_t size = lseek(fd, 0, SEEK_END);
@@ -212,8 +214,7 @@ static store_status_t rec_journal_file(rec_jread_t *rd, uint64_t id)
      * records again and, with another share reading beside it, each move of a large array
      * flushes that thread's TLB. Pages never written are never touched. Best effort: refused
      * (a large journal under strict overcommit), the array grows with the records found. */
-    struct stat sb;
-    uint64_t held = fstat(fd, &sb) == 0 ? (uint64_t)sb.st_blocks * 512u : 0; /* holes left out */
+    uint64_t held = (uint64_t)sb.st_blocks * 512u; /* holes left out */
     uint64_t bytes = end < held ? end : held;
     size_t slots = bytes > JNL_HEADER ? (size_t)((bytes - JNL_HEADER) / JNL_RECORD) : 0;
     if (rd->cap - rd->n < slots) {

@@ -390,10 +390,12 @@ store_status_t rec_scan(disk_t *d, rec_lanes_t *lanes, rec_file_t *f, store_reco
     store_status_t st = STORE_OK;
     uint8_t *map = MAP_FAILED;
     dseg_t *attached = f->seg;
-    int fd = openat(d->seg_dir_fd, name, O_RDWR | O_CLOEXEC);
+    int regular;
+    struct stat sb;
+    int fd = rec_regular_open(d->seg_dir_fd, name, O_RDWR, &regular, &sb);
     if (fd < 0) {
         disk_log(d, STORE_LOG_ERROR, "segment file %s/segments/%s: cannot open it for writing: %s",
-                 d->dir, name, strerror(errno));
+                 d->dir, name, regular ? strerror(errno) : "no longer a regular file");
         return STORE_EIO;
     }
     uint64_t size = f->file_size;

@@ -48,11 +48,12 @@ typedef struct {
     rec_jrec_t *recs; /* owned: every file's records, back to back */
 } rec_journal_t;
 
-/* Opens name in dirfd read-only if it is a regular file and returns the descriptor (returned to
- * the caller to close), *sb (out) its fstat. -1 with *regular (out) 0: a link, FIFO, socket,
- * device or directory, never left open; -1 with *regular 1: a regular file that could not be
- * opened (errno). */
-int rec_open_regular(int dirfd, const char *name, int *regular, struct stat *sb);
+/* Opens name (borrowed) in dirfd with flags (O_RDONLY or O_RDWR) if it is a regular file, and
+ * returns the descriptor (returned to the caller to close), *sb its fstat. -1 with *regular 0:
+ * gone, or a link, FIFO, socket, device or directory (never left open; *sb untouched); -1 with
+ * *regular 1: a regular file that could not be opened (errno). */
+int rec_regular_open(int dirfd, const char *name, int flags, int *regular /* out */,
+                     struct stat *sb /* out */);
 
 /* Lists the journal files and checks their headers' format; changes nothing. */
 store_status_t rec_journal_list(disk_t *d, rec_journal_t *j);
