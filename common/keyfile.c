@@ -74,3 +74,13 @@ keyfile_status_t keyfile_check_pair(const char *cert_label, const char *cert, co
              st == KEYFILE_ECERT_ALONE ? key_label : cert_label, keyfile_status_str(st));
     return st;
 }
+
+keyfile_status_t keyfile_conn_check(const char *const labels[KEYFILE_CONN_FILES],
+                                    const char *const paths[KEYFILE_CONN_FILES], char *err,
+                                    size_t cap)
+{
+    keyfile_status_t st =
+        keyfile_check_pair(labels[KEYFILE_TLS_CERT], paths[KEYFILE_TLS_CERT],
+                           labels[KEYFILE_TLS_KEY], paths[KEYFILE_TLS_KEY], err, cap);
+    return st != KEYFILE_OK ? st : keyfile_check_list(labels, paths, KEYFILE_CONN_FILES, err, cap);
+}

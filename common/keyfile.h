@@ -58,4 +58,13 @@ keyfile_status_t keyfile_check_list(const char *const labels[], const char *cons
 keyfile_status_t keyfile_check_pair(const char *cert_label, const char *cert, const char *key_label,
                                     const char *key, char *err /* out */, size_t cap);
 
+/* The files of one NATS connection, indexing the arrays keyfile_conn_check takes. */
+enum { KEYFILE_CREDS, KEYFILE_TLS_CA, KEYFILE_TLS_CERT, KEYFILE_TLS_KEY, KEYFILE_CONN_FILES };
+
+/* What every program that connects asks before nats.c reads a file: keyfile_check_pair of the
+ * certificate and key, then keyfile_check_list of all four, labels[i] naming paths[i]. */
+keyfile_status_t keyfile_conn_check(const char *const labels[KEYFILE_CONN_FILES],
+                                    const char *const paths[KEYFILE_CONN_FILES],
+                                    char *err /* out */, size_t cap);
+
 #endif

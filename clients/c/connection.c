@@ -257,9 +257,7 @@ lc_status_t lc_client_open(const lc_client_config_t *config, char *errbuf, size_
     const char *const paths[] = {config->creds_file, config->tls_ca_file, config->tls_cert_file,
                                  config->tls_key_file};
     char bad[320];
-    if (keyfile_check_pair(labels[2], paths[2], labels[3], paths[3], bad, sizeof(bad)) !=
-            KEYFILE_OK ||
-        keyfile_check_list(labels, paths, 4, bad, sizeof(bad)) != KEYFILE_OK) { /* before nats.c */
+    if (keyfile_conn_check(labels, paths, bad, sizeof(bad)) != KEYFILE_OK) { /* before nats.c */
         lc_errf(err, "%s", bad);
         status = LC_EINVAL;
         goto out;

@@ -3,9 +3,9 @@
  *
  * Invariants:
  *   1. Every flag has an environment variable LANESCHED_<FLAG> (upper case, '-' as '_'); a flag
- *      on the command line wins over the environment, which wins over the default. A message
- *      about a value names where it came from: the variable when the environment gave it, else
- *      the flag, so the operator is pointed at the place to fix.
+ *      on the command line wins over the environment, which wins over the default. A refusal
+ *      of a value at start names where it came from: the variable when the environment gave it,
+ *      else the flag, so the operator is pointed at the place to fix.
  *   2. SIGTERM and SIGINT stop taking work (unsubscribe), let the owner finish its turn and
  *      flush, then close the store: pending items come back on the next start.
  *   3. Signals are taken by one thread with sigwait, never by a handler, so stopping uses the
@@ -603,9 +603,7 @@ static int config_build(const main_flags_t *v, daemon_config_t *cfg, front_confi
                                   flag_label(v, "tls-cert"), flag_label(v, "tls-key")};
     const char *const paths[] = {fc->creds_file, fc->tls_ca, fc->tls_cert, fc->tls_key};
     char bad[320];
-    if (keyfile_check_pair(labels[2], paths[2], labels[3], paths[3], bad, sizeof(bad)) !=
-            KEYFILE_OK ||
-        keyfile_check_list(labels, paths, 4, bad, sizeof(bad)) != KEYFILE_OK) { /* invariant 5 */
+    if (keyfile_conn_check(labels, paths, bad, sizeof(bad)) != KEYFILE_OK) { /* invariant 5 */
         fprintf(stderr, "lanesched: %s\n", bad);
         return -1;
     }

@@ -404,6 +404,11 @@ TOOLS
 --tls-key $WORK/empty|--tls-key without --tls-cert: a client key is used only with its certificate chain; give both or neither
 --tls-cert $WORK/empty|--tls-cert without --tls-key: a client certificate is used only with its private key; give both or neither
 CTL
+    rc=0 # from the environment, the message names the variable
+    LANESCHED_TLS_KEY="$WORK/empty" timeout 5 "$BIN/lanesched-ctl" --server nats://127.0.0.1:1 \
+        stats 2>"$WORK/err.log" || rc=$?
+    [ $rc = 2 ] && grep -qF "lanesched-ctl: LANESCHED_TLS_KEY without --tls-cert" "$WORK/err.log" ||
+        fail "lanesched-ctl with LANESCHED_TLS_KEY alone exited $rc: $(cat "$WORK/err.log")"
     # values the daemon can check before it opens the store or connects: exit 2 naming the flag
     # (a server that refuses: a daemon that got further would say so instead)
     local bad n=0 long

@@ -96,6 +96,23 @@ static void test_a_list_names_its_first_failure(void **state)
     assert_string_equal(err, want);
 }
 
+/* A connection's files: the pairing first (it names both), then each file. */
+static void test_a_connection_checks_the_pair_then_each_file(void **state)
+{
+    rig_t *r = *state;
+    static const char *const labels[KEYFILE_CONN_FILES] = {"--creds", "--tls-ca", "--tls-cert",
+                                                           "--tls-key"};
+    char err[320] = "";
+    const char *const fine[KEYFILE_CONN_FILES] = {r->file, NULL, r->file, r->file};
+    assert_int_equal(keyfile_conn_check(labels, fine, err, sizeof(err)), KEYFILE_OK);
+    const char *const alone[KEYFILE_CONN_FILES] = {r->fifo, NULL, NULL, r->file};
+    assert_int_equal(keyfile_conn_check(labels, alone, err, sizeof(err)), KEYFILE_EKEY_ALONE);
+    assert_non_null(strstr(err, "--tls-key without --tls-cert"));
+    const char *const fifo[KEYFILE_CONN_FILES] = {r->fifo, NULL, r->file, r->file};
+    assert_int_equal(keyfile_conn_check(labels, fifo, err, sizeof(err)), KEYFILE_ENOTREGULAR);
+    assert_non_null(strstr(err, "--creds"));
+}
+
 static void expect_pair(const char *cert, const char *key, keyfile_status_t want, const char *text)
 {
     char err[256] = "untouched";
@@ -144,6 +161,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_list_names_its_first_failure, rig_setup,
                                         rig_teardown),
         cmocka_unit_test_setup_teardown(test_a_certificate_and_its_key_go_together, rig_setup,
+                                        rig_teardown),
+        cmocka_unit_test_setup_teardown(test_a_connection_checks_the_pair_then_each_file, rig_setup,
                                         rig_teardown),
         cmocka_unit_test(test_every_status_has_its_text),
     };

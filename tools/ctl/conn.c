@@ -21,15 +21,24 @@ static bool ctl_set(const char *s)
     return s != NULL && s[0] != '\0';
 }
 
+/* What a message calls a file's value: its variable when the environment gave it
+ * (cli_conn_defaults keeps getenv's own pointer, a flag's value is argv's), else its flag. */
+static const char *ctl_conn_label(const char *value, const char *flag, const char *var)
+{
+    return value != NULL && value == getenv(var) ? var : flag;
+}
+
 int ctl_conn_check(const ctl_opts_t *o)
 {
     const lc_client_config_t *c = &o->conn;
-    static const char *const labels[] = {"--creds", "--tls-ca", "--tls-cert", "--tls-key"};
+    const char *const labels[] = {
+        ctl_conn_label(c->creds_file, "--creds", "LANESCHED_CREDS"),
+        ctl_conn_label(c->tls_ca_file, "--tls-ca", "LANESCHED_TLS_CA"),
+        ctl_conn_label(c->tls_cert_file, "--tls-cert", "LANESCHED_TLS_CERT"),
+        ctl_conn_label(c->tls_key_file, "--tls-key", "LANESCHED_TLS_KEY")};
     const char *const paths[] = {c->creds_file, c->tls_ca_file, c->tls_cert_file, c->tls_key_file};
     char bad[320];
-    if (keyfile_check_pair(labels[2], paths[2], labels[3], paths[3], bad, sizeof(bad)) !=
-            KEYFILE_OK ||
-        keyfile_check_list(labels, paths, 4, bad, sizeof(bad)) != KEYFILE_OK) {
+    if (keyfile_conn_check(labels, paths, bad, sizeof(bad)) != KEYFILE_OK) {
         fprintf(stderr, "lanesched-ctl: %s\n", bad);
         return -1;
     }
