@@ -51,8 +51,9 @@
  *      item that joins saves at most a batch's fixed cost, and the prefix when the batch misses
  *      the worker's cache, and may pad by BUDGET_PAD_TOKENS at the worker's token cost. A worker
  *      with no fixed cost and the prefix warm gains nothing by waiting; company only pads its
- *      batches, and the budget's wait is all the tail sees. A worker whose cost is not known yet
- *      waits as before.
+ *      batches, and the budget's wait is all the tail sees. Such a batch drains its shape on a
+ *      miss as any batch that goes does (invariant 4). A worker whose cost is not known yet waits
+ *      by invariants 8 and 9 alone.
  *
  * Rejected (each measured with `lanesched-bench sim|sweep --prefixes --slo-ms N`; docs/policy.md,
  * "The wait budget"): a due age from lateness alone with no cap (the p99 rose past the budget for
@@ -100,7 +101,9 @@
  * much before any share of its length counts. 0 and 8 left steady over the best tuned bucket
  * scheme's GPU time at a fixed cost of 100 us, 16 did not (`lanesched-bench sim --preset
  * steady|bursty|churn [--prefixes] --batch-us 0|100|130|150|170|200|500 --slo-ms 1000|2000|5000
- * --seed 42|1|7`; docs/policy.md, "The wait budget"). Every claim's 5 ms is far above it. */
+ * --seed 42|1|7`; docs/policy.md, "The wait budget"). It follows the lane floor on purpose: the
+ * floor is the padding it prices. The claims' fixed cost, 5 ms at 10 us a token, is worth 500
+ * tokens: no claim's figure moves with it. */
 #define BUDGET_PAD_TOKENS LANES_FLOOR_TOKENS
 /* The lateness histogram's memory: a few bursts long, so one burst moves it and a quiet minute
  * forgets it. */
@@ -337,16 +340,16 @@ int budget_hold(struct sched *s, const sched_consumer_t *c, const sched_model_t 
         end = e < end ? e : end;
     }
     int miss = c->worker == NULL || !worker_is_warm(c->worker, shape);
+    int alone = 0; /* invariant 10: company would save no more than it pads */
     packer_cost_t cost;
     if (c->worker != NULL && worker_cost(c->worker, &cost)) {
-        double saves = cost.fixed_ns + (miss ? cost.token_ns * (double)b->prefix_tokens : 0.0);
-        if (saves <= cost.token_ns * (double)BUDGET_PAD_TOKENS) /* invariant 10 */
-            return 0;
+        double saves = cost.fixed_ns + cost.token_ns * (double)b->prefix_charged;
+        alone = saves <= cost.token_ns * (double)BUDGET_PAD_TOKENS;
         uint64_t latest = budget_queue_latest(m, end, &c->contract, &cost);
         due = latest < due ? latest : due;
     }
     uint64_t until = due;
-    if (!budget_company_before(&shape->gaps, now, due, &until)) { /* invariant 8 */
+    if (alone || !budget_company_before(&shape->gaps, now, due, &until)) { /* invariant 8 */
         if (miss) /* invariant 4: what was queued goes with it, while the shape is warm */
             shape->drain_ns = now;
         return 0;
