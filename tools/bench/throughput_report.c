@@ -160,6 +160,10 @@ static void tp_memory_print(const tp_result_t *r, bool lanes)
 {
     if (r->bytes_per_queued_item <= 0 && r->anon_bytes_per_queued_item <= 0)
         return;
+    if (lanes && !tp_daemon_seen(&r->phase[TP_SUBMIT])) {
+        printf("  memory: n/a (the daemon's process spent no CPU time: --lanesched forked it?)\n");
+        return;
+    }
     printf("  memory: %.0f bytes of %s RSS per queued item (%ld -> %ld kB peak at %" PRIu64
            " queued; payloads included), anonymous memory %.0f bytes per item (%ld -> %ld kB)\n",
            r->bytes_per_queued_item, lanes ? "lanesched" : "nats-server", r->rss_base_kb,
@@ -318,7 +322,8 @@ static double tp_m_files(const tp_result_t *r, int phase)
 
 static double tp_m_memory(const tp_result_t *r, int phase)
 {
-    (void)phase;
+    if (strcmp(r->system, "lanesched") == 0 && !tp_daemon_seen(&r->phase[phase]))
+        return -1.0; /* a wrapper's RSS, not the daemon's */
     return r->bytes_per_queued_item > 0 ? r->bytes_per_queued_item : -1.0;
 }
 
@@ -576,14 +581,17 @@ void tp_summary_print(const tp_result_t *rs, size_t n, const tp_result_t *cells,
             continue;
         char what[64];
         snprintf(what, sizeof(what), "memory per queued item at %" PRIu64 " queued", r->queued);
+        double bytes = tp_m_memory(r, TP_SUBMIT); /* -1: n/a */
         if (r->queued >= TP_TARGET_QUEUED)
-            tp_check_print(what, r->bytes_per_queued_item, " B", TP_TARGET_BYTES_PER_ITEM, true,
-                           "<= 64 B", o->uniform ? "  [uniform: best case]" : "");
+            tp_check_print(what, bytes, " B", TP_TARGET_BYTES_PER_ITEM, true, "<= 64 B",
+                           o->uniform ? "  [uniform: best case]" : "");
+        else if (bytes < 0)
+            printf("  %-52s n/a\n", what);
         else
-            printf("  %-52s %.0f B (the target is at %d queued)\n", what, r->bytes_per_queued_item,
-                   TP_TARGET_QUEUED);
-        printf("  %-52s %.0f B\n", "  of it anonymous memory (not file pages)",
-               r->anon_bytes_per_queued_item);
+            printf("  %-52s %.0f B (the target is at %d queued)\n", what, bytes, TP_TARGET_QUEUED);
+        if (bytes >= 0)
+            printf("  %-52s %.0f B\n", "  of it anonymous memory (not file pages)",
+                   r->anon_bytes_per_queued_item);
     }
     /* invariant 2: a system's reruns with twice the clients */
     static const char *const systems[4][2] = {{"lanesched", "process"},
