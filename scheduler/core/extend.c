@@ -289,7 +289,7 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
         n += got;
         pad = pad_m;
         real += add_real;
-        add_prefix = packer_prefix_priced(k, add_prefix); /* a claim (fill.c) */
+        add_prefix = packer_prefix_price(k, add_prefix); /* a claim (fill.c) */
         if (add_prefix > b->prefix_tokens)
             b->prefix_tokens = add_prefix;
         b->lanes++;

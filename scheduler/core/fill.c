@@ -8,7 +8,7 @@
  * and is within the contract). The one write a fill makes is the store's next epoch, once per
  * 2^32 batch ids (sched.c invariant 4), which touches no item. A batch's prefix (the longest
  * prefix_tokens of its items) is priced at most at what its contract says the worker runs
- * (packer_contract_runs): it is the producer's claim, and it sizes what a miss costs, the
+ * (packer_prefix_price): it is the producer's claim, and it sizes what a miss costs, the
  * credit of merges under a budget and the sample the worker's cost estimate learns from.
  *
  * Rejected: peeking a lane's whole queue. The packer chooses from tokens and delivery counts
@@ -122,7 +122,7 @@ static sched_status_t fill_lane_pack(sched_t *s, const sched_consumer_t *consume
         if (s->scratch.views[i].prefix_tokens > prefix)
             prefix = s->scratch.views[i].prefix_tokens;
     }
-    prefix = packer_prefix_priced(&consumer->contract, prefix); /* a claim (above) */
+    prefix = packer_prefix_price(&consumer->contract, prefix); /* a claim (above) */
     s->filled = (sched_batch_t){
         .batch_id = 0, /* given when the batch is final (sched_fill) */
         .model_view = model->name,

@@ -65,7 +65,7 @@ uint32_t packer_contract_runs(const packer_contract_t *contract)
                                                                    : contract->max_batch_tokens;
 }
 
-uint32_t packer_prefix_priced(const packer_contract_t *contract, uint32_t prefix)
+uint32_t packer_prefix_price(const packer_contract_t *contract, uint32_t prefix)
 {
     uint32_t runs = packer_contract_runs(contract);
     return prefix < runs ? prefix : runs;

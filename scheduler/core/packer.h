@@ -51,7 +51,7 @@ uint32_t packer_contract_runs(const packer_contract_t *contract);
 
 /* The prefix a batch is priced with: its items' longest prefix_tokens, at most what the
  * contract's worker runs (packer_contract_runs). */
-uint32_t packer_prefix_priced(const packer_contract_t *contract, uint32_t prefix);
+uint32_t packer_prefix_price(const packer_contract_t *contract, uint32_t prefix);
 
 /* Round `tokens` up to PACKER_PAD_MULTIPLE. */
 uint64_t packer_pad(uint64_t tokens);

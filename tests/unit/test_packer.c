@@ -147,11 +147,11 @@ static void test_a_prefix_is_priced_at_what_the_worker_runs(void **state)
 {
     (void)state;
     packer_contract_t batch_only = {8, 4096, 0}, long_inputs = {8, 4096, 16384};
-    assert_int_equal(packer_prefix_priced(&batch_only, 1000), 1000);
-    assert_int_equal(packer_prefix_priced(&batch_only, 4096), 4096);
-    assert_int_equal(packer_prefix_priced(&batch_only, 100000), 4096);
-    assert_int_equal(packer_prefix_priced(&long_inputs, 100000), 16384);
-    assert_int_equal(packer_prefix_priced(&long_inputs, 0), 0);
+    assert_int_equal(packer_prefix_price(&batch_only, 1000), 1000);
+    assert_int_equal(packer_prefix_price(&batch_only, 4096), 4096);
+    assert_int_equal(packer_prefix_price(&batch_only, 100000), 4096);
+    assert_int_equal(packer_prefix_price(&long_inputs, 100000), 16384);
+    assert_int_equal(packer_prefix_price(&long_inputs, 0), 0);
 }
 
 int main(void)
