@@ -541,9 +541,10 @@ static int config_data_dir(const main_flags_t *v, const char *dir)
 static int config_leases(const main_flags_t *v, lease_kv_config_t *lc)
 {
     uint32_t ttl = 0, replicas = 0;
+    lease_timing_t timing; /* the lease's own rule, asked before anything opens */
     if (flag_u32(v, "lease-ttl-ms", &ttl) || flag_u32(v, "lease-replicas", &replicas))
         return -1;
-    if (ttl < LEASE_TTL_MIN_MS) {
+    if (lease_timing_init(&timing, ttl) != 0) {
         fprintf(stderr,
                 "lanesched: %s must be at least %u ms, not %" PRIu32 ": a holder renews every "
                 "third of it and stops serving a fifth (at least 100 ms) before the lease can "
