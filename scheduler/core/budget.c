@@ -345,7 +345,7 @@ int budget_hold(struct sched *s, const sched_consumer_t *c, const sched_model_t 
     if (c->worker != NULL && worker_cost(c->worker, &cost)) {
         double saves = cost.fixed_ns + cost.token_ns * (double)b->prefix_charged;
         alone = saves <= cost.token_ns * (double)BUDGET_PAD_TOKENS;
-        uint64_t latest = budget_queue_latest(m, end, &c->contract, &cost);
+        uint64_t latest = alone ? due : budget_queue_latest(m, end, &c->contract, &cost);
         due = latest < due ? latest : due;
     }
     uint64_t until = due;
