@@ -12,6 +12,8 @@
  */
 #include "common/keyfile.h"
 
+#include "common/text.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,12 +21,6 @@
 #include <unistd.h>
 
 STATUS_STR(keyfile_status_str, keyfile_status_t, KEYFILE_STATUS_MAP, "unknown keyfile status")
-
-/* keyfile.h: set is not NULL and not empty. */
-static int keyfile_set(const char *path)
-{
-    return path != NULL && path[0] != '\0';
-}
 
 keyfile_status_t keyfile_check(const char *path, char *err, size_t cap)
 {
@@ -55,7 +51,7 @@ keyfile_status_t keyfile_check_list(const char *const labels[], const char *cons
     for (size_t i = 0; i < n; i++) {
         char why[160];
         keyfile_status_t st =
-            keyfile_set(paths[i]) ? keyfile_check(paths[i], why, sizeof(why)) : KEYFILE_OK;
+            text_given(paths[i]) ? keyfile_check(paths[i], why, sizeof(why)) : KEYFILE_OK;
         if (st != KEYFILE_OK) {
             snprintf(err, cap, "%s %s: %s", labels[i], paths[i], why);
             return st;
@@ -67,9 +63,9 @@ keyfile_status_t keyfile_check_list(const char *const labels[], const char *cons
 keyfile_status_t keyfile_check_pair(const char *cert_label, const char *cert, const char *key_label,
                                     const char *key, char *err, size_t cap)
 {
-    if (keyfile_set(cert) == keyfile_set(key))
+    if (text_given(cert) == text_given(key))
         return KEYFILE_OK;
-    keyfile_status_t st = keyfile_set(cert) ? KEYFILE_ECERT_ALONE : KEYFILE_EKEY_ALONE;
+    keyfile_status_t st = text_given(cert) ? KEYFILE_ECERT_ALONE : KEYFILE_EKEY_ALONE;
     snprintf(err, cap, "%s without %s: %s", st == KEYFILE_ECERT_ALONE ? cert_label : key_label,
              st == KEYFILE_ECERT_ALONE ? key_label : cert_label, keyfile_status_str(st));
     return st;

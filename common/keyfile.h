@@ -12,7 +12,8 @@
  * Argument", naming neither. Every program that takes them (the daemon, the C client,
  * lanesched-ctl) asks this one rule, before anything connects.
  *
- * A path is set when it is not NULL and not empty, for every function here.
+ * A path is set when it is given (common/text.h: not NULL and not empty), for every function
+ * here.
  *
  * Ownership: every pointer is borrowed for the call.
  */

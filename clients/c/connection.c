@@ -25,6 +25,7 @@
 #include "clients/c/client_int.h"
 
 #include "common/keyfile.h"
+#include "common/text.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -218,11 +219,6 @@ void lc_client_config_init(lc_client_config_t *config)
     memset(config, 0, sizeof(*config));
 }
 
-static bool lc_set(const char *s)
-{
-    return s != NULL && s[0] != '\0';
-}
-
 lc_status_t lc_client_open(const lc_client_config_t *config, char *errbuf, size_t errlen,
                            lc_client_t **out)
 {
@@ -240,13 +236,13 @@ lc_status_t lc_client_open(const lc_client_config_t *config, char *errbuf, size_
         status = LC_EINVAL;
         goto out;
     }
-    const char *prefix = lc_set(config->prefix) ? config->prefix : LC_DEFAULT_PREFIX;
+    const char *prefix = text_given(config->prefix) ? config->prefix : LC_DEFAULT_PREFIX;
     if (!lc_subject_part_ok(prefix)) {
         lc_errf(err, "bad prefix \"%s\": it must be a valid subject without wildcards", prefix);
         status = LC_EINVAL;
         goto out;
     }
-    if (lc_set(config->inbox_prefix) && !lc_subject_part_ok(config->inbox_prefix)) {
+    if (text_given(config->inbox_prefix) && !lc_subject_part_ok(config->inbox_prefix)) {
         lc_errf(err, "bad inbox prefix \"%s\": it must be a valid subject without wildcards",
                 config->inbox_prefix);
         status = LC_EINVAL;
@@ -263,7 +259,7 @@ lc_status_t lc_client_open(const lc_client_config_t *config, char *errbuf, size_
         goto out;
     }
     client = calloc(1, sizeof(*client));
-    urls = strdup(lc_set(config->servers) ? config->servers : LC_DEFAULT_SERVER);
+    urls = strdup(text_given(config->servers) ? config->servers : LC_DEFAULT_SERVER);
     if (client == NULL || urls == NULL || (client->prefix = strdup(prefix)) == NULL) {
         status = LC_ENOMEM;
         lc_errf(err, "out of memory");
@@ -292,29 +288,29 @@ lc_status_t lc_client_open(const lc_client_config_t *config, char *errbuf, size_
     if ((s = natsOptions_SetServers(opts, list, n_list)) != NATS_OK)
         goto nats_fail;
     what = "connection name";
-    if (lc_set(config->name) && (s = natsOptions_SetName(opts, config->name)) != NATS_OK)
+    if (text_given(config->name) && (s = natsOptions_SetName(opts, config->name)) != NATS_OK)
         goto nats_fail;
     what = "user/password";
-    if ((lc_set(config->user) || lc_set(config->password)) &&
+    if ((text_given(config->user) || text_given(config->password)) &&
         (s = natsOptions_SetUserInfo(opts, config->user, config->password)) != NATS_OK)
         goto nats_fail;
     what = "token";
-    if (lc_set(config->token) && (s = natsOptions_SetToken(opts, config->token)) != NATS_OK)
+    if (text_given(config->token) && (s = natsOptions_SetToken(opts, config->token)) != NATS_OK)
         goto nats_fail;
     what = "credentials file";
-    if (lc_set(config->creds_file) &&
+    if (text_given(config->creds_file) &&
         (s = natsOptions_SetUserCredentialsFromFiles(opts, config->creds_file, NULL)) != NATS_OK)
         goto nats_fail;
     what = "TLS";
-    if ((config->tls || lc_set(config->tls_ca_file) || lc_set(config->tls_cert_file)) &&
+    if ((config->tls || text_given(config->tls_ca_file) || text_given(config->tls_cert_file)) &&
         (s = natsOptions_SetSecure(opts, true)) != NATS_OK)
         goto nats_fail;
     what = "TLS CA file";
-    if (lc_set(config->tls_ca_file) &&
+    if (text_given(config->tls_ca_file) &&
         (s = natsOptions_LoadCATrustedCertificates(opts, config->tls_ca_file)) != NATS_OK)
         goto nats_fail;
     what = "TLS certificate/key";
-    if (lc_set(config->tls_cert_file) &&
+    if (text_given(config->tls_cert_file) &&
         (s = natsOptions_LoadCertificatesChain(opts, config->tls_cert_file,
                                                config->tls_key_file)) != NATS_OK)
         goto nats_fail;
@@ -323,7 +319,7 @@ lc_status_t lc_client_open(const lc_client_config_t *config, char *errbuf, size_
         (s = natsOptions_SetTimeout(opts, config->connect_timeout_ms)) != NATS_OK)
         goto nats_fail;
     what = "inbox prefix";
-    if (lc_set(config->inbox_prefix)) {
+    if (text_given(config->inbox_prefix)) {
         if ((s = natsOptions_SetCustomInboxPrefix(opts, config->inbox_prefix)) != NATS_OK)
             goto nats_fail;
         if ((client->inbox_prefix = strdup(config->inbox_prefix)) == NULL) {

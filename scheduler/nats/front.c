@@ -73,6 +73,7 @@
 #include "scheduler/nats/front.h"
 
 #include "common/log.h"
+#include "common/text.h"
 
 #include <nats/nats.h>
 #include <pthread.h>
@@ -456,7 +457,7 @@ daemon_status_t front_connect(front_t *f, const front_config_t *cfg)
         s = natsOptions_SetUserCredentialsFromFiles(opts, cfg->creds_file, NULL);
     if (s == NATS_OK && (cfg->tls_ca != NULL || cfg->tls_cert != NULL || cfg->tls_url))
         s = natsOptions_SetSecure(opts, true);
-    if (s == NATS_OK && cfg->inbox_prefix != NULL && cfg->inbox_prefix[0] != '\0')
+    if (s == NATS_OK && text_given(cfg->inbox_prefix))
         s = natsOptions_SetCustomInboxPrefix(opts, cfg->inbox_prefix);
     if (s == NATS_OK && cfg->tls_ca != NULL &&
         (s = natsOptions_LoadCATrustedCertificates(opts, cfg->tls_ca)) != NATS_OK)

@@ -34,6 +34,7 @@
 #include "scheduler/nats/lease_kv.h"
 
 #include "common/keyfile.h"
+#include "common/text.h"
 #include "common/log.h"
 #include "common/url.h"
 #include "common/usage.h"
@@ -316,7 +317,7 @@ static int flag_u32(const main_flags_t *f, const char *name, uint32_t *out)
 static const char *flag_path(const main_flags_t *f, const char *name)
 {
     const char *p = flag_value(f, name);
-    return p != NULL && p[0] != '\0' ? p : NULL;
+    return text_given(p) ? p : NULL;
 }
 
 /* The limits (daemon_limits_t): each a count of at least 1. */
@@ -717,7 +718,7 @@ static int config_build(const main_flags_t *v, daemon_config_t *cfg, front_confi
         return -1;
     }
     const char *listen = flag_value(v, "metrics-listen");
-    if (listen != NULL && listen[0] != '\0' && http_listen_check(listen) != HTTP_OK) {
+    if (text_given(listen) && http_listen_check(listen) != HTTP_OK) {
         fprintf(stderr, "lanesched: %s %s: %s\n", flag_label(v, "metrics-listen"), listen,
                 http_status_str(HTTP_EADDR));
         return -1;
@@ -725,7 +726,7 @@ static int config_build(const main_flags_t *v, daemon_config_t *cfg, front_confi
     if (config_leases(v, lc) != 0)
         return -1;
     const char *bucket = flag_value(v, "lease-bucket");
-    if (bucket != NULL && bucket[0] != '\0') {
+    if (text_given(bucket)) {
         if (cfg->models == NULL || cfg->store_memory) {
             fprintf(stderr,
                     "lanesched: %s needs --models (the models this instance may serve) and the "
@@ -923,7 +924,7 @@ int main(int argc, char **argv)
     http_server_t *http = NULL;
     static front_t *health_front; /* main_health's view of the front, set once it exists */
     const char *listen = flag_value(&values, "metrics-listen");
-    if (listen != NULL && listen[0] != '\0') {
+    if (text_given(listen)) {
         http_status_t hst = http_server_start(listen, main_metrics_refresh, d, &http);
         if (hst != HTTP_OK) {
             log_write(LOG_ERROR, "%s %s: %s", flag_label(&values, "metrics-listen"), listen,

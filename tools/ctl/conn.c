@@ -10,16 +10,12 @@
 #include "tools/ctl/ctl.h"
 
 #include "common/keyfile.h"
+#include "common/text.h"
 #include "common/log.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static bool ctl_set(const char *s)
-{
-    return s != NULL && s[0] != '\0';
-}
 
 /* What a message calls a file's value: its variable when the environment gave it
  * (cli_conn_defaults keeps getenv's own pointer, a flag's value is argv's), else its flag. */
@@ -49,7 +45,7 @@ int ctl_connect(const ctl_opts_t *o, bool one_thread, natsConnection **out)
 {
     const lc_client_config_t *c = &o->conn;
     natsOptions *opts = NULL;
-    char *urls = strdup(ctl_set(c->servers) ? c->servers : LC_DEFAULT_SERVER);
+    char *urls = strdup(text_given(c->servers) ? c->servers : LC_DEFAULT_SERVER);
     const char *list[32];
     int n = 0, rc = 1;
     const char *what = "options";
@@ -61,24 +57,25 @@ int ctl_connect(const ctl_opts_t *o, bool one_thread, natsConnection **out)
         what = "server list";
     if (s == NATS_OK && (s = natsOptions_SetName(opts, "lanesched-ctl")) != NATS_OK)
         what = "name";
-    if (s == NATS_OK && (ctl_set(c->user) || ctl_set(c->password)) &&
+    if (s == NATS_OK && (text_given(c->user) || text_given(c->password)) &&
         (s = natsOptions_SetUserInfo(opts, c->user, c->password)) != NATS_OK)
         what = "user/password";
-    if (s == NATS_OK && ctl_set(c->token) && (s = natsOptions_SetToken(opts, c->token)) != NATS_OK)
+    if (s == NATS_OK && text_given(c->token) &&
+        (s = natsOptions_SetToken(opts, c->token)) != NATS_OK)
         what = "token";
-    if (s == NATS_OK && ctl_set(c->creds_file) &&
+    if (s == NATS_OK && text_given(c->creds_file) &&
         (s = natsOptions_SetUserCredentialsFromFiles(opts, c->creds_file, NULL)) != NATS_OK)
         what = "credentials file";
-    if (s == NATS_OK && (c->tls || ctl_set(c->tls_ca_file) || ctl_set(c->tls_cert_file)) &&
+    if (s == NATS_OK && (c->tls || text_given(c->tls_ca_file) || text_given(c->tls_cert_file)) &&
         (s = natsOptions_SetSecure(opts, true)) != NATS_OK)
         what = "TLS";
-    if (s == NATS_OK && ctl_set(c->tls_ca_file) &&
+    if (s == NATS_OK && text_given(c->tls_ca_file) &&
         (s = natsOptions_LoadCATrustedCertificates(opts, c->tls_ca_file)) != NATS_OK)
         what = "TLS CA file";
-    if (s == NATS_OK && ctl_set(c->tls_cert_file) &&
+    if (s == NATS_OK && text_given(c->tls_cert_file) &&
         (s = natsOptions_LoadCertificatesChain(opts, c->tls_cert_file, c->tls_key_file)) != NATS_OK)
         what = "TLS certificate/key";
-    if (s == NATS_OK && ctl_set(c->inbox_prefix) &&
+    if (s == NATS_OK && text_given(c->inbox_prefix) &&
         (s = natsOptions_SetCustomInboxPrefix(opts, c->inbox_prefix)) != NATS_OK)
         what = "inbox prefix";
     if (s == NATS_OK && c->connect_timeout_ms > 0 &&
@@ -94,7 +91,7 @@ int ctl_connect(const ctl_opts_t *o, bool one_thread, natsConnection **out)
         rc = 0;
     if (s != NATS_OK) { /* the URLs without their passwords */
         char shown[512];
-        log_redact(ctl_set(c->servers) ? c->servers : LC_DEFAULT_SERVER, shown, sizeof(shown));
+        log_redact(text_given(c->servers) ? c->servers : LC_DEFAULT_SERVER, shown, sizeof(shown));
         fprintf(stderr, "lanesched-ctl: cannot connect to NATS at %s (%s): %s\n", shown, what,
                 natsStatus_GetText(s));
     }

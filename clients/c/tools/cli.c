@@ -18,6 +18,7 @@
 #include "clients/c/tools/cli.h"
 
 #include "common/clock.h"
+#include "common/text.h"
 #include "common/usage.h"
 
 #include <errno.h>
@@ -68,11 +69,11 @@ int cli_flag_value(int argc, char **argv, int *i, const char *name, const char *
     return 1;
 }
 
-/* $name when set and not empty, else def. */
+/* $name when given (common/text.h), else def. */
 static const char *cli_env(const char *name, const char *def)
 {
     const char *v = getenv(name);
-    return v != NULL && v[0] != '\0' ? v : def;
+    return text_given(v) ? v : def;
 }
 
 void cli_conn_defaults(lc_client_config_t *config)
