@@ -41,7 +41,10 @@
  *      filled at once, a trace's shared time stamp) are one arrival: their zero gaps say nothing
  *      of when the next comes. Such a shape's items are
  *      also bounded by the configured age bound, not the due age: a batch that will not wait for
- *      company goes in the order of its age, as without a budget.
+ *      company goes in the order of its age, as without a budget. Where the wait has no silence
+ *      to end it (a cold shape's queue waiting for a worker, select.c invariant 5; the age bound),
+ *      a shape expects company only after BUDGET_GAP_SAMPLES gaps: a single gap is no evidence
+ *      that its arrivals go on (a conversation's second turn).
  *   9. A batch waits for company at most until its oldest item's budget, less the time the
  *      model's workers need for everything it queues (its queued items and tokens at the
  *      worker's cost, over its workers): the queue behind a due batch is what it measures, not
@@ -85,6 +88,14 @@
 /* Invariant 8: a shape's mean arrival gap follows its last this many gaps (an exponential
  * average): a shape that goes quiet stops holding within a few of them. */
 #define BUDGET_GAP_WEIGHT 8.0
+/* Invariant 8: the gaps a shape's mean must rest on before its queue waits as a cold shape and
+ * its items keep the due age as their age bound. With 1, a public conversation trace whose shapes
+ * are mostly seen once or twice held its cold queues to the due age and bought no company: its
+ * p99 grew with the budget for the GPU time it had without one. 2 ends that, and no claim's
+ * verdict moves: every preset's shapes have hundreds of arrivals (`lanesched-bench sim
+ * --trace-in T --slo-ms N`, tools/bench/trace_claims.sh, every CTest claim command; docs/bench.md,
+ * "Public production traces"). */
+#define BUDGET_GAP_SAMPLES 2u
 /* Invariant 7: a held fill is done again after a consumer's max_batch_size / this many arrivals
  * (or at its retry time): each arrival asks again for every idle worker, so at the article's
  * scale 64 held workers filled a batch 64 times per arrival (`lanesched-bench sim --preset
@@ -108,6 +119,11 @@
 /* The lateness histogram's memory: a few bursts long, so one burst moves it and a quiet minute
  * forgets it. */
 #define BUDGET_TAU_NS 10e9
+
+static int budget_gaps_known(const budget_gaps_t *g)
+{
+    return g->n != 0;
+}
 
 void budget_model_init(struct sched *s, sched_model_t *m)
 {
@@ -219,7 +235,7 @@ int budget_company(const struct sched *s, const sched_shape_t *shape)
     const sched_model_t *m = s->models[shape->model_idx];
     if (m->slo_ns == 0 || s->policy != SCHED_POLICY_LANES)
         return 1;
-    return shape->gaps.known && shape->gaps.mean_ns < (double)m->due_ns;
+    return shape->gaps.n >= BUDGET_GAP_SAMPLES && shape->gaps.mean_ns < (double)m->due_ns;
 }
 
 uint64_t budget_shape_bound(const struct sched *s, const sched_shape_t *shape)
@@ -307,8 +323,9 @@ static void budget_gaps_note(budget_gaps_t *g, uint64_t now)
 {
     if (g->last_ns != 0 && now > g->last_ns) {
         double gap = (double)(now - g->last_ns);
-        g->mean_ns = g->known ? g->mean_ns + (gap - g->mean_ns) / BUDGET_GAP_WEIGHT : gap;
-        g->known = 1;
+        g->mean_ns = g->n != 0 ? g->mean_ns + (gap - g->mean_ns) / BUDGET_GAP_WEIGHT : gap;
+        if (g->n < UINT32_MAX)
+            g->n++;
     }
     g->last_ns = now != 0 ? now : 1;
 }
@@ -364,7 +381,7 @@ int budget_company_before(const budget_gaps_t *g, uint64_t now, uint64_t end, ui
      * again */
     double silence = now > g->last_ns ? (double)(now - g->last_ns) : 0.0;
     double gap = g->mean_ns > silence ? g->mean_ns : silence;
-    if (now >= end || !g->known || (double)now + gap > (double)end)
+    if (now >= end || !budget_gaps_known(g) || (double)now + gap > (double)end)
         return 0;
     /* asked again when the silence would reach the time left, if nothing arrives before */
     uint64_t quiet = g->last_ns + (end - g->last_ns) / 2 + 1;

@@ -27,12 +27,12 @@ void waits_note(waits_t *w, uint64_t wait_ns);
 enum { HEAP_TOKENS = 0, HEAP_COLD, HEAP_OLDEST, HEAP_COUNT };
 #define HEAP_ABSENT SIZE_MAX
 
-/* budget.c invariant 8: a shape's or a model's arrivals, the last one and the mean gap between
- * them (decayed; unknown before a second one). */
+/* budget.c invariant 8: a shape's or a model's arrivals, the last one, the mean gap between them
+ * (decayed) and how many gaps it rests on (none before a second arrival). */
 typedef struct {
     uint64_t last_ns;
     double mean_ns;
-    int known;
+    uint32_t n; /* gaps seen */
 } budget_gaps_t;
 
 typedef struct sched_shape {
@@ -321,7 +321,8 @@ uint64_t budget_age_bound(const struct sched *s, const sched_model_t *m);
  * due keeps the configured age bound (budget.c invariant 8). */
 uint64_t budget_shape_bound(const struct sched *s, const sched_shape_t *shape);
 /* Whether waiting may bring the shape company: always without a budget; under one, while its
- * mean arrival gap is shorter than the due age (budget.c invariant 8). */
+ * mean arrival gap, over at least BUDGET_GAP_SAMPLES gaps, is shorter than the due age (budget.c
+ * invariant 8). */
 int budget_company(const struct sched *s, const sched_shape_t *shape);
 /* budget.c invariant 8: whether the next arrival is expected before end (the mean gap, or the
  * silence since the last arrival when longer, reaches no further than end); if so, *out_ask is

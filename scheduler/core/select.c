@@ -36,8 +36,8 @@
  *           a budget that is while the model's next arrival is expected before the cold bound
  *           (budget.c invariant 8 on the model's arrivals): once they stop, waiting brings
  *           neither warm work nor company, only the wait (a burst's last items, a queue drained
- *           after its producers stopped). Under a budget, while the shape's own gap is shorter
- *           than the due age (budget_company).
+ *           after its producers stopped). Under a budget, while the shape's own gap, measured
+ *           over at least two gaps, is shorter than the due age (budget_company).
  *      So each shape stays in the caches of the workers that serve it, and the misses left are
  *      those K - workers x C forces within the cold bound, plus cold starts.
  *   6. Choosing costs O(log shapes) (heap.c) plus O(cache) for a worker's warm shapes, never a

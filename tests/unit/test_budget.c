@@ -395,6 +395,47 @@ static void test_a_batch_waits_only_for_what_company_saves(void **state)
     fixture_free(f);
 }
 
+/* A shape the worker does not cache, seen twice: one gap is no evidence that its arrivals keep
+ * coming (a conversation's next turn, say), so its queue does not wait for company as a cold shape
+ * (select.c invariant 5 b, d; budget.c invariant 8); it waits only as any batch does, until its
+ * silence reaches the time left, and goes then, long before its due age. Shape 3, seen once, keeps
+ * more shapes queued than the worker caches. */
+static void test_one_gap_is_no_evidence_of_company(void **state)
+{
+    (void)state;
+    for (int arrivals = 2; arrivals <= 3; arrivals++) {
+        fixture_t *f = fixture(5 * SEC, 1);
+        submit(f, 500);
+        assert_int_equal(drain_one(f), 1); /* warm on shape 1 */
+        uint64_t t0 = f->now;
+        for (int i = 0; i < arrivals; i++) { /* gaps of 200 ms, well under the due age */
+            submit_to(f, "m", 2, 500, 0, 0);
+            if (i == 0) {
+                f->now += 100 * MS;
+                submit_to(f, "m", 3, 500, 0, 0);
+                f->now += 100 * MS;
+            } else if (i + 1 < arrivals) {
+                f->now += 200 * MS;
+            }
+        }
+        assert_int_equal(drain_one(f), 0);
+        uint64_t quiet = f->now + (t0 + 3500 * MS - f->now) / 2 + 1;
+        f->now = quiet;
+        sched_batch_t b;
+        if (arrivals == 2) {
+            assert_int_equal(drain_as(f, "m", f->worker, &b), 2);
+            assert_int_equal(b.signature, 2);
+        } else { /* two gaps: the cold queue waits for company until it is due */
+            assert_int_equal(drain_one(f), 0);
+            f->now = t0 + 3500 * MS + 1; /* the cold bound (b), the due age under a budget */
+            assert_int_equal(drain_as(f, "m", f->worker, &b), 3);
+            assert_int_equal(b.signature, 2);
+        }
+        assert_true(sched_check(f->sched));
+        fixture_free(f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -410,6 +451,7 @@ int main(void)
         cmocka_unit_test(test_a_cold_shape_goes_within_the_budget),
         cmocka_unit_test(test_a_young_lane_does_not_pad_a_batch_to_full),
         cmocka_unit_test(test_a_batch_waits_only_for_what_company_saves),
+        cmocka_unit_test(test_one_gap_is_no_evidence_of_company),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
