@@ -103,6 +103,21 @@ else
     fi
     ok "$DIR/mc.trace" "5 items"
 fi
+# ... and an item above --max-tokens is cut to it and counted, as lanesched would otherwise
+# reject it (input_too_long) where the sim serves it.
+if ! python3 "$CONV" "$DIR/mc.jsonl" "$DIR/mc_cut.trace" --lead 2 --max-tokens 500 >"$DIR/mc_cut.out" 2>&1; then
+    echo "FAIL: trace_from_mooncake.py --max-tokens: $(cat "$DIR/mc_cut.out")"
+    fail=1
+else
+    got=$(items_of "$DIR/mc_cut.trace")
+    want="0 0 0 476 1024;500000 0 1 1 699;500000000 0 0 500 1024;1000000000 0 2 1 299;1500000000 0 3 40 0;"
+    if [ "$got" != "$want" ] || ! grep -q "1 cut to 500 tokens" "$DIR/mc_cut.out"; then
+        echo "FAIL: trace_from_mooncake.py --max-tokens 500 wrote \"$got\" ($(cat "$DIR/mc_cut.out")), want \"$want\" and 1 cut"
+        fail=1
+    else
+        echo "ok: a Mooncake request over --max-tokens is cut to it and counted"
+    fi
+fi
 
 # Public request logs in CSV through tools/bench/trace_from_csv.py: Azure's layout (7-digit
 # fractions of a second, one model) and BurstGPT's (seconds, a model per Model value, failed

@@ -13,14 +13,20 @@ What a producer would send for each request, as subjects.md defines the fields:
                  prefix two requests happen to share (a conversation's earlier turns) is not the
                  shape's: a producer cannot know it when it hashes, and the sim would price it
                  as the shape's on every miss.
-  tokens         the rest of the prompt (at least 1): what every item computes
+  tokens         the rest of the prompt (at least 1): what every item computes, capped at
+                 --max-tokens
 Requests whose prompt has no block (hash_ids empty) are each their own shape with no prefix.
 
 Usage: trace_from_mooncake.py IN.jsonl OUT.trace [--lead N] [--block N] [--time-scale F]
+                                [--max-tokens N]
   --lead N        blocks the signature covers (default 1: the system prompt's first block)
   --block N       tokens per block of hash_ids (default 512, the artifact's)
   --time-scale F  multiply the arrival times by F (> 1 spreads them: a lower load on the sim's
                   workers; default 1)
+  --max-tokens N  the most tokens an item keeps, longer ones cut to it and counted (default
+                  32,768: the bench's workers' max_input_tokens, above which lanesched rejects
+                  an item as input_too_long while the sim would serve it; trace_from_csv.py's
+                  rule)
 One model (model 0). Prints the shapes, the items and the offered load on the sim's default
 workers (2, 5 ms + 10 us per padded token, 32 items / 16,384 tokens per batch), each item
 costed in a full batch of its own length and its prefix once per batch of it: a floor.
@@ -32,9 +38,9 @@ import sys
 from trace_v2 import offered, signature, write
 
 
-def convert(lines, lead, block, time_scale):
-    """Items (t_ns, model 0, shape index, signature, tokens, prefix) in arrival order, and the
-    shapes."""
+def convert(lines, lead, block, time_scale, max_tokens=32768):
+    """Items (t_ns, model 0, shape index, signature, tokens, prefix) in arrival order, the
+    shapes, and how many items were cut to max_tokens."""
     rows = []
     for n, line in enumerate(lines, 1):
         line = line.strip()
@@ -49,7 +55,7 @@ def convert(lines, lead, block, time_scale):
             raise SystemExit("line %d: input_length and timestamp must be positive" % n)
         rows.append((t_ms, n, length, list(ids)))
     rows.sort()
-    shapes, items = {}, []
+    shapes, items, cut = {}, [], 0
     t0 = rows[0][0] if rows else 0.0
     for t_ms, n, length, ids in rows:
         k = min(lead, len(ids))
@@ -59,8 +65,11 @@ def convert(lines, lead, block, time_scale):
             shapes[key] = (len(shapes), signature(key))
         idx, sig = shapes[key]
         t_ns = int(round((t_ms - t0) * time_scale * 1e6))
-        items.append((t_ns, 0, idx, sig, length - prefix, prefix))
-    return items, shapes
+        tokens = length - prefix
+        if tokens > max_tokens:
+            tokens, cut = max_tokens, cut + 1
+        items.append((t_ns, 0, idx, sig, tokens, prefix))
+    return items, shapes, cut
 
 
 def main():
@@ -70,18 +79,20 @@ def main():
     ap.add_argument("--lead", type=int, default=1)
     ap.add_argument("--block", type=int, default=512)
     ap.add_argument("--time-scale", type=float, default=1.0)
+    ap.add_argument("--max-tokens", type=int, default=32768)
     a = ap.parse_args()
-    if a.lead < 1 or a.block < 1 or a.time_scale <= 0:
-        ap.error("--lead and --block must be at least 1, --time-scale positive")
+    if a.lead < 1 or a.block < 1 or a.time_scale <= 0 or a.max_tokens < 1:
+        ap.error("--lead, --block and --max-tokens must be at least 1, --time-scale positive")
     with open(a.input) as f:
-        items, shapes = convert(f, a.lead, a.block, a.time_scale)
+        items, shapes, cut = convert(f, a.lead, a.block, a.time_scale, a.max_tokens)
     if not items:
         raise SystemExit("%s: no requests" % a.input)
     dur = write(a.output, items, "mooncake", 1, len(shapes),
-                "from %s, --lead %d --block %d --time-scale %g"
-                % (a.input, a.lead, a.block, a.time_scale))
-    print("%s: %d items, %d shapes, %.1f s, offered load %.0f%% of 2 workers (a floor)"
-          % (a.output, len(items), len(shapes), dur, 100 * offered(items)))
+                "from %s, --lead %d --block %d --time-scale %g --max-tokens %d"
+                % (a.input, a.lead, a.block, a.time_scale, a.max_tokens))
+    print("%s: %d items, %d shapes, %.1f s, %d cut to %d tokens, offered load %.0f%% of 2 "
+          "workers (a floor)" % (a.output, len(items), len(shapes), dur, cut, a.max_tokens,
+                                 100 * offered(items)))
 
 
 if __name__ == "__main__":
