@@ -34,8 +34,8 @@
 #include "scheduler/nats/lease_kv.h"
 
 #include "common/keyfile.h"
-#include "common/text.h"
 #include "common/log.h"
+#include "common/text.h"
 #include "common/url.h"
 #include "common/usage.h"
 #include "common/version.h"

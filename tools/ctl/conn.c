@@ -10,8 +10,8 @@
 #include "tools/ctl/ctl.h"
 
 #include "common/keyfile.h"
-#include "common/text.h"
 #include "common/log.h"
+#include "common/text.h"
 
 #include <stdio.h>
 #include <stdlib.h>
