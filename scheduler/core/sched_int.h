@@ -371,8 +371,9 @@ int sched_check_op_lanes(const struct sched *s, const sched_shape_t *shape, cons
  * SCHED_ESTORE when recording a switch failed. */
 sched_status_t select_shape(struct sched *s, sched_model_t *model, const sched_consumer_t *consumer,
                             sched_shape_t **out /* out */);
-/* 1 when each worker of the model chooses its own shape (shapes outnumber the worker's cache:
- * affinity to its warm shapes), 0 when the model's workers follow one sticky shape. */
+/* 1 when each worker of the model chooses its own shape (affinity to its warm shapes: the active
+ * shapes outnumber its cache, or outnumber the model's workers while some are not warm in it),
+ * 0 when the model's workers follow one sticky shape (select.c invariant 5). */
 int select_affine_mode(const sched_model_t *model, const struct sched_worker *w);
 /* With the starvation bound on: 1 and the lane holding the shape's oldest readable item when
  * that item has waited past the bound; 0 otherwise (out_lane untouched). */

@@ -20,9 +20,13 @@
  *      for that item (and a preempting shape would be served at its fullest lane, not at the
  *      item that made it preempt).
  *   5. Cache affinity (SCHED_POLICY_LANES, a consumer with a worker): 1-3 hold while the model's
- *      active shapes fit the worker's cache, where no switch costs a miss. When they do not,
- *      every worker following one shape would cycle each worker through every shape and miss
- *      at each switch, so each worker keeps to the shapes it has warm, in this order:
+ *      active shapes fit the worker's cache and either are all warm in it (no switch costs a
+ *      miss) or are no more than the model's workers (following one shape together keeps the
+ *      batches full and warms every worker on each shape once). When they do not, every worker
+ *      following one shape would cycle each worker through shapes it does not hold and miss at
+ *      each switch: with large caches and many shapes each seen a few times (a conversation's
+ *      turns), a shape is warm only where it was served. So each worker keeps to the shapes it
+ *      has warm, in this order:
  *        a. its warm shape whose oldest item waited longest past the bound;
  *        b. unless a shape it does not have warm waited past SELECT_COLD_NS (and, if (a) found
  *           one, SELECT_STEAL_FACTOR times as long): that one, a miss the bound forces; under a
@@ -217,7 +221,14 @@ static sched_status_t select_affine(struct sched *s, sched_model_t *model,
 
 int select_affine_mode(const sched_model_t *model, const struct sched_worker *w)
 {
-    return model->n_active > w->cache;
+    if (model->n_active > w->cache)
+        return 1;
+    if (model->n_active <= model->n_workers)
+        return 0;
+    uint32_t warm_active = 0; /* invariant 6: O(cache) */
+    for (uint32_t i = 0; i < w->n_warm; i++)
+        warm_active += lanes_queued_items(w->warm[i]->lanes) != 0;
+    return warm_active < model->n_active;
 }
 
 sched_status_t select_shape(struct sched *s, sched_model_t *model, const sched_consumer_t *c,

@@ -264,6 +264,37 @@ static void test_workers_keep_to_their_warm_shapes(void **state)
     fixture_free(f);
 }
 
+/* The same with caches that hold every shape: a shape is still warm only where it was served.
+ * With more active shapes than workers, each worker keeps to what it has warm instead of all
+ * following the shape with the most tokens, which would cost the other a miss at each switch. */
+static void test_large_caches_keep_workers_on_their_warm_shapes(void **state)
+{
+    (void)state;
+    fixture_t *f = fixture(SCHED_POLICY_LANES, 20 * MS);
+    sched_worker_t *w1 = worker(f, "m", 4), *w2 = worker(f, "m", 4);
+    sched_consumer_t c1 = {M(f->sched, "m"), {1, 100000, 0}, w1},
+                     c2 = {M(f->sched, "m"), {1, 100000, 0}, w2};
+    for (int i = 0; i < 3; i++) {
+        submit(f, "m", 0xA, 5000);
+        submit(f, "m", 0xB, 4000);
+        submit(f, "m", 0xC, 3000);
+    }
+    sched_batch_t b;
+    take(f, &c1, &b);
+    uint64_t s1 = b.signature;
+    take(f, &c2, &b);
+    uint64_t s2 = b.signature;
+    assert_true(s1 != s2); /* the second took a shape nobody had warm, not the first's */
+    for (int i = 0; i < 4; i++)
+        submit(f, "m", 0xC, 8000);
+    take(f, &c1, &b);
+    assert_true(b.signature == s1);
+    take(f, &c2, &b);
+    assert_true(b.signature == s2);
+    assert_true(sched_check(f->sched));
+    fixture_free(f);
+}
+
 /* A fixture and its consumer *c, whose worker caches one shape: shapes A, B, C of 100 tokens at
  * one instant, then A alone every 100 ms until 500 ms later, each taken at once (warm on A): the
  * model's mean gap is 100 ms. At 501 ms A is dry and B and C are cold and smaller than a batch:
@@ -563,6 +594,7 @@ int main(void)
         cmocka_unit_test(test_merge_respects_the_contract),
         cmocka_unit_test(test_merged_batch_returns_to_its_own_lanes),
         cmocka_unit_test(test_workers_keep_to_their_warm_shapes),
+        cmocka_unit_test(test_large_caches_keep_workers_on_their_warm_shapes),
         cmocka_unit_test(test_worker_waits_for_warm_work_before_a_small_cold_queue),
         cmocka_unit_test(test_a_small_cold_queue_goes_once_the_model_is_quiet),
         cmocka_unit_test(test_wait_quantiles_are_read_within_an_eighth),
