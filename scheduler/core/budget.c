@@ -323,7 +323,8 @@ static void budget_gaps_note(budget_gaps_t *g, uint64_t now)
 {
     if (g->last_ns != 0 && now > g->last_ns) {
         double gap = (double)(now - g->last_ns);
-        g->mean_ns = g->n != 0 ? g->mean_ns + (gap - g->mean_ns) / BUDGET_GAP_WEIGHT : gap;
+        g->mean_ns =
+            budget_gaps_known(g) ? g->mean_ns + (gap - g->mean_ns) / BUDGET_GAP_WEIGHT : gap;
         if (g->n < UINT32_MAX)
             g->n++;
     }

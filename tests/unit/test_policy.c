@@ -234,13 +234,12 @@ static void test_merged_batch_returns_to_its_own_lanes(void **state)
 
 /* ---- cache affinity ------------------------------------------------------------------------- */
 
-/* Three shapes, two workers caching one shape each: each worker stays on the shape it has warm
- * even when another holds more work, where the article's rule sends both to one shape. */
-static void test_workers_keep_to_their_warm_shapes(void **state)
+/* Three shapes, two workers caching `cache` shapes each: each worker stays on the shape it has
+ * warm even when another holds more work, where the article's rule sends both to one shape. */
+static void workers_keep_to_their_warm_shapes(uint32_t cache)
 {
-    (void)state;
     fixture_t *f = fixture(SCHED_POLICY_LANES, 20 * MS);
-    sched_worker_t *w1 = worker(f, "m", 1), *w2 = worker(f, "m", 1);
+    sched_worker_t *w1 = worker(f, "m", cache), *w2 = worker(f, "m", cache);
     sched_consumer_t c1 = {M(f->sched, "m"), {1, 100000, 0}, w1},
                      c2 = {M(f->sched, "m"), {1, 100000, 0}, w2};
     for (int i = 0; i < 3; i++) {
@@ -264,35 +263,20 @@ static void test_workers_keep_to_their_warm_shapes(void **state)
     fixture_free(f);
 }
 
-/* The same with caches that hold every shape: a shape is still warm only where it was served.
- * With more active shapes than workers, each worker keeps to what it has warm instead of all
- * following the shape with the most tokens, which would cost the other a miss at each switch. */
+/* Caches of one shape: the three shapes outnumber them. */
+static void test_workers_keep_to_their_warm_shapes(void **state)
+{
+    (void)state;
+    workers_keep_to_their_warm_shapes(1);
+}
+
+/* Caches that hold every shape: a shape is still warm only where it was served. With more
+ * active shapes than workers, each worker keeps to what it has warm instead of all following the
+ * shape with the most tokens, which would cost the other a miss at each switch. */
 static void test_large_caches_keep_workers_on_their_warm_shapes(void **state)
 {
     (void)state;
-    fixture_t *f = fixture(SCHED_POLICY_LANES, 20 * MS);
-    sched_worker_t *w1 = worker(f, "m", 4), *w2 = worker(f, "m", 4);
-    sched_consumer_t c1 = {M(f->sched, "m"), {1, 100000, 0}, w1},
-                     c2 = {M(f->sched, "m"), {1, 100000, 0}, w2};
-    for (int i = 0; i < 3; i++) {
-        submit(f, "m", 0xA, 5000);
-        submit(f, "m", 0xB, 4000);
-        submit(f, "m", 0xC, 3000);
-    }
-    sched_batch_t b;
-    take(f, &c1, &b);
-    uint64_t s1 = b.signature;
-    take(f, &c2, &b);
-    uint64_t s2 = b.signature;
-    assert_true(s1 != s2); /* the second took a shape nobody had warm, not the first's */
-    for (int i = 0; i < 4; i++)
-        submit(f, "m", 0xC, 8000);
-    take(f, &c1, &b);
-    assert_true(b.signature == s1);
-    take(f, &c2, &b);
-    assert_true(b.signature == s2);
-    assert_true(sched_check(f->sched));
-    fixture_free(f);
+    workers_keep_to_their_warm_shapes(4);
 }
 
 /* A fixture and its consumer *c, whose worker caches one shape: shapes A, B, C of 100 tokens at

@@ -140,8 +140,11 @@ static void report_header_print(FILE *f, const report_t *rep)
     const wl_config_t *wl = rep->wl;
     const sim_config_t *sc = rep->sim;
     uint32_t max_len = 0;
-    for (size_t i = 0; i < rep->n_items; i++)
+    size_t over = 0; /* items above the contract's max input */
+    for (size_t i = 0; i < rep->n_items; i++) {
         max_len = rep->items[i].tokens > max_len ? rep->items[i].tokens : max_len;
+        over += rep->items[i].tokens > sc->gpu.max_input_tokens;
+    }
     uint64_t tokens = report_total_tokens(rep);
     fprintf(f,
             "lanesched-bench sim: preset %s, seed %" PRIu64 ", %" PRIu32 " models x %" PRIu32
@@ -162,16 +165,12 @@ static void report_header_print(FILE *f, const report_t *rep)
             sc->workers_per_model, sc->gpu.max_batch_size, sc->gpu.max_batch_tokens,
             sc->gpu.max_input_tokens, (double)sc->gpu.batch_fixed_ns / 1e6,
             sc->gpu.ns_per_padded_token / 1e3, sc->gpu.cache_shapes);
-    if (max_len > sc->gpu.max_input_tokens) {
-        size_t over = 0;
-        for (size_t i = 0; i < rep->n_items; i++)
-            over += rep->items[i].tokens > sc->gpu.max_input_tokens;
+    if (over != 0)
         fprintf(f,
                 "note: %zu items above the max input of %" PRIu32
                 " tokens: the sim serves them, lanesched rejects each (input_too_long) and a "
                 "live run counts it failed; cut them with the converters' --max-tokens\n",
                 over, sc->gpu.max_input_tokens);
-    }
     fprintf(f, "offered load: %.0f%% of the workers' time (per model:",
             report_offered_load(rep, UINT32_MAX));
     for (uint32_t m = 0; m < wl->models; m++)
