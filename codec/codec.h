@@ -211,6 +211,8 @@ typedef struct {
     uint32_t token_ns;
     uint32_t cache_shapes;
     size_t model_len; /* bytes of model as sent (decode output), as codec_work_item_t's */
+    size_t name_len;  /* bytes of name as sent (decode output; 0: strlen): the cap counts them,
+                       * the daemon keeps name up to its first NUL */
 } codec_register_t;
 
 /* Registered. */

@@ -24,27 +24,25 @@ static codec_status_t register_view(const ProtobufCMessage *msg, void *pub)
     return CODEC_OK;
 }
 
-/* Bytes of the model field as sent (the last one wins, as protobuf-c's copy): protobuf-c's
- * string stops at a NUL byte, which the model rule must see. Read after protobuf-c accepted the
- * message, so every field is well formed. */
-static size_t register_model_len(const void *buf, size_t len)
+/* Bytes of the model (1) and name (5) fields as sent (the last one wins, as protobuf-c's copy):
+ * protobuf-c's string stops at a NUL byte, and the model rule and the name's cap count every
+ * byte. Read after protobuf-c accepted the message, so every field is well formed. */
+static void register_lens(const void *buf, size_t len, codec_register_t *reg)
 {
     wire_t w = {buf, (const uint8_t *)buf + len}, f;
-    size_t model_len = 0;
     while (w.p < w.end) {
         uint32_t field;
         unsigned type;
         if (!wire_tag(&w, &field, &type))
             break;
-        if (field == 1 && type == WIRE_BYTES) {
+        if ((field == 1 || field == 5) && type == WIRE_BYTES) {
             if (!wire_bytes(&w, &f))
                 break;
-            model_len = (size_t)(f.end - f.p);
+            *(field == 1 ? &reg->model_len : &reg->name_len) = (size_t)(f.end - f.p);
         } else if (!wire_skip(&w, type)) {
             break;
         }
     }
-    return model_len;
 }
 
 codec_status_t codec_decode_register(const void *buf, size_t len, codec_register_t **out)
@@ -55,7 +53,7 @@ codec_status_t codec_decode_register(const void *buf, size_t len, codec_register
     if (st != CODEC_OK)
         return st;
     codec_register_t *reg = pub;
-    reg->model_len = register_model_len(buf, len);
+    register_lens(buf, len, reg);
     if ((st = codec_register_check(reg)) != CODEC_OK) {
         codec_register_destroy(reg);
         return st;

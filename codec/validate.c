@@ -127,7 +127,7 @@ codec_status_t codec_register_caps_check(const codec_register_t *reg, const code
     if (caps == NULL)
         return CODEC_OK;
     if (caps->max_name != 0 && reg->name != NULL &&
-        strnlen(reg->name, caps->max_name + 1) > caps->max_name)
+        codec_str_len(reg->name, reg->name_len) > caps->max_name)
         return CODEC_ENAME_TOO_LONG;
     if (validate_over(reg->max_batch_size, caps->max_batch_size))
         return CODEC_EBATCH_SIZE_TOO_LARGE;

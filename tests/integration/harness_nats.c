@@ -182,7 +182,7 @@ void h_consumer_register(h_consumer_t *c, natsConnection *nc, const char *model,
     c->nc = nc;
     snprintf(c->name, sizeof(c->name), "%s", name);
     codec_register_t reg = {
-        model, max_batch_size, max_batch_tokens, max_input_tokens, name, 0, 0, 0, 0};
+        model, max_batch_size, max_batch_tokens, max_input_tokens, name, 0, 0, 0, 0, 0};
     codec_registered_t *r = NULL;
     natsStatus s = h_register_raw(nc, &reg, 5000, &r);
     H_REQUIRE(s == NATS_OK, "Register %s: %s", name, natsStatus_GetText(s));

@@ -1081,7 +1081,7 @@ static void expect_reject(const codec_submit_reply_t *r, size_t i, const char *r
 static void expect_register_error(natsConnection *nc, const char *model, uint32_t bs, uint32_t bt,
                                   const char *code)
 {
-    codec_register_t reg = {model, bs, bt, 0, "bad", 0, 0, 0, 0};
+    codec_register_t reg = {model, bs, bt, 0, "bad", 0, 0, 0, 0, 0};
     codec_registered_t *r = NULL;
     natsStatus s = h_register_raw(nc, &reg, 3000, &r);
     H_REQUIRE(s == NATS_OK, "Register(%s, %u, %u): %s", model, bs, bt, natsStatus_GetText(s));

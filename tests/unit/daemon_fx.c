@@ -161,7 +161,7 @@ const char *fx_register(fx_t *f, const char *model, uint32_t bs, uint32_t bt, co
                         char *id)
 {
     static char error[256];
-    codec_register_t r = {model, bs, bt, 0, name, 0, 0, 0, 0};
+    codec_register_t r = {model, bs, bt, 0, name, 0, 0, 0, 0, 0};
     uint8_t *buf = NULL;
     size_t len = 0;
     assert_int_equal(codec_encode_register(&r, &buf, &len), CODEC_OK);

@@ -538,30 +538,70 @@ static codec_status_t register_status(const codec_register_t *in)
 
 static void test_register_rejects_empty_model(void **state)
 {
-    const codec_register_t r = {"", 8, 4096, 0, "gpu-0", 0, 0, 0, 0};
+    const codec_register_t r = {"", 8, 4096, 0, "gpu-0", 0, 0, 0, 0, 0};
     (void)state;
     assert_int_equal(register_status(&r), CODEC_EBAD_MODEL);
 }
 
 static void test_register_rejects_zero_batch_size(void **state)
 {
-    const codec_register_t r = {"llama", 0, 4096, 0, "gpu-0", 0, 0, 0, 0};
+    const codec_register_t r = {"llama", 0, 4096, 0, "gpu-0", 0, 0, 0, 0, 0};
     (void)state;
     assert_int_equal(register_status(&r), CODEC_EZERO_BATCH_SIZE);
 }
 
 static void test_register_rejects_zero_batch_tokens(void **state)
 {
-    const codec_register_t r = {"llama", 8, 0, 0, "gpu-0", 0, 0, 0, 0};
+    const codec_register_t r = {"llama", 8, 0, 0, "gpu-0", 0, 0, 0, 0, 0};
     (void)state;
     assert_int_equal(register_status(&r), CODEC_EZERO_BATCH_TOKENS);
 }
 
 static void test_register_accepts_zero_max_input_as_unlimited(void **state)
 {
-    const codec_register_t r = {"llama", 8, 4096, 0, NULL, 0, 0, 0, 0};
+    const codec_register_t r = {"llama", 8, 4096, 0, NULL, 0, 0, 0, 0, 0};
     (void)state;
     assert_int_equal(register_status(&r), CODEC_OK);
+}
+
+/* A Register for "x" (batch 8, tokens 10) whose name field is the len bytes at name. */
+static size_t register_with_name(uint8_t *buf, const uint8_t *name, size_t len)
+{
+    size_t n = 0;
+    const uint8_t head[] = {0x0a, 1, 'x', 0x10, 8, 0x18, 10, 0x2a};
+    memcpy(buf, head, sizeof(head));
+    n = sizeof(head);
+    buf[n++] = (uint8_t)(len | 0x80); /* len < 16384: two varint bytes */
+    buf[n++] = (uint8_t)(len >> 7);
+    memcpy(buf + n, name, len);
+    return n + len;
+}
+
+/* The name's cap counts every byte sent: protobuf-c's string stops at a NUL, the cap does not. */
+static void test_register_name_cap_counts_bytes_past_a_nul(void **state)
+{
+    (void)state;
+    const codec_caps_t caps = {.max_name = 256};
+    uint8_t name[300], buf[320];
+    struct {
+        size_t len;
+        uint8_t fill, first;
+        codec_status_t want;
+    } cases[] = {{300, 0, 0, CODEC_ENAME_TOO_LONG},
+                 {300, 'b', 'a', CODEC_ENAME_TOO_LONG}, /* "a", NUL, then 298 'b' */
+                 {256, 0, 0, CODEC_OK},
+                 {256, 'b', 'a', CODEC_OK}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        memset(name, cases[i].fill, sizeof(name));
+        name[0] = cases[i].first;
+        name[1] = 0;
+        codec_register_t *r = NULL;
+        assert_int_equal(
+            codec_decode_register(buf, register_with_name(buf, name, cases[i].len), &r), CODEC_OK);
+        assert_int_equal(r->name_len, cases[i].len);
+        assert_int_equal(codec_register_caps_check(r, &caps), cases[i].want);
+        codec_register_destroy(r);
+    }
 }
 
 /* subjects.md's model rule: dotted names are fine; wildcards, blanks and empty tokens are not. */
@@ -628,9 +668,9 @@ static void test_model_of_255_bytes_is_accepted_and_256_refused(void **state)
     it.model = model;
     const codec_limits_t any = {NULL, 0, 0};
     assert_int_equal(item_status(&it, &any), CODEC_EMODEL_TOO_LONG);
-    const codec_register_t r = {model, 8, 4096, 0, "gpu-0", 0, 0, 0, 0};
+    const codec_register_t r = {model, 8, 4096, 0, "gpu-0", 0, 0, 0, 0, 0};
     assert_int_equal(register_status(&r), CODEC_EMODEL_TOO_LONG);
-    const codec_register_t w = {"ab.*", 8, 4096, 0, "gpu-0", 0, 0, 0, 0};
+    const codec_register_t w = {"ab.*", 8, 4096, 0, "gpu-0", 0, 0, 0, 0, 0};
     assert_int_equal(register_status(&w), CODEC_EBAD_MODEL_NAME);
 }
 
@@ -760,7 +800,7 @@ static void test_roundtrip_submit_reply(void **state)
 
 static void test_roundtrip_register(void **state)
 {
-    const codec_register_t in = {"llama", 32, 8192, 2048, "gpu-7", 0, 0, 0, 0};
+    const codec_register_t in = {"llama", 32, 8192, 2048, "gpu-7", 0, 0, 0, 0, 0};
     codec_register_t *out = NULL;
     uint8_t *buf = NULL;
     size_t len = 0;
@@ -800,7 +840,7 @@ static void test_register_cost_and_cache_fields(void **state)
     assert_int_equal(out->token_ns, 0);
     assert_int_equal(out->cache_shapes, 0);
     codec_register_destroy(out);
-    const codec_register_t in = {"llama", 32, 8192, 2048, "gpu-7", 7000, 12000, 4, 0};
+    const codec_register_t in = {"llama", 32, 8192, 2048, "gpu-7", 7000, 12000, 4, 0, 0};
     uint8_t *buf = NULL;
     size_t len = 0;
     assert_int_equal(codec_encode_register(&in, &buf, &len), CODEC_OK);
@@ -1139,7 +1179,7 @@ static void test_submit_reply_wire_bytes(void **state)
 
 static void test_register_wire_bytes(void **state)
 {
-    const codec_register_t in = {"m", 1, 2, 3, "n", 0, 0, 0, 0};
+    const codec_register_t in = {"m", 1, 2, 3, "n", 0, 0, 0, 0, 0};
     static const uint8_t want[] = {0x0a, 0x01, 'm',  0x10, 0x01, 0x18,
                                    0x02, 0x20, 0x03, 0x2a, 0x01, 'n'};
     uint8_t *buf = NULL;
@@ -1311,6 +1351,7 @@ int main(void)
         cmocka_unit_test(test_register_rejects_zero_batch_size),
         cmocka_unit_test(test_register_rejects_zero_batch_tokens),
         cmocka_unit_test(test_register_accepts_zero_max_input_as_unlimited),
+        cmocka_unit_test(test_register_name_cap_counts_bytes_past_a_nul),
         cmocka_unit_test(test_model_rule_accepts_dotted_names_and_refuses_wildcards),
         cmocka_unit_test(test_reply_subjects_of_the_daemon_and_of_dollar_subjects_are_refused),
         cmocka_unit_test(test_model_of_255_bytes_is_accepted_and_256_refused),

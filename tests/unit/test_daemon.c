@@ -240,7 +240,7 @@ static codec_submit_reply_t *submit_reply(const fx_t *f, const char *reply)
 static void reg_full(fx_t *f, const char *model, uint32_t bs, uint32_t tokens, const char *name,
                      uint32_t fixed_us, uint32_t token_ns, uint32_t cache, char id[33])
 {
-    codec_register_t r = {model, bs, tokens, 0, name, fixed_us, token_ns, cache, 0};
+    codec_register_t r = {model, bs, tokens, 0, name, fixed_us, token_ns, cache, 0, 0};
     uint8_t *buf = NULL;
     size_t len = 0;
     assert_int_equal(codec_encode_register(&r, &buf, &len), CODEC_OK);
@@ -470,8 +470,8 @@ static void test_every_refused_register_and_undecodable_message_is_counted(void 
     fx_t *f = *state;
     char id[33];
     reg(f, "llama", 8, 4096, "a", id);
-    const codec_register_t bad[] = {{"llama", 0, 4096, 0, "z", 0, 0, 0, 0},
-                                    {"", 8, 4096, 0, "m", 0, 0, 0, 0}};
+    const codec_register_t bad[] = {{"llama", 0, 4096, 0, "z", 0, 0, 0, 0, 0},
+                                    {"", 8, 4096, 0, "m", 0, 0, 0, 0, 0}};
     for (size_t i = 0; i < 2; i++) {
         uint8_t *buf = NULL;
         size_t len = 0;

@@ -786,7 +786,7 @@ static void test_the_age_limit_is_per_model_and_spares_batches_in_flight(void **
 static const char *register_input(fx_t *f, const char *model, uint32_t max_input, char *id)
 {
     static char error[256];
-    codec_register_t rg = {model, 8, 1u << 20, max_input, "gpu", 0, 0, 0, 0};
+    codec_register_t rg = {model, 8, 1u << 20, max_input, "gpu", 0, 0, 0, 0, 0};
     uint8_t *buf = NULL;
     size_t len = 0;
     assert_int_equal(codec_encode_register(&rg, &buf, &len), CODEC_OK);

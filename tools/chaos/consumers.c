@@ -27,7 +27,7 @@
 
 static int chaos_register(chaos_t *c, natsConnection *nc, const char *model, char *id)
 {
-    codec_register_t reg = {model, 64, 65536, 0, "chaos", 0, 0, 0, 0};
+    codec_register_t reg = {model, 64, 65536, 0, "chaos", 0, 0, 0, 0, 0};
     uint8_t *buf = NULL;
     size_t len = 0;
     if (codec_encode_register(&reg, &buf, &len) != CODEC_OK)

@@ -102,7 +102,7 @@ static natsMsg *flood_request(flood_t *f, const char *subject, const uint8_t *bu
 static void flood_register(flood_t *f, const char *model, uint32_t bs, uint32_t bt,
                            const char *name, char *word, size_t wlen, char *id)
 {
-    codec_register_t r = {model, bs, bt, 0, name, 0, 0, 0, 0};
+    codec_register_t r = {model, bs, bt, 0, name, 0, 0, 0, 0, 0};
     uint8_t *buf = NULL;
     size_t len = 0;
     snprintf(word, wlen, "no_reply");
