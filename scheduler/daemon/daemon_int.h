@@ -259,6 +259,7 @@ typedef struct {
     uint64_t submits, registers, pulls, acks, heartbeats, byes, stats_requests;
     uint64_t unknown_consumer, unknown_batch;
     uint64_t publish_failures, disconnects;
+    uint64_t commit_failures;  /* batches void: published, then their commit failed (dispatch.c) */
     uint64_t dropped_messages; /* written by transport threads: atomic access only */
     uint64_t batches_expired_ack_deadline, consumers_declared_dead;
     uint64_t expired; /* items dead-lettered past their model's age limit */
@@ -318,14 +319,16 @@ struct daemon {
     char *undelivered_base; /* daemon_undelivered_set (owned); NULL: Batches carry no reply */
     evqueue_t events;
     uint64_t next_tick_ns;
-    uint64_t last_timers_ns; /* when the timers last ran: a stalled loop is detected */
-    uint64_t turn_ns;        /* when the turn in progress began: its Submits' items are accepted
-                              * at that instant (one dedupe run for the turn's items) */
-    size_t serve_cursor;     /* round-robin start among consumers */
-    uint64_t retry_ns;       /* the earliest sched_retry_ns of the last fill (0: none) */
-    uint64_t *orphans;       /* batches whose return failed: retried each tick (owned) */
-    uint8_t *frame_scratch;  /* intake's framing buffer, reused for every item (owned) */
-    dispatch_scratch_t enc;  /* dispatch's encoding buffers (owned) */
+    uint64_t last_timers_ns;     /* when the timers last ran: a stalled loop is detected */
+    uint64_t turn_ns;            /* when the turn in progress began: its Submits' items are accepted
+                                  * at that instant (one dedupe run for the turn's items) */
+    size_t serve_cursor;         /* round-robin start among consumers */
+    uint64_t retry_ns;           /* the earliest sched_retry_ns of the last fill (0: none) */
+    uint64_t dispatch_resume_ns; /* no dispatch before (dispatch.c invariant 10) */
+    uint64_t *orphans;           /* batches whose return failed: retried each tick (owned) */
+    size_t orphans_cap;          /* room in orphans, reserved before a return (inflight.c) */
+    uint8_t *frame_scratch;      /* intake's framing buffer, reused for every item (owned) */
+    dispatch_scratch_t enc;      /* dispatch's encoding buffers (owned) */
     size_t frame_cap;
     size_t n_orphans;
     uint64_t started_ns;

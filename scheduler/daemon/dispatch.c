@@ -23,6 +23,11 @@
  *   9. A Batch goes out with a reply subject of the daemon's (undelivered_reply), so that NATS
  *      says at once when no one subscribes to the pull's inbox (undelivered.c); a consumer told
  *      so is served nothing until its next message.
+ *  10. A commit that fails after its batch or dead letter went out (out of memory, no room for
+ *      the journal's delivery counts) leaves the items queued (sched_commit is all or nothing):
+ *      the batch is void (its ack answers unknown_batch), the pull that took it is used, and
+ *      nothing is dispatched or dead-lettered for DISPATCH_COMMIT_PAUSE_NS, so a cause that
+ *      lasts costs one void batch a pause, not one per pull and turn.
  *
  * Rejected: publishing a batch after committing it. A failed publish would strand the items as
  * pending for a consumer that never saw them, until its ack deadline.
@@ -45,6 +50,9 @@
 /* The encoding buffers are kept from batch to batch up to this size each (a malloc and free of
  * a batch-sized block per batch fragmented the heap); a larger batch's are given back. */
 #define DISPATCH_SCRATCH_KEEP (1u << 20)
+/* Invariant 10: long enough that a lasting failure (a full disk) sends workers a void batch
+ * about once a second, short enough that a passing one (memory) delays the queue by little. */
+#define DISPATCH_COMMIT_PAUSE_NS 1000000000ull
 
 void dispatch_status(struct daemon *d, const char *subject, codec_batch_status_t status,
                      const char *error)
@@ -135,6 +143,19 @@ static void dispatch_scratch_trim(dispatch_scratch_t *enc)
         dispatch_scratch_fini(enc);
 }
 
+/* Invariant 10: batch_id went out but its commit failed. */
+static void dispatch_commit_failed(struct daemon *d, uint64_t batch_id, sched_status_t st,
+                                   const char *what)
+{
+    d->counters.commit_failures++;
+    d->dispatch_resume_ns = daemon_now(d) + DISPATCH_COMMIT_PAUSE_NS;
+    log_write(LOG_ERROR,
+              "committing %s (batch %" PRIu64 ") after it was published failed: %s; it is void "
+              "(its items stay queued) and dispatch pauses for %llu ms",
+              what, batch_id, sched_status_str(st),
+              (unsigned long long)(DISPATCH_COMMIT_PAUSE_NS / 1000000));
+}
+
 /* Publishes, commits and completes a dead letter of m (expired: past its age limit, else
  * past the delivery limit); 1 if it went out (0: retried next turn). */
 static int dispatch_dead_letter(struct daemon *d, model_t *m, const sched_batch_t *b, int expired)
@@ -159,16 +180,23 @@ static int dispatch_dead_letter(struct daemon *d, model_t *m, const sched_batch_
     }
     uint64_t id = b->batch_id;
     metrics_batch(d, m, b, 0, expired ? METRICS_EXPIRED : METRICS_DEAD_LETTER);
-    if (sched_commit(d->sched, b) == SCHED_OK &&
-        inflight_settle(d, m, id, INFLIGHT_COMPLETE, NULL, 0, NULL) == SCHED_OK) {
-        d->counters.dead_lettered++;
-        if (expired) {
-            d->counters.expired++;
-            m->expired++;
-        } else {
-            log_write(LOG_WARN, "an item of model %s reached the delivery limit: sent to %s",
-                      m->name, subject);
-        }
+    sched_status_t st = sched_commit(d->sched, b);
+    if (st != SCHED_OK) {
+        dispatch_commit_failed(d, id, st, "a dead letter"); /* published again after the pause */
+        return 0;
+    }
+    if (inflight_settle(d, m, id, INFLIGHT_COMPLETE, NULL, 0, NULL) != SCHED_OK) {
+        /* what did not complete goes back to its queue, and is dead-lettered again */
+        (void)inflight_settle(d, m, id, INFLIGHT_RETURN, NULL, 0, NULL);
+        return 0;
+    }
+    d->counters.dead_lettered++;
+    if (expired) {
+        d->counters.expired++;
+        m->expired++;
+    } else {
+        log_write(LOG_WARN, "an item of model %s reached the delivery limit: sent to %s", m->name,
+                  subject);
     }
     return 1;
 }
@@ -177,6 +205,8 @@ void dispatch_expire(struct daemon *d)
 {
     uint64_t now = daemon_now(d);
     uint32_t done = 0;
+    if (now < d->dispatch_resume_ns) /* invariant 10 */
+        return;
     for (size_t i = 0; i < d->models.n && done < DISPATCH_EXPIRE_BUDGET; i++) {
         model_t *m = d->models.all[i];
         if (m->items == 0 || now < m->age_ns || !models_serving(d, m))
@@ -245,8 +275,8 @@ again:;
      * logged below) */
     metrics_batch(d, m, &b, consumers_shape_note(c, b.signature), METRICS_DELIVERY);
     if ((st = sched_commit(d->sched, &b)) != SCHED_OK) {
-        log_write(LOG_ERROR, "committing batch %" PRIu64 " failed: %s", batch_id,
-                  sched_status_str(st));
+        dispatch_commit_failed(d, batch_id, st, "a batch");
+        consumers_pull_use(c); /* the void batch answered it */
         return 0;
     }
     (void)sched_batch_deadline_set(d->sched, batch_id,
@@ -274,7 +304,11 @@ void dispatch_fill(struct daemon *d)
                 continue;
             uint64_t now = daemon_now(d);
             if (now - start > DAEMON_FILL_BUDGET_NS)
-                return; /* invariant 3 */
+                return;                        /* invariant 3 */
+            if (now < d->dispatch_resume_ns) { /* invariant 10: the turn wakes when it ends */
+                d->retry_ns = d->dispatch_resume_ns;
+                return;
+            }
             progress |= dispatch_one(d, c, now);
         }
         if (n != 0)

@@ -8,10 +8,13 @@
  *   1. Every completion leaves the model's stored totals (models.c invariant 2) with the
  *      positions and bytes the core says it settled, and adds the first completions to the
  *      model's series; a return changes neither (the items are still stored).
- *   2. A return that fails (out of memory, the store) keeps the batch on the orphan list, its
- *      deadline cleared, retried every tick, so its items are never stranded as pending.
- *   3. A consumer's release returns every batch its worker holds, newest first, and answers or
- *      drops its pulls; afterwards it holds nothing.
+ *   2. A whole batch's return that fails (out of memory, the store) keeps the batch on the
+ *      orphan list, its deadline cleared, retried every tick, so its items are never stranded as
+ *      pending; the list's slot is reserved before the return is tried, so the memory that the
+ *      return lacked is not needed to remember it. A nak's return that fails leaves the batch in
+ *      flight under its deadline: orphaning it would return positions the worker still holds.
+ *   3. A consumer's release returns every batch its worker holds, newest first, each tried
+ *      once, and answers or drops its pulls.
  *
  * Rejected: a record of the batch per concern (the core's, one for the queue totals, one in the
  * consumer for its deadline), kept in step by hand at each call site: they drifted, and each
@@ -24,15 +27,18 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
-/* Remembers a batch whose return failed (invariant 2). */
-static void inflight_orphan(struct daemon *d, uint64_t batch_id)
+/* Room for one more orphan (invariant 2); 0 when even that is refused. */
+static int inflight_orphan_reserve(struct daemon *d)
 {
-    uint64_t *o = realloc(d->orphans, (d->n_orphans + 1) * sizeof(*o));
+    if (d->n_orphans < d->orphans_cap)
+        return 1;
+    size_t cap = d->orphans_cap != 0 ? 2 * d->orphans_cap : 8;
+    uint64_t *o = realloc(d->orphans, cap * sizeof(*o));
     if (o == NULL)
-        return; /* its holder's death or a restart returns it */
+        return 0;
     d->orphans = o;
-    d->orphans[d->n_orphans++] = batch_id;
-    (void)sched_batch_deadline_set(d->sched, batch_id, 0);
+    d->orphans_cap = cap;
+    return 1;
 }
 
 sched_status_t inflight_settle(struct daemon *d, model_t *m, uint64_t batch_id, inflight_how_t how,
@@ -47,12 +53,20 @@ sched_status_t inflight_settle(struct daemon *d, model_t *m, uint64_t batch_id, 
             metrics_completed(d, m, &done);
         }
     } else {
+        int whole = how == INFLIGHT_UNSEEN || pos == NULL;
+        int room = whole && inflight_orphan_reserve(d);
         st = how == INFLIGHT_UNSEEN ? sched_return_unseen(d->sched, batch_id, &done)
                                     : sched_return(d->sched, batch_id, pos, n, &done);
         if (st != SCHED_OK && st != SCHED_EUNKNOWN) {
-            log_write(LOG_ERROR, "returning batch %" PRIu64 " failed: %s; retried every second",
-                      batch_id, sched_status_str(st));
-            inflight_orphan(d, batch_id);
+            log_write(LOG_ERROR, "returning batch %" PRIu64 " failed: %s; %s", batch_id,
+                      sched_status_str(st),
+                      !whole ? "it stays in flight under its deadline"
+                      : room ? "retried every second"
+                             : "out of memory for the retry too: a restart returns it");
+            if (room) {
+                d->orphans[d->n_orphans++] = batch_id;
+                (void)sched_batch_deadline_set(d->sched, batch_id, 0);
+            }
         }
     }
     if (out != NULL)
@@ -62,13 +76,10 @@ sched_status_t inflight_settle(struct daemon *d, model_t *m, uint64_t batch_id, 
 
 void inflight_release(struct daemon *d, consumer_t *c, int close_pulls)
 {
-    uint64_t id;
-    int more = sched_worker_batch_newest(consumers_worker(c), &id);
-    while (more) {
-        if (inflight_settle(d, NULL, id, INFLIGHT_RETURN, NULL, 0, NULL) == SCHED_OK)
-            more = sched_worker_batch_newest(consumers_worker(c), &id);
-        else /* an orphan now (or the store failed): the next one */
-            more = sched_batch_older(d->sched, id, &id);
+    uint64_t id, next = 0;
+    for (int more = sched_worker_batch_newest(consumers_worker(c), &id); more; id = next) {
+        more = sched_batch_older(d->sched, id, &next); /* before id leaves the worker's list */
+        (void)inflight_settle(d, NULL, id, INFLIGHT_RETURN, NULL, 0, NULL);
     }
     for (const char *reply; (reply = consumers_pull_reply(c)) != NULL;) {
         if (close_pulls)

@@ -116,7 +116,8 @@ static json_t *stats_counters(struct daemon *d)
         stats_u64(dc->unknown_batch), "batches_expired_ack_deadline",
         stats_u64(dc->batches_expired_ack_deadline), "consumers_declared_dead",
         stats_u64(dc->consumers_declared_dead), "publish_failures", stats_u64(dc->publish_failures),
-        "disconnects", stats_u64(dc->disconnects), "dropped_messages",
+        "commit_failures", stats_u64(dc->commit_failures), "disconnects",
+        stats_u64(dc->disconnects), "dropped_messages",
         stats_u64(__atomic_load_n(&dc->dropped_messages, __ATOMIC_RELAXED)), "uptime_ms",
         stats_u64((daemon_now(d) - d->started_ns) / 1000000));
     if (counters != NULL) { /* the balance across a restart (sched.h, sched_restored) */
