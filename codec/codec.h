@@ -351,15 +351,17 @@ codec_status_t codec_reply_subject_check(const char *reply, const char *prefix,
                                          const char *own_inbox);
 
 /*
- * The caps of one message (codec_caps_t), checked by the daemon after a decode succeeded; each
- * returns CODEC_OK or the cap's own status. caps and the message are borrowed.
+ * The caps of one message (codec_caps_t), checked by the daemon after a decode succeeded (a
+ * Submit's before: its items counted by codec_submit_count, so a message of a million empty
+ * items is refused without decoding them); each returns CODEC_OK or the cap's own status. caps
+ * and the message are borrowed.
  *   submit:    more than max_items items (the whole message is refused).
  *   register:  name over max_name bytes, then max_batch_size over its cap, then
  *              max_batch_tokens over its cap (after codec_register_check's rules).
  *   ack:       ack or nak with more than max_positions entries.
  *   heartbeat: in_progress with more than max_ids entries.
  */
-codec_status_t codec_submit_caps_check(const codec_submit_t *sub, const codec_caps_t *caps);
+codec_status_t codec_submit_caps_check(size_t n_items, const codec_caps_t *caps);
 codec_status_t codec_register_caps_check(const codec_register_t *reg, const codec_caps_t *caps);
 codec_status_t codec_ack_caps_check(const codec_ack_t *ack, const codec_caps_t *caps);
 codec_status_t codec_heartbeat_caps_check(const codec_heartbeat_t *hb, const codec_caps_t *caps);
@@ -378,6 +380,9 @@ codec_status_t codec_heartbeat_caps_check(const codec_heartbeat_t *hb, const cod
  */
 codec_status_t codec_decode_submit(const void *buf, size_t len, const codec_limits_t *limits,
                                    codec_submit_t **out);
+/* The items of a Submit without decoding them (a walk over its fields' tags): CODEC_OK and
+ * *out_items, or CODEC_EMALFORMED. buf is borrowed. */
+codec_status_t codec_submit_count(const void *buf, size_t len, size_t *out_items /* out */);
 void codec_submit_destroy(codec_submit_t *msg); /* NULL-safe */
 
 /* No field rules. */

@@ -143,6 +143,17 @@ static int submit_count(wire_t w, size_t *out_items /* out */)
     return 1;
 }
 
+codec_status_t codec_submit_count(const void *buf, size_t len, size_t *out_items)
+{
+    size_t n = 0;
+    if (!out_items || (!buf && len))
+        return CODEC_EINVAL;
+    if (!submit_count((wire_t){buf, (const uint8_t *)buf + len}, &n))
+        return CODEC_EMALFORMED;
+    *out_items = n;
+    return CODEC_OK;
+}
+
 /* Fills box->items from the message submit_count accepted. 1, or 0 when an item is malformed. */
 static int submit_read(wire_t w, submit_arena_t *a, struct submit_box *box)
 {

@@ -115,9 +115,9 @@ static int validate_over(size_t n, size_t cap)
     return cap != 0 && n > cap;
 }
 
-codec_status_t codec_submit_caps_check(const codec_submit_t *sub, const codec_caps_t *caps)
+codec_status_t codec_submit_caps_check(size_t n_items, const codec_caps_t *caps)
 {
-    if (caps != NULL && validate_over(sub->n_items, caps->max_items))
+    if (caps != NULL && validate_over(n_items, caps->max_items))
         return CODEC_ETOO_MANY_ITEMS;
     return CODEC_OK;
 }

@@ -34,7 +34,9 @@ static void codec_submit_round_trip(const uint8_t *data, size_t size)
     codec_submit_t *sub = NULL;
     if (codec_decode_submit(data, size, &lim, &sub) != CODEC_OK)
         return;
-    (void)codec_submit_caps_check(sub, &caps);
+    size_t counted = 0;
+    FUZZ_REQUIRE(codec_submit_count(data, size, &counted) == CODEC_OK && counted == sub->n_items);
+    (void)codec_submit_caps_check(counted, &caps);
     for (size_t i = 0; i < sub->n_items; i++) {
         uint64_t shape = 0;
         codec_status_t st = codec_item_check(&sub->items[i], &lim, &shape);
