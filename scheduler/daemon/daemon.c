@@ -177,8 +177,10 @@ void daemon_events_drop(daemon_t *d)
 {
     size_t n = 0;
     evqueue_done(&d->events);
-    evqueue_take(&d->events, 0, &n);
-    evqueue_done(&d->events);
+    do { /* a take under the bound hands over part of them (evqueue.c invariant 5) */
+        evqueue_take(&d->events, 0, &n);
+        evqueue_done(&d->events);
+    } while (n != 0);
 }
 
 void daemon_dropped_note(daemon_t *d)
@@ -298,6 +300,7 @@ daemon_status_t daemon_create(const daemon_config_t *cfg, daemon_t **out)
     d->reply_max = DAEMON_REPLY_MAX_DEFAULT;
     stats_waiting_init(&d->waiting);
     evqueue_init(&d->events);
+    evqueue_bound_set(&d->events, d->cfg.limits.backlog_bytes);
     dedupe_init(&d->dedupe, daemon_ms_ns(cfg->dedupe_window_ms));
     dedupe_limit_set(&d->dedupe, d->cfg.limits.dedupe_ids);
     daemon_status_t st = consumers_create(&d->consumers);

@@ -117,6 +117,12 @@ const char *daemon_status_str(daemon_status_t status);
 /* A Pull's expires_ms (the longest wait for work): a consumer that waits longer than a few
  * minutes cannot tell a lost daemon from an idle one. */
 #define DAEMON_LIMIT_PULL_EXPIRES_MS 300000u
+/* Bytes of clients' messages waiting for the owner, Submits and the rest each (evqueue.c
+ * invariant 5): past it a message is dropped and counted (dropped_messages), as core NATS drops
+ * for a slow consumer, and its client's timeout and retry take over. 64 MiB is nats.c's own
+ * default pending limit per subscription, and many times what the throughput bench's 8
+ * producers keep in flight (8 x 32 Submits of 64 items of 512 bytes, about 10 MB). */
+#define DAEMON_LIMIT_BACKLOG_BYTES (64ull << 20)
 
 /* The limits in force; 0 in a field = its DAEMON_LIMIT_ default. */
 typedef struct {
@@ -137,6 +143,7 @@ typedef struct {
     uint64_t dedupe_ids;
     uint32_t queue_age_ms;    /* every model's, unless queue_age_models names it */
     uint32_t pull_expires_ms; /* a longer Pull.expires_ms is cut to it */
+    uint64_t backlog_bytes;   /* clients' messages waiting for the owner, per class */
 } daemon_limits_t;
 
 /* Monotonic nanoseconds; the daemon's only clock (tests inject their own). */

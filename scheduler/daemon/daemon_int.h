@@ -50,6 +50,7 @@ typedef struct {
     void *handle; /* the transport's message (released through the release function) or, when
                      copied, the one allocation holding token, reply and data (freed) */
     bool copied;
+    size_t cost; /* bytes it holds against the backlog's bound (evqueue.c invariant 5) */
 } ev_t;
 
 typedef struct {
@@ -59,8 +60,10 @@ typedef struct {
     size_t n_in, cap_in;
     ev_t *out; /* owner only: the burst being handled */
     size_t n_out, cap_out;
-    bool sleeping; /* under lock: the owner waits on cond */
-    int stop;      /* atomic: a stop was posted */
+    bool sleeping;  /* under lock: the owner waits on cond */
+    int stop;       /* atomic: a stop was posted */
+    size_t held[2]; /* under lock: bytes posted and not taken, Submits [0] and the rest [1] */
+    size_t bound;   /* the most each of held[] may reach (0: none); set before the first post */
     daemon_release_fn release;
     void *release_ctx;
 } evqueue_t;
@@ -70,22 +73,30 @@ void evqueue_init(evqueue_t *q);
 void evqueue_fini(evqueue_t *q);
 void evqueue_release_set(evqueue_t *q, daemon_release_fn release, void *ctx);
 /* Copies the message into one allocation at the back of the queue. Thread-safe. 0, or -1 when
- * out of memory (nothing queued). */
+ * out of memory or past the bound (invariant 5; nothing queued). */
 int evqueue_post(evqueue_t *q, ev_kind_t kind, const char *token, const char *reply,
                  const void *data, size_t len);
-/* Queues views into msg (taken). Thread-safe. 0, or -1 when out of memory: msg was released. */
+/* Queues views into msg (taken). Thread-safe. 0, or -1 when out of memory or past the bound:
+ * msg was released. */
 int evqueue_post_msg(evqueue_t *q, ev_kind_t kind, const char *token, const char *reply,
                      const void *data, size_t len, void *msg);
 /* Releases a transport message that is not queued (a stats request set aside, stats.c) through
  * the release function. Thread-safe. */
 void evqueue_release(const evqueue_t *q, void *msg);
+/* Bounds the clients' messages waiting for the owner: bytes each class may hold, and per take
+ * (invariant 5). Before the first post. */
+void evqueue_bound_set(evqueue_t *q, size_t bytes);
 /* A stop (invariant 4). Thread-safe. */
 void evqueue_stop(evqueue_t *q);
 int evqueue_stopping(const evqueue_t *q);
-/* Releases the previous burst, then takes every queued event, oldest first, as an array of
- * *out_n events owned by the queue (valid until the next take or evqueue_done); waits up to
- * wait_ns for the first when none is queued and no stop was posted. */
+/* Releases the previous burst, then takes the queued events, oldest first, as an array of
+ * *out_n events owned by the queue (valid until the next take or evqueue_done): every one, or
+ * under a bound as many as its bytes allow, at least one (invariant 5); waits up to wait_ns for
+ * the first when none is queued and no stop was posted. */
 ev_t *evqueue_take(evqueue_t *q, uint64_t wait_ns, size_t *out_n /* out */);
+/* Gives the events of the burst in hand from index handled on back to the front of the queue,
+ * in order (a turn out of time, turn.c). 0, or -1 when memory is short (nothing changed). */
+int evqueue_untake(evqueue_t *q, size_t handled);
 /* Releases the burst in hand (all its messages together). */
 void evqueue_done(evqueue_t *q);
 
@@ -325,6 +336,7 @@ struct daemon {
     size_t serve_cursor;         /* round-robin start among consumers */
     uint64_t retry_ns;           /* the earliest sched_retry_ns of the last fill (0: none) */
     uint64_t dispatch_resume_ns; /* no dispatch before (dispatch.c invariant 10) */
+    uint64_t dropped_logged;     /* counters.dropped_messages when last logged (turn.c) */
     uint64_t *orphans;           /* batches whose return failed: retried each tick (owned) */
     size_t orphans_cap;          /* room in orphans, reserved before a return (inflight.c) */
     uint8_t *frame_scratch;      /* intake's framing buffer, reused for every item (owned) */

@@ -16,6 +16,13 @@
  *      owner is busy, finds the next burst at its next take, and nobody makes a system call.
  *   4. A stop is a flag, not an event in line: evqueue_stopping is true from the moment it was
  *      posted, so the owner sees it after the event in hand however many wait behind it.
+ *   5. Under a bound, clients' messages waiting for the owner hold at most that many bytes per
+ *      class (Submits; every other client message), and a post past it is refused (the caller
+ *      counts the drop), so a flood costs the daemon bounded memory, and a flood of Submits
+ *      never drops the acks and heartbeats of workers (nor a flood of heartbeats the Submits).
+ *      A take hands the owner at most EVQUEUE_TURN_BYTES (or the bound when smaller) at a time,
+ *      at least one event: a turn's replies wait for its flush, so what a turn takes bounds
+ *      them too. The daemon's own events (a disconnect, a lease, metrics) are never refused.
  *
  * Rejected alternatives:
  *   - A lock around the scheduler shared by the callback threads: every callback would contend on
@@ -24,8 +31,9 @@
  *   - A linked list of malloc'd events with copies of subject, reply and data: four allocations
  *     and a copy of every payload per message, freed one by one.
  *   - A lock-free ring: the lock is taken once per message by one transport thread (the front
- *     uses nats.c's global delivery thread) and once per turn by the owner; it is not contended,
- *     and a ring would need a bound that a burst could overrun.
+ *     uses nats.c's global delivery thread) and once per turn by the owner; it is not contended.
+ *   - nats.c's pending limits as the bound: the owner takes messages out of nats.c's queue at
+ *     once, so they never fill, and they count messages per subscription, not bytes per class.
  *   - Releasing each message right after it was handled: nats.c hands every destroyed message
  *     to its garbage-collector thread and wakes it when it sleeps; releasing a burst together
  *     wakes it once per turn instead of once per message.
@@ -39,6 +47,14 @@
 /* Arrays grown past this many events by one burst are given back after it: a rare flood does
  * not keep megabytes, and the usual burst never reallocates. */
 #define EVQUEUE_KEEP 4096u
+/* Invariant 5: the most bytes of clients' messages one take hands the owner. A turn's replies
+ * wait for its flush, and a Submit of empty items is answered with about 12 times its bytes, so
+ * this bounds them near 100 MB; at the throughput bench's rates a turn takes well under it
+ * (`lanesched-bench throughput`, docs/throughput.md), so it only cuts a backlog. */
+#define EVQUEUE_TURN_BYTES (8u << 20)
+/* What a message costs besides its data and reply subject: the transport's message and the
+ * event, so a flood of empty messages is bounded too. */
+#define EVQUEUE_MSG_OVERHEAD 256u
 
 void evqueue_init(evqueue_t *q)
 {
@@ -74,10 +90,43 @@ void evqueue_fini(evqueue_t *q)
     pthread_mutex_destroy(&q->lock);
 }
 
-/* Appends ev under the lock (invariants 1, 3); -1 when the array cannot grow. */
-static int evqueue_push(evqueue_t *q, const ev_t *ev)
+void evqueue_bound_set(evqueue_t *q, size_t bytes)
 {
+    q->bound = bytes;
+}
+
+/* Invariant 5: the class of a client's message, -1 for the daemon's own events. */
+static int evqueue_class(ev_kind_t kind)
+{
+    switch (kind) {
+    case EV_SUBMIT:
+        return 0;
+    case EV_REGISTER:
+    case EV_PULL:
+    case EV_ACK:
+    case EV_HEARTBEAT:
+    case EV_BYE:
+    case EV_STATS:
+    case EV_SERVICE:
+    case EV_UNDELIVERED:
+        return 1;
+    default:
+        return -1;
+    }
+}
+
+/* Appends ev under the lock (invariants 1, 3, 5); -1 when the array cannot grow or the class is
+ * at its bound. */
+static int evqueue_push(evqueue_t *q, ev_t *ev)
+{
+    int cls = evqueue_class(ev->kind);
+    ev->cost =
+        cls < 0 ? 0 : ev->len + (ev->reply != NULL ? strlen(ev->reply) : 0) + EVQUEUE_MSG_OVERHEAD;
     pthread_mutex_lock(&q->lock);
+    if (cls >= 0 && q->bound != 0 && q->held[cls] + ev->cost > q->bound) {
+        pthread_mutex_unlock(&q->lock);
+        return -1;
+    }
     if (q->n_in == q->cap_in) {
         size_t cap = q->cap_in ? 2 * q->cap_in : 64;
         ev_t *in = realloc(q->in, cap * sizeof(*in));
@@ -89,6 +138,8 @@ static int evqueue_push(evqueue_t *q, const ev_t *ev)
         q->cap_in = cap;
     }
     q->in[q->n_in++] = *ev;
+    if (cls >= 0)
+        q->held[cls] += ev->cost;
     if (q->sleeping)
         pthread_cond_signal(&q->cond);
     pthread_mutex_unlock(&q->lock);
@@ -156,6 +207,17 @@ int evqueue_stopping(const evqueue_t *q)
     return __atomic_load_n(&q->stop, __ATOMIC_ACQUIRE);
 }
 
+/* Invariant 5: how many of the queued events one take hands over; under the lock. */
+static size_t evqueue_take_count(const evqueue_t *q)
+{
+    if (q->bound == 0)
+        return q->n_in;
+    size_t budget = q->bound < EVQUEUE_TURN_BYTES ? q->bound : EVQUEUE_TURN_BYTES, bytes = 0, n = 0;
+    while (n < q->n_in && (n == 0 || bytes + q->in[n].cost <= budget))
+        bytes += q->in[n++].cost;
+    return n;
+}
+
 ev_t *evqueue_take(evqueue_t *q, uint64_t wait_ns, size_t *out_n)
 {
     evqueue_done(q);
@@ -170,17 +232,63 @@ ev_t *evqueue_take(evqueue_t *q, uint64_t wait_ns, size_t *out_n)
         pthread_cond_timedwait(&q->cond, &q->lock, &ts);
         q->sleeping = false;
     }
+    size_t n = evqueue_take_count(q), rest = q->n_in - n;
+    if (rest != 0 && q->cap_out < rest) { /* the rest stays first in line in the other array */
+        ev_t *more = realloc(q->out, rest * sizeof(*more));
+        if (more != NULL) {
+            q->out = more;
+            q->cap_out = rest;
+        } else { /* out of memory: all of them now rather than none */
+            n = q->n_in;
+            rest = 0;
+        }
+    }
     ev_t *burst = q->in;
-    size_t n = q->n_in, cap = q->cap_in;
+    size_t cap = q->cap_in;
     q->in = q->out;
     q->cap_in = q->cap_out;
-    q->n_in = 0;
+    q->n_in = rest;
+    if (rest != 0)
+        memcpy(q->in, burst + n, rest * sizeof(*burst));
+    for (size_t i = 0; i < n; i++) {
+        int cls = evqueue_class(burst[i].kind);
+        if (cls >= 0)
+            q->held[cls] -= burst[i].cost;
+    }
     pthread_mutex_unlock(&q->lock);
     q->out = burst;
     q->cap_out = cap;
     q->n_out = n;
     *out_n = n;
     return burst;
+}
+
+int evqueue_untake(evqueue_t *q, size_t handled)
+{
+    size_t rest = q->n_out - handled;
+    if (handled >= q->n_out)
+        return 0;
+    pthread_mutex_lock(&q->lock);
+    if (q->cap_in < q->n_in + rest) {
+        ev_t *in = realloc(q->in, (q->n_in + rest) * sizeof(*in));
+        if (in == NULL) {
+            pthread_mutex_unlock(&q->lock);
+            return -1;
+        }
+        q->in = in;
+        q->cap_in = q->n_in + rest;
+    }
+    memmove(q->in + rest, q->in, q->n_in * sizeof(*q->in));
+    memcpy(q->in, q->out + handled, rest * sizeof(*q->in));
+    q->n_in += rest;
+    for (size_t i = 0; i < rest; i++) {
+        int cls = evqueue_class(q->in[i].kind);
+        if (cls >= 0)
+            q->held[cls] += q->in[i].cost;
+    }
+    pthread_mutex_unlock(&q->lock);
+    q->n_out = handled;
+    return 0;
 }
 
 void evqueue_done(evqueue_t *q)

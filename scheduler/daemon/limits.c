@@ -38,6 +38,7 @@ void limits_resolve(daemon_limits_t *l)
     DAEMON_LIMIT_FILL(l->dedupe_ids, DAEMON_LIMIT_DEDUPE_IDS);
     DAEMON_LIMIT_FILL(l->queue_age_ms, DAEMON_LIMIT_QUEUE_AGE_MS);
     DAEMON_LIMIT_FILL(l->pull_expires_ms, DAEMON_LIMIT_PULL_EXPIRES_MS);
+    DAEMON_LIMIT_FILL(l->backlog_bytes, DAEMON_LIMIT_BACKLOG_BYTES);
 }
 
 codec_caps_t limits_caps(const daemon_limits_t *l)

@@ -2,7 +2,9 @@
  * turn.c - one turn of the owner loop, its timers, and daemon_run.
  *
  * One turn:
- *   1. take every queued event and handle it (submits append, acks tombstone, pulls queue);
+ *   1. take the queued events (all, or as many bytes as evqueue.c's invariant 5 allows) and
+ *      handle them (submits append, acks tombstone, pulls queue) for at most
+ *      TURN_EVENTS_BUDGET_NS; the rest go back to the front of the queue;
  *   2. one store_flush for all of them (group commit: every submit and ack of the turn shares
  *      one sync at the power-loss level), then the SubmitReply/AckReply of each;
  *   3. timers: the lanes' tick, dead consumers, ack deadlines, expired pulls;
@@ -29,6 +31,9 @@
  *      the ack deadlines of live consumers' batches move by the stall, and past half dead-after
  *      their liveness restarts; an extension the burst then brings is counted from now, not
  *      added to the stall.
+ *   7. A turn handles events for at most TURN_EVENTS_BUDGET_NS (at least one event), so a
+ *      backlog of costly messages (a flood of Submits of thousands of rejected items each)
+ *      cannot hold the timers, the fill and the lease notes for seconds.
  *
  * Rejected: a timer thread. Timers change scheduling state, and only the owner may.
  */
@@ -45,6 +50,9 @@
 /* The shortest gap between turns taken for a stall (invariant 6): four of the longest sleeps,
  * so a short ack wait does not turn the loop's ordinary gaps into stalls. */
 #define TURN_STALL_MIN_NS (4 * DAEMON_WAIT_MAX_NS)
+/* Invariant 7: the fill's budget (dispatch.c), so timers run at least every few tenths of a
+ * second under any backlog; an ordinary turn takes a few milliseconds. */
+#define TURN_EVENTS_BUDGET_NS 100000000ull
 
 /* Invariant 6. */
 static void turn_stall_check(struct daemon *d, uint64_t now)
@@ -97,6 +105,21 @@ static void turn_pull_expired(void *ctx, consumer_t *c, const char *reply)
     dispatch_status(ctx, reply, CODEC_BATCH_EXPIRED, "");
 }
 
+/* Messages dropped since the last tick, one line a tick (a flood would log a line a message). */
+static void turn_drops_log(struct daemon *d)
+{
+    uint64_t dropped = __atomic_load_n(&d->counters.dropped_messages, __ATOMIC_RELAXED);
+    if (dropped == d->dropped_logged)
+        return;
+    log_write(LOG_WARN,
+              "%" PRIu64 " incoming messages dropped since the last report (%" PRIu64
+              " in all): the backlog waiting for the daemon at --limit-backlog-bytes (%" PRIu64
+              "), memory short, or NATS's slow-consumer limit; their clients' timeouts and "
+              "retries take over",
+              dropped - d->dropped_logged, dropped, d->cfg.limits.backlog_bytes);
+    d->dropped_logged = dropped;
+}
+
 static void turn_timers(struct daemon *d)
 {
     uint64_t now = daemon_now(d);
@@ -112,6 +135,7 @@ static void turn_timers(struct daemon *d)
         consumers_prune(d->consumers, now, DAEMON_DEAD_KEEP_PERIODS * dead_after);
         log_budget_flush(&d->consumer_lines, now, "consumers");
         log_budget_flush(&d->consumer_deaths, now, "consumers dead");
+        turn_drops_log(d);
     }
     consumers_timers_t t = {turn_consumer_dead, turn_ack_expired, turn_pull_expired, d};
     consumers_expire(d->consumers, now, dead_after, &t);
@@ -204,6 +228,9 @@ daemon_status_t daemon_turn(daemon_t *d, uint64_t wait_ns, int *out_stopped)
     uint64_t turn_start = daemon_now(d);
     d->turn_ns = turn_start;
     for (size_t i = 0; i < n && !stop; i++) {
+        if (i != 0 && daemon_now(d) - turn_start > TURN_EVENTS_BUDGET_NS &&
+            evqueue_untake(&d->events, i) == 0)
+            break; /* invariant 7 */
         turn_handle(d, &burst[i], &deferred, &stop);
         stop |= evqueue_stopping(&d->events); /* invariant 4: the rest is dropped */
         stats_waiting_answer(d, 0);

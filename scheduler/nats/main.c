@@ -147,6 +147,9 @@ static const flag_t flags[] = {
     {"limit-shapes", "N", "16384", "shapes of every model together (too_many_shapes)"},
     {"limit-shapes-per-model", "N", "4096", "shapes of one model (too_many_shapes)"},
     {"limit-new-shapes", "N", "64", "new shapes one Submit may create (too_many_shapes)"},
+    {"limit-backlog-bytes", "BYTES", "67108864",
+     "bytes of Submits, and of every other client message, waiting for the daemon; past it a "
+     "message is dropped (counters.dropped_messages) and its client's timeout takes over"},
     {"queue-max-items", "N", "10000000",
      "items stored per model, queued or in flight (queue_full)"},
     {"queue-max-bytes", "BYTES", "8589934592",
@@ -346,6 +349,7 @@ static int config_limits(const main_flags_t *v, daemon_limits_t *l)
           {"queue-max-items", offsetof(daemon_limits_t, queue_items)},
           {"queue-max-bytes", offsetof(daemon_limits_t, queue_bytes)},
           {"dedupe-max-ids", offsetof(daemon_limits_t, dedupe_ids)},
+          {"limit-backlog-bytes", offsetof(daemon_limits_t, backlog_bytes)},
       };
     const char *bad = NULL;
     for (size_t i = 0; i < sizeof(u32) / sizeof(u32[0]) && bad == NULL; i++) {

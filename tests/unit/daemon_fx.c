@@ -18,7 +18,9 @@
 
 static uint64_t fx_clock(void *ctx)
 {
-    return ((fx_t *)ctx)->now;
+    fx_t *f = ctx;
+    f->now += f->tick_ns;
+    return f->now;
 }
 
 static int fx_publish(void *ctx, const char *subject, const char *reply, const void *data,

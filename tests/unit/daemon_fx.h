@@ -27,6 +27,7 @@ typedef struct {
 
 typedef struct {
     uint64_t now;
+    uint64_t tick_ns; /* added to now at every read of the daemon's clock (0: a still clock) */
     fx_sent_t *sent;
     size_t n_sent, cap_sent;
     daemon_config_t cfg;

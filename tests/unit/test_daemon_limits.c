@@ -894,6 +894,76 @@ static void test_a_long_pull_is_cut_and_errors_have_text(void **state)
     fx_destroy(f);
 }
 
+/* What waits for the owner is bounded in bytes per class, and one turn takes at most the bound
+ * (evqueue.c invariant 5): a flood costs bounded memory, is counted, and a flood of Submits
+ * leaves room for the workers' messages. Each message here costs 2,000 bytes of data, its reply
+ * subject and 256 bytes of overhead: three fit 8,192 bytes, four do not. */
+static void test_the_backlog_is_bounded_per_class_and_per_turn(void **state)
+{
+    (void)state;
+    daemon_limits_t lim = {.backlog_bytes = 8192};
+    fx_t *f = fx_create(&lim, 0);
+    uint8_t junk[2000];
+    memset(junk, 0xff, sizeof(junk));
+    char reply[16];
+    int queued = 0;
+    for (int i = 0; i < 5; i++) {
+        snprintf(reply, sizeof(reply), "sub.%d", i);
+        queued += daemon_post(f->d, EV_SUBMIT, "m", reply, junk, sizeof(junk)) == 0;
+    }
+    assert_int_equal(queued, 3);
+    for (int i = 0; i < 3; i++) { /* the other class still has its room */
+        snprintf(reply, sizeof(reply), "p.%d", i);
+        assert_int_equal(daemon_post(f->d, EV_PULL, "nobody", reply, junk, sizeof(junk)), 0);
+    }
+    fx_turn(f); /* the three Submits fill the turn's bytes */
+    for (int i = 0; i < 3; i++) {
+        snprintf(reply, sizeof(reply), "sub.%d", i);
+        assert_int_equal(fx_count_on(f, reply), 1);
+        snprintf(reply, sizeof(reply), "p.%d", i);
+        assert_int_equal(fx_count_on(f, reply), 0);
+    }
+    fx_turn(f);
+    for (int i = 0; i < 3; i++) {
+        snprintf(reply, sizeof(reply), "p.%d", i);
+        assert_int_equal(fx_count_on(f, reply), 1);
+    }
+    assert_int_equal(fx_count_on(f, "sub.3") + fx_count_on(f, "sub.4"), 0);
+    json_t *doc = fx_stats(f, NULL, NULL);
+    assert_int_equal(fx_counter(doc, "dropped_messages"), 2);
+    json_decref(doc);
+    /* the room taken is given back: a Submit is queued again */
+    assert_int_equal(daemon_post(f->d, EV_SUBMIT, "m", "sub.5", junk, sizeof(junk)), 0);
+    fx_destroy(f);
+}
+
+/* A turn handles events for a bounded time (turn.c invariant 7): with a clock that moves 30 ms
+ * at every read, a backlog of ten messages is served over several turns, each once, in order. */
+static void test_a_turn_out_of_time_leaves_the_rest_queued_in_order(void **state)
+{
+    (void)state;
+    fx_t *f = fx_create(NULL, 0);
+    uint8_t junk[64];
+    memset(junk, 0xff, sizeof(junk));
+    char reply[16];
+    for (int i = 0; i < 10; i++) {
+        snprintf(reply, sizeof(reply), "p.%d", i);
+        assert_int_equal(daemon_post(f->d, EV_PULL, "nobody", reply, junk, sizeof(junk)), 0);
+    }
+    f->tick_ns = 30 * FX_MS;
+    fx_turn(f);
+    size_t first = f->n_sent;
+    assert_true(first >= 1 && first < 10);
+    for (int turns = 1; f->n_sent < 10 && turns < 10; turns++)
+        fx_turn(f);
+    assert_int_equal(f->n_sent, 10);
+    for (int i = 0; i < 10; i++) {
+        snprintf(reply, sizeof(reply), "p.%d", i);
+        assert_string_equal(f->sent[i].subject, reply);
+    }
+    fx_destroy(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -918,6 +988,8 @@ int main(void)
         cmocka_unit_test(test_an_item_no_consumer_can_run_is_input_too_long),
         cmocka_unit_test(test_only_allowed_models_are_taken),
         cmocka_unit_test(test_a_long_pull_is_cut_and_errors_have_text),
+        cmocka_unit_test(test_the_backlog_is_bounded_per_class_and_per_turn),
+        cmocka_unit_test(test_a_turn_out_of_time_leaves_the_rest_queued_in_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
