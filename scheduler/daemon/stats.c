@@ -99,7 +99,7 @@ static json_t *stats_counters(struct daemon *d)
     sched_restored(d->sched, &restored_items, &restored_tokens);
     json_t *counters = json_pack(
         "{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,"
-        "s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+        "s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
         "items_received", stats_u64(k->items_received), "tokens_received",
         stats_u64(k->tokens_received), "items_routed", stats_u64(k->items_routed), "tokens_routed",
         stats_u64(k->tokens_routed), "items_completed", stats_u64(k->items_completed),
