@@ -6,6 +6,11 @@
  *      started again and rejoins the others on the same ports.
  *   2. Ports are picked once, before any node starts, and kept for the cluster's life: a
  *      restarted node is found where its clients and peers expect it.
+ *   3. A node counts as started once both its client and its route port accept connections. A
+ *      picked port can still be taken by another test between the pick and the bind (port.c
+ *      invariant 2); a node that then exits ("address already in use" on its route port, after
+ *      its client port listened) makes cluster_start stop every node and start again on new
+ *      ports and empty stores, up to CLUSTER_START_TRIES times.
  *
  * Rejected: the -routes command-line flags. A configuration file also carries the server name
  * and the JetStream store, which a restarted node needs to recover its replicas.
@@ -13,11 +18,16 @@
 #include "support/cluster.h"
 
 #include "common/clock.h"
+#include "support/fs.h"
 #include "support/port.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+
+/* Invariant 3: a collision is rare (two random picks among some 20,000 ports); three tries make
+ * a failed start a real failure. */
+#define CLUSTER_START_TRIES 3
 
 static spawn_status_t cluster_config(const cluster_t *c, int i)
 {
@@ -49,7 +59,7 @@ spawn_status_t cluster_node_start(cluster_t *c, int i)
     if (st != SPAWN_OK)
         return st;
     uint64_t end = clock_mono_ns() + CLUSTER_START_MS * 1000000ull;
-    while (!port_probe(c->client_port[i])) {
+    while (!port_probe(c->client_port[i]) || !port_probe(c->route_port[i])) { /* invariant 3 */
         if (spawn_exited(&c->pid[i], NULL))
             return SPAWN_EEXITED;
         if (clock_mono_ns() >= end)
@@ -62,20 +72,26 @@ spawn_status_t cluster_node_start(cluster_t *c, int i)
 
 spawn_status_t cluster_start(cluster_t *c, const char *nats_bin, const char *dir)
 {
-    memset(c, 0, sizeof(*c));
-    snprintf(c->bin, sizeof(c->bin), "%s", nats_bin);
-    snprintf(c->dir, sizeof(c->dir), "%s", dir);
-    for (int i = 0; i < CLUSTER_NODES; i++) { /* invariant 2 */
-        if ((c->client_port[i] = port_pick()) <= 0 || (c->route_port[i] = port_pick()) <= 0)
-            return SPAWN_ESYS;
+    spawn_status_t st = SPAWN_EEXITED;
+    for (int t = 0; t < CLUSTER_START_TRIES && st == SPAWN_EEXITED; t++) { /* invariant 3 */
+        memset(c, 0, sizeof(*c));
+        snprintf(c->bin, sizeof(c->bin), "%s", nats_bin);
+        snprintf(c->dir, sizeof(c->dir), "%s", dir);
+        for (int i = 0; i < CLUSTER_NODES; i++) { /* invariant 2 */
+            char js[512];
+            snprintf(js, sizeof(js), "%s/js%d", dir, i);
+            (void)fs_remove_tree(js);
+            if ((c->client_port[i] = port_pick()) <= 0 || (c->route_port[i] = port_pick()) <= 0)
+                return SPAWN_ESYS;
+        }
+        st = SPAWN_OK;
+        for (int i = 0; i < CLUSTER_NODES && st == SPAWN_OK; i++)
+            st = cluster_config(c, i);
+        for (int i = 0; i < CLUSTER_NODES && st == SPAWN_OK; i++)
+            st = cluster_node_start(c, i);
+        if (st != SPAWN_OK)
+            cluster_stop(c);
     }
-    spawn_status_t st = SPAWN_OK;
-    for (int i = 0; i < CLUSTER_NODES && st == SPAWN_OK; i++)
-        st = cluster_config(c, i);
-    for (int i = 0; i < CLUSTER_NODES && st == SPAWN_OK; i++)
-        st = cluster_node_start(c, i);
-    if (st != SPAWN_OK)
-        cluster_stop(c);
     return st;
 }
 

@@ -23,8 +23,10 @@ typedef struct {
 } cluster_t;
 
 /* Writes the three configurations into dir (which must exist) and starts every node; OK once
- * each accepts client connections (JetStream may still be electing its leader: callers retry
- * their first JetStream call). On failure every node started is stopped. */
+ * each accepts client and route connections (JetStream may still be electing its leader:
+ * callers retry their first JetStream call). A node that exits while starting (a port taken
+ * meanwhile) starts the cluster again on new ports (cluster.c invariant 3). On failure every
+ * node started is stopped. */
 spawn_status_t cluster_start(cluster_t *c /* out */, const char *nats_bin, const char *dir);
 /* (Re)starts node i on its ports and store. */
 spawn_status_t cluster_node_start(cluster_t *c, int i);
