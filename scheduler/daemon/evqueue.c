@@ -115,6 +115,17 @@ static int evqueue_class(ev_kind_t kind)
     }
 }
 
+/* Adds (sign > 0) or takes away the bytes of n events from what their classes hold (invariant
+ * 5); under the lock. */
+static void evqueue_held(evqueue_t *q, const ev_t *ev, size_t n, int sign)
+{
+    for (size_t i = 0; i < n; i++) {
+        int cls = evqueue_class(ev[i].kind);
+        if (cls >= 0)
+            q->held[cls] = sign > 0 ? q->held[cls] + ev[i].cost : q->held[cls] - ev[i].cost;
+    }
+}
+
 /* Appends ev under the lock (invariants 1, 3, 5); -1 when the array cannot grow or the class is
  * at its bound. */
 static int evqueue_push(evqueue_t *q, ev_t *ev)
@@ -138,8 +149,7 @@ static int evqueue_push(evqueue_t *q, ev_t *ev)
         q->cap_in = cap;
     }
     q->in[q->n_in++] = *ev;
-    if (cls >= 0)
-        q->held[cls] += ev->cost;
+    evqueue_held(q, ev, 1, 1);
     if (q->sleeping)
         pthread_cond_signal(&q->cond);
     pthread_mutex_unlock(&q->lock);
@@ -207,14 +217,14 @@ int evqueue_stopping(const evqueue_t *q)
     return __atomic_load_n(&q->stop, __ATOMIC_ACQUIRE);
 }
 
-/* Invariant 5: how many of the queued events one take hands over; under the lock. */
+/* Invariant 5: how many events of the burst in hand one take hands over. */
 static size_t evqueue_take_count(const evqueue_t *q)
 {
     if (q->bound == 0)
-        return q->n_in;
+        return q->n_out;
     size_t budget = q->bound < EVQUEUE_TURN_BYTES ? q->bound : EVQUEUE_TURN_BYTES, bytes = 0, n = 0;
-    while (n < q->n_in && (n == 0 || bytes + q->in[n].cost <= budget))
-        bytes += q->in[n++].cost;
+    while (n < q->n_out && (n == 0 || bytes + q->out[n].cost <= budget))
+        bytes += q->out[n++].cost;
     return n;
 }
 
@@ -232,33 +242,21 @@ ev_t *evqueue_take(evqueue_t *q, uint64_t wait_ns, size_t *out_n)
         pthread_cond_timedwait(&q->cond, &q->lock, &ts);
         q->sleeping = false;
     }
-    size_t n = evqueue_take_count(q), rest = q->n_in - n;
-    if (rest != 0 && q->cap_out < rest) { /* the rest stays first in line in the other array */
-        ev_t *more = realloc(q->out, rest * sizeof(*more));
-        if (more != NULL) {
-            q->out = more;
-            q->cap_out = rest;
-        } else { /* out of memory: all of them now rather than none */
-            n = q->n_in;
-            rest = 0;
-        }
-    }
     ev_t *burst = q->in;
-    size_t cap = q->cap_in;
+    size_t n = q->n_in, cap = q->cap_in;
+    evqueue_held(q, burst, n, -1);
     q->in = q->out;
     q->cap_in = q->cap_out;
-    q->n_in = rest;
-    if (rest != 0)
-        memcpy(q->in, burst + n, rest * sizeof(*burst));
-    for (size_t i = 0; i < n; i++) {
-        int cls = evqueue_class(burst[i].kind);
-        if (cls >= 0)
-            q->held[cls] -= burst[i].cost;
-    }
+    q->n_in = 0;
     pthread_mutex_unlock(&q->lock);
     q->out = burst;
     q->cap_out = cap;
     q->n_out = n;
+    /* invariant 5: past the take's bytes the rest goes back first in line (out of memory: all
+     * of them now rather than none) */
+    size_t keep = evqueue_take_count(q);
+    if (keep < n && evqueue_untake(q, keep) == 0)
+        n = keep;
     *out_n = n;
     return burst;
 }
@@ -281,11 +279,7 @@ int evqueue_untake(evqueue_t *q, size_t handled)
     memmove(q->in + rest, q->in, q->n_in * sizeof(*q->in));
     memcpy(q->in, q->out + handled, rest * sizeof(*q->in));
     q->n_in += rest;
-    for (size_t i = 0; i < rest; i++) {
-        int cls = evqueue_class(q->in[i].kind);
-        if (cls >= 0)
-            q->held[cls] += q->in[i].cost;
-    }
+    evqueue_held(q, q->in, rest, 1);
     pthread_mutex_unlock(&q->lock);
     q->n_out = handled;
     return 0;
