@@ -283,13 +283,6 @@ typedef struct {
     size_t n_in_progress;
 } codec_heartbeat_t;
 
-/* Per-subject limits applied to every submitted item. limits itself may be NULL (no limits). */
-typedef struct {
-    const char *model;   /* borrowed; NULL = any non-empty model; else each item's must equal it */
-    size_t max_payload;  /* bytes; 0 = unlimited; a payload of exactly max_payload is accepted */
-    size_t max_reply_to; /* bytes of reply_to; 0 = unlimited */
-} codec_limits_t;
-
 /*
  * Caps on the counts and lengths a client controls in one message, beyond the hard limits of
  * common/limits.h: the daemon's configured limits (its --limit-* flags). 0 = no cap.
@@ -302,6 +295,15 @@ typedef struct {
     size_t max_positions;      /* entries of Ack.ack, and of Ack.nak (ETOO_MANY_POSITIONS) */
     size_t max_ids;            /* entries of Heartbeat.in_progress (ETOO_MANY_IDS) */
 } codec_caps_t;
+
+/* Per-subject limits applied to every submitted item. limits itself may be NULL (no limits). */
+typedef struct {
+    const char *model;   /* borrowed; NULL = any non-empty model; else each item's must equal it */
+    size_t max_payload;  /* bytes; 0 = unlimited; a payload of exactly max_payload is accepted */
+    size_t max_reply_to; /* bytes of reply_to; 0 = unlimited */
+    const codec_caps_t *caps; /* borrowed; NULL = none: a Submit's items are counted against
+                               * max_items before any is decoded (codec_submit_caps_check) */
+} codec_limits_t;
 
 /* ---- validation: every rule a producer or consumer can break, in one place ---------------- */
 
@@ -352,8 +354,8 @@ codec_status_t codec_reply_subject_check(const char *reply, const char *prefix,
 
 /*
  * The caps of one message (codec_caps_t), checked by the daemon after a decode succeeded (a
- * Submit's before: its items counted by codec_submit_count, so a message of a million empty
- * items is refused without decoding them); each returns CODEC_OK or the cap's own status. caps
+ * Submit's by codec_decode_submit, on the count of its items before it decodes any, so a message
+ * of a million empty items costs no decode); each returns CODEC_OK or the cap's own status. caps
  * and the message are borrowed.
  *   submit:    more than max_items items (the whole message is refused).
  *   register:  name over max_name bytes, then max_batch_size over its cap, then
@@ -375,14 +377,12 @@ codec_status_t codec_heartbeat_caps_check(const codec_heartbeat_t *hb, const cod
  */
 
 /*
- * Returns CODEC_OK for any decodable Submit; each item then carries its own status
- * (codec_item_check), so one bad item never rejects the others.
+ * Returns CODEC_OK for any decodable Submit within limits->caps (else CODEC_ETOO_MANY_ITEMS,
+ * nothing decoded); each item then carries its own status (codec_item_check), so one bad item
+ * never rejects the others.
  */
 codec_status_t codec_decode_submit(const void *buf, size_t len, const codec_limits_t *limits,
                                    codec_submit_t **out);
-/* The items of a Submit without decoding them (a walk over its fields' tags): CODEC_OK and
- * *out_items, or CODEC_EMALFORMED. buf is borrowed. */
-codec_status_t codec_submit_count(const void *buf, size_t len, size_t *out_items /* out */);
 void codec_submit_destroy(codec_submit_t *msg); /* NULL-safe */
 
 /* No field rules. */

@@ -143,17 +143,6 @@ static int submit_count(wire_t w, size_t *out_items /* out */)
     return 1;
 }
 
-codec_status_t codec_submit_count(const void *buf, size_t len, size_t *out_items)
-{
-    size_t n = 0;
-    if (!out_items || (!buf && len))
-        return CODEC_EINVAL;
-    if (!submit_count((wire_t){buf, (const uint8_t *)buf + len}, &n))
-        return CODEC_EMALFORMED;
-    *out_items = n;
-    return CODEC_OK;
-}
-
 /* Fills box->items from the message submit_count accepted. 1, or 0 when an item is malformed. */
 static int submit_read(wire_t w, submit_arena_t *a, struct submit_box *box)
 {
@@ -185,6 +174,9 @@ codec_status_t codec_decode_submit(const void *buf, size_t len, const codec_limi
     wire_t w = {buf, (const uint8_t *)buf + len};
     if (!submit_count(w, &n_items))
         return CODEC_EMALFORMED;
+    codec_status_t st = codec_submit_caps_check(n_items, limits != NULL ? limits->caps : NULL);
+    if (st != CODEC_OK)
+        return st;
     /* the arena: the message's length, rounded up to whole hashes */
     size_t items = n_items * sizeof(codec_work_item_t), arena = (len + 7) & ~(size_t)7;
     struct submit_box *box = malloc(sizeof(*box) + items + arena);

@@ -180,25 +180,17 @@ void intake_submit(struct daemon *d, const ev_t *ev, replies_t *deferred)
     d->counters.submits++;
     codec_limits_t lim = {.model = ev->token,
                           .max_payload = d->cfg.max_payload,
-                          .max_reply_to = d->cfg.limits.reply_to_bytes};
+                          .max_reply_to = d->cfg.limits.reply_to_bytes,
+                          .caps = &d->caps};
     codec_submit_t *sub = NULL;
-    size_t n_items = 0;
-    codec_status_t cst = codec_submit_count(ev->data, ev->len, &n_items);
-    if (cst == CODEC_OK && (cst = codec_submit_caps_check(n_items, &d->caps)) != CODEC_OK)
-        d->counters.rejected[cst]++; /* before the items are decoded */
-    else if (cst == CODEC_OK)
-        cst = codec_decode_submit(ev->data, ev->len, &lim, &sub);
+    codec_status_t cst = codec_decode_submit(ev->data, ev->len, &lim, &sub);
     codec_submit_reply_t rep = {0};
     codec_item_result_t *results = NULL;
     char errbuf[160];
-    if (cst == CODEC_OK) {
-        if (ev->reply != NULL && codec_submit_reply_bound(sub) > d->reply_max)
-            cst = CODEC_EREPLY_TOO_LARGE; /* invariant 5: nothing stored */
-        if (cst != CODEC_OK)
-            d->counters.rejected[cst]++;
-    } else if (cst != CODEC_ETOO_MANY_ITEMS) {
-        d->counters.rejected[cst == CODEC_ENOMEM ? CODEC_ENOMEM : CODEC_EMALFORMED]++;
-    }
+    if (cst == CODEC_OK && ev->reply != NULL && codec_submit_reply_bound(sub) > d->reply_max)
+        cst = CODEC_EREPLY_TOO_LARGE; /* invariant 5: nothing stored */
+    if (cst != CODEC_OK)              /* a decode's other failures (EINVAL) are the message's */
+        d->counters.rejected[cst == CODEC_EINVAL ? CODEC_EMALFORMED : cst]++;
     if (cst != CODEC_OK) {
         snprintf(errbuf, sizeof(errbuf), "%s: %s", codec_status_reason(cst), codec_status_str(cst));
         rep.error = errbuf;

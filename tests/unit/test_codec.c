@@ -164,7 +164,7 @@ static void test_reason_words_are_the_contract(void **state)
 
 /* ---- Submit validation -------------------------------------------------------------------- */
 
-static const codec_limits_t LIMITS = {"llama", 16, 0};
+static const codec_limits_t LIMITS = {"llama", 16, 0, NULL};
 
 static codec_work_item_t good_item(void)
 {
@@ -340,7 +340,7 @@ static void test_rejects_empty_model_even_without_limits(void **state)
 
 static void test_accepts_any_model_when_limit_model_is_null(void **state)
 {
-    const codec_limits_t any = {NULL, 0, 0};
+    const codec_limits_t any = {NULL, 0, 0, NULL};
     codec_work_item_t it = good_item();
     (void)state;
     it.model = "mistral";
@@ -371,7 +371,7 @@ static void test_accepts_payload_at_the_limit(void **state)
 static void test_zero_max_payload_is_unlimited(void **state)
 {
     static uint8_t payload[1 << 16];
-    const codec_limits_t unlimited = {"llama", 0, 0};
+    const codec_limits_t unlimited = {"llama", 0, 0, NULL};
     codec_work_item_t it = good_item();
     (void)state;
     it.payload.ptr = payload;
@@ -666,7 +666,7 @@ static void test_model_of_255_bytes_is_accepted_and_256_refused(void **state)
     assert_int_equal(codec_model_check(model), CODEC_EMODEL_TOO_LONG);
     codec_work_item_t it = good_item();
     it.model = model;
-    const codec_limits_t any = {NULL, 0, 0};
+    const codec_limits_t any = {NULL, 0, 0, NULL};
     assert_int_equal(item_status(&it, &any), CODEC_EMODEL_TOO_LONG);
     const codec_register_t r = {model, 8, 4096, 0, "gpu-0", 0, 0, 0, 0, 0};
     assert_int_equal(register_status(&r), CODEC_EMODEL_TOO_LONG);
