@@ -26,7 +26,10 @@
  *      max_batch_tokens unless a single item alone exceeds it.
  *   8. A batch merged from several lanes commits whole or not at all: each lane's items are the
  *      front of that lane's queue, committed lane by lane, and a lane that fails puts back the
- *      ones before it. Completion and return count each item against its own lane.
+ *      ones before it. Where the put-back fails too, those items stay in flight under the
+ *      batch's id without a holder (sched_commit_strand) until the caller returns them: never
+ *      pending in the store with no record. Completion and return count each item against its
+ *      own lane.
  *   9. A batch committed to a worker makes its shape the most recent in that worker's cache
  *      model; its completion (the first ack) is one sample of the worker's cost (worker.c).
  *  10. The in-flight record is the batch's one record: its items, its holder (the worker it was
@@ -273,6 +276,35 @@ static size_t sched_lane_run(const sched_t *s, size_t from, size_t n)
     return end;
 }
 
+/* Invariant 8: items [0, n) of the batch rec records were committed and could not be put back
+ * when a later lane's commit failed. They stay in flight under rec, without a holder (no
+ * worker's ack settles them), for the caller to return (sched_return): counted in flight as a
+ * committed batch's items are, so that nothing is lost and the totals still add up. */
+static void sched_commit_strand(sched_t *s, sched_inflight_t *rec, size_t n)
+{
+    sched_shape_t *shape = rec->shape;
+    uint64_t before = lanes_queued_items(shape->lanes);
+    uint64_t before_tokens = lanes_queued_tokens(shape->lanes);
+    uint64_t tokens = 0;
+    for (size_t from = 0, end; from < n; from = end) {
+        end = sched_lane_run(s, from, n);
+        uint64_t run = 0;
+        for (size_t i = from; i < end; i++)
+            run += rec->items[i].tokens;
+        lanes_note_dispatched(shape->lanes, s->scratch.lane_of[from], end - from, run);
+        tokens += run;
+    }
+    shape->oldest_stale = 1;
+    shapes_queued_note(s, shape, before, before_tokens);
+    rec->worker = NULL;
+    rec->n = rec->unsettled = (uint32_t)n;
+    map_put(&s->inflight, (map_key_t){rec->batch_id, 0}, rec); /* reserved by the commit */
+    s->inflight_items += n;
+    s->inflight_tokens += tokens;
+    s->counters.items_routed += n; /* the store counted their delivery */
+    s->filled_valid = 0;
+}
+
 sched_status_t sched_commit(sched_t *s, const sched_batch_t *batch)
 {
     if (s == NULL || batch == NULL)
@@ -316,8 +348,10 @@ sched_status_t sched_commit(sched_t *s, const sched_batch_t *batch)
         lanes_get(shape->lanes, s->scratch.lane_of[from], &lane);
         if ((s->store_status = store_commit(s->store, lane.user, refs + from, end - from)) !=
             STORE_OK) {
-            if (from != 0)
-                (void)store_return(s->store, refs, from);
+            if (from != 0 && store_return(s->store, refs, from) != STORE_OK) {
+                sched_commit_strand(s, rec, from);
+                rec = NULL;
+            }
             st = SCHED_ESTORE;
             goto out;
         }

@@ -291,6 +291,10 @@ sched_status_t sched_fill(sched_t *sched, const sched_consumer_t *consumer,
  * Commits the batch last returned by sched_fill, once the consumer's channel has taken it:
  * the store's three commit steps, then the batch is in flight under its id. A batch that is
  * never committed (the publish failed) leaves nothing behind: its items are still queued.
+ * SCHED_ESTORE: the batch is not in flight, and its items are queued again, except where a
+ * merged batch's later lane failed and the earlier lanes could not be put back either: those
+ * stay in flight under the batch's id with no worker (sched_batch_pending says so), and the
+ * caller returns them with sched_return.
  */
 sched_status_t sched_commit(sched_t *sched, const sched_batch_t *batch);
 

@@ -421,6 +421,11 @@ sched_status_t inflight_settle(struct daemon *d, model_t *m, uint64_t batch_id, 
 void inflight_release(struct daemon *d, consumer_t *c, int close_pulls);
 /* Retries the returns that failed (every tick). */
 void inflight_orphans_retry(struct daemon *d);
+/* Room for one more orphan, reserved before a commit; 0 when refused (out of memory). */
+int inflight_orphan_reserve(struct daemon *d);
+/* After a failed commit of batch_id: what the core left in flight without a holder (sched.h,
+ * sched_commit) becomes an orphan when room (inflight_orphan_reserve's answer) allows. */
+void inflight_orphan_stranded(struct daemon *d, uint64_t batch_id, int room);
 
 /* stats.c: the lanes.stats document for a request body (borrowed; empty or not a JSON object:
  * the summary), returned to the caller to free; NULL when out of memory. Its lists shrink until

@@ -24,8 +24,10 @@
  *      says at once when no one subscribes to the pull's inbox (undelivered.c); a consumer told
  *      so is served nothing until its next message.
  *  10. A commit that fails after its batch or dead letter went out (out of memory, no room for
- *      the journal's delivery counts) leaves the items queued (sched_commit is all or nothing):
- *      the batch is void (its ack answers unknown_batch), the pull that took it is used, and
+ *      the journal's delivery counts) leaves the items queued (sched_commit is all or nothing;
+ *      what a merged batch could not put back is returned by the orphans' retry, inflight.c
+ *      invariant 2): the batch is void (its ack answers unknown_batch), the pull that took it
+ *      is used, and
  *      nothing is dispatched or dead-lettered for DISPATCH_COMMIT_PAUSE_NS, so a cause that
  *      lasts costs one void batch a pause, not one per pull and turn.
  *
@@ -145,7 +147,7 @@ static void dispatch_scratch_trim(dispatch_scratch_t *enc)
 
 /* Invariant 10: batch_id went out but its commit failed. */
 static void dispatch_commit_failed(struct daemon *d, uint64_t batch_id, sched_status_t st,
-                                   const char *what)
+                                   const char *what, int room)
 {
     d->counters.commit_failures++;
     d->dispatch_resume_ns = daemon_now(d) + DISPATCH_COMMIT_PAUSE_NS;
@@ -154,6 +156,7 @@ static void dispatch_commit_failed(struct daemon *d, uint64_t batch_id, sched_st
               "(its items stay queued) and dispatch pauses for %llu ms",
               what, batch_id, sched_status_str(st),
               (unsigned long long)(DISPATCH_COMMIT_PAUSE_NS / 1000000));
+    inflight_orphan_stranded(d, batch_id, room);
 }
 
 /* Publishes, commits and completes a dead letter of m (expired: past its age limit, else
@@ -180,9 +183,10 @@ static int dispatch_dead_letter(struct daemon *d, model_t *m, const sched_batch_
     }
     uint64_t id = b->batch_id;
     metrics_batch(d, m, b, 0, expired ? METRICS_EXPIRED : METRICS_DEAD_LETTER);
+    int room = inflight_orphan_reserve(d);
     sched_status_t st = sched_commit(d->sched, b);
     if (st != SCHED_OK) {
-        dispatch_commit_failed(d, id, st, "a dead letter"); /* published again after the pause */
+        dispatch_commit_failed(d, id, st, "a dead letter", room); /* again after the pause */
         return 0;
     }
     if (inflight_settle(d, m, id, INFLIGHT_COMPLETE, NULL, 0, NULL) != SCHED_OK) {
@@ -274,8 +278,9 @@ again:;
     /* the metrics before the commit, while the batch's views are valid (a failed commit is
      * logged below) */
     metrics_batch(d, m, &b, consumers_shape_note(c, b.signature), METRICS_DELIVERY);
+    int room = inflight_orphan_reserve(d);
     if ((st = sched_commit(d->sched, &b)) != SCHED_OK) {
-        dispatch_commit_failed(d, batch_id, st, "a batch");
+        dispatch_commit_failed(d, batch_id, st, "a batch", room);
         consumers_pull_use(c); /* the void batch answered it */
         return 0;
     }

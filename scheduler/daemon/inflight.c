@@ -13,6 +13,8 @@
  *      pending; the list's slot is reserved before the return is tried, so the memory that the
  *      return lacked is not needed to remember it. A nak's return that fails leaves the batch in
  *      flight under its deadline: orphaning it would return positions the worker still holds.
+ *      The same holds for the part of a merged batch that a failed commit left in flight
+ *      without a holder (sched.c invariant 8): its slot is reserved before the commit.
  *   3. A consumer's release returns every batch its worker holds, newest first, each tried
  *      once, and answers or drops its pulls.
  *
@@ -28,7 +30,7 @@
 #include <stdlib.h>
 
 /* Room for one more orphan (invariant 2); 0 when even that is refused. */
-static int inflight_orphan_reserve(struct daemon *d)
+int inflight_orphan_reserve(struct daemon *d)
 {
     if (d->n_orphans < d->orphans_cap)
         return 1;
@@ -72,6 +74,21 @@ sched_status_t inflight_settle(struct daemon *d, model_t *m, uint64_t batch_id, 
     if (out != NULL)
         *out = done;
     return st;
+}
+
+void inflight_orphan_stranded(struct daemon *d, uint64_t batch_id, int room)
+{
+    if (!sched_batch_pending(d->sched, batch_id))
+        return;
+    log_write(LOG_ERROR,
+              "batch %" PRIu64 ": part of it stayed committed (the put-back failed too); %s",
+              batch_id,
+              room ? "returned by the retry every second"
+                   : "out of memory for the retry too: a restart returns it");
+    if (room) {
+        d->orphans[d->n_orphans++] = batch_id;
+        (void)sched_batch_deadline_set(d->sched, batch_id, 0);
+    }
 }
 
 void inflight_release(struct daemon *d, consumer_t *c, int close_pulls)

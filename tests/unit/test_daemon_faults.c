@@ -13,7 +13,8 @@
 
 #include <cmocka.h>
 
-#include "store/store.h"
+#include "scheduler/daemon/daemon_int.h"
+#include "store/store_int.h"
 #include "tests/unit/daemon_fx.h"
 
 #include <stdlib.h>
@@ -116,11 +117,130 @@ static void test_a_dead_letter_whose_commit_fails_goes_once_per_attempt(void **s
     fx_destroy(f);
 }
 
+/* The fault hook for a merged batch: the memory store's commit_fail_at-th commit and its next
+ * ret_fails returns fail as out of memory (the disk store's hooks reach neither at will). */
+static const struct store_ops *real_ops;
+static struct store_ops faulty_ops;
+static int commit_calls, commit_fail_at, ret_fails;
+
+static store_status_t faulty_commit(store_t *store, store_queue_t *q, const store_ref_t *refs,
+                                    size_t n)
+{
+    if (++commit_calls == commit_fail_at)
+        return STORE_ENOMEM;
+    return real_ops->commit(store, q, refs, n);
+}
+
+static store_status_t faulty_ret(store_t *store, const store_ref_t *refs, size_t n, int unseen)
+{
+    if (ret_fails > 0) {
+        ret_fails--;
+        return STORE_ENOMEM;
+    }
+    return real_ops->ret(store, refs, n, unseen);
+}
+
+/* n items "<prefix><i>" of tokens each, one shape. */
+static void submit_tokens(fx_t *f, uint32_t tokens, const char *prefix, int n)
+{
+    codec_work_item_t items[4];
+    char ids[4][16];
+    for (int i = 0; i < n; i++) {
+        int len = snprintf(ids[i], sizeof(ids[i]), "%s%d", prefix, i);
+        items[i] = (codec_work_item_t){.id = {(const uint8_t *)ids[i], (size_t)len},
+                                       .model = "m",
+                                       .has_signature = true,
+                                       .signature = 0x91f47f2f45b64efd,
+                                       .tokens = tokens,
+                                       .payload = {(const uint8_t *)"pay", 3}};
+    }
+    codec_submit_t sub = {items, (size_t)n};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(codec_encode_submit(&sub, &buf, &len), CODEC_OK);
+    assert_int_equal(daemon_post(f->d, EV_SUBMIT, "m", NULL, buf, len), 0);
+    free(buf);
+}
+
+/* A merged batch (two lanes 20 tokens apart, a consumer that declared its cost) whose second
+ * lane fails to commit after the publish, and whose first lane then fails to go back: the
+ * first lane's items are not left pending with no record (sched.c invariant 8) but returned by
+ * the orphans' retry at the next tick (inflight.c invariant 2), and all three go again after
+ * the pause and complete. */
+static void test_a_merged_batch_that_cannot_be_put_back_is_returned_by_the_retry(void **state)
+{
+    (void)state;
+    fx_t *f = fx_create(NULL, 0);
+    codec_register_t reg = {"m", 8, 8192, 0, "w", 5000, 10000, 1, 0, 0};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(codec_encode_register(&reg, &buf, &len), CODEC_OK);
+    assert_int_equal(daemon_post(f->d, EV_REGISTER, NULL, "reg.reply", buf, len), 0);
+    free(buf);
+    fx_turn(f);
+    const fx_sent_t *sent = fx_last_on(f, "reg.reply");
+    assert_non_null(sent);
+    codec_registered_t *out = NULL;
+    assert_int_equal(codec_decode_registered(sent->data, sent->len, &out), CODEC_OK);
+    assert_string_equal(out->error, "");
+    char id[33];
+    snprintf(id, sizeof(id), "%s", out->pull_subject + strlen("lanes.pull."));
+    codec_registered_destroy(out);
+    submit_tokens(f, 1000, "a", 2);
+    submit_tokens(f, 980, "b", 1);
+    fx_turn(f);
+
+    store_t *store = f->d->store;
+    real_ops = store->ops;
+    faulty_ops = *real_ops;
+    faulty_ops.commit = faulty_commit;
+    faulty_ops.ret = faulty_ret;
+    store->ops = &faulty_ops;
+    commit_calls = 0;
+    commit_fail_at = 2;
+    ret_fails = 1;
+    fx_pull(f, id, 1, 60000, "inbox.1");
+    fx_turn(f);
+    assert_int_equal(commit_calls, 2);
+    assert_int_equal(ret_fails, 0);
+    codec_batch_t *b = fx_batch_on(f, "inbox.1");
+    assert_int_equal(b->n_items, 3); /* merged, and void */
+    uint64_t void_id = b->batch_id;
+    codec_batch_destroy(b);
+    assert_int_equal(counter_now(f, "commit_failures"), 1);
+    assert_int_equal(counter_now(f, "items_queued"), 1);
+    assert_int_equal(counter_now(f, "pending_items"), 2); /* held by the orphan, no worker's */
+    codec_ack_t a = {.batch_id = void_id, .all = true};
+    codec_ack_reply_t *r = fx_ack(f, id, &a);
+    assert_int_equal(r->acked, 0);
+    assert_int_equal(r->unknown, 1);
+    codec_ack_reply_destroy(r);
+
+    f->now += PAUSE_PAST; /* past the tick and the pause: the retry returns them */
+    fx_pull(f, id, 1, 60000, "inbox.2");
+    fx_turn(f);
+    b = fx_batch_on(f, "inbox.2");
+    assert_int_equal(b->n_items, 3);
+    uint64_t again = b->batch_id;
+    codec_batch_destroy(b);
+    assert_int_equal(counter_now(f, "pending_items"), 3);
+    a.batch_id = again;
+    r = fx_ack(f, id, &a);
+    assert_int_equal(r->acked, 3);
+    codec_ack_reply_destroy(r);
+    assert_int_equal(counter_now(f, "items_completed"), 3);
+    assert_int_equal(counter_now(f, "items_queued"), 0);
+    assert_int_equal(counter_now(f, "pending_items"), 0);
+    store->ops = real_ops;
+    fx_destroy(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_batch_whose_commit_fails_is_void_and_goes_again),
         cmocka_unit_test(test_a_dead_letter_whose_commit_fails_goes_once_per_attempt),
+        cmocka_unit_test(test_a_merged_batch_that_cannot_be_put_back_is_returned_by_the_retry),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

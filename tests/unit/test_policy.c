@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "scheduler/core/sched.h"
+#include "store/store_int.h"
 #include "support/fs.h"
 #include "tests/unit/sched_test_int.h"
 
@@ -236,6 +237,90 @@ static void test_merged_batch_returns_to_its_own_lanes(void **state)
 
 /* Three shapes, two workers caching `cache` shapes each: each worker stays on the shape it has
  * warm even when another holds more work, where the article's rule sends both to one shape. */
+/* The fault hook of this file: the memory store with its commit_fail_at-th commit and its next
+ * ret_fails returns failing as out of memory (the disk store's hooks are store.h's). */
+static const struct store_ops *real_ops;
+static struct store_ops faulty_ops;
+static int commit_calls, commit_fail_at, ret_fails;
+
+static store_status_t faulty_commit(store_t *store, store_queue_t *q, const store_ref_t *refs,
+                                    size_t n)
+{
+    if (++commit_calls == commit_fail_at)
+        return STORE_ENOMEM;
+    return real_ops->commit(store, q, refs, n);
+}
+
+static store_status_t faulty_ret(store_t *store, const store_ref_t *refs, size_t n, int unseen)
+{
+    if (ret_fails > 0) {
+        ret_fails--;
+        return STORE_ENOMEM;
+    }
+    return real_ops->ret(store, refs, n, unseen);
+}
+
+/* sched.c invariant 8: a merged batch whose second lane fails to commit, and whose first lane
+ * then fails to go back, leaves that lane's items in flight under the batch's id with no holder
+ * (not pending in the store with no record: lost until a restart), and the caller's return puts
+ * them back in order. */
+static void test_a_merged_batch_that_cannot_be_put_back_stays_in_flight(void **state)
+{
+    (void)state;
+    fixture_t *f = fixture(SCHED_POLICY_LANES, 0);
+    sched_worker_t *w = worker(f, "m", 1);
+    submit(f, "m", 1, 1000);
+    submit(f, "m", 1, 1000);
+    submit(f, "m", 1, 980); /* 20 tokens short: a lane of its own */
+    real_ops = ((struct store *)f->store)->ops;
+    faulty_ops = *real_ops;
+    faulty_ops.commit = faulty_commit;
+    faulty_ops.ret = faulty_ret;
+    ((struct store *)f->store)->ops = &faulty_ops;
+    commit_calls = 0;
+    commit_fail_at = 2; /* the second lane's */
+    ret_fails = 1;      /* and the put-back of the first */
+    sched_consumer_t c = {M(f->sched, "m"), {32, 100000, 0}, w};
+    sched_batch_t b;
+    assert_int_equal(sched_fill(f->sched, &c, &b), SCHED_OK);
+    assert_int_equal(b.lanes, 2);
+    uint64_t id = b.batch_id;
+    uint32_t first = 1; /* the first lane's run: its items share their length */
+    while (first < b.n && b.items_view[first].tokens == b.items_view[0].tokens)
+        first++;
+    assert_int_equal(sched_commit(f->sched, &b), SCHED_ESTORE);
+    assert_int_equal(commit_calls, 2);
+    assert_int_equal(ret_fails, 0);
+    assert_true(sched_batch_pending(f->sched, id));
+    sched_batch_info_t in;
+    assert_true(sched_batch_info(f->sched, id, &in));
+    assert_null(in.worker); /* no worker's ack settles it */
+    assert_int_equal(in.positions, first);
+    assert_int_equal(in.unsettled, first);
+    const lanes_t *l = sched_lanes_view(f->sched, sched_model_find(f->sched, "m"), 1);
+    assert_int_equal(lanes_queued_items(l), 3 - first);
+    uint64_t items = 0, tokens = 0;
+    sched_inflight(f->sched, &items, &tokens);
+    assert_int_equal(items, first);
+    assert_true(sched_check(f->sched)); /* received = queued + in flight + completed */
+
+    sched_settled_t r = {0};
+    assert_int_equal(sched_return(f->sched, id, NULL, 0, &r), SCHED_OK);
+    assert_int_equal(r.positions, first);
+    assert_true(r.closed);
+    assert_false(sched_batch_pending(f->sched, id));
+    assert_int_equal(lanes_queued_items(l), 3);
+    assert_true(sched_check(f->sched));
+    ((struct store *)f->store)->ops = real_ops;
+    id = take(f, &c, &b); /* the whole batch again, its lanes in their order */
+    assert_int_equal(b.n, 3);
+    assert_int_equal(b.lanes, 2);
+    assert_int_equal(sched_complete(f->sched, id, NULL, 0, NULL), SCHED_OK);
+    assert_int_equal(lanes_queued_items(l), 0);
+    assert_true(sched_check(f->sched));
+    fixture_free(f);
+}
+
 static void workers_keep_to_their_warm_shapes(uint32_t cache)
 {
     fixture_t *f = fixture(SCHED_POLICY_LANES, 20 * MS);
@@ -577,6 +662,7 @@ int main(void)
         cmocka_unit_test(test_a_prefix_claim_is_priced_at_what_the_worker_runs),
         cmocka_unit_test(test_merge_respects_the_contract),
         cmocka_unit_test(test_merged_batch_returns_to_its_own_lanes),
+        cmocka_unit_test(test_a_merged_batch_that_cannot_be_put_back_stays_in_flight),
         cmocka_unit_test(test_workers_keep_to_their_warm_shapes),
         cmocka_unit_test(test_large_caches_keep_workers_on_their_warm_shapes),
         cmocka_unit_test(test_worker_waits_for_warm_work_before_a_small_cold_queue),
