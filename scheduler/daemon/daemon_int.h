@@ -86,6 +86,9 @@ void evqueue_release(const evqueue_t *q, void *msg);
 /* Bounds the clients' messages waiting for the owner: bytes each class may hold, and per take
  * (invariant 5). Before the first post. */
 void evqueue_bound_set(evqueue_t *q, size_t bytes);
+/* Bytes of the clients' messages posted and not yet taken, Submits and the rest (what the
+ * bound counts, invariant 5). Thread-safe. */
+void evqueue_backlog_get(evqueue_t *q, size_t *out_submits /* out */, size_t *out_other /* out */);
 /* A stop (invariant 4). Thread-safe. */
 void evqueue_stop(evqueue_t *q);
 int evqueue_stopping(const evqueue_t *q);

@@ -212,6 +212,14 @@ void evqueue_stop(evqueue_t *q)
     pthread_mutex_unlock(&q->lock);
 }
 
+void evqueue_backlog_get(evqueue_t *q, size_t *out_submits, size_t *out_other)
+{
+    pthread_mutex_lock(&q->lock);
+    *out_submits = q->held[0];
+    *out_other = q->held[1];
+    pthread_mutex_unlock(&q->lock);
+}
+
 int evqueue_stopping(const evqueue_t *q)
 {
     return __atomic_load_n(&q->stop, __ATOMIC_ACQUIRE);

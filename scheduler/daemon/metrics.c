@@ -550,7 +550,8 @@ static void metrics_write_daemon(metrics_buf_t *b, struct daemon *d)
         {"lanesched_publish_failures_total", "NATS publishes that failed.",
          offsetof(daemon_counters_t, publish_failures)},
         {"lanesched_commit_failures_total",
-         "Batches void: published, then their commit failed; their items stay queued.",
+         "Batches void: published, then their commit failed; their items go back to their "
+         "queues.",
          offsetof(daemon_counters_t, commit_failures)},
         {"lanesched_disconnects_total", "Losses of the daemon's NATS connection.",
          offsetof(daemon_counters_t, disconnects)},
@@ -577,6 +578,16 @@ static void metrics_write_daemon(metrics_buf_t *b, struct daemon *d)
                    "Incoming messages dropped before the owner saw them.");
     metrics_printf(b, "lanesched_dropped_messages_total %" PRIu64 "\n",
                    __atomic_load_n(&dc->dropped_messages, __ATOMIC_RELAXED));
+    size_t backlog_submits = 0, backlog_other = 0;
+    evqueue_backlog_get(&d->events, &backlog_submits, &backlog_other);
+    metrics_family(b, "lanesched_backlog_bytes", "gauge",
+                   "Bytes of client messages waiting for the owner, by class; each class is "
+                   "bounded by lanesched_backlog_limit_bytes, past which messages are dropped.");
+    metrics_printf(b, "lanesched_backlog_bytes{class=\"submit\"} %zu\n", backlog_submits);
+    metrics_printf(b, "lanesched_backlog_bytes{class=\"other\"} %zu\n", backlog_other);
+    metrics_family(b, "lanesched_backlog_limit_bytes", "gauge",
+                   "The bound of each class of lanesched_backlog_bytes (--limit-backlog-bytes).");
+    metrics_printf(b, "lanesched_backlog_limit_bytes %zu\n", d->events.bound);
     metrics_family(b, "lanesched_owner_turn_duration_seconds", "histogram",
                    "One turn of the owner loop, its wait for events excluded.");
     metrics_hist_write(b, "lanesched_owner_turn_duration_seconds", "", &d->metrics->turn);

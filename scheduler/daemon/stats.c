@@ -127,6 +127,10 @@ static json_t *stats_counters(struct daemon *d)
         json_object_set_new(counters, "batches_undelivered", stats_u64(dc->batches_undelivered));
         json_object_set_new(counters, "undelivered_unmatched",
                             stats_u64(dc->undelivered_unmatched));
+        size_t backlog_submits = 0, backlog_other = 0;
+        evqueue_backlog_get(&d->events, &backlog_submits, &backlog_other);
+        json_object_set_new(counters, "backlog_submit_bytes", stats_u64(backlog_submits));
+        json_object_set_new(counters, "backlog_other_bytes", stats_u64(backlog_other));
     }
     return counters;
 }

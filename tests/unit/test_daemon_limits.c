@@ -937,6 +937,53 @@ static void test_the_backlog_is_bounded_per_class_and_per_turn(void **state)
     fx_destroy(f);
 }
 
+/* The backlog is shown (stats counters.backlog_*_bytes, lanesched_backlog_bytes): a summary
+ * taken in the same burst as three Submits, before three pulls the burst's bytes left queued,
+ * sees the pulls' bytes waiting and no Submit's; once served, nothing waits. */
+static void test_the_backlog_shows_in_stats_and_metrics(void **state)
+{
+    (void)state;
+    daemon_limits_t lim = {.backlog_bytes = 8192};
+    fx_t *f = fx_create(&lim, 0);
+    uint8_t junk[2000];
+    memset(junk, 0xff, sizeof(junk));
+    char reply[16];
+    assert_int_equal(daemon_post(f->d, EV_STATS, NULL, "stats.reply", NULL, 0), 0);
+    for (int i = 0; i < 3; i++) {
+        snprintf(reply, sizeof(reply), "sub.%d", i);
+        assert_int_equal(daemon_post(f->d, EV_SUBMIT, "m", reply, junk, sizeof(junk)), 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        snprintf(reply, sizeof(reply), "p.%d", i);
+        assert_int_equal(daemon_post(f->d, EV_PULL, "nobody", reply, junk, sizeof(junk)), 0);
+    }
+    fx_turn(f); /* the summary and the Submits fill the burst's bytes */
+    const fx_sent_t *s = fx_last_on(f, "stats.reply");
+    assert_non_null(s);
+    json_t *doc = json_loadb((const char *)s->data, s->len, 0, NULL);
+    assert_non_null(doc);
+    json_int_t waiting = fx_counter(doc, "backlog_other_bytes");
+    assert_int_equal(fx_counter(doc, "backlog_submit_bytes"), 0);
+    assert_true(waiting >= 3 * (json_int_t)sizeof(junk) && waiting <= 8192);
+    assert_int_equal(fx_count_on(f, "p.0"), 0);
+    json_decref(doc);
+    fx_turn(f);
+    doc = fx_stats(f, NULL, NULL);
+    assert_int_equal(fx_counter(doc, "backlog_other_bytes"), 0);
+    assert_int_equal(fx_counter(doc, "backlog_submit_bytes"), 0);
+    json_decref(doc);
+    assert_int_equal(daemon_post(f->d, EV_METRICS, NULL, "m.reply", NULL, 0), 0);
+    fx_turn(f);
+    s = fx_last_on(f, "m.reply");
+    assert_non_null(s);
+    char *text = strndup((const char *)s->data, s->len);
+    assert_non_null(strstr(text, "\nlanesched_backlog_bytes{class=\"submit\"} 0\n"));
+    assert_non_null(strstr(text, "\nlanesched_backlog_bytes{class=\"other\"} 0\n"));
+    assert_non_null(strstr(text, "\nlanesched_backlog_limit_bytes 8192\n"));
+    free(text);
+    fx_destroy(f);
+}
+
 /* A turn handles events for a bounded time (turn.c invariant 7): with a clock that moves 30 ms
  * at every read, a backlog of ten messages is served over several turns, each once, in order. */
 static void test_a_turn_out_of_time_leaves_the_rest_queued_in_order(void **state)
@@ -989,6 +1036,7 @@ int main(void)
         cmocka_unit_test(test_only_allowed_models_are_taken),
         cmocka_unit_test(test_a_long_pull_is_cut_and_errors_have_text),
         cmocka_unit_test(test_the_backlog_is_bounded_per_class_and_per_turn),
+        cmocka_unit_test(test_the_backlog_shows_in_stats_and_metrics),
         cmocka_unit_test(test_a_turn_out_of_time_leaves_the_rest_queued_in_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
