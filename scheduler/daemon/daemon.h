@@ -215,10 +215,13 @@ typedef enum {
     EV_DISCONNECTED, /* the daemon's own connection dropped; nothing else set */
     EV_STOP,         /* finish the turn, flush, return from daemon_run */
     EV_SERVICE,      /* token: the $SRV subject after "$SRV." (PING, INFO.lanesched, ...) */
-    EV_METRICS,      /* no token; reply NULL: a snapshot for the metrics sink */
+    EV_METRICS,      /* no token: a client's request for the metrics text, answered on its
+                        reply subject (none: nothing to do) */
     EV_LEASE,        /* token: a model; data: a daemon_lease_note_t */
     EV_UNDELIVERED,  /* token: what follows "<base>." in a Batch's reply subject (undelivered.c):
                         the server found no subscriber for the Batch (NATS's no-responders) */
+    EV_METRICS_SNAPSHOT, /* nothing set: the daemon's own ask for a snapshot for the metrics
+                            sink (daemon_metrics_sink_set) */
 } ev_kind_t;
 
 /* EV_LEASE's data: the lease keeper's word on one model. */
@@ -279,8 +282,8 @@ typedef void (*daemon_nats_state_fn)(void *ctx, daemon_nats_state_t *out /* out 
 /* Sets it before daemon_run (ctx borrowed). Without one, no lanesched_nats_* series. */
 void daemon_nats_state_set(daemon_t *d, daemon_nats_state_fn fn, void *ctx);
 
-/* Receives the Prometheus text the owner builds for an EV_METRICS without a reply subject
- * (text borrowed for the call; copy it). Called on the owner thread. */
+/* Receives the Prometheus text the owner builds for an EV_METRICS_SNAPSHOT (text borrowed for
+ * the call; copy it). Called on the owner thread. */
 typedef void (*daemon_metrics_sink_fn)(void *ctx, const char *text, size_t len);
 /* Sets the sink before daemon_run (ctx borrowed). Without one, such snapshots are dropped. */
 void daemon_metrics_sink_set(daemon_t *d, daemon_metrics_sink_fn sink, void *ctx);

@@ -58,6 +58,8 @@ typedef struct {
     pthread_cond_t cond;
     ev_t *in; /* under lock: posted, not yet taken */
     size_t n_in, cap_in;
+    ev_t *own; /* under lock: posted events that overtake the rest (invariant 6) */
+    size_t n_own, cap_own;
     ev_t *out; /* owner only: the burst being handled */
     size_t n_out, cap_out;
     bool sleeping;  /* under lock: the owner waits on cond */

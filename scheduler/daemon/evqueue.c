@@ -4,8 +4,9 @@
  * neither side allocates once the arrays have grown to the load.
  *
  * Invariants:
- *   1. Events leave in the order they were posted; the owner takes all of them at once (the two
- *      arrays trade places), so one lock round trip serves a whole burst.
+ *   1. Events leave in the order they were posted (but for invariant 6's, which lead); the owner
+ *      takes all of them at once (the two arrays trade places), so one lock round trip serves a
+ *      whole burst.
  *   2. A transport message is handed over as it is (daemon_post_msg): the event's pointers are
  *      views into it and the owner releases it, through the release function, once the burst was
  *      handled; a copied event (daemon_post) owns one allocation holding token, reply and data.
@@ -22,7 +23,13 @@
  *      never drops the acks and heartbeats of workers (nor a flood of heartbeats the Submits).
  *      A take hands the owner at most EVQUEUE_TURN_BYTES (or the bound when smaller) at a time,
  *      at least one event: a turn's replies wait for its flush, so what a turn takes bounds
- *      them too. The daemon's own events (a disconnect, a lease, metrics) are never refused.
+ *      them too. The daemon's own events (a disconnect, a lease, a metrics snapshot) are never
+ *      refused.
+ *   6. A lease note and a metrics snapshot overtake the clients' backlog: they wait apart
+ *      (q->own, in the order posted) and lead the next take. A renewal waiting behind a flood
+ *      of Submits let the owner's deadline pass while the bucket held the lease (the owner
+ *      fenced itself for a second, docs/security.md), and a scrape would wait as long. A
+ *      disconnect keeps its place: the acks that came before it still settle first.
  *
  * Rejected alternatives:
  *   - A lock around the scheduler shared by the callback threads: every callback would contend on
@@ -84,8 +91,11 @@ void evqueue_fini(evqueue_t *q)
         ev_release(q, &q->in[i]);
     for (size_t i = 0; i < q->n_out; i++)
         ev_release(q, &q->out[i]);
+    for (size_t i = 0; i < q->n_own; i++)
+        ev_release(q, &q->own[i]);
     free(q->in);
     free(q->out);
+    free(q->own);
     pthread_cond_destroy(&q->cond);
     pthread_mutex_destroy(&q->lock);
 }
@@ -108,6 +118,7 @@ static int evqueue_class(ev_kind_t kind)
     case EV_BYE:
     case EV_STATS:
     case EV_SERVICE:
+    case EV_METRICS:
     case EV_UNDELIVERED:
         return 1;
     default:
@@ -117,6 +128,12 @@ static int evqueue_class(ev_kind_t kind)
 
 /* Adds (sign > 0) or takes away the bytes of n events from what their classes hold (invariant
  * 5); under the lock. */
+/* Invariant 6: the events that wait apart and lead the next take. */
+static int evqueue_overtakes(ev_kind_t kind)
+{
+    return kind == EV_LEASE || kind == EV_METRICS_SNAPSHOT;
+}
+
 static void evqueue_held(evqueue_t *q, const ev_t *ev, size_t n, int sign)
 {
     for (size_t i = 0; i < n; i++) {
@@ -138,17 +155,20 @@ static int evqueue_push(evqueue_t *q, ev_t *ev)
         pthread_mutex_unlock(&q->lock);
         return -1;
     }
-    if (q->n_in == q->cap_in) {
-        size_t cap = q->cap_in ? 2 * q->cap_in : 64;
-        ev_t *in = realloc(q->in, cap * sizeof(*in));
-        if (in == NULL) {
+    int own = evqueue_overtakes(ev->kind);
+    ev_t **arr = own ? &q->own : &q->in;
+    size_t *n = own ? &q->n_own : &q->n_in, *cap = own ? &q->cap_own : &q->cap_in;
+    if (*n == *cap) {
+        size_t grown = *cap ? 2 * *cap : 64;
+        ev_t *a = realloc(*arr, grown * sizeof(*a));
+        if (a == NULL) {
             pthread_mutex_unlock(&q->lock);
             return -1;
         }
-        q->in = in;
-        q->cap_in = cap;
+        *arr = a;
+        *cap = grown;
     }
-    q->in[q->n_in++] = *ev;
+    (*arr)[(*n)++] = *ev;
     evqueue_held(q, ev, 1, 1);
     if (q->sleeping)
         pthread_cond_signal(&q->cond);
@@ -240,7 +260,7 @@ ev_t *evqueue_take(evqueue_t *q, uint64_t wait_ns, size_t *out_n)
 {
     evqueue_done(q);
     pthread_mutex_lock(&q->lock);
-    if (q->n_in == 0 && wait_ns > 0 && !evqueue_stopping(q)) {
+    if (q->n_in == 0 && q->n_own == 0 && wait_ns > 0 && !evqueue_stopping(q)) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         uint64_t ns = (uint64_t)ts.tv_nsec + wait_ns;
@@ -256,6 +276,19 @@ ev_t *evqueue_take(evqueue_t *q, uint64_t wait_ns, size_t *out_n)
     q->in = q->out;
     q->cap_in = q->cap_out;
     q->n_in = 0;
+    if (q->n_own != 0 && n + q->n_own > cap) { /* out of memory: they lead a later take */
+        ev_t *grown = realloc(burst, (n + q->n_own) * sizeof(*grown));
+        if (grown != NULL) {
+            burst = grown;
+            cap = n + q->n_own;
+        }
+    }
+    if (q->n_own != 0 && n + q->n_own <= cap) {
+        memmove(burst + q->n_own, burst, n * sizeof(*burst)); /* invariant 6 */
+        memcpy(burst, q->own, q->n_own * sizeof(*burst));
+        n += q->n_own;
+        q->n_own = 0;
+    }
     pthread_mutex_unlock(&q->lock);
     q->out = burst;
     q->cap_out = cap;

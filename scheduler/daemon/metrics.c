@@ -652,8 +652,8 @@ char *metrics_text(struct daemon *d, size_t *out_len)
 
 void metrics_request(struct daemon *d, const ev_t *ev)
 {
-    if (ev->reply == NULL && d->metrics_sink == NULL)
-        return;
+    if (ev->kind == EV_METRICS_SNAPSHOT ? d->metrics_sink == NULL : ev->reply == NULL)
+        return; /* no sink; a client's request with nowhere to answer */
     size_t len = 0;
     char *text = metrics_text(d, &len);
     if (text == NULL) {

@@ -115,7 +115,7 @@ static service_endpoint_t *service_endpoint(struct daemon *d, ev_kind_t kind, co
 
 void service_note(struct daemon *d, const ev_t *ev, uint64_t ns)
 {
-    if (ev->kind == EV_METRICS && ev->reply == NULL)
+    if (ev->kind == EV_METRICS_SNAPSHOT)
         return; /* a snapshot for the HTTP server, not a request */
     service_endpoint_t *e = service_endpoint(d, ev->kind, ev->token);
     if (e == NULL)

@@ -147,7 +147,8 @@ static void turn_timers(struct daemon *d)
 static int turn_reply_refused(struct daemon *d, const ev_t *ev)
 {
     if (ev->kind == EV_DISCONNECTED || ev->kind == EV_STOP || ev->kind == EV_LEASE ||
-        ev->kind == EV_UNDELIVERED || daemon_reply_allowed(d, ev->reply))
+        ev->kind == EV_UNDELIVERED || ev->kind == EV_METRICS_SNAPSHOT ||
+        daemon_reply_allowed(d, ev->reply))
         return 0;
     uint64_t n = ++d->counters.rejected[CODEC_EREPLY_SUBJECT_REFUSED];
     if ((n & (n - 1)) == 0)
@@ -195,6 +196,7 @@ static void turn_handle(struct daemon *d, const ev_t *ev, replies_t *deferred, i
         service_reply(d, ev);
         break;
     case EV_METRICS:
+    case EV_METRICS_SNAPSHOT:
         metrics_request(d, ev);
         break;
     case EV_LEASE:

@@ -778,7 +778,7 @@ static int main_pause(void *ctx, uint32_t ms)
 /* http_refresh_fn: asks the owner for a snapshot (any thread). */
 static void main_metrics_refresh(void *ctx)
 {
-    daemon_post(ctx, EV_METRICS, NULL, NULL, NULL, 0);
+    daemon_post(ctx, EV_METRICS_SNAPSHOT, NULL, NULL, NULL, 0);
 }
 
 /* http_health_fn: /healthz also needs the NATS connection (ctx: the front, NULL before it

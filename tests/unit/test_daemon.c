@@ -942,6 +942,24 @@ static void test_a_model_is_served_only_within_its_lease(void **state)
     json_decref(doc);
 }
 
+/* A lease note overtakes the clients' backlog (evqueue.c invariant 6): a renewal posted after a
+ * Submit is applied before it, so a flood queued ahead of a renewal cannot let the owner's
+ * deadline pass while the bucket holds the lease. */
+static void test_a_lease_note_overtakes_the_backlog(void **state)
+{
+    fx_t *f = *state;
+    submit(f, "llama", 42, 100, "l", 0, 1, "r0"); /* queued first, the lease not held yet */
+    lease(f, "llama", f->now + 2000 * MS);
+    turn(f);
+    codec_submit_reply_t *r = submit_reply(f, "r0");
+    assert_int_equal(r->results[0].status, CODEC_ITEM_ACCEPTED);
+    codec_submit_reply_destroy(r);
+    json_t *doc = stats(f);
+    json_t *srv = json_array_get(json_object_get(doc, "serving"), 0);
+    assert_true(json_is_true(json_object_get(srv, "serving")));
+    json_decref(doc);
+}
+
 /* Another instance holds the model's lease: a pull of this instance's consumer that expires
  * goes unanswered (no EXPIRED) and its Ack{} probe ends it with unknown_consumer, the consumer's
  * cues to register with the holder; a batch it holds settles here until then, and what it still
@@ -1317,6 +1335,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_with_models_only_heartbeats_of_unknown_ids_are_counted,
                                         setup_leases, teardown),
         cmocka_unit_test_setup_teardown(test_a_model_is_served_only_within_its_lease, setup_leases,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_a_lease_note_overtakes_the_backlog, setup_leases,
                                         teardown),
         cmocka_unit_test_setup_teardown(
             test_a_message_handed_over_is_read_in_place_and_released_once, setup, teardown),

@@ -937,6 +937,30 @@ static void test_the_backlog_is_bounded_per_class_and_per_turn(void **state)
     fx_destroy(f);
 }
 
+/* A client's request for the metrics (lanes.metrics) is a client message like the others,
+ * bounded with them (evqueue.c invariant 5): a flood of them cannot grow the queue, while the
+ * daemon's own snapshots for the HTTP server are never refused. */
+static void test_metrics_requests_are_bounded_like_other_client_messages(void **state)
+{
+    (void)state;
+    daemon_limits_t lim = {.backlog_bytes = 8192};
+    fx_t *f = fx_create(&lim, 0);
+    uint8_t junk[2000];
+    memset(junk, 0xff, sizeof(junk));
+    int queued = 0;
+    for (int i = 0; i < 5; i++)
+        queued += daemon_post(f->d, EV_METRICS, NULL, "m.reply", junk, sizeof(junk)) == 0;
+    assert_int_equal(queued, 3);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(daemon_post(f->d, EV_METRICS_SNAPSHOT, NULL, NULL, NULL, 0), 0);
+    fx_turn(f);
+    assert_int_equal(fx_count_on(f, "m.reply"), 3);
+    json_t *doc = fx_stats(f, NULL, NULL);
+    assert_int_equal(fx_counter(doc, "dropped_messages"), 2);
+    json_decref(doc);
+    fx_destroy(f);
+}
+
 /* The backlog is shown (stats counters.backlog_*_bytes, lanesched_backlog_bytes): a summary
  * taken in the same burst as three Submits, before three pulls the burst's bytes left queued,
  * sees the pulls' bytes waiting and no Submit's; once served, nothing waits. */
@@ -1037,6 +1061,7 @@ int main(void)
         cmocka_unit_test(test_a_long_pull_is_cut_and_errors_have_text),
         cmocka_unit_test(test_the_backlog_is_bounded_per_class_and_per_turn),
         cmocka_unit_test(test_the_backlog_shows_in_stats_and_metrics),
+        cmocka_unit_test(test_metrics_requests_are_bounded_like_other_client_messages),
         cmocka_unit_test(test_a_turn_out_of_time_leaves_the_rest_queued_in_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
