@@ -302,6 +302,7 @@ static void sched_commit_strand(sched_t *s, sched_inflight_t *rec, size_t n)
     s->inflight_items += n;
     s->inflight_tokens += tokens;
     s->counters.items_routed += n; /* the store counted their delivery */
+    s->counters.tokens_routed += tokens;
     s->filled_valid = 0;
 }
 

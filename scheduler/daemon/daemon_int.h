@@ -471,7 +471,8 @@ void metrics_batch(struct daemon *d, model_t *m, const sched_batch_t *b, int hit
 void metrics_turn(metrics_t *m, uint64_t turn_ns, uint64_t flush_ns);
 /* The Prometheus text exposition, returned to the caller to free; NULL when out of memory. */
 char *metrics_text(struct daemon *d, size_t *out_len /* out */);
-/* Answers an EV_METRICS: the text on the reply subject, or to the sink when there is none. */
+/* Answers an EV_METRICS on its reply subject (none: nothing), or an EV_METRICS_SNAPSHOT to the
+ * sink (none set: nothing). */
 void metrics_request(struct daemon *d, const ev_t *ev);
 
 /* dirlock.c */

@@ -24,12 +24,12 @@
  *      says at once when no one subscribes to the pull's inbox (undelivered.c); a consumer told
  *      so is served nothing until its next message.
  *  10. A commit that fails after its batch or dead letter went out (out of memory, no room for
- *      the journal's delivery counts) leaves the items queued (sched_commit is all or nothing;
- *      what a merged batch could not put back is returned by the orphans' retry, inflight.c
- *      invariant 2): the batch is void (its ack answers unknown_batch), the pull that took it
- *      is used, and
- *      nothing is dispatched or dead-lettered for DISPATCH_COMMIT_PAUSE_NS, so a cause that
- *      lasts costs one void batch a pause, not one per pull and turn.
+ *      the journal's delivery counts) leaves the items queued (what a merged batch's commit
+ *      could not put back is returned by the orphans' retry, inflight.c invariant 2, or by a
+ *      restart when even the retry's slot was refused): the batch is void (its ack answers
+ * unknown_batch), the pull that took it is used, and nothing is dispatched or dead-lettered for
+ * DISPATCH_COMMIT_PAUSE_NS, so a cause that lasts costs one void batch a pause, not one per pull
+ * and turn.
  *
  * Rejected: publishing a batch after committing it. A failed publish would strand the items as
  * pending for a consumer that never saw them, until its ack deadline.
@@ -153,7 +153,7 @@ static void dispatch_commit_failed(struct daemon *d, uint64_t batch_id, sched_st
     d->dispatch_resume_ns = daemon_now(d) + DISPATCH_COMMIT_PAUSE_NS;
     log_write(LOG_ERROR,
               "committing %s (batch %" PRIu64 ") after it was published failed: %s; it is void "
-              "(its items stay queued) and dispatch pauses for %llu ms",
+              "(its items go back to their queues) and dispatch pauses for %llu ms",
               what, batch_id, sched_status_str(st),
               (unsigned long long)(DISPATCH_COMMIT_PAUSE_NS / 1000000));
     inflight_orphan_stranded(d, batch_id, room);

@@ -126,14 +126,14 @@ static int evqueue_class(ev_kind_t kind)
     }
 }
 
-/* Adds (sign > 0) or takes away the bytes of n events from what their classes hold (invariant
- * 5); under the lock. */
 /* Invariant 6: the events that wait apart and lead the next take. */
 static int evqueue_overtakes(ev_kind_t kind)
 {
     return kind == EV_LEASE || kind == EV_METRICS_SNAPSHOT;
 }
 
+/* Adds (sign > 0) or takes away the bytes of n events from what their classes hold (invariant
+ * 5); under the lock. */
 static void evqueue_held(evqueue_t *q, const ev_t *ev, size_t n, int sign)
 {
     for (size_t i = 0; i < n; i++) {
@@ -304,26 +304,47 @@ ev_t *evqueue_take(evqueue_t *q, uint64_t wait_ns, size_t *out_n)
 
 int evqueue_untake(evqueue_t *q, size_t handled)
 {
-    size_t rest = q->n_out - handled;
     if (handled >= q->n_out)
         return 0;
+    size_t rest = q->n_out - handled, own = 0;
+    for (size_t i = handled; i < q->n_out; i++)
+        own += (size_t)evqueue_overtakes(q->out[i].kind);
     pthread_mutex_lock(&q->lock);
-    if (q->cap_in < q->n_in + rest) {
-        ev_t *in = realloc(q->in, (q->n_in + rest) * sizeof(*in));
-        if (in == NULL) {
-            pthread_mutex_unlock(&q->lock);
-            return -1;
-        }
+    /* invariant 6: an overtaking event goes back before those posted since, not behind them */
+    size_t need_in = q->n_in + rest - own, need_own = q->n_own + own;
+    if (q->cap_in < need_in) {
+        ev_t *in = realloc(q->in, need_in * sizeof(*in));
+        if (in == NULL)
+            goto fail;
         q->in = in;
-        q->cap_in = q->n_in + rest;
+        q->cap_in = need_in;
     }
-    memmove(q->in + rest, q->in, q->n_in * sizeof(*q->in));
-    memcpy(q->in, q->out + handled, rest * sizeof(*q->in));
-    q->n_in += rest;
-    evqueue_held(q, q->in, rest, 1);
+    if (q->cap_own < need_own) {
+        ev_t *o = realloc(q->own, need_own * sizeof(*o));
+        if (o == NULL)
+            goto fail;
+        q->own = o;
+        q->cap_own = need_own;
+    }
+    if (q->n_in != 0 && rest != own)
+        memmove(q->in + (rest - own), q->in, q->n_in * sizeof(*q->in));
+    if (q->n_own != 0 && own != 0)
+        memmove(q->own + own, q->own, q->n_own * sizeof(*q->own));
+    for (size_t i = handled, c = 0, o = 0; i < q->n_out; i++) {
+        if (evqueue_overtakes(q->out[i].kind))
+            q->own[o++] = q->out[i];
+        else
+            q->in[c++] = q->out[i];
+    }
+    evqueue_held(q, q->in, rest - own, 1);
+    q->n_in = need_in;
+    q->n_own = need_own;
     pthread_mutex_unlock(&q->lock);
     q->n_out = handled;
     return 0;
+fail:
+    pthread_mutex_unlock(&q->lock);
+    return -1;
 }
 
 void evqueue_done(evqueue_t *q)

@@ -960,6 +960,26 @@ static void test_a_lease_note_overtakes_the_backlog(void **state)
     json_decref(doc);
 }
 
+/* A lease note that a turn out of time gave back still comes before a note posted after it
+ * (evqueue.c invariant 6): the owner keeps the lease keeper's last word, here "held", not the
+ * older "held elsewhere". */
+static void test_a_lease_note_given_back_keeps_its_place(void **state)
+{
+    fx_t *f = *state;
+    lease(f, "llama", f->now + 2000 * MS);
+    lease_note(f, "llama", 0, 1); /* then refused: another instance holds it */
+    f->step = 60 * MS;            /* the turn's 100 ms run out after the first note */
+    turn(f);
+    f->step = 0;
+    lease(f, "llama", f->now + 20000 * MS); /* gained again: the newest word */
+    turn(f);
+    json_t *doc = stats(f);
+    json_t *srv = json_array_get(json_object_get(doc, "serving"), 0);
+    assert_string_equal(json_string_value(json_object_get(srv, "model")), "llama");
+    assert_true(json_is_true(json_object_get(srv, "serving")));
+    json_decref(doc);
+}
+
 /* Another instance holds the model's lease: a pull of this instance's consumer that expires
  * goes unanswered (no EXPIRED) and its Ack{} probe ends it with unknown_consumer, the consumer's
  * cues to register with the holder; a batch it holds settles here until then, and what it still
@@ -1337,6 +1357,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_model_is_served_only_within_its_lease, setup_leases,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_lease_note_overtakes_the_backlog, setup_leases,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_a_lease_note_given_back_keeps_its_place, setup_leases,
                                         teardown),
         cmocka_unit_test_setup_teardown(
             test_a_message_handed_over_is_read_in_place_and_released_once, setup, teardown),

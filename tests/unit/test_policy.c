@@ -233,10 +233,6 @@ static void test_merged_batch_returns_to_its_own_lanes(void **state)
     fixture_free(f);
 }
 
-/* ---- cache affinity ------------------------------------------------------------------------- */
-
-/* Three shapes, two workers caching `cache` shapes each: each worker stays on the shape it has
- * warm even when another holds more work, where the article's rule sends both to one shape. */
 /* The fault hook of this file: the memory store with its commit_fail_at-th commit and its next
  * ret_fails returns failing as out of memory (the disk store's hooks are store.h's). */
 static const struct store_ops *real_ops;
@@ -288,6 +284,7 @@ static void test_a_merged_batch_that_cannot_be_put_back_stays_in_flight(void **s
     uint32_t first = 1; /* the first lane's run: its items share their length */
     while (first < b.n && b.items_view[first].tokens == b.items_view[0].tokens)
         first++;
+    uint64_t first_tokens = (uint64_t)first * b.items_view[0].tokens;
     assert_int_equal(sched_commit(f->sched, &b), SCHED_ESTORE);
     assert_int_equal(commit_calls, 2);
     assert_int_equal(ret_fails, 0);
@@ -297,6 +294,9 @@ static void test_a_merged_batch_that_cannot_be_put_back_stays_in_flight(void **s
     assert_null(in.worker); /* no worker's ack settles it */
     assert_int_equal(in.positions, first);
     assert_int_equal(in.unsettled, first);
+    /* counted routed, as the store counted their delivery */
+    assert_int_equal(sched_counters(f->sched)->items_routed, first);
+    assert_int_equal(sched_counters(f->sched)->tokens_routed, first_tokens);
     const lanes_t *l = sched_lanes_view(f->sched, sched_model_find(f->sched, "m"), 1);
     assert_int_equal(lanes_queued_items(l), 3 - first);
     uint64_t items = 0, tokens = 0;
@@ -321,6 +321,10 @@ static void test_a_merged_batch_that_cannot_be_put_back_stays_in_flight(void **s
     fixture_free(f);
 }
 
+/* ---- cache affinity ------------------------------------------------------------------------- */
+
+/* Three shapes, two workers caching `cache` shapes each: each worker stays on the shape it has
+ * warm even when another holds more work, where the article's rule sends both to one shape. */
 static void workers_keep_to_their_warm_shapes(uint32_t cache)
 {
     fixture_t *f = fixture(SCHED_POLICY_LANES, 20 * MS);
