@@ -3,8 +3,9 @@
  * batch went out (dispatch.c invariant 10): the batch is void, its items stay queued and go
  * again after the pause, the pull that took it is used, and a dead letter is published once per
  * attempt, not once per turn. The store's fault hook (STORE_FAULT_ALLOC: the journal's record
- * buffer) makes the first commit fail without failing the store. Fixture: daemon_fx.h, disk
- * store.
+ * buffer) makes the first commit fail without failing the store (disk store); a merged batch
+ * whose later lane fails and whose put-back fails too takes faulty_store_int.h's hook over the
+ * memory store. Fixture: daemon_fx.h.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,7 +15,7 @@
 #include <cmocka.h>
 
 #include "scheduler/daemon/daemon_int.h"
-#include "store/store_int.h"
+#include "tests/unit/faulty_store_int.h"
 #include "tests/unit/daemon_fx.h"
 
 #include <stdlib.h>
@@ -117,29 +118,6 @@ static void test_a_dead_letter_whose_commit_fails_goes_once_per_attempt(void **s
     fx_destroy(f);
 }
 
-/* The fault hook for a merged batch: the memory store's commit_fail_at-th commit and its next
- * ret_fails returns fail as out of memory (the disk store's hooks reach neither at will). */
-static const struct store_ops *real_ops;
-static struct store_ops faulty_ops;
-static int commit_calls, commit_fail_at, ret_fails;
-
-static store_status_t faulty_commit(store_t *store, store_queue_t *q, const store_ref_t *refs,
-                                    size_t n)
-{
-    if (++commit_calls == commit_fail_at)
-        return STORE_ENOMEM;
-    return real_ops->commit(store, q, refs, n);
-}
-
-static store_status_t faulty_ret(store_t *store, const store_ref_t *refs, size_t n, int unseen)
-{
-    if (ret_fails > 0) {
-        ret_fails--;
-        return STORE_ENOMEM;
-    }
-    return real_ops->ret(store, refs, n, unseen);
-}
-
 /* n items "<prefix><i>" of tokens each, one shape. */
 static void submit_tokens(fx_t *f, uint32_t tokens, const char *prefix, int n)
 {
@@ -190,19 +168,11 @@ static void test_a_merged_batch_that_cannot_be_put_back_is_returned_by_the_retry
     submit_tokens(f, 980, "b", 1);
     fx_turn(f);
 
-    store_t *store = f->d->store;
-    real_ops = store->ops;
-    faulty_ops = *real_ops;
-    faulty_ops.commit = faulty_commit;
-    faulty_ops.ret = faulty_ret;
-    store->ops = &faulty_ops;
-    commit_calls = 0;
-    commit_fail_at = 2;
-    ret_fails = 1;
+    faulty_store_install(f->d->store, 2, 1); /* the second lane's commit, the first's put-back */
     fx_pull(f, id, 1, 60000, "inbox.1");
     fx_turn(f);
-    assert_int_equal(commit_calls, 2);
-    assert_int_equal(ret_fails, 0);
+    assert_int_equal(faulty.commit_calls, 2);
+    assert_int_equal(faulty.ret_fails, 0);
     codec_batch_t *b = fx_batch_on(f, "inbox.1");
     assert_int_equal(b->n_items, 3); /* merged, and void */
     uint64_t void_id = b->batch_id;
@@ -231,7 +201,7 @@ static void test_a_merged_batch_that_cannot_be_put_back_is_returned_by_the_retry
     assert_int_equal(counter_now(f, "items_completed"), 3);
     assert_int_equal(counter_now(f, "items_queued"), 0);
     assert_int_equal(counter_now(f, "pending_items"), 0);
-    store->ops = real_ops;
+    faulty_store_remove(f->d->store);
     fx_destroy(f);
 }
 

@@ -894,6 +894,15 @@ static void test_a_long_pull_is_cut_and_errors_have_text(void **state)
     fx_destroy(f);
 }
 
+/* A daemon whose backlog holds 8,192 bytes per class, and junk (len bytes) filled for message
+ * bodies. */
+static fx_t *backlog_fx(uint8_t *junk, size_t len)
+{
+    daemon_limits_t lim = {.backlog_bytes = 8192};
+    memset(junk, 0xff, len);
+    return fx_create(&lim, 0);
+}
+
 /* What waits for the owner is bounded in bytes per class, and one turn takes at most the bound
  * (evqueue.c invariant 5): a flood costs bounded memory, is counted, and a flood of Submits
  * leaves room for the workers' messages. Each message here costs 2,000 bytes of data, its reply
@@ -901,10 +910,8 @@ static void test_a_long_pull_is_cut_and_errors_have_text(void **state)
 static void test_the_backlog_is_bounded_per_class_and_per_turn(void **state)
 {
     (void)state;
-    daemon_limits_t lim = {.backlog_bytes = 8192};
-    fx_t *f = fx_create(&lim, 0);
     uint8_t junk[2000];
-    memset(junk, 0xff, sizeof(junk));
+    fx_t *f = backlog_fx(junk, sizeof(junk));
     char reply[16];
     int queued = 0;
     for (int i = 0; i < 5; i++) {
@@ -943,10 +950,8 @@ static void test_the_backlog_is_bounded_per_class_and_per_turn(void **state)
 static void test_metrics_requests_are_bounded_like_other_client_messages(void **state)
 {
     (void)state;
-    daemon_limits_t lim = {.backlog_bytes = 8192};
-    fx_t *f = fx_create(&lim, 0);
     uint8_t junk[2000];
-    memset(junk, 0xff, sizeof(junk));
+    fx_t *f = backlog_fx(junk, sizeof(junk));
     int queued = 0;
     for (int i = 0; i < 5; i++)
         queued += daemon_post(f->d, EV_METRICS, NULL, "m.reply", junk, sizeof(junk)) == 0;
@@ -967,10 +972,8 @@ static void test_metrics_requests_are_bounded_like_other_client_messages(void **
 static void test_the_backlog_shows_in_stats_and_metrics(void **state)
 {
     (void)state;
-    daemon_limits_t lim = {.backlog_bytes = 8192};
-    fx_t *f = fx_create(&lim, 0);
     uint8_t junk[2000];
-    memset(junk, 0xff, sizeof(junk));
+    fx_t *f = backlog_fx(junk, sizeof(junk));
     char reply[16];
     assert_int_equal(daemon_post(f->d, EV_STATS, NULL, "stats.reply", NULL, 0), 0);
     for (int i = 0; i < 3; i++) {

@@ -17,8 +17,8 @@
 #include <cmocka.h>
 
 #include "scheduler/core/sched.h"
-#include "store/store_int.h"
 #include "support/fs.h"
+#include "tests/unit/faulty_store_int.h"
 #include "tests/unit/sched_test_int.h"
 
 typedef sched_fx_t fixture_t;
@@ -203,17 +203,26 @@ static void test_merge_respects_the_contract(void **state)
     fixture_free(f);
 }
 
+/* Two items of 1,000 tokens and one of 980 (20 tokens short: a lane of its own) of one shape, and
+ * a consumer with a worker: the lanes policy sends the three as one batch of two lanes. */
+static fixture_t *merged_fixture(sched_consumer_t *out_c)
+{
+    fixture_t *f = fixture(SCHED_POLICY_LANES, 0);
+    sched_worker_t *w = worker(f, "m", 1);
+    submit(f, "m", 1, 1000);
+    submit(f, "m", 1, 1000);
+    submit(f, "m", 1, 980);
+    *out_c = (sched_consumer_t){M(f->sched, "m"), {32, 100000, 0}, w};
+    return f;
+}
+
 /* A merged batch's items settle against their own lanes: returned, each goes back to the front
  * of its own lane in order; completed, every lane drains. */
 static void test_merged_batch_returns_to_its_own_lanes(void **state)
 {
     (void)state;
-    fixture_t *f = fixture(SCHED_POLICY_LANES, 0);
-    sched_worker_t *w = worker(f, "m", 1);
-    submit(f, "m", 1, 1000);
-    submit(f, "m", 1, 1000);
-    submit(f, "m", 1, 980); /* 20 tokens short: a lane of its own */
-    sched_consumer_t c = {M(f->sched, "m"), {32, 100000, 0}, w};
+    sched_consumer_t c;
+    fixture_t *f = merged_fixture(&c);
     sched_batch_t b;
     uint64_t id = take(f, &c, &b);
     assert_int_equal(b.lanes, 2);
@@ -233,29 +242,6 @@ static void test_merged_batch_returns_to_its_own_lanes(void **state)
     fixture_free(f);
 }
 
-/* The fault hook of this file: the memory store with its commit_fail_at-th commit and its next
- * ret_fails returns failing as out of memory (the disk store's hooks are store.h's). */
-static const struct store_ops *real_ops;
-static struct store_ops faulty_ops;
-static int commit_calls, commit_fail_at, ret_fails;
-
-static store_status_t faulty_commit(store_t *store, store_queue_t *q, const store_ref_t *refs,
-                                    size_t n)
-{
-    if (++commit_calls == commit_fail_at)
-        return STORE_ENOMEM;
-    return real_ops->commit(store, q, refs, n);
-}
-
-static store_status_t faulty_ret(store_t *store, const store_ref_t *refs, size_t n, int unseen)
-{
-    if (ret_fails > 0) {
-        ret_fails--;
-        return STORE_ENOMEM;
-    }
-    return real_ops->ret(store, refs, n, unseen);
-}
-
 /* sched.c invariant 8: a merged batch whose second lane fails to commit, and whose first lane
  * then fails to go back, leaves that lane's items in flight under the batch's id with no holder
  * (not pending in the store with no record: lost until a restart), and the caller's return puts
@@ -263,20 +249,9 @@ static store_status_t faulty_ret(store_t *store, const store_ref_t *refs, size_t
 static void test_a_merged_batch_that_cannot_be_put_back_stays_in_flight(void **state)
 {
     (void)state;
-    fixture_t *f = fixture(SCHED_POLICY_LANES, 0);
-    sched_worker_t *w = worker(f, "m", 1);
-    submit(f, "m", 1, 1000);
-    submit(f, "m", 1, 1000);
-    submit(f, "m", 1, 980); /* 20 tokens short: a lane of its own */
-    real_ops = ((struct store *)f->store)->ops;
-    faulty_ops = *real_ops;
-    faulty_ops.commit = faulty_commit;
-    faulty_ops.ret = faulty_ret;
-    ((struct store *)f->store)->ops = &faulty_ops;
-    commit_calls = 0;
-    commit_fail_at = 2; /* the second lane's */
-    ret_fails = 1;      /* and the put-back of the first */
-    sched_consumer_t c = {M(f->sched, "m"), {32, 100000, 0}, w};
+    sched_consumer_t c;
+    fixture_t *f = merged_fixture(&c);
+    faulty_store_install(f->store, 2, 1); /* the second lane's commit, the first's put-back */
     sched_batch_t b;
     assert_int_equal(sched_fill(f->sched, &c, &b), SCHED_OK);
     assert_int_equal(b.lanes, 2);
@@ -286,8 +261,8 @@ static void test_a_merged_batch_that_cannot_be_put_back_stays_in_flight(void **s
         first++;
     uint64_t first_tokens = (uint64_t)first * b.items_view[0].tokens;
     assert_int_equal(sched_commit(f->sched, &b), SCHED_ESTORE);
-    assert_int_equal(commit_calls, 2);
-    assert_int_equal(ret_fails, 0);
+    assert_int_equal(faulty.commit_calls, 2);
+    assert_int_equal(faulty.ret_fails, 0);
     assert_true(sched_batch_pending(f->sched, id));
     sched_batch_info_t in;
     assert_true(sched_batch_info(f->sched, id, &in));
@@ -311,7 +286,7 @@ static void test_a_merged_batch_that_cannot_be_put_back_stays_in_flight(void **s
     assert_false(sched_batch_pending(f->sched, id));
     assert_int_equal(lanes_queued_items(l), 3);
     assert_true(sched_check(f->sched));
-    ((struct store *)f->store)->ops = real_ops;
+    faulty_store_remove(f->store);
     id = take(f, &c, &b); /* the whole batch again, its lanes in their order */
     assert_int_equal(b.n, 3);
     assert_int_equal(b.lanes, 2);
