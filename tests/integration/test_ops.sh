@@ -330,7 +330,9 @@ case_metrics_promtool() {
 case_ctl_watch() {
     serve watch --store memory
     local url=$URL
-    LANESCHED_SERVER=$url "$BIN/lanesched-ctl" watch >"$WORK/watch.jsonl" 2>"$WORK/ctl.log" &
+    # one message nats.c 3.4 leaks at the end of a watch is suppressed for this process alone
+    LSAN_OPTIONS="suppressions=$ROOT/tests/lsan-watch.supp" LANESCHED_SERVER=$url \
+        "$BIN/lanesched-ctl" watch >"$WORK/watch.jsonl" 2>"$WORK/ctl.log" &
     local w=$!
     PIDS+=($w)
     wait_for "watch to subscribe" 10 grep -q "watching" "$WORK/ctl.log"
