@@ -27,9 +27,8 @@
  *   8. A batch merged from several lanes commits whole or not at all: each lane's items are the
  *      front of that lane's queue, committed lane by lane, and a lane that fails puts back the
  *      ones before it. Where the put-back fails too, those items stay in flight under the
- *      batch's id without a holder (sched_commit_strand) until the caller returns them: never
- *      pending in the store with no record. Completion and return count each item against its
- *      own lane.
+ *      batch's id without a holder until the caller returns them: never pending in the store
+ *      with no record. Completion and return count each item against its own lane.
  *   9. A batch committed to a worker makes its shape the most recent in that worker's cache
  *      model; its completion (the first ack) is one sample of the worker's cost (worker.c).
  *  10. The in-flight record is the batch's one record: its items, its holder (the worker it was
@@ -276,11 +275,10 @@ static size_t sched_lane_run(const sched_t *s, size_t from, size_t n)
     return end;
 }
 
-/* Invariant 8: items [0, n) of the batch rec records were committed and could not be put back
- * when a later lane's commit failed. They stay in flight under rec, without a holder (no
- * worker's ack settles them), for the caller to return (sched_return): counted in flight as a
- * committed batch's items are, so that nothing is lost and the totals still add up. */
-static void sched_commit_strand(sched_t *s, sched_inflight_t *rec, size_t n)
+/* The first n items of rec were committed: they leave their lanes' queues and are counted in
+ * flight (invariant 1) and routed, and rec goes into the in-flight map (room reserved by the
+ * commit). The whole batch of a commit, or the part a failed one could not put back. */
+static void sched_inflight_put(sched_t *s, sched_inflight_t *rec, size_t n)
 {
     sched_shape_t *shape = rec->shape;
     uint64_t before = lanes_queued_items(shape->lanes);
@@ -294,16 +292,13 @@ static void sched_commit_strand(sched_t *s, sched_inflight_t *rec, size_t n)
         lanes_note_dispatched(shape->lanes, s->scratch.lane_of[from], end - from, run);
         tokens += run;
     }
-    shape->oldest_stale = 1;
+    shape->oldest_stale = 1; /* its oldest item may have gone: shapes.c invariant 5 */
     shapes_queued_note(s, shape, before, before_tokens);
-    rec->worker = NULL;
-    rec->n = rec->unsettled = (uint32_t)n;
-    map_put(&s->inflight, (map_key_t){rec->batch_id, 0}, rec); /* reserved by the commit */
+    map_put(&s->inflight, (map_key_t){rec->batch_id, 0}, rec);
     s->inflight_items += n;
     s->inflight_tokens += tokens;
-    s->counters.items_routed += n; /* the store counted their delivery */
+    s->counters.items_routed += n; /* every delivery the store counted */
     s->counters.tokens_routed += tokens;
-    s->filled_valid = 0;
 }
 
 sched_status_t sched_commit(sched_t *s, const sched_batch_t *batch)
@@ -350,23 +345,19 @@ sched_status_t sched_commit(sched_t *s, const sched_batch_t *batch)
         if ((s->store_status = store_commit(s->store, lane.user, refs + from, end - from)) !=
             STORE_OK) {
             if (from != 0 && store_return(s->store, refs, from) != STORE_OK) {
-                sched_commit_strand(s, rec, from);
+                /* invariant 8: no holder, so no worker's ack settles them; the caller returns
+                 * them (sched_return) */
+                rec->worker = NULL;
+                rec->n = rec->unsettled = (uint32_t)from;
+                sched_inflight_put(s, rec, from);
+                s->filled_valid = 0;
                 rec = NULL;
             }
             st = SCHED_ESTORE;
             goto out;
         }
     }
-    uint64_t before = lanes_queued_items(shape->lanes);
-    uint64_t before_tokens = lanes_queued_tokens(shape->lanes);
-    for (size_t from = 0, end; from < b->n; from = end) {
-        end = sched_lane_run(s, from, b->n);
-        uint64_t tokens = 0;
-        for (size_t i = from; i < end; i++)
-            tokens += b->items_view[i].tokens;
-        lanes_note_dispatched(shape->lanes, s->scratch.lane_of[from], end - from, tokens);
-    }
-    shape->oldest_stale = 1; /* its oldest item may have gone: shapes.c invariant 5 */
+    sched_inflight_put(s, rec, b->n);
     sched_model_t *model = s->models[shape->model_idx];
     for (size_t i = 0; i < b->n; i++) {
         uint64_t a = b->items_view[i].arrival_ns,
@@ -376,17 +367,11 @@ sched_status_t sched_commit(sched_t *s, const sched_batch_t *batch)
     }
     if (!b->dead_letter)
         budget_note_batch(model, b);
-    shapes_queued_note(s, shape, before, before_tokens);
     if (rec->worker != NULL) {
         worker_warm_touch(rec->worker, shape);
         worker_batch_link(rec->worker, rec); /* invariant 10 */
         INVARIANT_CHECK(worker_check(rec->worker));
     }
-    map_put(&s->inflight, (map_key_t){rec->batch_id, 0}, rec);
-    s->inflight_items += b->n;
-    s->inflight_tokens += b->real_tokens;
-    s->counters.items_routed += b->n;
-    s->counters.tokens_routed += b->real_tokens;
     s->counters.padded_tokens += b->padded_tokens;
     s->counters.real_tokens += b->real_tokens;
     s->counters.batches++;

@@ -126,6 +126,23 @@ static int evqueue_class(ev_kind_t kind)
     }
 }
 
+/* Room for need events in *arr (*cap of them now): grown to at least double, so appends one at
+ * a time stay amortised. 0, or -1 when out of memory (nothing changed). */
+static int evqueue_room(ev_t **arr, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    size_t grown = *cap ? 2 * *cap : 64;
+    if (grown < need)
+        grown = need;
+    ev_t *a = realloc(*arr, grown * sizeof(*a));
+    if (a == NULL)
+        return -1;
+    *arr = a;
+    *cap = grown;
+    return 0;
+}
+
 /* Invariant 6: the events that wait apart and lead the next take. */
 static int evqueue_overtakes(ev_kind_t kind)
 {
@@ -158,15 +175,9 @@ static int evqueue_push(evqueue_t *q, ev_t *ev)
     int own = evqueue_overtakes(ev->kind);
     ev_t **arr = own ? &q->own : &q->in;
     size_t *n = own ? &q->n_own : &q->n_in, *cap = own ? &q->cap_own : &q->cap_in;
-    if (*n == *cap) {
-        size_t grown = *cap ? 2 * *cap : 64;
-        ev_t *a = realloc(*arr, grown * sizeof(*a));
-        if (a == NULL) {
-            pthread_mutex_unlock(&q->lock);
-            return -1;
-        }
-        *arr = a;
-        *cap = grown;
+    if (evqueue_room(arr, cap, *n + 1) != 0) {
+        pthread_mutex_unlock(&q->lock);
+        return -1;
     }
     (*arr)[(*n)++] = *ev;
     evqueue_held(q, ev, 1, 1);
@@ -276,15 +287,9 @@ ev_t *evqueue_take(evqueue_t *q, uint64_t wait_ns, size_t *out_n)
     q->in = q->out;
     q->cap_in = q->cap_out;
     q->n_in = 0;
-    if (q->n_own != 0 && n + q->n_own > cap) { /* out of memory: they lead a later take */
-        ev_t *grown = realloc(burst, (n + q->n_own) * sizeof(*grown));
-        if (grown != NULL) {
-            burst = grown;
-            cap = n + q->n_own;
-        }
-    }
-    if (q->n_own != 0 && n + q->n_own <= cap) {
-        memmove(burst + q->n_own, burst, n * sizeof(*burst)); /* invariant 6 */
+    /* invariant 6: the events waiting apart lead the burst (out of memory: a later one) */
+    if (q->n_own != 0 && evqueue_room(&burst, &cap, n + q->n_own) == 0) {
+        memmove(burst + q->n_own, burst, n * sizeof(*burst));
         memcpy(burst, q->own, q->n_own * sizeof(*burst));
         n += q->n_own;
         q->n_own = 0;
@@ -312,19 +317,10 @@ int evqueue_untake(evqueue_t *q, size_t handled)
     pthread_mutex_lock(&q->lock);
     /* invariant 6: an overtaking event goes back before those posted since, not behind them */
     size_t need_in = q->n_in + rest - own, need_own = q->n_own + own;
-    if (q->cap_in < need_in) {
-        ev_t *in = realloc(q->in, need_in * sizeof(*in));
-        if (in == NULL)
-            goto fail;
-        q->in = in;
-        q->cap_in = need_in;
-    }
-    if (q->cap_own < need_own) {
-        ev_t *o = realloc(q->own, need_own * sizeof(*o));
-        if (o == NULL)
-            goto fail;
-        q->own = o;
-        q->cap_own = need_own;
+    if (evqueue_room(&q->in, &q->cap_in, need_in) != 0 ||
+        evqueue_room(&q->own, &q->cap_own, need_own) != 0) {
+        pthread_mutex_unlock(&q->lock);
+        return -1;
     }
     if (q->n_in != 0 && rest != own)
         memmove(q->in + (rest - own), q->in, q->n_in * sizeof(*q->in));
@@ -342,9 +338,6 @@ int evqueue_untake(evqueue_t *q, size_t handled)
     pthread_mutex_unlock(&q->lock);
     q->n_out = handled;
     return 0;
-fail:
-    pthread_mutex_unlock(&q->lock);
-    return -1;
 }
 
 void evqueue_done(evqueue_t *q)

@@ -43,6 +43,13 @@ int inflight_orphan_reserve(struct daemon *d)
     return 1;
 }
 
+/* Invariant 2: batch_id is retried every tick, in the slot inflight_orphan_reserve made. */
+static void inflight_orphan_add(struct daemon *d, uint64_t batch_id)
+{
+    d->orphans[d->n_orphans++] = batch_id;
+    (void)sched_batch_deadline_set(d->sched, batch_id, 0);
+}
+
 sched_status_t inflight_settle(struct daemon *d, model_t *m, uint64_t batch_id, inflight_how_t how,
                                const uint32_t *pos, size_t n, sched_settled_t *out)
 {
@@ -65,10 +72,8 @@ sched_status_t inflight_settle(struct daemon *d, model_t *m, uint64_t batch_id, 
                       !whole ? "it stays in flight under its deadline"
                       : room ? "retried every second"
                              : "out of memory for the retry too: a restart returns it");
-            if (room) {
-                d->orphans[d->n_orphans++] = batch_id;
-                (void)sched_batch_deadline_set(d->sched, batch_id, 0);
-            }
+            if (room)
+                inflight_orphan_add(d, batch_id);
         }
     }
     if (out != NULL)
@@ -85,10 +90,8 @@ void inflight_orphan_stranded(struct daemon *d, uint64_t batch_id, int room)
               batch_id,
               room ? "returned by the retry every second"
                    : "out of memory for the retry too: a restart returns it");
-    if (room) {
-        d->orphans[d->n_orphans++] = batch_id;
-        (void)sched_batch_deadline_set(d->sched, batch_id, 0);
-    }
+    if (room)
+        inflight_orphan_add(d, batch_id);
 }
 
 void inflight_release(struct daemon *d, consumer_t *c, int close_pulls)
