@@ -162,11 +162,16 @@ codec_submit_reply_t *fx_submit_reply(const fx_t *f, const char *reply)
 const char *fx_register(fx_t *f, const char *model, uint32_t bs, uint32_t bt, const char *name,
                         char *id)
 {
-    static char error[256];
     codec_register_t r = {model, bs, bt, 0, name, 0, 0, 0, 0, 0};
+    return fx_register_full(f, &r, id);
+}
+
+const char *fx_register_full(fx_t *f, const codec_register_t *r, char *id)
+{
+    static char error[256];
     uint8_t *buf = NULL;
     size_t len = 0;
-    assert_int_equal(codec_encode_register(&r, &buf, &len), CODEC_OK);
+    assert_int_equal(codec_encode_register(r, &buf, &len), CODEC_OK);
     assert_int_equal(daemon_post(f->d, EV_REGISTER, NULL, "reg.reply", buf, len), 0);
     free(buf);
     fx_turn(f);

@@ -58,6 +58,8 @@ codec_submit_reply_t *fx_submit_reply(const fx_t *f, const char *reply);
  * (static storage until the next call). */
 const char *fx_register(fx_t *f, const char *model, uint32_t bs, uint32_t bt, const char *name,
                         char *id);
+/* The same for a whole Register (borrowed): a declared cost, a cache, an input cap. */
+const char *fx_register_full(fx_t *f, const codec_register_t *r, char *id);
 void fx_pull(fx_t *f, const char *id, uint32_t batches, uint32_t expires_ms, const char *inbox);
 codec_batch_t *fx_batch_on(const fx_t *f, const char *inbox);
 codec_ack_reply_t *fx_ack(fx_t *f, const char *id, const codec_ack_t *a);
