@@ -336,9 +336,11 @@ codec_status_t codec_model_check_len(const char *model, size_t len);
 codec_status_t codec_item_check(const codec_work_item_t *item, const codec_limits_t *limits,
                                 uint64_t *out_shape /* out */);
 
-/* The rules of a Register, first failure wins: the model rule (codec_model_check),
- * max_batch_size 0 (EZERO_BATCH_SIZE), max_batch_tokens 0 (EZERO_BATCH_TOKENS). Borrowed. */
-codec_status_t codec_register_check(const codec_register_t *reg);
+/* The rules of a Register, first failure wins: the model rule (codec_model_check), a model
+ * other than subject_model, the <model> of a Register sent on P.register.<model> (EBAD_MODEL;
+ * NULL or "": sent on P.register), max_batch_size 0 (EZERO_BATCH_SIZE), max_batch_tokens 0
+ * (EZERO_BATCH_TOKENS). All borrowed. */
+codec_status_t codec_register_check(const codec_register_t *reg, const char *subject_model);
 
 /*
  * The rule of every message's NATS reply subject (EREPLY_SUBJECT_REFUSED when broken): not a
@@ -393,8 +395,10 @@ uint64_t codec_submit_reply_bound(const codec_submit_t *sub);
 codec_status_t codec_decode_submit_reply(const void *buf, size_t len, codec_submit_reply_t **out);
 void codec_submit_reply_destroy(codec_submit_reply_t *msg); /* NULL-safe */
 
-/* Fails with the first rule of codec_register_check the message breaks. */
-codec_status_t codec_decode_register(const void *buf, size_t len, codec_register_t **out);
+/* Fails with the first rule of codec_register_check the message breaks; subject_model as
+ * there (borrowed). */
+codec_status_t codec_decode_register(const void *buf, size_t len, const char *subject_model,
+                                     codec_register_t **out);
 void codec_register_destroy(codec_register_t *msg); /* NULL-safe */
 
 /* No field rules. */

@@ -45,7 +45,8 @@ static void register_lens(const void *buf, size_t len, codec_register_t *reg)
     }
 }
 
-codec_status_t codec_decode_register(const void *buf, size_t len, codec_register_t **out)
+codec_status_t codec_decode_register(const void *buf, size_t len, const char *subject_model,
+                                     codec_register_t **out)
 {
     void *pub = NULL;
     codec_status_t st = codec_pb_decode(&lanes__v1__register__descriptor, buf, len,
@@ -54,7 +55,7 @@ codec_status_t codec_decode_register(const void *buf, size_t len, codec_register
         return st;
     codec_register_t *reg = pub;
     register_lens(buf, len, reg);
-    if ((st = codec_register_check(reg)) != CODEC_OK) {
+    if ((st = codec_register_check(reg, subject_model)) != CODEC_OK) {
         codec_register_destroy(reg);
         return st;
     }

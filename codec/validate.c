@@ -93,12 +93,16 @@ codec_status_t codec_item_check(const codec_work_item_t *it, const codec_limits_
     return CODEC_OK;
 }
 
-codec_status_t codec_register_check(const codec_register_t *reg)
+codec_status_t codec_register_check(const codec_register_t *reg, const char *subject_model)
 {
     codec_status_t st =
         codec_model_check_len(reg->model, codec_str_len(reg->model, reg->model_len));
     if (st != CODEC_OK)
         return st;
+    /* the server's permission on P.register.<model> is the authority over the model only when
+     * the body cannot name another one */
+    if (subject_model != NULL && subject_model[0] != '\0' && strcmp(reg->model, subject_model) != 0)
+        return CODEC_EBAD_MODEL;
     if (reg->max_batch_size == 0)
         return CODEC_EZERO_BATCH_SIZE;
     if (reg->max_batch_tokens == 0)

@@ -8,8 +8,8 @@
  * registration strings, the pull queue's and in-progress set's arrays, mu and cond.
  *
  * Invariants:
- *  1. Register is built by codec_encode_register and Registered read by codec_decode_registered;
- *     every Registered subject is checked before any is installed.
+ *  1. Register is built by codec_encode_register, sent on P.register.<model>, and Registered read
+ *     by codec_decode_registered; every Registered subject is checked before any is installed.
  *  2. A registration is installed whole or not at all: the new strings are swapped in under mu
  *     (the heartbeat thread reads them) only once every one was copied, so a failed
  *     lc_consumer_register leaves the previous registration in place.
@@ -58,7 +58,8 @@ static lc_status_t lc_register_do(lc_consumer_t *c, char *err)
     codec_registered_t *reply = NULL;
     char *strings[5] = {NULL, NULL, NULL, NULL, NULL};
 
-    subject = lc_subject_make(client->prefix, "register", NULL);
+    /* P.register.<model>: an operator's permission on it is the authority over the model */
+    subject = lc_subject_make(client->prefix, "register", c->model);
     if (subject == NULL) {
         lc_errf(err, "register: out of memory");
         status = LC_ENOMEM;

@@ -178,7 +178,7 @@ func (k *Consumer) register(ctx context.Context) error {
 	body := (&wireRegister{model: o.Model, maxBatchSize: o.MaxBatchSize, maxBatchTokens: o.MaxBatchTokens,
 		maxInputTokens: o.MaxInputTokens, name: o.Name, batchFixedUs: o.BatchFixedUs, tokenNs: o.TokenNs,
 		cacheShapes: o.CacheShapes}).encode()
-	msg, err := k.c.requestRetry(ctx, k.c.Subject("register"), body, o.RegisterWait, 0)
+	msg, err := k.c.requestRetry(ctx, k.c.Subject("register", o.Model), body, o.RegisterWait, 0)
 	if err != nil {
 		return err
 	}

@@ -421,7 +421,7 @@ func TestForgetfulDaemonRegistersWithBackoff(t *testing.T) {
 	e := startEnv(t)
 	e.daemonStop(syscall.SIGTERM)
 	var registers atomic.Int64
-	reg, err := e.probe.Subscribe("lanes.register", func(m *nats.Msg) {
+	reg, err := e.probe.Subscribe("lanes.register.llama", func(m *nats.Msg) {
 		registers.Add(1)
 		var r enc
 		r.str(1, "fake"+strconv.FormatInt(registers.Load(), 10))

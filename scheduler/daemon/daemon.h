@@ -206,7 +206,7 @@ typedef struct {
 /* The kinds of message the daemon handles; the front maps each subscription to one. */
 typedef enum {
     EV_SUBMIT,       /* token: the model */
-    EV_REGISTER,     /* no token */
+    EV_REGISTER,     /* token: the model of P.register.<model>, "" on P.register */
     EV_PULL,         /* token: the consumer id */
     EV_ACK,          /* token: the consumer id */
     EV_HEARTBEAT,    /* token: the consumer id */

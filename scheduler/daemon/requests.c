@@ -80,7 +80,7 @@ void requests_register(struct daemon *d, const ev_t *ev)
     codec_registered_t out = {0};
     char err[160], subjects[4][DAEMON_PREFIX_MAX + CONSUMERS_ID_LEN + 8];
     consumer_t *c = NULL;
-    codec_status_t cst = codec_decode_register(ev->data, ev->len, &reg);
+    codec_status_t cst = codec_decode_register(ev->data, ev->len, ev->token, &reg);
     if (cst == CODEC_OK && !models_serving(d, models_find(d, reg->model))) {
         codec_register_destroy(reg); /* invariant 4: the instance that owns the model answers */
         return;
@@ -131,7 +131,7 @@ void requests_register(struct daemon *d, const ev_t *ev)
     }
     out.protocol_version = VERSION_PROTOCOL;
     if (out.error != NULL && out.error[0] != '\0')
-        service_error(d, EV_REGISTER, NULL, out.error);
+        service_error(d, EV_REGISTER, ev->token, out.error);
     if (ev->reply != NULL) {
         uint8_t *buf = NULL;
         size_t len = 0;

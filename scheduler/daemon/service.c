@@ -68,11 +68,9 @@ daemon_status_t service_init(struct daemon *d)
     static const struct {
         const char *name, *suffix;
         ev_kind_t kind;
-    } rest[] = {{"register", "register", EV_REGISTER},
-                {"pull", "pull.*", EV_PULL},
-                {"ack", "ack.*", EV_ACK},
-                {"stats", "stats", EV_STATS},
-                {"metrics", "metrics", EV_METRICS}};
+    } rest[] = {{"register", "register", EV_REGISTER}, {"register", "register.>", EV_REGISTER},
+                {"pull", "pull.*", EV_PULL},           {"ack", "ack.*", EV_ACK},
+                {"stats", "stats", EV_STATS},          {"metrics", "metrics", EV_METRICS}};
     for (size_t i = 0; i < sizeof(rest) / sizeof(rest[0]) && st == DAEMON_OK; i++) {
         snprintf(subject, sizeof(subject), "%s.%s", p, rest[i].suffix);
         st = service_add(d, rest[i].name, subject, rest[i].kind);
@@ -94,8 +92,9 @@ void service_fini(struct daemon *d)
     d->service.n = 0;
 }
 
-/* The endpoint a message of this kind (and, for submits, this model) belongs to; NULL for kinds
- * that are not endpoints (heartbeats, byes, internal events). */
+/* The endpoint a message of this kind (for submits, of this model; for registers, of the subject
+ * form the token shows) belongs to; NULL for kinds that are not endpoints (heartbeats, byes,
+ * internal events). */
 static service_endpoint_t *service_endpoint(struct daemon *d, ev_kind_t kind, const char *token)
 {
     service_endpoint_t *first = NULL;
@@ -108,6 +107,9 @@ static service_endpoint_t *service_endpoint(struct daemon *d, ev_kind_t kind, co
             first = e;
         if (kind == EV_SUBMIT && d->cfg.models != NULL && token != NULL &&
             strcmp(e->subject + plen, token) == 0)
+            return e;
+        if (kind == EV_REGISTER && token != NULL && token[0] != '\0' &&
+            e->subject[strlen(e->subject) - 1] == '>') /* P.register.<model> */
             return e;
     }
     return first;

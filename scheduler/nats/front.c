@@ -259,7 +259,6 @@ void front_nats_state(front_t *f, front_nats_state_t *out)
 
 static void front_on_error(natsConnection *nc, natsSubscription *sub, natsStatus err, void *closure)
 {
-    (void)nc;
     front_t *f = closure;
     int64_t dropped = 0;
     if (sub != NULL)
@@ -267,9 +266,16 @@ static void front_on_error(natsConnection *nc, natsSubscription *sub, natsStatus
     atomic_fetch_add(&f->errors, 1);
     /* A client causes these at will (a reply subject the server refuses the daemon, for one):
      * counted always, logged within a budget. */
+    /* the server's text names the subject a permission refused (P.register.> when the
+     * daemon's user is configured for an older release) */
+    const char *text = NULL;
+    if (err == NATS_NOT_PERMITTED)
+        natsConnection_GetLastError(nc, &text);
     if (log_budget_allow(&f->error_lines, LOG_ERROR, front_now_ns(), "NATS errors"))
-        log_write(LOG_ERROR, "NATS error: %s (%lld messages dropped on this subscription so far)",
-                  natsStatus_GetText(err), (long long)dropped);
+        log_write(LOG_ERROR,
+                  "NATS error: %s%s%s (%lld messages dropped on this subscription so far)",
+                  natsStatus_GetText(err), text != NULL ? ": " : "", text != NULL ? text : "",
+                  (long long)dropped);
     if (err == NATS_SLOW_CONSUMER) /* one message dropped per slow-consumer report */
         daemon_dropped_note(f->d);
 }
@@ -514,16 +520,18 @@ daemon_status_t front_connect(front_t *f, const front_config_t *cfg)
         if (st != DAEMON_OK)
             goto out;
     }
+    /* the token is what follows "<prefix>.<verb>.": a consumer's secret, or the model of
+     * P.register.<model> ('>' as for submits: a model may contain dots) */
     struct {
         const char *verb;
         ev_kind_t kind;
-        int wildcard;
-    } verbs[] = {{"register", EV_REGISTER, 0}, {"pull", EV_PULL, 1}, {"ack", EV_ACK, 1},
-                 {"hb", EV_HEARTBEAT, 1},      {"bye", EV_BYE, 1},   {"stats", EV_STATS, 0},
-                 {"metrics", EV_METRICS, 0}};
+        const char *tail;
+    } verbs[] = {{"register", EV_REGISTER, ""}, {"register", EV_REGISTER, ".>"},
+                 {"pull", EV_PULL, ".*"},       {"ack", EV_ACK, ".*"},
+                 {"hb", EV_HEARTBEAT, ".*"},    {"bye", EV_BYE, ".*"},
+                 {"stats", EV_STATS, ""},       {"metrics", EV_METRICS, ""}};
     for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
-        snprintf(subject, sizeof(subject), "%s.%s%s", p, verbs[i].verb,
-                 verbs[i].wildcard ? ".*" : "");
+        snprintf(subject, sizeof(subject), "%s.%s%s", p, verbs[i].verb, verbs[i].tail);
         if ((st = front_subscribe(f, subject, verbs[i].kind, plen + strlen(verbs[i].verb) + 2)) !=
             DAEMON_OK)
             goto out;

@@ -83,12 +83,13 @@ static void codec_others(const uint8_t *data, size_t size)
     uint8_t *buf = NULL;
     size_t len = 0;
     codec_register_t *reg = NULL;
-    if (codec_decode_register(data, size, &reg) == CODEC_OK) {
-        FUZZ_REQUIRE(codec_register_check(reg) == CODEC_OK);
+    if (codec_decode_register(data, size, NULL, &reg) == CODEC_OK) {
+        FUZZ_REQUIRE(codec_register_check(reg, NULL) == CODEC_OK);
+        FUZZ_REQUIRE(codec_register_check(reg, reg->model) == CODEC_OK); /* its own subject */
         (void)codec_register_caps_check(reg, &caps);
         if (codec_encode_register(reg, &buf, &len) == CODEC_OK) {
             codec_register_t *back = NULL;
-            FUZZ_REQUIRE(codec_decode_register(buf, len, &back) == CODEC_OK);
+            FUZZ_REQUIRE(codec_decode_register(buf, len, NULL, &back) == CODEC_OK);
             FUZZ_REQUIRE(back->max_batch_size == reg->max_batch_size &&
                          strcmp(back->model, reg->model) == 0);
             codec_register_destroy(back);

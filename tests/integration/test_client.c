@@ -252,8 +252,8 @@ static int case_no_daemon(void)
     st = lc_consumer_open(cl, &k, &c);
     H_REQUIRE(st == LC_ENORESPONDERS, "consumer open without a daemon: %s", lc_status_str(st));
     H_REQUIRE(c == (lc_consumer_t *)&g_sentinel, "*out was written on failure");
-    H_REQUIRE(strstr(lc_client_error_get(cl), H_PREFIX ".register") != NULL, "error text '%s'",
-              lc_client_error_get(cl));
+    H_REQUIRE(strstr(lc_client_error_get(cl), H_PREFIX ".register." MODEL) != NULL,
+              "error text '%s'", lc_client_error_get(cl));
 
     /* The same request once a daemon listens: the failure above was the missing daemon. */
     h_daemon_start(NULL);

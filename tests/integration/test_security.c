@@ -21,6 +21,10 @@
  *                       and byes on those, and acks of gpu-0's batch ids on its own subjects, take
  *                       nothing and settle nothing; gpu-0 then acks every item itself, and every
  *                       accepted item is completed exactly once by the worker it was sent to.
+ *   model_authority     gpu-mistral, whose user may register for mistral only, cannot publish a
+ *                       Register for llama (lanes.register.llama, lanes.register), gets no
+ *                       consumer through the C client, and its Register naming llama on
+ *                       lanes.register.mistral is refused bad_model; gpu-0 takes llama's items.
  *   standby             a second lanesched on the same bucket (a data directory of its own)
  *                       waits for the lease: reading the lease's key under the documented
  *                       permissions raises no permissions violation on the server.
@@ -545,6 +549,70 @@ static int case_consumer_isolation(void)
     return 0;
 }
 
+static int case_model_authority(void)
+{
+    /* gpu-mistral may register for mistral only: every way to llama's work is refused */
+    raw_t *atk = raw_open("gpu-mistral");
+    raw_pub_refused(atk, "lanes.register.llama", "x", 1);
+    raw_pub_refused(atk, "lanes.register", "x", 1);
+    raw_pub_refused(atk, "lanes.register.llama.x", "x", 1);
+    lc_client_t *atk_client = sec_client("gpu-mistral");
+    lc_consumer_config_t k;
+    lc_consumer_config_init(&k);
+    k.model = MODEL;
+    k.max_batch_size = 8;
+    k.max_batch_tokens = 4096;
+    k.request_timeout_ms = 1000;
+    lc_consumer_t *con = NULL;
+    lc_status_t st = lc_consumer_open(atk_client, &k, &con);
+    REQUIRE(st != LC_OK, "gpu-mistral registered for %s", MODEL);
+    /* on the subject it may use, a Register naming llama is refused bad_model */
+    codec_register_t reg = {.model = MODEL, .max_batch_size = 8, .max_batch_tokens = 4096};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    REQUIRE(codec_encode_register(&reg, &buf, &len) == CODEC_OK, "encode register");
+    natsMsg *m = NULL;
+    natsStatus ns =
+        natsConnection_Request(&m, atk->nc, "lanes.register.mistral", buf, (int)len, 5000);
+    free(buf);
+    REQUIRE(ns == NATS_OK, "no answer to a Register for %s on lanes.register.mistral: %s", MODEL,
+            natsStatus_GetText(ns));
+    codec_registered_t *out = NULL;
+    REQUIRE(codec_decode_registered(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), &out) ==
+                CODEC_OK,
+            "registered reply");
+    natsMsg_Destroy(m);
+    REQUIRE(strncmp(out->error, "bad_model: ", 11) == 0 && out->consumer_id[0] == '\0',
+            "a Register for %s on lanes.register.mistral: error '%s', id '%s'", MODEL, out->error,
+            out->consumer_id);
+    codec_registered_destroy(out);
+    /* llama's own worker registers on lanes.register.llama and takes everything */
+    lc_client_t *prod = sec_client("producer-a"), *gpu = sec_client("gpu-0");
+    sec_submit(prod, "m", N_ITEMS);
+    lc_consumer_t *own = sec_consumer(gpu, "gpu-0");
+    unsigned char seen[N_ITEMS] = {0};
+    sec_drain(own, N_ITEMS, N_ITEMS, seen);
+    json_t *doc = sec_stats();
+    json_t *list = json_object_get(doc, "consumers");
+    REQUIRE(json_array_size(list) == 1, "%zu consumers registered, 1 expected",
+            json_array_size(list));
+    json_t *bad =
+        json_object_get(json_object_get(json_object_get(doc, "counters"), "rejected"), "bad_model");
+    REQUIRE(json_integer_value(bad) == 1, "rejected.bad_model is %lld",
+            (long long)json_integer_value(bad));
+    json_decref(doc);
+    lc_consumer_close(own);
+    lc_client_close(gpu);
+    lc_client_close(prod);
+    lc_client_close(atk_client);
+    int v = atomic_load(&atk->violations);
+    raw_close(atk);
+    sec_log("%d refused registers of gpu-mistral; its Register naming %s on its own subject was "
+            "refused bad_model; gpu-0 took all %d items",
+            v, MODEL, N_ITEMS);
+    return 0;
+}
+
 /* Sends an Ack as a request on subject; the decoded reply (codec_ack_reply_destroy), or NULL
  * when nobody answered. */
 static codec_ack_reply_t *raw_ack(raw_t *r, const char *subject, uint64_t batch_id)
@@ -758,6 +826,7 @@ static const struct {
     {"producer_isolation", case_producer_isolation},
     {"consumer_isolation", case_consumer_isolation},
     {"consumer_authority", case_consumer_authority},
+    {"model_authority", case_model_authority},
     {"standby", case_standby},
     {"reflection", case_reflection},
 };

@@ -82,7 +82,8 @@ test("info lists the endpoints with their subjects", async () => {
   for (const i of infos) {
     assert.equal(i.type, "io.nats.micro.v1.info_response");
     const subjects = Object.fromEntries(i.endpoints.map((e) => [e.name, e.subject]));
-    assert.equal(subjects.register, "lanes.register");
+    const registers = i.endpoints.filter((e) => e.name === "register").map((e) => e.subject);
+    assert.deepEqual(registers, ["lanes.register", "lanes.register.>"]);
     assert.equal(subjects.pull, "lanes.pull.*");
     assert.equal(subjects.ack, "lanes.ack.*");
     assert.equal(subjects.stats, "lanes.stats");

@@ -491,7 +491,7 @@ static void test_random_bytes_never_crash_any_decoder(void **state)
         }
         {
             codec_register_t *m = NULL;
-            codec_status_t st = codec_decode_register(buf, len, &m);
+            codec_status_t st = codec_decode_register(buf, len, NULL, &m);
             assert_true(st != CODEC_ENOMEM && st != CODEC_EINVAL);
             codec_register_destroy(m);
         }
@@ -527,7 +527,7 @@ static codec_status_t register_status(const codec_register_t *in)
     codec_status_t st;
 
     assert_int_equal(codec_encode_register(in, &buf, &len), CODEC_OK);
-    st = codec_decode_register(buf, len, &out);
+    st = codec_decode_register(buf, len, NULL, &out);
     free(buf);
     if (st == CODEC_OK)
         codec_register_destroy(out);
@@ -541,6 +541,36 @@ static void test_register_rejects_empty_model(void **state)
     const codec_register_t r = {"", 8, 4096, 0, "gpu-0", 0, 0, 0, 0, 0};
     (void)state;
     assert_int_equal(register_status(&r), CODEC_EBAD_MODEL);
+}
+
+/* On P.register.<model> the body names that model; on P.register (NULL or "") any. */
+static void test_register_names_the_model_of_its_subject(void **state)
+{
+    const codec_register_t r = {"llama", 8, 4096, 0, "gpu-0", 0, 0, 0, 0, 0};
+    (void)state;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(codec_encode_register(&r, &buf, &len), CODEC_OK);
+    struct {
+        const char *subject_model;
+        codec_status_t want;
+    } cases[] = {
+        {"llama", CODEC_OK},        {NULL, CODEC_OK},           {"", CODEC_OK},
+        {"qwen", CODEC_EBAD_MODEL}, {"llam", CODEC_EBAD_MODEL}, {"llama.x", CODEC_EBAD_MODEL}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        codec_register_t *out = NULL;
+        assert_int_equal(codec_decode_register(buf, len, cases[i].subject_model, &out),
+                         cases[i].want);
+        assert_true((out != NULL) == (cases[i].want == CODEC_OK));
+        codec_register_destroy(out);
+    }
+    /* the model rules come first: a bad name is bad_model_name whatever the subject */
+    const codec_register_t bad = {"a b", 8, 4096, 0, "gpu-0", 0, 0, 0, 0, 0};
+    free(buf);
+    assert_int_equal(codec_encode_register(&bad, &buf, &len), CODEC_OK);
+    codec_register_t *out = NULL;
+    assert_int_equal(codec_decode_register(buf, len, "llama", &out), CODEC_EBAD_MODEL_NAME);
+    free(buf);
 }
 
 static void test_register_rejects_zero_batch_size(void **state)
@@ -597,7 +627,8 @@ static void test_register_name_cap_counts_bytes_past_a_nul(void **state)
         name[1] = 0;
         codec_register_t *r = NULL;
         assert_int_equal(
-            codec_decode_register(buf, register_with_name(buf, name, cases[i].len), &r), CODEC_OK);
+            codec_decode_register(buf, register_with_name(buf, name, cases[i].len), NULL, &r),
+            CODEC_OK);
         assert_int_equal(r->name_len, cases[i].len);
         assert_int_equal(codec_register_caps_check(r, &caps), cases[i].want);
         codec_register_destroy(r);
@@ -806,7 +837,7 @@ static void test_roundtrip_register(void **state)
     size_t len = 0;
     (void)state;
     assert_int_equal(codec_encode_register(&in, &buf, &len), CODEC_OK);
-    assert_int_equal(codec_decode_register(buf, len, &out), CODEC_OK);
+    assert_int_equal(codec_decode_register(buf, len, NULL, &out), CODEC_OK);
     free(buf);
     assert_string_equal(out->model, "llama");
     assert_int_equal(out->max_batch_size, 32);
@@ -830,12 +861,12 @@ static void test_register_cost_and_cache_fields(void **state)
         0x40, 0x02,       /* 8 cache_shapes 2 */
     };
     codec_register_t *out = NULL;
-    assert_int_equal(codec_decode_register(wire, sizeof(wire), &out), CODEC_OK);
+    assert_int_equal(codec_decode_register(wire, sizeof(wire), NULL, &out), CODEC_OK);
     assert_int_equal(out->batch_fixed_us, 5000);
     assert_int_equal(out->token_ns, 10000);
     assert_int_equal(out->cache_shapes, 2);
     codec_register_destroy(out);
-    assert_int_equal(codec_decode_register(wire, 7, &out), CODEC_OK); /* fields 1-3 only */
+    assert_int_equal(codec_decode_register(wire, 7, NULL, &out), CODEC_OK); /* fields 1-3 only */
     assert_int_equal(out->batch_fixed_us, 0);
     assert_int_equal(out->token_ns, 0);
     assert_int_equal(out->cache_shapes, 0);
@@ -844,7 +875,7 @@ static void test_register_cost_and_cache_fields(void **state)
     uint8_t *buf = NULL;
     size_t len = 0;
     assert_int_equal(codec_encode_register(&in, &buf, &len), CODEC_OK);
-    assert_int_equal(codec_decode_register(buf, len, &out), CODEC_OK);
+    assert_int_equal(codec_decode_register(buf, len, NULL, &out), CODEC_OK);
     free(buf);
     assert_int_equal(out->batch_fixed_us, 7000);
     assert_int_equal(out->token_ns, 12000);
@@ -1267,7 +1298,7 @@ static void test_unknown_fields_are_ignored(void **state)
     static const uint8_t wire[] = {0x0a, 0x01, 'm', 0x10, 0x01, 0x18, 0x02, 0x98, 0x06, 0x05};
     codec_register_t *r = NULL;
     (void)state;
-    assert_int_equal(codec_decode_register(wire, sizeof wire, &r), CODEC_OK);
+    assert_int_equal(codec_decode_register(wire, sizeof wire, NULL, &r), CODEC_OK);
     assert_string_equal(r->model, "m");
     assert_int_equal(r->max_batch_size, 1);
     assert_int_equal(r->max_batch_tokens, 2);
@@ -1348,6 +1379,7 @@ int main(void)
         cmocka_unit_test(test_random_bytes_never_crash_any_decoder),
         cmocka_unit_test(test_decoded_views_outlive_the_input_buffer),
         cmocka_unit_test(test_register_rejects_empty_model),
+        cmocka_unit_test(test_register_names_the_model_of_its_subject),
         cmocka_unit_test(test_register_rejects_zero_batch_size),
         cmocka_unit_test(test_register_rejects_zero_batch_tokens),
         cmocka_unit_test(test_register_accepts_zero_max_input_as_unlimited),

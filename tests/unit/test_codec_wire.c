@@ -824,7 +824,7 @@ static void test_strings_with_a_nul_or_not_utf8_are_refused_per_item(void **stat
         put_tag(&r, 3, 0);
         put_varint(&r, 4096);
         codec_register_t *reg = NULL;
-        assert_int_equal(codec_decode_register(r.b, r.n, &reg), regs[k].want);
+        assert_int_equal(codec_decode_register(r.b, r.n, NULL, &reg), regs[k].want);
         assert_true((reg != NULL) == (regs[k].want == CODEC_OK));
         codec_register_destroy(reg);
     }

@@ -494,6 +494,40 @@ static void test_every_refused_register_and_undecodable_message_is_counted(void 
     json_decref(doc);
 }
 
+/* A Register on P.register.<model> names that model or is refused bad_model and creates
+ * nothing: the server's permission on the subject is the authority over the model. */
+static void test_a_register_on_a_model_subject_names_that_model(void **state)
+{
+    fx_t *f = *state;
+    const codec_register_t r = {"llama", 8, 4096, 0, "w", 0, 0, 0, 0, 0};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(codec_encode_register(&r, &buf, &len), CODEC_OK);
+    static const char *const subject_models[] = {"qwen", "llama"};
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(daemon_post(f->d, EV_REGISTER, subject_models[i], "reg.reply", buf, len),
+                         0);
+        turn(f);
+        codec_registered_t *out = NULL;
+        const sent_t *sent = last_on(f, "reg.reply");
+        assert_int_equal(codec_decode_registered(sent->data, sent->len, &out), CODEC_OK);
+        if (i == 0) {
+            assert_true(strncmp(out->error, "bad_model: ", 11) == 0);
+            assert_string_equal(out->consumer_id, "");
+        } else {
+            assert_string_equal(out->error, "");
+            assert_int_equal(strlen(out->consumer_id), 32);
+        }
+        codec_registered_destroy(out);
+    }
+    free(buf);
+    json_t *doc = stats(f);
+    json_t *rej = json_object_get(json_object_get(doc, "counters"), "rejected");
+    assert_int_equal(json_integer_value(json_object_get(rej, "bad_model")), 1);
+    assert_int_equal(json_array_size(json_object_get(doc, "consumers")), 1);
+    json_decref(doc);
+}
+
 /* ---- dispatch ------------------------------------------------------------------------------- */
 
 static void test_a_batch_is_committed_only_after_its_publish_succeeds(void **state)
@@ -1329,6 +1363,8 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_every_refused_register_and_undecodable_message_is_counted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_register_on_a_model_subject_names_that_model, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_a_batch_no_one_received_comes_back_at_once, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_silence_past_dead_after_returns_the_batch, setup,

@@ -134,14 +134,16 @@ static void submit(fx_t *f, const char *model, uint32_t tokens, const char *id, 
     free(buf);
 }
 
-static codec_registered_t *reg(fx_t *f, const char *model, uint32_t bs, uint32_t bt)
+/* A Register sent on P.register (subject_model NULL) or P.register.<subject_model>. */
+static codec_registered_t *reg_on(fx_t *f, const char *subject_model, const char *model,
+                                  uint32_t bs, uint32_t bt)
 {
     codec_register_t r = {
         .model = model, .max_batch_size = bs, .max_batch_tokens = bt, .name = "gpu"};
     uint8_t *buf = NULL;
     size_t len = 0;
     assert_int_equal(codec_encode_register(&r, &buf, &len), CODEC_OK);
-    assert_int_equal(daemon_post(f->d, EV_REGISTER, NULL, "reg.reply", buf, len), 0);
+    assert_int_equal(daemon_post(f->d, EV_REGISTER, subject_model, "reg.reply", buf, len), 0);
     free(buf);
     turn(f);
     size_t n = 0;
@@ -149,6 +151,11 @@ static codec_registered_t *reg(fx_t *f, const char *model, uint32_t bs, uint32_t
     codec_registered_t *out = NULL;
     assert_int_equal(codec_decode_registered(data, n, &out), CODEC_OK);
     return out;
+}
+
+static codec_registered_t *reg(fx_t *f, const char *model, uint32_t bs, uint32_t bt)
+{
+    return reg_on(f, NULL, model, bs, bt);
 }
 
 static json_t *service(fx_t *f, const char *token)
@@ -199,10 +206,12 @@ static void test_ping_info_and_stats_carry_the_standard_fields(void **state)
     json_t *info = service(f, "INFO");
     json_t *eps = json_object_get(info, "endpoints");
     static const char *const want[][2] = {
-        {"submit", "lanes.submit.>"}, {"register", "lanes.register"}, {"pull", "lanes.pull.*"},
-        {"ack", "lanes.ack.*"},       {"stats", "lanes.stats"},       {"metrics", "lanes.metrics"}};
-    assert_int_equal(json_array_size(eps), 6);
-    for (size_t i = 0; i < 6; i++) {
+        {"submit", "lanes.submit.>"},     {"register", "lanes.register"},
+        {"register", "lanes.register.>"}, {"pull", "lanes.pull.*"},
+        {"ack", "lanes.ack.*"},           {"stats", "lanes.stats"},
+        {"metrics", "lanes.metrics"}};
+    assert_int_equal(json_array_size(eps), 7);
+    for (size_t i = 0; i < 7; i++) {
         json_t *e = json_array_get(eps, i);
         assert_string_equal(json_string_value(json_object_get(e, "name")), want[i][0]);
         assert_string_equal(json_string_value(json_object_get(e, "subject")), want[i][1]);
@@ -221,6 +230,12 @@ static void test_stats_count_requests_and_errors_per_endpoint(void **state)
     codec_registered_t *r = reg(f, "llama", 0, 100); /* zero_batch_size */
     assert_true(strncmp(r->error, "zero_batch_size", 15) == 0);
     codec_registered_destroy(r);
+    r = reg_on(f, "qwen", "llama", 8, 100); /* bad_model: not the subject's */
+    assert_true(strncmp(r->error, "bad_model", 9) == 0);
+    codec_registered_destroy(r);
+    r = reg_on(f, "llama", "llama", 8, 100);
+    assert_string_equal(r->error, "");
+    codec_registered_destroy(r);
     turn(f);
     json_t *doc = service(f, "STATS.lanesched");
     assert_non_null(json_object_get(doc, "started"));
@@ -232,8 +247,9 @@ static void test_stats_count_requests_and_errors_per_endpoint(void **state)
     } want[] = {{"lanes.submit.llama", 2, 1, "zero_tokens"},
                 {"lanes.submit.qwen", 1, 0, NULL},
                 {"lanes.register", 1, 1, "zero_batch_size"},
+                {"lanes.register.>", 2, 1, "bad_model"},
                 {"lanes.pull.*", 0, 0, NULL}};
-    for (size_t i = 0; i < 4; i++) {
+    for (size_t i = 0; i < 5; i++) {
         json_t *e = json_array_get(eps, i);
         assert_string_equal(json_string_value(json_object_get(e, "subject")), want[i].subject);
         assert_int_equal(json_integer_value(json_object_get(e, "num_requests")), want[i].requests);
@@ -345,7 +361,7 @@ static void test_a_snapshot_without_reply_goes_to_the_sink_and_counts_no_request
     assert_non_null(f->snapshot);
     assert_non_null(strstr(f->snapshot, "# TYPE lanesched_queue_wait_seconds histogram\n"));
     json_t *doc = service(f, "STATS");
-    json_t *m = json_array_get(json_object_get(doc, "endpoints"), 5);
+    json_t *m = json_array_get(json_object_get(doc, "endpoints"), 6);
     assert_string_equal(json_string_value(json_object_get(m, "name")), "metrics");
     assert_int_equal(json_integer_value(json_object_get(m, "num_requests")), 1); /* the client's */
     json_decref(doc);

@@ -172,7 +172,7 @@ static json_t *watch_submit_reply(const void *data, size_t len, const char **err
 static json_t *watch_register(const void *data, size_t len, const char **err)
 {
     codec_register_t *r = NULL;
-    codec_status_t st = codec_decode_register(data, len, &r);
+    codec_status_t st = codec_decode_register(data, len, NULL, &r);
     if (st != CODEC_OK) { /* the daemon refuses it with this word */
         *err = codec_status_reason(st);
         return NULL;
@@ -371,6 +371,7 @@ static const char *watch_kind_of(const watch_t *w, const char *subject, const ch
         const char *verb, *kind, *reply;
         int once;
     } verbs[] = {{"submit.", "submit", "submit_reply", 1},
+                 {"register.", "register", "registered", 1},
                  {"register", "register", "registered", 1},
                  {"pull.", "pull", "batch", 0},
                  {"ack.", "ack", "ack_reply", 1},

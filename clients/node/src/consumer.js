@@ -168,7 +168,7 @@ export class Consumer extends EventEmitter {
             token_ns: o.tokenNs,
             cache_shapes: o.cacheShapes,
         });
-        const data = await requestRetry(this.nc, this.client.subject('register'), bytes, {
+        const data = await requestRetry(this.nc, this.client.subject('register', o.model), bytes, {
             timeoutMs: o.registerTimeoutMs,
             retryForMs,
             stopped: () => this.state === 'closed',

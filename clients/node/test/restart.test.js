@@ -185,7 +185,7 @@ test('a daemon that forgets every registration at once gets registrations with b
     // A fake on the daemon's subjects: every Register answered, every pull with unknown_consumer.
     const nc = await env.connection();
     let registers = 0;
-    const reg = nc.subscribe(`${env.prefix}.register`, {
+    const reg = nc.subscribe(`${env.prefix}.register.forgetful`, {
         callback: (err, m) => {
             registers++;
             m.respond(
