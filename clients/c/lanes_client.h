@@ -338,10 +338,10 @@ typedef struct lc_consumer lc_consumer_t;
 void lc_consumer_config_init(lc_consumer_config_t *config /* out */);
 
 /*
- * Subscribes the consumer's inbox, sends Register on <prefix>.register (retrying as configured)
- * and starts the heartbeat thread. client: borrowed, must outlive the consumer. config: borrowed
- * for the call (copied, strings included). *out is returned to the caller, released with
- * lc_consumer_close. On failure the reason is on the client (lc_client_error_get);
+ * Subscribes the consumer's inbox, sends Register on <prefix>.register.<model> (retrying as
+ * configured) and starts the heartbeat thread. client: borrowed, must outlive the consumer.
+ * config: borrowed for the call (copied, strings included). *out is returned to the caller,
+ * released with lc_consumer_close. On failure the reason is on the client (lc_client_error_get);
  * Registered.error gives LC_EREFUSED.
  */
 lc_status_t lc_consumer_open(lc_client_t *client, const lc_consumer_config_t *config,

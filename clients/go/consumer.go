@@ -47,7 +47,7 @@ type ConsumerOptions struct {
 	MaxBatchTokens uint32
 	MaxInputTokens uint32 // 0 = unlimited
 	Name           string
-	// The worker's declared cost and cache (subjects.md, P.register); all 0: the daemon
+	// The worker's declared cost and cache (subjects.md, P.register.<model>); all 0: the daemon
 	// estimates the cost from the worker's batch times, and the cache holds 1 shape.
 	BatchFixedUs uint32 // fixed cost per batch, microseconds
 	TokenNs      uint32 // cost per padded token, nanoseconds

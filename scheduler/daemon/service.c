@@ -11,8 +11,8 @@
  *   1. Every reply carries type (io.nats.micro.v1.<verb>_response), name "lanesched", the
  *      instance id, the release version (SemVer) and metadata with the protocol version.
  *   2. The endpoints are the request/reply subjects of subjects.md (submit, one per model with
- *      --models, register, pull, ack, stats, metrics), fixed at create: INFO and STATS list the
- *      same ones in the same order.
+ *      --models, register twice: P.register and P.register.>, pull, ack, stats, metrics), fixed
+ *      at create: INFO and STATS list the same ones in the same order.
  *   3. A request counts once, for the endpoint of its subject, when the owner handles it; its
  *      processing time is the owner's time on it. An error is a reply that refused something
  *      (a whole message, or any item of a Submit); last_error is its code word and text.

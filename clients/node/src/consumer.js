@@ -61,8 +61,9 @@ const DEFAULTS = Object.freeze({
     registerTimeoutMs: 2000,
     registerRetryForMs: 30000, // for the first registration; later ones retry until close()
     errorPauseMs: 1000, // after an ERROR batch other than unknown_consumer (e.g. publish_failed)
-    // The worker's declared cost and cache (Register fields 6-8; subjects.md, P.register): 0 =
-    // not sent (the daemon estimates the cost from batch times; the cache holds one shape).
+    // The worker's declared cost and cache (Register fields 6-8; subjects.md,
+    // P.register.<model>): 0 = not sent (the daemon estimates the cost from batch times; the
+    // cache holds one shape).
     batchFixedUs: 0,
     tokenNs: 0,
     cacheShapes: 0,

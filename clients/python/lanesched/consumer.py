@@ -180,16 +180,15 @@ def _u32(name: str, v: int) -> int:
 class Consumer:
     """Registers with the packing contract and yields batches as work arrives.
 
-    Required: model, max_batch_size, max_batch_tokens. Options: max_input_tokens (0 =
-    unlimited), name (for people); the worker's declared cost and cache (subjects.md, P.register):
-    batch_fixed_us (fixed cost per batch, microseconds), token_ns (per padded token,
-    nanoseconds), cache_shapes (prompt shapes its prefix cache keeps warm; 0 = 1) - all 0: the
-    daemon estimates the cost; prefetch (batches kept requested ahead, >= 1; 2), pull_expires_ms
-    (each pull's wait; 5000), heartbeat_ms (None: the daemon's; 0: none), ack_timeout (seconds per
-    Ack, Bye and probe attempt; 2.0), ack_retries (more attempts; 2), register_retry_for (how
-    long the first registration is retried while no daemon answers; 30.0), on_warning (called
-    with each LanesError the consumer rides out; default: logged). Unknown options are a
-    TypeError.
+    Required: model, max_batch_size, max_batch_tokens. Options: max_input_tokens (0 = unlimited),
+    name (for people); the worker's declared cost and cache (subjects.md, P.register.<model>):
+    batch_fixed_us (fixed cost per batch, microseconds), token_ns (per padded token, nanoseconds),
+    cache_shapes (prompt shapes its prefix cache keeps warm; 0 = 1) - all 0: the daemon estimates
+    the cost; prefetch (batches kept requested ahead, >= 1; 2), pull_expires_ms (each pull's wait;
+    5000), heartbeat_ms (None: the daemon's; 0: none), ack_timeout (seconds per Ack, Bye and probe
+    attempt; 2.0), ack_retries (more attempts; 2), register_retry_for (how long the first
+    registration is retried while no daemon answers; 30.0), on_warning (called with each LanesError
+    the consumer rides out; default: logged). Unknown options are a TypeError.
     """
 
     def __init__(
