@@ -205,6 +205,7 @@ static void daemon_store_log(void *ctx, int level, const char *msg)
 typedef struct {
     struct daemon *d;
     model_t *model;  /* the queue's */
+    uint64_t seed;   /* its dedupe_seed */
     uint64_t now_ns; /* the scan's: every id rebuilt into the window at once (one run) */
     dedupe_key_t ahead[DAEMON_SCAN_AHEAD]; /* asked for, not added yet: oldest at next */
     size_t n_ahead, next;
@@ -214,7 +215,7 @@ static void daemon_scan_item(void *ctx, const store_view_t *v)
 {
     daemon_scan_t *sc = ctx;
     if (v->id_len != 0) {
-        dedupe_key_t k = dedupe_key(v->id_view, v->id_len);
+        dedupe_key_t k = dedupe_key(sc->seed, v->id_view, v->id_len);
         dedupe_prefetch(&sc->d->dedupe, k, 0);
         if (sc->n_ahead < DAEMON_SCAN_AHEAD) {
             sc->ahead[sc->n_ahead++] = k;
@@ -247,6 +248,7 @@ static daemon_status_t daemon_scan(daemon_t *d)
     for (q = NULL; store_queue_next(d->store, q, &q, &key, NULL);) { /* invariant 2 */
         if ((scan.model = models_get(d, key.model)) == NULL)
             return DAEMON_ENOMEM;
+        scan.seed = dedupe_seed(key.model);
         if (store_queue_scan(d->store, q, daemon_scan_item, &scan) != STORE_OK)
             return DAEMON_ESTORE;
     }

@@ -32,8 +32,13 @@
  *   8. The hash is seeded with the process's secret (common/hashseed.h): ids are the client's,
  *      and unseeded ones can be searched offline for a shared home slot in a few million hashes.
  *      The keys are never stored (invariant 5 rebuilds them), so a new seed per process is free.
+ *   9. A key is the model's and the id's: the id is hashed under a seed drawn from the model's
+ *      name, so one model's ids never make another's duplicate. A retry goes to the model it
+ *      was sent to, and a producer whose permission names one model cannot shadow the ids of
+ *      another.
  *
- * Rejected: keeping the ids themselves (up to 64 bytes each); a Bloom filter (false positives
+ * Rejected: keeping the ids themselves (up to 64 bytes each); keys of the id alone (a producer
+ * allowed one model could make another model's ids duplicate); a Bloom filter (false positives
  * would drop items); an expiry in every record (24-byte records, 32 bytes per id); one expiry
  * per fixed block of records (a record would leave early, or late, by the block's span);
  * refusing new items when the window is full (a bounded window must not stop intake; a retry
@@ -56,10 +61,15 @@
 #define DEDUPE_RING_MIN 1024u
 #define DEDUPE_RUNS_MIN 64u
 
-dedupe_key_t dedupe_key(const uint8_t *id, size_t len)
+uint64_t dedupe_seed(const char *model)
 {
-    XXH128_hash_t h = XXH3_128bits_withSeed(id, len, hashseed_get().a); /* invariant 8 */
-    return (dedupe_key_t){h.low64, (uint32_t)h.high64};                 /* invariant 2 */
+    return XXH3_64bits_withSeed(model, strlen(model), hashseed_get().a); /* invariants 8, 9 */
+}
+
+dedupe_key_t dedupe_key(uint64_t seed, const uint8_t *id, size_t len)
+{
+    XXH128_hash_t h = XXH3_128bits_withSeed(id, len, seed);
+    return (dedupe_key_t){h.low64, (uint32_t)h.high64}; /* invariant 2 */
 }
 
 static dedupe_key_t dedupe_rec_key(const dedupe_rec_t *r)

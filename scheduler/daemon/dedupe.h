@@ -12,8 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* An id's key: 96 bits of its XXH3 128-bit hash (dedupe.c invariant 2), computed once per item
- * for dedupe_contains and dedupe_add. */
+/* An item's key: 96 bits of the XXH3 128-bit hash of its id under its model's seed (dedupe.c
+ * invariants 2 and 9), computed once per item for dedupe_contains and dedupe_add. */
 typedef struct {
     uint64_t a;
     uint32_t b;
@@ -56,8 +56,11 @@ void dedupe_init(dedupe_t *d, uint64_t window_ns);
 void dedupe_fini(dedupe_t *d);
 /* Bounds the ids held (0 = no bound, the default): past it, adding forgets the oldest. */
 void dedupe_limit_set(dedupe_t *d, size_t max_ids);
-/* The key of an id (borrowed for the call), under the process's hash seed (common/hashseed.h). */
-dedupe_key_t dedupe_key(const uint8_t *id, size_t len);
+/* The seed of a model's keys (model: borrowed for the call), from the process's hash seed
+ * (common/hashseed.h): computed once per Submit or stored queue. */
+uint64_t dedupe_seed(const char *model);
+/* The key of an id (borrowed for the call) of the model whose dedupe_seed is seed. */
+dedupe_key_t dedupe_key(uint64_t seed, const uint8_t *id, size_t len);
 /* 1 if the id of key k was accepted within the window. */
 int dedupe_contains(dedupe_t *d, dedupe_key_t k, uint64_t now_ns);
 daemon_status_t dedupe_add(dedupe_t *d, dedupe_key_t k, uint64_t now_ns);

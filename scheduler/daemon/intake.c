@@ -203,8 +203,9 @@ void intake_submit(struct daemon *d, const ev_t *ev, replies_t *deferred)
         goto reply;
     }
     dedupe_key_t *keys = (dedupe_key_t *)(results + (sub->n_items ? sub->n_items : 1));
+    uint64_t seed = dedupe_seed(ev->token); /* every accepted item is of the subject's model */
     for (size_t i = 0; i < sub->n_items; i++) {
-        keys[i] = dedupe_key(sub->items[i].id.ptr, sub->items[i].id.len);
+        keys[i] = dedupe_key(seed, sub->items[i].id.ptr, sub->items[i].id.len);
         if (i < INTAKE_DEDUPE_AHEAD)
             dedupe_prefetch(&d->dedupe, keys[i], 0);
     }

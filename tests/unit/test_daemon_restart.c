@@ -1,8 +1,9 @@
 /*
  * test_daemon_restart.c - what the daemon keeps across a restart of the same disk store:
- * batch ids are never handed out again (stale acks from before a crash
- * settled new batches), and the per-model queue totals come back with the items, so the queue
- * limits hold across restarts. Same fixture as test_daemon_limits.c (daemon_fx.h).
+ * batch ids are never handed out again (stale acks from before a crash settled new batches),
+ * the per-model queue totals come back with the items, so the queue limits hold across
+ * restarts, and the dedupe window is rebuilt per model. Same fixture as test_daemon_limits.c
+ * (daemon_fx.h).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -60,6 +61,33 @@ static void test_batch_ids_are_not_reused_across_restarts(void **state)
     fx_destroy(f);
 }
 
+/* The status of item "<prefix>0" of a one-item Submit of model. */
+static codec_item_status_t submit_one(fx_t *f, const char *model, const char *prefix)
+{
+    fx_submit(f, model, 42, prefix, 0, 1, 0, "dup.reply");
+    fx_turn(f);
+    codec_submit_reply_t *r = fx_submit_reply(f, "dup.reply");
+    codec_item_status_t st = r->results[0].status;
+    codec_submit_reply_destroy(r);
+    return st;
+}
+
+/* The dedupe window keys on the model and the id (dedupe.c invariant 9), also as rebuilt from
+ * the store at a restart: an id of one model is no duplicate of another model's. */
+static void test_an_id_is_a_duplicate_within_its_model_only(void **state)
+{
+    (void)state;
+    fx_t *f = fx_create(NULL, 1);
+    assert_int_equal(submit_one(f, "llama", "order-"), CODEC_ITEM_ACCEPTED);
+    assert_int_equal(submit_one(f, "qwen", "order-"), CODEC_ITEM_ACCEPTED);
+    assert_int_equal(submit_one(f, "llama", "order-"), CODEC_ITEM_DUPLICATE);
+    fx_restart(f);
+    assert_int_equal(submit_one(f, "llama", "order-"), CODEC_ITEM_DUPLICATE);
+    assert_int_equal(submit_one(f, "qwen", "order-"), CODEC_ITEM_DUPLICATE);
+    assert_int_equal(submit_one(f, "mistral", "order-"), CODEC_ITEM_ACCEPTED);
+    fx_destroy(f);
+}
+
 /* The memory store too: two daemons of one process never share a batch id. */
 static void test_batch_ids_differ_between_memory_stores(void **state)
 {
@@ -114,6 +142,7 @@ int main(void)
         cmocka_unit_test(test_batch_ids_are_not_reused_across_restarts),
         cmocka_unit_test(test_batch_ids_differ_between_memory_stores),
         cmocka_unit_test(test_queue_limits_hold_across_a_restart),
+        cmocka_unit_test(test_an_id_is_a_duplicate_within_its_model_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,14 +19,18 @@
 
 #include <xxhash.h>
 
+/* The seed of the model most cases use. */
+#define SEED dedupe_seed("llama")
+
 static int has(dedupe_t *d, const char *id, uint64_t now_ns)
 {
-    return dedupe_contains(d, dedupe_key((const uint8_t *)id, strlen(id)), now_ns);
+    return dedupe_contains(d, dedupe_key(SEED, (const uint8_t *)id, strlen(id)), now_ns);
 }
 
 static void add(dedupe_t *d, const char *id, uint64_t now_ns)
 {
-    assert_int_equal(dedupe_add(d, dedupe_key((const uint8_t *)id, strlen(id)), now_ns), DAEMON_OK);
+    assert_int_equal(dedupe_add(d, dedupe_key(SEED, (const uint8_t *)id, strlen(id)), now_ns),
+                     DAEMON_OK);
 }
 
 static size_t fmt_id(char *buf, size_t cap, const char *prefix, uint32_t i)
@@ -60,13 +64,13 @@ static void test_prefetch_changes_nothing(void **state)
     (void)state;
     dedupe_t d;
     dedupe_init(&d, 1000);
-    dedupe_key_t absent = dedupe_key((const uint8_t *)"absent", 6);
+    dedupe_key_t absent = dedupe_key(SEED, (const uint8_t *)"absent", 6);
     for (unsigned level = 0; level < 2; level++)
         dedupe_prefetch(&d, absent, level); /* no index yet */
     char id[32];
     for (uint32_t i = 0; i < 300; i++) {
         size_t n = fmt_id(id, sizeof(id), "p", i);
-        dedupe_key_t k = dedupe_key((const uint8_t *)id, n);
+        dedupe_key_t k = dedupe_key(SEED, (const uint8_t *)id, n);
         dedupe_prefetch(&d, k, 0);
         dedupe_prefetch(&d, k, 1);
         assert_int_equal(dedupe_add(&d, k, 10), DAEMON_OK);
@@ -74,7 +78,7 @@ static void test_prefetch_changes_nothing(void **state)
     size_t len = d.len;
     for (uint32_t i = 0; i < 600; i++) {
         size_t n = fmt_id(id, sizeof(id), "p", i);
-        dedupe_key_t k = dedupe_key((const uint8_t *)id, n);
+        dedupe_key_t k = dedupe_key(SEED, (const uint8_t *)id, n);
         for (unsigned level = 0; level < 2; level++)
             dedupe_prefetch(&d, k, level);
         assert_int_equal(dedupe_contains(&d, k, 20), i < 300);
@@ -117,8 +121,8 @@ static void test_empty_id_is_an_id_like_any_other(void **state)
     /* The codec rejects empty ids before they get here; the window itself does not care. */
     dedupe_t d;
     dedupe_init(&d, 100);
-    assert_int_equal(dedupe_add(&d, dedupe_key(NULL, 0), 10), DAEMON_OK);
-    assert_true(dedupe_contains(&d, dedupe_key(NULL, 0), 10));
+    assert_int_equal(dedupe_add(&d, dedupe_key(SEED, NULL, 0), 10), DAEMON_OK);
+    assert_true(dedupe_contains(&d, dedupe_key(SEED, NULL, 0), 10));
     assert_false(has(&d, "x", 10));
     dedupe_fini(&d);
 }
@@ -221,13 +225,14 @@ static void test_many_ids_ring_grows(void **state)
     /* Move the ring's head off zero first, so growth has to unwrap a ring that wraps around. */
     for (uint32_t i = 0; i < 700; i++) {
         size_t n = fmt_id(id, sizeof(id), "old", i);
-        assert_int_equal(dedupe_add(&d, dedupe_key((const uint8_t *)id, n), i), DAEMON_OK);
+        assert_int_equal(dedupe_add(&d, dedupe_key(SEED, (const uint8_t *)id, n), i), DAEMON_OK);
     }
     size_t cap0 = d.cap;
     uint64_t t0 = 700 + W; /* every "old" id has expired by now */
     for (uint32_t i = 0; i < N; i++) {
         size_t n = fmt_id(id, sizeof(id), "new", i);
-        assert_int_equal(dedupe_add(&d, dedupe_key((const uint8_t *)id, n), t0 + i), DAEMON_OK);
+        assert_int_equal(dedupe_add(&d, dedupe_key(SEED, (const uint8_t *)id, n), t0 + i),
+                         DAEMON_OK);
     }
     assert_int_equal(d.len, N);
     assert_true(d.cap >= N);
@@ -237,17 +242,18 @@ static void test_many_ids_ring_grows(void **state)
     uint64_t now = t0 + N - 1;
     for (uint32_t i = 0; i < N; i++) {
         size_t n = fmt_id(id, sizeof(id), "new", i);
-        assert_true(dedupe_contains(&d, dedupe_key((const uint8_t *)id, n), now));
+        assert_true(dedupe_contains(&d, dedupe_key(SEED, (const uint8_t *)id, n), now));
     }
     for (uint32_t i = 0; i < 700; i++) {
         size_t n = fmt_id(id, sizeof(id), "old", i);
-        assert_false(dedupe_contains(&d, dedupe_key((const uint8_t *)id, n), now));
+        assert_false(dedupe_contains(&d, dedupe_key(SEED, (const uint8_t *)id, n), now));
     }
     /* Half a window on from the middle: the first half has expired, in order. */
     now = t0 + N / 2 + W;
     for (uint32_t i = 0; i < N; i++) {
         size_t n = fmt_id(id, sizeof(id), "new", i);
-        assert_int_equal(dedupe_contains(&d, dedupe_key((const uint8_t *)id, n), now), i > N / 2);
+        assert_int_equal(dedupe_contains(&d, dedupe_key(SEED, (const uint8_t *)id, n), now),
+                         i > N / 2);
     }
     assert_int_equal(d.len, N - N / 2 - 1);
     assert_true(dedupe_check(&d));
@@ -267,8 +273,8 @@ static void test_no_collisions_in_1m_ids(void **state)
     for (uint32_t i = 0; i < N; i++) {
         size_t n = fmt_id(id, sizeof(id), "item", i);
         /* A collision with an earlier id would read as a duplicate here and lose an item. */
-        assert_false(dedupe_contains(&d, dedupe_key((const uint8_t *)id, n), 1));
-        assert_int_equal(dedupe_add(&d, dedupe_key((const uint8_t *)id, n), 1), DAEMON_OK);
+        assert_false(dedupe_contains(&d, dedupe_key(SEED, (const uint8_t *)id, n), 1));
+        assert_int_equal(dedupe_add(&d, dedupe_key(SEED, (const uint8_t *)id, n), 1), DAEMON_OK);
     }
     /* Every id holds its own key: none replaced another's map entry. */
     assert_int_equal(d.len, N);
@@ -276,15 +282,15 @@ static void test_no_collisions_in_1m_ids(void **state)
     /* A million ids never accepted are not found either. */
     for (uint32_t i = 0; i < N; i++) {
         size_t n = fmt_id(id, sizeof(id), "other", i);
-        assert_false(dedupe_contains(&d, dedupe_key((const uint8_t *)id, n), 2));
+        assert_false(dedupe_contains(&d, dedupe_key(SEED, (const uint8_t *)id, n), 2));
     }
     /* Near-identical binary ids (one byte or one length apart) are distinct too. */
     uint8_t a[64] = {0}, b[64] = {0};
     b[63] = 1;
-    assert_int_equal(dedupe_add(&d, dedupe_key(a, sizeof(a)), 3), DAEMON_OK);
-    assert_false(dedupe_contains(&d, dedupe_key(b, sizeof(b)), 3));
-    assert_false(dedupe_contains(&d, dedupe_key(a, sizeof(a) - 1), 3));
-    assert_true(dedupe_contains(&d, dedupe_key(a, sizeof(a)), 3));
+    assert_int_equal(dedupe_add(&d, dedupe_key(SEED, a, sizeof(a)), 3), DAEMON_OK);
+    assert_false(dedupe_contains(&d, dedupe_key(SEED, b, sizeof(b)), 3));
+    assert_false(dedupe_contains(&d, dedupe_key(SEED, a, sizeof(a) - 1), 3));
+    assert_true(dedupe_contains(&d, dedupe_key(SEED, a, sizeof(a)), 3));
     dedupe_fini(&d);
 }
 
@@ -371,7 +377,7 @@ static void test_reserve_sizes_once_and_keeps_what_is_held(void **state)
     const dedupe_rec_t *ring = d.ring;
     for (uint32_t i = 0; i < N; i++) {
         size_t n = fmt_id(id, sizeof(id), "r", i);
-        dedupe_key_t k = dedupe_key((const uint8_t *)id, n);
+        dedupe_key_t k = dedupe_key(SEED, (const uint8_t *)id, n);
         dedupe_prefetch(&d, k, 0);
         assert_int_equal(dedupe_add(&d, k, 1), DAEMON_OK);
     }
@@ -380,7 +386,7 @@ static void test_reserve_sizes_once_and_keeps_what_is_held(void **state)
     assert_true(has(&d, "before", 2));
     for (uint32_t i = 0; i < N; i++) {
         size_t n = fmt_id(id, sizeof(id), "r", i);
-        assert_true(dedupe_contains(&d, dedupe_key((const uint8_t *)id, n), 2));
+        assert_true(dedupe_contains(&d, dedupe_key(SEED, (const uint8_t *)id, n), 2));
     }
     assert_true(dedupe_check(&d));
     assert_int_equal(dedupe_reserve(&d, 10), DAEMON_OK); /* past the reservation: grows */
@@ -433,7 +439,7 @@ static void test_bytes_per_id(void **state)
     dedupe_limit_set(&d, N);
     for (uint32_t i = 0; i < N; i++) {
         size_t n = fmt_id(id, sizeof(id), "item", i);
-        assert_int_equal(dedupe_add(&d, dedupe_key((const uint8_t *)id, n), 1 + i / RUN),
+        assert_int_equal(dedupe_add(&d, dedupe_key(SEED, (const uint8_t *)id, n), 1 + i / RUN),
                          DAEMON_OK);
     }
     assert_true(dedupe_check(&d));
@@ -444,7 +450,7 @@ static void test_bytes_per_id(void **state)
     uint64_t last = 1 + (N - 1) / RUN;
     for (uint32_t i = 0; i < N; i++) {
         size_t n = fmt_id(id, sizeof(id), "item", i);
-        assert_true(dedupe_contains(&d, dedupe_key((const uint8_t *)id, n), last));
+        assert_true(dedupe_contains(&d, dedupe_key(SEED, (const uint8_t *)id, n), last));
     }
     assert_false(has(&d, "item-x", last + W)); /* all expired */
     assert_int_equal(d.len, 0);
@@ -459,13 +465,31 @@ static void test_the_key_is_seeded(void **state)
 {
     (void)state;
     static const char id[] = "order-42";
-    dedupe_key_t k = dedupe_key((const uint8_t *)id, sizeof(id) - 1);
-    XXH128_hash_t seeded = XXH3_128bits_withSeed(id, sizeof(id) - 1, hashseed_get().a);
+    dedupe_key_t k = dedupe_key(SEED, (const uint8_t *)id, sizeof(id) - 1);
+    uint64_t model = XXH3_64bits_withSeed("llama", 5, hashseed_get().a);
+    XXH128_hash_t seeded = XXH3_128bits_withSeed(id, sizeof(id) - 1, model);
     XXH128_hash_t plain = XXH3_128bits(id, sizeof(id) - 1);
     assert_true(k.a == seeded.low64 && k.b == (uint32_t)seeded.high64);
     assert_true(k.a != plain.low64);
-    dedupe_key_t again = dedupe_key((const uint8_t *)id, sizeof(id) - 1);
+    dedupe_key_t again = dedupe_key(SEED, (const uint8_t *)id, sizeof(id) - 1);
     assert_true(again.a == k.a && again.b == k.b);
+}
+
+/* invariant 9: one model's ids never make another's duplicate; the seed is the model's name */
+static void test_an_id_is_a_duplicate_within_its_model_only(void **state)
+{
+    (void)state;
+    dedupe_t d;
+    dedupe_init(&d, 1000);
+    static const uint8_t id[] = "order-42";
+    uint64_t llama = dedupe_seed("llama"), qwen = dedupe_seed("qwen");
+    assert_true(llama != qwen);
+    assert_true(llama == dedupe_seed("llama"));
+    assert_int_equal(dedupe_add(&d, dedupe_key(llama, id, sizeof(id) - 1), 1), DAEMON_OK);
+    assert_true(dedupe_contains(&d, dedupe_key(llama, id, sizeof(id) - 1), 2));
+    assert_false(dedupe_contains(&d, dedupe_key(qwen, id, sizeof(id) - 1), 2));
+    assert_false(dedupe_contains(&d, dedupe_key(dedupe_seed("llam"), id, sizeof(id) - 1), 2));
+    dedupe_fini(&d);
 }
 
 int main(void)
@@ -488,6 +512,7 @@ int main(void)
         cmocka_unit_test(test_bytes_per_id),
         cmocka_unit_test(test_reserve_sizes_once_and_keeps_what_is_held),
         cmocka_unit_test(test_the_key_is_seeded),
+        cmocka_unit_test(test_an_id_is_a_duplicate_within_its_model_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
