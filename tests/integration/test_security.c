@@ -449,13 +449,23 @@ static void sec_drain(lc_consumer_t *con, unsigned want, unsigned total, unsigne
 
 /* ---- cases --------------------------------------------------------------------------------- */
 
+/* producer-a submits N_ITEMS items "<tag>-<n>" and gpu-0 registers (on lanes.register.llama)
+ * and takes every one; the three are returned to the caller to close. */
+static void sec_work(const char *tag, lc_client_t **prod, lc_client_t **gpu, lc_consumer_t **con)
+{
+    *prod = sec_client("producer-a");
+    *gpu = sec_client("gpu-0");
+    sec_submit(*prod, tag, N_ITEMS);
+    *con = sec_consumer(*gpu, "gpu-0");
+    unsigned char seen[N_ITEMS] = {0};
+    sec_drain(*con, N_ITEMS, N_ITEMS, seen);
+}
+
 static int case_end_to_end(void)
 {
-    lc_client_t *prod = sec_client("producer-a"), *gpu = sec_client("gpu-0");
-    sec_submit(prod, "e2e", N_ITEMS);
-    lc_consumer_t *con = sec_consumer(gpu, "gpu-0");
-    unsigned char seen[N_ITEMS] = {0};
-    sec_drain(con, N_ITEMS, N_ITEMS, seen);
+    lc_client_t *prod = NULL, *gpu = NULL;
+    lc_consumer_t *con = NULL;
+    sec_work("e2e", &prod, &gpu, &con);
     json_t *doc = sec_stats();
     REQUIRE(sec_counter(doc, "items_received") == N_ITEMS &&
                 sec_counter(doc, "items_completed") == N_ITEMS,
@@ -587,11 +597,9 @@ static int case_model_authority(void)
             out->consumer_id);
     codec_registered_destroy(out);
     /* llama's own worker registers on lanes.register.llama and takes everything */
-    lc_client_t *prod = sec_client("producer-a"), *gpu = sec_client("gpu-0");
-    sec_submit(prod, "m", N_ITEMS);
-    lc_consumer_t *own = sec_consumer(gpu, "gpu-0");
-    unsigned char seen[N_ITEMS] = {0};
-    sec_drain(own, N_ITEMS, N_ITEMS, seen);
+    lc_client_t *prod = NULL, *gpu = NULL;
+    lc_consumer_t *own = NULL;
+    sec_work("m", &prod, &gpu, &own);
     json_t *doc = sec_stats();
     json_t *list = json_object_get(doc, "consumers");
     REQUIRE(json_array_size(list) == 1, "%zu consumers registered, 1 expected",
