@@ -6,7 +6,8 @@
 # drain, and ends with a short table: GPU time, p99 wait, waste and hit rate of this run beside
 # the lanesched policy and FIFO simulated on the same items (the run's arrivals, recorded with
 # `lanesched-ctl watch`, replayed through `lanesched-bench sim` on workers of the same cost), how
-# far the live row is from the simulated lanesched row, and what the headline compares.
+# far the live row is from the simulated lanesched row, what the headline compares, and how long
+# a worker waited from an ack to its next batch (the turnaround the simulation does not have).
 #
 #   scripts/demo.sh [--seconds N] [--keep] [--help]
 #
@@ -275,11 +276,12 @@ node -e '
     try {
         for (const p of JSON.parse(fs.readFileSync(process.argv[2], "utf8")).policies) sim[p.policy] = p;
     } catch (e) { /* no comparison: printed as n/a */ }
-    const w = { work_s: 0, batches: 0, padded: 0, real: 0, hits: 0 };
+    const w = { work_s: 0, batches: 0, padded: 0, real: 0, hits: 0, gaps: [] };
     for (const line of process.argv[3].split("\n").filter(Boolean)) {
         const j = JSON.parse(line);
         w.work_s += j.work_s; w.batches += j.batches; w.padded += j.padded_tokens;
         w.real += j.real_tokens; w.hits += j.cache_hits;
+        if (typeof j.next_batch_us_p50 === "number") w.gaps.push(j.next_batch_us_p50 / 1000);
     }
     const s = (ns) => (ns === undefined ? "n/a" : ns < 1e9 ? (ns / 1e6).toFixed(1) + " ms" : (ns / 1e9).toFixed(2) + " s");
     const pc = (x) => (x === undefined || x === null ? "n/a" : Number(x).toFixed(1) + "%");
@@ -313,6 +315,9 @@ node -e '
     console.log(`GPU time: ${process.argv[4]} us per batch + ${process.argv[5]} us per padded token, and a model\u2019s prompt prefix at that rate` +
         "\nwhen the batch\u2019s shape is not in the worker\u2019s cache (live and simulated). Hit rate, both: batches whose shape" +
         `\nis among the last ${process.argv[6]} shapes their worker served. Live waits also hold the NATS round trips and this machine\u2019s load.`);
+    if (w.gaps.length)
+        console.log(`From an ack to its next batch a live worker waited a median ${Math.min(...w.gaps).toFixed(2)}-${Math.max(...w.gaps).toFixed(2)} ms` +
+            " (its turnaround, and the wait for work when none was queued); a simulated one waits for work only.");
     process.exit(agree ? 0 : 3);
 ' "$FINAL" "$WORK/sim.json" "$WORKERS_JSON" "$WORK_US_PER_BATCH" "$WORK_US_PER_TOKEN" "$CACHE_SHAPES" || AGREE=0
 [ "$SIM_OK" = 1 ] || echo "demo: the FIFO comparison failed (see $WORK/sim.log)" >&2

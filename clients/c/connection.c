@@ -14,11 +14,17 @@
  *  3. Results reach the caller's out pointers only on LC_OK; each function releases what it
  *     allocated through its single `out:` label.
  *  4. lc_client_open writes errbuf only on failure, and leaves *out untouched then.
+ *  5. Unless config->nats_flusher, every message is written to the socket when it is sent
+ *     (natsOptions_SetSendAsap): nats.c's flusher thread waits 1 ms before each write it does, and
+ *     a worker that pulls after each batch would idle that long for its pull, again for the
+ *     daemon's answer if it waits too.
  *
  * Rejected alternatives:
  *  - A retry loop in each caller (submit, register, ack, bye): four copies of the back-off rule.
  *  - Backing off after a timeout too: the timeout itself already waited timeout_ms; only a
  *    no-responders answer, which comes back at once, needs a pause before the next attempt.
+ *  - natsConnection_Flush after a pull or an ack instead of invariant 5: a PING round trip each,
+ *    and nats.c has no call that writes its buffer without one.
  *  - Keeping the failure text in a thread-local: a caller asks for it on the handle it used, and
  *    the handle outlives the thread that failed.
  */
@@ -313,6 +319,10 @@ lc_status_t lc_client_open(const lc_client_config_t *config, char *errbuf, size_
     if (text_given(config->tls_cert_file) &&
         (s = natsOptions_LoadCertificatesChain(opts, config->tls_cert_file,
                                                config->tls_key_file)) != NATS_OK)
+        goto nats_fail;
+    what = "send at once";
+    if (!config->nats_flusher /* invariant 5 */ &&
+        (s = natsOptions_SetSendAsap(opts, true)) != NATS_OK)
         goto nats_fail;
     what = "connect timeout";
     if (config->connect_timeout_ms > 0 &&

@@ -99,6 +99,11 @@ typedef struct {
     const char *inbox_prefix;   /* replies and batches arrive on "<inbox_prefix>.<unique>"; NULL =
                                    nats.c's "_INBOX" (an operator may give each user a private
                                    one, e.g. "_INBOX.alice", allowed by the server's permissions) */
+    bool nats_flusher;          /* false (default): each message is written to the socket when it
+                                   is sent, as nats.go and nats.js send; true: nats.c's flusher
+                                   thread gathers them, holding each up to 1 ms (fewer writes for a
+                                   producer of many small Submits; a worker that pulls one batch at
+                                   a time idles that long per pull) */
 } lc_client_config_t;
 
 typedef struct lc_client lc_client_t;

@@ -62,6 +62,7 @@ int daemon_send(struct daemon *d, const char *subject, const char *reply, const 
 {
     if (d->publish == NULL)
         return -1;
+    d->published = true;
     return d->publish(d->publish_ctx, subject, reply, data, len) == 0 ? 0 : -1;
 }
 
@@ -81,6 +82,12 @@ void daemon_publish_set(daemon_t *d, daemon_publish_fn publish, void *ctx)
 {
     d->publish = publish;
     d->publish_ctx = ctx;
+}
+
+void daemon_idle_set(daemon_t *d, daemon_idle_fn idle, void *ctx)
+{
+    d->idle = idle;
+    d->idle_ctx = ctx;
 }
 
 const char *daemon_model_name_fault(const char *name)

@@ -246,6 +246,12 @@ void daemon_destroy(daemon_t *d);
 
 /* Sets the publish function before daemon_run (ctx borrowed). Without one, nothing goes out. */
 void daemon_publish_set(daemon_t *d, daemon_publish_fn publish, void *ctx);
+/* Called on the owner thread when it is about to wait for events with none queued, having
+ * published since the last call (turn.c invariant 8): the transport writes what it still holds
+ * buffered. */
+typedef void (*daemon_idle_fn)(void *ctx);
+/* Sets the idle function before daemon_run (ctx borrowed). Without one, none is called. */
+void daemon_idle_set(daemon_t *d, daemon_idle_fn idle, void *ctx);
 /* The longest base daemon_undelivered_set takes. */
 #define DAEMON_UNDELIVERED_BASE_MAX 160u
 /* Sets, before daemon_run, the subject under which Batches ask for NATS's no-responders status:

@@ -104,6 +104,8 @@ ev_t *evqueue_take(evqueue_t *q, uint64_t wait_ns, size_t *out_n /* out */);
 int evqueue_untake(evqueue_t *q, size_t handled);
 /* Releases the burst in hand (all its messages together). */
 void evqueue_done(evqueue_t *q);
+/* True when no event is queued. Thread-safe (an event may be posted right after). */
+bool evqueue_empty(evqueue_t *q);
 
 /* ---- replies held until the turn's flush (replies.c) ---------------------------------------- */
 
@@ -332,6 +334,9 @@ struct daemon {
     log_budget_t consumer_deaths; /* declared dead: its own, so a flood hides no death */
     daemon_publish_fn publish;
     void *publish_ctx;
+    daemon_idle_fn idle; /* turn.c invariant 8 */
+    void *idle_ctx;
+    bool published;         /* a publish since the last idle call */
     char *undelivered_base; /* daemon_undelivered_set (owned); NULL: Batches carry no reply */
     evqueue_t events;
     uint64_t next_tick_ns;

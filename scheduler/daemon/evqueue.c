@@ -307,6 +307,14 @@ ev_t *evqueue_take(evqueue_t *q, uint64_t wait_ns, size_t *out_n)
     return burst;
 }
 
+bool evqueue_empty(evqueue_t *q)
+{
+    pthread_mutex_lock(&q->lock);
+    bool empty = q->n_in == 0 && q->n_own == 0;
+    pthread_mutex_unlock(&q->lock);
+    return empty;
+}
+
 int evqueue_untake(evqueue_t *q, size_t handled)
 {
     if (handled >= q->n_out)

@@ -34,6 +34,10 @@
  *   7. A turn handles events for at most TURN_EVENTS_BUDGET_NS (at least one event), so a
  *      backlog of costly messages (a flood of Submits of thousands of rejected items each)
  *      cannot hold the timers, the fill and the lease notes for seconds.
+ *   8. Before it waits for events with none queued, the owner calls the transport's idle
+ *      function if it published since the last call: what the turn published leaves at once
+ *      (a worker waiting on its pull gets its Batch) instead of at the transport's timer, and
+ *      while events keep coming the transport goes on gathering writes.
  *
  * Rejected: a timer thread. Timers change scheduling state, and only the owner may.
  */
@@ -221,6 +225,10 @@ daemon_status_t daemon_turn(daemon_t *d, uint64_t wait_ns, int *out_stopped)
     uint64_t wait = wake > now ? wake - now : 0; /* invariant 3 */
     wait = wait < DAEMON_WAIT_MAX_NS ? wait : DAEMON_WAIT_MAX_NS;
     wait = wait < wait_ns ? wait : wait_ns;
+    if (d->published && d->idle != NULL && wait > 0 && evqueue_empty(&d->events)) {
+        d->published = false; /* invariant 8 */
+        d->idle(d->idle_ctx);
+    }
     replies_t deferred = {0};
     int stop = 0;
     size_t n = 0;

@@ -1,8 +1,9 @@
 /*
  * front.c - the NATS front: with main.c, the only daemon code that talks to nats.c.
  *
- * Owns the connection and the subscriptions. Every callback hands the message to the owner
- * thread (invariant 6) and returns; it never touches scheduling state.
+ * Owns the connection, the subscriptions and the writer thread (invariant 13). Every callback
+ * hands the message to the owner thread (invariant 6) and returns; it never touches scheduling
+ * state.
  *
  * Invariants:
  *   1. No silent drops: every subscription's pending limits are lifted (core NATS would
@@ -52,6 +53,13 @@
  *  12. A connection nats.c closes for good while the daemon serves (not by front_destroy) stops
  *      the daemon with exit status 1 (front_lost): a process that stayed up deaf would hold its
  *      models, its lock and its leases while serving no one.
+ *  13. What the owner published leaves when it goes idle (turn.c invariant 8), unless --send
+ *      flusher: its idle call wakes the writer thread, which flushes the connection (a PING
+ *      written with everything buffered; the writer, not the owner, waits for the PONG). nats.c's
+ *      flusher thread waits 1 ms before each write it does: left to it, a worker that pulls after
+ *      each batch waits that long for every Batch (docs/bench.md, "The demo"). While events keep
+ *      coming the owner does not go idle, and the flusher gathers the writes. One flush at a
+ *      time: idle calls during one ask for one more.
  *
  * Rejected: nats.c's micro-service module (not in nats.c 3.4), and queue-group subscriptions
  * (one daemon instance owns each model's scheduling state; several instances split models
@@ -65,8 +73,9 @@
  *   - Copying each message into an event (four allocations and a copy of
  *     the payload per message, then natsMsg_Destroy, which wakes nats.c's garbage collector
  *     thread per message).
- *   - natsOptions_SetSendAsap: a write system call per reply instead of the flusher's one per
- *     turn's worth.
+ *   - natsOptions_SetSendAsap instead of invariant 13: a socket write per reply and Batch, by the
+ *     owner, which cost throughput and CPU per item at saturation, where invariant 13 seldom
+ *     flushes (docs/throughput.md, "Writing at once").
  *   - natsOptions_SetIOBufSize of 1 MiB instead of 32 KiB: a batch publish no longer fills the
  *     write buffer (the owner then writes to the socket itself) and a Submit fits one read, but
  *     neither the throughput nor the daemon's CPU per item moved (docs/owner-thread.md).
@@ -110,6 +119,10 @@
 /* The wait for the server's PONG after a submit subject is unsubscribed (invariant 9): short,
  * since the lease thread waits too; a slower PONG only keeps the subscription until later. */
 #define FRONT_RETIRE_FLUSH_MS 1000
+/* The writer's wait for the PONG of its flush (invariant 13). The write is done before the wait
+ * begins, and nothing needs the PONG: a loopback or same-zone round trip is well within 5 ms, and
+ * on a slower link the writer stops waiting so that the next idle call is not held behind it. */
+#define FRONT_WRITE_FLUSH_MS 5
 
 typedef struct {
     front_t *front;
@@ -152,6 +165,13 @@ struct front {
     atomic_uint_fast64_t down_since_ns; /* when the current outage began, 0 while connected */
     char undelivered[DAEMON_UNDELIVERED_BASE_MAX + 8]; /* its subscription's subject (inv. 11) */
     atomic_int lost; /* the connection closed for good while serving (invariant 12) */
+    /* invariant 13: the writer thread */
+    pthread_mutex_t write_lock;
+    pthread_cond_t write_cond;
+    int write_asked; /* under write_lock: the owner went idle since the last flush began */
+    int write_stop;  /* under write_lock */
+    int writer_started;
+    pthread_t writer;
 };
 
 static uint64_t front_now_ns(void)
@@ -287,8 +307,54 @@ front_t *front_create(daemon_t *d)
         return NULL;
     f->d = d;
     pthread_mutex_init(&f->submits_lock, NULL);
+    pthread_mutex_init(&f->write_lock, NULL);
+    pthread_cond_init(&f->write_cond, NULL);
     daemon_release_set(d, front_release, f);
     return f;
+}
+
+/* Invariant 13. */
+static void *front_writer_main(void *arg)
+{
+    front_t *f = arg;
+    pthread_mutex_lock(&f->write_lock);
+    for (;;) {
+        while (!f->write_asked && !f->write_stop)
+            pthread_cond_wait(&f->write_cond, &f->write_lock);
+        if (f->write_stop)
+            break;
+        f->write_asked = 0;
+        pthread_mutex_unlock(&f->write_lock);
+        natsConnection_FlushTimeout(f->nc, FRONT_WRITE_FLUSH_MS);
+        pthread_mutex_lock(&f->write_lock);
+    }
+    pthread_mutex_unlock(&f->write_lock);
+    return NULL;
+}
+
+/* The daemon's idle function (invariant 13), on the owner thread. */
+static void front_idle(void *ctx)
+{
+    front_t *f = ctx;
+    pthread_mutex_lock(&f->write_lock);
+    if (!f->write_asked) {
+        f->write_asked = 1;
+        pthread_cond_signal(&f->write_cond);
+    }
+    pthread_mutex_unlock(&f->write_lock);
+}
+
+static void front_writer_stop(front_t *f)
+{
+    if (!f->writer_started)
+        return;
+    daemon_idle_set(f->d, NULL, NULL);
+    pthread_mutex_lock(&f->write_lock);
+    f->write_stop = 1;
+    pthread_cond_signal(&f->write_cond);
+    pthread_mutex_unlock(&f->write_lock);
+    pthread_join(f->writer, NULL);
+    f->writer_started = 0;
 }
 
 int front_publish(void *ctx, const char *subject, const char *reply, const void *data, size_t len)
@@ -544,6 +610,15 @@ daemon_status_t front_connect(front_t *f, const front_config_t *cfg)
     st = s == NATS_OK ? DAEMON_OK : DAEMON_ENATS;
     if (st == DAEMON_OK)
         front_undelivered_check(f);
+    if (st == DAEMON_OK && !cfg->nats_flusher) { /* invariant 13 */
+        if (pthread_create(&f->writer, NULL, front_writer_main, f) != 0) {
+            log_write(LOG_ERROR, "cannot start the NATS writer thread");
+            st = DAEMON_ENOMEM;
+            goto out;
+        }
+        f->writer_started = 1;
+        daemon_idle_set(f->d, front_idle, f);
+    }
 out:
     natsOptions_Destroy(opts);
     free(servers);
@@ -709,6 +784,7 @@ void front_destroy(front_t *f)
         free(f->submits[i]);
     }
     free(f->submits);
+    front_writer_stop(f); /* it flushes f->nc */
     if (f->nc != NULL)
         natsConnection_Close(f->nc);
     front_retired_destroy(f); /* invariant 9: the read loop is joined */
@@ -727,5 +803,7 @@ void front_destroy(front_t *f)
     if (nats_CloseAndWait(5000) != NATS_OK)
         log_write(LOG_WARN, "the NATS library did not stop within 5 s");
     pthread_mutex_destroy(&f->submits_lock);
+    pthread_mutex_destroy(&f->write_lock);
+    pthread_cond_destroy(&f->write_cond);
     free(f);
 }

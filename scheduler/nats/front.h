@@ -21,6 +21,8 @@ typedef struct {
     int tls_url;              /* a URL says tls:// (common/url.h): TLS is required */
     const char *models;       /* comma-separated, NULL = every model */
     int leases;               /* models' submit subjects follow their leases (front_submit_serve) */
+    /* Writes are left to nats.c's flusher thread alone (--send flusher; front.c invariant 13). */
+    int nats_flusher;
     /* Waiting for NATS at start: how long in total (0 = forever), and the pause between tries,
      * which returns nonzero to give up (a stop signal came). */
     uint32_t connect_wait_ms;
@@ -32,7 +34,9 @@ typedef struct front front_t;
 
 front_t *front_create(daemon_t *d);
 /* Connects, retrying with backoff while no server answers (a log line each try, bounded by
- * connect_wait_ms), then subscribes every subject of the daemon. DAEMON_ENATS when it gave up. */
+ * connect_wait_ms), then subscribes every subject of the daemon and, unless cfg->nats_flusher,
+ * starts the writer thread and sets the daemon's idle function (front.c invariant 13).
+ * DAEMON_ENATS when it gave up, DAEMON_ENOMEM when the thread could not start. */
 daemon_status_t front_connect(front_t *f, const front_config_t *cfg);
 /* Stops taking work: drains the subscriptions (what nats.c already received still reaches the
  * owner; the owner still publishes replies). Called again by front_destroy, it does nothing. */

@@ -84,6 +84,11 @@ static const flag_t flags[] = {
     {"power-sync", "files|fs", "files",
      "how --durability power syncs a turn: every touched segment file, all at once, or one "
      "syncfs (cheaper with many lanes on a volume of its own)"},
+    {"send", "prompt|flusher", "prompt",
+     "how replies and batches leave: prompt writes what was published whenever the daemon has "
+     "nothing else to do, so a waiting worker gets its batch at once, and under load leaves the "
+     "writes to nats.c's flusher thread; flusher always does, which holds each up to 1 ms to "
+     "write many at once"},
     {"models", "M1,M2,...", NULL, "models this instance owns (default: every model)"},
     {"lease-bucket", "NAME", NULL,
      "exclusive ownership (off by default): serve each model of --models only while holding its "
@@ -572,6 +577,16 @@ static int config_leases(const main_flags_t *v, lease_kv_config_t *lc)
     return 0;
 }
 
+/* A flag of two values: 0 for a, 1 for b, or -1 after saying on stderr what it must be. */
+static int main_choice(const main_flags_t *v, const char *name, const char *a, const char *b)
+{
+    const char *value = flag_value(v, name);
+    if (strcmp(value, a) == 0 || strcmp(value, b) == 0)
+        return strcmp(value, b) == 0;
+    fprintf(stderr, "lanesched: %s must be %s or %s, not '%s'\n", flag_label(v, name), a, b, value);
+    return -1;
+}
+
 static int config_build(const main_flags_t *v, daemon_config_t *cfg, front_config_t *fc,
                         lease_kv_config_t *lc)
 {
@@ -594,7 +609,6 @@ static int config_build(const main_flags_t *v, daemon_config_t *cfg, front_confi
         .data_dir = flag_value(v, "data-dir"),
         .models = flag_value(v, "models"),
     };
-    const char *store = flag_value(v, "store"), *dur = flag_value(v, "durability");
     const char *level = flag_value(v, "log-level"), *format = flag_value(v, "log-format");
     log_secret_add(fc->password); /* invariant 4 */
     log_secret_add(fc->token);
@@ -626,20 +640,12 @@ static int config_build(const main_flags_t *v, daemon_config_t *cfg, front_confi
         return -1;
     }
     log_format_set(lf);
-    if (strcmp(store, "disk") != 0 && strcmp(store, "memory") != 0) {
-        fprintf(stderr, "lanesched: %s must be disk or memory, not '%s'\n", flag_label(v, "store"),
-                store);
+    if ((cfg->store_memory = main_choice(v, "store", "disk", "memory")) < 0)
         return -1;
-    }
-    cfg->store_memory = strcmp(store, "memory") == 0;
     if (config_data_dir(v, cfg->data_dir) != 0)
         return -1;
-    if (strcmp(dur, "process") != 0 && strcmp(dur, "power") != 0) {
-        fprintf(stderr, "lanesched: %s must be process or power, not '%s'\n",
-                flag_label(v, "durability"), dur);
+    if ((cfg->durability_power = main_choice(v, "durability", "process", "power")) < 0)
         return -1;
-    }
-    cfg->durability_power = strcmp(dur, "power") == 0;
     if (cfg->store_memory && cfg->durability_power) {
         fprintf(stderr,
                 "lanesched: %s power needs the disk store: %s memory keeps nothing across a "
@@ -647,13 +653,9 @@ static int config_build(const main_flags_t *v, daemon_config_t *cfg, front_confi
                 flag_label(v, "durability"), flag_label(v, "store"));
         return -1;
     }
-    const char *psync = flag_value(v, "power-sync");
-    if (strcmp(psync, "files") != 0 && strcmp(psync, "fs") != 0) {
-        fprintf(stderr, "lanesched: %s must be files or fs, not '%s'\n",
-                flag_label(v, "power-sync"), psync);
+    if ((cfg->power_syncfs = main_choice(v, "power-sync", "files", "fs")) < 0 ||
+        (fc->nats_flusher = main_choice(v, "send", "prompt", "flusher")) < 0)
         return -1;
-    }
-    cfg->power_syncfs = strcmp(psync, "fs") == 0;
     int lv;
     if (log_level_parse(level, &lv) != 0) {
         fprintf(stderr, "lanesched: %s must be debug, info, warn or error\n",

@@ -443,6 +443,8 @@ CTL
 --queue-max-age-ms 1000,m=-5|--queue-max-age-ms takes MS
 --heartbeat-ms 60000 --dead-after-ms 2000|--dead-after-ms (2000) must be longer than --heartbeat-ms (60000)
 --store memory --durability power|--durability power needs the disk store
+--send fast|lanesched: --send must be prompt or flusher, not 'fast'
+--power-sync x|lanesched: --power-sync must be files or fs, not 'x'
 --lease-bucket b --models m --lease-ttl-ms abc|lanesched: --lease-ttl-ms: 'abc' is not a number
 --lease-ttl-ms 299|lanesched: --lease-ttl-ms must be at least 300 ms, not 299
 --lease-bucket b --models m --lease-replicas 0|lanesched: --lease-replicas must be 1 to 5, not 0
@@ -477,6 +479,7 @@ LANESCHED_TLS_KEY=/dev/null||lanesched: LANESCHED_TLS_KEY without --tls-cert
 LANESCHED_MODELS=a,>||lanesched: LANESCHED_MODELS: '>' is not a model name
 LANESCHED_HEARTBEAT_MS=60000|--dead-after-ms 2000|lanesched: --dead-after-ms (2000) must be longer than LANESCHED_HEARTBEAT_MS (60000)
 LANESCHED_QUEUE_MAX_AGE_MS=0||lanesched: LANESCHED_QUEUE_MAX_AGE_MS takes MS
+LANESCHED_SEND=x||lanesched: LANESCHED_SEND must be prompt or flusher, not 'x'
 ENV
     say "7 binaries: --version $version, one wording for unknown flags and commands;" \
         "$n bad daemon values refused before the store opens; 3 bad lanesched-ctl connection flags"

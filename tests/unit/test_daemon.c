@@ -494,6 +494,43 @@ static void test_every_refused_register_and_undecodable_message_is_counted(void 
     json_decref(doc);
 }
 
+static void idle_count(void *ctx)
+{
+    (*(unsigned *)ctx)++;
+}
+
+/* One turn that may wait 1 us for its first event (daemon_turn's idle call needs a wait). */
+static void turn_waiting(fx_t *f)
+{
+    int stopped = -1;
+    assert_int_equal(daemon_turn(f->d, 1000, &stopped), DAEMON_OK);
+    assert_int_equal(stopped, 0);
+}
+
+/* turn.c invariant 8: the idle function runs when the owner is about to wait with nothing
+ * queued, once per stretch of publishing, never while events are queued or nothing went out. */
+static void test_the_owner_going_idle_after_publishing_asks_for_the_writes(void **state)
+{
+    fx_t *f = *state;
+    unsigned idles = 0;
+    daemon_idle_set(f->d, idle_count, &idles);
+    turn_waiting(f);
+    assert_int_equal(idles, 0); /* nothing published yet */
+    assert_int_equal(daemon_post(f->d, EV_STATS, NULL, "stats.reply", NULL, 0), 0);
+    turn(f); /* published, but this turn did not wait */
+    assert_int_equal(idles, 0);
+    assert_int_equal(daemon_post(f->d, EV_STATS, NULL, "stats.reply", NULL, 0), 0);
+    turn_waiting(f); /* an event is queued: the owner does not go idle */
+    assert_int_equal(idles, 0);
+    assert_non_null(last_on(f, "stats.reply"));
+    turn_waiting(f); /* nothing queued, published before: the writes are asked for */
+    assert_int_equal(idles, 1);
+    turn_waiting(f); /* nothing published since */
+    turn_waiting(f);
+    assert_int_equal(idles, 1);
+    daemon_idle_set(f->d, NULL, NULL);
+}
+
 /* A Register on P.register.<model> names that model or is refused bad_model and creates
  * nothing: the server's permission on the subject is the authority over the model. */
 static void test_a_register_on_a_model_subject_names_that_model(void **state)
@@ -1357,6 +1394,8 @@ int main(void)
             test_submit_is_answered_after_the_flush_with_one_result_per_item, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rejections_carry_their_reason_and_are_counted_by_it,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_the_owner_going_idle_after_publishing_asks_for_the_writes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_batch_is_committed_only_after_its_publish_succeeds,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_an_ack_naming_a_missing_position_changes_nothing,

@@ -65,6 +65,10 @@ static lc_client_t *tpl_connect(tpl_thread_t *x, const char *what)
     cc.servers = net_url();
     cc.prefix = run->o->net.prefix;
     cc.name = name;
+    /* Each thread keeps Submits or pulls in flight, so no write is waited for: the flusher
+     * gathers them, as for the JetStream driver and any producer of thousands of Submits a
+     * second (lanes_client.h, nats_flusher). */
+    cc.nats_flusher = true;
     lc_client_t *client = NULL;
     lc_status_t st = lc_client_open(&cc, err, sizeof(err), &client);
     if (st != LC_OK)

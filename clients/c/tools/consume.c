@@ -25,6 +25,9 @@
  *     tokens + --prefix-tokens when the batch missed the cache): the bench's service model, the
  *     prefix computed once per batch on a miss. work_s sums it as charged, not as slept, so a
  *     late wake-up on a loaded machine does not count as GPU time.
+ *  6. next_batch_us_p50 is the median time from a batch's ack (sent or left, invariant 2) to the
+ *     next batch's arrival: the worker's turnaround where work was queued, plus the wait for
+ *     work where none was. The simulated workers have none (lanesched-bench sim).
  *
  * Rejected alternatives:
  *  - Acking positions one by one: `all` is one message and the daemon's fast path; position
@@ -55,6 +58,10 @@
 #define PAD_MULTIPLE             8u /* pad_to is the longest item rounded up to this */
 /* The cache this tool models holds at most this many shapes (the daemon's own cap). */
 #define CONSUME_LRU_MAX 256u
+/* Invariant 6: the gaps' histogram, 10 us wide up to 20 ms, then one bucket for the rest (a
+ * median there reads 20,005 us). */
+#define CONSUME_GAP_BUCKET_US 10u
+#define CONSUME_GAP_BUCKETS   2001u
 
 /* X(name, text): the packing promises a batch can break. */
 #define VIOLATION_MAP(X)                                                    \
@@ -115,6 +122,9 @@ typedef struct {
     double work_us;                       /* simulated work, as charged */
     uint64_t lru[CONSUME_LRU_MAX];        /* the last shapes served, most recent first */
     uint32_t n_lru;
+    uint64_t done_ns; /* when the last batch was acked (invariant 6); 0 before the first */
+    uint64_t n_gaps;
+    uint32_t gaps[CONSUME_GAP_BUCKETS];
 } consume_counts_t;
 
 static void consume_help(FILE *f)
@@ -450,6 +460,28 @@ static void consume_ack_done(void *closure, uint64_t batch_id, lc_status_t st,
     consume_ack_note(a->k, st, reply, a->c, batch_id, st == LC_OK);
 }
 
+/* Invariant 6. */
+static void consume_gap_note(consume_counts_t *k, uint64_t now)
+{
+    if (k->done_ns == 0 || now < k->done_ns)
+        return;
+    uint64_t b = (now - k->done_ns) / 1000u / CONSUME_GAP_BUCKET_US;
+    k->gaps[b < CONSUME_GAP_BUCKETS - 1 ? b : CONSUME_GAP_BUCKETS - 1]++;
+    k->n_gaps++;
+}
+
+/* The median gap in us (a bucket's middle), -1 before a second batch. */
+static double consume_gap_median_us(const consume_counts_t *k)
+{
+    if (k->n_gaps == 0)
+        return -1.0;
+    uint64_t seen = 0;
+    uint32_t b = 0;
+    while (b < CONSUME_GAP_BUCKETS - 1 && (seen += k->gaps[b]) * 2 < k->n_gaps)
+        b++;
+    return ((double)b + 0.5) * CONSUME_GAP_BUCKET_US;
+}
+
 static void consume_summary_print(const consume_opts_t *o, const consume_counts_t *k,
                                   const lc_consumer_stats_t *s, double elapsed_s)
 {
@@ -465,6 +497,9 @@ static void consume_summary_print(const consume_opts_t *o, const consume_counts_
     uint64_t violations = 0;
     for (int v = 0; v < V_COUNT; v++)
         violations += k->violations[v];
+    char gap_text[32] = "null"; /* undefined before a second batch, as the hit rate */
+    if (consume_gap_median_us(k) >= 0)
+        snprintf(gap_text, sizeof(gap_text), "%.0f", consume_gap_median_us(k));
 
     if (o->json) {
         printf("{\"batches\":%" PRIu64 ",\"items\":%" PRIu64 ",\"real_tokens\":%" PRIu64
@@ -485,11 +520,11 @@ static void consume_summary_print(const consume_opts_t *o, const consume_counts_
                ",\"heartbeats\":%" PRIu64 ",\"heartbeats_failed\":%" PRIu64
                ",\"elapsed_s\":%.3f,\"items_per_s\":%.1f,\"cache_hits\":%" PRIu64
                ",\"cache_hit_rate_pct\":%.3f,\"prefix_tokens_computed\":%" PRIu64
-               ",\"work_s\":%.6f}\n",
+               ",\"work_s\":%.6f,\"next_batch_us_p50\":%s}\n",
                k->expired, k->idle_timeouts, k->no_responders, k->reregistrations, k->errors,
                s->heartbeats_sent, s->heartbeats_failed, elapsed_s, rate, k->cache_hits,
                k->batches ? 100.0 * (double)k->cache_hits / (double)k->batches : 0.0,
-               k->prefix_computed, k->work_us / 1e6);
+               k->prefix_computed, k->work_us / 1e6, gap_text);
         return;
     }
     printf("lanesched-consume: batches=%" PRIu64 " items=%" PRIu64 " real_tokens=%" PRIu64
@@ -514,9 +549,9 @@ static void consume_summary_print(const consume_opts_t *o, const consume_counts_
     }
     printf(" expired_pulls=%" PRIu64 " silent_pulls=%" PRIu64 " no_responders=%" PRIu64
            " reregistrations=%" PRIu64 " errors=%" PRIu64 " heartbeats=%" PRIu64
-           " elapsed=%.3fs rate=%.1f items/s\n",
+           " next_batch_us_p50=%s elapsed=%.3fs rate=%.1f items/s\n",
            k->expired, k->idle_timeouts, k->no_responders, k->reregistrations, k->errors,
-           s->heartbeats_sent, elapsed_s, rate);
+           s->heartbeats_sent, k->n_gaps > 0 ? gap_text : "n/a", elapsed_s, rate);
 }
 
 int main(int argc, char **argv)
@@ -600,9 +635,10 @@ int main(int argc, char **argv)
         st = lc_batch_next(consumer, wait_ms, &batch);
         switch (st) {
         case LC_OK:
+            consume_gap_note(&k, clock_mono_ns());
             consume_batch_handle(&o, consumer, batch, &k);
             codec_batch_destroy(batch);
-            last_work = clock_mono_ns();
+            last_work = k.done_ns = clock_mono_ns();
             break;
         case LC_EEMPTY:
             k.expired++;

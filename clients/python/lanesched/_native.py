@@ -59,6 +59,7 @@ class ClientConfig(Structure):
         ("tls", c_bool),
         ("connect_timeout_ms", c_int64),
         ("inbox_prefix", c_char_p),
+        ("nats_flusher", c_bool),
     ]
 
 

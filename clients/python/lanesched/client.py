@@ -123,6 +123,7 @@ class Client:
         tls_cert_file: Optional[str] = None,
         tls_key_file: Optional[str] = None,
         connect_timeout: float = 0.0,
+        nats_flusher: bool = False,
     ) -> None:
         if servers is None:
             servers = os.environ.get("LANESCHED_SERVER", DEFAULT_SERVER)
@@ -138,6 +139,7 @@ class Client:
         (cfg.creds_file, cfg.tls_ca_file, cfg.tls_cert_file, cfg.tls_key_file, cfg.inbox_prefix) = keep[6:]
         cfg.tls = bool(tls)
         cfg.connect_timeout_ms = int(connect_timeout * 1000)
+        cfg.nats_flusher = bool(nats_flusher)
         err = ctypes.create_string_buffer(256)
         h = ctypes.c_void_p()
         st = lib.lc_client_open(ctypes.byref(cfg), err, len(err), ctypes.byref(h))
@@ -283,6 +285,8 @@ def connect(servers: Union[str, Sequence[str], None] = None, **opts: Any) -> Cli
     default env LANESCHED_SERVER or nats://127.0.0.1:4222). Options: prefix (default env
     LANESCHED_PREFIX or "lanes"), inbox_prefix (replies and batches arrive under it; default
     nats.c's "_INBOX"), name, user, password, token, creds_file, tls, tls_ca_file, tls_cert_file,
-    tls_key_file, connect_timeout (seconds). Unknown options are a TypeError."""
+    tls_key_file, connect_timeout (seconds), nats_flusher (True: nats.c's flusher thread gathers
+    writes, holding each message up to 1 ms; default False: each is written when sent, so a
+    worker's pull never waits there). Unknown options are a TypeError."""
     return Client(servers, **opts)
 
