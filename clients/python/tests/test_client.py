@@ -147,6 +147,22 @@ class Consuming(Base):
         results.close()
         client.close()
 
+    def test_nats_flusher(self):
+        # the writes left to nats.c's flusher thread still all leave: a submit and a batch's ack
+        client = self.env.client(nats_flusher=True)
+        r = client.submit("llama", [lanesched.Item(id=f"f{i}", tokens=5, payload="q") for i in range(3)])
+        self.assertEqual(r.accepted, 3)
+        k = client.consumer("llama", max_batch_size=8, max_batch_tokens=4096)
+        got = []
+        for b in self.take(k, 3):
+            got += [it.id for it in b.items]
+            self.assertEqual(b.ack().code, "")
+        self.assertEqual(sorted(got), [b"f0", b"f1", b"f2"])
+        self.assertEqual(k.close(), "")
+        client.close()
+        with self.assertRaises(TypeError):
+            self.env.client(nats_flush=True)
+
     def test_reply_to_that_is_no_subject(self):
         # a reply_to with a space, CR or LF would make a worker's connection send the rest as
         # protocol commands: the daemon refuses the item, and the client publishes nothing there
