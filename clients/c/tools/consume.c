@@ -498,8 +498,9 @@ static void consume_summary_print(const consume_opts_t *o, const consume_counts_
     for (int v = 0; v < V_COUNT; v++)
         violations += k->violations[v];
     char gap_text[32] = "null"; /* undefined before a second batch, as the hit rate */
-    if (consume_gap_median_us(k) >= 0)
-        snprintf(gap_text, sizeof(gap_text), "%.0f", consume_gap_median_us(k));
+    double gap_us = consume_gap_median_us(k);
+    if (gap_us >= 0)
+        snprintf(gap_text, sizeof(gap_text), "%.0f", gap_us);
 
     if (o->json) {
         printf("{\"batches\":%" PRIu64 ",\"items\":%" PRIu64 ",\"real_tokens\":%" PRIu64
@@ -551,7 +552,7 @@ static void consume_summary_print(const consume_opts_t *o, const consume_counts_
            " reregistrations=%" PRIu64 " errors=%" PRIu64 " heartbeats=%" PRIu64
            " next_batch_us_p50=%s elapsed=%.3fs rate=%.1f items/s\n",
            k->expired, k->idle_timeouts, k->no_responders, k->reregistrations, k->errors,
-           s->heartbeats_sent, k->n_gaps > 0 ? gap_text : "n/a", elapsed_s, rate);
+           s->heartbeats_sent, gap_us >= 0 ? gap_text : "n/a", elapsed_s, rate);
 }
 
 int main(int argc, char **argv)
