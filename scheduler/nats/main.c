@@ -20,11 +20,12 @@
  *      flags): a typo costs no recovery and no connection.
  *   6. SIGHUP, SIGUSR1 and SIGUSR2 are taken by the same thread and logged as ignored: nothing
  *      is reloaded, and a log rotation's HUP must not end the process as their default would.
- *   7. glibc's mmap threshold is fixed at MAIN_MMAP_THRESHOLD before anything is allocated. Its
- *      default raises the threshold, and the heap top it keeps, to the largest block freed so
- *      far (the dedupe window's tens of MB at a deep queue), and the heap then holds every
- *      later large free; fixed, a large queue's array is a mapping of its own
- *      (store/disk/disk_queue.c invariant 3) and the free top of the heap is given back.
+ *   7. glibc's mmap threshold is fixed at MAIN_MMAP_THRESHOLD, and its trim threshold at
+ *      MAIN_TRIM_THRESHOLD, before anything is allocated. The default raises both to the
+ *      largest block freed so far (the dedupe window's tens of MB at a deep queue), and the heap
+ *      then holds every later large free; fixed, a large queue's array is a mapping of its own
+ *      (store/disk/disk_queue.c invariant 3), and a heap keeps at most MAIN_TRIM_THRESHOLD of
+ *      free top, which the churn of messages between nats.c's threads and the owner reuses.
  *   8. A SIGBUS (a mapped segment or journal file cut short under the running daemon) writes
  *      one line saying so before the process ends of it as before: the default action left no
  *      line at all, and the next start's recovery report is where the damage is counted.
@@ -884,17 +885,26 @@ static void main_on_sigbus(int sig)
 }
 
 /* Allocations from this size up are mappings (invariant 7): at or above the largest message
- * and batch (1 MiB), so no per-message buffer becomes a mapping of its own. Fixing it also fixes
- * the trim threshold at glibc's 128 KiB, so the heap's free top goes back to the system. 128 KiB
- * and 1 MiB gave the same memory with `lanesched-bench throughput --durability process
- * --no-jetstream --no-fabric --no-client-check --items 20000 --queue-probe 1000000`, and
- * glibc's dynamic default more (docs/throughput.md, "Memory per queued item"). */
+ * and batch (1 MiB), so no per-message buffer becomes a mapping of its own. 128 KiB and 1 MiB
+ * gave the same memory with `lanesched-bench throughput --durability process --no-jetstream
+ * --no-fabric --no-client-check --items 20000 --queue-probe 1000000`, and glibc's dynamic
+ * default more (docs/throughput.md, "Memory per queued item"). */
 #define MAIN_MMAP_THRESHOLD (1024 * 1024)
+
+/* The free top a heap keeps (invariant 7). Fixing the mmap threshold leaves it at glibc's
+ * 128 KiB: the arena of nats.c's reader, whose messages the owner frees a turn later, was then
+ * given back and faulted in again at every turn (madvise, a TLB shootdown of the other core, a
+ * zeroed page per 4 KiB). 8 MiB is the smallest power of two that ended it (4 MiB did part),
+ * by the daemon's minor faults under `lanesched-bench throughput --durability process
+ * --no-jetstream --no-fabric --no-client-check --reps 1 --items 600000`; it costs the queue probe
+ * above under 1 byte per queued item (docs/throughput.md, "The heap's free top"). */
+#define MAIN_TRIM_THRESHOLD (8 * 1024 * 1024)
 
 int main(int argc, char **argv)
 {
 #ifdef __GLIBC__
     mallopt(M_MMAP_THRESHOLD, MAIN_MMAP_THRESHOLD); /* invariant 7 */
+    mallopt(M_TRIM_THRESHOLD, MAIN_TRIM_THRESHOLD);
 #endif
     static main_flags_t values; /* static: the labels are the process's, as the values are */
     daemon_config_t cfg;
