@@ -894,10 +894,11 @@ static void main_on_sigbus(int sig)
 /* The free top a heap keeps (invariant 7). Fixing the mmap threshold leaves it at glibc's
  * 128 KiB: the arena of nats.c's reader, whose messages the owner frees a turn later, was then
  * given back and faulted in again at every turn (madvise, a TLB shootdown of the other core, a
- * zeroed page per 4 KiB). 8 MiB is the smallest power of two that ended it (4 MiB did part),
- * by the daemon's minor faults under `lanesched-bench throughput --durability process
- * --no-jetstream --no-fabric --no-client-check --reps 1 --items 600000`; it costs the queue probe
- * above under 1 byte per queued item (docs/throughput.md, "The heap's free top"). */
+ * zeroed page per 4 KiB). By the daemon's minor faults under `lanesched-bench throughput
+ * --durability process --no-jetstream --no-fabric --no-client-check --reps 1 --items 600000`,
+ * 8 MiB is the smallest power of two that ended most of it (4 MiB did part); it costs the queue
+ * probe above about 1 byte per queued item, and 16 MiB, which also keeps a burst of Submits in
+ * flight, twice that for under 1% of the CPU (docs/throughput.md, "The heap's free top"). */
 #define MAIN_TRIM_THRESHOLD (8 * 1024 * 1024)
 
 int main(int argc, char **argv)
