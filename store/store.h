@@ -212,6 +212,9 @@ typedef struct {
     uint64_t idle_seal_ms;      /* a model's current segment with every entry completed and no
                                  * append for this long is sealed, and so deleted; 0 =
                                  * STORE_IDLE_SEAL_MS_DEFAULT */
+    uint64_t spill_bytes;       /* a turn's appended entries are written ahead of its flush once
+                                 * they pass this many bytes (the boundaries still move at the
+                                 * flush); 0 = the store's default, sized to the CPU cache */
 } store_disk_config_t;
 
 /* What recovery found and did at open. Every dropped byte is counted here and logged. */

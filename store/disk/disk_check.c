@@ -209,7 +209,10 @@ static int disk_pending_check(const disk_t *d)
 /* Rule 6 for one segment. */
 static int disk_gathered_check(const disk_t *d, const dseg_t *seg)
 {
-    uint64_t run_end = seg->readable;
+    INVARIANT_HOLDS(seg->spilled <= seg->size,
+                    "segment %" PRIu64 ": spilled to %" PRIu64 ", size %" PRIu64, seg->id,
+                    seg->spilled, seg->size);
+    uint64_t run_end = seg->spilled > seg->readable ? seg->spilled : seg->readable;
     size_t walked = 0;
     for (uint32_t i = seg->w_head; i != DISK_WRITE_NONE; i = d->writes[i].next) {
         INVARIANT_HOLDS(i < d->n_writes && walked++ < d->n_writes,

@@ -8,7 +8,8 @@
  *      segments directory is synced (disk_seg.c's invariant 2), before any entry is written;
  *      then the journal files doomed by an earlier flush are unlinked (disk_journal.c's
  *      invariant 4);
- *   2. every segment that took appends (one per model): one pwritev of its appended entries;
+ *   2. every segment that took appends (one per model): one pwritev of its appended entries
+ *      (those not written ahead already, invariant 8);
  *      the turn's tombstones, of every segment, and the records of a segment restated
  *      (disk_restate.c), appended to the state journal as records (disk_journal.c: through its
  *      mapping, no system call); at the power level then, in waves
@@ -44,6 +45,12 @@
  *      goes once no flush, idle ones included, used more than a quarter of it for
  *      DISK_ARENA_IDLE_NS, so a daemon under load does not fault it in again and one that went
  *      idle holds it for a second or two.
+ *   8. A turn whose arena would pass DISK_SPILL_BYTES has its gathered entry runs written then
+ *      (disk_flush_spill, the same per-entry faults as invariant 5), and the arena starts again:
+ *      its bytes are copied to the page cache while still in the cache. Only the writing moves;
+ *      the syncs, the index and the boundaries wait for the flush (invariant 1), and entries
+ *      written ahead of a crash are what a crash between a flush's writes and its index commit
+ *      leaves.
  *
  * Rejected: syncing each segment as it is written (appends between two flushes share one sync
  * per touched segment: group commit); writing each append as it is made (a system call per
@@ -145,6 +152,43 @@ static store_status_t disk_flush_runs(disk_t *d, const dseg_t *seg, int fd)
         err = disk_pwritev_all(fd, iov, n, off);
     if (err != 0 || fault)
         return disk_fail(d, "writing a segment", err ? err : EIO);
+    return STORE_OK;
+}
+
+/* Invariant 8: every dirty segment's gathered entry runs written now; its tombstones stay
+ * gathered for the flush. The segment counts as written (disk_watch.c) and, at the power
+ * level, as needing its sync. */
+store_status_t disk_flush_spill(disk_t *d)
+{
+    for (dseg_t *seg = d->dirty; seg != NULL; seg = seg->dirty_next) {
+        int has_runs = 0;
+        for (uint32_t i = seg->w_head; i != DISK_WRITE_NONE && !has_runs; i = d->writes[i].next)
+            has_runs = d->writes[i].items != 0;
+        if (!has_runs)
+            continue;
+        int fd;
+        store_status_t st = disk_fd_get(d, seg, &fd);
+        if (st != STORE_OK || (st = disk_flush_runs(d, seg, fd)) != STORE_OK)
+            return st;
+        seg->written = 1;
+        seg->needs_sync = 1;
+        seg->spilled = seg->size;
+        uint32_t head = DISK_WRITE_NONE, tail = DISK_WRITE_NONE;
+        for (uint32_t i = seg->w_head, next; i != DISK_WRITE_NONE; i = next) {
+            next = d->writes[i].next;
+            if (d->writes[i].items != 0)
+                continue; /* written: out of the chain */
+            d->writes[i].next = DISK_WRITE_NONE;
+            if (tail == DISK_WRITE_NONE)
+                head = i;
+            else
+                d->writes[tail].next = i;
+            tail = i;
+        }
+        seg->w_head = head;
+        seg->w_tail = tail;
+    }
+    d->arena_len = 0;
     return STORE_OK;
 }
 

@@ -78,7 +78,9 @@ typedef struct dqueue dqueue_t;
 #define DISK_DELETED_KEEP 4096u
 /* An arena grown past this is given back once no flush used more than a quarter of it for
  * DISK_ARENA_IDLE_NS: while turns stay large it is kept, since growing it again from nothing
- * copies it once per doubling and faults every page in again; once the load falls it goes. */
+ * copies it once per doubling and faults every page in again; once the load falls it goes.
+ * Since a turn's entries are written ahead at DISK_SPILL_BYTES, only entries of megabytes grow
+ * it this far. */
 #define DISK_ARENA_KEEP (4u << 20)
 /* Under a saturating load small turns come between large ones (a turn that drained the event
  * queue leaves the next a few Submits): given back after one small turn, an 8-16 MiB arena was
@@ -87,6 +89,14 @@ typedef struct dqueue dqueue_t;
  * that grows the arena past DISK_ARENA_KEEP; an idle daemon's flushes (every timer turn) give
  * it back a second after the load stopped. */
 #define DISK_ARENA_IDLE_NS 1000000000ull
+/* A turn's gathered entry runs are written ahead of its flush once the arena would pass this
+ * (disk_flush.c invariant 8): a saturated turn gathers megabytes, and the flush's pwritev then
+ * read an arena long gone from the CPU's cache, the kernel's copy into the page cache the
+ * largest entry of a perf profile of the daemon. Half the L2 cache of the machines measured on,
+ * so the arena and the turn's other data both fit (`perf record` under `lanesched-bench
+ * throughput --durability process --no-jetstream --no-fabric --no-client-check --items 600000`,
+ * docs/throughput.md, "Writing a turn ahead"). */
+#define DISK_SPILL_BYTES (512u << 10)
 /* Restating (disk_restate.c) starts only once at least this many journal files older than the
  * current one are kept: below it the journal is a few tens of MiB (8 MiB files) whatever waits,
  * not worth walking a waiting segment's entries on the owner thread. A bound, not a tuned value. */
@@ -164,6 +174,7 @@ struct dseg {
     uint64_t jnl_min;     /* the oldest journal holding a record of it (UINT64_MAX: none) */
     uint64_t appended_ns; /* monotonic: its creation, then the last flush that wrote entries */
     uint32_t w_head, w_tail; /* its gathered writes, in disk_t.writes (DISK_WRITE_NONE: none) */
+    uint64_t spilled;        /* gathered entries below this were written ahead of the flush */
     int sealed;
     int doomed;         /* fully tombstoned: row deleted and file unlinked at the next flush; out of
                          * every map and list already but the dirty list and its slot */
@@ -511,6 +522,9 @@ store_status_t disk_fsync_dir(disk_t *d, unsigned changes);
 
 /* store_flush of the disk backend. */
 store_status_t disk_flush(disk_t *d);
+/* Writes the turn's gathered entry runs ahead of its flush (disk_flush.c invariant 8); the
+ * boundaries do not move. */
+store_status_t disk_flush_spill(disk_t *d);
 /* Frees the turn's gathered writes and doomed segments without writing them (close). */
 void disk_flush_discard(disk_t *d);
 /* Writes iov[0 .. n) back to back from off, finishing short writes and retrying EINTR; 0 or an

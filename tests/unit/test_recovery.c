@@ -260,6 +260,9 @@ static uint64_t rig_journal_bytes;
 /* The idle time after which a drained current segment is sealed (0: the store's default); the
  * teardown resets it. */
 static uint64_t rig_idle_seal_ms;
+/* The bytes of entries a turn gathers before writing them ahead of its flush (0: the store's
+ * default); the teardown resets it. */
+static uint64_t rig_spill_bytes;
 
 /* A rig on a fresh directory; *state holds it so the teardown frees it if the test fails. */
 static rig_t *rig_new(void **state, uint64_t segment_max_bytes, store_durability_t durability)
@@ -278,7 +281,8 @@ static rig_t *rig_new(void **state, uint64_t segment_max_bytes, store_durability
         .io = getenv("LANES_TEST_STORE_IO_PLAIN") ? STORE_IO_PLAIN : STORE_IO_AUTO,
         .sync = getenv("LANES_TEST_STORE_SYNCFS") ? STORE_SYNC_FS : STORE_SYNC_FILES,
         .journal_max_bytes = rig_journal_bytes,
-        .idle_seal_ms = rig_idle_seal_ms};
+        .idle_seal_ms = rig_idle_seal_ms,
+        .spill_bytes = rig_spill_bytes};
     assert_int_equal(store_open_disk(&r->cfg, &r->rep, &r->s), STORE_OK);
     assert_int_equal(r->rep.segments, 0);
     assert_int_equal(r->rep.entries_live, 0);
@@ -312,6 +316,7 @@ static int rig_teardown(void **state)
 {
     rig_journal_bytes = 0;
     rig_idle_seal_ms = 0;
+    rig_spill_bytes = 0;
     store_fault_disarm_all();
     rig_free(*state);
     *state = NULL;
@@ -1239,6 +1244,21 @@ static void test_fault_sweep_write(void **state)
     /* 108 appends, 12 segment headers, 39 tombstones, 60 delivery counts: a fault fires per
      * entry and per state word even where one write carries many (disk_flush.c invariant 5). */
     assert_true(fault_sweep(state, STORE_FAULT_WRITE, STORE_DURABLE_PROCESS) >= 120);
+}
+
+/* The sweeps again with a turn's entries written ahead of its flush every few entries
+ * (disk_flush.c invariant 8): a fault at a write ahead fails the store as one at the flush
+ * does, nothing acknowledged is lost, and nothing written ahead counts before its flush. */
+static void test_fault_sweep_write_ahead_of_the_flush(void **state)
+{
+    rig_spill_bytes = 300; /* about three entries */
+    assert_true(fault_sweep(state, STORE_FAULT_WRITE, STORE_DURABLE_PROCESS) >= 120);
+}
+
+static void test_fault_sweep_fsync_power_durability_written_ahead(void **state)
+{
+    rig_spill_bytes = 300;
+    assert_true(fault_sweep(state, STORE_FAULT_FSYNC, STORE_DURABLE_POWER) >= 30);
 }
 
 static void test_fault_sweep_fsync(void **state)
@@ -2442,6 +2462,9 @@ int main(void)
         cmocka_unit_test_teardown(test_error_state_refuses_everything_and_never_retries_fsync,
                                   rig_teardown),
         cmocka_unit_test_teardown(test_fault_sweep_write, rig_teardown),
+        cmocka_unit_test_teardown(test_fault_sweep_write_ahead_of_the_flush, rig_teardown),
+        cmocka_unit_test_teardown(test_fault_sweep_fsync_power_durability_written_ahead,
+                                  rig_teardown),
         cmocka_unit_test_teardown(test_fault_sweep_fsync, rig_teardown),
         cmocka_unit_test_teardown(test_fault_sweep_fsync_power_durability, rig_teardown),
         cmocka_unit_test_teardown(test_fault_sweep_unlink, rig_teardown),

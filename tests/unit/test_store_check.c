@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -334,8 +335,8 @@ static void test_disk_arena_is_kept_until_turns_stay_small(void **state)
     rig_t r;
     rig_open(&r, STORE_SEGMENT_MAX_DEFAULT);
     disk_t *d = disk_of(r.s);
-    size_t big = 64u << 10;
-    int n_big = (int)(DISK_ARENA_KEEP / big) + 8; /* past the keep size: the arena doubles */
+    size_t big = DISK_ARENA_KEEP + (64u << 10); /* one entry past the keep size (a turn of */
+    int n_big = 1;                              /* many smaller ones is written ahead) */
     arena_turn(&r, n_big, big);
     uint8_t *arena = d->arena;
     size_t cap = d->arena_cap;
@@ -363,6 +364,57 @@ static void test_disk_arena_is_kept_until_turns_stay_small(void **state)
     assert_true(d->arena_cap > 0 && d->arena_cap <= DISK_ARENA_KEEP);
     assert_int_equal(disk_check(d), 1);
     rig_close(&r);
+}
+
+/* A turn's entries written ahead of its flush are in the file before it and the arena starts
+ * again, but the readable boundary moves only at the flush (disk_flush.c invariant 8); after it
+ * and a reopen every entry is back. */
+static void test_disk_entries_written_ahead_wait_for_the_flush(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/lanes-test-spill-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    store_disk_config_t cfg = {.dir = dir, .spill_bytes = 300}; /* about three entries */
+    store_t *s = NULL;
+    store_queue_t *q = NULL;
+    assert_int_equal(store_open_disk(&cfg, NULL, &s), STORE_OK);
+    store_key_t key = {"llama", 0xA1A1, 0};
+    assert_int_equal(store_queue_open(s, &key, &q), STORE_OK);
+    disk_t *d = disk_of(s);
+    uint8_t payload[40] = {7};
+    store_item_t it = {.id = (const uint8_t *)"i",
+                       .id_len = 1,
+                       .payload = payload,
+                       .payload_len = sizeof(payload),
+                       .tokens = 5,
+                       .arrival_ns = 1};
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(store_append(s, q, &it, NULL), STORE_OK);
+    assert_int_equal(store_flush(s), STORE_OK);
+    dseg_t *seg = d->models[0].segs[d->models[0].n_segs - 1];
+    uint64_t readable = seg->readable;
+    size_t entry = (size_t)seg_entry_size(1, sizeof(payload));
+    for (int i = 0; i < 40; i++) {
+        assert_int_equal(store_append(s, q, &it, NULL), STORE_OK);
+        assert_true(d->arena_len <= 300 + entry);
+    }
+    assert_true(seg->spilled > readable);      /* written ahead ... */
+    assert_int_equal(seg->readable, readable); /* ... and not readable */
+    struct stat sb;
+    assert_true(seg->fd >= 0);
+    assert_int_equal(fstat(seg->fd, &sb), 0);
+    assert_true((uint64_t)sb.st_size >= seg->spilled);
+    assert_int_equal(disk_check(d), 1);
+    assert_int_equal(store_flush(s), STORE_OK);
+    assert_int_equal(seg->readable, seg->size);
+    assert_int_equal(disk_check(d), 1);
+    store_close(s);
+    store_recovery_t rep;
+    assert_int_equal(store_open_disk(&cfg, &rep, &s), STORE_OK);
+    assert_int_equal(rep.entries_live, 48);
+    assert_int_equal(rep.torn_tails, 0);
+    store_close(s);
+    assert_int_equal(fs_remove_tree(dir), 0);
 }
 
 /* ---- memory ----------------------------------------------------------------------------- */
@@ -491,6 +543,7 @@ int main(void)
         cmocka_unit_test(test_disk_check_catches_lists_off_their_counts),
         cmocka_unit_test(test_disk_check_catches_segments_out_of_place),
         cmocka_unit_test(test_disk_arena_is_kept_until_turns_stay_small),
+        cmocka_unit_test(test_disk_entries_written_ahead_wait_for_the_flush),
         cmocka_unit_test(test_memory_checks_hold_through_every_operation),
         cmocka_unit_test(test_memory_check_catches_counters_off_their_items),
         cmocka_unit_test(test_memory_check_catches_items_out_of_order),
