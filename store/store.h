@@ -413,6 +413,8 @@ typedef struct {
     uint64_t journal_files;    /* state journal files kept */
     uint64_t journal_bytes;    /* their sizes (each is allocated whole when created) */
     uint64_t journal_restated; /* segments whose journal records were restated since the open */
+    uint64_t written_ahead;    /* times a turn's entries were written ahead of its flush since
+                                * the open (store_disk_config_t.spill_bytes) */
 } store_usage_t;
 
 /* Fills *out: O(live segments + journal files). */

@@ -611,6 +611,9 @@ static void metrics_write_daemon(metrics_buf_t *b, struct daemon *d)
         {"lanesched_store_journal_restated_total", "counter",
          "Segments whose journal records were restated so older journal files could go.",
          offsetof(store_usage_t, journal_restated)},
+        {"lanesched_store_written_ahead_total", "counter",
+         "Turns whose appended entries were written ahead of their flush (past 512 KiB).",
+         offsetof(store_usage_t, written_ahead)},
     };
     for (size_t i = 0; i < METRICS_LEN(usage); i++) {
         metrics_family(b, usage[i].name, usage[i].type, usage[i].help);

@@ -465,10 +465,11 @@ static char *stats_build(struct daemon *d, const stats_request_t *rq, size_t max
     store_usage_get(d->store, &u);
     json_object_set_new(
         doc, "store",
-        json_pack("{s:o,s:o,s:o,s:o,s:o}", "segment_files", stats_u64(u.segment_files),
+        json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "segment_files", stats_u64(u.segment_files),
                   "segment_bytes", stats_u64(u.segment_bytes), "journal_files",
                   stats_u64(u.journal_files), "journal_bytes", stats_u64(u.journal_bytes),
-                  "journal_restated", stats_u64(u.journal_restated)));
+                  "journal_restated", stats_u64(u.journal_restated), "written_ahead",
+                  stats_u64(u.written_ahead)));
     /* who answered: the same as $SRV.INFO says */
     json_object_set_new(doc, "version", json_string(version_string()));
     json_object_set_new(doc, "protocol_version", json_integer(VERSION_PROTOCOL));

@@ -124,7 +124,9 @@ static uint64_t disk_pending_count(const store_t *store)
 static void disk_usage_get(const store_t *store, store_usage_t *out)
 {
     const disk_t *d = (const disk_t *)store;
-    store_usage_t u = {.journal_files = d->n_jnls, .journal_restated = d->restated};
+    store_usage_t u = {.journal_files = d->n_jnls,
+                       .journal_restated = d->restated,
+                       .written_ahead = d->written_ahead};
     for (size_t m = 0; m < d->n_models; m++) {
         u.segment_files += d->models[m].n_segs;
         for (size_t i = 0; i < d->models[m].n_segs; i++)

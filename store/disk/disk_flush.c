@@ -160,6 +160,7 @@ static store_status_t disk_flush_runs(disk_t *d, const dseg_t *seg, int fd)
  * level, as needing its sync. */
 store_status_t disk_flush_spill(disk_t *d)
 {
+    d->written_ahead++;
     for (dseg_t *seg = d->dirty; seg != NULL; seg = seg->dirty_next) {
         int has_runs = 0;
         for (uint32_t i = seg->w_head; i != DISK_WRITE_NONE && !has_runs; i = d->writes[i].next)

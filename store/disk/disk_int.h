@@ -356,6 +356,7 @@ typedef struct {
     uint64_t restate_below;  /* restating the sealed segments with records in journal files below
                               * this id, one a flush; 0 none */
     uint64_t restated;       /* segments restated since the open (store_usage_get) */
+    uint64_t written_ahead;  /* disk_flush_spill calls since the open (store_usage_get) */
     dseg_t *restating;       /* borrowed: the segment whose records this flush staged, or NULL */
     uint64_t restate_from;   /* ... the current journal file when they were staged */
     size_t restate_records;  /* ... how many */

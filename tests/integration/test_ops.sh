@@ -301,6 +301,7 @@ case_metrics_promtool() {
     for want in 'lanesched_submit_to_ack_seconds_count{model="llama"} 300' \
         'lanesched_nats_connected 1' 'lanesched_nats_reconnects_total 0' \
         'lanesched_store_journal_restated_total 0' 'lanesched_nats_errors_total 0' \
+        'lanesched_store_written_ahead_total 0' \
         'lanesched_oldest_queued_age_seconds{model="llama"} 0.000000'; do
         grep -qxF "$want" "$WORK/scrape.txt" || fail "the scrape lacks: $want"
     done
