@@ -155,6 +155,28 @@ static store_status_t disk_flush_runs(disk_t *d, const dseg_t *seg, int fd)
     return STORE_OK;
 }
 
+/* Whether seg has gathered entry runs (not only tombstones). */
+static int disk_seg_has_runs(const disk_t *d, const dseg_t *seg)
+{
+    for (uint32_t i = seg->w_head; i != DISK_WRITE_NONE; i = d->writes[i].next) {
+        if (d->writes[i].items != 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Writes seg's gathered entry runs (it has some) with one pwritev; it then needs its sync at
+ * the power level. */
+static store_status_t disk_flush_seg_runs(disk_t *d, dseg_t *seg)
+{
+    int fd;
+    store_status_t st = disk_fd_get(d, seg, &fd);
+    if (st != STORE_OK || (st = disk_flush_runs(d, seg, fd)) != STORE_OK)
+        return st;
+    seg->needs_sync = 1;
+    return STORE_OK;
+}
+
 /* Invariant 8: every dirty segment's gathered entry runs written now; its tombstones stay
  * gathered for the flush. The segment counts as written (disk_watch.c) and, at the power
  * level, as needing its sync. */
@@ -162,17 +184,12 @@ store_status_t disk_flush_spill(disk_t *d)
 {
     d->written_ahead++;
     for (dseg_t *seg = d->dirty; seg != NULL; seg = seg->dirty_next) {
-        int has_runs = 0;
-        for (uint32_t i = seg->w_head; i != DISK_WRITE_NONE && !has_runs; i = d->writes[i].next)
-            has_runs = d->writes[i].items != 0;
-        if (!has_runs)
+        if (!disk_seg_has_runs(d, seg))
             continue;
-        int fd;
-        store_status_t st = disk_fd_get(d, seg, &fd);
-        if (st != STORE_OK || (st = disk_flush_runs(d, seg, fd)) != STORE_OK)
+        store_status_t st = disk_flush_seg_runs(d, seg);
+        if (st != STORE_OK)
             return st;
         seg->written = 1;
-        seg->needs_sync = 1;
         seg->spilled = seg->size;
         uint32_t head = DISK_WRITE_NONE, tail = DISK_WRITE_NONE;
         for (uint32_t i = seg->w_head, next; i != DISK_WRITE_NONE; i = next) {
@@ -200,17 +217,9 @@ store_status_t disk_flush_spill(disk_t *d)
 static store_status_t disk_flush_seg(disk_t *d, dseg_t *seg)
 {
     store_status_t st;
-    int has_runs = 0;
     seg->written = 1;
-    for (uint32_t i = seg->w_head; i != DISK_WRITE_NONE && !has_runs; i = d->writes[i].next)
-        has_runs = d->writes[i].items != 0;
-    if (has_runs) {
-        int fd;
-        if ((st = disk_fd_get(d, seg, &fd)) != STORE_OK ||
-            (st = disk_flush_runs(d, seg, fd)) != STORE_OK)
-            return st;
-        seg->needs_sync = 1;
-    }
+    if (disk_seg_has_runs(d, seg) && (st = disk_flush_seg_runs(d, seg)) != STORE_OK)
+        return st;
     for (uint32_t i = seg->w_head; i != DISK_WRITE_NONE; i = d->writes[i].next) {
         const dwrite_t *w = &d->writes[i];
         if (w->items == 0 &&
