@@ -832,19 +832,25 @@ static uint64_t turnaround_median_us(const char *send, bool client_flusher)
  * flusher on either side: the client writes its pull when it sends it (connection.c invariant 5)
  * and the daemon its Batch when it goes idle (front.c invariant 13). Each side left to the
  * flusher costs most of its 1 ms wait; the comparison is within one run, retried on a busy machine.
+ * With LANES_TURN_TIMED=0 (the sanitizer build, where a turn's own work takes most of a
+ * millisecond and overlaps the flusher's wait) every mode still runs and delivers each batch, and
+ * the medians are logged, not compared.
  */
 static int case_send_prompt(void)
 {
     h_nats_start(false);
+    const char *timed = getenv("LANES_TURN_TIMED");
+    bool compare = timed == NULL || strcmp(timed, "0") != 0;
     uint64_t both = 0, daemon_flusher = 0, client_flusher = 0;
     for (int attempt = 1; attempt <= TURN_ATTEMPTS; attempt++) {
         both = turnaround_median_us("prompt", false);
         daemon_flusher = turnaround_median_us("flusher", false);
         client_flusher = turnaround_median_us("prompt", true);
         h_log("attempt %d: median ack to next batch %" PRIu64 " us, %" PRIu64
-              " us with the daemon's flusher, %" PRIu64 " us with the client's",
-              attempt, both, daemon_flusher, client_flusher);
-        if (both + TURN_MARGIN_US < daemon_flusher && both + TURN_MARGIN_US < client_flusher)
+              " us with the daemon's flusher, %" PRIu64 " us with the client's%s",
+              attempt, both, daemon_flusher, client_flusher, compare ? "" : " (not compared)");
+        if (!compare ||
+            (both + TURN_MARGIN_US < daemon_flusher && both + TURN_MARGIN_US < client_flusher))
             return 0;
     }
     h_fail(__FILE__, __LINE__,
