@@ -597,7 +597,9 @@ case_model_flood() {
     port=$(free_port)
     URL="nats://127.0.0.1:$port"
     nats_start "$port"
-    daemon_start flood --server "$URL" --store memory --limit-models 8 --queue-max-age-ms 2000
+    # The refusal below must come before the first flood item expires: 5 s leaves room for nine
+    # launches of the producer on a slow (sanitizer) build, which 2 s did not.
+    daemon_start flood --server "$URL" --store memory --limit-models 8 --queue-max-age-ms 5000
     wait_for "ready" 20 ready flood
     local i
     for i in $(seq 8); do
@@ -609,7 +611,7 @@ case_model_flood() {
     "$BIN/lanesched-consume" --server "$URL" --model worked --max-batch-size 8 \
         --max-batch-tokens 4096 --until-idle-ms 300 >"$WORK/consume.out" 2>&1 ||
         fail "a worker for a new model was refused: $(tail -1 "$WORK/consume.out")"
-    wait_for "the flood to expire" 10 bash -c "[ \$(grep -c 'expired (queued longer than 2000 ms)' '$WORK/flood.log') -ge 8 ]"
+    wait_for "the flood to expire" 15 bash -c "[ \$(grep -c 'expired (queued longer than 5000 ms)' '$WORK/flood.log') -ge 8 ]"
     [ "$(produce_one late l2)" = "accepted=1 duplicates=0 rejected=0" ] ||
         fail "a new model is still refused after the flood expired"
     local expired
@@ -617,7 +619,7 @@ case_model_flood() {
         let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () =>
             console.log(JSON.parse(s).counters.expired))')
     [ "$expired" = 8 ] || fail "counters.expired is $expired, not 8"
-    say "8 flooding models: the 9th refused, a worker's new model taken; after 2 s $expired items expired, a new model taken again"
+    say "8 flooding models: the 9th refused, a worker's new model taken; after 5 s $expired items expired, a new model taken again"
 }
 
 case_small_server() {

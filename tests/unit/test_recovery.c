@@ -1781,7 +1781,8 @@ static void test_journal_records_of_deleted_segments_are_stale_and_files_retired
  * current segment was idle for idle_seal_ms; its next item starts a new one. */
 static void test_an_idle_drained_current_segment_is_deleted(void **state)
 {
-    rig_idle_seal_ms = 50;
+    /* Long enough that a loaded (sanitizer) run does not pass it between the two flushes. */
+    rig_idle_seal_ms = 400;
     rig_t *r = rig_new(state, 0, STORE_DURABLE_PROCESS);
     assert_true(rig_append(r, 2));
     assert_true(rig_flush(r));
@@ -1790,7 +1791,7 @@ static void test_an_idle_drained_current_segment_is_deleted(void **state)
     assert_true(rig_flush(r));
     uint64_t seg = r->items[0].ref.queue;
     assert_true(seg_exists(r, seg)); /* drained, but not idle yet */
-    struct timespec ts = {0, 120 * 1000000L};
+    struct timespec ts = {0, 500 * 1000000L};
     nanosleep(&ts, NULL);
     assert_true(rig_flush(r));
     assert_false(seg_exists(r, seg));
