@@ -57,6 +57,12 @@
 #define TP_REALISTIC_CACHE_LO     2u
 #define TP_REALISTIC_CACHE_HI     4u
 #define TP_REALISTIC_BATCH_TOKENS 32768u
+/* Items a producer keeps in flight unless --window is given: the window in Submits is this over
+ * --batch (32 Submits of 64 items). A fixed count of Submits would leave a producer of one-item
+ * Submits 32 items in flight, bound by round trips, while JetStream's grid gives its publishers
+ * 512-4,096 (`throughput --batch 1 --window 32|512|2048`, docs/throughput.md, "One-item
+ * Submits"). */
+#define TP_ITEMS_IN_FLIGHT 2048u
 /* The daemon's default --limit-shapes-per-model and --limit-shapes: more would be refused. */
 #define TP_SHAPES_MAX       4096u
 #define TP_SHAPES_TOTAL_MAX 16384u
@@ -85,7 +91,8 @@ static void tp_help(FILE *f)
         "  --batch N            items per Submit (default 64)\n"
         "Clients:\n"
         "  --producers N        producer threads, one connection each (default 8)\n"
-        "  --window N           Submits in flight per producer (default 32)\n"
+        "  --window N           Submits in flight per producer (default 2048 items: 2048 /\n"
+        "                       --batch, 32 at the default --batch)\n"
         "  --consumers N        consumer threads, one connection each, >= --models (default 16)\n"
         "  --prefetch N         batches requested ahead per consumer (default 8)\n"
         "  --max-batch-size N   the consumers' batch size (default 64)\n"
@@ -217,7 +224,7 @@ static int tp_args_parse(int argc, char **argv, tp_opts_t *o, char *self_bin, si
                       * `throughput --reps 3 --producers P --consumers C`, docs/throughput.md), as
                       * JetStream's grid finds its own best. */
                      .producers = 8,
-                     .window = 32,
+                     .window = 0, /* --window, or TP_ITEMS_IN_FLIGHT / --batch */
                      .consumers = 16,
                      .prefetch = 8,
                      .max_batch_size = 64,
@@ -421,6 +428,10 @@ static int tp_args_parse(int argc, char **argv, tp_opts_t *o, char *self_bin, si
         fprintf(stderr, "lanesched-bench throughput: --tokens N is --lengths fixed:N: one of "
                         "them\n");
         return -1;
+    }
+    if (o->window == 0) {
+        uint32_t w = (TP_ITEMS_IN_FLIGHT + o->batch - 1) / o->batch; /* at least 1 */
+        o->window = w > 4096 ? 4096 : w;
     }
     if (!set_models)
         o->models = o->uniform ? 1 : TP_REALISTIC_MODELS;
