@@ -25,7 +25,8 @@
  * Ownership: every pointer a caller passes in is borrowed for the duration of the call; the store
  * copies what it keeps. Every pointer the store hands out is a view owned by the store: views from
  * store_peek stay valid until the next call that mutates the store (append, commit, tombstone,
- * return, queue_release, close) and are named *_view to say so.
+ * return, queue_release, close), and a view marked transient only until the next store_peek;
+ * they are named *_view to say so.
  */
 #ifndef LANESCHED_STORE_H
 #define LANESCHED_STORE_H
@@ -92,9 +93,11 @@ typedef struct {
 } store_item_t;
 
 /*
- * A peeked item. Every pointer is a view into the store, valid until the next mutating call.
- * `signature` is the routing key recorded with the item (the disk backend: in the item's entry,
- * under its CRC), which is what the scheduler's shape guard checks.
+ * A peeked item. Every pointer is a view into the store, valid until the next mutating call, or,
+ * with `transient` set, until the next store_peek, which may reuse the buffer it lies in (the
+ * disk store reading entries it has no mapping for). `signature` is the routing key recorded with
+ * the item (the disk backend: in the item's entry, under its CRC), which is what the scheduler's
+ * shape guard checks.
  */
 typedef struct {
     store_ref_t ref;
@@ -108,6 +111,7 @@ typedef struct {
     uint64_t arrival_ns;
     uint32_t prefix_tokens; /* as appended (store_item_t) */
     uint32_t max_wait_ms;
+    uint8_t transient; /* 1: valid until the next store_peek only */
 } store_view_t;
 
 /* Opens an empty in-memory store. On success *out (returned to the caller) is freed with

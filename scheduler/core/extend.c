@@ -16,9 +16,13 @@
  *      before.
  *   2. The merged batch is within the contract (count, padded budget) and every merge had a
  *      positive saving at the worker's cost; the batch never contains a dead letter.
- *   3. Once a second lane is peeked, every view of the batch points into the scheduler's arena,
- *      never into the store's buffers: a backend may reuse its read buffer from one peek to the
- *      next (the disk store does), and the batch must outlive the peeks that built it.
+ *   3. No view of the batch is transient once the next lane is peeked: a backend may reuse its
+ *      read buffer from one peek to the next (the disk store without a mapping does, and marks
+ *      such views transient), and the batch must outlive the peeks that built it. Once a view of
+ *      the batch is transient, every view of it is copied into the scheduler's arena, and so is
+ *      every lane taken after. Views that outlive the peeks (the memory store's, the disk
+ *      store's mappings) are not copied: with large payloads the copy was a visible share of the
+ *      daemon's time (docs/throughput.md, "Other mixes").
  *   4. Under a wait budget (budget.c) a lane left out waits for company of its own until it is
  *      due, so a merge is credited with the lane's items' share of the fixed cost of a full batch
  *      of their own (n_add / the items of their pad the contract fits), or EXTEND_DUE_CREDIT of
@@ -60,6 +64,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Whether a view of views[from, to) lies in a buffer the next peek may reuse (invariant 3). */
+static int extend_transient(const struct sched *s, size_t from, size_t to)
+{
+    for (size_t i = from; i < to; i++)
+        if (s->scratch.views[i].transient)
+            return 1;
+    return 0;
+}
+
 /* Copies the ids and payloads of views[from, to) into the arena and points them there; rebases
  * views[0, from) (already in the arena) when it moves. */
 static sched_status_t extend_copy(struct sched *s, size_t *used, size_t from, size_t to)
@@ -94,7 +107,9 @@ static sched_status_t extend_copy(struct sched *s, size_t *used, size_t from, si
             memcpy(payload, v->payload_view, v->payload_len);
         v->id_view = id;
         v->payload_view = payload;
+        v->transient = 0;
         *used += v->id_len + v->payload_len;
+        s->counters.fill_copied_bytes += v->id_len + v->payload_len;
     }
     return SCHED_OK;
 }
@@ -264,11 +279,13 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
                 idx[0]--;
             continue;
         }
-        /* Taken: its entries are read now, after the batch's views moved to the arena
-         * (invariant 3). */
-        if (!copied && (st = extend_copy(s, &used, 0, n)) != SCHED_OK)
-            return st;
-        copied = 1;
+        /* Taken: its entries are read now, after any transient view of the batch moved to the
+         * arena (invariant 3). */
+        if (!copied && extend_transient(s, 0, n)) {
+            if ((st = extend_copy(s, &used, 0, n)) != SCHED_OK)
+                return st;
+            copied = 1;
+        }
         size_t viewed = 0;
         if ((s->store_status = store_peek(s->store, cand[d].user, s->scratch.views + n, got,
                                           &viewed)) != STORE_OK)
@@ -278,8 +295,13 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
             return SCHED_ESTORE;
         }
         uint32_t lane_id = lanes_sorted_lane(shape->lanes, (uint32_t)idx[d]);
-        if ((st = extend_copy(s, &used, n, n + got)) != SCHED_OK)
+        if (!copied && extend_transient(s, n, n + got)) {
+            if ((st = extend_copy(s, &used, 0, n + got)) != SCHED_OK) /* the batch's first */
+                return st;
+            copied = 1;
+        } else if (copied && (st = extend_copy(s, &used, n, n + got)) != SCHED_OK) {
             return st;
+        }
         uint32_t add_prefix = 0; /* the lane's tokens are in place already (tok) */
         for (size_t i = 0; i < got; i++) {
             uint32_t pt = s->scratch.views[n + i].prefix_tokens;

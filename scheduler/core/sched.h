@@ -206,6 +206,10 @@ typedef struct {
     uint64_t merged_lanes;     /* lanes those batches took beyond the first */
     uint64_t shapes_reclaimed; /* idle shapes freed by the tick */
     uint64_t holds;            /* fills whose batch waited for company (hold.c) */
+    /* Bytes of merged batches' ids and payloads copied out of transient views (extend.c
+     * invariant 3): 0 while the store's views outlive its peeks (the memory store, the disk
+     * store's mappings). */
+    uint64_t fill_copied_bytes;
     /* Batch times as workers' completions measured them (worker.c), summed: the GPU busy time
      * the scheduler saw. A batch counts once, at its first completion. */
     uint64_t service_ns, service_batches;

@@ -134,9 +134,9 @@ typedef struct {
 } sched_inflight_item_t;
 
 /* The fill's scratch (fill.c): the views a fill peeked, their tokens, delivery counts and lanes,
- * and the copies of a merged batch's ids and payloads (extend.c: peeking one lane may reuse the
- * store's buffer behind the views of another). Owned by the scheduler, valid until the next
- * sched_* call. */
+ * and the copies of a merged batch's ids and payloads where its views are transient (extend.c:
+ * peeking one lane may reuse the store's buffer behind the views of another). Owned by the
+ * scheduler, valid until the next sched_* call. */
 typedef struct {
     store_view_t *views; /* cap entries, as tokens, deliveries and lane_of */
     uint32_t *tokens;

@@ -200,6 +200,7 @@ static store_status_t disk_peek_read(disk_t *d, const dqueue_t *q, store_view_t 
     for (size_t i = 0; i < n; i++) {
         const drec_t *rec = &q->recs[q->head + i];
         views[i] = disk_view(disk_rec_seg(d, rec), q, rec, d->scratch + at);
+        views[i].transient = 1; /* the next peek reuses d->scratch */
         at += rec->length;
     }
     return STORE_OK;

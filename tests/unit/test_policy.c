@@ -100,9 +100,10 @@ static void test_neighbouring_lane_merges_when_it_pays(void **state)
 }
 
 /* A batch merged from several lanes carries each item's own id and payload whatever the store
- * peeks into (extend.c invariant 3): the memory store's items, the disk store's mappings, and its
- * read buffer without mappings (STORE_IO_PLAIN), which the next lane's peek reuses; the
- * scheduler's arena moves as it grows past its first 4 KiB. */
+ * peeks into (extend.c invariant 3): the memory store's items and the disk store's mappings,
+ * which outlive the peeks and are not copied, and its read buffer without mappings
+ * (STORE_IO_PLAIN), which the next lane's peek reuses, so that its views are copied into the
+ * scheduler's arena, which moves as it grows past its first 4 KiB. */
 static void test_merged_batch_keeps_every_payload(void **state)
 {
     (void)state;
@@ -147,6 +148,11 @@ static void test_merged_batch_keeps_every_payload(void **state)
         assert_int_equal(sched_fill(f->sched, &c, &b), SCHED_OK); /* views valid until commit */
         assert_int_equal(b.n, LANES * PER_LANE);
         assert_int_equal(b.lanes, LANES);
+        uint64_t copied = sched_counters(f->sched)->fill_copied_bytes;
+        if (variant == 2)
+            assert_true(copied >= (uint64_t)LANES * PER_LANE * PAYLOAD);
+        else
+            assert_int_equal(copied, 0);
         int seen[LANES * PER_LANE] = {0};
         for (size_t k = 0; k < b.n; k++) {
             const store_view_t *v = &b.items_view[k];
