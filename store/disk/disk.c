@@ -257,6 +257,8 @@ store_status_t store_open_disk(const store_disk_config_t *cfg, store_recovery_t 
         d->cfg.index_map_bytes = 1ull << 30;
     if (d->cfg.resident_bytes == 0)
         d->cfg.resident_bytes = STORE_RESIDENT_DEFAULT;
+    if (d->cfg.spill_bytes == 0)
+        d->cfg.spill_bytes = DISK_SPILL_BYTES;
     d->dir_fd = d->seg_dir_fd = d->watch_fd = d->jnl_dir_fd = -1;
     disk_fd_limit_init(d);
     map_init(&d->queues);

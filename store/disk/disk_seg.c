@@ -337,8 +337,7 @@ static void disk_seg_chain(disk_t *d, dseg_t *seg, const dwrite_t *w)
 
 store_status_t disk_seg_gather_entry(disk_t *d, dseg_t *seg, uint32_t len, uint8_t **out_buf)
 {
-    if (d->arena_len != 0 &&
-        d->arena_len + len > (d->cfg.spill_bytes ? d->cfg.spill_bytes : DISK_SPILL_BYTES)) {
+    if (d->arena_len != 0 && d->arena_len + len > d->cfg.spill_bytes) {
         store_status_t st = disk_flush_spill(d);
         if (st != STORE_OK)
             return st;
