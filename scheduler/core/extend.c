@@ -114,6 +114,20 @@ static sched_status_t extend_copy(struct sched *s, size_t *used, size_t from, si
     return SCHED_OK;
 }
 
+/* Invariant 3 for views[0, to), of which views[from, to) came since the last call: once the batch
+ * is in the arena (*copied), the new views join it; else, once any view is transient, the whole
+ * batch goes there. */
+static sched_status_t extend_keep(struct sched *s, size_t *used, int *copied, size_t from,
+                                  size_t to)
+{
+    if (*copied)
+        return extend_copy(s, used, from, to);
+    if (!extend_transient(s, 0, to))
+        return SCHED_OK;
+    *copied = 1;
+    return extend_copy(s, used, 0, to);
+}
+
 /* Under a wait budget, a lane whose oldest item is due is credited with this share of the fixed
  * cost (and a younger lane with it times the share of its due age it waited): a lane left out
  * goes soon, but often with a neighbour of its own. The share with the least GPU time on steady,
@@ -281,11 +295,8 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
         }
         /* Taken: its entries are read now, after any transient view of the batch moved to the
          * arena (invariant 3). */
-        if (!copied && extend_transient(s, 0, n)) {
-            if ((st = extend_copy(s, &used, 0, n)) != SCHED_OK)
-                return st;
-            copied = 1;
-        }
+        if ((st = extend_keep(s, &used, &copied, n, n)) != SCHED_OK)
+            return st;
         size_t viewed = 0;
         if ((s->store_status = store_peek(s->store, cand[d].user, s->scratch.views + n, got,
                                           &viewed)) != STORE_OK)
@@ -295,13 +306,8 @@ sched_status_t extend_fill(struct sched *s, const sched_consumer_t *c, const pac
             return SCHED_ESTORE;
         }
         uint32_t lane_id = lanes_sorted_lane(shape->lanes, (uint32_t)idx[d]);
-        if (!copied && extend_transient(s, n, n + got)) {
-            if ((st = extend_copy(s, &used, 0, n + got)) != SCHED_OK) /* the batch's first */
-                return st;
-            copied = 1;
-        } else if (copied && (st = extend_copy(s, &used, n, n + got)) != SCHED_OK) {
+        if ((st = extend_keep(s, &used, &copied, n, n + got)) != SCHED_OK)
             return st;
-        }
         uint32_t add_prefix = 0; /* the lane's tokens are in place already (tok) */
         for (size_t i = 0; i < got; i++) {
             uint32_t pt = s->scratch.views[n + i].prefix_tokens;
